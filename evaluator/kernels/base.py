@@ -1,0 +1,88 @@
+"""The protocol every kernel family module implements, and shared helpers.
+
+In: a problem shape (tuple of ints, meaning fixed per family), a dtype name, a config
+dict and a TileLang target. Out: compiled TileLang callables that take and return torch
+tensors exactly like the family's PyTorch reference, plus the metadata the tuning,
+verification and benchmark stages need (search space, flops, bytes, tolerances).
+
+A family module defines one class satisfying `KernelFamily` and registers an instance
+in `evaluator.kernels.REGISTRY`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+
+import torch
+
+from ..results import Hardware, KernelConfig, Shape
+
+# dtype names used throughout (TileLang spells them the same way)
+TORCH_DTYPES = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
+DTYPE_ALIASES = {
+    "fp32": "float32", "float": "float32", "float32": "float32",
+    "fp16": "float16", "half": "float16", "float16": "float16",
+    "bf16": "bfloat16", "bfloat16": "bfloat16",
+}
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+# Compile flags for TileLang's C backend: without them the generated C is built at -O0
+# and runs ~10x slower, which would make every CPU measurement meaningless.
+CPU_COMPILE_FLAGS = ["-O3", "-march=native", "-ffast-math"]
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    return TORCH_DTYPES[DTYPE_ALIASES.get(name, name)]
+
+
+def is_cpu_target(target: str) -> bool:
+    return target.split()[0] in ("c", "llvm")
+
+
+@runtime_checkable
+class KernelFamily(Protocol):
+    """What the pipeline needs from one operator family."""
+
+    name: str  # registry key, e.g. "gemm"
+    title: str  # for reports, e.g. "GEMM / linear (+bias)"
+    aten_ops: frozenset[str]  # profiled aten ops this family covers, e.g. {"aten::addmm"}
+    shape_names: tuple[str, ...]  # meaning of the shape tuple, e.g. ("M", "N", "K")
+
+    def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]]) -> Shape | None:
+        """The family's problem shape for one profiled call of aten `op`, or None."""
+
+    def standard_shapes(self, device: str) -> list[Shape]:
+        """3-5 representative shapes (small, medium, large, one with awkward tails)."""
+
+    def awkward_shape(self, shape: Shape) -> Shape:
+        """A shape near `shape` that is not a multiple of any tile, for verification."""
+
+    def make_inputs(self, shape: Shape, dtype: str, device: str, seed: int) -> tuple[torch.Tensor, ...]:
+        ...
+
+    def reference(self, *inputs: torch.Tensor) -> torch.Tensor:
+        """PyTorch's own result (what the vendor library computes)."""
+
+    def search_space(self, shape: Shape, dtype: str, hardware: Hardware) -> list[KernelConfig]:
+        """Candidate configs, already filtered to those that fit the device."""
+
+    def build(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Callable[..., torch.Tensor]:
+        """Compile the TileLang program; the callable takes `make_inputs` tensors."""
+
+    def flops(self, shape: Shape) -> float:
+        ...
+
+    def bytes(self, shape: Shape, dtype: str) -> float:
+        """Minimum bytes moved to and from memory."""
+
+    def tolerance(self, dtype: str) -> tuple[float, float]:
+        """(atol, rtol) for comparing against `reference`."""
+
+    def swap_in(self, model: torch.nn.Module, kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]) -> int:
+        """Replace the model's modules of this family with TileLang-backed ones, in place;
+        `kernel_for(shape)` returns a compiled kernel for a problem shape (or None to fall
+        back to PyTorch). Returns how many modules were replaced."""

@@ -1,0 +1,384 @@
+"""Frozen dataclasses passed between the stages, and their (de)serialisation.
+
+In: values produced by the stages. Out: immutable records that turn into plain JSON
+dicts (`to_dict`) and back (`from_dict`, validated by pydantic), so a run folder or a
+baseline can be reloaded and re-rendered without rerunning anything.
+
+Shapes are tuples of ints; configs are flat dicts of str -> int/str/bool; times are
+milliseconds; shares are fractions in [0, 1]; speedup = torch time / TileLang time
+(> 1 means TileLang is faster).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import TypeAdapter
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+
+Shape = tuple[int, ...]
+KernelConfig = dict[str, Any]
+
+
+def _clean(value: Any) -> Any:
+    """JSON has no NaN/Inf: store them as None so files stay standard JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def to_dict(obj: Any) -> dict[str, Any]:
+    """A dataclass as a JSON-ready dict (tuples become lists, NaN becomes None)."""
+    return _clean(dataclasses.asdict(obj))
+
+
+def from_dict(cls: type[T], data: dict[str, Any]) -> T:
+    """Rebuild (and validate) a dataclass from `to_dict` output."""
+    return TypeAdapter(cls).validate_python(data)
+
+
+def to_json(obj: Any) -> str:
+    return json.dumps(to_dict(obj), indent=2, sort_keys=False)
+
+
+def shape_str(shape: Shape) -> str:
+    return "x".join(str(int(s)) for s in shape)
+
+
+def parse_shape(text: str) -> Shape:
+    return tuple(int(p) for p in text.lower().replace(",", "x").split("x") if p.strip())
+
+
+# ---------------------------------------------------------------- model and device
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What was evaluated: enough to load the same model again."""
+
+    name: str  # "bert-tiny", "pkg.mod:factory", "path/file.py:factory"
+    source: str  # "zoo" | "module" | "file"
+    batch_size: int
+    seq_len: int | None
+    dtype: str  # "float32" | "float16" | "bfloat16"
+    parameters: int = 0
+    spec_hash: str = ""  # hash of the name, sizes and parameter shapes
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The device the kernels were compiled for and timed on."""
+
+    target: str  # TileLang target: "c" on CPU, "cuda" on NVIDIA
+    device: str  # "cpu" | "cuda"
+    name: str  # "NVIDIA H200", or the CPU model
+    platform: str  # short slug used in baseline paths: "h200", "cpu-x86_64"
+    cores: int = 0  # CPU cores, or streaming multiprocessors on a GPU
+    memory_gb: float = 0.0
+    smem_per_block: int = 0  # bytes; 0 on CPU
+    smem_per_sm: int = 0
+    regs_per_block: int = 0
+    regs_per_sm: int = 0
+    compute_capability: str = ""
+    driver: str = ""
+    cuda: str = ""
+    peak_tflops: float | None = None  # published dense fp16/bf16 peak
+    peak_gbps: float | None = None  # published memory bandwidth
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Versions of everything a measurement depends on (the baseline manifest)."""
+
+    evaluator: str
+    python: str
+    os: str
+    cpu: str
+    torch: str
+    tilelang: str
+    hardware: Hardware
+
+
+# ---------------------------------------------------------------- profiling
+
+
+@dataclass(frozen=True)
+class HotOp:
+    """One operator family's share of the profiled forward pass."""
+
+    family: str  # "gemm", "softmax", ..., or "other"
+    time_ms: float  # per forward pass
+    share: float  # of the profiled operator time
+    calls: int  # per forward pass
+    shapes: tuple[str, ...]  # distinct problem shapes, e.g. "256x512x128"
+    aten_ops: tuple[str, ...]
+    has_kernel: bool
+
+
+@dataclass(frozen=True)
+class HotOps:
+    device: str
+    total_ms: float  # operator time of one forward pass
+    ops: tuple[HotOp, ...]  # sorted by time, descending
+    selected: tuple[str, ...]  # families chosen for rewriting
+    wall_ms: float = 0.0  # wall time of one forward pass
+
+
+# ---------------------------------------------------------------- kernels
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One tuning candidate: compiled and timed, or the reason it was not."""
+
+    config: KernelConfig
+    status: str  # "ok" | "rejected" | "compile_error" | "runtime_error" | "wrong"
+    latency_ms: float | None = None
+    compile_s: float | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class TunedKernel:
+    family: str
+    shape: Shape
+    dtype: str
+    target: str
+    config: KernelConfig | None  # None when no candidate worked
+    candidates: tuple[Candidate, ...]
+    cached: bool = False  # reused from the tuning cache
+    tuning_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.config is not None
+
+
+@dataclass(frozen=True)
+class VerifyCase:
+    family: str
+    shape: Shape
+    dtype: str
+    seed: int
+    max_abs_err: float | None
+    max_rel_err: float | None
+    atol: float
+    rtol: float
+    passed: bool
+    reason: str = ""  # why it failed ("NaN in output", "all zeros", "mismatch", ...)
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    family: str
+    cases: tuple[VerifyCase, ...]
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.cases) and all(c.passed for c in self.cases)
+
+
+# ---------------------------------------------------------------- measurement
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Repeated measurements of one callable, in milliseconds."""
+
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    mean_ms: float
+    cv: float  # coefficient of variation (std / mean)
+    reps: int
+    timer: str = "perf_counter"  # "perf_counter" | "cuda_event"
+
+
+@dataclass(frozen=True)
+class OpBench:
+    family: str
+    shape: Shape
+    dtype: str
+    source: str  # "model" (a shape the model uses) | "standard"
+    tilelang: Timing | None
+    torch: Timing
+    speedup: float | None  # torch median / TileLang median
+    flops: float
+    bytes: float
+    tilelang_tflops: float | None = None
+    tilelang_gbps: float | None = None
+    torch_tflops: float | None = None
+    torch_gbps: float | None = None
+    config: KernelConfig | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class E2EBench:
+    """The model with and without the TileLang kernels swapped in."""
+
+    families: tuple[str, ...]
+    reference: Timing
+    swapped: Timing | None
+    speedup: float | None
+    samples_per_s_reference: float
+    samples_per_s_swapped: float | None
+    max_abs_err: float | None
+    outputs_match: bool
+    replaced_modules: int = 0
+    coverage: float = 0.0  # share of profiled time now in TileLang kernels
+    amdahl_speedup: float | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Soak:
+    seconds: float
+    window_ms: tuple[float, ...]  # median latency per window
+    drift: float  # (last - first) / first
+    cv: float
+    memory_growth_mb: float
+    iterations: int
+    notes: tuple[str, ...] = ()
+
+
+# ---------------------------------------------------------------- upstream
+
+
+@dataclass(frozen=True)
+class UpstreamHealth:
+    """Git-only health of the upstream repository (and a fork, if given)."""
+
+    measured: bool
+    repo: str = ""
+    as_of: str = ""  # ISO date the metrics are computed at
+    head: str = ""
+    days_since_last_commit: float | None = None
+    commits_30d: int | None = None
+    commits_90d: int | None = None
+    commits_365d: int | None = None
+    authors_90d: int | None = None
+    latest_tag: str | None = None
+    days_since_release: float | None = None
+    maintenance_score: float | None = None
+    fork_behind: int | None = None
+    fork_ahead: int | None = None
+    fork_days_behind: float | None = None
+    details: dict[str, Any] = field(default_factory=dict)  # series, per-path activity, ...
+    note: str = ""  # why not measured, or caveats (shallow clone)
+
+
+# ---------------------------------------------------------------- decision
+
+
+@dataclass(frozen=True)
+class Outcome:
+    id: str
+    title: str
+    severity: str  # "blocker" | "major" | "minor"
+    metric: str
+    comparator: str  # ">=", "<=", ">", "<", "==", "!="
+    threshold: float
+    value: float | None
+    status: str  # "pass" | "fail" | "not_evaluated" | "waived"
+    rationale: str = ""
+    evidence: str = ""
+    unit: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    decision: str  # "GO" | "CONDITIONAL GO" | "NO-GO"
+    checklist: str  # checklist name/path
+    outcomes: tuple[Outcome, ...]
+
+
+@dataclass(frozen=True)
+class BaselineRef:
+    store: str
+    model: str
+    platform: str
+    version: str
+    path: str  # folder inside the store
+    commit: str
+    tag: str
+
+
+# ---------------------------------------------------------------- baselines over time
+
+
+@dataclass(frozen=True)
+class Change:
+    """One measurement compared between two baselines (times: lower is better)."""
+
+    kind: str  # "op" | "e2e"
+    key: str  # e.g. "gemm 256x512x128 float32"
+    reference_ms: float | None
+    candidate_ms: float | None
+    ratio: float | None  # candidate / reference time (> 1 means slower)
+    threshold: float  # relative change that counts, from noise and the configured floor
+    status: str  # "regression" | "improvement" | "unchanged" | "new" | "gone"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    reference: str  # baseline id "<model>/<platform>/<version>"
+    candidate: str  # baseline id, or "this run"
+    comparable: bool  # False when the timing policies differ
+    note: str
+    changes: tuple[Change, ...]
+    environment_changes: tuple[tuple[str, str, str], ...] = ()  # (field, reference, candidate)
+
+    @property
+    def regressions(self) -> tuple[Change, ...]:
+        return tuple(c for c in self.changes if c.status == "regression")
+
+
+@dataclass(frozen=True)
+class TrendPoint:
+    version: str
+    created: str
+    key: str
+    median_ms: float
+
+
+# ---------------------------------------------------------------- the whole run
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Everything one run measured; each stage fills its field, None = not reached."""
+
+    run_id: str
+    created: str  # ISO timestamp
+    model: ModelSpec
+    environment: Environment
+    settings: dict[str, Any]
+    hot_ops: HotOps | None = None
+    tuned: tuple[TunedKernel, ...] = ()
+    verify: tuple[VerifyResult, ...] = ()
+    op_bench: tuple[OpBench, ...] = ()
+    e2e: E2EBench | None = None
+    soak: Soak | None = None
+    upstream: UpstreamHealth | None = None
+    comparison: Comparison | None = None  # against the previous baseline
+    trend: tuple[TrendPoint, ...] = ()
+    verdict: Verdict | None = None
+    baseline: BaselineRef | None = None
+    stage_errors: dict[str, str] = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        return self.hot_ops.selected if self.hot_ops else ()
