@@ -1,0 +1,109 @@
+"""Device identity and published peak numbers.
+
+In: a device request ("auto", "cpu", "cuda"). Out: a `Hardware` record (name, limits
+that decide which kernel configs can launch, driver/CUDA versions, the platform slug
+used in baseline paths, and the vendor's published peaks when the device is known), and
+the TileLang target string for it. Nothing here is measured; measured ceilings belong to
+the benchmark stage.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import subprocess
+
+import torch
+
+from .errors import DeviceError
+from .results import Hardware
+
+# Published dense fp16/bf16 tensor TFLOP/s (no sparsity) and memory bandwidth in GB/s,
+# from each vendor's datasheet. Keys are matched as lowercase substrings of the device name.
+PEAKS: dict[str, tuple[float, float, str]] = {
+    "h200": (989.0, 4800.0, "NVIDIA H200 datasheet (SXM)"),
+    "h100": (989.0, 3350.0, "NVIDIA H100 datasheet (SXM)"),
+    "a100": (312.0, 2039.0, "NVIDIA A100 datasheet (80GB SXM)"),
+    "l40s": (362.0, 864.0, "NVIDIA L40S datasheet"),
+    "mi300x": (1307.0, 5300.0, "AMD Instinct MI300X datasheet"),
+    "c500": (280.0, 1800.0, "MetaX C500 product brief"),
+}
+
+
+def resolve_device(request: str) -> str:
+    if request not in ("auto", "cpu", "cuda"):
+        raise DeviceError(f"unknown device '{request}'; use auto, cpu or cuda")
+    if request == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if request == "cuda" and not torch.cuda.is_available():
+        raise DeviceError("--device cuda was asked for but torch sees no CUDA device; use --device cpu or auto")
+    return request
+
+
+def tilelang_target(device: str) -> str:
+    return "cuda" if device == "cuda" else "c"
+
+
+def _slug(name: str) -> str:
+    low = name.lower()
+    for key in PEAKS:
+        if key in low:
+            return key
+    return re.sub(r"[^a-z0-9]+", "-", low).strip("-")[:40] or "unknown"
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _mem_gb() -> float:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal"):
+                    return round(int(line.split()[1]) / 1024**2, 1)
+    except OSError:
+        pass
+    return 0.0
+
+
+def _nvidia_driver() -> str:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def detect(device: str) -> Hardware:
+    """Describe the device (already resolved to "cpu" or "cuda")."""
+    if device == "cuda":
+        idx = torch.cuda.current_device()
+        p = torch.cuda.get_device_properties(idx)
+        peak = next((v for k, v in PEAKS.items() if k in p.name.lower()), None)
+        return Hardware(
+            target=tilelang_target(device), device="cuda", name=p.name, platform=_slug(p.name),
+            cores=p.multi_processor_count, memory_gb=round(p.total_memory / 1024**3, 1),
+            smem_per_block=int(getattr(p, "shared_memory_per_block_optin", 0) or getattr(p, "shared_memory_per_block", 0)),
+            smem_per_sm=int(getattr(p, "shared_memory_per_multiprocessor", 0)),
+            regs_per_block=int(getattr(p, "regs_per_block", 65536) or 65536),
+            regs_per_sm=int(getattr(p, "regs_per_multiprocessor", 65536) or 65536),
+            compute_capability=f"{p.major}.{p.minor}", driver=_nvidia_driver(), cuda=torch.version.cuda or "",
+            peak_tflops=peak[0] if peak else None, peak_gbps=peak[1] if peak else None,
+        )
+    name = _cpu_name()
+    return Hardware(target=tilelang_target(device), device="cpu", name=name,
+                    platform=f"cpu-{platform.machine().lower()}", cores=os.cpu_count() or 1, memory_gb=_mem_gb())
+
+
+def peak_source(hw: Hardware) -> str:
+    return next((v[2] for k, v in PEAKS.items() if k in hw.name.lower()), "")

@@ -1,0 +1,128 @@
+"""Model loading: the built-in zoo, `pkg.module:factory` and `path/file.py:factory`.
+
+In: a model spec string and overrides (batch size, sequence length, dtype, device).
+Out: a `LoadedModel` — the module in eval mode on the device, its example inputs, and a
+serialisable `ModelSpec` with a hash of the architecture so baselines of different
+models are never compared.
+
+Factory contract (documented in README): `factory(**kwargs)` returns `(model, inputs)`,
+where inputs is a tensor or a tuple of tensors; keyword arguments `batch_size`,
+`seq_len`, `dtype` and `device` are passed only if the factory's signature names them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..errors import ModelLoadError
+from ..kernels.base import DTYPE_ALIASES, torch_dtype
+from ..results import ModelSpec
+from .zoo import ZOO, example_inputs
+
+__all__ = ["LoadedModel", "load_model", "ZOO"]
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    spec: ModelSpec
+    module: torch.nn.Module
+    inputs: tuple[torch.Tensor, ...]
+    device: str
+
+
+def _arch_hash(name: str, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> str:
+    h = hashlib.sha256(name.encode())
+    for pname, p in module.named_parameters():
+        h.update(f"{pname}:{tuple(p.shape)}:{p.dtype};".encode())
+    for t in inputs:
+        h.update(f"in:{tuple(t.shape)}:{t.dtype};".encode())
+    return h.hexdigest()[:16]
+
+
+def _call_factory(spec: str, factory, kwargs: dict):
+    try:
+        params = inspect.signature(factory).parameters
+        accepts_all = any(p.kind is p.VAR_KEYWORD for p in params.values())
+        passed = {k: v for k, v in kwargs.items() if v is not None and (accepts_all or k in params)}
+        out = factory(**passed)
+    except Exception as exc:  # the user's code: any failure is a load error, not our crash
+        raise ModelLoadError(f"model factory '{spec}' raised {type(exc).__name__}: {exc}") from exc
+    if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], torch.nn.Module)):
+        raise ModelLoadError(f"model factory '{spec}' must return (torch.nn.Module, inputs); got {type(out).__name__}")
+    model, inputs = out
+    if isinstance(inputs, torch.Tensor):
+        inputs = (inputs,)
+    if not (isinstance(inputs, (tuple, list)) and inputs and all(isinstance(t, torch.Tensor) for t in inputs)):
+        raise ModelLoadError(f"model factory '{spec}' must return example inputs as a tensor or a tuple of tensors")
+    return model, tuple(inputs)
+
+
+def _resolve_factory(spec: str):
+    target, _, attr = spec.rpartition(":")
+    if not target or not attr:
+        known = ", ".join(ZOO)
+        raise ModelLoadError(f"unknown model '{spec}'; use one of {known}, or pkg.module:factory, or path/file.py:factory")
+    if target.endswith(".py"):
+        path = Path(target)
+        if not path.is_file():
+            raise ModelLoadError(f"model file '{target}' does not exist; give path/to/file.py:factory")
+        mod_name = f"_evaluator_user_model_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]}"
+        try:
+            mspec = importlib.util.spec_from_file_location(mod_name, path)
+            module = importlib.util.module_from_spec(mspec)
+            sys.modules[mod_name] = module
+            mspec.loader.exec_module(module)
+        except Exception as exc:
+            raise ModelLoadError(f"could not import '{target}': {type(exc).__name__}: {exc}") from exc
+        source = "file"
+    else:
+        try:
+            module = importlib.import_module(target)
+        except Exception as exc:
+            raise ModelLoadError(f"could not import module '{target}' ({type(exc).__name__}: {exc}); "
+                                 "check the name and that it is on PYTHONPATH") from exc
+        source = "module"
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise ModelLoadError(f"'{target}' has no callable '{attr}'; the factory must return (model, inputs)")
+    return factory, source
+
+
+def load_model(name: str, *, batch_size: int | None = None, seq_len: int | None = None,
+               dtype: str = "float32", device: str = "cpu", seed: int = 0) -> LoadedModel:
+    dtype = DTYPE_ALIASES.get(dtype, dtype)
+    if dtype not in ("float32", "float16", "bfloat16"):
+        raise ModelLoadError(f"unsupported dtype '{dtype}'; use fp32, fp16 or bf16")
+    tdtype = torch_dtype(dtype)
+    torch.manual_seed(seed)
+    if name in ZOO:
+        entry = ZOO[name]
+        batch_size = batch_size or entry.batch_size
+        seq_len = seq_len or entry.seq_len
+        model = entry.build()
+        inputs = example_inputs(entry, batch_size, seq_len, seed)
+        source = "zoo"
+    else:
+        factory, source = _resolve_factory(name)
+        model, inputs = _call_factory(name, factory, {"batch_size": batch_size, "seq_len": seq_len,
+                                                      "dtype": tdtype, "device": device})
+        batch_size = batch_size or (int(inputs[0].shape[0]) if inputs[0].dim() else 1)
+    try:
+        model = model.to(device=device, dtype=tdtype).eval()
+        inputs = tuple(t.to(device=device, dtype=tdtype) if t.is_floating_point() else t.to(device) for t in inputs)
+    except Exception as exc:
+        raise ModelLoadError(f"could not move model '{name}' to {device} as {dtype}: {exc}") from exc
+    spec = ModelSpec(
+        name=name, source=source, batch_size=int(batch_size), seq_len=seq_len, dtype=dtype,
+        parameters=sum(p.numel() for p in model.parameters()),
+        spec_hash=_arch_hash(name, model, inputs),
+    )
+    return LoadedModel(spec=spec, module=model, inputs=inputs, device=device)

@@ -1,0 +1,146 @@
+"""Find the model's hot operators with torch.profiler.
+
+In: a `LoadedModel`, how many forward passes to profile, how many families to pick
+(or an explicit list). Out: `HotOps` — one row per operator family (time per forward
+pass, share, calls, the distinct problem shapes, whether we have a TileLang kernel for
+it) and the families chosen for rewriting.
+
+Each profiled aten call is attributed to the *outermost* operator we recognise, so
+aten::linear -> aten::addmm -> aten::mm counts once, as gemm, with the time of the whole
+call (device time on CUDA, CPU time otherwise).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+import pandas as pd
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from . import kernels
+from .models import LoadedModel
+from .results import HotOp, HotOps, shape_str
+
+# Families we recognise but may have no kernel for; kernel families come from the registry.
+OTHER_FAMILIES: dict[str, str] = {
+    "aten::conv2d": "conv2d", "aten::convolution": "conv2d", "aten::_convolution": "conv2d",
+    "aten::mkldnn_convolution": "conv2d", "aten::cudnn_convolution": "conv2d",
+    "aten::batch_norm": "batchnorm", "aten::_batch_norm_impl_index": "batchnorm",
+    "aten::native_batch_norm": "batchnorm", "aten::_native_batch_norm_legit_no_training": "batchnorm",
+    "aten::scaled_dot_product_attention": "attention",
+    "aten::bmm": "bmm", "aten::baddbmm": "bmm",
+    "aten::embedding": "embedding",
+    "aten::max_pool2d": "pooling", "aten::max_pool2d_with_indices": "pooling",
+    "aten::adaptive_avg_pool2d": "pooling", "aten::avg_pool2d": "pooling",
+}
+ELEMENTWISE = {
+    "aten::gelu", "aten::relu", "aten::relu_", "aten::silu", "aten::silu_", "aten::add", "aten::add_",
+    "aten::mul", "aten::mul_", "aten::div", "aten::div_", "aten::sub", "aten::neg", "aten::tanh",
+    "aten::sigmoid", "aten::masked_fill", "aten::masked_fill_", "aten::pow", "aten::rsqrt", "aten::cos",
+    "aten::sin", "aten::exp", "aten::where",
+}
+
+
+def classify(name: str, input_shapes: list) -> str | None:
+    """Family of one aten op, or None if it is not an operator we account for by name."""
+    fam = kernels.family_for_aten(name)
+    if fam is not None:
+        return fam.name
+    if name == "aten::matmul" or name == "aten::mm":
+        # matmul of two batched operands is attention-style bmm, with a 2-D weight it is a linear layer
+        dims = [len(s) for s in input_shapes[:2] if isinstance(s, (list, tuple))]
+        if len(dims) == 2 and dims[1] == 2:
+            return "gemm"
+        return "bmm"
+    if name in OTHER_FAMILIES:
+        return OTHER_FAMILIES[name]
+    if name in ELEMENTWISE:
+        return "elementwise"
+    return None
+
+
+def _problem_shape(family: str, op: str, shapes: list) -> str | None:
+    if family not in kernels.REGISTRY:
+        if family in ("bmm", "conv2d", "attention"):
+            return ";".join(shape_str(s) for s in shapes if isinstance(s, (list, tuple)) and s)
+        return None
+    try:
+        shape = kernels.REGISTRY[family].problem_shape(op, shapes)
+    except Exception:  # an odd call signature must not stop the profile
+        return None
+    return shape_str(shape) if shape else None
+
+
+def profile_model(model: LoadedModel, *, iters: int = 3, warmup: int = 2) -> pd.DataFrame:
+    """Profile `iters` forward passes; one row per attributed aten call."""
+    use_cuda = model.device == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if use_cuda else [])
+    with torch.inference_mode():
+        for _ in range(warmup):
+            model.module(*model.inputs)
+        if use_cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with profile(activities=activities, record_shapes=True) as prof:
+            for _ in range(iters):
+                model.module(*model.inputs)
+            if use_cuda:
+                torch.cuda.synchronize()
+        wall = (time.perf_counter() - t0) / iters
+    rows = []
+    for evt in prof.events():
+        if not evt.name.startswith("aten::"):
+            continue
+        parent, claimed, top = evt.cpu_parent, False, True
+        while parent is not None:
+            if parent.name.startswith("aten::"):
+                top = False
+                if classify(parent.name, parent.input_shapes) is not None:
+                    claimed = True
+                    break
+            parent = parent.cpu_parent
+        if claimed:
+            continue
+        family = classify(evt.name, evt.input_shapes)
+        if family is None and not top:
+            continue  # an unrecognised helper inside an unrecognised top-level op: counted there
+        t_us = evt.device_time_total if use_cuda else evt.cpu_time_total
+        rows.append({"family": family or "other", "op": evt.name, "time_us": float(t_us),
+                     "shape": _problem_shape(family, evt.name, evt.input_shapes) if family else None})
+    df = pd.DataFrame(rows, columns=["family", "op", "time_us", "shape"])
+    df.attrs["iters"] = iters
+    df.attrs["wall_ms"] = wall * 1e3
+    return df
+
+
+def hot_ops(model: LoadedModel, *, top: int = 2, families: tuple[str, ...] = (), iters: int = 3) -> HotOps:
+    for name in families:
+        kernels.get(name)  # raises UnknownFamilyError with the known names
+    df = profile_model(model, iters=iters)
+    n = df.attrs["iters"]
+    total = float(df["time_us"].sum()) / n / 1e3 if len(df) else 0.0
+    ops = []
+    for fam, g in df.groupby("family"):
+        t = float(g["time_us"].sum()) / n / 1e3
+        shapes = tuple(dict.fromkeys(s for s in g["shape"] if isinstance(s, str) and s))
+        ops.append(HotOp(family=str(fam), time_ms=t, share=(t / total if total else 0.0), calls=len(g) // n,
+                         shapes=shapes, aten_ops=tuple(sorted(set(g["op"]))),
+                         has_kernel=fam in kernels.REGISTRY))
+    ops.sort(key=lambda o: o.time_ms, reverse=True)
+    if families:
+        selected = tuple(families)
+    else:
+        selected = tuple(o.family for o in ops if o.has_kernel and o.shapes)[:top]
+    return HotOps(device=model.device, total_ms=total, ops=tuple(ops), selected=selected,
+                  wall_ms=df.attrs["wall_ms"])
+
+
+def table(h: HotOps) -> pd.DataFrame:
+    """The hot-op table as the CLI and baseline CSV show it."""
+    return pd.DataFrame([{
+        "family": o.family, "time_ms": round(o.time_ms, 4), "share_pct": round(100 * o.share, 1),
+        "calls": o.calls, "shapes": " ".join(o.shapes), "kernel": "yes" if o.has_kernel else "no",
+        "selected": o.family in h.selected,
+    } for o in h.ops])

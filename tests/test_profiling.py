@@ -1,0 +1,35 @@
+from evaluator import profiling
+from evaluator.models import load_model
+
+
+def test_bert_tiny_hot_ops_find_gemm_first_and_pick_two_kernel_families():
+    hot = profiling.hot_ops(load_model("bert-tiny", seq_len=64), top=2, iters=2)
+    fams = {o.family: o for o in hot.ops}
+    assert {"gemm", "softmax", "layernorm"} <= set(fams)
+    # every nn.Linear of bert-tiny (embedding-free): 6 per layer, 2 layers
+    assert fams["gemm"].calls == 12
+    assert set(fams["gemm"].shapes) == {"128x128x128", "128x512x128", "128x128x512"}
+    assert fams["softmax"].shapes == ("256x64",)  # batch 2 x heads 2 x seq 64 rows of 64
+    assert len(hot.selected) == 2 and all(fams[f].has_kernel for f in hot.selected)
+    assert abs(sum(o.share for o in hot.ops) - 1.0) < 1e-6
+    assert hot.ops == tuple(sorted(hot.ops, key=lambda o: o.time_ms, reverse=True))
+    # families without a kernel still show, marked as such
+    assert not fams["bmm"].has_kernel
+
+
+def test_explicit_families_override_the_choice():
+    hot = profiling.hot_ops(load_model("llama-tiny", seq_len=32), families=("rmsnorm",), iters=1)
+    assert hot.selected == ("rmsnorm",)
+    assert "32x128" in {o.family: o for o in hot.ops}["rmsnorm"].shapes
+
+
+def test_resnet_is_dominated_by_conv_without_a_kernel():
+    hot = profiling.hot_ops(load_model("resnet-tiny"), iters=1)
+    assert hot.ops[0].family == "conv2d" and not hot.ops[0].has_kernel
+    assert "conv2d" not in hot.selected
+
+
+def test_table_marks_selected_rows():
+    hot = profiling.hot_ops(load_model("bert-tiny", seq_len=32), iters=1)
+    df = profiling.table(hot)
+    assert set(df[df.selected].family) == set(hot.selected)
