@@ -1,0 +1,39 @@
+import math
+
+import pytest
+
+from evaluator import bench
+
+
+def test_summarize_statistics():
+    t = bench.summarize([1.0, 2.0, 3.0, 4.0, 100.0], "perf_counter")
+    assert t.median_ms == 3.0 and t.reps == 5
+    assert t.p10_ms == 1.0 + 0 and t.p90_ms == 100.0
+    assert math.isclose(t.mean_ms, 22.0)
+    assert t.cv > 1.0  # one outlier makes the spread obvious
+
+
+def test_time_callable_counts_reps_and_measures_sleep():
+    import time
+    t = bench.time_callable(lambda: time.sleep(0.002), "cpu", bench.TimingPolicy(warmup=1, reps=7))
+    assert t.reps == 7
+    assert 1.5 < t.median_ms < 50
+
+
+def test_soak_reports_windows_and_drift():
+    import time
+    calls = []
+
+    def slowing():
+        calls.append(1)
+        time.sleep(0.001 * (1 + len(calls) / 50))
+
+    s = bench.soak(slowing, "cpu", seconds=1.0, windows=4)
+    assert len(s.window_ms) == 4 and s.iterations == len(calls) - 1
+    assert s.drift > 0.05  # a steady slide is visible
+    assert any("drifted" in n for n in s.notes)
+
+
+def test_timing_policy_describes_the_timer():
+    assert bench.TimingPolicy().describe("cpu")["timer"] == "perf_counter"
+    assert bench.TimingPolicy().describe("cuda")["timer"] == "cuda_event"
