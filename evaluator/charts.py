@@ -1,0 +1,313 @@
+"""Charts for the report: plain numbers in, inline SVG strings out.
+
+In: lists of labels and numbers that report.py extracts from a RunResult (this module
+knows nothing about results). Out: an `<svg ...>` string ready to drop into HTML, or
+None when there is nothing to draw, so the report can say "not measured" instead.
+
+Matplotlib is driven through `Figure` objects only (no pyplot state), text stays text
+(`svg.fonttype: none`, so Chinese labels use the reader's CJK font and text remains
+searchable), mathtext is off (a `$` in a git tag must not be parsed as a formula), and
+every id inside one SVG gets a per-chart prefix so several charts can share a page.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import math
+import re
+from dataclasses import dataclass
+from datetime import date
+from typing import Mapping, Sequence
+
+import matplotlib
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullFormatter
+
+# Same palette as report.css so charts and tables agree.
+TILELANG = "#2b6cb0"
+VENDOR = "#a0aec0"
+PASS = "#2f855a"
+FAIL = "#c53030"
+WARN = "#b7791f"
+INK = "#2d3748"
+GRID = "#e2e8f0"
+
+
+
+def _fonts() -> list[str]:
+    """Fonts matplotlib measures text with: DejaVu plus the first CJK font installed, so
+    Chinese labels get real widths. Only installed names, since every missing one logs."""
+    from matplotlib import font_manager
+    have = {f.name for f in font_manager.fontManager.ttflist}
+    cjk = [f for f in ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans SC", "WenQuanYi Zen Hei",
+                       "Droid Sans Fallback") if f in have]
+    return ["DejaVu Sans", *cjk[:1], "sans-serif"]
+
+
+_RC = {
+    "svg.fonttype": "none",
+    "svg.hashsalt": "evaluator",  # stable ids: the same data gives the same SVG
+    "text.parse_math": False,
+    "font.family": _fonts(),
+    "font.size": 9,
+    "axes.edgecolor": "#718096",
+    "axes.labelcolor": INK,
+    "xtick.color": INK,
+    "ytick.color": INK,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+WIDTH_IN = 6.6  # fits an A4 page inside the report's margins
+_counter = itertools.count()
+
+
+def _svg(fig: Figure, name: str) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    text = buf.getvalue()
+    text = text[text.index("<svg"):]
+    # The metadata block and DOCTYPE carry namespace URLs; nothing in them is needed inline.
+    text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
+    prefix = f"{name}{next(_counter)}-"
+    ids = set(re.findall(r'\bid="([^"]+)"', text))
+
+    def repl(m: re.Match) -> str:
+        return m.group(1) + prefix + m.group(2) if m.group(2) in ids else m.group(0)
+
+    text = re.sub(r'(\bid="|url\(#|href="#)([^")]+)', repl, text)
+    # Text inherits the page's font list (report.css), which knows the report language.
+    text = re.sub(r"font-family: [^;\"]*;? ?", "", text)
+    return text.replace("<svg ", f'<svg class="chart chart-{name}" role="img" ', 1)
+
+
+def _figure(height_in: float) -> Figure:
+    fig = Figure(figsize=(WIDTH_IN, max(1.6, height_in)), layout="constrained")
+    return fig
+
+
+def _style(ax) -> None:
+    ax.grid(True, axis="x", color=GRID, linewidth=0.6)
+    ax.set_axisbelow(True)
+
+
+def hot_ops(rows: Sequence[tuple[str, float, bool]], *, xlabel: str = "share of profiled operator time",
+            rewritten: str = "rewritten in TileLang", kept: str = "stays in PyTorch") -> str | None:
+    """Horizontal bars of each op family's share; rows are (label, share 0..1, rewritten)."""
+    rows = [r for r in rows if r[1] is not None and math.isfinite(r[1])]
+    if not rows:
+        return None
+    with matplotlib.rc_context(_RC):
+        fig = _figure(0.35 * len(rows) + 0.9)
+        ax = fig.add_subplot()
+        labels = [r[0] for r in rows][::-1]
+        shares = [r[1] * 100 for r in rows][::-1]
+        colors = [TILELANG if r[2] else VENDOR for r in rows][::-1]
+        bars = ax.barh(range(len(rows)), shares, color=colors, height=0.65)
+        ax.set_yticks(range(len(rows)), labels)
+        ax.set_xlabel(xlabel + " (%)")
+        for bar, v in zip(bars, shares):
+            ax.text(bar.get_width() + 0.5, bar.get_y() + bar.get_height() / 2, f"{v:.1f}%",
+                    va="center", fontsize=8, color=INK)
+        ax.set_xlim(0, max(shares) * 1.15 + 1)
+        from matplotlib.patches import Patch
+        ax.legend(handles=[Patch(color=TILELANG, label=rewritten), Patch(color=VENDOR, label=kept)],
+                  loc="lower right", frameon=False, fontsize=8)
+        _style(ax)
+        return _svg(fig, "hotops")
+
+
+def speedups(rows: Sequence[tuple[str, float | None]], *, xlabel: str = "speedup vs vendor library (x)",
+             guides: Sequence[float] = (0.5, 0.9), missing: str = "no TileLang time") -> str | None:
+    """Per-op speedup bars with the 1.0 line (parity with the vendor library); rows with
+    no speedup are drawn as a labelled gap so a failed kernel is not silently dropped."""
+    if not rows or all(s is None for _, s in rows):
+        return None
+    with matplotlib.rc_context(_RC):
+        fig = _figure(0.32 * len(rows) + 0.9)
+        ax = fig.add_subplot()
+        labels = [r[0] for r in rows][::-1]
+        vals = [r[1] for r in rows][::-1]
+        known = [v for v in vals if v is not None]
+        hi = max(max(known) * 1.15, 1.3)
+        for i, v in enumerate(vals):
+            if v is None:
+                ax.text(hi * 0.03, i, missing, va="center", fontsize=8, color=FAIL)
+                continue
+            color = PASS if v >= 1.0 else (WARN if v >= min(guides, default=0.5) else FAIL)
+            ax.barh(i, v, color=color, height=0.65)
+            ax.text(v + hi * 0.01, i, f"{v:.2f}x", va="center", fontsize=8, color=INK)
+        ax.axvline(1.0, color=INK, linewidth=1.2, gid="parity")
+        for g in guides:
+            ax.axvline(g, color="#718096", linewidth=0.8, linestyle="--")
+        ax.set_yticks(range(len(vals)), labels)
+        ax.set_xlim(0, hi)
+        ax.set_xlabel(xlabel)
+        _style(ax)
+        return _svg(fig, "speedup")
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    label: str
+    intensity: float  # FLOP per byte moved
+    tflops: float  # achieved
+    kind: str  # "tilelang" | "vendor"
+
+
+def roofline(points: Sequence[RooflinePoint], *, peak_tflops: float | None = None,
+             peak_gbps: float | None = None, xlabel: str = "arithmetic intensity (FLOP/byte)",
+             ylabel: str = "achieved TFLOP/s", tilelang: str = "TileLang", vendor: str = "vendor library",
+             roof: str = "roofline") -> str | None:
+    """Achieved TFLOP/s against arithmetic intensity on log axes, under the device's roof
+    (min(peak compute, intensity x peak bandwidth)) when its peaks are known."""
+    pts = [p for p in points if p.intensity > 0 and p.tflops > 0
+           and math.isfinite(p.intensity) and math.isfinite(p.tflops)]
+    if not pts:
+        return None
+    with matplotlib.rc_context(_RC):
+        fig = _figure(3.4)
+        ax = fig.add_subplot()
+        xs = [p.intensity for p in pts]
+        x_lo, x_hi = min(xs) / 3, max(xs) * 3
+        if peak_tflops and peak_gbps:
+            ridge = peak_tflops * 1000 / peak_gbps  # intensity where bandwidth meets compute
+            x_lo, x_hi = min(x_lo, ridge / 10), max(x_hi, ridge * 10)
+            grid = [x_lo * (x_hi / x_lo) ** (i / 200) for i in range(201)]
+            ax.plot(grid, [min(peak_tflops, x * peak_gbps / 1000) for x in grid], color=INK, linewidth=1.2,
+                    label=f"{roof} ({peak_tflops:g} TFLOP/s, {peak_gbps:g} GB/s)")
+        elif peak_tflops:
+            ax.axhline(peak_tflops, color=INK, linewidth=1.2, label=f"{roof} ({peak_tflops:g} TFLOP/s)")
+        for kind, color, marker, name in (("vendor", VENDOR, "s", vendor), ("tilelang", TILELANG, "o", tilelang)):
+            sel = [p for p in pts if p.kind == kind]
+            if sel:
+                ax.scatter([p.intensity for p in sel], [p.tflops for p in sel], color=color, marker=marker,
+                           s=28, label=name, zorder=3, edgecolors="white", linewidths=0.5)
+        for p in pts:
+            if p.kind == "tilelang":
+                ax.annotate(p.label, (p.intensity, p.tflops), textcoords="offset points", xytext=(5, 4),
+                            fontsize=7, color=INK)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        # The default log formatter writes mathtext, which is off here: plain numbers instead.
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            axis.set_minor_formatter(NullFormatter())
+        ax.set_xlim(x_lo, x_hi)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="major", color=GRID, linewidth=0.6)
+        # Above the roof (upper left) nothing can be plotted, so the legend hides nothing there.
+        ax.legend(frameon=False, fontsize=8, loc="upper left")
+        return _svg(fig, "roofline")
+
+
+def soak(window_ms: Sequence[float], *, seconds: float | None = None, xlabel: str = "time into the soak (s)",
+         ylabel: str = "median latency per window (ms)", band_pct: float | None = 5.0) -> str | None:
+    """Latency per soak window, with a band of +-band_pct around the first window."""
+    vals = [v for v in window_ms if v is not None and math.isfinite(v)]
+    if not vals:
+        return None
+    with matplotlib.rc_context(_RC):
+        fig = _figure(2.4)
+        ax = fig.add_subplot()
+        n = len(vals)
+        step = (seconds / n) if seconds else 1.0
+        xs = [(i + 0.5) * step for i in range(n)]
+        if band_pct:
+            first = vals[0]
+            ax.axhspan(first * (1 - band_pct / 100), first * (1 + band_pct / 100), color=GRID, alpha=0.7,
+                       label=f"±{band_pct:g}%")
+        ax.plot(xs, vals, color=TILELANG, marker="o", markersize=3, linewidth=1.2)
+        lo, hi = min(vals), max(vals)
+        pad = max((hi - lo) * 0.5, hi * 0.08)
+        ax.set_ylim(max(0, lo - pad), hi + pad)
+        ax.set_xlabel(xlabel if seconds else xlabel.replace("(s)", "").strip())
+        ax.set_ylabel(ylabel)
+        ax.grid(True, color=GRID, linewidth=0.6)
+        if band_pct:
+            ax.legend(frameon=False, fontsize=8, loc="upper right")
+        return _svg(fig, "soak")
+
+
+def weekly_commits(counts: Sequence[float], *, labels: Sequence[str] | None = None,
+                   xlabel: str = "week", ylabel: str = "commits per week", guide: float | None = 1.0) -> str | None:
+    """Bars of upstream commits per week, oldest first; `guide` draws the checklist's floor."""
+    vals = [float(c) for c in counts if c is not None]
+    if not vals:
+        return None
+    with matplotlib.rc_context(_RC):
+        fig = _figure(2.2)
+        ax = fig.add_subplot()
+        ax.bar(range(len(vals)), vals, color=TILELANG, width=0.8)
+        if guide is not None:
+            ax.axhline(guide, color=WARN, linewidth=1, linestyle="--")
+        if labels and len(labels) == len(vals):
+            step = max(1, math.ceil(len(vals) / 6))  # about six dates fit under the bars
+            ticks = list(range(0, len(vals), step))
+            ax.set_xticks(ticks, [labels[i] for i in ticks], fontsize=7)
+        else:
+            ax.set_xticks([0, len(vals) - 1], [f"-{len(vals) - 1}", "0"])
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, axis="y", color=GRID, linewidth=0.6)
+        ax.set_axisbelow(True)
+        return _svg(fig, "commits")
+
+
+def releases(items: Sequence[tuple[date, str]], *, as_of: date | None = None, today_label: str = "as of",
+             xlabel: str = "release date") -> str | None:
+    """Release tags on a time line, newest last, with the evaluation date marked."""
+    items = sorted(((d, t) for d, t in items if isinstance(d, date)), key=lambda x: x[0])
+    if not items:
+        return None
+    items = items[-12:]  # older releases say little about current health and crowd the labels
+    with matplotlib.rc_context(_RC):
+        fig = _figure(1.7)
+        ax = fig.add_subplot()
+        xs = [d for d, _ in items]
+        ax.plot(xs, [0] * len(xs), color=VENDOR, linewidth=1, zorder=1)
+        ax.scatter(xs, [0] * len(xs), color=TILELANG, s=30, zorder=2)
+        for i, (d, tag) in enumerate(items):
+            ax.annotate(tag, (d, 0), textcoords="offset points", xytext=(0, 8 if i % 2 == 0 else -14),
+                        ha="center", fontsize=7, color=INK)
+        if as_of is not None:
+            ax.axvline(as_of, color=WARN, linewidth=1, linestyle="--")
+            ax.annotate(f"{today_label} {as_of.isoformat()}", (as_of, 0), textcoords="offset points",
+                        xytext=(-4, 18), ha="right", fontsize=7, color=WARN)
+        ax.set_yticks([])
+        ax.spines["left"].set_visible(False)
+        ax.set_ylim(-1, 1)
+        ax.set_xlabel(xlabel)
+        fig.autofmt_xdate(rotation=0, ha="center")
+        return _svg(fig, "releases")
+
+
+def trend(series: Mapping[str, Sequence[tuple[str, float]]], *, ylabel: str = "median time (ms)",
+          xlabel: str = "baseline version", max_series: int = 8) -> str | None:
+    """One line per measurement across baseline versions (x in first-seen order)."""
+    series = {k: [(v, y) for v, y in pts if y is not None and math.isfinite(y)] for k, pts in series.items()}
+    series = {k: pts for k, pts in series.items() if pts}
+    if not series:
+        return None
+    versions: list[str] = []
+    for pts in series.values():
+        for v, _ in pts:
+            if v not in versions:
+                versions.append(v)
+    if len(versions) < 2:
+        return None  # one point per line is not a trend
+    keys = list(series)[:max_series]
+    with matplotlib.rc_context(_RC):
+        fig = _figure(2.8)
+        ax = fig.add_subplot()
+        for k in keys:
+            pts = series[k]
+            ax.plot([versions.index(v) for v, _ in pts], [y for _, y in pts], marker="o", markersize=3,
+                    linewidth=1.2, label=k)
+        ax.set_xticks(range(len(versions)), versions, fontsize=7)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, color=GRID, linewidth=0.6)
+        ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        return _svg(fig, "trend")

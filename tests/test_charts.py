@@ -1,0 +1,86 @@
+"""Charts: inline SVG that is safe to embed (escaped text, no script, no external
+references, ids unique per chart) and None when there is nothing to draw."""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from functools import lru_cache
+
+import pytest
+
+from evaluator import charts
+
+EVIL = "<script>alert(1)</script> $x^2$"
+
+
+@lru_cache(maxsize=None)  # drawing every chart takes about a second; draw each set once
+def all_charts(label: str = "gemm") -> dict[str, str | None]:
+    return {
+        "hot_ops": charts.hot_ops([(label, 0.6, True), ("softmax", 0.3, True), ("other", 0.1, False)]),
+        "speedups": charts.speedups([(label, 1.2), ("softmax", 0.4), ("layernorm", None)]),
+        "roofline": charts.roofline([charts.RooflinePoint(label, 40.0, 300.0, "tilelang"),
+                                     charts.RooflinePoint(label, 40.0, 350.0, "vendor"),
+                                     charts.RooflinePoint("softmax", 0.6, 2.0, "tilelang")],
+                                    peak_tflops=989.0, peak_gbps=4800.0),
+        "soak": charts.soak([11.0, 11.2, 11.1, 11.4], seconds=60),
+        "weekly_commits": charts.weekly_commits([3, 0, 5, 7, 2], guide=1.0),
+        "releases": charts.releases([(date(2026, 1, 5), label), (date(2026, 6, 1), "v0.1.15")],
+                                    as_of=date(2026, 11, 29)),
+        "trend": charts.trend({label: [("v1", 1.0), ("v2", 1.1)], "model": [("v1", 12.0), ("v2", 11.5)]}),
+    }
+
+
+def test_every_chart_is_inline_svg_without_external_references():
+    for name, svg in all_charts().items():
+        assert svg is not None and svg.startswith("<svg "), name
+        assert "<?xml" not in svg and "<!DOCTYPE" not in svg and "<metadata" not in svg, name
+        attrs = re.findall(r'(?:href|src)="([^"]*)"', svg)
+        assert all(a.startswith("#") for a in attrs), (name, attrs)
+        assert "\\mathdefault" not in svg, name  # log axes must not fall back to mathtext
+
+
+def test_labels_are_escaped_and_not_parsed_as_math():
+    for name in ("hot_ops", "speedups", "roofline", "releases", "trend"):
+        svg = all_charts(EVIL)[name]
+        assert "<script" not in svg, name
+        assert "&lt;script&gt;" in svg and "$x^2$" in svg, name
+
+
+def test_ids_are_unique_across_charts():
+    ids = []
+    for svg in all_charts().values():
+        ids += re.findall(r'\bid="([^"]+)"', svg)
+    assert len(ids) == len(set(ids))
+    svg = all_charts()["speedups"]
+    refs = set(re.findall(r'(?:url\(#|href="#)([^")]+)', svg))
+    assert refs and refs <= set(re.findall(r'\bid="([^"]+)"', svg))
+
+
+def test_font_comes_from_the_page():
+    # Text inherits the report's font list so Chinese labels pick a CJK font.
+    assert "font-family" not in charts.speedups([("中文标签", 1.0)])
+
+
+@pytest.mark.parametrize("call", [
+    lambda: charts.hot_ops([]),
+    lambda: charts.speedups([("a", None)]),
+    lambda: charts.roofline([charts.RooflinePoint("a", 0.0, 1.0, "tilelang")]),
+    lambda: charts.soak([]),
+    lambda: charts.weekly_commits([]),
+    lambda: charts.releases([]),
+    lambda: charts.trend({"a": [("v1", 1.0)]}),  # a single version is not a trend
+])
+def test_nothing_to_draw_gives_none(call):
+    assert call() is None
+
+
+def test_speedup_chart_draws_the_parity_line():
+    svg = charts.speedups([("a", 2.0), ("b", 0.5)])
+    assert re.search(r'id="speedup\d+-parity"', svg)
+    assert "2.00x" in svg and "0.50x" in svg
+
+
+def test_roofline_without_peaks_still_draws_points():
+    svg = charts.roofline([charts.RooflinePoint("a", 2.0, 0.1, "tilelang")])
+    assert svg is not None and "roofline (" not in svg

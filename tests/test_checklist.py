@@ -1,0 +1,283 @@
+"""Checklist loading (every validation error points at the item and says what is
+allowed), the metric catalogue, and each verdict path including waivers."""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+from datetime import date
+
+import pytest
+
+from evaluator import checklist as cl
+from evaluator.errors import ChecklistError, ConfigError
+from evaluator.results import Change, Comparison, OpBench, RunResult
+from samples import sample_result, timing
+
+TODAY = date(2026, 11, 29)
+
+ITEM = """\
+  - id: {id}
+    title: A check
+    metric: {metric}
+    comparator: "{comparator}"
+    threshold: {threshold}
+    severity: {severity}
+    rationale: Because.
+"""
+
+
+def write(tmp_path, body: str, name: str = "c.yaml"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body), encoding="utf-8")
+    return path
+
+
+def checklist_text(*items: dict, header: str = "name: test\n") -> str:
+    defaults = dict(id="a", metric="ops.speedup_min", comparator=">=", threshold=0.5, severity="blocker")
+    return header + "items:\n" + "".join(ITEM.format(**{**defaults, **i}) for i in items)
+
+
+def load_error(tmp_path, text: str) -> str:
+    with pytest.raises(ChecklistError) as exc:
+        cl.load(write(tmp_path, text))
+    msg = str(exc.value)
+    assert "\n" not in msg, msg
+    return msg
+
+
+# ---------------------------------------------------------------- validation
+
+
+def test_shipped_checklists_load_and_encode_the_method():
+    default = cl.load(cl.DEFAULT_CHECKLIST)
+    items = {i.id: i for i in default.items}
+    assert items["kernels-correct"].severity == "blocker"
+    assert (items["ops-geomean"].threshold, items["ops-geomean"].severity) == (0.9, "major")
+    assert (items["ops-no-cliff"].threshold, items["ops-no-cliff"].severity) == (0.5, "blocker")
+    assert items["e2e-speed"].threshold == 0.95
+    assert items["soak-drift"].threshold == 5 and items["soak-jitter"].threshold == 3
+    assert items["upstream-commits"].threshold == 1 and items["upstream-authors"].threshold == 3
+    assert items["upstream-release"].threshold == 180 and items["fork-drift"].threshold == 90
+    assert items["no-regressions"].metric == "baseline.regressions"
+    production = cl.validate(cl.DEFAULT_CHECKLIST.parent / "production.yaml")
+    assert production.on_not_evaluated == "fail"
+    assert {i.metric for i in default.items + production.items} <= set(cl.METRICS)
+
+
+def test_unknown_metric_names_item_line_and_suggests(tmp_path):
+    msg = load_error(tmp_path, checklist_text({"id": "x"}, {"id": "speed", "metric": "ops.speedup_mn"}))
+    assert ":12:" in msg and "item 2 (id 'speed')" in msg
+    assert "unknown metric 'ops.speedup_mn'" in msg and "ops.speedup_min" in msg
+    assert "evaluate checklist metrics" in msg
+
+
+def test_bad_comparator_lists_allowed(tmp_path):
+    msg = load_error(tmp_path, checklist_text({"id": "cmp", "comparator": "=>"}))
+    assert ":6:" in msg and "id 'cmp'" in msg
+    assert "'=>'" in msg and ">=, <=, >, <, ==, !=" in msg
+
+
+def test_bad_severity_lists_allowed(tmp_path):
+    msg = load_error(tmp_path, checklist_text({"id": "sev", "severity": "critical"}))
+    assert ":8:" in msg and "id 'sev'" in msg and "blocker, major, minor" in msg
+
+
+def test_duplicate_id_points_at_second(tmp_path):
+    msg = load_error(tmp_path, checklist_text({"id": "same"}, {"id": "same"}))
+    assert ":10:" in msg and "item 2" in msg and "duplicate id 'same'" in msg and "item 1" in msg
+
+
+def test_missing_field_names_field_and_item(tmp_path):
+    text = checklist_text({"id": "one"}, {"id": "two"}).replace("    threshold: 0.5\n", "", 1)
+    msg = load_error(tmp_path, text)
+    assert "item 1 (id 'one')" in msg and "missing required field 'threshold'" in msg
+    assert ":3:" in msg  # the item's own line when the field is absent
+
+
+def test_unknown_field_suggests_the_right_one(tmp_path):
+    text = checklist_text({"id": "typo"}).replace("threshold:", "treshold:")
+    msg = load_error(tmp_path, text)
+    assert "unknown field 'treshold'" in msg and "did you mean 'threshold'" in msg and ":7:" in msg
+
+
+def test_threshold_must_be_a_number(tmp_path):
+    msg = load_error(tmp_path, checklist_text({"id": "num", "threshold": "fast"}))
+    assert "threshold must be a number" in msg and "id 'num'" in msg
+
+
+def test_malformed_yaml_gives_line(tmp_path):
+    msg = load_error(tmp_path, "name: x\nitems:\n  - id: a\n    title: [unclosed\n    metric: e2e.speedup\n")
+    assert "not valid YAML" in msg and str(tmp_path) in msg
+    assert ":5:" in msg or ":4:" in msg
+
+
+def test_waiver_date_and_fields_validated(tmp_path):
+    text = checklist_text({"id": "w"}) + "    waiver: {reason: known, who: ana, expires: soon}\n"
+    msg = load_error(tmp_path, text)
+    assert "id 'w'" in msg and "YYYY-MM-DD" in msg
+    text = checklist_text({"id": "w"}) + "    waiver: {reason: known, expires: 2027-01-01}\n"
+    assert "missing required field 'who'" in load_error(tmp_path, text)
+
+
+def test_shape_errors(tmp_path):
+    assert "mapping with 'name' and 'items'" in load_error(tmp_path, "- just\n- a list\n")
+    assert "no items" in load_error(tmp_path, "name: empty\nitems: []\n")
+    with pytest.raises(ChecklistError, match="not found"):
+        cl.load(tmp_path / "nope.yaml")
+
+
+# ---------------------------------------------------------------- metrics
+
+
+def bare() -> RunResult:
+    r = sample_result()
+    return RunResult(run_id=r.run_id, created=r.created, model=r.model, environment=r.environment, settings={})
+
+
+def test_every_metric_is_none_for_a_run_that_measured_nothing():
+    r = bare()
+    assert {name: m(r) for name, m in cl.METRICS.items()} == {name: None for name in cl.METRICS}
+    assert all(m.explain(r) for m in cl.METRICS.values())  # always says why
+
+
+def test_metric_values_from_sample(result):
+    m = {name: metric(result) for name, metric in cl.METRICS.items()}
+    assert m["kernels.all_correct"] == 1.0 and m["kernels.correct_fraction"] == 1.0
+    assert m["ops.speedup_geomean"] == pytest.approx((1.1 * 0.9) ** 0.5)
+    assert m["ops.speedup_min"] == pytest.approx(0.9)
+    assert m["e2e.outputs_match"] == 1.0 and m["e2e.speedup"] == pytest.approx(12 / 11)
+    assert m["soak.drift_pct"] == pytest.approx(0.5) and m["soak.cv_pct"] == pytest.approx(1.0)
+    assert m["upstream.commits_per_week_90d"] == pytest.approx(120 / (90 / 7))
+    assert m["fork.days_behind"] is None and m["baseline.regressions"] is None
+    assert set(cl.describe_metrics().split()) >= set(cl.METRICS)
+
+
+def test_op_metrics_use_model_shapes_only(result):
+    slow_standard = OpBench("gemm", (4096, 4096, 4096), "float32", "standard", timing(10.0), timing(1.0), 0.1, 1, 1)
+    r = dataclasses.replace(result, op_bench=result.op_bench + (slow_standard,))
+    assert cl.METRICS["ops.speedup_min"](r) == pytest.approx(0.9)
+    only_standard = dataclasses.replace(result, op_bench=(slow_standard,))
+    assert cl.METRICS["ops.speedup_min"](only_standard) == pytest.approx(0.1)
+
+
+def test_unverified_selected_family_is_not_correct(result):
+    r = dataclasses.replace(result, verify=result.verify[:1])  # softmax never reached verification
+    assert cl.METRICS["kernels.all_correct"](r) == 0.0
+    assert cl.METRICS["kernels.correct_fraction"](r) == 0.5
+    assert "softmax" in cl.METRICS["kernels.all_correct"].explain(r)
+
+
+def test_regressions_counted_only_when_comparable(result):
+    changes = (Change("op", "gemm 256x128x128 float32", 0.4, 0.5, 1.25, 0.05, "regression"),
+               Change("e2e", "model", 12.0, 12.0, 1.0, 0.05, "unchanged"))
+    comp = Comparison("bert-tiny/cpu-x86_64/v1", "this run", True, "", changes)
+    assert cl.METRICS["baseline.regressions"](dataclasses.replace(result, comparison=comp)) == 1.0
+    other = dataclasses.replace(comp, comparable=False, note="timer changed")
+    assert cl.METRICS["baseline.regressions"](dataclasses.replace(result, comparison=other)) is None
+
+
+def test_swapped_run_missing_is_not_a_match(result):
+    e2e = dataclasses.replace(result.e2e, swapped=None, speedup=None, outputs_match=False, error="boom")
+    r = dataclasses.replace(result, e2e=e2e)
+    assert cl.METRICS["e2e.outputs_match"](r) is None
+    assert "boom" in cl.METRICS["e2e.outputs_match"].explain(r)
+
+
+# ---------------------------------------------------------------- verdicts
+
+
+def evaluate(result, path=cl.DEFAULT_CHECKLIST, today=TODAY):
+    return cl.evaluate(cl.load(path), result, today=today)
+
+
+def statuses(v):
+    return {o.id: o.status for o in v.outcomes}
+
+
+def test_go(result):
+    v = evaluate(result)
+    assert v.decision == "GO"
+    assert statuses(v)["fork-drift"] == "not_evaluated"  # listed, though optional
+    assert v.checklist == "default (default.yaml)"
+    o = next(o for o in v.outcomes if o.id == "ops-no-cliff")
+    assert o.value == pytest.approx(0.9) and o.unit == "x" and "softmax" in o.evidence
+
+
+def test_conditional_go_when_only_a_major_fails():
+    v = evaluate(sample_result(softmax_speedup=0.6))  # geomean 0.81 < 0.9, worst 0.6 >= 0.5
+    assert v.decision == "CONDITIONAL GO"
+    assert statuses(v)["ops-geomean"] == "fail" and statuses(v)["ops-no-cliff"] == "pass"
+
+
+def test_no_go_when_a_blocker_fails():
+    v = evaluate(sample_result(correct=False))
+    assert v.decision == "NO-GO" and statuses(v)["kernels-correct"] == "fail"
+    assert evaluate(sample_result(softmax_speedup=0.3)).decision == "NO-GO"
+
+
+def test_not_evaluated_never_passes():
+    v = evaluate(sample_result(upstream=False))
+    s = statuses(v)
+    assert s["upstream-commits"] == s["upstream-authors"] == s["upstream-release"] == "not_evaluated"
+    assert v.decision == "CONDITIONAL GO"
+    assert all(o.value is None for o in v.outcomes if o.status == "not_evaluated")
+    assert "no --upstream given" in next(o.evidence for o in v.outcomes if o.id == "upstream-commits")
+
+
+def test_missing_blocker_under_a_strict_checklist_is_no_go(result):
+    r = dataclasses.replace(result, verify=())
+    assert evaluate(r).decision == "CONDITIONAL GO"  # default: cannot be GO without evidence
+    strict = cl.DEFAULT_CHECKLIST.parent / "production.yaml"
+    assert statuses(evaluate(r, strict))["kernels-correct"] == "not_evaluated"
+    assert evaluate(r, strict).decision == "NO-GO"
+
+
+def test_a_bare_run_is_never_go():
+    v = evaluate(bare())
+    assert v.decision == "CONDITIONAL GO"
+    assert set(statuses(v).values()) == {"not_evaluated"}
+
+
+WAIVED = checklist_text({"id": "worst", "metric": "ops.speedup_min", "threshold": 0.95}) + textwrap.indent(
+    "waiver:\n  reason: softmax template rewrite lands next quarter\n  who: Ana Li\n  expires: 2026-12-31\n", "    ")
+
+
+def test_active_waiver_turns_failure_into_go(tmp_path, result):
+    v = evaluate(result, write(tmp_path, WAIVED))
+    assert statuses(v) == {"worst": "waived"} and v.decision == "GO"
+    assert "Ana Li" in v.outcomes[0].evidence and "2026-12-31" in v.outcomes[0].evidence
+    assert evaluate(result, write(tmp_path, WAIVED), today=date(2026, 12, 31)).decision == "GO"  # last day counts
+
+
+def test_expired_waiver_no_longer_applies(tmp_path, result):
+    v = evaluate(result, write(tmp_path, WAIVED), today=date(2027, 1, 1))
+    assert statuses(v) == {"worst": "fail"} and v.decision == "NO-GO"
+    assert "expired on 2026-12-31" in v.outcomes[0].evidence
+
+
+def test_waiver_does_not_cover_a_passing_item(tmp_path):
+    v = evaluate(sample_result(softmax_speedup=1.2), write(tmp_path, WAIVED))
+    assert statuses(v) == {"worst": "pass"}
+
+
+def test_comparators(tmp_path, result):
+    items = [{"id": f"c{i}", "metric": "ops.speedup_min", "comparator": c, "threshold": th}
+             for i, (c, th) in enumerate([(">=", 0.9), ("<=", 0.9), (">", 0.8), ("<", 1.0), ("==", 0.9), ("!=", 1)])]
+    v = evaluate(result, write(tmp_path, checklist_text(*items)))
+    assert set(statuses(v).values()) == {"pass"}
+
+
+@pytest.mark.parametrize("decision, fail_on, code", [
+    ("GO", "conditional", 0), ("CONDITIONAL GO", "conditional", 1), ("NO-GO", "conditional", 1),
+    ("GO", "no-go", 0), ("CONDITIONAL GO", "no-go", 0), ("NO-GO", "no-go", 1), ("NO-GO", None, 0),
+])
+def test_fail_on_gate(decision, fail_on, code):
+    from evaluator.results import Verdict
+    assert cl.exit_code(Verdict(decision, "default", ()), fail_on) == code
+
+
+def test_fail_on_without_verdict_or_with_bad_level():
+    assert cl.exit_code(None, "no-go") == 1 and cl.exit_code(None, None) == 0
+    with pytest.raises(ConfigError, match="no-go, conditional"):
+        cl.exit_code(None, "maybe")
