@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from .errors import EvaluatorError
 
@@ -71,6 +72,10 @@ class RichReporter:
             self.done()
 
 
+def _config_text(config: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in config.items())
+
+
 def _fail(exc: EvaluatorError) -> None:
     err_console.print(f"error: {exc}", markup=False, highlight=False)
     raise typer.Exit(2)
@@ -100,7 +105,7 @@ def _print_summary(outcome) -> None:
                       f"{b.tilelang.median_ms:.4g}" if b.tilelang else "—", f"{b.torch.median_ms:.4g}",
                       f"{b.speedup:.3g}x" if b.speedup else "—",
                       ("yes" if all(passed) else "NO") if passed else "—",
-                      json.dumps(b.config) if b.config else (b.error or "—"))
+                      _config_text(b.config) if b.config else (b.error or "—"))
         console.print(t)
     if r.e2e:
         e = r.e2e
@@ -178,9 +183,11 @@ def main_command(
         err_console.print("interrupted: the run folder keeps the stages that finished (results.json)")
         raise typer.Exit(130)
     _print_summary(outcome)
-    decision = outcome.result.verdict.decision if outcome.result.verdict else None
-    if (fail_on == "no-go" and decision == "NO-GO") or (fail_on == "conditional" and decision in ("NO-GO", "CONDITIONAL GO")):
-        raise typer.Exit(1)
+    if fail_on != "never":
+        from . import checklist
+        code = checklist.exit_code(outcome.result.verdict, fail_on)
+        if code:
+            raise typer.Exit(code)
 
 
 @app.command("bench")
@@ -224,7 +231,7 @@ def bench_command(
                   f"{b.torch.median_ms:.4g}", f"{b.speedup:.3g}x" if b.speedup else "—",
                   f"{b.tilelang_tflops:.3g}" if b.tilelang_tflops else "—",
                   f"{b.tilelang_gbps:.3g}" if b.tilelang_gbps else "—",
-                  json.dumps(tk.config) if tk.config else b.error)
+                  _config_text(tk.config) if tk.config else b.error)
     console.print(t)
 
 
@@ -251,7 +258,7 @@ def upstream_command(
     for col in ("metric", "value", "meaning"):
         t.add_column(col)
     for row in upstream.summary_rows(health):
-        t.add_row(*row)
+        t.add_row(*(Text(v) for v in row))  # repository text must not be read as rich markup
     console.print(t)
 
 
@@ -303,11 +310,10 @@ def _print_comparison(comp) -> None:
 
     rows = baseline.comparison_rows(comp)
     t = Table(title=f"{comp.candidate} against {comp.reference}")
-    if rows:
-        for i in range(len(rows[0])):
-            t.add_column(str(i) if not hasattr(rows, "header") else rows.header[i])
-        for row in rows:
-            t.add_row(*[str(x) for x in row])
+    for col in baseline.COMPARISON_COLUMNS:
+        t.add_column(col)
+    for row in rows:
+        t.add_row(*[str(x) for x in row])
     console.print(t)
     if not comp.comparable:
         console.print(f"[yellow]Not comparable: {comp.note}[/]")

@@ -56,6 +56,17 @@ class RunOutcome:
     pdf_note: str = ""
 
 
+def quiet_tilelang() -> None:
+    """TileLang logs every compile at INFO (its logger is set at import); progress bars say it already."""
+    import logging
+
+    try:
+        import tilelang  # noqa: F401
+    except Exception:
+        return
+    logging.getLogger("tilelang").setLevel(logging.WARNING)
+
+
 def tilelang_version() -> str:
     try:
         import tilelang
@@ -91,6 +102,7 @@ def _shapes_for(family: kernels.KernelFamily, hot: "profiling.HotOps", cfg: Conf
 
 def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
     rep = reporter or Reporter()
+    quiet_tilelang()
     hw = hardware.detect(cfg.device)
     env = environment(hw)
     created = datetime.now(timezone.utc)
@@ -242,9 +254,9 @@ def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
             return result
         ref_id = prev.baseline.tag if prev.baseline else prev.run_id
         comp = baseline.compare(prev, result, reference_id=ref_id, candidate_id="this run")
-        trend = baseline.trend(cfg.output.store, result.model.name, hw.platform)
-        rep.done(f"against {ref_id}: {len(comp.regressions)} regressions")
-        return dataclasses.replace(result, comparison=comp, trend=trend)
+        rep.done(f"against {ref_id}: {len(comp.regressions)} regressions"
+                 + ("" if comp.comparable else " (not comparable: timing policies differ)"))
+        return dataclasses.replace(result, comparison=comp)
 
     stage("compare", do_compare, optional=True)
 
@@ -261,7 +273,9 @@ def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
         ref = baseline.record(cfg.output.store, result)
         (run_dir / "baseline.json").write_text(json.dumps(to_dict(ref), indent=1))
         rep.done(f"{ref.tag} in {ref.store}")
-        return dataclasses.replace(result, baseline=ref)
+        # the trend is read after recording so that this run is its newest point
+        return dataclasses.replace(result, baseline=ref, trend=baseline.trend(cfg.output.store, result.model.name,
+                                                                              hw.platform))
 
     stage("baseline", do_record)
 
@@ -276,6 +290,7 @@ def bench_family(family: str, shapes: list[Shape], dtype: str, device: str, *, b
                  reporter: Reporter | None = None) -> list[tuple[TunedKernel, OpBench]]:
     """`evaluate bench`: tune and time one family alone on the given (or standard) shapes."""
     rep = reporter or Reporter()
+    quiet_tilelang()
     fam = kernels.get(family)
     hw = hardware.detect(device)
     shapes = shapes or [tuple(s) for s in fam.standard_shapes(device)]

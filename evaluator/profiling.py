@@ -12,6 +12,9 @@ call (device time on CUDA, CPU time otherwise).
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 import time
 from collections import defaultdict
 
@@ -73,6 +76,21 @@ def _problem_shape(family: str, op: str, shapes: list) -> str | None:
     return shape_str(shape) if shape else None
 
 
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Kineto writes 'USDT: profiler_start/stop' lines straight to fd 2; keep them off the terminal."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(devnull)
+        os.close(saved)
+
+
 def profile_model(model: LoadedModel, *, iters: int = 3, warmup: int = 2) -> pd.DataFrame:
     """Profile `iters` forward passes; one row per attributed aten call."""
     use_cuda = model.device == "cuda"
@@ -83,11 +101,17 @@ def profile_model(model: LoadedModel, *, iters: int = 3, warmup: int = 2) -> pd.
         if use_cuda:
             torch.cuda.synchronize()
         t0 = time.perf_counter()
-        with profile(activities=activities, record_shapes=True) as prof:
+        prof = profile(activities=activities, record_shapes=True)
+        with _quiet_stderr():
+            prof.start()
+        try:
             for _ in range(iters):
                 model.module(*model.inputs)
             if use_cuda:
                 torch.cuda.synchronize()
+        finally:
+            with _quiet_stderr():
+                prof.stop()
         wall = (time.perf_counter() - t0) / iters
     rows = []
     for evt in prof.events():

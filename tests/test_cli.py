@@ -1,0 +1,99 @@
+"""The CLI as a user runs it: bad input gives one line and exit 2; the demo run works end to end."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def evaluate(*args, cwd=ROOT, timeout=900):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "evaluator.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--model", "nonesuch"], "unknown model 'nonesuch'; use one of bert-tiny"),
+    (["--model", "tests/fixtures/user_model.py:broken"], "weights not found"),
+    (["--model", "no_such_pkg.models:make"], "could not import module 'no_such_pkg.models'"),
+    (["--model", "bert-tiny", "--families", "gemm,warp"], "unknown kernel family 'warp'"),
+    (["--model", "bert-tiny", "--checklist", "missing.yaml"], "checklist 'missing.yaml' does not exist"),
+    (["--model", "bert-tiny", "--upstream", "/tmp"], "is not a git repository"),
+    (["bench", "--family", "conv9d"], "unknown kernel family 'conv9d'"),
+    (["upstream", "--repo", "/tmp"], "/tmp"),
+    (["baseline", "show", "no/such/id"], "no/such/id"),
+    (["checklist", "validate", "missing.yaml"], "missing.yaml"),
+])
+def test_bad_input_one_line_exit_2(args, words, tmp_path):
+    if args[0] == "baseline":
+        args = [*args, "--store", str(tmp_path / "store")]
+    p = evaluate(*args, "--reports", str(tmp_path)) if args[0] == "--model" else evaluate(*args)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "Traceback" not in p.stderr + p.stdout
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), p.stderr
+    assert words in lines[0]
+
+
+def test_factory_that_raises_keeps_nothing_half_written(tmp_path):
+    p = evaluate("--model", "tests/fixtures/user_model.py:broken", "--reports", str(tmp_path))
+    assert p.returncode == 2
+    assert not (tmp_path / "baselines").exists() or not any((tmp_path / "baselines").iterdir())
+
+
+@pytest.mark.slow
+def test_demo_end_to_end_on_bert_tiny(tmp_path):
+    p = evaluate("--model", "bert-tiny", "--reports", str(tmp_path), "--soak-seconds", "2", "--budget", "30")
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out[-4000:]
+    runs = list((tmp_path / "runs").iterdir())
+    assert len(runs) == 1
+    run = runs[0]
+    result = json.loads((run / "results.json").read_text())
+    fams = result["hot_ops"]["selected"]
+    assert len(fams) == 2 and "gemm" in fams
+    # every rewritten family was verified on several seeds and an awkward shape, and timed
+    assert {v["family"] for v in result["verify"]} == set(fams)
+    assert all(c["passed"] for v in result["verify"] for c in v["cases"])
+    assert all(b["tilelang"] and b["speedup"] > 0 for b in result["op_bench"])
+    assert result["e2e"]["outputs_match"] and result["e2e"]["replaced_modules"] > 0
+    decision = result["verdict"]["decision"]
+    assert decision in ("GO", "CONDITIONAL GO", "NO-GO")
+    # the terminal shows hot operators, the rewritten families, speedups and the verdict
+    assert "Hot operators" in out and f"Verdict: {decision}" in out
+    for f in fams:
+        assert f in out
+    # report: HTML names the verdict and both families; the PDF is a real multi-page PDF
+    html = (run / "report.html").read_text()
+    assert decision in html and all(f in html for f in fams)
+    from pypdf import PdfReader
+    pdf = PdfReader(str(run / "report.pdf"))
+    assert len(pdf.pages) >= 3
+    assert decision in pdf.pages[0].extract_text()
+    # baseline: one commit and tag in the git store, manifest and CSV tables
+    ref = json.loads((run / "baseline.json").read_text())
+    folder = Path(ref["store"]) / ref["path"]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["tilelang"] and manifest["torch"] and manifest["python"]
+    for table in ("hot_ops.csv", "op_bench.csv", "tuning.csv", "verify.csv", "checklist.csv"):
+        assert (folder / table).is_file(), table
+    tags = subprocess.run(["git", "-C", ref["store"], "tag"], capture_output=True, text=True).stdout.split()
+    assert ref["tag"] in tags
+
+    # a second run reuses the tuned configs and compares itself with the first baseline
+    p2 = evaluate("--model", "bert-tiny", "--reports", str(tmp_path), "--soak-seconds", "0", "--no-e2e",
+                  "--no-pdf")
+    assert p2.returncode == 0, (p2.stdout + p2.stderr)[-3000:]
+    run2 = max((tmp_path / "runs").iterdir(), key=lambda d: d.stat().st_mtime)
+    r2 = json.loads((run2 / "results.json").read_text())
+    assert all(t["cached"] for t in r2["tuned"])
+    assert r2["comparison"] and r2["comparison"]["reference"] == ref["tag"]
+
+    # and the report can be re-rendered from the store alone
+    p3 = evaluate("report", "--baseline", ref["tag"], "--store", ref["store"], "--out", str(tmp_path / "again"))
+    assert p3.returncode == 0, p3.stderr
+    assert decision in (tmp_path / "again" / "report.html").read_text()
