@@ -12,7 +12,9 @@ autotune cache has been seen to ignore the problem shape.
 
 from __future__ import annotations
 
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import torch
@@ -74,18 +76,24 @@ def tune(family: KernelFamily, shape: Shape, dtype: str, hw: Hardware, *, budget
     inputs = family.make_inputs(shape, dtype, hw.device, 0)
     ref = family.reference(*inputs)
     atol, rtol = family.tolerance(dtype)
+    configs = list(family.search_space(shape, dtype, hw))
     candidates: list[Candidate] = []
     best: tuple[float, KernelConfig, Callable] | None = None
-    for config in family.search_space(shape, dtype, hw):
-        if time.perf_counter() - t_start > budget_s and best is not None:
-            cand = Candidate(config=config, status="skipped", error=f"tuning budget of {budget_s:g}s spent")
-        else:
-            cand, kernel = _try(family, shape, dtype, config, hw, inputs, ref, atol, rtol, policy)
-            if kernel is not None and (best is None or cand.latency_ms < best[0]):
-                best = (cand.latency_ms, config, kernel)
-        candidates.append(cand)
-        if on_candidate:
-            on_candidate(cand)
+    # Compiling dominates tuning (nvcc takes seconds per candidate) and runs outside the
+    # GIL, so candidates compile concurrently; they are run and timed one at a time.
+    with ThreadPoolExecutor(max_workers=compile_workers(len(configs))) as pool:
+        builds = [pool.submit(_build, family, shape, dtype, config, hw.target) for config in configs]
+        for config, fut in zip(configs, builds):
+            if time.perf_counter() - t_start > budget_s and best is not None:
+                fut.cancel()
+                cand = Candidate(config=config, status="skipped", error=f"tuning budget of {budget_s:g}s spent")
+            else:
+                cand, kernel = _evaluate(fut.result(), config, hw, inputs, ref, atol, rtol, policy)
+                if kernel is not None and (best is None or cand.latency_ms < best[0]):
+                    best = (cand.latency_ms, config, kernel)
+            candidates.append(cand)
+            if on_candidate:
+                on_candidate(cand)
     if best is not None and save:
         save(key, best[1])
     tuned = TunedKernel(family.name, tuple(shape), dtype, hw.target, best[1] if best else None,
@@ -93,13 +101,22 @@ def tune(family: KernelFamily, shape: Shape, dtype: str, hw: Hardware, *, budget
     return tuned, (best[2] if best else None)
 
 
-def _try(family, shape, dtype, config, hw, inputs, ref, atol, rtol, policy):
+def compile_workers(n: int) -> int:
+    return max(1, min(n, os.cpu_count() or 1, 16))
+
+
+def _build(family, shape, dtype, config, target) -> tuple[Callable | None, float, str]:
     t0 = time.perf_counter()
     try:
-        kernel = family.build(shape, dtype, config, hw.target)
+        return family.build(shape, dtype, config, target), time.perf_counter() - t0, ""
     except Exception as exc:
-        return Candidate(config, "compile_error", compile_s=time.perf_counter() - t0, error=_short(exc)), None
-    compile_s = time.perf_counter() - t0
+        return None, time.perf_counter() - t0, _short(exc)
+
+
+def _evaluate(built, config, hw, inputs, ref, atol, rtol, policy):
+    kernel, compile_s, error = built
+    if kernel is None:
+        return Candidate(config, "compile_error", compile_s=compile_s, error=error), None
     try:
         out = kernel(*inputs)
         if hw.device == "cuda":
