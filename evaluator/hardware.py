@@ -9,10 +9,13 @@ the benchmark stage.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import platform
 import re
 import subprocess
+from pathlib import Path
 
 import torch
 
@@ -103,6 +106,65 @@ def detect(device: str) -> Hardware:
     name = _cpu_name()
     return Hardware(target=tilelang_target(device), device="cpu", name=name,
                     platform=f"cpu-{platform.machine().lower()}", cores=os.cpu_count() or 1, memory_gb=_mem_gb())
+
+
+CEILINGS_CACHE = Path.home() / ".cache" / "evaluator" / "ceilings.json"
+
+
+def _median_s(fn, device: str, reps: int) -> float:
+    import statistics
+    import time
+
+    fn()
+    ts = []
+    for _ in range(reps):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def measure_ceilings(hw: Hardware, dtype: str = "float16", *, cache: Path | None = CEILINGS_CACHE) -> Hardware:
+    """The attainable roof as PyTorch reaches it on this device: copy GB/s and matmul TFLOP/s.
+
+    Measured once per (device, driver, torch, dtype) and cached, because a 1 GiB copy and
+    an 8192^3 matmul take a few seconds and do not change between runs on one box.
+    """
+    key = "|".join((hw.name, hw.driver, torch.__version__, dtype))
+    if cache is not None and cache.is_file():
+        try:
+            entry = json.loads(cache.read_text()).get(key)
+            if entry:
+                return dataclasses.replace(hw, **entry)
+        except (OSError, ValueError):
+            pass
+    gpu = hw.device == "cuda"
+    tdt = {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(dtype, torch.float32)
+    nbytes = (1 << 30) if gpu else (1 << 27)
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=hw.device).fill_(1.0)
+    dst = torch.empty_like(src)
+    gbps = 2 * nbytes / _median_s(lambda: dst.copy_(src), hw.device, 10) / 1e9
+    del src, dst
+    n = 8192 if gpu else 1024
+    a = torch.randn(n, n, device=hw.device).to(tdt if gpu else torch.float32)
+    b = torch.randn(n, n, device=hw.device).to(a.dtype)
+    tflops = 2 * n**3 / _median_s(lambda: a @ b, hw.device, 10 if gpu else 5) / 1e12
+    entry = {"measured_tflops": round(tflops, 3), "measured_gbps": round(gbps, 1),
+             "ceilings_note": f"torch {torch.__version__}: copy of {nbytes >> 20} MiB, "
+                              f"{n}^3 matmul in {a.dtype}".replace("torch.", "")}
+    if cache is not None:
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            data = json.loads(cache.read_text()) if cache.is_file() else {}
+            data[key] = entry
+            cache.write_text(json.dumps(data, indent=1))
+        except (OSError, ValueError):
+            pass  # a read-only home only costs a re-measurement next time
+    return dataclasses.replace(hw, **entry)
 
 
 def peak_source(hw: Hardware) -> str:

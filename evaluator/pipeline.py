@@ -103,7 +103,7 @@ def _shapes_for(family: kernels.KernelFamily, hot: "profiling.HotOps", cfg: Conf
 def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
     rep = reporter or Reporter()
     quiet_tilelang()
-    hw = hardware.detect(cfg.device)
+    hw = hardware.measure_ceilings(hardware.detect(cfg.device), cfg.model.dtype)
     env = environment(hw)
     created = datetime.now(timezone.utc)
 

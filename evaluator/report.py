@@ -421,13 +421,19 @@ def _roofline(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
             pts.append(charts.RooflinePoint(label, intensity, tl, "tilelang"))
         if vd:
             pts.append(charts.RooflinePoint(label, intensity, vd, "vendor"))
-    chart = charts.roofline(pts, peak_tflops=hw.peak_tflops, peak_gbps=hw.peak_gbps,
+    # The measured roof (what PyTorch reaches on this box) is the honest ceiling; the
+    # datasheet peak is only used where nothing was measured.
+    roof_tflops = hw.measured_tflops or hw.peak_tflops
+    roof_gbps = hw.measured_gbps or hw.peak_gbps
+    chart = charts.roofline(pts, peak_tflops=roof_tflops, peak_gbps=roof_gbps,
                             xlabel=t("chart.intensity"), ylabel=t("chart.tflops"), vendor=t("kept"),
                             roof=t("chart.roof"))
     if chart is None:
         return None
-    text = (t("text.roofline_peaks", tflops=f.num(hw.peak_tflops), gbps=f.num(hw.peak_gbps))
-            if hw.peak_tflops and hw.peak_gbps else t("text.roofline_no_peaks"))
+    text = (t("text.roofline_peaks", tflops=f.num(roof_tflops), gbps=f.num(roof_gbps))
+            if roof_tflops and roof_gbps else t("text.roofline_no_peaks"))
+    if hw.measured_tflops and hw.ceilings_note:
+        text += f" ({hw.ceilings_note})"
     return {"chart": chart, "text": text}
 
 
@@ -591,7 +597,8 @@ def _environment(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
                 ("cores", str(hw.cores)), ("memory_gb", f.num(hw.memory_gb)),
                 ("compute_capability", hw.compute_capability or "—"), ("driver", hw.driver or "—"),
                 ("cuda", hw.cuda or "—"), ("smem_per_block", str(hw.smem_per_block)),
-                ("peak_tflops", f.num(hw.peak_tflops)), ("peak_gbps", f.num(hw.peak_gbps))]
+                ("peak_tflops", f.num(hw.peak_tflops)), ("peak_gbps", f.num(hw.peak_gbps)),
+                ("measured_tflops", f.num(hw.measured_tflops)), ("measured_gbps", f.num(hw.measured_gbps))]
     model = [("name", m.name), ("source", m.source), ("batch_size", str(m.batch_size)),
              ("seq_len", "—" if m.seq_len is None else str(m.seq_len)), ("dtype", m.dtype),
              ("parameters", f"{m.parameters:,}"), ("spec_hash", m.spec_hash or "—")]

@@ -95,6 +95,9 @@ class Hardware:
     cuda: str = ""
     peak_tflops: float | None = None  # published dense fp16/bf16 peak
     peak_gbps: float | None = None  # published memory bandwidth
+    measured_tflops: float | None = None  # a large matmul through PyTorch, this dtype
+    measured_gbps: float | None = None  # a large device-to-device copy (read + write)
+    ceilings_note: str = ""  # how the measured ceilings were obtained
 
 
 @dataclass(frozen=True)
@@ -203,6 +206,7 @@ class Timing:
     cv: float  # coefficient of variation (std / mean)
     reps: int
     timer: str = "perf_counter"  # "perf_counter" | "cuda_event"
+    unstable: bool = False  # spread still too wide after one re-measurement
 
 
 @dataclass(frozen=True)

@@ -37,3 +37,14 @@ def test_soak_reports_windows_and_drift():
 def test_timing_policy_describes_the_timer():
     assert bench.TimingPolicy().describe("cpu")["timer"] == "perf_counter"
     assert bench.TimingPolicy().describe("cuda")["timer"] == "cuda_event"
+
+
+def test_a_noisy_measurement_is_remeasured_then_flagged():
+    import itertools
+    import time
+    pattern = itertools.cycle([0.001, 0.001, 0.001, 0.008])
+    t = bench.time_callable(lambda: time.sleep(next(pattern)), "cpu",
+                            bench.TimingPolicy(warmup=0, reps=12, max_cv_cpu=0.05))
+    assert t.unstable and t.cv > 0.05
+    steady = bench.time_callable(lambda: None, "cpu", bench.TimingPolicy(warmup=0, reps=5, max_cv_cpu=10))
+    assert not steady.unstable

@@ -21,3 +21,11 @@ def test_platform_slug_and_published_peaks():
     assert hardware._slug("NVIDIA H200") == "h200"
     assert hardware._slug("Weird Accelerator 9000") == "weird-accelerator-9000"
     assert hardware.PEAKS["h200"][1] > hardware.PEAKS["h100"][1]
+
+
+def test_measured_ceilings_are_cached_per_device(tmp_path):
+    cache = tmp_path / "ceilings.json"
+    hw = hardware.measure_ceilings(hardware.detect("cpu"), "float32", cache=cache)
+    assert hw.measured_tflops > 0 and hw.measured_gbps > 0 and "matmul" in hw.ceilings_note
+    again = hardware.measure_ceilings(hardware.detect("cpu"), "float32", cache=cache)
+    assert again.measured_gbps == hw.measured_gbps  # read back, not re-measured
