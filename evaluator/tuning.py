@@ -75,7 +75,7 @@ def tune(family: KernelFamily, shape: Shape, dtype: str, hw: Hardware, *, budget
 
     inputs = family.make_inputs(shape, dtype, hw.device, 0)
     ref = family.reference(*inputs)
-    atol, rtol = family.tolerance(dtype)
+    atol, rtol = family.tolerance(dtype, tuple(shape))
     configs = list(family.search_space(shape, dtype, hw))
     candidates: list[Candidate] = []
     best: tuple[float, KernelConfig, Callable] | None = None

@@ -79,8 +79,8 @@ class KernelFamily(Protocol):
     def bytes(self, shape: Shape, dtype: str) -> float:
         """Minimum bytes moved to and from memory."""
 
-    def tolerance(self, dtype: str) -> tuple[float, float]:
-        """(atol, rtol) for comparing against `reference`."""
+    def tolerance(self, dtype: str, shape: Shape | None = None) -> tuple[float, float]:
+        """(atol, rtol) for comparing against `reference` (may depend on the shape, e.g. K)."""
 
     def swap_in(self, model: torch.nn.Module, kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]) -> int:
         """Replace the model's modules of this family with TileLang-backed ones, in place;

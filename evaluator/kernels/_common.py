@@ -1,0 +1,298 @@
+"""Helpers shared by the kernel families: target parsing, compiling, an in-process
+kernel cache, the launcher that hides TileLang's calling convention, and swap-in plumbing.
+
+In: a family's TileLang program factory plus (family, shape, dtype, config, target).
+Out: a `Launcher` — a callable that takes the same torch tensors as the family's
+PyTorch reference and returns the output tensor — compiled once per process and key.
+Nothing here times anything; the bench and tuning stages do that.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any, Callable, Iterable, Sequence
+
+import torch
+
+from ..errors import KernelError
+from .base import CPU_COMPILE_FLAGS, DTYPE_ALIASES, DTYPE_BYTES, TORCH_DTYPES, is_cpu_target
+
+# TileLang 0.1.15's C code generator has no C type for bfloat16 ("Cannot convert type
+# bfloat16 to C type"); float16 works through half.hpp. Say so before compiling.
+CPU_DTYPES = ("float32", "float16")
+
+
+# ---------------------------------------------------------------- small utilities
+
+
+def canonical_dtype(dtype: str) -> str:
+    name = DTYPE_ALIASES.get(str(dtype).replace("torch.", ""), None)
+    if name is None or name not in TORCH_DTYPES:
+        raise KernelError(f"unsupported dtype '{dtype}'; use one of {', '.join(TORCH_DTYPES)}")
+    return name
+
+
+def check_shape(shape: Sequence[int], names: Sequence[str], family: str) -> tuple[int, ...]:
+    shape = tuple(int(s) for s in shape)
+    if len(shape) != len(names) or any(s <= 0 for s in shape):
+        raise KernelError(f"{family}: shape must be {len(names)} positive ints ({', '.join(names)}), got {shape}")
+    return shape
+
+
+def ceildiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def round_up(a: int, b: int) -> int:
+    return ceildiv(a, b) * b
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def awkward(n: int, minimum: int = 17) -> int:
+    """A size near `n` that is not a multiple of 16 (so not a multiple of any
+    power-of-two tile either): verification must exercise tails, not avoid them."""
+    m = max(int(n) + 7, int(minimum))
+    while m % 16 == 0:
+        m += 1
+    return m
+
+
+def generator(seed: int) -> torch.Generator:
+    # Always a CPU generator: the same seed then gives the same numbers on every
+    # device, so a CPU verification and a GPU verification see identical inputs.
+    g = torch.Generator(device="cpu")
+    g.manual_seed(int(seed))
+    return g
+
+
+def randn(shape: Sequence[int], dtype: str, device: str, g: torch.Generator, scale: float = 1.0,
+          shift: float = 0.0) -> torch.Tensor:
+    t = torch.randn(*shape, generator=g, dtype=torch.float32) * scale + shift
+    return t.to(device=device, dtype=TORCH_DTYPES[dtype]).contiguous()
+
+
+def merge_config(defaults: dict[str, Any], config: dict[str, Any] | None, family: str) -> dict[str, Any]:
+    """Fill a (possibly partial) config from the defaults; unknown keys are an error
+    because a typo would otherwise silently tune nothing."""
+    config = dict(config or {})
+    unknown = sorted(set(config) - set(defaults))
+    if unknown:
+        raise KernelError(f"{family}: unknown config keys {unknown}; known: {sorted(defaults)}")
+    merged = {**defaults, **config}
+    for key, value in merged.items():
+        if isinstance(defaults[key], bool):
+            merged[key] = bool(value)
+        elif isinstance(defaults[key], int):
+            merged[key] = int(value)
+            if merged[key] < 0:
+                raise KernelError(f"{family}: config '{key}' must be >= 0, got {value}")
+    return merged
+
+
+def dedupe(configs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen, out = set(), []
+    for c in configs:
+        key = tuple(sorted(c.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append(dict(c))
+    return out
+
+
+# ---------------------------------------------------------------- targets and compiling
+
+
+def normalize_target(target: str) -> str | dict[str, Any]:
+    """TileLang 0.1.15 no longer parses CLI-style target strings ("cuda -arch=sm_90a");
+    it wants a dict. Accept both spellings, plus a JSON dict, and keep plain kinds plain."""
+    text = str(target).strip()
+    if not text:
+        raise KernelError("empty TileLang target; use 'c' on CPU or 'cuda' on NVIDIA")
+    if text.startswith("{"):
+        return json.loads(text)
+    parts = text.split()
+    if len(parts) == 1:
+        return parts[0]
+    spec: dict[str, Any] = {"kind": parts[0]}
+    for opt in parts[1:]:
+        key, _, value = opt.lstrip("-").partition("=")
+        spec[key.replace("-", "_")] = value if value else True
+    return spec
+
+
+def check_dtype_for_target(family: str, dtype: str, target: str) -> None:
+    if is_cpu_target(target) and dtype not in CPU_DTYPES:
+        raise KernelError(
+            f"{family}: dtype {dtype} is not supported on TileLang's CPU backend (target '{target}'): "
+            f"tilelang's C code generator has no C type for bfloat16; use float32 or float16 on CPU")
+
+
+def compile_program(program: Any, out_idx: list[int], target: str) -> Any:
+    """tilelang.compile with the right backend and flags for `target`; any failure is
+    re-raised as KernelError (with the original chained) so the tuning stage can record it."""
+    import tilelang
+
+    tl_target = normalize_target(target)
+    kwargs: dict[str, Any] = {"out_idx": out_idx, "target": tl_target}
+    if is_cpu_target(target):
+        # Without -O3 the generated C is built at -O0 (about 10x slower).
+        kwargs["compile_flags"] = list(CPU_COMPILE_FLAGS)
+        if target.split()[0] == "c":
+            kwargs["execution_backend"] = "cython"
+    try:
+        return tilelang.compile(program, **kwargs)
+    except KernelError:
+        raise
+    except Exception as exc:  # TVM raises its own error types; normalise them
+        first = str(exc).strip().splitlines()
+        msg = first[-1] if first else type(exc).__name__
+        raise KernelError(f"TileLang compile failed for target '{target}': {type(exc).__name__}: {msg}") from exc
+
+
+def lower_source(program: Any, target: str) -> str:
+    """Lower a program for `target` without building it (no nvcc/gcc, no device):
+    runs TileLang's whole pass pipeline, layout inference included, and returns the
+    generated kernel source. Failures become KernelError like compile failures."""
+    import tilelang
+    from tvm.target import Target
+
+    try:
+        tvm_target = Target(normalize_target(target))
+        # tilelang.lower, unlike tilelang.compile, does not enter the target context
+        # itself and the vectorize planner then fails with "Target context required".
+        with tvm_target:
+            return tilelang.lower(program, target=tvm_target).kernel_source
+    except Exception as exc:
+        first = str(exc).strip().splitlines()
+        msg = first[-1] if first else type(exc).__name__
+        raise KernelError(f"TileLang lowering failed for target '{target}': {type(exc).__name__}: {msg}") from exc
+
+
+# ---------------------------------------------------------------- compiled kernels
+
+
+class Launcher:
+    """A compiled kernel behind the family's reference calling convention."""
+
+    def __init__(self, family: str, shape: tuple[int, ...], dtype: str, config: dict[str, Any], target: str,
+                 kernel: Any, input_shapes: Sequence[tuple[int, ...]], compile_s: float):
+        self.family = family
+        self.shape = shape
+        self.dtype = dtype
+        self.config = dict(config)
+        self.target = target
+        self.kernel = kernel
+        self.input_shapes = tuple(tuple(s) for s in input_shapes)
+        self.compile_s = compile_s
+        self._torch_dtype = TORCH_DTYPES[dtype]
+
+    @property
+    def source(self) -> str:
+        return self.kernel.get_kernel_source()
+
+    def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
+        if len(inputs) != len(self.input_shapes):
+            raise KernelError(f"{self.family}: expected {len(self.input_shapes)} inputs, got {len(inputs)}")
+        args = []
+        for i, (t, want) in enumerate(zip(inputs, self.input_shapes)):
+            if tuple(t.shape) != want:
+                raise KernelError(f"{self.family}: input {i} has shape {tuple(t.shape)}, kernel was built for {want}")
+            if t.dtype != self._torch_dtype:
+                raise KernelError(f"{self.family}: input {i} is {t.dtype}, kernel was built for {self.dtype}")
+            # TileLang reads raw row-major memory and refuses tensors that need grad.
+            args.append(t.detach().contiguous())
+        return self.kernel(*args)
+
+
+_CACHE: dict[tuple, Launcher] = {}
+_CACHE_LOCK = threading.Lock()
+_KEY_LOCKS: dict[tuple, threading.Lock] = {}
+
+
+def cache_key(family: str, shape: Sequence[int], dtype: str, config: dict[str, Any], target: str) -> tuple:
+    return (family, tuple(int(s) for s in shape), dtype, tuple(sorted(config.items())), str(target))
+
+
+def cached_launcher(key: tuple, make: Callable[[], Launcher]) -> Launcher:
+    """One compile per key per process; concurrent callers of the same key wait for
+    the first instead of compiling twice. Failures are not cached (the caller may
+    retry after fixing the environment) and propagate unchanged."""
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            return hit
+        lock = _KEY_LOCKS.setdefault(key, threading.Lock())
+    with lock:
+        with _CACHE_LOCK:
+            hit = _CACHE.get(key)
+        if hit is not None:
+            return hit
+        launcher = make()
+        with _CACHE_LOCK:
+            _CACHE[key] = launcher
+        return launcher
+
+
+def clear_cache() -> None:
+    with _CACHE_LOCK:
+        _CACHE.clear()
+        _KEY_LOCKS.clear()
+
+
+def cache_size() -> int:
+    with _CACHE_LOCK:
+        return len(_CACHE)
+
+
+def build_cached(family: str, shape: tuple[int, ...], dtype: str, config: dict[str, Any], target: str,
+                 program: Callable[[], Any], out_idx: list[int], input_shapes: Sequence[tuple[int, ...]]) -> Launcher:
+    """Compile `program()` for `target` once per (family, shape, dtype, config, target)."""
+
+    def make() -> Launcher:
+        t0 = time.perf_counter()
+        try:
+            prim = program()
+        except KernelError:
+            raise
+        except Exception as exc:  # the TileLang parser rejects the program itself
+            raise KernelError(f"{family}: building the TileLang program failed: {type(exc).__name__}: {exc}") from exc
+        kernel = compile_program(prim, out_idx, target)
+        return Launcher(family, shape, dtype, config, target, kernel, input_shapes, time.perf_counter() - t0)
+
+    return cached_launcher(cache_key(family, shape, dtype, config, target), make)
+
+
+# ---------------------------------------------------------------- sizing helpers
+
+
+def smem_fits(smem_bytes: int, hardware: Any) -> bool:
+    limit = int(getattr(hardware, "smem_per_block", 0) or 0)
+    return limit <= 0 or smem_bytes <= limit
+
+
+def dtype_bytes(dtype: str) -> int:
+    return DTYPE_BYTES[dtype]
+
+
+# ---------------------------------------------------------------- swap-in plumbing
+
+
+def replace_modules(model: torch.nn.Module, match: Callable[[torch.nn.Module], bool],
+                    make: Callable[[torch.nn.Module], torch.nn.Module]) -> int:
+    """Replace, in place, every submodule for which `match` is true by `make(old)`.
+    Returns how many were replaced. The root itself is never replaced (it is the
+    caller's object); replacements are not descended into."""
+    count = 0
+    for name, child in list(model.named_children()):
+        if match(child):
+            setattr(model, name, make(child))
+            count += 1
+        else:
+            count += replace_modules(child, match, make)
+    return count
+

@@ -1,0 +1,140 @@
+"""Shared machinery of the row-wise families (softmax, layernorm, rmsnorm): each output
+row depends on one input row only, so they share shapes, configs and search spaces.
+
+In: shape (rows, cols), a config and a hardware description. Out: awkward shapes,
+search spaces and the padded fragment width the GPU schedules use. The programs
+themselves live in the family modules.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import torch
+
+from ..errors import KernelError
+from ..results import Hardware, KernelConfig, Shape
+from . import _common as C
+from .base import is_cpu_target
+
+# CPU: `buffered` keeps one row (fp32) in a stack array so it is read from memory
+# once; unbuffered schedules re-read the row from the input for each pass.
+CPU_DEFAULTS = {"block_rows": 4, "buffered": True}
+CPU_ROW_BUFFER_LIMIT = 64 * 1024  # bytes of stack for the row buffer
+
+# GPU: `chunk` = 0 keeps whole rows in registers (one read, one write); otherwise
+# rows stream through register chunks of that many columns (long rows).
+GPU_DEFAULTS = {"block_rows": 1, "threads": 256, "chunk": 0}
+GPU_MAX_REGS_PER_THREAD = 64  # fp32 row elements a thread may hold in a whole-row schedule
+VEC = 4  # columns each thread handles contiguously (128-bit fp32 accesses)
+
+
+def problem_shape_last_dim(input_shapes: Sequence[Sequence[int]]) -> Shape | None:
+    try:
+        x = [int(d) for d in input_shapes[0]]
+    except (IndexError, TypeError, ValueError):
+        return None
+    if not x:
+        return None
+    rows = math.prod(x[:-1]) if len(x) > 1 else 1
+    if rows <= 0 or x[-1] <= 0:
+        return None
+    return (rows, x[-1])
+
+
+def awkward_shape(shape: Shape) -> Shape:
+    rows, cols = shape
+    return (C.awkward(rows, minimum=3), C.awkward(cols))
+
+
+def padded_cols(cols: int, threads: int, block_rows: int) -> int:
+    """Fragment width for a whole-row schedule. It must be a multiple of what the
+    block's threads cover in one vectorized sweep; with several rows per block,
+    TileLang 0.1.15's layout inference also needs a power-of-two number of sweeps per
+    row ("no available layout found" otherwise, e.g. 16 rows x 160 cols, 128 threads)."""
+    per_sweep = max(1, threads * VEC // block_rows)
+    sweeps = C.ceildiv(cols, per_sweep)
+    if block_rows > 1:
+        sweeps = C.next_pow2(sweeps)
+    return per_sweep * sweeps
+
+
+def gpu_elems_per_thread(cfg: dict[str, Any], cols: int) -> int:
+    width = padded_cols(cols, cfg["threads"], cfg["block_rows"]) if cfg["chunk"] == 0 else cfg["chunk"]
+    return cfg["block_rows"] * width // cfg["threads"]
+
+
+def check_gpu_config(family: str, cfg: dict[str, Any], cols: int) -> None:
+    if cfg["threads"] % 32 or not 32 <= cfg["threads"] <= 1024:
+        raise KernelError(f"{family}: threads must be a multiple of 32 in 32..1024, got {cfg['threads']}")
+    if cfg["block_rows"] < 1:
+        raise KernelError(f"{family}: block_rows must be >= 1, got {cfg['block_rows']}")
+    if cfg["chunk"]:
+        if cfg["block_rows"] != 1:
+            raise KernelError(f"{family}: chunked schedules take one row per block (block_rows=1)")
+        if cfg["chunk"] % (cfg["threads"] * VEC):
+            raise KernelError(f"{family}: chunk must be a multiple of threads*{VEC}, got {cfg['chunk']}")
+    if gpu_elems_per_thread(cfg, cols) > 2 * GPU_MAX_REGS_PER_THREAD:
+        raise KernelError(f"{family}: {gpu_elems_per_thread(cfg, cols)} elements per thread would spill registers; "
+                          "use a chunked config")
+
+
+def check_cpu_config(family: str, cfg: dict[str, Any], cols: int) -> None:
+    if cfg["block_rows"] < 1:
+        raise KernelError(f"{family}: block_rows must be >= 1, got {cfg['block_rows']}")
+    if cfg["buffered"] and cols * 4 > CPU_ROW_BUFFER_LIMIT:
+        raise KernelError(f"{family}: a {cols}-column row buffer exceeds {CPU_ROW_BUFFER_LIMIT} bytes of stack; "
+                          "use buffered=False")
+
+
+def search_space(shape: Shape, hardware: Hardware, smem_per_row: Callable[[dict[str, Any]], int]) -> list[KernelConfig]:
+    rows, cols = shape
+    if is_cpu_target(hardware.target) or hardware.device == "cpu":
+        fits = cols * 4 <= CPU_ROW_BUFFER_LIMIT
+        cands = ([{"block_rows": 4, "buffered": True}, {"block_rows": 1, "buffered": True},
+                  {"block_rows": 16, "buffered": True}] if fits else [])
+        cands.append({"block_rows": 4, "buffered": False})
+        return C.dedupe(cands)
+
+    whole: list[dict[str, Any]] = []
+    for threads in (64, 128, 256, 512):
+        for block_rows in (1, 2, 4, 8, 16):
+            cfg = {"block_rows": block_rows, "threads": threads, "chunk": 0}
+            if gpu_elems_per_thread(cfg, cols) <= GPU_MAX_REGS_PER_THREAD:
+                whole.append(cfg)
+
+    def useful(cfg: dict[str, Any]) -> bool:
+        # Too few elements per thread or too much padding idles the block; too few
+        # blocks idles the GPU.
+        waste = padded_cols(cols, cfg["threads"], cfg["block_rows"]) / cols
+        return (gpu_elems_per_thread(cfg, cols) >= VEC and waste <= 1.5
+                and cfg["block_rows"] <= max(1, rows // 64))
+
+    cands = [c for c in whole if useful(c)]
+    if not cands and whole:
+        # Tiny or odd rows: the least padded whole-row config still beats streaming.
+        cands = [min(whole, key=lambda c: (padded_cols(cols, c["threads"], c["block_rows"]), -c["threads"]))]
+    for threads, chunk in ((256, 4096), (512, 8192), (256, 8192), (1024, 8192), (512, 4096), (128, 2048),
+                           (256, 2048), (1024, 16384)):
+        if cols > chunk // 2 or not cands:
+            cands.append({"block_rows": 1, "threads": threads, "chunk": chunk})
+    cands = [c for c in cands if C.smem_fits(smem_per_row(c), hardware)]
+    # Whole-row configs first (one read per element), those closest to 16 elements per
+    # thread (enough work to hide latency, few registers) and to 256 threads first;
+    # streaming configs last. The first entry is the one to use without tuning.
+    def rank(c: dict[str, Any]) -> tuple:
+        return (c["chunk"] != 0, abs(math.log2(max(1, gpu_elems_per_thread(c, cols)) / 16)),
+                abs(math.log2(c["threads"] / 256)), c["block_rows"])
+
+    return sorted(cands, key=rank)[:12]
+
+
+def reduce_smem(cfg: dict[str, Any]) -> int:
+    # Cross-warp reductions stage one fp32 per warp and row; tiny, but counted.
+    return cfg.get("block_rows", 1) * (cfg.get("threads", 256) // 32) * 4 * 4
+
+
+def swap_in(model: torch.nn.Module, match: Callable[[torch.nn.Module], bool],
+            make: Callable[[torch.nn.Module], torch.nn.Module]) -> int:
+    return C.replace_modules(model, match, make)

@@ -1,0 +1,420 @@
+"""GEMM / linear with a fused bias: y = x @ weight.T + bias, exactly nn.Linear's layout.
+
+In: shape (M, N, K); inputs x[M, K], weight[N, K], bias[N] (as nn.Linear stores them).
+Out: y[M, N] in the input dtype, compared against `torch.nn.functional.linear`.
+Schedules: on CUDA, fp16/bf16 use shared-memory tiles, a pipelined K loop, tensor-core
+`T.gemm` into a fp32 fragment, block rasterization and the bias added in the epilogue;
+fp32 uses a register-blocked SIMT (FFMA) schedule, because `T.gemm` on fp32 lowers to
+TF32 tensor cores, which would not match PyTorch's full-fp32 reference. On CPU (the C
+backend), a blocked loop nest over fp32 local tiles that gcc vectorizes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from ..errors import KernelError
+from ..results import Hardware, KernelConfig, Shape
+from . import _common as C
+from .base import is_cpu_target
+
+ACCUM = "float32"
+
+CPU_DEFAULTS = {"block_M": 128, "block_N": 64, "block_K": 32}
+# Tensor-core schedule (fp16/bf16).
+TC_DEFAULTS = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 3, "threads": 128, "swizzle": True}
+# SIMT schedule (fp32): each thread owns a thread_M x thread_N register tile.
+SIMT_DEFAULTS = {"block_M": 128, "block_N": 128, "block_K": 16, "thread_M": 8, "thread_N": 8,
+                 "num_stages": 2, "swizzle": True}
+
+# Local tiles become stack arrays in the generated C; keep them well inside a thread's stack.
+CPU_LOCAL_LIMIT_BYTES = 128 * 1024
+
+
+def _cpu_program(M: int, N: int, K: int, dtype: str, cfg: dict[str, Any]):
+    import tilelang.cpu.language as T
+
+    bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
+
+    @T.prim_func
+    def linear_cpu(
+        A: T.Tensor((M, K), dtype),
+        W: T.Tensor((N, K), dtype),
+        Bias: T.Tensor((N,), dtype),
+        Y: T.Tensor((M, N), dtype),
+    ):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM)) as (bx, by):
+            # fp32 tiles whatever the storage dtype: half.hpp arithmetic is scalar
+            # and slow, and accumulation must be fp32 anyway.
+            A_l = T.alloc_local((bM, bK), ACCUM)
+            B_l = T.alloc_local((bK, bN), ACCUM)
+            C_l = T.alloc_local((bM, bN), ACCUM)
+            T.clear(C_l)
+            for ko in T.serial(T.ceildiv(K, bK)):
+                for i, k in T.grid(bM, bK):
+                    A_l[i, k] = T.if_then_else((by * bM + i < M) and (ko * bK + k < K),
+                                               T.cast(A[by * bM + i, ko * bK + k], ACCUM), T.float32(0))
+                # Transposed on the way in so the inner loop streams rows of both tiles.
+                for k, j in T.grid(bK, bN):
+                    B_l[k, j] = T.if_then_else((bx * bN + j < N) and (ko * bK + k < K),
+                                               T.cast(W[bx * bN + j, ko * bK + k], ACCUM), T.float32(0))
+                # i-k-j order: the j loop is unit-stride in C_l and B_l, which gcc
+                # auto-vectorizes with -O3 -march=native better than TileLang's float4 structs.
+                for i, k in T.grid(bM, bK):
+                    for j in T.serial(bN):
+                        C_l[i, j] += A_l[i, k] * B_l[k, j]
+            for i, j in T.grid(bM, bN):
+                if (by * bM + i < M) and (bx * bN + j < N):
+                    Y[by * bM + i, bx * bN + j] = T.cast(C_l[i, j] + T.cast(Bias[bx * bN + j], ACCUM), dtype)
+
+    return linear_cpu
+
+
+def _tc_program(M: int, N: int, K: int, dtype: str, cfg: dict[str, Any]):
+    import tilelang.language as T
+
+    bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
+    stages, threads, swizzle = cfg["num_stages"], cfg["threads"], cfg["swizzle"]
+
+    @T.prim_func
+    def linear_tc(
+        A: T.Tensor((M, K), dtype),
+        W: T.Tensor((N, K), dtype),
+        Bias: T.Tensor((N,), dtype),
+        Y: T.Tensor((M, N), dtype),
+    ):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((bM, bK), dtype)
+            W_s = T.alloc_shared((bN, bK), dtype)
+            C_f = T.alloc_fragment((bM, bN), ACCUM)
+            C_s = T.alloc_shared((bM, bN), dtype)
+            # Panel rasterization keeps neighbouring blocks on the same A/W panels in L2.
+            T.use_swizzle(panel_size=10, enable=swizzle)
+            T.clear(C_f)
+            for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
+                T.copy(A[by * bM, ko * bK], A_s)
+                T.copy(W[bx * bN, ko * bK], W_s)
+                T.gemm(A_s, W_s, C_f, transpose_B=True)
+            # Bias in the epilogue, on the fp32 accumulator, before the single rounding.
+            for i, j in T.Parallel(bM, bN):
+                C_f[i, j] += T.if_then_else(bx * bN + j < N, T.cast(Bias[bx * bN + j], ACCUM), T.float32(0))
+            T.copy(C_f, C_s)
+            T.copy(C_s, Y[by * bM, bx * bN])
+
+    return linear_tc
+
+
+def _simt_program(M: int, N: int, K: int, dtype: str, cfg: dict[str, Any]):
+    import tilelang.language as T
+
+    bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
+    tM, tN = cfg["thread_M"], cfg["thread_N"]
+    stages, swizzle = cfg["num_stages"], cfg["swizzle"]
+    cols = bN // tN
+    threads = (bM // tM) * cols
+    pad = 4  # breaks the 32-way bank conflict of the transposed shared-memory stores
+
+    @T.prim_func
+    def linear_simt(
+        A: T.Tensor((M, K), dtype),
+        W: T.Tensor((N, K), dtype),
+        Bias: T.Tensor((N,), dtype),
+        Y: T.Tensor((M, N), dtype),
+    ):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
+            # K-major tiles so each thread reads its tM (tN) operands as one vector.
+            A_s = T.alloc_shared((bK, bM + pad), dtype)
+            W_s = T.alloc_shared((bK, bN + pad), dtype)
+            acc = T.alloc_local((tM, tN), ACCUM)
+            a_r = T.alloc_local((tM,), ACCUM)
+            b_r = T.alloc_local((tN,), ACCUM)
+            tid = T.get_thread_binding()
+            ty = tid // cols
+            tx = tid % cols
+            T.use_swizzle(panel_size=10, enable=swizzle)
+            T.clear(acc)
+            for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
+                for i, k in T.Parallel(bM, bK):
+                    A_s[k, i] = T.if_then_else((by * bM + i < M) and (ko * bK + k < K),
+                                               A[by * bM + i, ko * bK + k], T.float32(0))
+                for j, k in T.Parallel(bN, bK):
+                    W_s[k, j] = T.if_then_else((bx * bN + j < N) and (ko * bK + k < K),
+                                               W[bx * bN + j, ko * bK + k], T.float32(0))
+                for kk in T.unroll(bK):
+                    for i in T.vectorized(tM):
+                        a_r[i] = A_s[kk, ty * tM + i]
+                    for j in T.vectorized(tN):
+                        b_r[j] = W_s[kk, tx * tN + j]
+                    # Fully unrolled so acc, a_r and b_r live in registers: tM*tN FFMAs
+                    # per (tM + tN) shared-memory loads.
+                    for i in T.unroll(tM):
+                        for j in T.unroll(tN):
+                            acc[i, j] += a_r[i] * b_r[j]
+            for i, j in T.grid(tM, tN):
+                if (by * bM + ty * tM + i < M) and (bx * bN + tx * tN + j < N):
+                    Y[by * bM + ty * tM + i, bx * bN + tx * tN + j] = acc[i, j] + Bias[bx * bN + tx * tN + j]
+
+    return linear_simt
+
+
+def _tc_smem(cfg: dict[str, Any], dtype: str) -> int:
+    b = C.dtype_bytes(dtype)
+    tiles = (cfg["block_M"] + cfg["block_N"]) * cfg["block_K"] * b * max(1, cfg["num_stages"])
+    return tiles + cfg["block_M"] * cfg["block_N"] * b
+
+
+def _simt_smem(cfg: dict[str, Any]) -> int:
+    return (cfg["block_M"] + cfg["block_N"] + 8) * cfg["block_K"] * 4 * max(1, cfg["num_stages"])
+
+
+def _simt_threads(cfg: dict[str, Any]) -> int:
+    return (cfg["block_M"] // cfg["thread_M"]) * (cfg["block_N"] // cfg["thread_N"])
+
+
+class GemmFamily:
+    name = "gemm"
+    title = "GEMM / linear (+bias)"
+    aten_ops = frozenset({"aten::linear", "aten::addmm"})
+    shape_names = ("M", "N", "K")
+
+    # ------------------------------------------------------------ shapes
+
+    def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]]) -> Shape | None:
+        try:
+            shapes = [list(s) for s in input_shapes]
+            if op == "aten::linear":
+                x, w = shapes[0], shapes[1]
+                if len(x) < 1 or len(w) != 2 or x[-1] != w[1]:
+                    return None
+                return (math.prod(x[:-1]) if len(x) > 1 else 1, int(w[0]), int(w[1]))
+            if op == "aten::addmm":
+                a, b = shapes[1], shapes[2]
+                if len(a) != 2 or len(b) != 2 or a[1] != b[0]:
+                    return None
+                return (int(a[0]), int(b[1]), int(a[1]))
+        except (IndexError, TypeError, ValueError):
+            return None
+        return None
+
+    def standard_shapes(self, device: str) -> list[Shape]:
+        if device == "cpu":
+            # Each stays well under 50 ms per TileLang call on one core.
+            medium = (256, 512, 128)
+            return [(128, 128, 64), medium, (512, 1024, 256), self.awkward_shape(medium)]
+        medium = (4096, 4096, 4096)
+        return [(1024, 1024, 1024), medium, (8192, 8192, 8192), (16384, 1024, 4096), self.awkward_shape(medium)]
+
+    def awkward_shape(self, shape: Shape) -> Shape:
+        M, N, K = shape
+        return (C.awkward(M), C.awkward(N), C.awkward(K))
+
+    # ------------------------------------------------------------ data
+
+    def make_inputs(self, shape: Shape, dtype: str, device: str, seed: int) -> tuple[torch.Tensor, ...]:
+        M, N, K = C.check_shape(shape, self.shape_names, self.name)
+        dtype = C.canonical_dtype(dtype)
+        g = C.generator(seed)
+        # nn.Linear-like scaling keeps outputs O(1) for every K, so one tolerance fits all.
+        x = C.randn((M, K), dtype, device, g)
+        w = C.randn((N, K), dtype, device, g, scale=1.0 / math.sqrt(K))
+        b = C.randn((N,), dtype, device, g, scale=0.1)
+        return x, w, b
+
+    def reference(self, *inputs: torch.Tensor) -> torch.Tensor:
+        x, w, b = inputs
+        return F.linear(x, w, b)
+
+    # ------------------------------------------------------------ metrics
+
+    def flops(self, shape: Shape) -> float:
+        M, N, K = shape
+        return 2.0 * M * N * K + M * N
+
+    def bytes(self, shape: Shape, dtype: str) -> float:
+        M, N, K = shape
+        return float((M * K + N * K + N + M * N) * C.dtype_bytes(C.canonical_dtype(dtype)))
+
+    def tolerance(self, dtype: str, shape: Shape | None = None) -> tuple[float, float]:
+        """Both sides accumulate in fp32; the difference is summation order (grows
+        ~sqrt(K)) plus one output rounding. Without a shape, K = 1024 is assumed."""
+        dtype = C.canonical_dtype(dtype)
+        k = int(shape[2]) if shape is not None else 1024
+        grow = max(1.0, math.sqrt(k / 256.0))
+        base = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1.6e-2}[dtype]
+        return (base * grow, base * grow)
+
+    # ------------------------------------------------------------ tuning
+
+    def search_space(self, shape: Shape, dtype: str, hardware: Hardware) -> list[KernelConfig]:
+        M, N, K = C.check_shape(shape, self.shape_names, self.name)
+        dtype = C.canonical_dtype(dtype)
+        if is_cpu_target(hardware.target) or hardware.device == "cpu":
+            return self._cpu_space(M, N, K)
+        if dtype == "float32":
+            return self._simt_space(M, N, K, hardware)
+        return self._tc_space(M, N, K, dtype, hardware)
+
+    def _cpu_space(self, M: int, N: int, K: int) -> list[KernelConfig]:
+        out = []
+        for bM, bN, bK in ((128, 64, 32), (64, 64, 32), (64, 128, 64), (32, 64, 128)):
+            # Tiles much larger than the problem only add zero padding work.
+            cfg = {"block_M": min(bM, C.round_up(M, 8)), "block_N": min(bN, C.round_up(N, 8)),
+                   "block_K": min(bK, C.round_up(K, 8))}
+            local = (cfg["block_M"] * cfg["block_K"] + cfg["block_K"] * cfg["block_N"]
+                     + cfg["block_M"] * cfg["block_N"]) * 4
+            if local <= CPU_LOCAL_LIMIT_BYTES:
+                out.append(cfg)
+        return C.dedupe(out)
+
+    def _tc_space(self, M: int, N: int, K: int, dtype: str, hw: Hardware) -> list[KernelConfig]:
+        raw = [
+            # (block_M, block_N, block_K, num_stages, threads)
+            (128, 128, 64, 3, 128),
+            (128, 256, 64, 3, 256),
+            (256, 128, 64, 3, 256),
+            (128, 128, 32, 4, 128),
+            (128, 64, 64, 4, 128),
+            (64, 128, 64, 4, 128),
+            (64, 64, 64, 4, 128),
+            (128, 128, 64, 2, 256),
+            (64, 256, 64, 3, 128),
+            # Small-footprint entries for devices with 48 KB of shared memory per block.
+            (64, 128, 32, 2, 128),
+            (64, 64, 32, 2, 128),
+        ]
+        cands = [{"block_M": a, "block_N": b, "block_K": k, "num_stages": s, "threads": t, "swizzle": True}
+                 for a, b, k, s, t in raw]
+        cands.append({**cands[0], "swizzle": False})
+        fitting = [c for c in cands if C.smem_fits(_tc_smem(c, dtype), hw)]
+        return self._order_by_waves(fitting, M, N, hw)
+
+    def _simt_space(self, M: int, N: int, K: int, hw: Hardware) -> list[KernelConfig]:
+        raw = [
+            # (block_M, block_N, block_K, thread_M, thread_N, num_stages)
+            (128, 128, 16, 8, 8, 2),
+            (128, 128, 8, 8, 8, 3),
+            (128, 64, 16, 8, 8, 2),
+            (64, 128, 16, 8, 8, 2),
+            (64, 64, 16, 4, 8, 2),
+            (128, 128, 32, 8, 8, 2),
+            (64, 64, 32, 4, 4, 2),
+            (128, 128, 16, 8, 8, 0),
+        ]
+        cands = [{"block_M": a, "block_N": b, "block_K": k, "thread_M": tm, "thread_N": tn, "num_stages": s,
+                  "swizzle": True} for a, b, k, tm, tn, s in raw]
+        fitting = [c for c in cands if C.smem_fits(_simt_smem(c), hw) and 32 <= _simt_threads(c) <= 1024]
+        return self._order_by_waves(fitting, M, N, hw)
+
+    @staticmethod
+    def _order_by_waves(cands: list[KernelConfig], M: int, N: int, hw: Hardware) -> list[KernelConfig]:
+        """Put first the largest tile that still gives every SM a block; the tuner
+        tries the rest. A small problem thus starts from a small tile."""
+        sms = max(1, int(hw.cores or 1))
+        if not cands:
+            return []
+
+        def tiles(c: KernelConfig) -> int:
+            return C.ceildiv(M, c["block_M"]) * C.ceildiv(N, c["block_N"])
+
+        full = [c for c in cands if tiles(c) >= sms]
+        if full:
+            first = max(full, key=lambda c: (c["block_M"] * c["block_N"], -cands.index(c)))
+        else:
+            first = max(cands, key=lambda c: (tiles(c), -cands.index(c)))
+        return [first] + [c for c in cands if c is not first]
+
+    # ------------------------------------------------------------ build
+
+    def program(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Any:
+        """The TileLang PrimFunc `build` compiles (for inspection and lowering tests)."""
+        return self._resolve(shape, dtype, config, target)[3]()
+
+    def build(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Callable[..., torch.Tensor]:
+        (M, N, K), dtype, cfg, program = self._resolve(shape, dtype, config, target)
+        return C.build_cached(self.name, (M, N, K), dtype, cfg, target, program, out_idx=[3],
+                              input_shapes=[(M, K), (N, K), (N,)])
+
+    def _resolve(self, shape: Shape, dtype: str, config: KernelConfig, target: str):
+        M, N, K = C.check_shape(shape, self.shape_names, self.name)
+        dtype = C.canonical_dtype(dtype)
+        C.check_dtype_for_target(self.name, dtype, target)
+        if is_cpu_target(target):
+            cfg = C.merge_config(CPU_DEFAULTS, config, self.name)
+            self._check_blocks(cfg)
+            program = lambda: _cpu_program(M, N, K, dtype, cfg)  # noqa: E731
+        elif dtype == "float32":
+            cfg = C.merge_config(SIMT_DEFAULTS, config, self.name)
+            self._check_blocks(cfg)
+            if cfg["block_M"] % cfg["thread_M"] or cfg["block_N"] % cfg["thread_N"]:
+                raise KernelError(f"gemm: block_M/block_N must be multiples of thread_M/thread_N, got {cfg}")
+            if not 32 <= _simt_threads(cfg) <= 1024:
+                raise KernelError(f"gemm: SIMT config needs 32..1024 threads, got {_simt_threads(cfg)}")
+            program = lambda: _simt_program(M, N, K, dtype, cfg)  # noqa: E731
+        else:
+            cfg = C.merge_config(TC_DEFAULTS, config, self.name)
+            self._check_blocks(cfg)
+            program = lambda: _tc_program(M, N, K, dtype, cfg)  # noqa: E731
+        return (M, N, K), dtype, cfg, program
+
+    @staticmethod
+    def _check_blocks(cfg: dict[str, Any]) -> None:
+        for key in ("block_M", "block_N", "block_K"):
+            if cfg[key] <= 0:
+                raise KernelError(f"gemm: {key} must be positive, got {cfg[key]}")
+
+    # ------------------------------------------------------------ swap-in
+
+    def swap_in(self, model: torch.nn.Module,
+                kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]) -> int:
+        # Exact type: nn.MultiheadAttention's out_proj is a Linear subclass whose forward
+        # is never called (MHA reads its weight directly), so swapping it gains nothing.
+        return C.replace_modules(
+            model,
+            lambda m: type(m) is torch.nn.Linear,
+            lambda m: TileLangLinear(m, kernel_for),
+        )
+
+
+class TileLangLinear(torch.nn.Module):
+    """nn.Linear whose forward runs the TileLang kernel for its (M, N, K); falls back to
+    F.linear when `kernel_for` has none. Shares the original parameters. A Linear without
+    bias (Llama's) feeds the kernel a zero bias: one kernel serves both, and the epilogue
+    add of N zeros is noise next to the M*N*K work."""
+
+    def __init__(self, linear: torch.nn.Linear, kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]):
+        super().__init__()
+        self.in_features = linear.in_features
+        self.out_features = linear.out_features
+        self.weight = linear.weight
+        self.bias = linear.bias
+        self._zero_bias = None if linear.bias is not None else torch.zeros(
+            linear.out_features, dtype=linear.weight.dtype, device=linear.weight.device)
+        self._kernel_for = kernel_for
+        self._kernels: dict[Shape, Callable[..., torch.Tensor] | None] = {}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        lead = x.shape[:-1]
+        x2 = x.reshape(-1, self.in_features)
+        shape = (int(x2.shape[0]), self.out_features, self.in_features)
+        if shape not in self._kernels:
+            self._kernels[shape] = self._kernel_for(shape) if shape[0] > 0 else None
+        kernel = self._kernels[shape]
+        if kernel is None:
+            return F.linear(x, self.weight, self.bias)
+        bias = self.bias if self.bias is not None else self._zero_bias
+        return kernel(x2, self.weight, bias).reshape(*lead, self.out_features)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}, backend=tilelang")
+
+
+FAMILY = GemmFamily()
+
+from . import register  # noqa: E402  (the registry module defines register before importing us)
+
+register(FAMILY)

@@ -1,0 +1,273 @@
+"""LayerNorm over the last dimension with an elementwise affine (nn.LayerNorm, eps 1e-5).
+
+In: shape (rows, hidden); inputs x[rows, hidden], weight[hidden], bias[hidden].
+Out: y = (x - mean) / sqrt(var + eps) * weight + bias in the input dtype, compared
+against `torch.nn.functional.layer_norm`. Statistics are fp32 and two-pass (mean first,
+then the centred sum of squares) so rows with a large mean do not lose precision.
+Schedules: on CUDA, `block_rows` rows per block held in registers with block-wide
+reductions, or for long rows `chunk`-column streaming passes; on CPU, a loop over
+rows with the row in a stack buffer (or re-read from the input when it would not fit).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from ..results import Hardware, KernelConfig, Shape
+from . import _common as C
+from . import _rows as R
+from .base import is_cpu_target
+
+ACCUM = "float32"
+EPS = 1e-5
+
+
+def _cpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any]):
+    import tilelang.cpu.language as T
+
+    BR, buffered = cfg["block_rows"], cfg["buffered"]
+    inv_n = 1.0 / cols
+
+    if buffered:
+        @T.prim_func
+        def layernorm_cpu(X: T.Tensor((rows, cols), dtype), Wt: T.Tensor((cols,), dtype),
+                          B: T.Tensor((cols,), dtype), Y: T.Tensor((rows, cols), dtype)):
+            with T.Kernel(T.ceildiv(rows, BR)) as bx:
+                buf = T.alloc_local((cols,), ACCUM)
+                s = T.alloc_var(ACCUM)
+                v = T.alloc_var(ACCUM)
+                for r in T.serial(BR):
+                    if bx * BR + r < rows:
+                        s = T.float32(0)
+                        for j in T.serial(cols):
+                            buf[j] = T.cast(X[bx * BR + r, j], ACCUM)
+                            s += buf[j]
+                        mean = s * T.float32(inv_n)
+                        v = T.float32(0)
+                        for j in T.serial(cols):
+                            buf[j] = buf[j] - mean
+                            v += buf[j] * buf[j]
+                        rstd = T.rsqrt(v * T.float32(inv_n) + T.float32(EPS))
+                        for j in T.serial(cols):
+                            Y[bx * BR + r, j] = T.cast(buf[j] * rstd * T.cast(Wt[j], ACCUM) + T.cast(B[j], ACCUM),
+                                                       dtype)
+
+        return layernorm_cpu
+
+    @T.prim_func
+    def layernorm_cpu_stream(X: T.Tensor((rows, cols), dtype), Wt: T.Tensor((cols,), dtype),
+                             B: T.Tensor((cols,), dtype), Y: T.Tensor((rows, cols), dtype)):
+        with T.Kernel(T.ceildiv(rows, BR)) as bx:
+            s = T.alloc_var(ACCUM)
+            v = T.alloc_var(ACCUM)
+            for r in T.serial(BR):
+                if bx * BR + r < rows:
+                    s = T.float32(0)
+                    for j in T.serial(cols):
+                        s += T.cast(X[bx * BR + r, j], ACCUM)
+                    mean = s * T.float32(inv_n)
+                    v = T.float32(0)
+                    for j in T.serial(cols):
+                        v += (T.cast(X[bx * BR + r, j], ACCUM) - mean) * (T.cast(X[bx * BR + r, j], ACCUM) - mean)
+                    rstd = T.rsqrt(v * T.float32(inv_n) + T.float32(EPS))
+                    for j in T.serial(cols):
+                        Y[bx * BR + r, j] = T.cast((T.cast(X[bx * BR + r, j], ACCUM) - mean) * rstd
+                                                   * T.cast(Wt[j], ACCUM) + T.cast(B[j], ACCUM), dtype)
+
+    return layernorm_cpu_stream
+
+
+def _gpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any]):
+    import tilelang.language as T
+
+    BR, threads, chunk = cfg["block_rows"], cfg["threads"], cfg["chunk"]
+    inv_n = 1.0 / cols
+
+    if chunk == 0:
+        BN = R.padded_cols(cols, threads, BR)
+
+        @T.prim_func
+        def layernorm_rows(X: T.Tensor((rows, cols), dtype), Wt: T.Tensor((cols,), dtype),
+                           B: T.Tensor((cols,), dtype), Y: T.Tensor((rows, cols), dtype)):
+            with T.Kernel(T.ceildiv(rows, BR), threads=threads) as bx:
+                x = T.alloc_fragment((BR, BN), ACCUM)
+                sq = T.alloc_fragment((BR, BN), ACCUM)
+                mean = T.alloc_fragment((BR,), ACCUM)
+                var = T.alloc_fragment((BR,), ACCUM)
+                # Padding reads as 0 so it adds nothing to the sums.
+                for i, j in T.Parallel(BR, BN):
+                    x[i, j] = T.if_then_else((j < cols) and (bx * BR + i < rows),
+                                             T.cast(X[bx * BR + i, j], ACCUM), T.float32(0))
+                T.reduce_sum(x, mean, dim=1)
+                for i in T.Parallel(BR):
+                    mean[i] = mean[i] * T.float32(inv_n)
+                for i, j in T.Parallel(BR, BN):
+                    x[i, j] = T.if_then_else(j < cols, x[i, j] - mean[i], T.float32(0))
+                    sq[i, j] = x[i, j] * x[i, j]
+                T.reduce_sum(sq, var, dim=1)
+                for i in T.Parallel(BR):
+                    var[i] = T.rsqrt(var[i] * T.float32(inv_n) + T.float32(EPS))
+                for i, j in T.Parallel(BR, BN):
+                    if (j < cols) and (bx * BR + i < rows):
+                        Y[bx * BR + i, j] = T.cast(x[i, j] * var[i] * T.cast(Wt[j], ACCUM) + T.cast(B[j], ACCUM),
+                                                   dtype)
+
+        return layernorm_rows
+
+    n_chunks = C.ceildiv(cols, chunk)
+
+    @T.prim_func
+    def layernorm_stream(X: T.Tensor((rows, cols), dtype), Wt: T.Tensor((cols,), dtype),
+                         B: T.Tensor((cols,), dtype), Y: T.Tensor((rows, cols), dtype)):
+        with T.Kernel(rows, threads=threads) as bx:
+            x = T.alloc_fragment((chunk,), ACCUM)
+            part = T.alloc_fragment((1,), ACCUM)
+            total = T.alloc_fragment((1,), ACCUM)
+            mean = T.alloc_fragment((1,), ACCUM)
+            rstd = T.alloc_fragment((1,), ACCUM)
+            total[0] = T.float32(0)
+            for c in T.serial(n_chunks):
+                for j in T.Parallel(chunk):
+                    x[j] = T.if_then_else(c * chunk + j < cols, T.cast(X[bx, c * chunk + j], ACCUM), T.float32(0))
+                T.reduce_sum(x, part, dim=0, clear=True)
+                total[0] = total[0] + part[0]
+            mean[0] = total[0] * T.float32(inv_n)
+            # Second pass for the centred variance (the row is L2-resident by now).
+            total[0] = T.float32(0)
+            for c in T.serial(n_chunks):
+                for j in T.Parallel(chunk):
+                    x[j] = T.if_then_else(c * chunk + j < cols, T.cast(X[bx, c * chunk + j], ACCUM) - mean[0],
+                                          T.float32(0))
+                    x[j] = x[j] * x[j]
+                T.reduce_sum(x, part, dim=0, clear=True)
+                total[0] = total[0] + part[0]
+            rstd[0] = T.rsqrt(total[0] * T.float32(inv_n) + T.float32(EPS))
+            for c in T.serial(n_chunks):
+                for j in T.Parallel(chunk):
+                    if c * chunk + j < cols:
+                        Y[bx, c * chunk + j] = T.cast(
+                            (T.cast(X[bx, c * chunk + j], ACCUM) - mean[0]) * rstd[0]
+                            * T.cast(Wt[c * chunk + j], ACCUM) + T.cast(B[c * chunk + j], ACCUM), dtype)
+
+    return layernorm_stream
+
+
+class LayerNormFamily:
+    name = "layernorm"
+    title = "LayerNorm (affine, last dim)"
+    aten_ops = frozenset({"aten::layer_norm", "aten::native_layer_norm"})
+    shape_names = ("rows", "hidden")
+    eps = EPS
+
+    def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]]) -> Shape | None:
+        if op not in self.aten_ops:
+            return None
+        return R.problem_shape_last_dim(input_shapes)
+
+    def standard_shapes(self, device: str) -> list[Shape]:
+        if device == "cpu":
+            return [(256, 128), (1024, 512), (2048, 1024), R.awkward_shape((1024, 512))]
+        return [(4096, 1024), (16384, 4096), (8192, 8192), (4096, 16384), R.awkward_shape((16384, 4096))]
+
+    def awkward_shape(self, shape: Shape) -> Shape:
+        return R.awkward_shape(shape)
+
+    def make_inputs(self, shape: Shape, dtype: str, device: str, seed: int) -> tuple[torch.Tensor, ...]:
+        rows, cols = C.check_shape(shape, self.shape_names, self.name)
+        dtype = C.canonical_dtype(dtype)
+        g = C.generator(seed)
+        # A non-zero mean checks that the kernel centres before squaring.
+        x = C.randn((rows, cols), dtype, device, g, scale=1.0, shift=0.5)
+        w = C.randn((cols,), dtype, device, g, scale=0.1, shift=1.0)
+        b = C.randn((cols,), dtype, device, g, scale=0.1)
+        return x, w, b
+
+    def reference(self, *inputs: torch.Tensor) -> torch.Tensor:
+        x, w, b = inputs
+        return F.layer_norm(x, (x.shape[-1],), w, b, EPS)
+
+    def flops(self, shape: Shape) -> float:
+        rows, cols = shape
+        # sum, centre, square-accumulate, scale, affine (mul + add): ~8 per element.
+        return 8.0 * rows * cols
+
+    def bytes(self, shape: Shape, dtype: str) -> float:
+        rows, cols = shape
+        return float((2 * rows * cols + 2 * cols) * C.dtype_bytes(C.canonical_dtype(dtype)))
+
+    def tolerance(self, dtype: str, shape: Shape | None = None) -> tuple[float, float]:
+        # Outputs are O(1..4); the low-precision values cover about one output ulp.
+        return {"float32": (2e-5, 2e-5), "float16": (2e-3, 2e-3), "bfloat16": (2e-2, 2e-2)}[C.canonical_dtype(dtype)]
+
+    def search_space(self, shape: Shape, dtype: str, hardware: Hardware) -> list[KernelConfig]:
+        shape = C.check_shape(shape, self.shape_names, self.name)
+        C.canonical_dtype(dtype)
+        return R.search_space(shape, hardware, R.reduce_smem)
+
+    def program(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Any:
+        """The TileLang PrimFunc `build` compiles (for inspection and lowering tests)."""
+        return self._resolve(shape, dtype, config, target)[3]()
+
+    def build(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Callable[..., torch.Tensor]:
+        (rows, cols), dtype, cfg, program = self._resolve(shape, dtype, config, target)
+        return C.build_cached(self.name, (rows, cols), dtype, cfg, target, program, out_idx=[3],
+                              input_shapes=[(rows, cols), (cols,), (cols,)])
+
+    def _resolve(self, shape: Shape, dtype: str, config: KernelConfig, target: str):
+        rows, cols = C.check_shape(shape, self.shape_names, self.name)
+        dtype = C.canonical_dtype(dtype)
+        C.check_dtype_for_target(self.name, dtype, target)
+        if is_cpu_target(target):
+            cfg = C.merge_config(R.CPU_DEFAULTS, config, self.name)
+            R.check_cpu_config(self.name, cfg, cols)
+            program = lambda: _cpu_program(rows, cols, dtype, cfg)  # noqa: E731
+        else:
+            cfg = C.merge_config(R.GPU_DEFAULTS, config, self.name)
+            R.check_gpu_config(self.name, cfg, cols)
+            program = lambda: _gpu_program(rows, cols, dtype, cfg)  # noqa: E731
+        return (rows, cols), dtype, cfg, program
+
+    def swap_in(self, model: torch.nn.Module,
+                kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]) -> int:
+        def match(m: torch.nn.Module) -> bool:
+            return (type(m) is torch.nn.LayerNorm and m.elementwise_affine and m.bias is not None
+                    and len(m.normalized_shape) == 1 and m.eps == EPS)
+
+        return R.swap_in(model, match, lambda m: TileLangLayerNorm(m, kernel_for))
+
+
+class TileLangLayerNorm(torch.nn.Module):
+    """nn.LayerNorm (last dim, affine, eps 1e-5) running the TileLang kernel for its
+    (rows, hidden); falls back to F.layer_norm when `kernel_for` has none."""
+
+    def __init__(self, ln: torch.nn.LayerNorm, kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]):
+        super().__init__()
+        self.normalized_shape = tuple(ln.normalized_shape)
+        self.eps = ln.eps
+        self.weight = ln.weight
+        self.bias = ln.bias
+        self._kernel_for = kernel_for
+        self._kernels: dict[Shape, Callable[..., torch.Tensor] | None] = {}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = self.normalized_shape[0]
+        shape = (x.numel() // hidden, hidden)
+        if shape not in self._kernels:
+            self._kernels[shape] = self._kernel_for(shape) if shape[0] > 0 else None
+        kernel = self._kernels[shape]
+        if kernel is None:
+            return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+        return kernel(x.reshape(shape), self.weight, self.bias).reshape(x.shape)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine=True, backend=tilelang"
+
+
+FAMILY = LayerNormFamily()
+
+from . import register  # noqa: E402  (the registry module defines register before importing us)
+
+register(FAMILY)

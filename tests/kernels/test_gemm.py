@@ -1,0 +1,193 @@
+"""GEMM family: the CPU schedule (TileLang's C backend) against F.linear, the search
+spaces, metadata, the CUDA schedules lowered for sm_90a, and the nn.Linear swap-in.
+
+In: shapes, seeds and configs. Out: pass/fail. Kernels are compiled once per process
+(the family's cache), so the seeds and the swap-in reuse the same builds.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+from evaluator.errors import KernelError
+from evaluator.kernels import _common as C
+from evaluator.kernels import get
+from evaluator.results import Hardware
+
+FAM = get("gemm")
+MODEL_SHAPE = (256, 512, 128)  # bert-tiny FFN up-projection: batch 2 x seq 128, 128 -> 512
+CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
+H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
+                smem_per_block=232448, compute_capability="9.0")
+SM90 = "cuda -arch=sm_90a"
+
+
+def check(shape, dtype, seeds=(0, 1, 2)):
+    kernel = FAM.build(shape, dtype, FAM.search_space(shape, dtype, CPU)[0], "c")
+    atol, rtol = FAM.tolerance(dtype, shape)
+    for seed in seeds:
+        inputs = FAM.make_inputs(shape, dtype, "cpu", seed)
+        out = kernel(*inputs)
+        ref = FAM.reference(*inputs)
+        assert out.shape == ref.shape and out.dtype == ref.dtype
+        assert torch.isfinite(out).all()
+        assert out.abs().max() > 0.1, "output is (nearly) all zeros"
+        torch.testing.assert_close(out, ref, atol=atol, rtol=rtol)
+    return kernel
+
+
+def test_cpu_fp32_model_shape():
+    check(MODEL_SHAPE, "float32")
+
+
+def test_cpu_fp32_awkward_shape():
+    shape = FAM.awkward_shape(MODEL_SHAPE)
+    assert all(d % 16 for d in shape)
+    check(shape, "float32")
+
+
+def test_cpu_fp16_awkward_shape():
+    check(FAM.awkward_shape((32, 48, 40)), "float16")
+
+
+def test_cpu_bf16_is_refused_clearly():
+    with pytest.raises(KernelError, match="bfloat16"):
+        FAM.build(MODEL_SHAPE, "bfloat16", {}, "c")
+
+
+def test_wrong_result_is_detectable():
+    # The comparison must be able to fail: a perturbed output does not pass.
+    kernel = check(MODEL_SHAPE, "float32", seeds=(0,))
+    inputs = FAM.make_inputs(MODEL_SHAPE, "float32", "cpu", 0)
+    out = kernel(*inputs)
+    out[7, 11] += 0.01
+    atol, rtol = FAM.tolerance("float32", MODEL_SHAPE)
+    assert not torch.allclose(out, FAM.reference(*inputs), atol=atol, rtol=rtol)
+
+
+def test_build_is_cached_per_key():
+    cfg = FAM.search_space(MODEL_SHAPE, "float32", CPU)[0]
+    assert FAM.build(MODEL_SHAPE, "float32", cfg, "c") is FAM.build(MODEL_SHAPE, "float32", dict(cfg), "c")
+
+
+def test_bad_config_and_target_raise():
+    with pytest.raises(KernelError, match="unknown config"):
+        FAM.build(MODEL_SHAPE, "float32", {"block_Q": 3}, "c")
+    with pytest.raises(KernelError):
+        FAM.build((4, 4, 4), "float32", {}, "no-such-target")
+
+
+def test_make_inputs_deterministic():
+    a = FAM.make_inputs((8, 16, 32), "float32", "cpu", 3)
+    b = FAM.make_inputs((8, 16, 32), "float32", "cpu", 3)
+    c = FAM.make_inputs((8, 16, 32), "float32", "cpu", 4)
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    assert not torch.equal(a[0], c[0])
+    assert [tuple(t.shape) for t in a] == [(8, 32), (16, 32), (16,)]
+
+
+def test_problem_shape():
+    assert FAM.problem_shape("aten::linear", [[2, 128, 64], [256, 64], [256]]) == (256, 256, 64)
+    assert FAM.problem_shape("aten::linear", [[10, 64], [32, 64], []]) == (10, 32, 64)
+    assert FAM.problem_shape("aten::addmm", [[256], [128, 64], [64, 256]]) == (128, 256, 64)
+    assert FAM.problem_shape("aten::addmm", [[256], [128, 64], [65, 256]]) is None
+    assert FAM.problem_shape("aten::linear", []) is None
+
+
+def test_metrics():
+    M, N, K = MODEL_SHAPE
+    assert FAM.flops(MODEL_SHAPE) == 2 * M * N * K + M * N
+    assert FAM.bytes(MODEL_SHAPE, "float16") == 2 * (M * K + N * K + N + M * N)
+    tight, loose = FAM.tolerance("float32", (8, 8, 64)), FAM.tolerance("float32", (8, 8, 16384))
+    assert tight[0] < loose[0] < FAM.tolerance("float16", (8, 8, 16384))[0]
+
+
+def test_standard_shapes():
+    for device in ("cpu", "cuda"):
+        shapes = FAM.standard_shapes(device)
+        assert 3 <= len(shapes) <= 5 and all(len(s) == 3 for s in shapes)
+        assert any(all(d % 16 for d in s) for s in shapes)
+    assert max(m * n * k for m, n, k in FAM.standard_shapes("cpu")) <= 512 * 1024 * 256
+
+
+def test_search_space_fits_device():
+    cpu = FAM.search_space(MODEL_SHAPE, "float32", CPU)
+    assert 3 <= len(cpu) <= 4
+    assert all(c["block_M"] * c["block_N"] <= 128 * 128 for c in cpu)
+    for dtype in ("float16", "bfloat16", "float32"):
+        gpu = FAM.search_space((4096, 4096, 4096), dtype, H200)
+        assert 6 <= len(gpu) <= 12, (dtype, len(gpu))
+    small = Hardware(**{**H200.__dict__, "smem_per_block": 48 * 1024})
+    fitted = FAM.search_space((4096, 4096, 4096), "float16", small)
+    assert fitted and len(fitted) < len(FAM.search_space((4096, 4096, 4096), "float16", H200))
+    assert all((c["block_M"] + c["block_N"]) * c["block_K"] * 2 * c["num_stages"] + c["block_M"] * c["block_N"] * 2
+               <= 48 * 1024 for c in fitted)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_cuda_schedule_lowers_for_sm90(dtype):
+    shape = FAM.awkward_shape((1024, 1024, 1024))
+    cfg = FAM.search_space(shape, dtype, H200)[0]
+    src = C.lower_source(FAM.program(shape, dtype, cfg, SM90), SM90)
+    assert "__global__" in src
+    if dtype == "float16":
+        assert "wgmma" in src or "mma" in src  # tensor cores, not a scalar loop
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_cuda_schedule_compiles_for_sm90(dtype):
+    cfg = FAM.search_space((4096, 4096, 4096), dtype, H200)[0]
+    kernel = FAM.build((4096, 4096, 4096), dtype, cfg, SM90)
+    assert "__global__" in kernel.source
+
+
+def test_swap_in_replaces_linear_with_bias():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(128, 512),          # MODEL_SHAPE for a (2, 128, 128) input: TileLang kernel
+        torch.nn.ReLU(),
+        torch.nn.Linear(512, 64, bias=False),  # no bias: replaced too (zero bias), falls back here
+        torch.nn.Linear(64, 32),            # replaced, but kernel_for has none: falls back
+    ).eval()
+    x = torch.randn(2, 128, 128)
+    with torch.no_grad():
+        expected = model(x)
+    asked = []
+
+    def kernel_for(shape):
+        asked.append(shape)
+        return FAM.build(shape, "float32", FAM.search_space(shape, "float32", CPU)[0], "c") \
+            if shape == MODEL_SHAPE else None
+
+    assert FAM.swap_in(model, kernel_for) == 3
+    assert type(model[0]).__name__ == "TileLangLinear" and type(model[2]).__name__ == "TileLangLinear"
+    with torch.no_grad():
+        got = model(x)
+    assert asked == [MODEL_SHAPE, (256, 64, 512), (256, 32, 64)]
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert model[0].weight is not None and model[0].weight.shape == (512, 128)
+
+
+def test_swap_in_covers_linear_without_bias():
+    import torch
+    from evaluator import kernels
+    fam = kernels.get("gemm")
+    model = torch.nn.Sequential(torch.nn.Linear(24, 40, bias=False), torch.nn.ReLU(), torch.nn.Linear(40, 8))
+    x = torch.randn(5, 24)
+    ref = model(x)
+    config = fam.search_space((5, 40, 24), "float32", __import__("evaluator.hardware", fromlist=["x"]).detect("cpu"))[0]
+    built = {}
+
+    def kernel_for(shape):
+        if shape not in built:
+            built[shape] = fam.build(shape, "float32", config, "c")
+        return built[shape]
+
+    assert fam.swap_in(model, kernel_for) == 2
+    torch.testing.assert_close(model(x), ref, atol=1e-4, rtol=1e-4)
+    assert set(built) == {(5, 40, 24), (5, 8, 40)}

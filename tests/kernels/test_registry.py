@@ -1,0 +1,74 @@
+"""The kernel registry: every registered family satisfies the `KernelFamily` protocol
+with usable metadata, and aten ops map to the family that covers them.
+
+In: the registry as imported. Out: pass/fail. Nothing here compiles a kernel.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from evaluator.errors import UnknownFamilyError
+from evaluator.kernels import REGISTRY, family_for_aten, get
+from evaluator.kernels.base import KernelFamily
+from evaluator.results import Hardware
+
+CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
+H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
+                smem_per_block=232448, compute_capability="9.0")
+
+
+def test_expected_families_registered():
+    assert {"gemm", "softmax", "layernorm", "rmsnorm"} <= set(REGISTRY)
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_family_satisfies_protocol(name):
+    fam = REGISTRY[name]
+    assert isinstance(fam, KernelFamily)
+    assert fam.name == name and fam.title
+    assert isinstance(fam.aten_ops, frozenset) and all(op.startswith("aten::") for op in fam.aten_ops)
+    shape = fam.standard_shapes("cpu")[0]
+    assert len(shape) == len(fam.shape_names)
+    inputs = fam.make_inputs(shape, "float32", "cpu", 0)
+    ref = fam.reference(*inputs)
+    assert isinstance(ref, torch.Tensor) and torch.isfinite(ref).all()
+    assert fam.flops(shape) > 0 and fam.bytes(shape, "float32") > 0
+    assert fam.bytes(shape, "float16") < fam.bytes(shape, "float32")
+    for dtype in ("float32", "float16", "bfloat16"):
+        atol, rtol = fam.tolerance(dtype)
+        assert 0 < atol < 1 and 0 < rtol < 1
+    awk = fam.awkward_shape(shape)
+    assert len(awk) == len(shape) and all(d % 16 for d in awk)
+    cpu_space = fam.search_space(shape, "float32", CPU)
+    assert 1 <= len(cpu_space) <= 4 and all(isinstance(c, dict) for c in cpu_space)
+    gpu_space = fam.search_space(fam.standard_shapes("cuda")[1], "float16", H200)
+    assert 6 <= len(gpu_space) <= 12
+    for device in ("cpu", "cuda"):
+        assert 3 <= len(fam.standard_shapes(device)) <= 5
+
+
+def test_family_for_aten():
+    assert family_for_aten("aten::linear").name == "gemm"
+    assert family_for_aten("aten::addmm").name == "gemm"
+    assert family_for_aten("aten::softmax").name == "softmax"
+    assert family_for_aten("aten::_softmax").name == "softmax"
+    assert family_for_aten("aten::layer_norm").name == "layernorm"
+    assert family_for_aten("aten::native_layer_norm").name == "layernorm"
+    assert family_for_aten("aten::rms_norm").name == "rmsnorm"
+    assert family_for_aten("aten::gelu") is None
+
+
+def test_aten_ops_do_not_overlap():
+    seen: dict[str, str] = {}
+    for fam in REGISTRY.values():
+        for op in fam.aten_ops:
+            assert op not in seen, f"{op} claimed by {seen.get(op)} and {fam.name}"
+            seen[op] = fam.name
+
+
+def test_get_unknown_family():
+    assert get("gemm") is REGISTRY["gemm"]
+    with pytest.raises(UnknownFamilyError, match="gemm"):
+        get("conv9d")
