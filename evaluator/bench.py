@@ -192,7 +192,12 @@ def soak(fn: Callable[[], object], device: str, seconds: float, windows: int = 1
             return torch.cuda.memory_allocated() / 2**20
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
+    # Warm up before the first window: on the H200 the first seconds ran 40% slower
+    # (clocks ramping, allocator growing), which read as a large "drift" that was not one.
+    warm_end = time.perf_counter() + min(2.0, 0.1 * seconds)
     fn()
+    while time.perf_counter() < warm_end:
+        fn()
     if device == "cuda":
         torch.cuda.synchronize()
     mem0 = mem_mb()
