@@ -20,8 +20,9 @@ from rich.text import Text
 
 from .errors import EvaluatorError
 
-console = Console()
-err_console = Console(stderr=True)
+# Piped output (CI logs, `| tee`) would otherwise wrap every table at 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 140)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
 
 app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=None,
                   help="Evaluate whether a PyTorch model should move onto TileLang: profile, rewrite the hot "
@@ -73,7 +74,8 @@ class RichReporter:
 
 
 def _config_text(config: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in config.items())
+    short = {"num_stages": "stages", "threads": "thr", "swizzle": "swz"}
+    return " ".join(f"{short.get(k, k.replace('block_', 'b'))}={v}" for k, v in config.items())
 
 
 def _fail(exc: EvaluatorError) -> None:

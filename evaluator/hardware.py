@@ -135,6 +135,8 @@ def measure_ceilings(hw: Hardware, dtype: str = "float16", *, cache: Path | None
     an 8192^3 matmul take a few seconds and do not change between runs on one box.
     """
     key = "|".join((hw.name, hw.driver, torch.__version__, dtype))
+    if hw.device != "cuda":
+        cache = None  # half a second to measure, and a shared CPU's one bad moment must not stick
     if cache is not None and cache.is_file():
         try:
             entry = json.loads(cache.read_text()).get(key)
