@@ -22,7 +22,7 @@ from typing import Callable
 import torch
 
 from .kernels.base import KernelFamily
-from .results import E2EBench, OpBench, Shape, Soak, Timing
+from .results import E2EBench, LaunchOverhead, OpBench, Shape, Soak, Timing
 
 
 @dataclass(frozen=True)
@@ -183,14 +183,65 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
     )
 
 
+def launch_overhead(family: KernelFamily, shape: Shape, dtype: str, kernel: Callable, device: str,
+                    calls: int = 200) -> LaunchOverhead:
+    """Per-call host time of back-to-back calls at a tiny shape (device work ~0), in µs.
+
+    Timed as wall time over `calls` calls with one synchronisation at the end, which is
+    what a model pays per swapped module when the device is not the bottleneck.
+    """
+    inputs = family.make_inputs(shape, dtype, device, 0)
+
+    def per_call(fn: Callable) -> float:
+        best = math.inf
+        for _ in range(3):
+            fn()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            best = min(best, (time.perf_counter() - t0) / calls * 1e6)
+        return best
+
+    return LaunchOverhead(family.name, tuple(shape), per_call(lambda: kernel(*inputs)),
+                          per_call(lambda: family.reference(*inputs)))
+
+
+def _gpu_clock() -> tuple[float | None, str]:
+    """SM clock (MHz) and active throttle reasons, from nvidia-smi (present wherever the driver is)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks_throttle_reasons.active",
+                              "--format=csv,noheader,nounits", "-i", str(torch.cuda.current_device())],
+                             capture_output=True, text=True, timeout=10)
+        sm, reasons = [x.strip() for x in out.stdout.strip().splitlines()[0].split(",")[:2]]
+        return float(sm), reasons
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None, ""
+
+
+# Bits of nvidia-smi's clocks_throttle_reasons.active that mean the clock was held down
+# for a reason other than idling (idle 0x1 and application-clock setting 0x2 are ignored).
+THROTTLE_BITS = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal",
+                 0x80: "hw_power_brake"}
+
+
 def soak(fn: Callable[[], object], device: str, seconds: float, windows: int = 10) -> Soak:
-    """Run `fn` continuously for `seconds`; latency per window, drift, spread, memory growth."""
+    """Run `fn` continuously for `seconds`; latency per window, drift, spread, memory growth,
+    and on NVIDIA the SM clock per window and any throttling seen."""
     import resource
 
     def mem_mb() -> float:
         if device == "cuda":
             return torch.cuda.memory_allocated() / 2**20
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    def reserved_mb() -> float | None:
+        return torch.cuda.memory_reserved() / 2**20 if device == "cuda" else None
 
     # Warm up before the first window: on the H200 the first seconds ran 40% slower
     # (clocks ramping, allocator growing), which read as a large "drift" that was not one.
@@ -200,10 +251,21 @@ def soak(fn: Callable[[], object], device: str, seconds: float, windows: int = 1
         fn()
     if device == "cuda":
         torch.cuda.synchronize()
-    mem0 = mem_mb()
+    mem0, res0 = mem_mb(), reserved_mb()
     window_s = seconds / windows
     medians, all_ms, iters = [], [], 0
+    clocks: list[float] = []
+    throttles: set[str] = set()
     for _ in range(windows):
+        if device == "cuda":
+            clock, reasons = _gpu_clock()
+            if clock is not None:
+                clocks.append(clock)
+            try:
+                bits = int(reasons, 16)
+                throttles |= {name for bit, name in THROTTLE_BITS.items() if bits & bit}
+            except ValueError:
+                pass
         end = time.perf_counter() + window_s
         xs = []
         while time.perf_counter() < end or not xs:
@@ -216,6 +278,7 @@ def soak(fn: Callable[[], object], device: str, seconds: float, windows: int = 1
         all_ms += xs
         iters += len(xs)
     growth = mem_mb() - mem0
+    res_growth = (reserved_mb() - res0) if res0 is not None else None
     drift = (medians[-1] - medians[0]) / medians[0] if medians[0] > 0 else 0.0
     mean = statistics.fmean(medians)
     cv = statistics.pstdev(medians) / mean if mean > 0 else 0.0
@@ -224,5 +287,12 @@ def soak(fn: Callable[[], object], device: str, seconds: float, windows: int = 1
         notes.append(f"latency drifted {100 * drift:+.1f}% from the first to the last window")
     if growth > 50:
         notes.append(f"memory grew by {growth:.0f} MB")
+    if res_growth is not None and res_growth > 50:
+        notes.append(f"reserved CUDA memory grew by {res_growth:.0f} MB")
+    if throttles:
+        notes.append("clock throttled: " + ", ".join(sorted(throttles)))
+    if len(clocks) >= 2 and clocks[-1] < 0.9 * clocks[0]:
+        notes.append(f"SM clock fell from {clocks[0]:.0f} to {clocks[-1]:.0f} MHz")
     return Soak(seconds=seconds, window_ms=tuple(medians), drift=drift, cv=cv, memory_growth_mb=growth,
-                iterations=iters, notes=tuple(notes))
+                iterations=iters, notes=tuple(notes), reserved_growth_mb=res_growth, clocks_mhz=tuple(clocks),
+                throttle_reasons=tuple(sorted(throttles)))

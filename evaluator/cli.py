@@ -293,18 +293,27 @@ def compare_command(
     reference: str = typer.Option(..., help="Baseline id of the reference platform/version."),
     store: Optional[Path] = STORE_OPT,
     threshold: float = typer.Option(0.05, help="Smallest relative change that counts."),
+    out: Optional[Path] = typer.Option(None, help="Also render the candidate's report with this comparison here."),
+    lang: str = typer.Option("en", help="Report language for --out: en or zh."),
 ) -> None:
     """Compare two baselines op by op and end to end (e.g. two platforms, or two driver versions)."""
-    from . import baseline
+    import dataclasses
+
+    from . import baseline, report
     from .config import OutputSettings
 
     store = store or OutputSettings().store
     try:
-        comp = baseline.compare(baseline.load(store, reference), baseline.load(store, candidate),
+        cand = baseline.load(store, candidate)
+        comp = baseline.compare(baseline.load(store, reference), cand,
                                 threshold=threshold, reference_id=reference, candidate_id=candidate)
+        _print_comparison(comp)
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            files = report.render(dataclasses.replace(cand, comparison=comp), out, lang=lang)
+            console.print(f"Report: {files.html}")
     except EvaluatorError as exc:
         _fail(exc)
-    _print_comparison(comp)
 
 
 def _print_comparison(comp) -> None:

@@ -168,6 +168,12 @@ def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
             tk, kernel = tuning.tune(fam, shape, cfg.model.dtype, hw, budget_s=cfg.tune.budget_s,
                                      tilelang_version=env.tilelang, lookup=lookup, save=save)
             tuned.append(tk)
+            if lookup is not None and not tk.cached:
+                changed = baseline.tuning_cache_changes(cfg.output.store, tuning.cache_key(
+                    fam.name, shape, cfg.model.dtype, hw, env.tilelang))
+                if changed:
+                    rep.info(f"{label}: re-tuned because the toolchain changed: "
+                             + ", ".join(f"{f} {a} -> {b}" for f, a, b in changed))
             if kernel is None:
                 reasons = "; ".join(sorted({c.status for c in tk.candidates}))
                 benches.append(bench.bench_op(fam, shape, cfg.model.dtype, None, cfg.device, source=source,
@@ -187,8 +193,24 @@ def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
             rep.advance()
             rep.info(f"{label}: TileLang {ob.tilelang.median_ms:.4g} ms vs PyTorch {ob.torch.median_ms:.4g} ms "
                      f"-> {ob.speedup:.3g}x" if ob.tilelang else f"{label}: {ob.error}")
+        overheads = []
+        for fname in result.hot_ops.selected:
+            if not any(f == fname for f, _ in compiled):
+                continue
+            fam = kernels.get(fname)
+            tiny = tuple(fam.standard_shapes("cpu")[0])
+            rep.update(f"{fname} {'x'.join(map(str, tiny))}: launch overhead")
+            try:
+                kernel = fam.build(tiny, cfg.model.dtype, fam.search_space(tiny, cfg.model.dtype, hw)[0], hw.target)
+                overheads.append(bench.launch_overhead(fam, tiny, cfg.model.dtype, kernel, cfg.device))
+            except Exception as exc:  # a measurement we could not make is noted, not fatal
+                rep.info(f"[yellow]{fname}: launch overhead not measured ({type(exc).__name__}: {exc})[/]")
+        for o in overheads:
+            rep.info(f"{o.family} launch at {'x'.join(map(str, o.shape))}: TileLang {o.tilelang_us:.1f} µs "
+                     f"vs PyTorch {o.torch_us:.1f} µs per call")
         rep.done()
-        return dataclasses.replace(result, tuned=tuple(tuned), verify=tuple(verified), op_bench=tuple(benches))
+        return dataclasses.replace(result, tuned=tuple(tuned), verify=tuple(verified), op_bench=tuple(benches),
+                                   overhead=tuple(overheads))
 
     stage("kernels", do_kernels)
 

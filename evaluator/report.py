@@ -454,6 +454,10 @@ def _e2e(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
         (t("kv.coverage"), f.pct(e.coverage)),
         (t("kv.amdahl"), f.x(e.amdahl_speedup)),
     ]
+    # Per-call host overhead explains a gap between the Amdahl estimate and the measured run.
+    for o in result.overhead:
+        kv.append((t("kv.launch", family=o.family),
+                   f"{f.num(o.tilelang_us)} µs / {f.num(o.torch_us)} µs ({shape_str(o.shape)})"))
     return {"kv": kv, "error": t("text.e2e_error", error=e.error) if e.error else ""}
 
 
@@ -464,6 +468,11 @@ def _soak(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
     kv = [(t("kv.duration"), f"{f.num(s.seconds)} s"), (t("kv.iterations"), str(s.iterations)),
           (t("kv.drift"), f.pct(s.drift)), (t("kv.cv"), f.pct(s.cv)),
           (t("kv.memory"), f"{f.num(s.memory_growth_mb)} MB")]
+    if s.reserved_growth_mb is not None:
+        kv.append((t("kv.reserved"), f"{f.num(s.reserved_growth_mb)} MB"))
+    if s.clocks_mhz:
+        kv.append((t("kv.clocks"), f"{min(s.clocks_mhz):.0f}–{max(s.clocks_mhz):.0f} MHz"))
+        kv.append((t("kv.throttle"), ", ".join(s.throttle_reasons) or t("none")))
     if s.notes:
         kv.append((t("kv.notes"), "; ".join(s.notes)))
     chart = charts.soak(s.window_ms, seconds=s.seconds, xlabel=t("chart.soak_x"), ylabel=t("chart.soak_y"))

@@ -255,6 +255,23 @@ class Soak:
     memory_growth_mb: float
     iterations: int
     notes: tuple[str, ...] = ()
+    reserved_growth_mb: float | None = None  # CUDA caching allocator, reserved not just allocated
+    clocks_mhz: tuple[float, ...] = ()  # SM clock per window (NVIDIA, via nvidia-smi)
+    throttle_reasons: tuple[str, ...] = ()  # active clock-throttle reasons seen during the soak
+
+
+@dataclass(frozen=True)
+class LaunchOverhead:
+    """Host cost of one call at a tiny shape, where the device work is negligible."""
+
+    family: str
+    shape: Shape
+    tilelang_us: float
+    torch_us: float
+
+    @property
+    def extra_us(self) -> float:
+        return self.tilelang_us - self.torch_us
 
 
 # ---------------------------------------------------------------- upstream
@@ -373,6 +390,7 @@ class RunResult:
     tuned: tuple[TunedKernel, ...] = ()
     verify: tuple[VerifyResult, ...] = ()
     op_bench: tuple[OpBench, ...] = ()
+    overhead: tuple[LaunchOverhead, ...] = ()
     e2e: E2EBench | None = None
     soak: Soak | None = None
     upstream: UpstreamHealth | None = None

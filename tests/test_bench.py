@@ -48,3 +48,13 @@ def test_a_noisy_measurement_is_remeasured_then_flagged():
     assert t.unstable and t.cv > 0.05
     steady = bench.time_callable(lambda: None, "cpu", bench.TimingPolicy(warmup=0, reps=5, max_cv_cpu=10))
     assert not steady.unstable
+
+
+def test_launch_overhead_of_a_real_kernel():
+    from evaluator import hardware, kernels
+    fam = kernels.get("softmax")
+    shape = tuple(fam.standard_shapes("cpu")[0])
+    kernel = fam.build(shape, "float32", fam.search_space(shape, "float32", hardware.detect("cpu"))[0], "c")
+    o = bench.launch_overhead(fam, shape, "float32", kernel, "cpu", calls=50)
+    assert o.family == "softmax" and o.tilelang_us > 0 and o.torch_us > 0
+    assert math.isclose(o.extra_us, o.tilelang_us - o.torch_us)

@@ -61,6 +61,8 @@ def test_demo_end_to_end_on_bert_tiny(tmp_path):
     assert all(c["passed"] for v in result["verify"] for c in v["cases"])
     assert all(b["tilelang"] and b["speedup"] > 0 for b in result["op_bench"])
     assert result["e2e"]["outputs_match"] and result["e2e"]["replaced_modules"] > 0
+    assert {o["family"] for o in result["overhead"]} == set(fams)
+    assert all(o["tilelang_us"] > 0 and o["torch_us"] > 0 for o in result["overhead"])
     decision = result["verdict"]["decision"]
     assert decision in ("GO", "CONDITIONAL GO", "NO-GO")
     # the terminal shows hot operators, the rewritten families, speedups and the verdict

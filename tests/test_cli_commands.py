@@ -53,9 +53,12 @@ def test_baseline_list_show_diff(store):
 
 def test_compare_two_platforms(store):
     path, a, _, c = store
-    p = evaluate("compare", "--candidate", c.tag, "--reference", a.tag, "--store", str(path))
+    p = evaluate("compare", "--candidate", c.tag, "--reference", a.tag, "--store", str(path),
+                 "--out", str(path.parent / "cmp"))
     assert p.returncode == 0, p.stderr
     assert c.tag in p.stdout and a.tag in p.stdout
+    html = (path.parent / "cmp" / "report.html").read_text()
+    assert a.tag in html  # the comparison section names the reference platform's baseline
 
 
 def test_report_from_store_alone(store, tmp_path):

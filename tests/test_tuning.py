@@ -70,3 +70,18 @@ def test_check_output_catches_nan_zeros_and_mismatch():
     assert tuning.check_output(inf, ref, 1e-5, 1e-5)[1] == "Inf in output"
     assert "mismatch" in tuning.check_output(ref * 1.1, ref, 1e-5, 1e-5)[1]
     assert "shape" in tuning.check_output(torch.ones(2, 2), ref, 1, 1)[1]
+
+
+def test_a_changed_toolchain_is_named_when_re_tuning(tmp_path):
+    from evaluator import baseline
+    hw = hardware.detect("cpu")
+    fam = kernels.get("softmax")
+    store = tmp_path / "store"
+    look = lambda key: baseline.tuning_cache_lookup(store, key)  # noqa: E731
+    keep = lambda key, conf: baseline.tuning_cache_save(store, key, conf)  # noqa: E731
+    tuning.tune(fam, (16, 40), "float32", hw, tilelang_version="0.1.15", lookup=look, save=keep)
+    again, _ = tuning.tune(fam, (16, 40), "float32", hw, tilelang_version="0.1.15", lookup=look, save=keep)
+    assert again.cached
+    key = tuning.cache_key("softmax", (16, 40), "float32", hw, "0.1.16")
+    assert look(key) is None
+    assert ("tilelang", "0.1.15", "0.1.16") in baseline.tuning_cache_changes(store, key)

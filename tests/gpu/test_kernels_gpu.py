@@ -17,7 +17,7 @@ def hw():
 @pytest.mark.parametrize("name", FAMILIES)
 def test_family_correct_on_gpu(name, dtype, hw):
     fam = kernels.get(name)
-    shapes = fam.standard_shapes("cuda")[:2]
+    shapes = fam.standard_shapes("cuda")[:1]
     for shape in shapes:
         config = fam.search_space(tuple(shape), dtype, hw)[0]
         res = verify.verify(fam, tuple(shape), dtype, config, hw.target, "cuda", seeds=(0, 1, 2))
