@@ -138,3 +138,48 @@ def reduce_smem(cfg: dict[str, Any]) -> int:
 def swap_in(model: torch.nn.Module, match: Callable[[torch.nn.Module], bool],
             make: Callable[[torch.nn.Module], torch.nn.Module]) -> int:
     return C.replace_modules(model, match, make)
+
+
+class RowFamily:
+    """What softmax, layernorm and rmsnorm share: a (rows, cols) problem over the last dim,
+    CPU/GPU program selection and cached compilation. Subclasses set `name`, `aten_ops`,
+    `shape_names`, `cpu_program`/`gpu_program` (rows, cols, dtype, cfg) -> PrimFunc, and
+    `extra_inputs` (how many per-column vectors follow x, e.g. weight and bias)."""
+
+    name: str
+    aten_ops: frozenset
+    shape_names: tuple = ("rows", "cols")
+    extra_inputs: int = 0
+
+    def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]]) -> Shape | None:
+        # The profiler does not record the dim argument; our zoo only reduces the last dim.
+        if op not in self.aten_ops:
+            return None
+        return problem_shape_last_dim(input_shapes)
+
+    def awkward_shape(self, shape: Shape) -> Shape:
+        return awkward_shape(shape)
+
+    def program(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Any:
+        """The TileLang PrimFunc `build` compiles (for inspection and lowering tests)."""
+        return self._resolve(shape, dtype, config, target)[3]()
+
+    def build(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Callable[..., torch.Tensor]:
+        (rows, cols), dtype, cfg, program = self._resolve(shape, dtype, config, target)
+        return C.build_cached(self.name, (rows, cols), dtype, cfg, target, program,
+                              out_idx=[1 + self.extra_inputs],
+                              input_shapes=[(rows, cols)] + [(cols,)] * self.extra_inputs)
+
+    def _resolve(self, shape: Shape, dtype: str, config: KernelConfig, target: str):
+        rows, cols = C.check_shape(shape, self.shape_names, self.name)
+        dtype = C.canonical_dtype(dtype)
+        C.check_dtype_for_target(self.name, dtype, target)
+        if is_cpu_target(target):
+            cfg = C.merge_config(CPU_DEFAULTS, config, self.name)
+            check_cpu_config(self.name, cfg, cols)
+            make = type(self).cpu_program
+        else:
+            cfg = C.merge_config(GPU_DEFAULTS, config, self.name)
+            check_gpu_config(self.name, cfg, cols)
+            make = type(self).gpu_program
+        return (rows, cols), dtype, cfg, (lambda: make(rows, cols, dtype, cfg))

@@ -11,7 +11,7 @@ rows with the row in a stack buffer (or re-read from the input when it would not
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -19,7 +19,6 @@ import torch.nn.functional as F
 from ..results import Hardware, KernelConfig, Shape
 from . import _common as C
 from . import _rows as R
-from .base import is_cpu_target
 
 ACCUM = "float32"
 EPS = 1e-5
@@ -155,25 +154,20 @@ def _gpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any]):
     return layernorm_stream
 
 
-class LayerNormFamily:
+class LayerNormFamily(R.RowFamily):
     name = "layernorm"
     title = "LayerNorm (affine, last dim)"
     aten_ops = frozenset({"aten::layer_norm", "aten::native_layer_norm"})
     shape_names = ("rows", "hidden")
+    extra_inputs = 2
+    cpu_program = staticmethod(_cpu_program)
+    gpu_program = staticmethod(_gpu_program)
     eps = EPS
-
-    def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]]) -> Shape | None:
-        if op not in self.aten_ops:
-            return None
-        return R.problem_shape_last_dim(input_shapes)
 
     def standard_shapes(self, device: str) -> list[Shape]:
         if device == "cpu":
             return [(256, 128), (1024, 512), (2048, 1024), R.awkward_shape((1024, 512))]
         return [(4096, 1024), (16384, 4096), (8192, 8192), (4096, 16384), R.awkward_shape((16384, 4096))]
-
-    def awkward_shape(self, shape: Shape) -> Shape:
-        return R.awkward_shape(shape)
 
     def make_inputs(self, shape: Shape, dtype: str, device: str, seed: int) -> tuple[torch.Tensor, ...]:
         rows, cols = C.check_shape(shape, self.shape_names, self.name)
@@ -206,29 +200,6 @@ class LayerNormFamily:
         shape = C.check_shape(shape, self.shape_names, self.name)
         C.canonical_dtype(dtype)
         return R.search_space(shape, hardware, R.reduce_smem)
-
-    def program(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Any:
-        """The TileLang PrimFunc `build` compiles (for inspection and lowering tests)."""
-        return self._resolve(shape, dtype, config, target)[3]()
-
-    def build(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Callable[..., torch.Tensor]:
-        (rows, cols), dtype, cfg, program = self._resolve(shape, dtype, config, target)
-        return C.build_cached(self.name, (rows, cols), dtype, cfg, target, program, out_idx=[3],
-                              input_shapes=[(rows, cols), (cols,), (cols,)])
-
-    def _resolve(self, shape: Shape, dtype: str, config: KernelConfig, target: str):
-        rows, cols = C.check_shape(shape, self.shape_names, self.name)
-        dtype = C.canonical_dtype(dtype)
-        C.check_dtype_for_target(self.name, dtype, target)
-        if is_cpu_target(target):
-            cfg = C.merge_config(R.CPU_DEFAULTS, config, self.name)
-            R.check_cpu_config(self.name, cfg, cols)
-            program = lambda: _cpu_program(rows, cols, dtype, cfg)  # noqa: E731
-        else:
-            cfg = C.merge_config(R.GPU_DEFAULTS, config, self.name)
-            R.check_gpu_config(self.name, cfg, cols)
-            program = lambda: _gpu_program(rows, cols, dtype, cfg)  # noqa: E731
-        return (rows, cols), dtype, cfg, program
 
     def swap_in(self, model: torch.nn.Module,
                 kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]) -> int:
