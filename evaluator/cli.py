@@ -84,8 +84,6 @@ def _fail(exc: EvaluatorError) -> None:
 
 
 def _print_summary(outcome) -> None:
-    from . import profiling
-
     r = outcome.result
     if r.hot_ops:
         t = Table(title="Hot operators (one forward pass)")
@@ -100,7 +98,6 @@ def _print_summary(outcome) -> None:
         t = Table(title=f"Rewritten: {', '.join(r.families)} — TileLang against PyTorch")
         for col in ("family", "shape", "TileLang ms", "PyTorch ms", "speedup", "correct", "config"):
             t.add_column(col)
-        ok = {v.family: v for v in r.verify}
         for b in r.op_bench:
             passed = [v.passed for v in r.verify if v.family == b.family and any(c.shape == b.shape for c in v.cases)]
             t.add_row(b.family, "x".join(map(str, b.shape)),
@@ -130,7 +127,6 @@ def _print_summary(outcome) -> None:
         console.print(f"PDF: {outcome.pdf_note}")
     if r.baseline:
         console.print(f"Baseline: {r.baseline.tag} ({r.baseline.store})")
-    del profiling
 
 
 @app.callback(invoke_without_command=True)

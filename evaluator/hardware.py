@@ -150,7 +150,6 @@ def measure_ceilings(hw: Hardware, dtype: str = "float16", *, cache: Path | None
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=hw.device).fill_(1.0)
     dst = torch.empty_like(src)
     gbps = 2 * nbytes / _median_s(lambda: dst.copy_(src), hw.device, 10) / 1e9
-    del src, dst
     n = 8192 if gpu else 1024
     a = torch.randn(n, n, device=hw.device).to(tdt if gpu else torch.float32)
     b = torch.randn(n, n, device=hw.device).to(a.dtype)

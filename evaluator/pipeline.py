@@ -17,7 +17,6 @@ import json
 import math
 import platform
 import re
-import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path

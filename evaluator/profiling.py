@@ -16,7 +16,6 @@ import contextlib
 import os
 import sys
 import time
-from collections import defaultdict
 
 import pandas as pd
 import torch
