@@ -118,8 +118,12 @@ def _rate(amount: float, t: Timing | None, scale: float) -> float | None:
 
 def bench_op(family: KernelFamily, shape: Shape, dtype: str, kernel: Callable | None, device: str,
              *, source: str, config: dict | None, policy: TimingPolicy = TimingPolicy(), seed: int = 0,
-             error: str = "") -> OpBench:
-    """TileLang against PyTorch on one shape, same inputs, same timer."""
+             error: str = "", roof: tuple[float | None, float | None] = (None, None)) -> OpBench:
+    """TileLang against PyTorch on one shape, same inputs, same timer.
+
+    `roof` is (TFLOP/s, GB/s) of the device; with it each side gets its share of the
+    roofline's attainable rate at this shape's arithmetic intensity.
+    """
     inputs = family.make_inputs(shape, dtype, device, seed)
     t_torch = time_callable(lambda: family.reference(*inputs), device, policy)
     t_tl = None
@@ -129,6 +133,7 @@ def bench_op(family: KernelFamily, shape: Shape, dtype: str, kernel: Callable | 
         except Exception as exc:  # a kernel that fails at run time is a result, not a crash
             error = f"{type(exc).__name__}: {exc}"
     flops, nbytes = float(family.flops(shape)), float(family.bytes(shape, dtype))
+    attainable = roofline_attainable(flops, nbytes, *roof)
     return OpBench(
         family=family.name, shape=tuple(shape), dtype=dtype, source=source, tilelang=t_tl, torch=t_torch,
         speedup=(t_torch.median_ms / t_tl.median_ms) if t_tl and t_tl.median_ms > 0 else None,
@@ -136,7 +141,21 @@ def bench_op(family: KernelFamily, shape: Shape, dtype: str, kernel: Callable | 
         tilelang_tflops=_rate(flops, t_tl, 1e12), tilelang_gbps=_rate(nbytes, t_tl, 1e9),
         torch_tflops=_rate(flops, t_torch, 1e12), torch_gbps=_rate(nbytes, t_torch, 1e9),
         config=config, error=error[:500],
+        tilelang_roof_pct=_pct(flops, t_tl, attainable), torch_roof_pct=_pct(flops, t_torch, attainable),
     )
+
+
+def roofline_attainable(flops: float, nbytes: float, tflops: float | None, gbps: float | None) -> float | None:
+    """Attainable FLOP/s at this arithmetic intensity: min(compute roof, intensity x bandwidth)."""
+    if not tflops or not gbps or nbytes <= 0:
+        return None
+    return min(tflops * 1e12, flops / nbytes * gbps * 1e9)
+
+
+def _pct(flops: float, t: Timing | None, attainable: float | None) -> float | None:
+    if t is None or attainable is None or t.median_ms <= 0:
+        return None
+    return 100.0 * flops / (t.median_ms * 1e-3) / attainable
 
 
 def _max_abs(a: object, b: object) -> float:

@@ -157,6 +157,8 @@ def main_command(
     lang: str = typer.Option("en", help="Report language: en or zh."),
     pdf: bool = typer.Option(True, "--pdf/--no-pdf", help="Render the PDF as well as the HTML."),
     fail_on: str = typer.Option("never", help="Exit 1 on this verdict or worse: never, no-go or conditional."),
+    regression_threshold: float = typer.Option(0.05, help="Smallest relative slow-down against the previous "
+                                               "baseline that counts (raised further by measured noise)."),
 ) -> None:
     """Run the whole evaluation: evaluate --model bert-tiny"""
     if ctx.invoked_subcommand is not None:
@@ -171,7 +173,8 @@ def main_command(
                                ops=ops, families=families, max_shapes=max_shapes, budget=budget, no_cache=no_cache,
                                reps=reps, sweep=sweep, e2e=e2e, soak_seconds=soak_seconds, upstream=upstream,
                                fork=fork, as_of=as_of, branch=branch, reports=reports, store=store,
-                               checklist=checklist, lang=lang, pdf=pdf, fail_on=fail_on)
+                               checklist=checklist, lang=lang, pdf=pdf, fail_on=fail_on,
+                               regression_threshold=regression_threshold)
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=console, transient=False) as progress:
             outcome = pipeline.run(cfg, RichReporter(progress))
@@ -222,13 +225,15 @@ def bench_command(
         print(json.dumps([{"tuned": to_dict(t), "bench": to_dict(b)} for t, b in rows], indent=1))
         return
     t = Table(title=f"{family} ({dt}) — TileLang against PyTorch")
-    for col in ("shape", "TileLang ms", "PyTorch ms", "ratio", "TileLang TFLOP/s", "TileLang GB/s", "config"):
+    for col in ("shape", "TileLang ms", "PyTorch ms", "ratio", "TileLang TFLOP/s", "TileLang GB/s",
+                "% of roof (TL / PyTorch)", "config"):
         t.add_column(col)
     for tk, b in rows:
         t.add_row("x".join(map(str, b.shape)), f"{b.tilelang.median_ms:.4g}" if b.tilelang else "—",
                   f"{b.torch.median_ms:.4g}", f"{b.speedup:.3g}x" if b.speedup else "—",
                   f"{b.tilelang_tflops:.3g}" if b.tilelang_tflops else "—",
                   f"{b.tilelang_gbps:.3g}" if b.tilelang_gbps else "—",
+                  f"{b.tilelang_roof_pct or 0:.0f}% / {b.torch_roof_pct or 0:.0f}%" if b.torch_roof_pct else "—",
                   _config_text(tk.config) if tk.config else b.error)
     console.print(t)
 

@@ -66,6 +66,7 @@ class OutputSettings:
     lang: str = "en"
     pdf: bool = True
     fail_on: str = "never"  # "never" | "no-go" | "conditional"
+    regression_threshold: float = 0.05  # smallest relative change against the last baseline that counts
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,7 @@ class Config:
             "max_shapes": self.profile.max_shapes, "tune_budget_s": self.tune.budget_s,
             "seeds": list(self.bench.seeds), "sweep": self.bench.sweep, "e2e": self.bench.e2e,
             "soak_s": self.bench.soak_s, "timing": self.bench.timing.describe(self.device),
+            "regression_threshold": self.output.regression_threshold,
             "checklist": str(self.output.checklist), "upstream": self.upstream.repo, "fork": self.upstream.fork,
         }
 
@@ -117,7 +119,8 @@ def build(*, model: str, device: str = "auto", batch_size: int | None = None, se
           sweep: bool = False, e2e: bool = True, soak_seconds: float | None = None, upstream: str | None = None,
           fork: str | None = None, as_of: str | None = None, branch: str | None = None,
           reports: Path | None = None, store: Path | None = None, checklist: Path | None = None,
-          lang: str = "en", pdf: bool = True, fail_on: str = "never", seed: int = 0) -> Config:
+          lang: str = "en", pdf: bool = True, fail_on: str = "never", seed: int = 0,
+          regression_threshold: float = 0.05) -> Config:
     from . import hardware, kernels, models
 
     if model not in models.ZOO and ":" not in model:
@@ -138,6 +141,8 @@ def build(*, model: str, device: str = "auto", batch_size: int | None = None, se
             raise ConfigError(f"{opt} must be a positive integer, got {val}")
     if fail_on not in ("never", "no-go", "conditional"):
         raise ConfigError(f"--fail-on '{fail_on}' is not allowed; use never, no-go or conditional")
+    if not 0 < regression_threshold < 10:
+        raise ConfigError(f"--regression-threshold {regression_threshold} is out of range; give a fraction such as 0.05")
     if lang not in ("en", "zh"):
         raise ConfigError(f"--lang '{lang}' is not available; use en or zh")
     out = OutputSettings()
@@ -158,5 +163,6 @@ def build(*, model: str, device: str = "auto", batch_size: int | None = None, se
                             soak_s=soak_seconds if soak_seconds is not None else (60.0 if dev == "cuda" else 5.0)),
         upstream=UpstreamSettings(upstream, fork, parse_as_of(as_of), branch),
         output=OutputSettings(reports=reports, store=Path(store) if store else reports / "baselines",
-                              checklist=checklist, lang=lang, pdf=pdf, fail_on=fail_on),
+                              checklist=checklist, lang=lang, pdf=pdf, fail_on=fail_on,
+                              regression_threshold=regression_threshold),
     )

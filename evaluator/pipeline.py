@@ -187,7 +187,7 @@ def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
                                           seeds=cfg.bench.seeds))
             rep.update(f"{label}: benchmarking")
             ob = bench.bench_op(fam, shape, cfg.model.dtype, kernel, cfg.device, source=source, config=tk.config,
-                                policy=cfg.bench.timing)
+                                policy=cfg.bench.timing, roof=(hw.measured_tflops, hw.measured_gbps))
             benches.append(ob)
             rep.advance()
             rep.info(f"{label}: TileLang {ob.tilelang.median_ms:.4g} ms vs PyTorch {ob.torch.median_ms:.4g} ms "
@@ -274,7 +274,8 @@ def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
             rep.done("no previous baseline for this model and platform")
             return result
         ref_id = prev.baseline.tag if prev.baseline else prev.run_id
-        comp = baseline.compare(prev, result, reference_id=ref_id, candidate_id="this run")
+        comp = baseline.compare(prev, result, threshold=cfg.output.regression_threshold, reference_id=ref_id,
+                                candidate_id="this run")
         rep.done(f"against {ref_id}: {len(comp.regressions)} regressions"
                  + ("" if comp.comparable else " (not comparable: timing policies differ)"))
         return dataclasses.replace(result, comparison=comp)
@@ -313,7 +314,7 @@ def bench_family(family: str, shapes: list[Shape], dtype: str, device: str, *, b
     rep = reporter or Reporter()
     quiet_tilelang()
     fam = kernels.get(family)
-    hw = hardware.detect(device)
+    hw = hardware.measure_ceilings(hardware.detect(device), dtype)
     shapes = shapes or [tuple(s) for s in fam.standard_shapes(device)]
     policy = policy or bench.TimingPolicy()
     out = []
@@ -327,6 +328,7 @@ def bench_family(family: str, shapes: list[Shape], dtype: str, device: str, *, b
         tk, kernel = tuning.tune(fam, shape, dtype, hw, budget_s=budget_s, tilelang_version=tilelang_version(),
                                  lookup=lookup, save=save)
         ob = bench.bench_op(fam, shape, dtype, kernel, device, source="standard", config=tk.config, policy=policy,
+                            roof=(hw.measured_tflops, hw.measured_gbps),
                             error="" if kernel else "no candidate worked")
         out.append((tk, ob))
         rep.advance()

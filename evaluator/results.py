@@ -224,6 +224,8 @@ class OpBench:
     tilelang_gbps: float | None = None
     torch_tflops: float | None = None
     torch_gbps: float | None = None
+    tilelang_roof_pct: float | None = None  # achieved / attainable (roofline at this intensity)
+    torch_roof_pct: float | None = None
     config: KernelConfig | None = None
     error: str = ""
 

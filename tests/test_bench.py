@@ -58,3 +58,11 @@ def test_launch_overhead_of_a_real_kernel():
     o = bench.launch_overhead(fam, shape, "float32", kernel, "cpu", calls=50)
     assert o.family == "softmax" and o.tilelang_us > 0 and o.torch_us > 0
     assert math.isclose(o.extra_us, o.tilelang_us - o.torch_us)
+
+
+def test_roofline_attainable():
+    # memory-bound side: intensity 1 FLOP/byte x 1000 GB/s = 1 TFLOP/s below a 100 TFLOP/s roof
+    assert bench.roofline_attainable(1e9, 1e9, 100.0, 1000.0) == 1e12
+    # compute-bound side
+    assert bench.roofline_attainable(1e12, 1e6, 100.0, 1000.0) == 100e12
+    assert bench.roofline_attainable(1.0, 1.0, None, 1000.0) is None
