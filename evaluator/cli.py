@@ -78,8 +78,13 @@ def _config_text(config: dict) -> str:
     return " ".join(f"{short.get(k, k.replace('block_', 'b'))}={v}" for k, v in config.items())
 
 
+def _say_error(text: str) -> None:
+    # Plain print: an error is one line whatever the width, so scripts can grep it.
+    print(text, file=sys.stderr, flush=True)
+
+
 def _fail(exc: EvaluatorError) -> None:
-    err_console.print(f"error: {exc}", markup=False, highlight=False)
+    _say_error(f"error: {exc}")
     raise typer.Exit(2)
 
 
@@ -164,7 +169,7 @@ def main_command(
     if ctx.invoked_subcommand is not None:
         return
     if model is None:
-        err_console.print("error: --model is required, e.g. evaluate --model bert-tiny (see evaluate --help)")
+        _say_error("error: --model is required, e.g. evaluate --model bert-tiny (see evaluate --help)")
         raise typer.Exit(2)
     from . import config as config_mod, pipeline
 
@@ -181,7 +186,7 @@ def main_command(
     except EvaluatorError as exc:
         _fail(exc)
     except KeyboardInterrupt:
-        err_console.print("interrupted: the run folder keeps the stages that finished (results.json)")
+        _say_error("interrupted: the run folder keeps the stages that finished (results.json)")
         raise typer.Exit(130)
     _print_summary(outcome)
     if fail_on != "never":
@@ -412,7 +417,7 @@ def main() -> None:
     try:
         app()
     except EvaluatorError as exc:  # pragma: no cover - commands catch their own; this is the last net
-        err_console.print(f"error: {exc}", markup=False)
+        _say_error(f"error: {exc}")
         sys.exit(2)
 
 
