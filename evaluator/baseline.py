@@ -34,13 +34,13 @@ import git
 from . import __version__
 from .errors import BaselineError
 from .results import (
-    SCHEMA_VERSION, BaselineRef, Change, Comparison, Hardware, RunResult, Timing, TrendPoint,
+    SCHEMA_VERSION, BaselineRef, Change, Comparison, RunResult, Timing, TrendPoint,
     from_dict, shape_str, to_dict,
 )
 
 __all__ = [
     "DEFAULT_STORE", "Store", "open_store", "record", "list_baselines", "load", "previous",
-    "compare", "diff", "trend", "tuning_key", "tuning_cache_lookup", "tuning_cache_save",
+    "compare", "diff", "trend", "tuning_cache_lookup", "tuning_cache_save",
     "tuning_cache_changes", "show_rows", "comparison_rows", "environment_rows",
     "COMPARISON_COLUMNS", "model_slug", "baseline_id", "E2E_TILELANG", "E2E_TORCH",
 ]
@@ -911,15 +911,9 @@ def diff(store_path: StoreLike, a_id: str, b_id: str, *, threshold: float = 0.05
 # ---------------------------------------------------------------- tuning cache
 
 
-def tuning_key(family: str, shape: tuple[int, ...], dtype: str, hardware: Hardware, tilelang: str) -> dict[str, Any]:
-    """The toolchain a tuned config is only valid for; any field changing means re-tuning."""
-    return {"family": family, "shape": list(shape), "dtype": dtype, "device": hardware.name,
-            "driver": hardware.driver, "cuda": hardware.cuda, "tilelang": tilelang, "target": hardware.target}
-
-
 def _canonical(key: dict[str, Any]) -> str:
     if not isinstance(key, dict) or not key:
-        raise BaselineError("a tuning cache key must be a non-empty dict; build it with baseline.tuning_key(...)")
+        raise BaselineError("a tuning cache key must be a non-empty dict; build it with tuning.cache_key(...)")
     return json.dumps(key, sort_keys=True, separators=(",", ":"), default=list)
 
 

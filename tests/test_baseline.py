@@ -21,6 +21,7 @@ import pytest
 
 from evaluator import baseline as bl
 from evaluator.errors import BaselineError
+from evaluator.tuning import cache_key
 from evaluator.results import Hardware, to_dict
 from samples import replace, sample_result
 
@@ -406,19 +407,19 @@ def test_older_schema_is_migrated(store, monkeypatch):
 
 def test_tuning_cache_hit_and_miss_on_a_changed_toolchain(store):
     hw = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", driver="550.54", cuda="12.4")
-    key = bl.tuning_key("gemm", (256, 128, 128), "float16", hw, "0.1.15")
+    key = cache_key("gemm", (256, 128, 128), "float16", hw, "0.1.15")
     assert bl.tuning_cache_lookup(store, key) is None  # no store yet
     config = {"block_M": 128, "block_N": 128, "block_K": 32, "num_stages": 3}
     bl.tuning_cache_save(store, key, config)
     assert bl.tuning_cache_lookup(store, key) == config
     assert bl.tuning_cache_lookup(store, dict(key, shape=[256, 128, 128])) == config  # tuple or list alike
 
-    newer = bl.tuning_key("gemm", (256, 128, 128), "float16", hw, "0.1.16")
+    newer = cache_key("gemm", (256, 128, 128), "float16", hw, "0.1.16")
     assert bl.tuning_cache_lookup(store, newer) is None
     assert bl.tuning_cache_changes(store, newer) == (("tilelang", "0.1.15", "0.1.16"),)
-    new_driver = bl.tuning_key("gemm", (256, 128, 128), "float16", dataclasses.replace(hw, driver="560.1"), "0.1.15")
+    new_driver = cache_key("gemm", (256, 128, 128), "float16", dataclasses.replace(hw, driver="560.1"), "0.1.15")
     assert bl.tuning_cache_lookup(store, new_driver) is None
-    assert bl.tuning_cache_lookup(store, bl.tuning_key("gemm", (512, 128, 128), "float16", hw, "0.1.15")) is None
+    assert bl.tuning_cache_lookup(store, cache_key("gemm", (512, 128, 128), "float16", hw, "0.1.15")) is None
 
     [path] = (store / bl.TUNING_DIR).rglob("*.json")
     assert json.loads(path.read_text())["key"]["tilelang"] == "0.1.15"  # the key is kept beside the config
