@@ -1,6 +1,5 @@
 import math
 
-import pytest
 
 from evaluator import bench
 

@@ -1,7 +1,5 @@
 """The sub-commands as a user runs them, on real git repositories and a real baseline store."""
 import json
-import sys
-from pathlib import Path
 
 import pytest
 

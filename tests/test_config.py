@@ -3,7 +3,7 @@ import subprocess
 import pytest
 
 from evaluator import config
-from evaluator.errors import ConfigError, EvaluatorError
+from evaluator.errors import EvaluatorError
 
 
 def test_defaults_on_this_machine():

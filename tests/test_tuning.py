@@ -3,7 +3,6 @@ and the cache is keyed by shape and toolchain."""
 import torch
 
 from evaluator import hardware, kernels, tuning
-from evaluator.results import Candidate
 
 
 class WithExtraConfigs:

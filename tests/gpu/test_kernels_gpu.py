@@ -1,7 +1,6 @@
 """Every kernel family's GPU schedule against PyTorch on the GPU: several seeds, fp16 and
 bf16, the model-like standard shapes and shapes with awkward tails."""
 import pytest
-import torch
 
 from evaluator import hardware, kernels, tuning, verify
 

@@ -7,63 +7,17 @@ In: shapes, seeds and configs. Out: pass/fail. Kernels are compiled once per pro
 
 from __future__ import annotations
 
-import shutil
-
-import pytest
 import torch
 
-from evaluator.errors import KernelError
-from evaluator.kernels import _common as C
 from evaluator.kernels import get
-from evaluator.results import Hardware
+from kernels.test_rows import CPU, H200, check
 
 FAM = get("rmsnorm")
 MODEL_SHAPE = (256, 128)  # bert-tiny: batch 2 x seq 128, hidden 128
-CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
-H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
-                smem_per_block=232448, compute_capability="9.0")
-SM90 = "cuda -arch=sm_90a"
-
-
-def check(shape, dtype, config=None, seeds=(0, 1, 2)):
-    config = FAM.search_space(shape, dtype, CPU)[0] if config is None else config
-    kernel = FAM.build(shape, dtype, config, "c")
-    atol, rtol = FAM.tolerance(dtype)
-    for seed in seeds:
-        inputs = FAM.make_inputs(shape, dtype, "cpu", seed)
-        out = kernel(*inputs)
-        ref = FAM.reference(*inputs)
-        assert out.shape == ref.shape and out.dtype == ref.dtype
-        assert torch.isfinite(out).all() and out.abs().max() > 0.5
-        torch.testing.assert_close(out, ref, atol=atol, rtol=rtol)
-    return kernel
-
-
-def test_cpu_fp32_model_shape():
-    check(MODEL_SHAPE, "float32")
-
-
-def test_cpu_fp32_awkward_shape():
-    shape = FAM.awkward_shape(MODEL_SHAPE)
-    assert all(d % 16 for d in shape)
-    check(shape, "float32")
-
-
-def test_cpu_streaming_schedule_awkward_shape():
-    check(FAM.awkward_shape((64, 256)), "float32", {"block_rows": 4, "buffered": False})
-
-
-def test_cpu_fp16_awkward_shape():
-    check(FAM.awkward_shape((64, 96)), "float16")
-
-
-def test_cpu_bf16_is_refused_clearly():
-    with pytest.raises(KernelError, match="bfloat16"):
-        FAM.build(MODEL_SHAPE, "bfloat16", {}, "c")
 
 
 def test_wrong_result_is_detectable():
-    kernel = check(MODEL_SHAPE, "float32", seeds=(0,))
+    kernel = check("rmsnorm", MODEL_SHAPE, "float32", seeds=(0,))
     x, w = FAM.make_inputs(MODEL_SHAPE, "float32", "cpu", 0)
     # Perturbing the input (not the output) must change the kernel's answer.
     out = kernel(x + 0.01 * torch.arange(MODEL_SHAPE[1]), w)
@@ -94,20 +48,6 @@ def test_shapes_and_search_space():
     assert 3 <= len(FAM.search_space(MODEL_SHAPE, "float32", CPU)) <= 4
     for shape in ((4096, 1024), (16384, 4096)):
         assert 6 <= len(FAM.search_space(shape, "bfloat16", H200)) <= 12
-
-
-@pytest.mark.parametrize("shape,dtype", [((1031, 519), "float32"), ((16391, 4103), "bfloat16"),
-                                          ((64, 50000), "float16")])
-def test_cuda_schedules_lower_for_sm90(shape, dtype):
-    for cfg in FAM.search_space(shape, dtype, H200)[:3]:
-        assert "__global__" in C.lower_source(FAM.program(shape, dtype, cfg, SM90), SM90)
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
-def test_cuda_schedule_compiles_for_sm90():
-    cfg = FAM.search_space((4096, 1024), "bfloat16", H200)[0]
-    assert "__global__" in FAM.build((4096, 1024), "bfloat16", cfg, SM90).source
 
 
 def test_swap_in_replaces_matching_rmsnorm():
