@@ -132,7 +132,7 @@ def check_dtype_for_target(family: str, dtype: str, target: str) -> None:
             f"tilelang's C code generator has no C type for bfloat16; use float32 or float16 on CPU")
 
 
-def compile_program(program: Any, out_idx: list[int], target: str) -> Any:
+def compile_program(program: Any, out_idx: list[int] | None, target: str) -> Any:
     """tilelang.compile with the right backend and flags for `target`; any failure is
     re-raised as KernelError (with the original chained) so the tuning stage can record it."""
     import tilelang
@@ -195,7 +195,8 @@ class Launcher:
     def source(self) -> str:
         return self.kernel.get_kernel_source()
 
-    def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
+    def check_inputs(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """The inputs as the compiled kernel needs them, or KernelError saying what differs."""
         if len(inputs) != len(self.input_shapes):
             raise KernelError(f"{self.family}: expected {len(self.input_shapes)} inputs, got {len(inputs)}")
         args = []
@@ -206,7 +207,10 @@ class Launcher:
                 raise KernelError(f"{self.family}: input {i} is {t.dtype}, kernel was built for {self.dtype}")
             # TileLang reads raw row-major memory and refuses tensors that need grad.
             args.append(t.detach().contiguous())
-        return self.kernel(*args)
+        return args
+
+    def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
+        return self.kernel(*self.check_inputs(inputs))
 
 
 _CACHE: dict[tuple, Launcher] = {}
@@ -250,7 +254,7 @@ def cache_size() -> int:
 
 
 def build_cached(family: str, shape: tuple[int, ...], dtype: str, config: dict[str, Any], target: str,
-                 program: Callable[[], Any], out_idx: list[int], input_shapes: Sequence[tuple[int, ...]]) -> Launcher:
+                 program: Callable[[], Any], out_idx: list[int] | None, input_shapes: Sequence[tuple[int, ...]]) -> Launcher:
     """Compile `program()` for `target` once per (family, shape, dtype, config, target)."""
 
     def make() -> Launcher:

@@ -1,12 +1,20 @@
-"""GEMM / linear with a fused bias: y = x @ weight.T + bias, exactly nn.Linear's layout.
+"""GEMM / linear with a fused bias and optional activation: y = act(x @ weight.T + bias),
+exactly nn.Linear's layout.
 
 In: shape (M, N, K); inputs x[M, K], weight[N, K], bias[N] (as nn.Linear stores them).
-Out: y[M, N] in the input dtype, compared against `torch.nn.functional.linear`.
+Out: y[M, N] in the input dtype, compared against `torch.nn.functional.linear` followed
+by the activation. Four registered families share this module: `gemm` (no activation,
+what profiling maps nn.Linear to) and `gemm_relu`, `gemm_gelu` (exact erf form, as
+nn.GELU) and `gemm_silu`, whose activation runs on the fp32 accumulator in the epilogue
+before the single rounding to the output dtype.
 Schedules: on CUDA, fp16/bf16 use shared-memory tiles, a pipelined K loop, tensor-core
-`T.gemm` into a fp32 fragment, block rasterization and the bias added in the epilogue;
-fp32 uses a register-blocked SIMT (FFMA) schedule, because `T.gemm` on fp32 lowers to
-TF32 tensor cores, which would not match PyTorch's full-fp32 reference. On CPU (the C
-backend), a blocked loop nest over fp32 local tiles that gcc vectorizes.
+`T.gemm` into a fp32 fragment, block rasterization and the epilogue on the fragment;
+when M*N gives too few tiles to fill the GPU and K is long, a split-K variant has
+`split_k` blocks share one output tile and add fp32 partials atomically, and the bias,
+activation and rounding follow in PyTorch. fp32 uses a register-blocked SIMT (FFMA)
+schedule, because `T.gemm` on fp32 lowers to TF32 tensor cores, which would not match
+PyTorch's full-fp32 reference. On CPU (the C backend), a blocked loop nest over fp32
+local tiles that gcc vectorizes.
 """
 
 from __future__ import annotations
@@ -24,9 +32,34 @@ from .base import is_cpu_target
 
 ACCUM = "float32"
 
+ACTIVATIONS = ("none", "relu", "gelu", "silu")
+_SQRT1_2 = 1.0 / math.sqrt(2.0)
+# nn modules whose output a fused family computes (nn.GELU only in its exact erf form).
+ACT_MODULES = {"relu": torch.nn.ReLU, "gelu": torch.nn.GELU, "silu": torch.nn.SiLU}
+TORCH_ACTS = {"none": lambda y: y, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}
+# Epilogue cost per output element, for the FLOP count.
+ACT_FLOPS = {"none": 0, "relu": 1, "gelu": 8, "silu": 4}
+
+# Swizzle panels and warp partitions, by config value.
+POLICIES = ("square", "fullrow", "fullcol")
+
+
+def _act(x: Any, act: str, T: Any) -> Any:
+    """The activation as a TileLang expression on an fp32 value (called while the
+    program is parsed, so it inlines into the epilogue)."""
+    if act == "relu":
+        return T.max(x, T.float32(0))
+    if act == "gelu":
+        return x * T.float32(0.5) * (T.float32(1) + T.erf(x * T.float32(_SQRT1_2)))
+    if act == "silu":
+        return x / (T.float32(1) + T.exp(-x))
+    return x
+
+
 CPU_DEFAULTS = {"block_M": 128, "block_N": 64, "block_K": 32}
 # Tensor-core schedule (fp16/bf16).
-TC_DEFAULTS = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 3, "threads": 128, "swizzle": True}
+TC_DEFAULTS = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 3, "threads": 128, "swizzle": True,
+               "panel": 10, "policy": "square", "split_k": 1}
 # SIMT schedule (fp32): each thread owns a thread_M x thread_N register tile.
 SIMT_DEFAULTS = {"block_M": 128, "block_N": 128, "block_K": 16, "thread_M": 8, "thread_N": 8,
                  "num_stages": 2, "swizzle": True}
@@ -35,7 +68,7 @@ SIMT_DEFAULTS = {"block_M": 128, "block_N": 128, "block_K": 16, "thread_M": 8, "
 CPU_LOCAL_LIMIT_BYTES = 128 * 1024
 
 
-def _cpu_program(M: int, N: int, K: int, dtype: str, cfg: dict[str, Any]):
+def _cpu_program(M: int, N: int, K: int, dtype: str, cfg: dict[str, Any], act: str):
     import tilelang.cpu.language as T
 
     bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
@@ -69,16 +102,23 @@ def _cpu_program(M: int, N: int, K: int, dtype: str, cfg: dict[str, Any]):
                         C_l[i, j] += A_l[i, k] * B_l[k, j]
             for i, j in T.grid(bM, bN):
                 if (by * bM + i < M) and (bx * bN + j < N):
-                    Y[by * bM + i, bx * bN + j] = T.cast(C_l[i, j] + T.cast(Bias[bx * bN + j], ACCUM), dtype)
+                    Y[by * bM + i, bx * bN + j] = T.cast(
+                        _act(C_l[i, j] + T.cast(Bias[bx * bN + j], ACCUM), act, T), dtype)
 
     return linear_cpu
 
 
-def _tc_program(M: int, N: int, K: int, dtype: str, cfg: dict[str, Any]):
+def _policy(T: Any, name: str) -> Any:
+    return {"square": T.GemmWarpPolicy.Square, "fullrow": T.GemmWarpPolicy.FullRow,
+            "fullcol": T.GemmWarpPolicy.FullCol}[name]
+
+
+def _tc_program(M: int, N: int, K: int, dtype: str, cfg: dict[str, Any], act: str):
     import tilelang.language as T
 
     bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
     stages, threads, swizzle = cfg["num_stages"], cfg["threads"], cfg["swizzle"]
+    panel, policy = cfg["panel"], _policy(T, cfg["policy"])
 
     @T.prim_func
     def linear_tc(
@@ -93,22 +133,83 @@ def _tc_program(M: int, N: int, K: int, dtype: str, cfg: dict[str, Any]):
             C_f = T.alloc_fragment((bM, bN), ACCUM)
             C_s = T.alloc_shared((bM, bN), dtype)
             # Panel rasterization keeps neighbouring blocks on the same A/W panels in L2.
-            T.use_swizzle(panel_size=10, enable=swizzle)
+            T.use_swizzle(panel_size=panel, enable=swizzle)
             T.clear(C_f)
             for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
                 T.copy(A[by * bM, ko * bK], A_s)
                 T.copy(W[bx * bN, ko * bK], W_s)
-                T.gemm(A_s, W_s, C_f, transpose_B=True)
-            # Bias in the epilogue, on the fp32 accumulator, before the single rounding.
+                T.gemm(A_s, W_s, C_f, transpose_B=True, policy=policy)
+            # Bias and activation in the epilogue, on the fp32 accumulator, before the
+            # single rounding.
             for i, j in T.Parallel(bM, bN):
-                C_f[i, j] += T.if_then_else(bx * bN + j < N, T.cast(Bias[bx * bN + j], ACCUM), T.float32(0))
+                C_f[i, j] = _act(C_f[i, j] + T.if_then_else(bx * bN + j < N, T.cast(Bias[bx * bN + j], ACCUM),
+                                                            T.float32(0)), act, T)
             T.copy(C_f, C_s)
             T.copy(C_s, Y[by * bM, bx * bN])
 
     return linear_tc
 
 
-def _simt_program(M: int, N: int, K: int, dtype: str, cfg: dict[str, Any]):
+def _splitk_program(M: int, N: int, K: int, dtype: str, cfg: dict[str, Any]):
+    """Partial products of `split_k` K-ranges added atomically into a zeroed fp32 [M, N];
+    used when M*N alone would leave most SMs idle. The K-ranges are whole block_K tiles,
+    so they never overlap; the last may run past K, where T.copy reads zeros."""
+    import tilelang.language as T
+
+    bM, bN, bK, splits = cfg["block_M"], cfg["block_N"], cfg["block_K"], cfg["split_k"]
+    stages, threads, swizzle = cfg["num_stages"], cfg["threads"], cfg["swizzle"]
+    panel, policy = cfg["panel"], _policy(T, cfg["policy"])
+
+    @T.prim_func
+    def linear_splitk(
+        A: T.Tensor((M, K), dtype),
+        W: T.Tensor((N, K), dtype),
+        Y32: T.Tensor((M, N), ACCUM),
+    ):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), splits, threads=threads) as (bx, by, bz):
+            A_s = T.alloc_shared((bM, bK), dtype)
+            W_s = T.alloc_shared((bN, bK), dtype)
+            C_f = T.alloc_fragment((bM, bN), ACCUM)
+            T.use_swizzle(panel_size=panel, enable=swizzle)
+            T.clear(C_f)
+            # Written in terms of K inside the body: TileLang resolves the annotations'
+            # names through the closure, which only holds names the body uses.
+            k_tiles = T.ceildiv(T.ceildiv(K, bK), splits)
+            for ko in T.Pipelined(k_tiles, num_stages=stages):
+                T.copy(A[by * bM, (bz * k_tiles + ko) * bK], A_s)
+                T.copy(W[bx * bN, (bz * k_tiles + ko) * bK], W_s)
+                T.gemm(A_s, W_s, C_f, transpose_B=True, policy=policy)
+            T.atomic_add(Y32[by * bM, bx * bN], C_f)
+
+    return linear_splitk
+
+
+class SplitKLinear:
+    """Calls a compiled split-K kernel with nn.Linear's convention: zeroes the fp32
+    output, runs the kernel, then adds the bias, applies the activation and rounds in
+    PyTorch (two small elementwise kernels; the price of splitting K)."""
+
+    def __init__(self, launcher: C.Launcher, shape: Shape, act: str):
+        self.launcher = launcher
+        self.shape = shape
+        self.act = act
+        self.config = launcher.config
+        self.dtype = launcher.dtype
+        self.compile_s = launcher.compile_s
+
+    @property
+    def source(self) -> str:
+        return self.launcher.source
+
+    def __call__(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        M, N, _ = self.shape
+        self.launcher.check_inputs((x, w))
+        y32 = torch.zeros((M, N), dtype=torch.float32, device=x.device)
+        self.launcher.kernel(x.detach().contiguous(), w.detach().contiguous(), y32)
+        return TORCH_ACTS[self.act](y32.add_(b.detach())).to(x.dtype)
+
+
+def _simt_program(M: int, N: int, K: int, dtype: str, cfg: dict[str, Any], act: str):
     import tilelang.language as T
 
     bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
@@ -156,7 +257,8 @@ def _simt_program(M: int, N: int, K: int, dtype: str, cfg: dict[str, Any]):
                             acc[i, j] += a_r[i] * b_r[j]
             for i, j in T.grid(tM, tN):
                 if (by * bM + ty * tM + i < M) and (bx * bN + tx * tN + j < N):
-                    Y[by * bM + ty * tM + i, bx * bN + tx * tN + j] = acc[i, j] + Bias[bx * bN + tx * tN + j]
+                    Y[by * bM + ty * tM + i, bx * bN + tx * tN + j] = _act(
+                        acc[i, j] + Bias[bx * bN + tx * tN + j], act, T)
 
     return linear_simt
 
@@ -164,7 +266,8 @@ def _simt_program(M: int, N: int, K: int, dtype: str, cfg: dict[str, Any]):
 def _tc_smem(cfg: dict[str, Any], dtype: str) -> int:
     b = C.dtype_bytes(dtype)
     tiles = (cfg["block_M"] + cfg["block_N"]) * cfg["block_K"] * b * max(1, cfg["num_stages"])
-    return tiles + cfg["block_M"] * cfg["block_N"] * b
+    # The split-K variant adds its fragment to global memory directly, without a C tile.
+    return tiles + (cfg["block_M"] * cfg["block_N"] * b if cfg.get("split_k", 1) <= 1 else 0)
 
 
 def _simt_smem(cfg: dict[str, Any]) -> int:
@@ -176,10 +279,18 @@ def _simt_threads(cfg: dict[str, Any]) -> int:
 
 
 class GemmFamily:
-    name = "gemm"
-    title = "GEMM / linear (+bias)"
-    aten_ops = frozenset({"aten::linear", "aten::addmm"})
     shape_names = ("M", "N", "K")
+    # Profiling sees nn.Linear as one op whatever follows it: every variant takes its
+    # shapes from the plain family's profiled calls.
+    profile_family = "gemm"
+
+    def __init__(self, activation: str = "none"):
+        if activation not in ACTIVATIONS:
+            raise KernelError(f"gemm: unknown activation '{activation}'; use one of {', '.join(ACTIVATIONS)}")
+        self.activation = activation
+        self.name = "gemm" if activation == "none" else f"gemm_{activation}"
+        self.title = "GEMM / linear (+bias)" if activation == "none" else f"GEMM / linear (+bias, {activation.upper()})"
+        self.aten_ops = frozenset({"aten::linear", "aten::addmm"}) if activation == "none" else frozenset()
 
     # ------------------------------------------------------------ shapes
 
@@ -226,13 +337,13 @@ class GemmFamily:
 
     def reference(self, *inputs: torch.Tensor) -> torch.Tensor:
         x, w, b = inputs
-        return F.linear(x, w, b)
+        return TORCH_ACTS[self.activation](F.linear(x, w, b))
 
     # ------------------------------------------------------------ metrics
 
     def flops(self, shape: Shape) -> float:
         M, N, K = shape
-        return 2.0 * M * N * K + M * N
+        return 2.0 * M * N * K + M * N * (1 + ACT_FLOPS[self.activation])
 
     def bytes(self, shape: Shape, dtype: str) -> float:
         M, N, K = shape
@@ -286,11 +397,58 @@ class GemmFamily:
             (64, 128, 32, 2, 128),
             (64, 64, 32, 2, 128),
         ]
-        cands = [{"block_M": a, "block_N": b, "block_K": k, "num_stages": s, "threads": t, "swizzle": True}
+        base = {k: v for k, v in TC_DEFAULTS.items()}
+        cands = [{**base, "block_M": a, "block_N": b, "block_K": k, "num_stages": s, "threads": t}
                  for a, b, k, s, t in raw]
         cands.append({**cands[0], "swizzle": False})
+        # Warp partition and panel width matter most for the big tiles of large problems.
+        cands += [{**cands[1], "policy": "fullrow"}, {**cands[1], "panel": 4}]
         fitting = [c for c in cands if C.smem_fits(_tc_smem(c, dtype), hw)]
-        return self._order_by_waves(fitting, M, N, hw)
+        ordered = self._order_by_waves(fitting, M, N, hw)
+        return ordered + self._splitk_space(M, N, K, dtype, hw)
+
+    @staticmethod
+    def _splitk_space(M: int, N: int, K: int, dtype: str, hw: Hardware) -> list[KernelConfig]:
+        """Split-K only where the output has fewer 64x128 tiles than the GPU has SMs
+        and K is long enough that each split still runs a pipelined loop."""
+        sms = max(1, int(hw.cores or 1))
+        out = []
+        for bM, bN, bK, stages in ((64, 128, 64, 4), (128, 128, 64, 3)):
+            tiles = C.ceildiv(M, bM) * C.ceildiv(N, bN)
+            if tiles >= sms:
+                continue
+            for splits in (2, 3, 4, 8):
+                if K // splits < 4 * bK or tiles * splits > 4 * sms:
+                    continue
+                cfg = {**TC_DEFAULTS, "block_M": bM, "block_N": bN, "block_K": bK, "num_stages": stages,
+                       "threads": 128, "split_k": splits}
+                if C.smem_fits(_tc_smem(cfg, dtype), hw):
+                    out.append(cfg)
+        return out[:6]
+
+    def reject_reason(self, shape: Shape, dtype: str, config: KernelConfig, hw: Hardware) -> str | None:
+        """Why `config` cannot run on `hw` (checked before compiling), or None."""
+        try:
+            (M, N, K), dtype, cfg, _ = self._resolve(shape, dtype, config, hw.target)
+        except KernelError as exc:
+            return str(exc)
+        if is_cpu_target(hw.target):
+            local = (cfg["block_M"] * cfg["block_K"] + cfg["block_K"] * cfg["block_N"]
+                     + cfg["block_M"] * cfg["block_N"]) * 4
+            return None if local <= CPU_LOCAL_LIMIT_BYTES else f"gemm: local tiles need {local} B of stack"
+        smem = _simt_smem(cfg) if dtype == "float32" else _tc_smem(cfg, dtype)
+        if not C.smem_fits(smem, hw):
+            return f"gemm: needs {smem} B of shared memory, the device allows {hw.smem_per_block} B per block"
+        if dtype != "float32":
+            threads = cfg["threads"]
+            if threads % 128 or not 128 <= threads <= 512:
+                return f"gemm: tensor-core tiles need 128, 256 or 384 threads (whole warpgroups), got {threads}"
+            if cfg["block_M"] % 16 or cfg["block_N"] % 16 or cfg["block_K"] % 16:
+                return "gemm: tensor-core tiles must be multiples of 16"
+            # A warpgroup's wgmma covers 64 rows; a 128x? tile cannot feed four warpgroups.
+            if cfg["block_M"] * cfg["block_N"] < 64 * 16 * (threads // 32):
+                return f"gemm: a {cfg['block_M']}x{cfg['block_N']} tile is too small for {threads} threads"
+        return None
 
     def _simt_space(self, M: int, N: int, K: int, hw: Hardware) -> list[KernelConfig]:
         raw = [
@@ -335,6 +493,11 @@ class GemmFamily:
 
     def build(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Callable[..., torch.Tensor]:
         (M, N, K), dtype, cfg, program = self._resolve(shape, dtype, config, target)
+        if cfg.get("split_k", 1) > 1:
+            # One compiled kernel serves every activation: the epilogue runs in PyTorch.
+            inner = C.build_cached("gemm_splitk", (M, N, K), dtype, cfg, target, program, out_idx=None,
+                                   input_shapes=[(M, K), (N, K)])
+            return SplitKLinear(inner, (M, N, K), self.activation)
         return C.build_cached(self.name, (M, N, K), dtype, cfg, target, program, out_idx=[3],
                               input_shapes=[(M, K), (N, K), (N,)])
 
@@ -342,10 +505,11 @@ class GemmFamily:
         M, N, K = C.check_shape(shape, self.shape_names, self.name)
         dtype = C.canonical_dtype(dtype)
         C.check_dtype_for_target(self.name, dtype, target)
+        act = self.activation
         if is_cpu_target(target):
             cfg = C.merge_config(CPU_DEFAULTS, config, self.name)
             self._check_blocks(cfg)
-            program = lambda: _cpu_program(M, N, K, dtype, cfg)  # noqa: E731
+            program = lambda: _cpu_program(M, N, K, dtype, cfg, act)  # noqa: E731
         elif dtype == "float32":
             cfg = C.merge_config(SIMT_DEFAULTS, config, self.name)
             self._check_blocks(cfg)
@@ -353,11 +517,18 @@ class GemmFamily:
                 raise KernelError(f"gemm: block_M/block_N must be multiples of thread_M/thread_N, got {cfg}")
             if not 32 <= _simt_threads(cfg) <= 1024:
                 raise KernelError(f"gemm: SIMT config needs 32..1024 threads, got {_simt_threads(cfg)}")
-            program = lambda: _simt_program(M, N, K, dtype, cfg)  # noqa: E731
+            program = lambda: _simt_program(M, N, K, dtype, cfg, act)  # noqa: E731
         else:
             cfg = C.merge_config(TC_DEFAULTS, config, self.name)
             self._check_blocks(cfg)
-            program = lambda: _tc_program(M, N, K, dtype, cfg)  # noqa: E731
+            if cfg["policy"] not in POLICIES:
+                raise KernelError(f"gemm: policy must be one of {', '.join(POLICIES)}, got {cfg['policy']!r}")
+            if cfg["split_k"] < 1:
+                raise KernelError(f"gemm: split_k must be >= 1, got {cfg['split_k']}")
+            if cfg["split_k"] > 1:
+                program = lambda: _splitk_program(M, N, K, dtype, cfg)  # noqa: E731
+            else:
+                program = lambda: _tc_program(M, N, K, dtype, cfg, act)  # noqa: E731
         return (M, N, K), dtype, cfg, program
 
     @staticmethod
@@ -370,6 +541,13 @@ class GemmFamily:
 
     def swap_in(self, model: torch.nn.Module,
                 kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]) -> int:
+        if self.activation != "none":
+            # nn.Sequential(Linear, <activation>) becomes one fused kernel.
+            return C.replace_modules(
+                model,
+                lambda m: _linear_then(m, self.activation),
+                lambda m: TileLangLinear(m[0], kernel_for, self.activation),
+            )
         # Exact type: nn.MultiheadAttention's out_proj is a Linear subclass whose forward
         # is never called (MHA reads its weight directly), so swapping it gains nothing.
         return C.replace_modules(
@@ -379,14 +557,25 @@ class GemmFamily:
         )
 
 
+def _linear_then(m: torch.nn.Module, act: str) -> bool:
+    if type(m) is not torch.nn.Sequential or len(m) != 2:
+        return False
+    first, second = m[0], m[1]
+    if type(first) is not torch.nn.Linear or type(second) is not ACT_MODULES[act]:
+        return False
+    return act != "gelu" or second.approximate == "none"
+
+
 class TileLangLinear(torch.nn.Module):
     """nn.Linear whose forward runs the TileLang kernel for its (M, N, K); falls back to
     F.linear when `kernel_for` has none. Shares the original parameters. A Linear without
     bias (Llama's) feeds the kernel a zero bias: one kernel serves both, and the epilogue
     add of N zeros is noise next to the M*N*K work."""
 
-    def __init__(self, linear: torch.nn.Linear, kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]):
+    def __init__(self, linear: torch.nn.Linear, kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None],
+                 activation: str = "none"):
         super().__init__()
+        self.activation = activation
         self.in_features = linear.in_features
         self.out_features = linear.out_features
         self.weight = linear.weight
@@ -404,17 +593,21 @@ class TileLangLinear(torch.nn.Module):
             self._kernels[shape] = self._kernel_for(shape) if shape[0] > 0 else None
         kernel = self._kernels[shape]
         if kernel is None:
-            return F.linear(x, self.weight, self.bias)
+            return TORCH_ACTS[self.activation](F.linear(x, self.weight, self.bias))
         bias = self.bias if self.bias is not None else self._zero_bias
         return kernel(x2, self.weight, bias).reshape(*lead, self.out_features)
 
     def extra_repr(self) -> str:
+        act = "" if self.activation == "none" else f", activation={self.activation}"
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                f"bias={self.bias is not None}, backend=tilelang")
+                f"bias={self.bias is not None}{act}, backend=tilelang")
 
 
 FAMILY = GemmFamily()
+FUSED = tuple(GemmFamily(act) for act in ACTIVATIONS if act != "none")
 
 from . import register  # noqa: E402  (the registry module defines register before importing us)
 
 register(FAMILY)
+for _fam in FUSED:
+    register(_fam)

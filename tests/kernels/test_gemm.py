@@ -119,7 +119,8 @@ def test_search_space_fits_device():
     assert all(c["block_M"] * c["block_N"] <= 128 * 128 for c in cpu)
     for dtype in ("float16", "bfloat16", "float32"):
         gpu = FAM.search_space((4096, 4096, 4096), dtype, H200)
-        assert 6 <= len(gpu) <= 12, (dtype, len(gpu))
+        assert 6 <= len(gpu) <= 16, (dtype, len(gpu))
+        assert all(c.get("split_k", 1) == 1 for c in gpu)  # 1024 tiles of 128x128: no split-K
     small = Hardware(**{**H200.__dict__, "smem_per_block": 48 * 1024})
     fitted = FAM.search_space((4096, 4096, 4096), "float16", small)
     assert fitted and len(fitted) < len(FAM.search_space((4096, 4096, 4096), "float16", H200))
@@ -191,3 +192,81 @@ def test_swap_in_covers_linear_without_bias():
     assert fam.swap_in(model, kernel_for) == 2
     torch.testing.assert_close(model(x), ref, atol=1e-4, rtol=1e-4)
     assert set(built) == {(5, 40, 24), (5, 8, 40)}
+
+
+# ---------------------------------------------------------------- fused activations
+
+
+@pytest.mark.parametrize("act", ["relu", "gelu", "silu"])
+def test_fused_activation_matches_torch_on_cpu(act):
+    fam = get(f"gemm_{act}")
+    assert fam.activation == act and not fam.aten_ops and fam.profile_family == "gemm"
+    shape = FAM.awkward_shape((32, 48, 40))
+    for dtype in ("float32", "float16"):
+        kernel = fam.build(shape, dtype, fam.search_space(shape, dtype, CPU)[0], "c")
+        atol, rtol = fam.tolerance(dtype, shape)
+        for seed in (0, 1, 2):
+            inputs = fam.make_inputs(shape, dtype, "cpu", seed)
+            out, ref = kernel(*inputs), fam.reference(*inputs)
+            # the activation really ran: relu has no negatives, silu/gelu none below -0.28
+            assert out.float().min() >= (0 if act == "relu" else -0.3)
+            assert (ref != _plain_linear(*inputs)).any()
+            torch.testing.assert_close(out, ref, atol=atol, rtol=rtol)
+
+
+def _plain_linear(x, w, b):
+    return torch.nn.functional.linear(x, w, b)
+
+
+def test_fused_swap_in_replaces_linear_followed_by_its_activation_only():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Sequential(torch.nn.Linear(24, 40), torch.nn.GELU()),                 # fused
+        torch.nn.Sequential(torch.nn.Linear(40, 40), torch.nn.GELU(approximate="tanh")),  # other GELU: kept
+        torch.nn.Sequential(torch.nn.Linear(40, 8), torch.nn.SiLU()),                  # other activation: kept
+    ).eval()
+    x = torch.randn(3, 24)
+    expected = model(x)
+    fam = get("gemm_gelu")
+    built = {}
+
+    def kernel_for(shape):
+        built[shape] = fam.build(shape, "float32", fam.search_space(shape, "float32", CPU)[0], "c")
+        return built[shape]
+
+    assert fam.swap_in(model, kernel_for) == 1
+    assert type(model[0]).__name__ == "TileLangLinear" and model[0].activation == "gelu"
+    torch.testing.assert_close(model(x), expected, atol=1e-4, rtol=1e-4)
+    assert set(built) == {(3, 40, 24)}
+
+
+def test_unknown_activation_is_refused():
+    from evaluator.kernels.gemm import GemmFamily
+    with pytest.raises(KernelError, match="activation"):
+        GemmFamily("tanh")
+
+
+# ---------------------------------------------------------------- split-K and admissibility
+
+
+def test_split_k_only_where_tiles_do_not_fill_the_gpu():
+    small_mn = FAM.search_space((1024, 768, 3072), "float16", H200)  # bert-base FFN down-projection
+    split = [c for c in small_mn if c["split_k"] > 1]
+    assert split and all(C.ceildiv(1024, c["block_M"]) * C.ceildiv(768, c["block_N"]) < 132 for c in split)
+    assert not [c for c in FAM.search_space((1024, 768, 128), "float16", H200) if c["split_k"] > 1]  # short K
+
+
+def test_split_k_lowers_to_atomic_adds_for_awkward_shapes():
+    cfg = next(c for c in FAM.search_space((1024, 768, 3072), "float16", H200) if c["split_k"] > 1)
+    src = C.lower_source(FAM.program((1000, 770, 3001), "float16", cfg, SM90), SM90)
+    assert "__global__" in src and "atomic" in src.lower()
+
+
+def test_reject_reason_screens_configs_before_compiling():
+    shape = (4096, 4096, 4096)
+    assert FAM.reject_reason(shape, "float16", FAM.search_space(shape, "float16", H200)[0], H200) is None
+    huge = {"block_M": 256, "block_N": 256, "block_K": 128, "num_stages": 4, "threads": 256}
+    assert "shared memory" in FAM.reject_reason(shape, "float16", huge, H200)
+    assert "threads" in FAM.reject_reason(shape, "float16", {"threads": 96}, H200)
+    assert "unknown config keys" in FAM.reject_reason(shape, "float16", {"bogus": 1}, H200)
+    assert "policy" in FAM.reject_reason(shape, "float16", {"policy": "diagonal"}, H200)
