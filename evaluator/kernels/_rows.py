@@ -144,12 +144,14 @@ class RowFamily:
     """What softmax, layernorm and rmsnorm share: a (rows, cols) problem over the last dim,
     CPU/GPU program selection and cached compilation. Subclasses set `name`, `aten_ops`,
     `shape_names`, `cpu_program`/`gpu_program` (rows, cols, dtype, cfg) -> PrimFunc, and
-    `extra_inputs` (how many per-column vectors follow x, e.g. weight and bias)."""
+    `extra_inputs` (how many per-column vectors follow x, e.g. weight and bias) and
+    `row_inputs` (how many (rows, cols) tensors come first: 2 when a residual is fused)."""
 
     name: str
     aten_ops: frozenset
     shape_names: tuple = ("rows", "cols")
     extra_inputs: int = 0
+    row_inputs: int = 1
 
     def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]]) -> Shape | None:
         # The profiler does not record the dim argument; our zoo only reduces the last dim.
@@ -167,8 +169,8 @@ class RowFamily:
     def build(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Callable[..., torch.Tensor]:
         (rows, cols), dtype, cfg, program = self._resolve(shape, dtype, config, target)
         return C.build_cached(self.name, (rows, cols), dtype, cfg, target, program,
-                              out_idx=[1 + self.extra_inputs],
-                              input_shapes=[(rows, cols)] + [(cols,)] * self.extra_inputs)
+                              out_idx=[self.row_inputs + self.extra_inputs],
+                              input_shapes=[(rows, cols)] * self.row_inputs + [(cols,)] * self.extra_inputs)
 
     def _resolve(self, shape: Shape, dtype: str, config: KernelConfig, target: str):
         rows, cols = C.check_shape(shape, self.shape_names, self.name)

@@ -1,16 +1,19 @@
-"""LayerNorm over the last dimension with an elementwise affine (nn.LayerNorm, eps 1e-5).
+"""LayerNorm over the last dimension with an elementwise affine (nn.LayerNorm, eps 1e-5),
+and the same with the residual add fused in front of it (`layernorm_residual`).
 
-In: shape (rows, hidden); inputs x[rows, hidden], weight[hidden], bias[hidden].
-Out: y = (x - mean) / sqrt(var + eps) * weight + bias in the input dtype, compared
-against `torch.nn.functional.layer_norm`. Statistics are fp32 and two-pass (mean first,
+In: shape (rows, hidden); inputs x[rows, hidden], weight[hidden], bias[hidden] (the
+fused family takes x, r[rows, hidden], weight, bias). Out: y = (x - mean) /
+sqrt(var + eps) * weight + bias in the input dtype (of x + r for the fused family),
+compared against `torch.nn.functional.layer_norm`. Statistics are fp32 and two-pass (mean first,
 then the centred sum of squares) so rows with a large mean do not lose precision.
 Schedules: on CUDA, `block_rows` rows per block held in registers with block-wide
 reductions, or for long rows `chunk`-column streaming passes; on CPU, a loop over
 rows with the row in a stack buffer (or re-read from the input when it would not fit).
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: TileLang evaluates the annotations of the
+# kernel signatures in `_entry`, whose body does not mention rows, cols or dtype, so
+# string annotations could not be resolved through its closure.
 from typing import Any, Callable
 
 import torch
@@ -24,41 +27,62 @@ ACCUM = "float32"
 EPS = 1e-5
 
 
-def _cpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any]):
+def _load(X, Rz, i, j, residual: bool, T):
+    """One input element in fp32; with the fused residual, x + r (added in fp32 before
+    the statistics, which is what LN(x + r) in the input dtype rounds away at most)."""
+    x = T.cast(X[i, j], ACCUM)
+    return x + T.cast(Rz[i, j], ACCUM) if residual else x
+
+
+def _entry(T, rows: int, cols: int, dtype: str, residual: bool, body):
+    """The kernel's signature around a `T.macro` body: (X, Wt, B) -> Y, or with the fused
+    residual (X, R, Wt, B) -> Y. The plain form passes X as the unused residual."""
+    if residual:
+        @T.prim_func
+        def layernorm_residual(X: T.Tensor((rows, cols), dtype), Rz: T.Tensor((rows, cols), dtype),
+                               Wt: T.Tensor((cols,), dtype), B: T.Tensor((cols,), dtype),
+                               Y: T.Tensor((rows, cols), dtype)):
+            body(X, Rz, Wt, B, Y)
+
+        return layernorm_residual
+
+    @T.prim_func
+    def layernorm(X: T.Tensor((rows, cols), dtype), Wt: T.Tensor((cols,), dtype), B: T.Tensor((cols,), dtype),
+                  Y: T.Tensor((rows, cols), dtype)):
+        body(X, X, Wt, B, Y)
+
+    return layernorm
+
+
+def _cpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any], residual: bool = False):
     import tilelang.cpu.language as T
 
     BR, buffered = cfg["block_rows"], cfg["buffered"]
     inv_n = 1.0 / cols
 
-    if buffered:
-        @T.prim_func
-        def layernorm_cpu(X: T.Tensor((rows, cols), dtype), Wt: T.Tensor((cols,), dtype),
-                          B: T.Tensor((cols,), dtype), Y: T.Tensor((rows, cols), dtype)):
-            with T.Kernel(T.ceildiv(rows, BR)) as bx:
-                buf = T.alloc_local((cols,), ACCUM)
-                s = T.alloc_var(ACCUM)
-                v = T.alloc_var(ACCUM)
-                for r in T.serial(BR):
-                    if bx * BR + r < rows:
-                        s = T.float32(0)
-                        for j in T.serial(cols):
-                            buf[j] = T.cast(X[bx * BR + r, j], ACCUM)
-                            s += buf[j]
-                        mean = s * T.float32(inv_n)
-                        v = T.float32(0)
-                        for j in T.serial(cols):
-                            buf[j] = buf[j] - mean
-                            v += buf[j] * buf[j]
-                        rstd = T.rsqrt(v * T.float32(inv_n) + T.float32(EPS))
-                        for j in T.serial(cols):
-                            Y[bx * BR + r, j] = T.cast(buf[j] * rstd * T.cast(Wt[j], ACCUM) + T.cast(B[j], ACCUM),
-                                                       dtype)
+    @T.macro
+    def buffered_body(X, Rz, Wt, B, Y):
+        with T.Kernel(T.ceildiv(rows, BR)) as bx:
+            buf = T.alloc_local((cols,), ACCUM)
+            s = T.alloc_var(ACCUM)
+            v = T.alloc_var(ACCUM)
+            for r in T.serial(BR):
+                if bx * BR + r < rows:
+                    s = T.float32(0)
+                    for j in T.serial(cols):
+                        buf[j] = _load(X, Rz, bx * BR + r, j, residual, T)
+                        s += buf[j]
+                    mean = s * T.float32(inv_n)
+                    v = T.float32(0)
+                    for j in T.serial(cols):
+                        buf[j] = buf[j] - mean
+                        v += buf[j] * buf[j]
+                    rstd = T.rsqrt(v * T.float32(inv_n) + T.float32(EPS))
+                    for j in T.serial(cols):
+                        Y[bx * BR + r, j] = T.cast(buf[j] * rstd * T.cast(Wt[j], ACCUM) + T.cast(B[j], ACCUM), dtype)
 
-        return layernorm_cpu
-
-    @T.prim_func
-    def layernorm_cpu_stream(X: T.Tensor((rows, cols), dtype), Wt: T.Tensor((cols,), dtype),
-                             B: T.Tensor((cols,), dtype), Y: T.Tensor((rows, cols), dtype)):
+    @T.macro
+    def stream_body(X, Rz, Wt, B, Y):
         with T.Kernel(T.ceildiv(rows, BR)) as bx:
             s = T.alloc_var(ACCUM)
             v = T.alloc_var(ACCUM)
@@ -66,20 +90,21 @@ def _cpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any]):
                 if bx * BR + r < rows:
                     s = T.float32(0)
                     for j in T.serial(cols):
-                        s += T.cast(X[bx * BR + r, j], ACCUM)
+                        s += _load(X, Rz, bx * BR + r, j, residual, T)
                     mean = s * T.float32(inv_n)
                     v = T.float32(0)
                     for j in T.serial(cols):
-                        v += (T.cast(X[bx * BR + r, j], ACCUM) - mean) * (T.cast(X[bx * BR + r, j], ACCUM) - mean)
+                        v += (_load(X, Rz, bx * BR + r, j, residual, T) - mean) * (
+                            _load(X, Rz, bx * BR + r, j, residual, T) - mean)
                     rstd = T.rsqrt(v * T.float32(inv_n) + T.float32(EPS))
                     for j in T.serial(cols):
-                        Y[bx * BR + r, j] = T.cast((T.cast(X[bx * BR + r, j], ACCUM) - mean) * rstd
+                        Y[bx * BR + r, j] = T.cast((_load(X, Rz, bx * BR + r, j, residual, T) - mean) * rstd
                                                    * T.cast(Wt[j], ACCUM) + T.cast(B[j], ACCUM), dtype)
 
-    return layernorm_cpu_stream
+    return _entry(T, rows, cols, dtype, residual, buffered_body if buffered else stream_body)
 
 
-def _gpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any]):
+def _gpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any], residual: bool = False):
     import tilelang.language as T
 
     BR, threads, chunk = cfg["block_rows"], cfg["threads"], cfg["chunk"]
@@ -88,9 +113,8 @@ def _gpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any]):
     if chunk == 0:
         BN = R.padded_cols(cols, threads, BR)
 
-        @T.prim_func
-        def layernorm_rows(X: T.Tensor((rows, cols), dtype), Wt: T.Tensor((cols,), dtype),
-                           B: T.Tensor((cols,), dtype), Y: T.Tensor((rows, cols), dtype)):
+        @T.macro
+        def rows_body(X, Rz, Wt, B, Y):
             with T.Kernel(T.ceildiv(rows, BR), threads=threads) as bx:
                 x = T.alloc_fragment((BR, BN), ACCUM)
                 sq = T.alloc_fragment((BR, BN), ACCUM)
@@ -99,7 +123,7 @@ def _gpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any]):
                 # Padding reads as 0 so it adds nothing to the sums.
                 for i, j in T.Parallel(BR, BN):
                     x[i, j] = T.if_then_else((j < cols) and (bx * BR + i < rows),
-                                             T.cast(X[bx * BR + i, j], ACCUM), T.float32(0))
+                                             _load(X, Rz, bx * BR + i, j, residual, T), T.float32(0))
                 T.reduce_sum(x, mean, dim=1)
                 for i in T.Parallel(BR):
                     mean[i] = mean[i] * T.float32(inv_n)
@@ -114,13 +138,12 @@ def _gpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any]):
                         Y[bx * BR + i, j] = T.cast(x[i, j] * var[i] * T.cast(Wt[j], ACCUM) + T.cast(B[j], ACCUM),
                                                    dtype)
 
-        return layernorm_rows
+        return _entry(T, rows, cols, dtype, residual, rows_body)
 
     n_chunks = C.ceildiv(cols, chunk)
 
-    @T.prim_func
-    def layernorm_stream(X: T.Tensor((rows, cols), dtype), Wt: T.Tensor((cols,), dtype),
-                         B: T.Tensor((cols,), dtype), Y: T.Tensor((rows, cols), dtype)):
+    @T.macro
+    def stream_body(X, Rz, Wt, B, Y):
         with T.Kernel(rows, threads=threads) as bx:
             x = T.alloc_fragment((chunk,), ACCUM)
             part = T.alloc_fragment((1,), ACCUM)
@@ -130,7 +153,8 @@ def _gpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any]):
             total[0] = T.float32(0)
             for c in T.serial(n_chunks):
                 for j in T.Parallel(chunk):
-                    x[j] = T.if_then_else(c * chunk + j < cols, T.cast(X[bx, c * chunk + j], ACCUM), T.float32(0))
+                    x[j] = T.if_then_else(c * chunk + j < cols, _load(X, Rz, bx, c * chunk + j, residual, T),
+                                          T.float32(0))
                 T.reduce_sum(x, part, dim=0, clear=True)
                 total[0] = total[0] + part[0]
             mean[0] = total[0] * T.float32(inv_n)
@@ -138,8 +162,8 @@ def _gpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any]):
             total[0] = T.float32(0)
             for c in T.serial(n_chunks):
                 for j in T.Parallel(chunk):
-                    x[j] = T.if_then_else(c * chunk + j < cols, T.cast(X[bx, c * chunk + j], ACCUM) - mean[0],
-                                          T.float32(0))
+                    x[j] = T.if_then_else(c * chunk + j < cols,
+                                          _load(X, Rz, bx, c * chunk + j, residual, T) - mean[0], T.float32(0))
                     x[j] = x[j] * x[j]
                 T.reduce_sum(x, part, dim=0, clear=True)
                 total[0] = total[0] + part[0]
@@ -148,10 +172,10 @@ def _gpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any]):
                 for j in T.Parallel(chunk):
                     if c * chunk + j < cols:
                         Y[bx, c * chunk + j] = T.cast(
-                            (T.cast(X[bx, c * chunk + j], ACCUM) - mean[0]) * rstd[0]
+                            (_load(X, Rz, bx, c * chunk + j, residual, T) - mean[0]) * rstd[0]
                             * T.cast(Wt[c * chunk + j], ACCUM) + T.cast(B[c * chunk + j], ACCUM), dtype)
 
-    return layernorm_stream
+    return _entry(T, rows, cols, dtype, residual, stream_body)
 
 
 class LayerNormFamily(R.RowFamily):
@@ -163,6 +187,7 @@ class LayerNormFamily(R.RowFamily):
     cpu_program = staticmethod(_cpu_program)
     gpu_program = staticmethod(_gpu_program)
     eps = EPS
+    residual = False
 
     def standard_shapes(self, device: str) -> list[Shape]:
         if device == "cpu":
@@ -237,8 +262,73 @@ class TileLangLayerNorm(torch.nn.Module):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine=True, backend=tilelang"
 
 
+class LayerNormResidualFamily(LayerNormFamily):
+    """y = LN(x + r): a post-norm transformer's residual join and norm in one pass, so
+    x + r never makes a round trip through memory. Profiling sees the add and the norm
+    as separate ops; this family takes its shapes from the layernorm rows."""
+
+    name = "layernorm_residual"
+    title = "LayerNorm with fused residual add"
+    aten_ops = frozenset()
+    profile_family = "layernorm"
+    row_inputs = 2
+    residual = True
+    cpu_program = staticmethod(lambda rows, cols, dtype, cfg: _cpu_program(rows, cols, dtype, cfg, True))
+    gpu_program = staticmethod(lambda rows, cols, dtype, cfg: _gpu_program(rows, cols, dtype, cfg, True))
+
+    def make_inputs(self, shape: Shape, dtype: str, device: str, seed: int) -> tuple[torch.Tensor, ...]:
+        x, w, b = super().make_inputs(shape, dtype, device, seed)
+        rows, cols = shape
+        r = C.randn((rows, cols), C.canonical_dtype(dtype), device, C.generator(seed + 7919), scale=1.0)
+        return x, r, w, b
+
+    def reference(self, *inputs: torch.Tensor) -> torch.Tensor:
+        x, r, w, b = inputs
+        return F.layer_norm(x + r, (x.shape[-1],), w, b, EPS)
+
+    def flops(self, shape: Shape) -> float:
+        return super().flops(shape) + float(shape[0] * shape[1])
+
+    def bytes(self, shape: Shape, dtype: str) -> float:
+        rows, cols = shape
+        return super().bytes(shape, dtype) + float(rows * cols * C.dtype_bytes(C.canonical_dtype(dtype)))
+
+    def tolerance(self, dtype: str, shape: Shape | None = None) -> tuple[float, float]:
+        # PyTorch rounds x + r to the input dtype before normalising; the kernel does
+        # not, which moves a low-precision result by about one more output ulp.
+        atol, rtol = super().tolerance(dtype, shape)
+        return (2 * atol, 2 * rtol) if C.canonical_dtype(dtype) != "float32" else (atol, rtol)
+
+    def swap_in(self, model: torch.nn.Module,
+                kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]) -> int:
+        # A model opts in with a module that computes norm(x + r) and says so: the
+        # pattern is inside a forward(), which module swapping cannot see otherwise.
+        def match(m: torch.nn.Module) -> bool:
+            norm = getattr(m, "norm", None)
+            return bool(getattr(m, "adds_residual_before_norm", False)) and type(norm) is torch.nn.LayerNorm \
+                and norm.elementwise_affine and norm.bias is not None and norm.eps == EPS
+
+        return R.swap_in(model, match, lambda m: TileLangAddLayerNorm(m.norm, kernel_for))
+
+
+class TileLangAddLayerNorm(TileLangLayerNorm):
+    """forward(x, r) = LayerNorm(x + r) through the fused kernel; falls back to PyTorch."""
+
+    def forward(self, x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        hidden = self.normalized_shape[0]
+        shape = (x.numel() // hidden, hidden)
+        if shape not in self._kernels:
+            self._kernels[shape] = self._kernel_for(shape) if shape[0] > 0 and r.shape == x.shape else None
+        kernel = self._kernels[shape]
+        if kernel is None or r.shape != x.shape:
+            return F.layer_norm(x + r, self.normalized_shape, self.weight, self.bias, self.eps)
+        return kernel(x.reshape(shape), r.reshape(shape), self.weight, self.bias).reshape(x.shape)
+
+
 FAMILY = LayerNormFamily()
+RESIDUAL = LayerNormResidualFamily()
 
 from . import register  # noqa: E402  (the registry module defines register before importing us)
 
 register(FAMILY)
+register(RESIDUAL)
