@@ -13,6 +13,7 @@ call (device time on CUDA, CPU time otherwise).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import sys
 import time
@@ -63,13 +64,20 @@ def classify(name: str, input_shapes: list) -> str | None:
     return None
 
 
-def _problem_shape(family: str, op: str, shapes: list) -> str | None:
+def _problem_shape(family: str, op: str, shapes: list, concrete: list | None = None) -> str | None:
     if family not in kernels.REGISTRY:
         if family in ("bmm", "conv2d", "attention"):
             return ";".join(shape_str(s) for s in shapes if isinstance(s, (list, tuple)) and s)
         return None
+    fam = kernels.REGISTRY[family]
     try:
-        shape = kernels.REGISTRY[family].problem_shape(op, shapes)
+        # Scalar arguments (attention's is_causal, a convolution's stride and padding)
+        # are not in the input shapes; families that need them take the event's
+        # concrete inputs.
+        if "concrete_inputs" in inspect.signature(fam.problem_shape).parameters:
+            shape = fam.problem_shape(op, shapes, concrete_inputs=concrete)
+        else:
+            shape = fam.problem_shape(op, shapes)
     except Exception:  # an odd call signature must not stop the profile
         return None
     return shape_str(shape) if shape else None
@@ -131,7 +139,8 @@ def profile_model(model: LoadedModel, *, iters: int = 3, warmup: int = 2) -> pd.
             continue  # an unrecognised helper inside an unrecognised top-level op: counted there
         t_us = evt.device_time_total if use_cuda else evt.cpu_time_total
         rows.append({"family": family or "other", "op": evt.name, "time_us": float(t_us),
-                     "shape": _problem_shape(family, evt.name, evt.input_shapes) if family else None})
+                     "shape": (_problem_shape(family, evt.name, evt.input_shapes,
+                                              getattr(evt, "concrete_inputs", None)) if family else None)})
     df = pd.DataFrame(rows, columns=["family", "op", "time_us", "shape"])
     df.attrs["iters"] = iters
     df.attrs["wall_ms"] = wall * 1e3

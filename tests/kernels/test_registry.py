@@ -29,6 +29,8 @@ def test_family_satisfies_protocol(name):
     assert isinstance(fam, KernelFamily)
     assert fam.name == name and fam.title
     assert isinstance(fam.aten_ops, frozenset) and all(op.startswith("aten::") for op in fam.aten_ops)
+    # a family with no aten op of its own (a fused variant) names the one whose shapes it takes
+    assert fam.aten_ops or getattr(fam, "profile_family", None) in REGISTRY
     shape = fam.standard_shapes("cpu")[0]
     assert len(shape) == len(fam.shape_names)
     inputs = fam.make_inputs(shape, "float32", "cpu", 0)
@@ -40,11 +42,14 @@ def test_family_satisfies_protocol(name):
         atol, rtol = fam.tolerance(dtype)
         assert 0 < atol < 1 and 0 < rtol < 1
     awk = fam.awkward_shape(shape)
-    assert len(awk) == len(shape) and all(d % 16 for d in awk)
+    # Some dimensions cannot be awkward (attention's head dim feeds the tensor cores,
+    # flags and strides are small ints): families name the ones that can.
+    dims = getattr(fam, "awkward_dims", fam.shape_names)
+    assert len(awk) == len(shape) and all(awk[fam.shape_names.index(n)] % 16 for n in dims)
     cpu_space = fam.search_space(shape, "float32", CPU)
     assert 1 <= len(cpu_space) <= 4 and all(isinstance(c, dict) for c in cpu_space)
     gpu_space = fam.search_space(fam.standard_shapes("cuda")[1], "float16", H200)
-    assert 6 <= len(gpu_space) <= 12
+    assert 1 <= len(gpu_space) <= 24
     for device in ("cpu", "cuda"):
         assert 3 <= len(fam.standard_shapes(device)) <= 5
 

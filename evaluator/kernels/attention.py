@@ -1,0 +1,578 @@
+"""Attention forward (FlashAttention): o = softmax(q k^T / sqrt(D), causal mask) v.
+
+In: shape (B, H, Sq, Skv, D, causal); inputs q[B, H, Sq, D], k[B, H, Skv, D],
+v[B, H, Skv, D] (PyTorch's layout, contiguous); causal is 0 or 1 and follows PyTorch's
+top-left alignment (query i sees keys j <= i). Out: o[B, H, Sq, D] in the input dtype,
+compared against `torch.nn.functional.scaled_dot_product_attention(q, k, v,
+is_causal=causal)` with its default scale 1/sqrt(D).
+Schedules: on CUDA (fp16/bf16), FlashAttention-2: a block owns block_M query rows of one
+(batch, head), keeps its Q tile in shared memory and streams K/V tiles through a
+pipelined loop; QK^T and PV run on tensor cores (`T.gemm`) into fp32 fragments with an
+online softmax (exp2 on log2(e)-prescaled scores) in between; causal blocks stop at the
+diagonal. fp32 is refused on CUDA (T.gemm on fp32 is TF32, which would not match
+PyTorch's fp32). On CPU (the C backend), the same online-softmax loop over fp32 local
+tiles, one (batch, head, query block) per kernel block.
+
+The causal flag is not recoverable from q, k and v, so `make_inputs` tags q with it and
+`reference` reads it back (see `CAUSAL_ATTR`).
+"""
+
+# No `from __future__ import annotations`: TileLang resolves the prim_func's tensor
+# annotations from the closure, and names used only there (B, ...) are not in it.
+
+import math
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from ..errors import KernelError
+from ..results import Hardware, KernelConfig, Shape
+from . import _common as C
+from .base import is_cpu_target
+
+ACCUM = "float32"
+LOG2E = 1.4426950408889634
+SDPA = "aten::scaled_dot_product_attention"
+# The attribute make_inputs sets on q so that reference(q, k, v) knows the mask.
+CAUSAL_ATTR = "attention_causal"
+
+CPU_DEFAULTS = {"block_M": 32, "block_N": 64}
+GPU_DEFAULTS = {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256}
+
+# Local tiles become stack arrays in the generated C; keep them well inside a thread's stack.
+CPU_LOCAL_LIMIT_BYTES = 192 * 1024
+# Accumulator registers per thread (acc_s, its 16-bit copy, acc_o) above which the GPU
+# schedule spills. Checked with ptxas -v on the sm_90a build: every config of the space
+# (<= 160) has no spills; 128x128 tiles at D=128 with 128 threads (256) spill 848 bytes.
+GPU_ACC_REGS_LIMIT = 168
+GPU_MAX_HEAD_DIM = 256
+GPU_SMEM_SLACK = 1024  # bytes: mbarriers and the 1 KB alignment of the dynamic buffer
+# A large finite "minus infinity" for the C backend: it is compiled with -ffast-math
+# (finite-math-only), under which gcc may fold comparisons against a real -inf.
+CPU_NEG = -1.0e30
+
+# aten::scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal,
+# scale, enable_gqa): positions of the scalars in the profiler's concrete_inputs.
+ARG_MASK, ARG_DROPOUT, ARG_CAUSAL, ARG_SCALE = 3, 4, 5, 6
+
+
+# ---------------------------------------------------------------- programs
+
+
+def _cpu_program(B: int, H: int, Sq: int, Skv: int, D: int, causal: bool, dtype: str, cfg: dict[str, Any]):
+    import tilelang.cpu.language as T
+
+    bM, bN = cfg["block_M"], cfg["block_N"]
+    scale = 1.0 / math.sqrt(D)
+    n_kv = C.ceildiv(Skv, bN)
+    kv_tail = Skv % bN != 0
+
+    @T.prim_func
+    def attention_cpu(
+        Q: T.Tensor((B, H, Sq, D), dtype),
+        K: T.Tensor((B, H, Skv, D), dtype),
+        V: T.Tensor((B, H, Skv, D), dtype),
+        O: T.Tensor((B, H, Sq, D), dtype),
+    ):
+        with T.Kernel(T.ceildiv(Sq, bM), B * H) as (bx, bh):
+            # fp32 tiles whatever the storage dtype: half.hpp arithmetic is scalar and slow.
+            Q_l = T.alloc_local((bM, D), ACCUM)
+            Kt_l = T.alloc_local((D, bN), ACCUM)
+            V_l = T.alloc_local((bN, D), ACCUM)
+            S_l = T.alloc_local((bM, bN), ACCUM)
+            acc = T.alloc_local((bM, D), ACCUM)
+            m_l = T.alloc_local((bM,), ACCUM)
+            l_l = T.alloc_local((bM,), ACCUM)
+            m_new = T.alloc_var(ACCUM)
+            corr = T.alloc_var(ACCUM)
+            row_sum = T.alloc_var(ACCUM)
+            b = bh // H
+            h = bh % H
+            q0 = bx * bM
+            # The softmax scale is folded into Q once instead of into every score.
+            for i, d in T.grid(bM, D):
+                Q_l[i, d] = T.if_then_else(q0 + i < Sq, T.cast(Q[b, h, q0 + i, d], ACCUM) * T.float32(scale),
+                                           T.float32(0))
+            T.clear(acc)
+            for i in T.serial(bM):
+                m_l[i] = T.float32(CPU_NEG)
+                l_l[i] = T.float32(0)
+            # Causal: key blocks entirely right of this query block's last row are skipped.
+            n_blocks = T.min(n_kv, T.ceildiv(q0 + bM, bN)) if causal else n_kv
+            for kb in T.serial(n_blocks):
+                k0 = kb * bN
+                # K transposed on the way in so the score loop streams rows of both tiles.
+                for j, d in T.grid(bN, D):
+                    Kt_l[d, j] = T.if_then_else(k0 + j < Skv, T.cast(K[b, h, k0 + j, d], ACCUM), T.float32(0))
+                for j, d in T.grid(bN, D):
+                    V_l[j, d] = T.if_then_else(k0 + j < Skv, T.cast(V[b, h, k0 + j, d], ACCUM), T.float32(0))
+                T.clear(S_l)
+                # i-d-j order: the j loop is unit-stride in S_l and Kt_l, which gcc vectorizes.
+                for i, d in T.grid(bM, D):
+                    for j in T.serial(bN):
+                        S_l[i, j] += Q_l[i, d] * Kt_l[d, j]
+                for i in T.serial(bM):
+                    if causal:
+                        for j in T.serial(bN):
+                            S_l[i, j] = T.if_then_else((k0 + j <= q0 + i) and (k0 + j < Skv), S_l[i, j],
+                                                       T.float32(CPU_NEG))
+                    elif kv_tail:
+                        for j in T.serial(bN):
+                            S_l[i, j] = T.if_then_else(k0 + j < Skv, S_l[i, j], T.float32(CPU_NEG))
+                    m_new = m_l[i]
+                    for j in T.serial(bN):
+                        m_new = T.max(m_new, S_l[i, j])
+                    # Rescale what was accumulated under the old running max.
+                    corr = T.exp(m_l[i] - m_new)
+                    row_sum = T.float32(0)
+                    for j in T.serial(bN):
+                        S_l[i, j] = T.exp(S_l[i, j] - m_new)
+                        row_sum += S_l[i, j]
+                    l_l[i] = l_l[i] * corr + row_sum
+                    m_l[i] = m_new
+                    for d in T.serial(D):
+                        acc[i, d] *= corr
+                    # i-j-d order: the d loop is unit-stride in acc and V_l.
+                    for j in T.serial(bN):
+                        for d in T.serial(D):
+                            acc[i, d] += S_l[i, j] * V_l[j, d]
+            for i, d in T.grid(bM, D):
+                if q0 + i < Sq:
+                    O[b, h, q0 + i, d] = T.cast(acc[i, d] / l_l[i], dtype)
+
+    return attention_cpu
+
+
+def _gpu_program(B: int, H: int, Sq: int, Skv: int, D: int, causal: bool, dtype: str, cfg: dict[str, Any]):
+    import tilelang.language as T
+
+    bM, bN = cfg["block_M"], cfg["block_N"]
+    stages, threads = cfg["num_stages"], cfg["threads"]
+    # exp(x / sqrt(D)) == exp2(x * log2(e) / sqrt(D)): one FFMA + MUFU.EX2 per score.
+    scale = LOG2E / math.sqrt(D)
+    kv_tail = Skv % bN != 0
+    n_q = C.ceildiv(Sq, bM)
+
+    @T.prim_func
+    def attention_fwd(
+        Q: T.Tensor((B, H, Sq, D), dtype),
+        K: T.Tensor((B, H, Skv, D), dtype),
+        V: T.Tensor((B, H, Skv, D), dtype),
+        O: T.Tensor((B, H, Sq, D), dtype),
+    ):
+        with T.Kernel(n_q, H, B, threads=threads) as (bq, by, bz):
+            # Causal work grows with the query block; blocks launch in x order, so the
+            # longest go first and the short ones fill the tail of the last wave.
+            bx = n_q - 1 - bq if causal else bq
+            Q_s = T.alloc_shared((bM, D), dtype)
+            K_s = T.alloc_shared((bN, D), dtype)
+            V_s = T.alloc_shared((bN, D), dtype)
+            O_s = T.alloc_shared((bM, D), dtype)
+            acc_s = T.alloc_fragment((bM, bN), ACCUM)
+            acc_p = T.alloc_fragment((bM, bN), dtype)
+            acc_o = T.alloc_fragment((bM, D), ACCUM)
+            m_cur = T.alloc_fragment((bM,), ACCUM)
+            m_prev = T.alloc_fragment((bM,), ACCUM)
+            r_scale = T.alloc_fragment((bM,), ACCUM)
+            r_sum = T.alloc_fragment((bM,), ACCUM)
+            l_sum = T.alloc_fragment((bM,), ACCUM)
+
+            # Rows past Sq read as zeros (bounds-checked copy) and are never stored.
+            T.copy(Q[bz, by, bx * bM:(bx + 1) * bM, :], Q_s)
+            T.fill(acc_o, 0)
+            T.fill(l_sum, 0)
+            T.fill(m_cur, -T.infinity(ACCUM))
+
+            # Causal (top-left): query row i sees keys j <= i, so blocks past the
+            # diagonal of this query block contribute nothing and are never loaded.
+            n_blocks = (T.min(T.ceildiv(Skv, bN), T.ceildiv((bx + 1) * bM, bN)) if causal
+                        else T.ceildiv(Skv, bN))
+
+            for kb in T.Pipelined(n_blocks, num_stages=stages):
+                T.copy(K[bz, by, kb * bN:(kb + 1) * bN, :], K_s)
+                # The mask is the gemm's initial accumulator: 0 where visible, -inf where
+                # not (past the diagonal, or key rows past Skv in the tail block).
+                if causal:
+                    for i, j in T.Parallel(bM, bN):
+                        acc_s[i, j] = T.if_then_else(
+                            (kb * bN + j <= bx * bM + i) and (kb * bN + j < Skv), 0, -T.infinity(ACCUM))
+                elif kv_tail:
+                    for i, j in T.Parallel(bM, bN):
+                        acc_s[i, j] = T.if_then_else(kb * bN + j < Skv, 0, -T.infinity(ACCUM))
+                else:
+                    T.clear(acc_s)
+                T.gemm(Q_s, K_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+
+                T.copy(m_cur, m_prev)
+                T.fill(m_cur, -T.infinity(ACCUM))
+                T.reduce_max(acc_s, m_cur, dim=1, clear=False)
+                for i in T.Parallel(bM):
+                    m_cur[i] = T.max(m_cur[i], m_prev[i])
+                # Every row sees key 0 in the first block, so m_cur is finite from then
+                # on and exp2(-inf - finite) is a clean 0 for masked scores.
+                for i in T.Parallel(bM):
+                    r_scale[i] = T.exp2(m_prev[i] * scale - m_cur[i] * scale)
+                for i, j in T.Parallel(bM, bN):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m_cur[i] * scale)
+                T.reduce_sum(acc_s, r_sum, dim=1)
+                for i in T.Parallel(bM):
+                    l_sum[i] = l_sum[i] * r_scale[i] + r_sum[i]
+                T.copy(acc_s, acc_p)
+                for i, j in T.Parallel(bM, D):
+                    acc_o[i, j] *= r_scale[i]
+                # Key rows past Skv read as zeros, and their P is 0: no NaN can leak in.
+                T.copy(V[bz, by, kb * bN:(kb + 1) * bN, :], V_s)
+                T.gemm(acc_p, V_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+
+            for i, j in T.Parallel(bM, D):
+                acc_o[i, j] /= l_sum[i]
+            # Staged through shared memory so the global store is coalesced (TMA on sm_90).
+            T.copy(acc_o, O_s)
+            T.copy(O_s, O[bz, by, bx * bM:(bx + 1) * bM, :])
+
+    return attention_fwd
+
+
+# ---------------------------------------------------------------- sizing
+
+
+def _cpu_local_bytes(cfg: dict[str, Any], D: int) -> int:
+    bM, bN = cfg["block_M"], cfg["block_N"]
+    return (2 * bM * D + 2 * bN * D + bM * bN + 2 * bM) * 4
+
+
+def _gpu_smem(cfg: dict[str, Any], D: int, dtype: str) -> int:
+    """The Q tile, K and V tiles once per pipeline stage, and slack for barriers and
+    alignment. The O staging tile is not counted: TileLang's shared-memory planner puts
+    it on Q's bytes, whose lifetime has ended (seen in the sm_90a source)."""
+    b = C.dtype_bytes(dtype)
+    return (cfg["block_M"] * D + 2 * cfg["block_N"] * D * max(1, cfg["num_stages"])) * b + GPU_SMEM_SLACK
+
+
+def _gpu_acc_regs(cfg: dict[str, Any], D: int) -> float:
+    """fp32 registers per thread for acc_s, its half-precision copy and acc_o."""
+    bM, bN = cfg["block_M"], cfg["block_N"]
+    return (bM * bN * 1.5 + bM * D) / cfg["threads"]
+
+
+def _gpu_config_error(cfg: dict[str, Any], D: int) -> str | None:
+    bM, bN, threads = cfg["block_M"], cfg["block_N"], cfg["threads"]
+    if threads % 32 or not 32 <= threads <= 1024:
+        return f"threads must be a multiple of 32 in 32..1024, got {threads}"
+    if bM <= 0 or bN <= 0 or bM % 16 or bN % 16:
+        return f"block_M and block_N must be positive multiples of 16, got {bM}x{bN}"
+    # FullRow gives each warp whole rows of the score tile, at least one 16-row MMA tile.
+    warps = threads // 32
+    if bM % (16 * warps):
+        return f"block_M={bM} must be a multiple of 16 x {warps} warps (threads={threads})"
+    if D % 16 or D > GPU_MAX_HEAD_DIM:
+        return f"head dim D={D} must be a multiple of 16 up to {GPU_MAX_HEAD_DIM} for the tensor-core schedule"
+    regs = _gpu_acc_regs(cfg, D)
+    if regs > GPU_ACC_REGS_LIMIT:
+        return (f"{regs:.0f} accumulator registers per thread (block {bM}x{bN}, D={D}, {threads} threads) "
+                f"would spill; limit {GPU_ACC_REGS_LIMIT}")
+    return None
+
+
+# ---------------------------------------------------------------- family
+
+
+class AttentionFamily:
+    name = "attention"
+    title = "Attention forward (flash)"
+    aten_ops = frozenset({SDPA})
+    shape_names = ("B", "H", "Sq", "Skv", "D", "causal")
+    # The dims `awkward_shape` moves off tile multiples: D stays (it is the tensor-core
+    # K and N, a multiple of 16 on GPU), causal is a flag.
+    awkward_dims = ("Sq", "Skv")
+
+    # ------------------------------------------------------------ shapes
+
+    def check(self, shape: Sequence[int]) -> Shape:
+        """The shape as ints, or KernelError: five positive sizes and causal 0 or 1."""
+        try:
+            dims = tuple(int(s) for s in shape)
+        except (TypeError, ValueError):
+            dims = ()
+        if len(dims) != 6 or dims[5] not in (0, 1) or any(d <= 0 for d in dims[:5]):
+            raise KernelError(f"attention: shape must be (B, H, Sq, Skv, D, causal): five positive ints and "
+                              f"causal 0 or 1, got {tuple(shape)}")
+        return dims
+
+    def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]],
+                      concrete_inputs: Sequence[Any] | None = None) -> Shape | None:
+        """(B, H, Sq, Skv, D, causal) of one profiled aten::scaled_dot_product_attention.
+
+        Input shapes alone cannot say whether the call was causal (is_causal is a
+        scalar): pass the event's `concrete_inputs` (torch.profiler with
+        record_shapes=True fills them: [None, None, None, None, dropout_p, is_causal,
+        scale, enable_gqa]). Without them the call is taken as non-causal. Calls the
+        kernel does not compute (an explicit mask, dropout, a non-default scale,
+        grouped heads, a value head dim different from D) map to None."""
+        if op != SDPA:
+            return None
+        try:
+            q, k, v = ([int(d) for d in s] for s in input_shapes[:3])
+            if len(q) != 4 or len(k) != 4 or len(v) != 4:
+                return None
+            B, H, Sq, D = q
+            if k[:2] != [B, H] or v[:2] != [B, H] or k[3] != D or v[3] != D or k[2] != v[2]:
+                return None
+            if len(input_shapes) > ARG_MASK and list(input_shapes[ARG_MASK] or []):
+                return None  # an attn_mask tensor
+            causal = 0
+            if concrete_inputs is not None:
+                args = list(concrete_inputs) + [None] * 8
+                if args[ARG_DROPOUT] not in (None, 0, 0.0):
+                    return None
+                if args[ARG_SCALE] is not None and not math.isclose(float(args[ARG_SCALE]), 1.0 / math.sqrt(D),
+                                                                    rel_tol=1e-6):
+                    return None
+                causal = 1 if args[ARG_CAUSAL] else 0
+            shape = (B, H, Sq, k[2], D, causal)
+            return self.check(shape)
+        except (IndexError, TypeError, ValueError, KernelError):
+            return None
+
+    def standard_shapes(self, device: str) -> list[Shape]:
+        if device == "cpu":
+            # Each stays well under 50 ms per TileLang call on one core.
+            return [(1, 2, 128, 128, 64, 0), (1, 2, 128, 128, 64, 1), (1, 4, 256, 256, 64, 1),
+                    self.awkward_shape((1, 2, 128, 128, 64, 1))]
+        return [(8, 12, 128, 128, 64, 0), (4, 32, 4096, 4096, 64, 0), (4, 32, 4096, 4096, 128, 0),
+                (4, 32, 4096, 4096, 128, 1), self.awkward_shape((1, 32, 4096, 4096, 128, 1))]
+
+    def awkward_shape(self, shape: Shape) -> Shape:
+        """Sq and Skv off every tile multiple (see `awkward_dims`)."""
+        B, H, Sq, Skv, D, causal = self.check(shape)
+        return (B, H, C.awkward(Sq), C.awkward(Skv), D, causal)
+
+    # ------------------------------------------------------------ data
+
+    def make_inputs(self, shape: Shape, dtype: str, device: str, seed: int) -> tuple[torch.Tensor, ...]:
+        B, H, Sq, Skv, D, causal = self.check(shape)
+        dtype = C.canonical_dtype(dtype)
+        g = C.generator(seed)
+        # Unit-variance q, k give unit-variance scores after 1/sqrt(D): softmax rows
+        # neither collapse to one key nor flatten to a plain average.
+        q = C.randn((B, H, Sq, D), dtype, device, g)
+        k = C.randn((B, H, Skv, D), dtype, device, g)
+        v = C.randn((B, H, Skv, D), dtype, device, g)
+        setattr(q, CAUSAL_ATTR, bool(causal))
+        return q, k, v
+
+    def reference(self, *inputs: torch.Tensor) -> torch.Tensor:
+        """F.scaled_dot_product_attention with the causal flag `make_inputs` put on q
+        (a plain tensor attribute: it does not survive .to() or .clone())."""
+        q, k, v = inputs
+        causal = getattr(q, CAUSAL_ATTR, None)
+        if causal is None:
+            raise KernelError(f"attention: reference needs q from make_inputs (tagged with .{CAUSAL_ATTR}); "
+                              f"set q.{CAUSAL_ATTR} = True/False on other tensors")
+        return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
+
+    # ------------------------------------------------------------ metrics
+
+    def flops(self, shape: Shape) -> float:
+        """Two matmuls of 2*Sq*Skv*D each per head; causal counts half, as
+        FlashAttention's own benchmarks do."""
+        B, H, Sq, Skv, D, causal = self.check(shape)
+        f = 4.0 * B * H * Sq * Skv * D
+        return f / 2 if causal else f
+
+    def bytes(self, shape: Shape, dtype: str) -> float:
+        B, H, Sq, Skv, D, _ = self.check(shape)
+        return float(B * H * (2 * Sq + 2 * Skv) * D * C.dtype_bytes(C.canonical_dtype(dtype)))
+
+    def tolerance(self, dtype: str, shape: Shape | None = None) -> tuple[float, float]:
+        """Outputs are softmax-weighted means of N(0, 1) values; with unit-variance
+        scores their RMS is about sqrt(e / Skv) (0.026 at Skv = 4096), so atol is
+        relative to that scale: a flat atol of 1e-2 would pass an all-zero output.
+        fp32: summation order and expf differ (~1e-6 relative). fp16 (10-bit
+        mantissa): each side rounds the output once (<= 1e-3 relative) and the GPU
+        rounds P to fp16 before PV as FlashAttention does. bf16 (7-bit mantissa): the
+        same with 8x coarser rounding. Without a shape, Skv = 1024 is assumed."""
+        dtype = C.canonical_dtype(dtype)
+        skv = int(shape[3]) if shape is not None else 1024
+        rms = math.sqrt(math.e / max(1, skv))
+        rel = {"float32": 2e-5, "float16": 5e-3, "bfloat16": 4e-2}[dtype]
+        return (rel * rms, rel)
+
+    # ------------------------------------------------------------ tuning
+
+    def search_space(self, shape: Shape, dtype: str, hardware: Hardware) -> list[KernelConfig]:
+        B, H, Sq, Skv, D, causal = self.check(shape)
+        dtype = C.canonical_dtype(dtype)
+        if is_cpu_target(hardware.target) or hardware.device == "cpu":
+            return self._cpu_space(Sq, Skv, D)
+        if dtype == "float32":
+            # One candidate, so the tuner records why fp32 has no kernel on this device.
+            return [dict(GPU_DEFAULTS)]
+        return self._gpu_space(shape, dtype, hardware)
+
+    def _cpu_space(self, Sq: int, Skv: int, D: int) -> list[KernelConfig]:
+        def fitting(tiles):
+            out = []
+            for bM, bN in tiles:
+                # Tiles much larger than the problem only add padding work.
+                cfg = {"block_M": min(bM, C.round_up(Sq, 8)), "block_N": min(bN, C.round_up(Skv, 8))}
+                if _cpu_local_bytes(cfg, D) <= CPU_LOCAL_LIMIT_BYTES:
+                    out.append(cfg)
+            return C.dedupe(out)
+
+        # Small tiles only where a large head dim leaves no room for the usual ones.
+        return fitting(((32, 64), (64, 64), (16, 128), (32, 32))) or fitting(((16, 16), (8, 8)))
+
+    def _gpu_space(self, shape: Shape, dtype: str, hw: Hardware) -> list[KernelConfig]:
+        B, H, Sq, Skv, D, causal = shape
+        raw = [
+            # (block_M, block_N, num_stages, threads): 128x128 with two consumer warpgroups
+            # and a double-buffered K/V ring is what reaches peak on Hopper; smaller
+            # tiles serve short sequences (more blocks) and tight shared memory.
+            (128, 128, 2, 256),
+            (128, 64, 2, 256),
+            (128, 128, 1, 256),
+            (128, 64, 3, 256),
+            (128, 128, 3, 256),
+            (64, 128, 2, 128),
+            (64, 64, 2, 128),
+            # Fits 48 KB of shared memory per block (older GPUs) even at D = 128.
+            (64, 32, 1, 128),
+        ]
+        cands = [{"block_M": m, "block_N": n, "num_stages": s, "threads": t} for m, n, s, t in raw]
+        fitting = [c for c in cands if self.reject_reason(shape, dtype, c, hw) is None]
+        # Put first the largest query tile that still gives every SM a block.
+        sms = max(1, int(hw.cores or 1))
+        blocks = lambda c: B * H * C.ceildiv(Sq, c["block_M"])  # noqa: E731
+        full = [c for c in fitting if blocks(c) >= sms]
+        if full and full[0] is not fitting[0]:
+            fitting.remove(full[0])
+            fitting.insert(0, full[0])
+        elif not full and fitting:
+            first = max(fitting, key=lambda c: (blocks(c), -fitting.index(c)))
+            fitting.remove(first)
+            fitting.insert(0, first)
+        return fitting
+
+    def reject_reason(self, shape: Shape, dtype: str, config: KernelConfig, hardware: Hardware) -> str | None:
+        """None when `config` can be built and launched for this shape on `hardware`,
+        else a one-line reason (checked without compiling)."""
+        try:
+            B, H, Sq, Skv, D, causal = self.check(shape)
+            dtype = C.canonical_dtype(dtype)
+            cpu = is_cpu_target(hardware.target) or hardware.device == "cpu"
+            if cpu:
+                C.check_dtype_for_target(self.name, dtype, "c")
+                cfg = C.merge_config(CPU_DEFAULTS, config, self.name)
+                if cfg["block_M"] <= 0 or cfg["block_N"] <= 0:
+                    return f"block_M and block_N must be positive, got {cfg['block_M']}x{cfg['block_N']}"
+                local = _cpu_local_bytes(cfg, D)
+                if local > CPU_LOCAL_LIMIT_BYTES:
+                    return f"local tiles need {local} bytes of stack, limit {CPU_LOCAL_LIMIT_BYTES}"
+                return None
+            if dtype == "float32":
+                return _FP32_GPU
+            cfg = C.merge_config(GPU_DEFAULTS, config, self.name)
+        except KernelError as exc:
+            return str(exc)
+        error = _gpu_config_error(cfg, D)
+        if error:
+            return error
+        smem = _gpu_smem(cfg, D, dtype)
+        if not C.smem_fits(smem, hardware):
+            return f"needs {smem} bytes of shared memory, the device allows {hardware.smem_per_block} per block"
+        return None
+
+    # ------------------------------------------------------------ build
+
+    def program(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Any:
+        """The TileLang PrimFunc `build` compiles (for inspection and lowering tests)."""
+        return self._resolve(shape, dtype, config, target)[3]()
+
+    def build(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Callable[..., torch.Tensor]:
+        shape, dtype, cfg, program = self._resolve(shape, dtype, config, target)
+        B, H, Sq, Skv, D, _ = shape
+        return C.build_cached(self.name, shape, dtype, cfg, target, program, out_idx=[3],
+                              input_shapes=[(B, H, Sq, D), (B, H, Skv, D), (B, H, Skv, D)])
+
+    def _resolve(self, shape: Shape, dtype: str, config: KernelConfig, target: str):
+        B, H, Sq, Skv, D, causal = shape = self.check(shape)
+        dtype = C.canonical_dtype(dtype)
+        C.check_dtype_for_target(self.name, dtype, target)
+        if is_cpu_target(target):
+            cfg = C.merge_config(CPU_DEFAULTS, config, self.name)
+            if cfg["block_M"] <= 0 or cfg["block_N"] <= 0:
+                raise KernelError(f"attention: block_M and block_N must be positive, got {cfg}")
+            gen = _cpu_program
+        else:
+            if dtype == "float32":
+                raise KernelError(_FP32_GPU)
+            cfg = C.merge_config(GPU_DEFAULTS, config, self.name)
+            error = _gpu_config_error(cfg, D)
+            if error:
+                raise KernelError(f"attention: {error}")
+            gen = _gpu_program
+        program = lambda: gen(B, H, Sq, Skv, D, bool(causal), dtype, cfg)  # noqa: E731
+        return shape, dtype, cfg, program
+
+    # ------------------------------------------------------------ swap-in
+
+    def swap_in(self, model: torch.nn.Module,
+                kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]) -> int:
+        return C.replace_modules(model, is_attention_module, lambda m: TileLangAttention(m, kernel_for))
+
+
+_FP32_GPU = ("attention: float32 has no GPU schedule (T.gemm on fp32 runs as TF32 and would not match "
+             "PyTorch's fp32); use float16 or bfloat16 on CUDA")
+
+
+def is_attention_module(m: torch.nn.Module) -> bool:
+    """evaluator.models.zoo.Attention, or any parameter-free module like it: class name
+    "Attention", a bool `causal`, forward(q, k, v) = F.scaled_dot_product_attention."""
+    return (type(m).__name__ == "Attention" and isinstance(getattr(m, "causal", None), bool)
+            and next(m.parameters(), None) is None)
+
+
+class TileLangAttention(torch.nn.Module):
+    """Attention whose forward runs the TileLang kernel for its (B, H, Sq, Skv, D,
+    causal); falls back to F.scaled_dot_product_attention when `kernel_for` has none or
+    the call is not plain [B, H, S, D] self/cross attention with equal head dims."""
+
+    def __init__(self, attention: torch.nn.Module,
+                 kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]):
+        super().__init__()
+        self.causal = bool(attention.causal)
+        self._kernel_for = kernel_for
+        self._kernels: dict[Shape, Callable[..., torch.Tensor] | None] = {}
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        shape = self._shape(q, k, v)
+        kernel = None
+        if shape is not None:
+            if shape not in self._kernels:
+                self._kernels[shape] = self._kernel_for(shape)
+            kernel = self._kernels[shape]
+        if kernel is None:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        return kernel(q.contiguous(), k.contiguous(), v.contiguous())
+
+    def _shape(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Shape | None:
+        if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+            return None
+        B, H, Sq, D = (int(s) for s in q.shape)
+        if tuple(k.shape) != tuple(v.shape) or tuple(k.shape[:2]) != (B, H) or int(k.shape[3]) != D:
+            return None
+        if min(B, H, Sq, D, int(k.shape[2])) <= 0 or not (q.dtype == k.dtype == v.dtype):
+            return None
+        return (B, H, Sq, int(k.shape[2]), D, int(self.causal))
+
+    def extra_repr(self) -> str:
+        return f"causal={self.causal}, backend=tilelang"
+
+
+FAMILY = AttentionFamily()
+
+from . import register  # noqa: E402  (the registry module defines register before importing us)
+
+register(FAMILY)

@@ -1,0 +1,358 @@
+"""Attention family: the CPU schedule (TileLang's C backend) against
+F.scaled_dot_product_attention, shape and config validation, the search spaces, the
+CUDA schedule lowered for sm_90a (every config of the H200 space), the mapping from
+profiled calls, and the swap-in of the zoo's Attention module.
+
+In: shapes, seeds and configs. Out: pass/fail. Kernels are compiled once per process
+(the family's cache), so the seeds and the swap-in reuse the same builds.
+"""
+
+import math
+import shutil
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from evaluator.errors import KernelError
+from evaluator.kernels import _common as C
+from evaluator.kernels import attention as A
+from evaluator.models.zoo import Attention
+from evaluator.results import Hardware
+
+FAM = A.FAMILY
+CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
+H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
+                smem_per_block=232448, compute_capability="9.0")
+SM90 = "cuda -arch=sm_90a"
+SMALL = (1, 2, 128, 128, 64, 0)
+SMALL_CAUSAL = (1, 2, 128, 128, 64, 1)
+GPU_SHAPE = (1, 4, 4096, 4096, 128, 0)
+
+
+def cpu_kernel(shape, dtype, config=None):
+    config = FAM.search_space(shape, dtype, CPU)[0] if config is None else config
+    return FAM.build(shape, dtype, config, "c")
+
+
+def check(shape, dtype, seeds=(0, 1, 2), config=None):
+    kernel = cpu_kernel(shape, dtype, config)
+    atol, rtol = FAM.tolerance(dtype, shape)
+    for seed in seeds:
+        inputs = FAM.make_inputs(shape, dtype, "cpu", seed)
+        out = kernel(*inputs)
+        ref = FAM.reference(*inputs)
+        assert out.shape == ref.shape == inputs[0].shape and out.dtype == ref.dtype
+        assert torch.isfinite(out).all()
+        torch.testing.assert_close(out, ref, atol=atol, rtol=rtol)
+    return kernel
+
+
+# ---------------------------------------------------------------- CPU correctness
+
+
+@pytest.mark.parametrize("shape", [SMALL, SMALL_CAUSAL], ids=["full", "causal"])
+def test_cpu_fp32_matches_sdpa(shape):
+    check(shape, "float32")
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 45, 77, 32, 1), (2, 1, 77, 45, 32, 1)], ids=["Sq<Skv", "Sq>Skv"])
+def test_cpu_fp32_awkward_causal_is_top_left(shape):
+    # Sq != Skv and neither a multiple of 16: tails in both loops, and PyTorch's
+    # top-left causal alignment (query i sees keys 0..i) rather than bottom-right.
+    assert shape[2] % 16 and shape[3] % 16
+    kernel = check(shape, "float32")
+    q, k, v = FAM.make_inputs(shape, "float32", "cpu", 5)
+    out = kernel(q, k, v)
+    torch.testing.assert_close(out[:, :, 0], v[:, :, 0])  # row 0 sees key 0 only
+    bottom_right = torch.ones(shape[2], shape[3], dtype=torch.bool).tril(shape[3] - shape[2])
+    assert not torch.allclose(out, F.scaled_dot_product_attention(q, k, v, attn_mask=bottom_right), atol=1e-3)
+
+
+def test_cpu_fp16_awkward_causal():
+    # fp16 storage, fp32 tiles: one rounding of the output, as PyTorch's CPU kernel.
+    shape = FAM.awkward_shape((2, 3, 16, 34, 64, 1))
+    assert shape[2] % 16 and shape[3] % 16
+    check(shape, "float16")
+
+
+def test_cpu_other_tiles_causal_tail():
+    # A key tile wider than the query tile: the causal loop bound must still reach the
+    # diagonal of every query block, and the last block's rows past Sq are not stored.
+    check((1, 1, 53, 53, 32, 1), "float32", seeds=(0,), config={"block_M": 16, "block_N": 32})
+
+
+def test_cpu_bf16_is_refused_clearly():
+    with pytest.raises(KernelError, match="bfloat16"):
+        FAM.build(SMALL, "bfloat16", {}, "c")
+    assert "bfloat16" in FAM.reject_reason(SMALL, "bfloat16", {}, CPU)
+
+
+def test_wrong_result_is_detectable():
+    kernel = check(SMALL_CAUSAL, "float32", seeds=(0,))
+    inputs = FAM.make_inputs(SMALL_CAUSAL, "float32", "cpu", 0)
+    atol, rtol = FAM.tolerance("float32", SMALL_CAUSAL)
+    out = kernel(*inputs)
+    out[0, 1, 100, 7] += 1e-3
+    assert not torch.allclose(out, FAM.reference(*inputs), atol=atol, rtol=rtol)
+    # The causal flag travels with the inputs: a non-causal reference does not match.
+    q, k, v = inputs
+    assert not torch.allclose(kernel(*inputs), F.scaled_dot_product_attention(q, k, v), atol=1e-2, rtol=1e-2)
+    # An all-zero output fails even in fp16: atol follows the output's scale.
+    f16_atol, f16_rtol = FAM.tolerance("float16", (4, 32, 4096, 4096, 128, 0))
+    ref = torch.full((64,), math.sqrt(math.e / 4096))
+    assert not torch.allclose(torch.zeros(64), ref, atol=f16_atol, rtol=f16_rtol)
+
+
+def test_build_is_cached_and_validates_config():
+    cfg = FAM.search_space(SMALL, "float32", CPU)[0]
+    assert FAM.build(SMALL, "float32", cfg, "c") is FAM.build(SMALL, "float32", dict(cfg), "c")
+    with pytest.raises(KernelError, match="unknown config"):
+        FAM.build(SMALL, "float32", {"block_K": 32}, "c")
+    with pytest.raises(KernelError, match="positive"):
+        FAM.build(SMALL, "float32", {"block_M": 0}, "c")
+
+
+# ---------------------------------------------------------------- shapes and data
+
+
+@pytest.mark.parametrize("bad", [(1, 2, 128, 128, 64, 2), (1, 2, 128, 128, 64), (1, 0, 128, 128, 64, 0),
+                                 (1, 2, -3, 128, 64, 1), ("a", 2, 3, 4, 5, 0)])
+def test_shape_validation(bad):
+    for call in (lambda: FAM.make_inputs(bad, "float32", "cpu", 0), lambda: FAM.flops(bad),
+                 lambda: FAM.search_space(bad, "float32", CPU), lambda: FAM.build(bad, "float32", {}, "c")):
+        with pytest.raises(KernelError, match="B, H, Sq, Skv, D"):
+            call()
+
+
+def test_make_inputs_deterministic_and_tagged():
+    a = FAM.make_inputs((2, 3, 5, 7, 8, 1), "float16", "cpu", 3)
+    b = FAM.make_inputs((2, 3, 5, 7, 8, 1), "float16", "cpu", 3)
+    c = FAM.make_inputs((2, 3, 5, 7, 8, 1), "float16", "cpu", 4)
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    assert not torch.equal(a[0], c[0])
+    assert [tuple(t.shape) for t in a] == [(2, 3, 5, 8), (2, 3, 7, 8), (2, 3, 7, 8)]
+    assert all(t.dtype == torch.float16 and t.is_contiguous() for t in a)
+    assert getattr(a[0], A.CAUSAL_ATTR) is True
+    assert getattr(FAM.make_inputs(SMALL, "float32", "cpu", 0)[0], A.CAUSAL_ATTR) is False
+    with pytest.raises(KernelError, match="make_inputs"):
+        FAM.reference(a[0].clone(), a[1], a[2])
+
+
+def test_metrics():
+    B, H, Sq, Skv, D, _ = shape = (2, 4, 256, 512, 64, 0)
+    assert FAM.flops(shape) == 4 * B * H * Sq * Skv * D
+    assert FAM.flops(shape[:5] + (1,)) == FAM.flops(shape) / 2
+    assert FAM.bytes(shape, "float16") == 2 * B * H * (2 * Sq + 2 * Skv) * D
+    assert FAM.bytes(shape, "float32") == 2 * FAM.bytes(shape, "float16")
+    tols = [FAM.tolerance(dt, shape) for dt in ("float32", "float16", "bfloat16")]
+    assert tols[0] < tols[1] < tols[2]
+    # Longer key sequences average more values: smaller outputs, smaller atol.
+    assert FAM.tolerance("float16", (1, 1, 8, 4096, 64, 0))[0] < FAM.tolerance("float16", (1, 1, 8, 128, 64, 0))[0]
+
+
+def test_standard_shapes():
+    cpu = FAM.standard_shapes("cpu")
+    cuda = FAM.standard_shapes("cuda")
+    for shapes in (cpu, cuda):
+        assert 3 <= len(shapes) <= 5 and all(FAM.check(s) == s for s in shapes)
+        assert any(s[2] % 16 and s[3] % 16 for s in shapes)
+        assert {s[5] for s in shapes} == {0, 1}
+    assert SMALL in cpu and max(FAM.flops(s) for s in cpu) <= 4 * 4 * 256 * 256 * 64
+    assert {(4, 32, 4096, 4096, 128, 0), (4, 32, 4096, 4096, 128, 1), (8, 12, 128, 128, 64, 0)} <= set(cuda)
+    assert any(s[4] == 64 and s[2] == 4096 for s in cuda)
+    awk = FAM.awkward_shape((4, 32, 4096, 4096, 128, 1))
+    assert awk[:2] == (4, 32) and awk[4:] == (128, 1) and awk[2] % 16 and awk[3] % 16
+
+
+# ---------------------------------------------------------------- profiled calls
+
+
+def test_problem_shape_from_input_shapes():
+    q, k = [2, 4, 16, 8], [2, 4, 24, 8]
+    sdpa = A.SDPA
+    assert FAM.aten_ops == frozenset({sdpa})
+    assert FAM.problem_shape(sdpa, [q, k, k, [], [], [], [], []]) == (2, 4, 16, 24, 8, 0)
+    args = [None, None, None, None, 0.0, True, None, False]
+    assert FAM.problem_shape(sdpa, [q, k, k, [], [], [], [], []], args) == (2, 4, 16, 24, 8, 1)
+    assert FAM.problem_shape(sdpa, [q, k, k], [None] * 5 + [False]) == (2, 4, 16, 24, 8, 0)
+    assert FAM.problem_shape(sdpa, [q, k, k], [None] * 6 + [1 / math.sqrt(8)]) == (2, 4, 16, 24, 8, 0)
+    # What the kernel does not compute maps to None rather than to a wrong shape.
+    assert FAM.problem_shape(sdpa, [q, k, k, [16, 24]]) is None  # explicit mask
+    assert FAM.problem_shape(sdpa, [q, [2, 2, 24, 8], [2, 2, 24, 8]]) is None  # grouped heads
+    assert FAM.problem_shape(sdpa, [q, k, [2, 4, 24, 16]]) is None  # value head dim != D
+    assert FAM.problem_shape(sdpa, [q, k, k], [None] * 4 + [0.1, True]) is None  # dropout
+    assert FAM.problem_shape(sdpa, [q, k, k], [None] * 6 + [0.5]) is None  # custom scale
+    assert FAM.problem_shape(sdpa, [[16, 8], [24, 8], [24, 8]]) is None
+    assert FAM.problem_shape("aten::bmm", [q, k, k]) is None
+    assert FAM.problem_shape(sdpa, []) is None
+
+
+def test_problem_shape_from_a_real_profile():
+    from torch.profiler import ProfilerActivity, profile
+
+    q, k, v = torch.randn(1, 2, 9, 16), torch.randn(1, 2, 13, 16), torch.randn(1, 2, 13, 16)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        F.scaled_dot_product_attention(q, k, v)
+    events = [e for e in prof.events() if e.name == A.SDPA]
+    assert len(events) == 2
+    got = [FAM.problem_shape(e.name, e.input_shapes, e.concrete_inputs) for e in events]
+    assert got == [(1, 2, 9, 13, 16, 1), (1, 2, 9, 13, 16, 0)]
+
+
+# ---------------------------------------------------------------- search spaces
+
+
+def test_cpu_search_space():
+    space = FAM.search_space(SMALL, "float32", CPU)
+    assert 3 <= len(space) <= 4
+    assert all(FAM.reject_reason(SMALL, "float32", c, CPU) is None for c in space)
+    tiny = FAM.search_space((1, 1, 5, 7, 8, 0), "float32", CPU)
+    assert all(c["block_M"] <= 8 and c["block_N"] <= 8 for c in tiny)
+    assert "stack" in FAM.reject_reason(SMALL, "float32", {"block_M": 512, "block_N": 512}, CPU)
+
+
+@pytest.mark.parametrize("D", [64, 128])
+def test_gpu_search_space_fits_device(D):
+    shape = (4, 32, 4096, 4096, D, 1)
+    space = FAM.search_space(shape, "float16", H200)
+    assert 4 <= len(space) <= 10
+    assert space[0] == {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256}
+    for c in space:
+        assert FAM.reject_reason(shape, "float16", c, H200) is None
+        assert (c["block_M"] * D + 2 * c["block_N"] * D * c["num_stages"]) * 2 <= H200.smem_per_block
+    small = Hardware(**{**H200.__dict__, "smem_per_block": 48 * 1024})
+    fitted = FAM.search_space(shape, "float16", small)
+    assert 0 < len(fitted) < len(space)
+    assert all(A._gpu_smem(c, D, "float16") <= 48 * 1024 for c in fitted)
+
+
+def test_gpu_search_space_orders_for_small_grids():
+    # 8 x 12 heads of 128 queries: 96 blocks of 128 rows leave SMs idle; 64-row blocks do not.
+    space = FAM.search_space((8, 12, 128, 128, 64, 0), "float16", H200)
+    assert space[0]["block_M"] == 64
+
+
+def test_reject_reason():
+    ok = {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256}
+    assert FAM.reject_reason(GPU_SHAPE, "float16", ok, H200) is None
+    assert "unknown config" in FAM.reject_reason(GPU_SHAPE, "float16", {**ok, "block_K": 64}, H200)
+    assert "shared memory" in FAM.reject_reason(GPU_SHAPE, "float16", {**ok, "num_stages": 4}, H200)
+    assert "threads" in FAM.reject_reason(GPU_SHAPE, "float16", {**ok, "threads": 100}, H200)
+    assert "warps" in FAM.reject_reason(GPU_SHAPE, "float16", {**ok, "block_M": 64}, H200)
+    assert "spill" in FAM.reject_reason(GPU_SHAPE, "float16", {**ok, "threads": 128}, H200)
+    assert "multiple of 16" in FAM.reject_reason((1, 4, 256, 256, 72, 0), "float16", ok, H200)
+    assert "float16" in FAM.reject_reason(GPU_SHAPE, "float32", ok, H200)
+    assert "B, H, Sq, Skv, D" in FAM.reject_reason((1, 2, 3), "float16", ok, H200)
+
+
+def test_gpu_fp32_is_refused_clearly():
+    assert FAM.search_space(GPU_SHAPE, "float32", H200)  # one candidate, so the tuner records why
+    with pytest.raises(KernelError, match="float16 or bfloat16"):
+        FAM.program(GPU_SHAPE, "float32", {}, SM90)
+
+
+# ---------------------------------------------------------------- CUDA schedule (lowered only)
+
+
+H200_SPACE = FAM.search_space(GPU_SHAPE, "float16", H200)
+
+
+@pytest.mark.parametrize("index", range(len(H200_SPACE)))
+def test_every_h200_config_lowers_for_sm90(index):
+    # Causal alternates across configs so both mask paths are lowered without
+    # doubling the (multi-second) lowerings.
+    shape = GPU_SHAPE[:5] + (index % 2,)
+    cfg = H200_SPACE[index]
+    src = C.lower_source(FAM.program(shape, "float16", cfg, SM90), SM90)
+    assert "__global__" in src and "wgmma" in src  # Hopper tensor cores, not a scalar loop
+    assert "exp2" in src
+
+
+def test_bf16_lowers_for_sm90():
+    cfg = FAM.search_space(GPU_SHAPE, "bfloat16", H200)[0]
+    src = C.lower_source(FAM.program(GPU_SHAPE[:5] + (1,), "bfloat16", cfg, SM90), SM90)
+    assert "wgmma" in src and "kBFloat16" in src
+
+
+def test_d64_awkward_causal_lowers_for_sm90():
+    shape = (2, 3, 135, 119, 64, 1)
+    cfg = FAM.search_space(shape, "float16", H200)[0]
+    src = C.lower_source(FAM.program(shape, "float16", cfg, SM90), SM90)
+    assert "wgmma" in src
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_cuda_schedule_compiles_for_sm90():
+    kernel = FAM.build(GPU_SHAPE, "float16", H200_SPACE[0], SM90)
+    assert "__global__" in kernel.source
+
+
+# ---------------------------------------------------------------- swap-in
+
+
+class _Net(torch.nn.Module):
+    """Two blocks of (full attention + causal attention) -> Linear, as a model nests them."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(torch.nn.ModuleDict(
+            {"full": Attention(causal=False), "causal": Attention(causal=True), "proj": torch.nn.Linear(64, 64)})
+            for _ in range(2))
+
+    def forward(self, q, k, v):
+        for b in self.blocks:
+            q = b["proj"](b["full"](q, k, v) + b["causal"](q, k, v))
+        return q
+
+
+def test_swap_in_replaces_attention_modules():
+    torch.manual_seed(0)
+    model = _Net().eval()
+    # (B, S, H, D) -> (B, H, S, D): non-contiguous, as a model's head split makes them.
+    q, k, v = (torch.randn(1, 128, 2, 64).transpose(1, 2) for _ in range(3))
+    with torch.no_grad():
+        expected = model(q, k, v)
+    asked = []
+
+    def kernel_for(shape):
+        asked.append(shape)
+        return cpu_kernel(shape, "float32") if shape == SMALL_CAUSAL else None  # full: falls back
+
+    assert FAM.swap_in(model, kernel_for) == 4
+    for b in model.blocks:
+        assert type(b["full"]).__name__ == type(b["causal"]).__name__ == "TileLangAttention"
+        assert type(b["proj"]) is torch.nn.Linear
+    with torch.no_grad():
+        got = model(q, k, v)
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert sorted(set(asked)) == [SMALL, SMALL_CAUSAL]
+    assert len(asked) == 4  # once per module and shape, then cached
+    with torch.no_grad():
+        model(q, k, v)
+    assert len(asked) == 4
+
+
+def test_swap_in_skips_lookalikes_with_parameters():
+    class Attention(torch.nn.Module):  # a full attention layer with projections
+        def __init__(self):
+            super().__init__()
+            self.causal = True
+            self.qkv = torch.nn.Linear(8, 24)
+
+    class NotBool(torch.nn.Module):
+        causal = 1
+
+    model = torch.nn.Sequential(Attention(), NotBool())
+    assert FAM.swap_in(model, lambda shape: None) == 0
+
+
+def test_swapped_module_falls_back_for_unsupported_calls():
+    swapped = A.TileLangAttention(Attention(causal=True), lambda shape: pytest.fail("not asked"))
+    q, k = torch.randn(1, 4, 8, 16), torch.randn(1, 2, 8, 16)  # grouped heads
+    with pytest.raises(RuntimeError):
+        swapped(q, k, k)  # PyTorch's own error, as without the swap
+    q3 = torch.randn(4, 8, 16)
+    torch.testing.assert_close(swapped(q3, q3, q3), F.scaled_dot_product_attention(q3, q3, q3, is_causal=True))
