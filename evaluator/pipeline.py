@@ -90,8 +90,14 @@ def _save(run_dir: Path, result: RunResult) -> None:
     tmp.replace(run_dir / "results.json")  # atomic: an interrupted write never leaves half a file
 
 
+def _profile_family(name: str) -> str:
+    return getattr(kernels.get(name), "profile_family", name)
+
+
 def _shapes_for(family: kernels.KernelFamily, hot: "profiling.HotOps", cfg: Config) -> list[tuple[Shape, str]]:
-    op = next((o for o in hot.ops if o.family == family.name), None)
+    # Fused variants (gemm_gelu, layernorm_residual) have no aten op of their own; they
+    # take the shapes profiled for the family they extend.
+    op = next((o for o in hot.ops if o.family == _profile_family(family.name)), None)
     model_shapes = [parse_shape(s) for s in (op.shapes if op else ())][: cfg.profile.max_shapes]
     shapes = [(s, "model") for s in model_shapes]
     if not shapes or cfg.bench.sweep:
@@ -215,7 +221,9 @@ def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
 
     # ---- end to end and soak
     swaps = []
-    for fname in result.families:
+    # Fused variants swap first: once plain gemm has replaced a Linear, the
+    # Sequential(Linear, GELU) that gemm_gelu looks for is gone.
+    for fname in sorted(result.families, key=lambda f: _profile_family(f) == f):
         fam = kernels.get(fname)
         swaps.append((fam, (lambda fn: lambda shape: compiled.get((fn, tuple(shape))))(fname)))
 
@@ -230,7 +238,7 @@ def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
                     speedups[f] = math.exp(sum(math.log(s) for s in rows) / len(rows))
             atol = 1e-3 if cfg.model.dtype == "float32" else 5e-2
             e2e = bench.end_to_end(loaded.module, loaded.inputs, cfg.device, loaded.spec.batch_size, swaps,
-                                   coverage=sum(shares.get(f, 0.0) for f in result.families),
+                                   coverage=sum(shares.get(f, 0.0) for f in {_profile_family(f) for f in result.families}),
                                    op_speedups=speedups, shares=shares, atol=atol, policy=cfg.bench.timing)
             rep.done(f"{e2e.replaced_modules} modules swapped; speedup "
                      f"{e2e.speedup:.3g}x, outputs {'match' if e2e.outputs_match else 'DIFFER'}"

@@ -5,19 +5,51 @@ In: a zoo name ("bert-tiny", "bert-base", "resnet-tiny", "resnet50", "llama-tiny
 are downloaded: timing and correctness do not depend on trained values, and the boxes
 this runs on are often offline.
 
-Softmax, LayerNorm, RMSNorm and Linear are modules (not functional calls) so the
+Attention, LayerNorm, RMSNorm, Linear and Conv2d are modules (not functional calls) so the
 end-to-end stage can swap them for TileLang-backed ones.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+
+# ---------------------------------------------------------------- attention
+
+
+class Attention(nn.Module):
+    """softmax(q k^T / sqrt(d)) v over (batch, heads, seq, head_dim), through PyTorch's
+    fused scaled_dot_product_attention as Hugging Face models call it. A module of its
+    own (no parameters) so the attention family can swap it for a TileLang kernel."""
+
+    def __init__(self, causal: bool = False):
+        super().__init__()
+        self.causal = bool(causal)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+
+    def extra_repr(self) -> str:
+        return f"causal={self.causal}"
+
+
+class AddNorm(nn.Module):
+    """LayerNorm(x + r): a post-norm transformer's residual join. Its own module, and
+    marked, so the fused layernorm_residual family can replace the pair with one pass."""
+
+    adds_residual_before_norm = True
+
+    def __init__(self, hidden: int):
+        super().__init__()
+        self.norm = nn.LayerNorm(hidden)
+
+    def forward(self, x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        return self.norm(x + r)
 
 
 # ---------------------------------------------------------------- BERT (encoder)
@@ -41,12 +73,12 @@ class BertLayer(nn.Module):
         self.k = nn.Linear(s.hidden, s.hidden)
         self.v = nn.Linear(s.hidden, s.hidden)
         self.o = nn.Linear(s.hidden, s.hidden)
-        self.softmax = nn.Softmax(dim=-1)
-        self.ln1 = nn.LayerNorm(s.hidden)
-        self.up = nn.Linear(s.hidden, s.intermediate)
-        self.act = nn.GELU()
+        self.attn = Attention(causal=False)
+        self.ln1 = AddNorm(s.hidden)
+        # Linear then GELU as one Sequential: the fused gemm_gelu family can take both.
+        self.up = nn.Sequential(nn.Linear(s.hidden, s.intermediate), nn.GELU())
         self.down = nn.Linear(s.intermediate, s.hidden)
-        self.ln2 = nn.LayerNorm(s.hidden)
+        self.ln2 = AddNorm(s.hidden)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, h = x.shape
@@ -56,10 +88,9 @@ class BertLayer(nn.Module):
             return y.view(b, t, self.heads, d).transpose(1, 2)
 
         q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
-        probs = self.softmax(q @ k.transpose(-1, -2) / math.sqrt(d))
-        ctx = (probs @ v).transpose(1, 2).reshape(b, t, h)
-        x = self.ln1(x + self.o(ctx))
-        return self.ln2(x + self.down(self.act(self.up(x))))
+        ctx = self.attn(q, k, v).transpose(1, 2).reshape(b, t, h)
+        x = self.ln1(x, self.o(ctx))
+        return self.ln2(x, self.down(self.up(x)))
 
 
 class Bert(nn.Module):
@@ -157,9 +188,9 @@ class LlamaLayer(nn.Module):
         self.k = nn.Linear(s.hidden, s.hidden, bias=False)
         self.v = nn.Linear(s.hidden, s.hidden, bias=False)
         self.o = nn.Linear(s.hidden, s.hidden, bias=False)
-        self.softmax = nn.Softmax(dim=-1)
+        self.attn = Attention(causal=True)
         self.norm2 = nn.RMSNorm(s.hidden, eps=1e-6)
-        self.gate = nn.Linear(s.hidden, s.intermediate, bias=False)
+        self.gate = nn.Sequential(nn.Linear(s.hidden, s.intermediate, bias=False), nn.SiLU())
         self.up = nn.Linear(s.hidden, s.intermediate, bias=False)
         self.down = nn.Linear(s.intermediate, s.hidden, bias=False)
 
@@ -172,12 +203,9 @@ class LlamaLayer(nn.Module):
             return z.view(b, t, self.heads, d).transpose(1, 2)
 
         q, k, v = _rope(split(self.q(y))), _rope(split(self.k(y))), split(self.v(y))
-        scores = q @ k.transpose(-1, -2) / math.sqrt(d)
-        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
-        probs = self.softmax(scores.masked_fill(mask, float("-inf")))
-        x = x + self.o((probs @ v).transpose(1, 2).reshape(b, t, h))
+        x = x + self.o(self.attn(q, k, v).transpose(1, 2).reshape(b, t, h))
         y = self.norm2(x)
-        return x + self.down(F.silu(self.gate(y)) * self.up(y))
+        return x + self.down(self.gate(y) * self.up(y))
 
 
 class Llama(nn.Module):
