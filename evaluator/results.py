@@ -146,10 +146,13 @@ class Candidate:
     """One tuning candidate: compiled and timed, or the reason it was not."""
 
     config: KernelConfig
-    status: str  # "ok" | "rejected" | "compile_error" | "runtime_error" | "wrong"
+    # "ok" | "rejected" (before compiling) | "compile_error" | "runtime_error" | "wrong"
+    # | "crashed" (killed the isolated worker, or hung past the timeout) | "skipped" (budget spent)
+    status: str
     latency_ms: float | None = None
     compile_s: float | None = None
     error: str = ""
+    phase: str = "coarse"  # "coarse" (the family's grid) or "fine-<round>" (neighbours of the best)
 
 
 @dataclass(frozen=True)

@@ -1,28 +1,58 @@
 """Tuning on the real CPU backend: failing candidates are recorded, the fastest correct one wins,
-and the cache is keyed by shape and toolchain."""
+the search goes from the coarse grid to the neighbours of the best, within the budget, and
+the cache is keyed by shape and toolchain."""
+import pytest
 import torch
 
 from evaluator import hardware, kernels, tuning
 
 
 class WithExtraConfigs:
-    """The real gemm family with a few hand-picked configs put in front of its search space."""
+    """The real gemm family with a few hand-picked configs put in front of its search space,
+    and without its reject_reason, so a bad config reaches the compiler."""
 
     def __init__(self, extra):
         self._fam = kernels.get("gemm")
         self._extra = extra
 
     def __getattr__(self, name):
+        if name == "reject_reason":
+            raise AttributeError(name)
         return getattr(self._fam, name)
 
     def search_space(self, shape, dtype, hw):
         return self._extra + self._fam.search_space(shape, dtype, hw)[:1]
 
 
+class Rejecting:
+    """The real softmax family with a reject_reason that refuses 16 rows or more per block,
+    and a record of every config it was asked to build."""
+
+    def __init__(self):
+        self._fam = kernels.get("softmax")
+        self.built = []
+
+    def __getattr__(self, name):
+        return getattr(self._fam, name)
+
+    def reject_reason(self, shape, dtype, config, hw):
+        return f"{config['block_rows']} rows per block is too many" if config["block_rows"] >= 16 else None
+
+    def build(self, shape, dtype, config, target):
+        self.built.append(dict(config))
+        return self._fam.build(shape, dtype, config, target)
+
+
+@pytest.fixture(scope="module")
+def softmax_64x96():
+    """One full coarse-to-fine tune, shared by the tests that only read its result."""
+    return tuning.tune(kernels.get("softmax"), (64, 96), "float32", hardware.detect("cpu"), budget_s=300)
+
+
 def test_broken_candidate_is_data_not_a_crash():
     hw = hardware.detect("cpu")
     fam = WithExtraConfigs([{"block_M": 0, "block_N": 32, "block_K": 32}])
-    tk, kernel = tuning.tune(fam, (40, 24, 16), "float32", hw, budget_s=120)
+    tk, kernel = tuning.tune(fam, (40, 24, 16), "float32", hw, budget_s=120, fine_rounds=0)
     statuses = [c.status for c in tk.candidates]
     assert statuses[0] == "compile_error" and tk.candidates[0].error
     assert "ok" in statuses and kernel is not None and tk.config is not None
@@ -30,11 +60,64 @@ def test_broken_candidate_is_data_not_a_crash():
     torch.testing.assert_close(kernel(x, w, b), torch.nn.functional.linear(x, w, b), atol=1e-4, rtol=1e-4)
 
 
-def test_best_is_the_fastest_ok_candidate():
-    hw = hardware.detect("cpu")
-    tk, _ = tuning.tune(kernels.get("softmax"), (64, 96), "float32", hw, budget_s=120)
+def test_best_is_the_fastest_ok_candidate(softmax_64x96):
+    tk, _ = softmax_64x96
     ok = [c for c in tk.candidates if c.status == "ok"]
     assert ok and tk.config == min(ok, key=lambda c: c.latency_ms).config
+
+
+def test_fine_phase_tries_neighbours_of_the_best_coarse_configs(softmax_64x96):
+    tk, kernel = softmax_64x96
+    coarse = [c for c in tk.candidates if c.phase == "coarse"]
+    fine1 = [c for c in tk.candidates if c.phase == "fine-1"]
+    assert [c.config for c in coarse] == kernels.get("softmax").search_space((64, 96), "float32",
+                                                                            hardware.detect("cpu"))
+    assert fine1, [(c.phase, c.config) for c in tk.candidates]
+    configs = [tuple(sorted(c.config.items())) for c in tk.candidates]
+    assert len(configs) == len(set(configs))  # nothing is tried twice
+    # round 1 explores around the fastest coarse config (and a close runner-up)
+    ranked = sorted((c for c in coarse if c.status == "ok"), key=lambda c: c.latency_ms)
+    around = [n for c in ranked[:2] for n in tuning.neighbours(c.config)]
+    assert all(c.config in around for c in fine1)
+    assert any(c.config in tuning.neighbours(ranked[0].config) for c in fine1)
+    rounds = sorted({c.phase for c in tk.candidates} - {"coarse"})
+    assert rounds == [f"fine-{i}" for i in range(1, len(rounds) + 1)] and len(rounds) <= tuning.FINE_ROUNDS
+    x, = kernels.get("softmax").make_inputs((64, 96), "float32", "cpu", 3)
+    torch.testing.assert_close(kernel(x), torch.softmax(x, -1), atol=1e-6, rtol=1e-5)
+
+
+def test_neighbours_double_halve_and_flip():
+    got = tuning.neighbours({"block_M": 64, "threads": 128, "num_stages": 3, "chunk": 0, "swizzle": True,
+                             "rows": 1})
+    assert got == [{"block_M": 128, "threads": 128, "num_stages": 3, "chunk": 0, "swizzle": True, "rows": 1},
+                   {"block_M": 32, "threads": 128, "num_stages": 3, "chunk": 0, "swizzle": True, "rows": 1},
+                   {"block_M": 64, "threads": 256, "num_stages": 3, "chunk": 0, "swizzle": True, "rows": 1},
+                   {"block_M": 64, "threads": 64, "num_stages": 3, "chunk": 0, "swizzle": True, "rows": 1},
+                   {"block_M": 64, "threads": 128, "num_stages": 3, "chunk": 0, "swizzle": False, "rows": 1}]
+
+
+def test_spent_budget_skips_the_rest_but_still_returns_a_kernel():
+    hw = hardware.detect("cpu")
+    seen = []
+    tk, kernel = tuning.tune(kernels.get("softmax"), (32, 48), "float32", hw, budget_s=0, on_candidate=seen.append)
+    statuses = [c.status for c in tk.candidates]
+    assert statuses[0] == "ok" and kernel is not None and tk.config == tk.candidates[0].config
+    assert set(statuses[1:]) == {"skipped"} and all("budget of 0s spent" in c.error for c in tk.candidates[1:])
+    # the fine phase is bounded by the same budget: its neighbours are listed, not compiled
+    assert any(c.phase == "fine-1" for c in tk.candidates[1:])
+    assert seen == list(tk.candidates)  # progress is reported candidate by candidate
+
+
+def test_rejected_configs_are_recorded_and_never_compiled():
+    hw = hardware.detect("cpu")
+    fam = Rejecting()
+    tk, kernel = tuning.tune(fam, (32, 48), "float32", hw, budget_s=300)
+    rejected = [c for c in tk.candidates if c.status == "rejected"]
+    assert rejected and all(c.config["block_rows"] >= 16 and "too many" in c.error and c.compile_s is None
+                            for c in rejected)
+    assert {c.phase for c in rejected} >= {"coarse"}
+    assert not [c for c in fam.built if c["block_rows"] >= 16]
+    assert kernel is not None and tk.config["block_rows"] < 16
 
 
 def test_cache_reuse_and_key():
@@ -48,10 +131,12 @@ def test_cache_reuse_and_key():
         store[repr(key)] = config
 
     fam = kernels.get("softmax")
-    first, _ = tuning.tune(fam, (32, 48), "float32", hw, lookup=lookup, save=save, tilelang_version="x")
+    first, _ = tuning.tune(fam, (32, 48), "float32", hw, lookup=lookup, save=save, tilelang_version="x",
+                           fine_rounds=0)
     again, k = tuning.tune(fam, (32, 48), "float32", hw, lookup=lookup, save=save, tilelang_version="x")
     assert not first.cached and again.cached and again.config == first.config and k is not None
-    other, _ = tuning.tune(fam, (32, 48), "float32", hw, lookup=lookup, save=save, tilelang_version="y")
+    other, _ = tuning.tune(fam, (32, 48), "float32", hw, lookup=lookup, save=save, tilelang_version="y",
+                           fine_rounds=0)
     assert not other.cached  # a toolchain change re-tunes
     k1 = tuning.cache_key("gemm", (1, 2, 3), "float32", hw, "0.1.15")
     assert k1 != tuning.cache_key("gemm", (1, 2, 4), "float32", hw, "0.1.15")
@@ -78,7 +163,7 @@ def test_a_changed_toolchain_is_named_when_re_tuning(tmp_path):
     store = tmp_path / "store"
     look = lambda key: baseline.tuning_cache_lookup(store, key)  # noqa: E731
     keep = lambda key, conf: baseline.tuning_cache_save(store, key, conf)  # noqa: E731
-    tuning.tune(fam, (16, 40), "float32", hw, tilelang_version="0.1.15", lookup=look, save=keep)
+    tuning.tune(fam, (16, 40), "float32", hw, tilelang_version="0.1.15", lookup=look, save=keep, fine_rounds=0)
     again, _ = tuning.tune(fam, (16, 40), "float32", hw, tilelang_version="0.1.15", lookup=look, save=keep)
     assert again.cached
     key = tuning.cache_key("softmax", (16, 40), "float32", hw, "0.1.16")

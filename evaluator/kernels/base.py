@@ -45,7 +45,14 @@ def is_cpu_target(target: str) -> bool:
 
 @runtime_checkable
 class KernelFamily(Protocol):
-    """What the pipeline needs from one operator family."""
+    """What the pipeline needs from one operator family.
+
+    Optional (not part of the runtime check, so families without it still satisfy the
+    protocol): `reject_reason(shape, dtype, config, hardware) -> str | None`, why a
+    config cannot run on the device (shared memory or registers over its limits...) or
+    None. The tuner asks it before compiling each candidate, including the neighbours
+    it invents around the best config, and records a non-empty answer as "rejected".
+    """
 
     name: str  # registry key, e.g. "gemm"
     title: str  # for reports, e.g. "GEMM / linear (+bias)"
