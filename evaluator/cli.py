@@ -148,6 +148,9 @@ def main_command(
     max_shapes: int = typer.Option(6, help="At most this many distinct shapes per family."),
     budget: float = typer.Option(60.0, help="Tuning budget per shape, in seconds."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Re-tune even when the tuning cache has a config."),
+    fine_rounds: Optional[int] = typer.Option(None, help="Rounds of neighbours around the best coarse config "
+                                              "(default 3 on CUDA, 1 on CPU; 0: coarse grid only)."),
+    isolate: str = typer.Option("auto", help="Time candidates in a worker process: auto (on CUDA), on or off."),
     reps: int = typer.Option(20, help="Timed repetitions per measurement."),
     sweep: bool = typer.Option(False, help="Also benchmark each family's standard shapes."),
     e2e: bool = typer.Option(True, "--e2e/--no-e2e", help="Measure the model with the kernels swapped in."),
@@ -179,7 +182,8 @@ def main_command(
                                reps=reps, sweep=sweep, e2e=e2e, soak_seconds=soak_seconds, upstream=upstream,
                                fork=fork, as_of=as_of, branch=branch, reports=reports, store=store,
                                checklist=checklist, lang=lang, pdf=pdf, fail_on=fail_on,
-                               regression_threshold=regression_threshold)
+                               regression_threshold=regression_threshold, fine_rounds=fine_rounds,
+                               isolate=isolate)
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=console, transient=False) as progress:
             outcome = pipeline.run(cfg, RichReporter(progress))

@@ -39,6 +39,10 @@ class ProfileSettings:
 class TuneSettings:
     budget_s: float = 60.0  # per shape
     use_cache: bool = True
+    # Rounds of neighbours around the best coarse config. One on CPU: its candidates are
+    # single-threaded C and each round costs the demo tens of seconds.
+    fine_rounds: int = 3
+    isolate: bool | None = None  # candidates in a worker process; None: on CUDA only
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,9 @@ def _check_repo(opt: str, value: str | None) -> None:
         raise ConfigError(f"{opt} '{value}' is not a git repository; give the folder of a git clone")
 
 
+ISOLATE = {"auto": None, "on": True, "off": False}
+
+
 def build(*, model: str, device: str = "auto", batch_size: int | None = None, seq_len: int | None = None,
           dtype: str | None = None, ops: int = 2, families: str | None = None, profile_iters: int = 3,
           max_shapes: int = 6, budget: float = 60.0, no_cache: bool = False, reps: int = 20, warmup: int = 3,
@@ -120,7 +127,8 @@ def build(*, model: str, device: str = "auto", batch_size: int | None = None, se
           fork: str | None = None, as_of: str | None = None, branch: str | None = None,
           reports: Path | None = None, store: Path | None = None, checklist: Path | None = None,
           lang: str = "en", pdf: bool = True, fail_on: str = "never", seed: int = 0,
-          regression_threshold: float = 0.05) -> Config:
+          regression_threshold: float = 0.05, fine_rounds: int | None = None,
+          isolate: str = "auto") -> Config:
     from . import hardware, kernels, models
 
     if model not in models.ZOO and ":" not in model:
@@ -143,6 +151,10 @@ def build(*, model: str, device: str = "auto", batch_size: int | None = None, se
         raise ConfigError(f"--fail-on '{fail_on}' is not allowed; use never, no-go or conditional")
     if not 0 < regression_threshold < 10:
         raise ConfigError(f"--regression-threshold {regression_threshold} is out of range; give a fraction such as 0.05")
+    if isolate not in ISOLATE:
+        raise ConfigError(f"--isolate '{isolate}' is not allowed; use auto, on or off")
+    if fine_rounds is not None and not 0 <= fine_rounds <= 10:
+        raise ConfigError(f"--fine-rounds must be between 0 and 10, got {fine_rounds}")
     if lang not in ("en", "zh"):
         raise ConfigError(f"--lang '{lang}' is not available; use en or zh")
     out = OutputSettings()
@@ -158,7 +170,9 @@ def build(*, model: str, device: str = "auto", batch_size: int | None = None, se
         model=ModelSettings(model, batch_size, seq_len, DTYPE_ALIASES[dtype], seed),
         device=dev,
         profile=ProfileSettings(ops=ops, families=fams, iters=profile_iters, max_shapes=max_shapes),
-        tune=TuneSettings(budget_s=budget, use_cache=not no_cache),
+        tune=TuneSettings(budget_s=budget, use_cache=not no_cache,
+                          fine_rounds=fine_rounds if fine_rounds is not None else (3 if dev == "cuda" else 1),
+                          isolate=ISOLATE[isolate]),
         bench=BenchSettings(timing=TimingPolicy(warmup=warmup, reps=reps), sweep=sweep, e2e=e2e,
                             soak_s=soak_seconds if soak_seconds is not None else (60.0 if dev == "cuda" else 5.0)),
         upstream=UpstreamSettings(upstream, fork, parse_as_of(as_of), branch),

@@ -171,7 +171,10 @@ def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
             label = f"{fam.name} {'x'.join(map(str, shape))}"
             rep.update(f"{label}: tuning")
             tk, kernel = tuning.tune(fam, shape, cfg.model.dtype, hw, budget_s=cfg.tune.budget_s,
-                                     tilelang_version=env.tilelang, lookup=lookup, save=save)
+                                     tilelang_version=env.tilelang, lookup=lookup, save=save,
+                                     fine_rounds=cfg.tune.fine_rounds, isolate=cfg.tune.isolate,
+                                     on_candidate=lambda c, lbl=label: rep.update(
+                                         f"{lbl}: tuning ({c.phase}, {c.status})"))
             tuned.append(tk)
             if lookup is not None and not tk.cached:
                 changed = baseline.tuning_cache_changes(cfg.output.store, tuning.cache_key(
@@ -332,9 +335,11 @@ def bench_family(family: str, shapes: list[Shape], dtype: str, device: str, *, b
         lookup = lambda key: baseline.tuning_cache_lookup(store, key)  # noqa: E731
         save = lambda key, conf: baseline.tuning_cache_save(store, key, conf)  # noqa: E731
     for shape in shapes:
-        rep.update(f"{family} {'x'.join(map(str, shape))}")
+        label = f"{family} {'x'.join(map(str, shape))}"
+        rep.update(label)
         tk, kernel = tuning.tune(fam, shape, dtype, hw, budget_s=budget_s, tilelang_version=tilelang_version(),
-                                 lookup=lookup, save=save)
+                                 lookup=lookup, save=save,
+                                 on_candidate=lambda c, lbl=label: rep.update(f"{lbl}: tuning ({c.phase}, {c.status})"))
         ob = bench.bench_op(fam, shape, dtype, kernel, device, source="standard", config=tk.config, policy=policy,
                             roof=(hw.measured_tflops, hw.measured_gbps),
                             error="" if kernel else "no candidate worked")
