@@ -33,4 +33,4 @@ def family_for_aten(op: str) -> KernelFamily | None:
 
 
 # Importing the family modules registers them.
-from . import gemm, softmax, layernorm, rmsnorm, attention  # noqa: E402,F401
+from . import gemm, softmax, layernorm, rmsnorm, attention, conv2d  # noqa: E402,F401

@@ -1,0 +1,605 @@
+"""2-D convolution as an implicit GEMM over channels-last (NHWC) tensors, no bias.
+
+In: shape (N, H, W, C, K, R, S, stride, pad) — batch, input height and width, input
+channels, output channels, filter height and width, one stride and one zero padding for
+both spatial dims (dilation 1, groups 1); inputs x[N, H, W, C] (NHWC) and
+weight[K, R, S, C] (KRSC: each output channel's filter contiguous over C).
+Out: y[N, P, Q, K] (NHWC) in the input dtype, compared against `F.conv2d` run on the
+channels_last views of the same memory (what cuDNN / oneDNN run for an NHWC model).
+The GEMM view: M = N*P*Q output pixels, N = K output channels, K = R*S*C; the A operand
+is never materialised, each tile is gathered from x with the padding and tails masked.
+Schedules: on CUDA (fp16/bf16), shared-memory tiles, a pipelined loop over (r, s,
+c-chunk) or over the flattened R*S*C axis, tensor-core `T.gemm` into an fp32 fragment
+and the output written back through shared memory; on CPU (the C backend), the same
+loop nest over fp32 local tiles that gcc vectorizes.
+
+The stride and padding are not recoverable from the two tensors, so `make_inputs`
+tags x with its problem shape and `reference` reads it back (see `reference`).
+"""
+
+# No `from __future__ import annotations`: TileLang resolves the prim_func's tensor
+# annotations from the closure, and names used only there (N, H, ...) are not in it.
+
+import math
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from ..errors import KernelError
+from ..results import Hardware, KernelConfig, Shape
+from . import _common as C
+from .base import is_cpu_target
+
+ACCUM = "float32"
+
+# The attribute make_inputs sets on x so that reference(x, w) knows stride and padding.
+SHAPE_ATTR = "conv2d_shape"
+
+CPU_DEFAULTS = {"block_M": 64, "block_N": 32, "block_K": 32}
+# flat_k: loop over the flattened R*S*C axis (index math per element, no wasted lanes
+# when C is small or not a multiple of block_K, e.g. a 3-channel stem) instead of over
+# (r, s, c-chunk) (cheap row-uniform padding tests, vector loads along C).
+# The defaults are the search space's usual first pick (see _tc_space).
+TC_DEFAULTS = {"block_M": 64, "block_N": 128, "block_K": 64, "num_stages": 4, "threads": 128,
+               "swizzle": True, "flat_k": False}
+
+# ResNet-50's convolutions at batch 32 (torchvision v1.5: the stride sits in the 3x3),
+# the bottleneck 3x3s and 1x1s of every stage, as (N, H, W, C, K, R, S, stride, pad).
+RESNET50_LAYERS = [
+    (32, 56, 56, 64, 64, 3, 3, 1, 1),
+    (32, 28, 28, 128, 128, 3, 3, 1, 1),
+    (32, 14, 14, 256, 256, 3, 3, 1, 1),
+    (32, 7, 7, 512, 512, 3, 3, 1, 1),
+    (32, 56, 56, 128, 128, 3, 3, 2, 1),
+    (32, 56, 56, 64, 256, 1, 1, 1, 0),
+    (32, 14, 14, 1024, 256, 1, 1, 1, 0),
+    (32, 56, 56, 256, 512, 1, 1, 2, 0),
+]
+
+# Local tiles become stack arrays in the generated C; keep them well inside a thread's stack.
+CPU_LOCAL_LIMIT_BYTES = 128 * 1024
+
+
+def out_size(shape: Shape) -> tuple[int, int]:
+    """(P, Q): the output height and width."""
+    _, H, W, _, _, R, S, stride, pad = shape
+    return (H + 2 * pad - R) // stride + 1, (W + 2 * pad - S) // stride + 1
+
+
+def conv2d_nhwc(x: torch.Tensor, w: torch.Tensor, stride: int, pad: int) -> torch.Tensor:
+    """PyTorch's convolution of NHWC x and KRSC w, returned as NHWC. The permuted views
+    are channels_last tensors, so cuDNN / oneDNN run NHWC natively and the final permute
+    is a free view of an already channels_last output (no copy in a timed reference)."""
+    y = F.conv2d(x.permute(0, 3, 1, 2), w.permute(0, 3, 1, 2), stride=stride, padding=pad)
+    return y.permute(0, 2, 3, 1)
+
+
+# ---------------------------------------------------------------- programs
+
+
+def _cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
+    import tilelang.cpu.language as T
+
+    N, H, W, Cin, K, R, S, stride, pad = shape
+    P, Q = out_size(shape)
+    M = N * P * Q
+    bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
+    c_chunks = C.ceildiv(Cin, bK)
+
+    @T.prim_func
+    def conv2d_cpu(
+        X: T.Tensor((N, H, W, Cin), dtype),
+        Wt: T.Tensor((K, R, S, Cin), dtype),
+        Y: T.Tensor((N, P, Q, K), dtype),
+    ):
+        with T.Kernel(T.ceildiv(K, bN), T.ceildiv(M, bM)) as (bx, by):
+            # fp32 tiles whatever the storage dtype: half.hpp arithmetic is scalar
+            # and slow, and accumulation must be fp32 anyway.
+            A_l = T.alloc_local((bM, bK), ACCUM)
+            B_l = T.alloc_local((bK, bN), ACCUM)
+            C_l = T.alloc_local((bM, bN), ACCUM)
+            T.clear(C_l)
+            for r, s, co in T.grid(R, S, c_chunks):
+                for i, k in T.grid(bM, bK):
+                    m = by * bM + i
+                    h = (m % (P * Q)) // Q * stride - pad + r
+                    w = m % Q * stride - pad + s
+                    A_l[i, k] = T.if_then_else(
+                        (m < M) and (h >= 0) and (h < H) and (w >= 0) and (w < W) and (co * bK + k < Cin),
+                        T.cast(X[m // (P * Q), h, w, co * bK + k], ACCUM), T.float32(0))
+                # Transposed on the way in so the inner loop streams rows of both tiles.
+                for k, j in T.grid(bK, bN):
+                    B_l[k, j] = T.if_then_else((bx * bN + j < K) and (co * bK + k < Cin),
+                                               T.cast(Wt[bx * bN + j, r, s, co * bK + k], ACCUM), T.float32(0))
+                # i-k-j order: the j loop is unit-stride in C_l and B_l, which gcc
+                # auto-vectorizes with -O3 -march=native.
+                for i, k in T.grid(bM, bK):
+                    for j in T.serial(bN):
+                        C_l[i, j] += A_l[i, k] * B_l[k, j]
+            for i, j in T.grid(bM, bN):
+                m = by * bM + i
+                if (m < M) and (bx * bN + j < K):
+                    Y[m // (P * Q), (m % (P * Q)) // Q, m % Q, bx * bN + j] = T.cast(C_l[i, j], dtype)
+
+    return conv2d_cpu
+
+
+def _tc_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
+    import tilelang.language as T
+
+    N, H, W, Cin, K, R, S, stride, pad = shape
+    P, Q = out_size(shape)
+    M, RSC = N * P * Q, R * S * Cin
+    bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
+    stages, threads, swizzle, flat_k = cfg["num_stages"], cfg["threads"], cfg["swizzle"], cfg["flat_k"]
+    c_chunks = C.ceildiv(Cin, bK)
+    # Chunks that would straddle two (r, s) taps need the channel mask on both operands.
+    c_tail = Cin % bK != 0
+    k_iters = C.ceildiv(RSC, bK) if flat_k else R * S * c_chunks
+
+    @T.prim_func
+    def conv2d_tc(
+        X: T.Tensor((N, H, W, Cin), dtype),
+        Wt: T.Tensor((K, R, S, Cin), dtype),
+        Y: T.Tensor((N, P, Q, K), dtype),
+    ):
+        with T.Kernel(T.ceildiv(K, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((bM, bK), dtype)
+            B_s = T.alloc_shared((bN, bK), dtype)
+            C_f = T.alloc_fragment((bM, bN), ACCUM)
+            C_s = T.alloc_shared((bM, bN), dtype)
+            # KRSC is a plain (K, R*S*C) row-major matrix and NPQK a (M, K) one.
+            W2 = T.reshape(Wt, (K, RSC))
+            Y2 = T.reshape(Y, (M, K))
+            # Panel rasterization keeps neighbouring blocks on the same weight panel in L2.
+            T.use_swizzle(panel_size=10, enable=swizzle)
+            T.clear(C_f)
+            for ko in T.Pipelined(k_iters, num_stages=stages):
+                if flat_k:
+                    for i, j in T.Parallel(bM, bK):
+                        m = by * bM + i
+                        kk = ko * bK + j
+                        h = (m % (P * Q)) // Q * stride - pad + kk // (S * Cin)
+                        w = m % Q * stride - pad + kk // Cin % S
+                        A_s[i, j] = T.if_then_else(
+                            (m < M) and (kk < RSC) and (h >= 0) and (h < H) and (w >= 0) and (w < W),
+                            X[m // (P * Q), h, w, kk % Cin], T.cast(0, dtype))
+                    T.copy(W2[bx * bN, ko * bK], B_s)
+                else:
+                    r = ko // (S * c_chunks)
+                    s = ko // c_chunks % S
+                    c0 = ko % c_chunks * bK
+                    for i, j in T.Parallel(bM, bK):
+                        m = by * bM + i
+                        h = (m % (P * Q)) // Q * stride - pad + r
+                        w = m % Q * stride - pad + s
+                        if c_tail:
+                            A_s[i, j] = T.if_then_else(
+                                (m < M) and (h >= 0) and (h < H) and (w >= 0) and (w < W) and (c0 + j < Cin),
+                                X[m // (P * Q), h, w, c0 + j], T.cast(0, dtype))
+                        else:
+                            # The predicate is uniform along a row, so the row loads vectorize.
+                            A_s[i, j] = T.if_then_else(
+                                (m < M) and (h >= 0) and (h < H) and (w >= 0) and (w < W),
+                                X[m // (P * Q), h, w, c0 + j], T.cast(0, dtype))
+                    if c_tail:
+                        for n, j in T.Parallel(bN, bK):
+                            B_s[n, j] = T.if_then_else((bx * bN + n < K) and (c0 + j < Cin),
+                                                       Wt[bx * bN + n, r, s, c0 + j], T.cast(0, dtype))
+                    else:
+                        T.copy(W2[bx * bN, (r * S + s) * Cin + c0], B_s)
+                T.gemm(A_s, B_s, C_f, transpose_B=True)
+            T.copy(C_f, C_s)
+            T.copy(C_s, Y2[by * bM, bx * bN])
+
+    return conv2d_tc
+
+
+def _tc_smem(cfg: dict[str, Any], dtype: str) -> int:
+    b = C.dtype_bytes(dtype)
+    tiles = (cfg["block_M"] + cfg["block_N"]) * cfg["block_K"] * b * max(1, cfg["num_stages"])
+    return tiles + cfg["block_M"] * cfg["block_N"] * b
+
+
+def _cpu_local(cfg: dict[str, Any]) -> int:
+    return (cfg["block_M"] * cfg["block_K"] + cfg["block_K"] * cfg["block_N"] + cfg["block_M"] * cfg["block_N"]) * 4
+
+
+def _tc_problem(cfg: dict[str, Any], dtype: str, hw: Hardware | None) -> str | None:
+    """Why a tensor-core config cannot work, or None. Checked before compiling."""
+    bM, bN, bK, threads = cfg["block_M"], cfg["block_N"], cfg["block_K"], cfg["threads"]
+    if min(bM, bN, bK) <= 0:
+        return f"block sizes must be positive, got {bM}x{bN}x{bK}"
+    # T.gemm tiles the block into 16x8x16 MMA atoms (64xNx16 for wgmma) over whole warps.
+    if bM % 16 or bN % 16 or bK % 16:
+        return f"block_M, block_N and block_K must be multiples of 16 for tensor cores, got {bM}x{bN}x{bK}"
+    if threads % 128 or not 128 <= threads <= 512:
+        return f"threads must be 128, 256, 384 or 512 (whole warpgroups), got {threads}"
+    warps = threads // 32
+    if (bM // 16) * (bN // 8) < warps:
+        return f"a {bM}x{bN} tile has too few 16x8 MMA atoms for {warps} warps"
+    if cfg["num_stages"] > 8:
+        return f"num_stages must be at most 8, got {cfg['num_stages']}"
+    smem = _tc_smem(cfg, dtype)
+    if hw is not None and not C.smem_fits(smem, hw):
+        return f"needs {smem} B of shared memory, the device allows {hw.smem_per_block} B per block"
+    return None
+
+
+# ---------------------------------------------------------------- the family
+
+
+class Conv2dFamily:
+    name = "conv2d"
+    title = "Conv2d (implicit GEMM, NHWC)"
+    aten_ops = frozenset({"aten::conv2d", "aten::convolution", "aten::_convolution", "aten::cudnn_convolution",
+                          "aten::mkldnn_convolution"})
+    shape_names = ("N", "H", "W", "C", "K", "R", "S", "stride", "pad")
+    # The dims awkward_shape makes non-multiples of 16 (filter, stride and pad stay).
+    awkward_dims = ("H", "W", "C", "K")
+
+    # Where each op's stride / padding / dilation / groups sit among its arguments
+    # (`concrete_inputs` follows the schema; mkldnn and cudnn put padding first).
+    _ARG_POS = {
+        "aten::conv2d": (3, 4, 5, 6),
+        "aten::convolution": (3, 4, 5, 8),
+        "aten::_convolution": (3, 4, 5, 8),
+        "aten::mkldnn_convolution": (4, 3, 5, 6),
+        "aten::cudnn_convolution": (3, 2, 4, 5),
+    }
+
+    # ------------------------------------------------------------ shapes
+
+    def check(self, shape: Sequence[int]) -> Shape:
+        """The shape as 9 ints, or KernelError saying what a valid convolution shape is."""
+        names = self.shape_names
+        try:
+            shape = tuple(int(s) for s in shape)
+        except (TypeError, ValueError):
+            raise KernelError(f"conv2d: shape must be 9 ints ({', '.join(names)}), got {shape}") from None
+        if len(shape) != 9 or any(s <= 0 for s in shape[:8]) or shape[8] < 0:
+            raise KernelError(f"conv2d: shape must be 9 ints ({', '.join(names)}), all positive except "
+                              f"pad >= 0, got {shape}")
+        _, H, W, _, _, R, S, _, pad = shape
+        if H + 2 * pad < R or W + 2 * pad < S:
+            raise KernelError(f"conv2d: the padded input {H + 2 * pad}x{W + 2 * pad} is smaller than the "
+                              f"{R}x{S} filter in {shape}")
+        return shape
+
+    def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]],
+                      concrete_inputs: Sequence[Any] | None = None) -> Shape | None:
+        """The shape of one profiled convolution call. Stride and padding are scalar
+        arguments, which torch.profiler (record_shapes=True) reports in the event's
+        `concrete_inputs`; without them the call's shape is unknowable, so None."""
+        pos = self._ARG_POS.get(op)
+        if pos is None or not concrete_inputs:
+            return None
+        try:
+            x, w = [list(s) for s in input_shapes[:2]]
+            if len(x) == 3:  # conv2d accepts an unbatched [C, H, W] input
+                x = [1] + x
+            if len(x) != 4 or len(w) != 4:
+                return None
+            N, Cin, H, W = (int(v) for v in x)
+            K, Cw, R, S = (int(v) for v in w)
+            args = list(concrete_inputs)
+            i_stride, i_pad, i_dil, i_groups = pos
+            if op in ("aten::convolution", "aten::_convolution") and bool(args[6]):
+                return None  # transposed convolution
+            stride, dil, groups = _pair(args[i_stride]), _pair(args[i_dil]), int(args[i_groups])
+            pad = args[i_pad]
+            if isinstance(pad, str):  # aten::conv2d.padding: "valid" or "same"
+                pad = _string_padding(pad, R, S, stride)
+            else:
+                pad = _pair(pad)
+        except (IndexError, TypeError, ValueError):
+            return None
+        if (stride is None or pad is None or dil != (1, 1) or groups != 1 or Cw != Cin
+                or stride[0] != stride[1] or pad[0] != pad[1]):
+            return None
+        shape = (N, H, W, Cin, K, R, S, stride[0], pad[0])
+        try:
+            return self.check(shape)
+        except KernelError:
+            return None
+
+    def standard_shapes(self, device: str) -> list[Shape]:
+        if device == "cpu":
+            # Single-threaded C: each is a few MFLOP, milliseconds per call.
+            medium = (2, 14, 14, 32, 32, 3, 3, 1, 1)
+            return [medium, (2, 14, 14, 64, 32, 1, 1, 1, 0), (2, 15, 15, 32, 48, 3, 3, 2, 1),
+                    self.awkward_shape(medium)]
+        # Four ResNet-50 layers (the rest of RESNET50_LAYERS measured alike) and a tail case.
+        return [RESNET50_LAYERS[0], RESNET50_LAYERS[2], RESNET50_LAYERS[4], RESNET50_LAYERS[6],
+                self.awkward_shape(RESNET50_LAYERS[1])]
+
+    def awkward_shape(self, shape: Shape) -> Shape:
+        """Odd H and W (so P, Q tails and odd stride-2 edges) and C, K not multiples of 16
+        (channel-chunk and output-channel tails); the filter, stride and padding stay."""
+        N, H, W, Cin, K, R, S, stride, pad = self.check(shape)
+
+        def odd(n: int) -> int:
+            m = C.awkward(n, minimum=max(R, S) + 2)
+            return m if m % 2 else m + 1
+
+        return (N, odd(H), odd(W), C.awkward(Cin), C.awkward(K), R, S, stride, pad)
+
+    # ------------------------------------------------------------ data
+
+    def make_inputs(self, shape: Shape, dtype: str, device: str, seed: int) -> tuple[torch.Tensor, ...]:
+        """(x[N, H, W, C], w[K, R, S, C]); x carries `shape` as an attribute so that
+        `reference(x, w)` knows the stride and padding."""
+        shape = self.check(shape)
+        N, H, W, Cin, K, R, S, _, _ = shape
+        dtype = C.canonical_dtype(dtype)
+        g = C.generator(seed)
+        x = C.randn((N, H, W, Cin), dtype, device, g)
+        # Kaiming-like scaling keeps outputs O(1) for every R*S*C, so one tolerance fits all.
+        w = C.randn((K, R, S, Cin), dtype, device, g, scale=1.0 / math.sqrt(R * S * Cin))
+        setattr(x, SHAPE_ATTR, shape)
+        return x, w
+
+    def reference(self, *inputs: torch.Tensor) -> torch.Tensor:
+        """F.conv2d on the channels_last views, as NHWC. The protocol passes only the
+        tensors, which do not determine stride and padding, so x must be the tensor
+        `make_inputs` returned (it carries the problem shape)."""
+        if len(inputs) != 2:
+            raise KernelError(f"conv2d: reference expects (x, w), got {len(inputs)} tensors")
+        x, w = inputs
+        shape = getattr(x, SHAPE_ATTR, None)
+        if shape is None:
+            raise KernelError("conv2d: reference needs x from make_inputs (it carries stride and padding); "
+                              "for other tensors call conv2d_nhwc(x, w, stride, pad)")
+        N, H, W, Cin, K, R, S, stride, pad = shape
+        if tuple(x.shape) != (N, H, W, Cin) or tuple(w.shape) != (K, R, S, Cin):
+            raise KernelError(f"conv2d: x {tuple(x.shape)} and w {tuple(w.shape)} do not match shape {shape}; "
+                              f"expected x [N, H, W, C] and w [K, R, S, C]")
+        return conv2d_nhwc(x, w, stride, pad)
+
+    # ------------------------------------------------------------ metrics
+
+    def flops(self, shape: Shape) -> float:
+        N, H, W, Cin, K, R, S, _, _ = shape
+        P, Q = out_size(shape)
+        return 2.0 * N * P * Q * K * Cin * R * S
+
+    def bytes(self, shape: Shape, dtype: str) -> float:
+        N, H, W, Cin, K, R, S, _, _ = shape
+        P, Q = out_size(shape)
+        return float((N * H * W * Cin + K * R * S * Cin + N * P * Q * K) * C.dtype_bytes(C.canonical_dtype(dtype)))
+
+    def tolerance(self, dtype: str, shape: Shape | None = None) -> tuple[float, float]:
+        """Both sides accumulate in fp32 over the R*S*C reduction; the difference is the
+        summation order (grows ~sqrt of it) plus one output rounding. oneDNN / cuDNN may
+        also pick Winograd for 3x3, whose transforms cost a few more ulps. Without a
+        shape, a reduction of 1152 (3x3x128) is assumed."""
+        dtype = C.canonical_dtype(dtype)
+        k = int(shape[3]) * int(shape[5]) * int(shape[6]) if shape is not None else 1152
+        grow = max(1.0, math.sqrt(k / 256.0))
+        base = {"float32": 2e-5, "float16": 2e-3, "bfloat16": 1.6e-2}[dtype]
+        return (base * grow, base * grow)
+
+    # ------------------------------------------------------------ tuning
+
+    def search_space(self, shape: Shape, dtype: str, hardware: Hardware) -> list[KernelConfig]:
+        shape = self.check(shape)
+        dtype = C.canonical_dtype(dtype)
+        if _on_cpu(hardware):
+            cands = self._cpu_space(shape)
+        elif dtype == "float32":
+            return []  # no fp32 CUDA schedule (see reject_reason); the caller falls back to PyTorch
+        else:
+            cands = self._tc_space(shape)
+        # Ordered best guess first; the tuner tries the rest.
+        return [c for c in cands if self.reject_reason(shape, dtype, c, hardware) is None]
+
+    def reject_reason(self, shape: Shape, dtype: str, config: KernelConfig, hw: Hardware) -> str | None:
+        """None if `config` can be compiled for `shape` on `hw`, else a one-line reason
+        (cheap: no compiling), so a tuner can screen neighbour configs."""
+        try:
+            shape = self.check(shape)
+            dtype = C.canonical_dtype(dtype)
+            if _on_cpu(hw):
+                C.check_dtype_for_target(self.name, dtype, hw.target or "c")
+                cfg = C.merge_config(CPU_DEFAULTS, config, self.name)
+            else:
+                _check_cuda_dtype(dtype)
+                cfg = C.merge_config(TC_DEFAULTS, config, self.name)
+        except KernelError as exc:
+            return str(exc)
+        if _on_cpu(hw):
+            if min(cfg["block_M"], cfg["block_N"], cfg["block_K"]) <= 0:
+                return f"block sizes must be positive, got {cfg}"
+            if _cpu_local(cfg) > CPU_LOCAL_LIMIT_BYTES:
+                return f"local tiles need {_cpu_local(cfg)} B, more than the {CPU_LOCAL_LIMIT_BYTES} B stack budget"
+            return None
+        return _tc_problem(cfg, dtype, hw)
+
+    def _cpu_space(self, shape: Shape) -> list[KernelConfig]:
+        N, H, W, Cin, K, R, S, _, _ = shape
+        P, Q = out_size(shape)
+        out = []
+        for bM, bN, bK in ((64, 32, 32), (32, 64, 32), (64, 64, 16)):
+            # Tiles much larger than the problem only add zero padding work.
+            out.append({"block_M": min(bM, C.round_up(N * P * Q, 8)), "block_N": min(bN, C.round_up(K, 8)),
+                        "block_K": min(bK, C.round_up(Cin, 8))})
+        return C.dedupe(out)
+
+    def _tc_space(self, shape: Shape) -> list[KernelConfig]:
+        N, H, W, Cin, K, R, S, _, _ = shape
+        # Ranked by H200 measurements on ResNet-50's layers at batch 32 (fp16 and bf16):
+        # 64x128 with one warpgroup was fastest or within 3% on every layer with K >= 128.
+        raw = [
+            # (block_M, block_N, block_K, num_stages, threads)
+            (64, 128, 64, 4, 128),
+            (128, 64, 64, 4, 128),
+            (64, 64, 64, 4, 128),
+            (128, 128, 64, 4, 128),
+            (128, 128, 64, 3, 256),
+            (64, 64, 64, 6, 128),
+            # Also the small-footprint entry for devices with 48 KB of shared memory per block.
+            (64, 64, 32, 2, 128),
+            (128, 128, 32, 4, 256),
+        ]
+        if K <= 64:
+            # Narrow outputs: a taller tile keeps the MMA busy (best on the 56x56x64 layers).
+            raw.insert(0, raw.pop(1))
+        # A tile wider than the output channels (rounded to 64) is wasted MMA work.
+        n_cap = max(64, C.next_pow2(K))
+        out = []
+        for bM, bN, bK, stages, threads in raw:
+            bN = min(bN, n_cap)
+            flat_k = False
+            if Cin % bK:
+                if Cin % 32 == 0:
+                    bK = 32  # still whole channel chunks per tap: vector loads, no masks
+                else:
+                    flat_k = True  # a 3-channel stem or odd C: pack taps densely instead
+            threads = min(threads, 128 * max(1, (bM // 64) * (bN // 64)))
+            out.append({"block_M": bM, "block_N": bN, "block_K": bK, "num_stages": stages, "threads": threads,
+                        "swizzle": True, "flat_k": flat_k})
+        out = C.dedupe(out)
+        if out and out[0]["flat_k"]:
+            # Per-element tap decoding is the bottleneck there: small tiles and short chunks
+            # (less padding of R*S*C) won on the 7x7 stem by 2.5x.
+            out.sort(key=lambda c: (c["block_K"], c["block_M"] * c["block_N"]))
+        return out
+
+    # ------------------------------------------------------------ build
+
+    def program(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Any:
+        """The TileLang PrimFunc `build` compiles (for inspection and lowering tests)."""
+        return self._resolve(shape, dtype, config, target)[3]()
+
+    def build(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Callable[..., torch.Tensor]:
+        shape, dtype, cfg, program = self._resolve(shape, dtype, config, target)
+        N, H, W, Cin, K, R, S, _, _ = shape
+        return C.build_cached(self.name, shape, dtype, cfg, target, program, out_idx=[2],
+                              input_shapes=[(N, H, W, Cin), (K, R, S, Cin)])
+
+    def _resolve(self, shape: Shape, dtype: str, config: KernelConfig, target: str):
+        shape = self.check(shape)
+        dtype = C.canonical_dtype(dtype)
+        C.check_dtype_for_target(self.name, dtype, target)
+        if is_cpu_target(target):
+            cfg = C.merge_config(CPU_DEFAULTS, config, self.name)
+            if min(cfg["block_M"], cfg["block_N"], cfg["block_K"]) <= 0:
+                raise KernelError(f"conv2d: block sizes must be positive, got {cfg}")
+            program = lambda: _cpu_program(shape, dtype, cfg)  # noqa: E731
+        else:
+            _check_cuda_dtype(dtype)
+            cfg = C.merge_config(TC_DEFAULTS, config, self.name)
+            problem = _tc_problem(cfg, dtype, None)
+            if problem:
+                raise KernelError(f"conv2d: {problem}")
+            program = lambda: _tc_program(shape, dtype, cfg)  # noqa: E731
+        return shape, dtype, cfg, program
+
+    # ------------------------------------------------------------ swap-in
+
+    def swap_in(self, model: torch.nn.Module,
+                kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]) -> int:
+        return C.replace_modules(model, _swappable, lambda m: TileLangConv2d(m, kernel_for))
+
+
+def _on_cpu(hw: Hardware) -> bool:
+    return is_cpu_target(hw.target or "c") or hw.device == "cpu"
+
+
+def _check_cuda_dtype(dtype: str) -> None:
+    if dtype not in ("float16", "bfloat16"):
+        # T.gemm on fp32 operands runs TF32 tensor cores; a SIMT fp32 schedule is not written.
+        raise KernelError(f"conv2d: the CUDA schedule takes float16 or bfloat16, got {dtype}")
+
+
+def _pair(value: Any) -> tuple[int, int] | None:
+    if isinstance(value, (list, tuple)):
+        if len(value) == 1:
+            return int(value[0]), int(value[0])
+        if len(value) == 2:
+            return int(value[0]), int(value[1])
+        return None
+    if isinstance(value, int):
+        return value, value
+    return None
+
+
+def _string_padding(mode: str, R: int, S: int, stride: tuple[int, int] | None) -> tuple[int, int] | None:
+    if mode == "valid":
+        return 0, 0
+    # "same" is symmetric only for odd filters (PyTorch allows it only at stride 1).
+    if mode == "same" and stride == (1, 1) and R % 2 and S % 2:
+        return (R - 1) // 2, (S - 1) // 2
+    return None
+
+
+def _swappable(m: torch.nn.Module) -> bool:
+    """nn.Conv2d that the kernel computes exactly: groups 1, dilation 1, one stride and
+    one zero padding for both dims (a bias is added afterwards)."""
+    return (type(m) is torch.nn.Conv2d and m.groups == 1 and tuple(m.dilation) == (1, 1)
+            and m.padding_mode == "zeros" and not isinstance(m.padding, str)
+            and m.stride[0] == m.stride[1] and m.padding[0] == m.padding[1])
+
+
+class TileLangConv2d(torch.nn.Module):
+    """nn.Conv2d whose forward runs the TileLang kernel for its shape; falls back to
+    F.conv2d when `kernel_for` has none. Shares the original parameters. Takes and
+    returns NCHW-shaped tensors: the input is read as NHWC (free when the model runs
+    channels_last, a copy otherwise) and the output is the NHWC result viewed as NCHW,
+    i.e. a channels_last tensor, which is what the next layer of such a model expects."""
+
+    def __init__(self, conv: torch.nn.Conv2d, kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]):
+        super().__init__()
+        self.in_channels = conv.in_channels
+        self.out_channels = conv.out_channels
+        self.kernel_size = tuple(conv.kernel_size)
+        self.stride = int(conv.stride[0])
+        self.padding = int(conv.padding[0])
+        self.weight = conv.weight
+        self.bias = conv.bias
+        self._kernel_for = kernel_for
+        self._kernels: dict[Shape, Callable[..., torch.Tensor] | None] = {}
+        self._krsc: torch.Tensor | None = None
+        self._krsc_key: tuple | None = None
+
+    def _weight_krsc(self) -> torch.Tensor:
+        # Converted once; redone only if the weight was replaced, moved, cast or updated in place.
+        w = self.weight
+        try:
+            version = w._version
+        except RuntimeError:  # inference tensors keep no version counter (and cannot change)
+            version = 0
+        key = (w.data_ptr(), w.dtype, w.device, version)
+        if self._krsc is None or self._krsc_key != key:
+            self._krsc = w.detach().permute(0, 2, 3, 1).contiguous()
+            self._krsc_key = key
+        return self._krsc
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() != 4:
+            return F.conv2d(x, self.weight, self.bias, self.stride, self.padding)
+        N, Cin, H, W = (int(s) for s in x.shape)
+        R, S = self.kernel_size
+        shape = (N, H, W, Cin, self.out_channels, R, S, self.stride, self.padding)
+        if shape not in self._kernels:
+            ok = N > 0 and H + 2 * self.padding >= R and W + 2 * self.padding >= S
+            self._kernels[shape] = self._kernel_for(shape) if ok else None
+        kernel = self._kernels[shape]
+        if kernel is None:
+            return F.conv2d(x, self.weight, self.bias, self.stride, self.padding)
+        y = kernel(x.permute(0, 2, 3, 1), self._weight_krsc())
+        if self.bias is not None:
+            y = y + self.bias  # broadcasts over the channel-last dim
+        return y.permute(0, 3, 1, 2)
+
+    def extra_repr(self) -> str:
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"padding={self.padding}, bias={self.bias is not None}, backend=tilelang")
+
+
+FAMILY = Conv2dFamily()
+
+from . import register  # noqa: E402  (the registry module defines register before importing us)
+
+register(FAMILY)

@@ -1,0 +1,329 @@
+"""Conv2d family: the CPU schedule (TileLang's C backend) against F.conv2d, shape and
+config validation, the search spaces, problem shapes from a real profiler trace, the
+CUDA schedule lowered for sm_90a, and the nn.Conv2d swap-in.
+
+In: shapes, seeds and configs. Out: pass/fail. Kernels are compiled once per process
+(the family's cache), so the seeds and the swap-in reuse the same builds.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile
+
+from evaluator.errors import KernelError
+from evaluator.kernels import _common as C
+from evaluator.kernels import conv2d as conv_module
+from evaluator.results import Hardware
+
+FAM = conv_module.FAMILY
+CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
+H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
+                smem_per_block=232448, compute_capability="9.0")
+SM90 = "cuda -arch=sm_90a"
+
+# (N, H, W, C, K, R, S, stride, pad)
+S3 = (2, 14, 14, 32, 32, 3, 3, 1, 1)  # 3x3 stride 1
+S1 = (2, 14, 14, 64, 32, 1, 1, 1, 0)  # 1x1 stride 1
+S3S2 = (2, 14, 14, 32, 48, 3, 3, 2, 1)  # 3x3 stride 2 (the swap-in model's second conv)
+S1S2 = (2, 13, 13, 24, 40, 1, 1, 2, 0)  # 1x1 stride 2 (a ResNet downsample), odd H/W
+RESNET_3X3 = (32, 56, 56, 64, 64, 3, 3, 1, 1)
+RESNET_1X1 = (32, 56, 56, 256, 64, 1, 1, 1, 0)
+
+
+def check(shape, dtype, seeds=(0, 1, 2)):
+    kernel = FAM.build(shape, dtype, FAM.search_space(shape, dtype, CPU)[0], "c")
+    atol, rtol = FAM.tolerance(dtype, shape)
+    for seed in seeds:
+        x, w = FAM.make_inputs(shape, dtype, "cpu", seed)
+        out = kernel(x, w)
+        # An independent reference: the plain NCHW convolution, not the family's own code path.
+        stride, pad = shape[7], shape[8]
+        ref = F.conv2d(x.permute(0, 3, 1, 2).float(), w.permute(0, 3, 1, 2).float(), stride=stride,
+                       padding=pad).permute(0, 2, 3, 1)
+        assert out.shape == ref.shape and out.dtype == x.dtype
+        assert torch.isfinite(out).all()
+        assert out.abs().max() > 0.1, "output is (nearly) all zeros"
+        torch.testing.assert_close(out.float(), ref, atol=atol, rtol=rtol)
+        torch.testing.assert_close(out, FAM.reference(x, w), atol=atol, rtol=rtol)
+    return kernel
+
+
+# ---------------------------------------------------------------- CPU correctness
+
+
+@pytest.mark.parametrize("shape", [S3, S3S2, S1S2], ids=["3x3s1", "3x3s2", "1x1s2"])
+def test_cpu_fp32(shape):
+    check(shape, "float32")
+
+
+def test_cpu_fp32_awkward_non_square_filter():
+    # R != S, odd H and W, C and K not multiples of anything, channel tail in every chunk.
+    check((1, 11, 10, 19, 21, 3, 1, 1, 0), "float32")
+
+
+@pytest.mark.parametrize("shape", [S1, FAM.awkward_shape(S3)], ids=["1x1s1", "awkward"])
+def test_cpu_fp16(shape):
+    check(shape, "float16")
+
+
+def test_awkward_shape_has_tails():
+    N, H, W, Cin, K, R, S, stride, pad = FAM.awkward_shape(RESNET_3X3)
+    assert H % 2 and W % 2 and Cin % 16 and K % 16
+    assert (N, R, S, stride, pad) == (32, 3, 3, 1, 1)
+
+
+def test_cpu_bf16_is_refused_clearly():
+    with pytest.raises(KernelError, match="bfloat16"):
+        FAM.build(S3, "bfloat16", {}, "c")
+    assert "bfloat16" in FAM.reject_reason(S3, "bfloat16", {}, CPU)
+
+
+def test_wrong_result_is_detectable():
+    # The comparison must be able to fail: a perturbed output does not pass.
+    kernel = check(S3, "float32", seeds=(0,))
+    x, w = FAM.make_inputs(S3, "float32", "cpu", 0)
+    out = kernel(x, w)
+    out[1, 6, 7, 5] += 0.01
+    atol, rtol = FAM.tolerance("float32", S3)
+    assert not torch.allclose(out, FAM.reference(x, w), atol=atol, rtol=rtol)
+
+
+def test_build_is_cached_per_key():
+    cfg = FAM.search_space(S3, "float32", CPU)[0]
+    assert FAM.build(S3, "float32", cfg, "c") is FAM.build(S3, "float32", dict(cfg), "c")
+
+
+# ---------------------------------------------------------------- shapes, inputs, reference
+
+
+@pytest.mark.parametrize("bad", [
+    (2, 14, 14, 32, 32, 3, 3, 1),  # 8 values
+    (2, 14, 14, 0, 32, 3, 3, 1, 1),  # no channels
+    (2, 14, 14, 32, 32, 3, 3, 0, 1),  # stride 0
+    (2, 14, 14, 32, 32, 3, 3, 1, -1),  # negative padding
+    (2, 2, 14, 32, 32, 5, 5, 1, 1),  # padded input smaller than the filter
+    (2, "a", 14, 32, 32, 3, 3, 1, 1),
+])
+def test_bad_shapes_raise(bad):
+    with pytest.raises(KernelError, match="conv2d"):
+        FAM.make_inputs(bad, "float32", "cpu", 0)
+    with pytest.raises(KernelError, match="conv2d"):
+        FAM.build(bad, "float32", {}, "c")
+
+
+def test_bad_config_and_target_raise():
+    with pytest.raises(KernelError, match="unknown config"):
+        FAM.build(S3, "float32", {"block_Q": 3}, "c")
+    with pytest.raises(KernelError, match="threads"):
+        FAM.build(RESNET_3X3, "float16", {"threads": 96}, SM90)
+    with pytest.raises(KernelError, match="float16 or bfloat16"):
+        FAM.build(RESNET_3X3, "float32", {}, SM90)
+
+
+def test_make_inputs_and_reference():
+    x, w = FAM.make_inputs(S3S2, "float32", "cpu", 3)
+    x2, w2 = FAM.make_inputs(S3S2, "float32", "cpu", 3)
+    x3, _ = FAM.make_inputs(S3S2, "float32", "cpu", 4)
+    assert torch.equal(x, x2) and torch.equal(w, w2) and not torch.equal(x, x3)
+    assert tuple(x.shape) == (2, 14, 14, 32) and tuple(w.shape) == (48, 3, 3, 32)
+    ref = FAM.reference(x, w)
+    assert tuple(ref.shape) == (2, 7, 7, 48)
+    # channels_last in, channels_last out: the NHWC view is already contiguous, so a timed
+    # reference holds no hidden copy.
+    assert ref.is_contiguous()
+    # Stride and padding are not recoverable from plain tensors: a clear error, not a guess.
+    with pytest.raises(KernelError, match="make_inputs"):
+        FAM.reference(x.clone(), w)
+    with pytest.raises(KernelError, match="do not match"):
+        FAM.reference(x, w[:, :, :, :16].contiguous())
+
+
+def test_metrics():
+    N, H, W, Cin, K, R, S, _, _ = S3S2
+    P = Q = 7
+    assert conv_module.out_size(S3S2) == (P, Q)
+    assert FAM.flops(S3S2) == 2 * N * P * Q * K * Cin * R * S
+    assert FAM.bytes(S3S2, "float16") == 2 * (N * H * W * Cin + K * R * S * Cin + N * P * Q * K)
+    small, large = FAM.tolerance("float16", S1), FAM.tolerance("float16", (1, 7, 7, 2048, 8, 3, 3, 1, 1))
+    assert small[0] < large[0] < FAM.tolerance("bfloat16", (1, 7, 7, 2048, 8, 3, 3, 1, 1))[0]
+
+
+def test_standard_shapes():
+    cpu = FAM.standard_shapes("cpu")
+    assert 3 <= len(cpu) <= 5 and max(FAM.flops(s) for s in cpu) < 5e7
+    cuda = FAM.standard_shapes("cuda")
+    assert 3 <= len(cuda) <= 5 and RESNET_3X3 in cuda
+    assert all(s in conv_module.RESNET50_LAYERS for s in cuda[:-1])
+    assert any(s[5] == 1 for s in cuda) and any(s[5] == 3 and s[7] == 2 for s in cuda)
+    for shapes in (cpu, cuda):
+        assert all(FAM.check(s) == s for s in shapes)
+        assert any(s[3] % 16 and s[4] % 16 and s[1] % 2 for s in shapes)
+
+
+# ---------------------------------------------------------------- problem shapes
+
+
+def test_problem_shape_from_concrete_inputs():
+    x, w = [32, 64, 56, 56], [64, 64, 3, 3]
+    want = (32, 56, 56, 64, 64, 3, 3, 1, 1)
+    # Argument lists as torch.profiler reports them (mkldnn and cudnn put padding first).
+    assert FAM.problem_shape("aten::conv2d", [x, w, [], [], [], [], []],
+                             concrete_inputs=[None, None, None, [1, 1], [1, 1], [1, 1], 1]) == want
+    assert FAM.problem_shape("aten::convolution", [x, w, [], [], [], [], [], [], []],
+                             [None, None, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1]) == want
+    assert FAM.problem_shape("aten::mkldnn_convolution", [x, w, [], [], [], [], []],
+                             [None, None, None, [1, 1], [2, 2], [1, 1], 1]) == (32, 56, 56, 64, 64, 3, 3, 2, 1)
+    assert FAM.problem_shape("aten::cudnn_convolution", [x, w, [], [], [], [], [], [], []],
+                             [None, None, [0, 0], [2, 2], [1, 1], 1, False, False, True]) == (32, 56, 56, 64, 64, 3, 3, 2, 0)
+    assert FAM.problem_shape("aten::conv2d", [x, w, [], [], [], [], []],
+                             [None, None, None, [1, 1], "same", [1, 1], 1]) == want
+    # Not computable by this kernel, or not knowable: None, never a guess.
+    assert FAM.problem_shape("aten::conv2d", [x, w, [], [], [], [], []]) is None
+    assert FAM.problem_shape("aten::conv2d", [x, [64, 32, 3, 3], [], [], [], [], []],
+                             [None, None, None, [1, 1], [1, 1], [1, 1], 2]) is None  # groups
+    assert FAM.problem_shape("aten::conv2d", [x, w, [], [], [], [], []],
+                             [None, None, None, [1, 1], [1, 1], [2, 2], 1]) is None  # dilation
+    assert FAM.problem_shape("aten::conv2d", [x, w, [], [], [], [], []],
+                             [None, None, None, [1, 2], [1, 1], [1, 1], 1]) is None  # non-square stride
+    assert FAM.problem_shape("aten::convolution", [x, w, [], [], [], [], [], [], []],
+                             [None, None, None, [1, 1], [1, 1], [1, 1], True, [0, 0], 1]) is None  # transposed
+    assert FAM.problem_shape("aten::addmm", [x, w], [None, None]) is None
+
+
+def test_problem_shape_from_a_real_profiler_trace():
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False),
+                                torch.nn.Conv2d(8, 4, 1, bias=True)).eval()
+    with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        model(torch.randn(2, 3, 17, 17))
+    found = {}
+    for evt in prof.events():
+        if evt.name in FAM.aten_ops:
+            shape = FAM.problem_shape(evt.name, evt.input_shapes, concrete_inputs=evt.concrete_inputs)
+            found.setdefault(evt.name, set()).add(shape)
+    assert found["aten::conv2d"] == {(2, 17, 17, 3, 8, 3, 3, 2, 1), (2, 9, 9, 8, 4, 1, 1, 1, 0)}
+    # Every level of the call chain agrees (the profiler attributes the call to the outermost).
+    assert all(shapes == found["aten::conv2d"] for shapes in found.values())
+
+
+# ---------------------------------------------------------------- search spaces
+
+
+def test_search_space_cpu():
+    cpu = FAM.search_space(S3, "float32", CPU)
+    assert 1 <= len(cpu) <= 4
+    assert all(FAM.reject_reason(S3, "float32", c, CPU) is None for c in cpu)
+
+
+def test_search_space_gpu_fits_device():
+    for shape in conv_module.RESNET50_LAYERS + FAM.standard_shapes("cuda") + [(32, 224, 224, 3, 64, 7, 7, 2, 3)]:
+        for dtype in ("float16", "bfloat16"):
+            space = FAM.search_space(shape, dtype, H200)
+            assert 4 <= len(space) <= 10, (shape, len(space))
+            assert all(FAM.reject_reason(shape, dtype, c, H200) is None for c in space)
+    # A 3-channel stem packs the taps densely instead of wasting most of each chunk.
+    assert all(c["flat_k"] for c in FAM.search_space((32, 224, 224, 3, 64, 7, 7, 2, 3), "float16", H200))
+    assert FAM.search_space(RESNET_3X3, "float32", H200) == []
+    small = Hardware(**{**H200.__dict__, "smem_per_block": 48 * 1024})
+    fitted = FAM.search_space(RESNET_3X3, "float16", small)
+    assert fitted and len(fitted) < len(FAM.search_space(RESNET_3X3, "float16", H200))
+    assert all(conv_module._tc_smem(c, "float16") <= 48 * 1024 for c in fitted)
+
+
+def test_reject_reason():
+    good = FAM.search_space(RESNET_3X3, "float16", H200)[0]
+    assert FAM.reject_reason(RESNET_3X3, "float16", good, H200) is None
+    big = {**good, "block_M": 256, "block_N": 256, "num_stages": 4}
+    assert "shared memory" in FAM.reject_reason(RESNET_3X3, "float16", big, H200)
+    assert "threads" in FAM.reject_reason(RESNET_3X3, "float16", {**good, "threads": 100}, H200)
+    assert "multiples of 16" in FAM.reject_reason(RESNET_3X3, "float16", {**good, "block_K": 40}, H200)
+    assert "unknown config" in FAM.reject_reason(RESNET_3X3, "float16", {"tile": 1}, H200)
+    assert "float16 or bfloat16" in FAM.reject_reason(RESNET_3X3, "float32", good, H200)
+    assert "stack" in FAM.reject_reason(S3, "float32", {"block_M": 256, "block_N": 256, "block_K": 64}, CPU)
+    assert FAM.reject_reason((2, 14), "float16", good, H200).startswith("conv2d: shape")
+
+
+# ---------------------------------------------------------------- CUDA schedule (lowered, not run)
+
+
+def _lower(shape, dtype, cfg):
+    src = C.lower_source(FAM.program(shape, dtype, cfg, SM90), SM90)
+    assert "__global__" in src and "wgmma" in src  # Hopper tensor cores, not a scalar loop
+    return src
+
+
+@pytest.mark.parametrize("shape", [RESNET_3X3, RESNET_1X1], ids=["resnet3x3", "resnet1x1"])
+def test_every_cuda_config_lowers_for_sm90(shape):
+    space = FAM.search_space(shape, "float16", H200)
+    for cfg in space:
+        src = _lower(shape, "float16", cfg)
+        # The gathered A tile streams through 16-byte async copies, the weights through TMA.
+        assert "cp_async_gs" in src and "tma_load" in src, cfg
+
+
+@pytest.mark.parametrize("dtype, flat_k, cin", [("bfloat16", False, 40), ("float16", True, 3)],
+                         ids=["bf16-channel-tail", "fp16-flat-k-stem"])
+def test_cuda_masked_paths_lower(dtype, flat_k, cin):
+    # C = 40 is not a multiple of block_K: both operands masked per channel. C = 3: the
+    # flattened R*S*C loop with per-element tap decoding.
+    cfg = {"block_M": 64, "block_N": 64, "block_K": 32, "num_stages": 2, "threads": 128, "flat_k": flat_k}
+    _lower((4, 9, 9, cin, 24, 3, 3, 2, 1), dtype, cfg)
+
+
+# ---------------------------------------------------------------- swap-in
+
+
+class _Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(32, 32, 3, padding=1, bias=False)  # S3
+        self.b = torch.nn.Conv2d(32, 48, 3, stride=2, padding=1, bias=True)  # S3S2, bias added after
+        self.grouped = torch.nn.Conv2d(48, 48, 3, padding=1, groups=2)  # not swapped
+        self.dilated = torch.nn.Conv2d(48, 8, 3, padding=2, dilation=2)  # not swapped
+
+    def forward(self, x):
+        return self.dilated(self.grouped(torch.relu(self.b(torch.relu(self.a(x))))))
+
+
+def test_swap_in_matches_conv2d():
+    torch.manual_seed(0)
+    model = _Tiny().eval()
+    x = torch.randn(2, 32, 14, 14).contiguous(memory_format=torch.channels_last)
+    with torch.no_grad():
+        want = model(x)
+    asked = []
+
+    def kernel_for(shape):
+        asked.append(shape)
+        return FAM.build(shape, "float32", FAM.search_space(shape, "float32", CPU)[0], "c")
+
+    assert FAM.swap_in(model, kernel_for) == 2
+    assert isinstance(model.a, conv_module.TileLangConv2d) and isinstance(model.b, conv_module.TileLangConv2d)
+    assert type(model.grouped) is torch.nn.Conv2d and type(model.dilated) is torch.nn.Conv2d
+    with torch.no_grad():
+        got = model(x)
+        mid = model.a(x)
+    assert sorted(asked) == sorted([S3, S3S2])
+    # The swapped conv hands the next layer a channels_last NCHW-shaped tensor.
+    assert mid.shape == (2, 32, 14, 14) and mid.is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+    # The KRSC weight is converted once and refreshed when the weight changes in place.
+    first = model.a._weight_krsc()
+    assert model.a._weight_krsc() is first
+    with torch.no_grad():
+        model.a.weight.mul_(2.0)
+        torch.testing.assert_close(model.a(x), 2.0 * mid, atol=1e-4, rtol=1e-4)
+
+
+def test_swap_in_falls_back_without_kernel():
+    torch.manual_seed(1)
+    model = torch.nn.Sequential(torch.nn.Conv2d(4, 6, 3, padding=1)).eval()
+    x = torch.randn(1, 4, 8, 8)
+    with torch.no_grad():
+        want = model(x)
+    assert FAM.swap_in(model, lambda shape: None) == 1
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), want)
