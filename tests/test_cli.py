@@ -86,13 +86,15 @@ def test_demo_end_to_end_on_bert_tiny(tmp_path):
     tags = subprocess.run(["git", "-C", ref["store"], "tag"], capture_output=True, text=True).stdout.split()
     assert ref["tag"] in tags
 
-    # a second run reuses the tuned configs and compares itself with the first baseline
+    # a second run reuses the tuned configs and compares itself with the first baseline.
+    # The same families explicitly: on CPU, attention and layernorm take 7-9% each and
+    # the profile may rank them either way from one run to the next.
     p2 = evaluate("--model", "bert-tiny", "--reports", str(tmp_path), "--soak-seconds", "0", "--no-e2e",
-                  "--no-pdf")
+                  "--no-pdf", "--families", ",".join(fams))
     assert p2.returncode == 0, (p2.stdout + p2.stderr)[-3000:]
     run2 = max((tmp_path / "runs").iterdir(), key=lambda d: d.stat().st_mtime)
     r2 = json.loads((run2 / "results.json").read_text())
-    assert all(t["cached"] for t in r2["tuned"])
+    assert r2["tuned"] and all(t["cached"] for t in r2["tuned"])
     assert r2["comparison"] and r2["comparison"]["reference"] == ref["tag"]
 
     # and the report can be re-rendered from the store alone
