@@ -510,11 +510,11 @@ def _tables(r: RunResult) -> dict[str, tuple[list[str], list[list[Any]]]]:
               b.speedup, b.flops, b.bytes, b.tilelang_tflops, b.tilelang_gbps, b.torch_tflops, b.torch_gbps,
               b.config, b.error] for b in r.op_bench])
     tuning_rows = [[k.family, shape_str(k.shape), k.dtype, k.target, c.config == k.config and c.status == "ok",
-                    k.cached, c.config, c.status, c.latency_ms, c.compile_s, c.error]
+                    k.cached, c.config, c.status, c.latency_ms, c.compile_s, c.error, c.phase]
                    for k in r.tuned for c in k.candidates]
     if tuning_rows:
         out["tuning.csv"] = (["family", "shape", "dtype", "target", "chosen", "cached", "config", "status",
-                              "latency_ms", "compile_s", "error"], tuning_rows)
+                              "latency_ms", "compile_s", "error", "phase"], tuning_rows)
     verify_rows = [[c.family, shape_str(c.shape), c.dtype, c.seed, c.max_abs_err, c.max_rel_err, c.atol, c.rtol,
                     c.passed, c.reason] for v in r.verify for c in v.cases]
     if verify_rows:

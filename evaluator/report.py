@@ -631,7 +631,8 @@ def _tuning(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
             if c.status != "ok":
                 bad.setdefault(c.status, c)  # one example per failure kind keeps the appendix short
         cands = [{"config": f.config(c.config), "status": c.status, "latency": f.ms(c.latency_ms),
-                  "compile": f.num(c.compile_s), "error": c.error} for c in [*ok[:8], *bad.values()]]
+                  "compile": f.num(c.compile_s), "error": c.error, "phase": c.phase}
+                 for c in [*ok[:8], *bad.values()]]
         kernels.append({"family": k.family, "shape": shape_str(k.shape), "dtype": k.dtype, "target": k.target,
                         "config": f.config(k.config), "best": f.ms(ok[0].latency_ms) if ok else f.na,
                         "counts": ", ".join(f"{s} {n}" for s, n in sorted(counts.items())),
