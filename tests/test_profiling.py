@@ -27,13 +27,11 @@ def test_explicit_families_override_the_choice():
     assert fams["attention"].shapes == ("1x4x32x32x32x1",)
 
 
-def test_resnet_is_dominated_by_conv_without_a_kernel():
+def test_resnet_is_dominated_by_conv_and_conv_shapes_carry_stride_and_padding():
     hot = profiling.hot_ops(load_model("resnet-tiny"), iters=1)
-    assert hot.ops[0].family == "conv2d" and not hot.ops[0].has_kernel
-    assert "conv2d" not in hot.selected
-
-
-def test_table_marks_selected_rows():
-    hot = profiling.hot_ops(load_model("bert-tiny", seq_len=32), iters=1)
-    df = profiling.table(hot)
-    assert set(df[df.selected].family) == set(hot.selected)
+    conv = hot.ops[0]
+    assert conv.family == "conv2d" and conv.has_kernel and hot.selected[0] == "conv2d"
+    # (N, H, W, C, K, R, S, stride, pad): the stem's 7x7 stride-2 pad-3 conv, from the
+    # profiler's concrete inputs (stride and padding are scalar arguments)
+    assert "2x64x64x3x8x7x7x2x3" in conv.shapes
+    assert any(s.endswith("x3x3x2x1") for s in conv.shapes)  # a stride-2 3x3 bottleneck conv
