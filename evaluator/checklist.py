@@ -1,6 +1,6 @@
 """Go/no-go checklists: load and validate the YAML, measure each item, decide.
 
-In: a checklist file (YAML; see checklists/default.yaml) and a `RunResult`. Out: a frozen
+In: a checklist file (YAML; see evaluator/checklists/default.yaml) and a `RunResult`. Out: a frozen
 `Checklist` (validated with pydantic; errors name the file, the line, the item and what
 is allowed) and a `Verdict` whose outcomes carry the measured value and its evidence.
 
@@ -27,7 +27,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .errors import ChecklistError, ConfigError
 from .results import Outcome, OpBench, RunResult, Verdict, shape_str
 
-DEFAULT_CHECKLIST: Path = Path(__file__).resolve().parents[1] / "checklists" / "default.yaml"
+# Shipped inside the package so a wheel install finds them; `--checklist production`
+# names one of them, a path names any other file.
+CHECKLISTS: Path = Path(__file__).resolve().parent / "checklists"
+DEFAULT_CHECKLIST: Path = CHECKLISTS / "default.yaml"
 
 COMPARATORS: dict[str, Callable[[float, float], bool]] = {
     ">=": lambda v, t: v >= t or math.isclose(v, t, rel_tol=1e-9, abs_tol=1e-12),

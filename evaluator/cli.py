@@ -159,7 +159,7 @@ def main_command(
     fork: Optional[str] = typer.Option(None, help="A vendor fork to compare with upstream."),
     as_of: Optional[str] = typer.Option(None, help="Compute upstream metrics as of this date (YYYY-MM-DD)."),
     branch: Optional[str] = typer.Option(None, help="Upstream branch, where the default is not obvious."),
-    checklist: Optional[Path] = typer.Option(None, help="Checklist YAML (default: checklists/default.yaml)."),
+    checklist: Optional[Path] = typer.Option(None, help="Checklist YAML, or a shipped one by name: default, production."),
     reports: Optional[Path] = typer.Option(None, help="Output folder (default: reports/)."),
     store: Optional[Path] = typer.Option(None, help="Baseline store (default: <reports>/baselines)."),
     lang: str = typer.Option("en", help="Report language: en or zh."),

@@ -15,7 +15,6 @@ from .bench import TimingPolicy
 from .errors import ConfigError
 from .kernels.base import DTYPE_ALIASES
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass(frozen=True)
@@ -64,9 +63,11 @@ class UpstreamSettings:
 
 @dataclass(frozen=True)
 class OutputSettings:
-    reports: Path = ROOT / "reports"
-    store: Path = ROOT / "reports" / "baselines"
-    checklist: Path = ROOT / "checklists" / "default.yaml"
+    # Relative to where `evaluate` runs (resolved in build): a wheel install has no
+    # checkout to write into.
+    reports: Path = Path("reports")
+    store: Path = Path("reports") / "baselines"
+    checklist: Path = Path(__file__).resolve().parent / "checklists" / "default.yaml"
     lang: str = "en"
     pdf: bool = True
     fail_on: str = "never"  # "never" | "no-go" | "conditional"
@@ -159,13 +160,17 @@ def build(*, model: str, device: str = "auto", batch_size: int | None = None, se
         raise ConfigError(f"--lang '{lang}' is not available; use en or zh")
     out = OutputSettings()
     checklist = Path(checklist) if checklist else out.checklist
+    shipped = out.checklist.parent / f"{checklist}.yaml"
+    if not checklist.is_file() and len(checklist.parts) == 1 and shipped.is_file():
+        checklist = shipped  # a shipped checklist by name: --checklist production
     if not checklist.is_file():
-        raise ConfigError(f"checklist '{checklist}' does not exist; give a YAML file such as checklists/default.yaml")
+        raise ConfigError(f"checklist '{checklist}' does not exist; give a YAML file or a shipped name "
+                          f"({', '.join(sorted(p.stem for p in out.checklist.parent.glob('*.yaml')))})")
     from . import checklist as checklist_mod
     checklist_mod.load(checklist)  # a checklist that does not validate fails now, not after the run
     _check_repo("--upstream", upstream)
     _check_repo("--fork", fork)
-    reports = Path(reports) if reports else out.reports
+    reports = (Path(reports) if reports else out.reports).resolve()
     return Config(
         model=ModelSettings(model, batch_size, seq_len, DTYPE_ALIASES[dtype], seed),
         device=dev,

@@ -34,8 +34,7 @@ from .checklist import METRICS, kernel_status, op_label, op_rows, op_speedup
 from .errors import ReportError
 from .results import Outcome, RunResult, Verdict, shape_str
 
-ROOT = Path(__file__).resolve().parents[1]
-TEMPLATES = ROOT / "templates"
+TEMPLATES = Path(__file__).resolve().parent / "templates"  # package data: found by wheel installs too
 LANGS = ("en", "zh")
 HTML_NAME = "report.html"
 PDF_NAME = "report.pdf"

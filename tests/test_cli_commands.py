@@ -68,7 +68,7 @@ def test_report_from_store_alone(store, tmp_path):
 
 
 def test_checklist_commands():
-    p = evaluate("checklist", "validate", "checklists/production.yaml")
+    p = evaluate("checklist", "validate", "evaluator/checklists/production.yaml")
     assert p.returncode == 0 and "valid" in p.stdout
     p = evaluate("checklist", "metrics")
     assert p.returncode == 0 and "ops.speedup_geomean" in p.stdout

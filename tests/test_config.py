@@ -44,3 +44,12 @@ def test_upstream_accepts_a_real_repo(tmp_path):
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     cfg = config.build(model="bert-tiny", upstream=str(tmp_path))
     assert cfg.upstream.repo == str(tmp_path)
+
+
+def test_shipped_checklists_by_name_and_package_data_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # defaults must not depend on running from the checkout
+    cfg = config.build(model="bert-tiny", checklist="production")
+    assert cfg.output.checklist.name == "production.yaml" and cfg.output.checklist.is_file()
+    assert cfg.output.reports == tmp_path / "reports"
+    with pytest.raises(EvaluatorError, match="shipped name .*default.*production"):
+        config.build(model="bert-tiny", checklist="nonesuch")
