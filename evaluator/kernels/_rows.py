@@ -162,6 +162,16 @@ class RowFamily:
     def awkward_shape(self, shape: Shape) -> Shape:
         return awkward_shape(shape)
 
+    def reject_reason(self, shape: Shape, dtype: str, config: KernelConfig, hw: Hardware) -> str | None:
+        """Why `config` cannot run on `hw` (checked before compiling), or None."""
+        try:
+            _, _, cfg, _ = self._resolve(shape, dtype, config, hw.target)
+        except KernelError as exc:
+            return str(exc)
+        if not is_cpu_target(hw.target) and not C.smem_fits(reduce_smem(cfg), hw):
+            return f"{self.name}: needs {reduce_smem(cfg)} B of shared memory, the device allows {hw.smem_per_block} B"
+        return None
+
     def program(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Any:
         """The TileLang PrimFunc `build` compiles (for inspection and lowering tests)."""
         return self._resolve(shape, dtype, config, target)[3]()

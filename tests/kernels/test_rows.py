@@ -100,3 +100,14 @@ def test_cuda_schedule_compiles_for_sm90(name, dtype):
     fam = get(name)
     cfg = fam.search_space((4096, 1024), dtype, H200)[0]
     assert "__global__" in fam.build((4096, 1024), dtype, cfg, SM90).source
+
+
+@pytest.mark.parametrize("name", ROWS)
+def test_reject_reason_screens_neighbour_configs(name):
+    fam = get(name)
+    shape = (4096, 4096)
+    assert fam.reject_reason(shape, "float16", fam.search_space(shape, "float16", H200)[0], H200) is None
+    assert "threads" in fam.reject_reason(shape, "float16", {"threads": 2048, "chunk": 8192}, H200)
+    assert "spill" in fam.reject_reason((4096, 8192), "float16", {"threads": 32, "chunk": 0}, H200)
+    assert "unknown config keys" in fam.reject_reason(shape, "float16", {"bogus": 1}, H200)
+    assert "row buffer" in fam.reject_reason((8, 65536), "float32", {"buffered": True}, CPU)
