@@ -202,7 +202,8 @@ def main_command(
 
 @app.command("bench")
 def bench_command(
-    family: str = typer.Option(..., help="Kernel family, e.g. gemm, softmax, layernorm, rmsnorm."),
+    family: str = typer.Option(..., help="Kernel family: gemm, gemm_gelu, gemm_relu, gemm_silu, softmax, layernorm, "
+                               "layernorm_residual, rmsnorm, attention, conv2d."),
     shape: list[str] = typer.Option([], help="Problem shape like 4096x4096x4096 (repeatable); default: standard shapes."),
     dtype: Optional[str] = typer.Option(None, help="fp32, fp16 or bf16 (default: fp32 on CPU, fp16 on CUDA)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
