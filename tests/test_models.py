@@ -60,3 +60,14 @@ def test_bad_model_specs_say_what_was_expected(spec, words):
 def test_bad_dtype():
     with pytest.raises(ModelLoadError, match="fp32"):
         load_model("bert-tiny", dtype="int8")
+
+
+def test_resnets_run_channels_last_so_swapped_convs_need_no_transposes():
+    m = load_model("resnet-tiny")
+    x = m.inputs[0]
+    assert x.is_contiguous(memory_format=torch.channels_last)
+    assert x.permute(0, 2, 3, 1).is_contiguous()  # the NHWC view the conv2d kernel reads
+    conv = m.module.stem[0]
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last)
+    with torch.inference_mode():
+        assert m.module.stem(x).is_contiguous(memory_format=torch.channels_last)

@@ -118,6 +118,12 @@ def load_model(name: str, *, batch_size: int | None = None, seq_len: int | None 
     try:
         model = model.to(device=device, dtype=tdtype).eval()
         inputs = tuple(t.to(device=device, dtype=tdtype) if t.is_floating_point() else t.to(device) for t in inputs)
+        if source == "zoo" and ZOO[name].kind == "image":
+            # NHWC, as fp16 convolutions are run in practice (cuDNN's fast path, and the
+            # layout the conv2d family computes in): both sides of every comparison then
+            # see the same layout and the swapped-in convs need no transposing copies.
+            model = model.to(memory_format=torch.channels_last)
+            inputs = tuple(t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t for t in inputs)
     except Exception as exc:
         raise ModelLoadError(f"could not move model '{name}' to {device} as {dtype}: {exc}") from exc
     spec = ModelSpec(
