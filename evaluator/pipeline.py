@@ -26,7 +26,7 @@ import torch
 
 from . import __version__, baseline, bench, checklist, hardware, kernels, models, profiling, report, tuning, upstream, verify
 from .config import Config
-from .errors import EvaluatorError
+from .errors import ConfigError, EvaluatorError
 from .results import Environment, Hardware, OpBench, RunResult, Shape, TunedKernel, VerifyResult, parse_shape, to_dict
 
 
@@ -325,6 +325,10 @@ def bench_family(family: str, shapes: list[Shape], dtype: str, device: str, *, b
     rep = reporter or Reporter()
     quiet_tilelang()
     fam = kernels.get(family)
+    for shape in shapes:
+        if len(shape) != len(fam.shape_names) or min(shape) < 0:
+            raise ConfigError(f"--shape {'x'.join(map(str, shape))} does not fit {family}: it takes "
+                              f"{len(fam.shape_names)} sizes, {'x'.join(fam.shape_names)}")
     hw = hardware.measure_ceilings(hardware.detect(device), dtype)
     shapes = shapes or [tuple(s) for s in fam.standard_shapes(device)]
     policy = policy or bench.TimingPolicy()

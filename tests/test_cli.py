@@ -24,6 +24,7 @@ def evaluate(*args, cwd=ROOT, timeout=900):
     (["--model", "bert-tiny", "--checklist", "missing.yaml"], "checklist 'missing.yaml' does not exist"),
     (["--model", "bert-tiny", "--upstream", "/tmp"], "is not a git repository"),
     (["bench", "--family", "conv9d"], "unknown kernel family 'conv9d'"),
+    (["bench", "--family", "attention", "--shape", "64x64x64"], "it takes 6 sizes, BxHxSqxSkvxDxcausal"),
     (["upstream", "--repo", "/tmp"], "/tmp"),
     (["baseline", "show", "no/such/id"], "no/such/id"),
     (["checklist", "validate", "missing.yaml"], "missing.yaml"),
