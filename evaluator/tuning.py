@@ -9,9 +9,10 @@ search phase that proposed it) and the compiled best kernel.
 Coarse to fine: the family's search space is the coarse grid (best guess first); then
 the neighbours of the fastest config, and of the runner-up when it is within 10%, (each
 power-of-two size doubled and halved, each flag flipped) are tried, and again around
-the new best while a round gains more than 2%, for at most 3 rounds. Every batch compiles in parallel threads; the family's optional
-`reject_reason` turns away, before compiling, configs that cannot fit the device. The
-budget bounds the whole search of one shape.
+the new best while a round gains more than 2%, for at most 3 rounds. Every batch
+compiles in parallel threads; the family's optional `reject_reason` turns away, before
+compiling, configs that cannot fit the device. The budget bounds the whole search of
+one shape.
 
 A failing candidate is data, never a crash of the run. On CUDA candidates run in an
 isolated worker process (`isolation.py`), so a kernel that segfaults, hangs or poisons
