@@ -162,6 +162,11 @@ class RowFamily:
     def awkward_shape(self, shape: Shape) -> Shape:
         return awkward_shape(shape)
 
+    def search_space(self, shape: Shape, dtype: str, hardware: Hardware) -> list[KernelConfig]:
+        shape = C.check_shape(shape, self.shape_names, self.name)
+        C.canonical_dtype(dtype)
+        return search_space(shape, hardware, reduce_smem)
+
     def reject_reason(self, shape: Shape, dtype: str, config: KernelConfig, hw: Hardware) -> str | None:
         """Why `config` cannot run on `hw` (checked before compiling), or None."""
         try:
@@ -195,3 +200,19 @@ class RowFamily:
             check_gpu_config(self.name, cfg, cols)
             make = type(self).gpu_program
         return (rows, cols), dtype, cfg, (lambda: make(rows, cols, dtype, cfg))
+
+
+class RowModule(torch.nn.Module):
+    """Base of the swapped-in row modules: one kernel per (rows, cols) the model feeds
+    it, asked of `kernel_for` once and remembered (None: fall back to PyTorch)."""
+
+    def __init__(self, kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]):
+        super().__init__()
+        self._kernel_for = kernel_for
+        self._kernels: dict[Shape, Callable[..., torch.Tensor] | None] = {}
+
+    def kernel_for_rows(self, x: torch.Tensor, cols: int) -> tuple[Callable[..., torch.Tensor] | None, Shape]:
+        shape = (x.numel() // cols, cols)
+        if shape not in self._kernels:
+            self._kernels[shape] = self._kernel_for(shape) if shape[0] > 0 else None
+        return self._kernels[shape], shape

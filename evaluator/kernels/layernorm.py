@@ -19,7 +19,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from ..results import Hardware, KernelConfig, Shape
+from ..results import Shape
 from . import _common as C
 from . import _rows as R
 
@@ -221,11 +221,6 @@ class LayerNormFamily(R.RowFamily):
         # Outputs are O(1..4); the low-precision values cover about one output ulp.
         return {"float32": (2e-5, 2e-5), "float16": (2e-3, 2e-3), "bfloat16": (2e-2, 2e-2)}[C.canonical_dtype(dtype)]
 
-    def search_space(self, shape: Shape, dtype: str, hardware: Hardware) -> list[KernelConfig]:
-        shape = C.check_shape(shape, self.shape_names, self.name)
-        C.canonical_dtype(dtype)
-        return R.search_space(shape, hardware, R.reduce_smem)
-
     def swap_in(self, model: torch.nn.Module,
                 kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]) -> int:
         def match(m: torch.nn.Module) -> bool:
@@ -235,25 +230,19 @@ class LayerNormFamily(R.RowFamily):
         return R.swap_in(model, match, lambda m: TileLangLayerNorm(m, kernel_for))
 
 
-class TileLangLayerNorm(torch.nn.Module):
+class TileLangLayerNorm(R.RowModule):
     """nn.LayerNorm (last dim, affine, eps 1e-5) running the TileLang kernel for its
     (rows, hidden); falls back to F.layer_norm when `kernel_for` has none."""
 
     def __init__(self, ln: torch.nn.LayerNorm, kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]):
-        super().__init__()
+        super().__init__(kernel_for)
         self.normalized_shape = tuple(ln.normalized_shape)
         self.eps = ln.eps
         self.weight = ln.weight
         self.bias = ln.bias
-        self._kernel_for = kernel_for
-        self._kernels: dict[Shape, Callable[..., torch.Tensor] | None] = {}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        hidden = self.normalized_shape[0]
-        shape = (x.numel() // hidden, hidden)
-        if shape not in self._kernels:
-            self._kernels[shape] = self._kernel_for(shape) if shape[0] > 0 else None
-        kernel = self._kernels[shape]
+        kernel, shape = self.kernel_for_rows(x, self.normalized_shape[0])
         if kernel is None:
             return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
         return kernel(x.reshape(shape), self.weight, self.bias).reshape(x.shape)
@@ -315,12 +304,8 @@ class TileLangAddLayerNorm(TileLangLayerNorm):
     """forward(x, r) = LayerNorm(x + r) through the fused kernel; falls back to PyTorch."""
 
     def forward(self, x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        hidden = self.normalized_shape[0]
-        shape = (x.numel() // hidden, hidden)
-        if shape not in self._kernels:
-            self._kernels[shape] = self._kernel_for(shape) if shape[0] > 0 and r.shape == x.shape else None
-        kernel = self._kernels[shape]
-        if kernel is None or r.shape != x.shape:
+        kernel, shape = self.kernel_for_rows(x, self.normalized_shape[0]) if r.shape == x.shape else (None, None)
+        if kernel is None:
             return F.layer_norm(x + r, self.normalized_shape, self.weight, self.bias, self.eps)
         return kernel(x.reshape(shape), r.reshape(shape), self.weight, self.bias).reshape(x.shape)
 

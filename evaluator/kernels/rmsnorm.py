@@ -15,7 +15,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from ..results import Hardware, KernelConfig, Shape
+from ..results import Shape
 from . import _common as C
 from . import _rows as R
 
@@ -160,11 +160,6 @@ class RMSNormFamily(R.RowFamily):
     def tolerance(self, dtype: str, shape: Shape | None = None) -> tuple[float, float]:
         return {"float32": (2e-5, 2e-5), "float16": (2e-3, 2e-3), "bfloat16": (2e-2, 2e-2)}[C.canonical_dtype(dtype)]
 
-    def search_space(self, shape: Shape, dtype: str, hardware: Hardware) -> list[KernelConfig]:
-        shape = C.check_shape(shape, self.shape_names, self.name)
-        C.canonical_dtype(dtype)
-        return R.search_space(shape, hardware, R.reduce_smem)
-
     def swap_in(self, model: torch.nn.Module,
                 kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]) -> int:
         def match(m: torch.nn.Module) -> bool:
@@ -175,24 +170,18 @@ class RMSNormFamily(R.RowFamily):
         return R.swap_in(model, match, lambda m: TileLangRMSNorm(m, kernel_for))
 
 
-class TileLangRMSNorm(torch.nn.Module):
+class TileLangRMSNorm(R.RowModule):
     """nn.RMSNorm (last dim, weight, eps 1e-6) running the TileLang kernel for its
     (rows, hidden); falls back to F.rms_norm when `kernel_for` has none."""
 
     def __init__(self, norm: torch.nn.RMSNorm, kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]):
-        super().__init__()
+        super().__init__(kernel_for)
         self.normalized_shape = tuple(norm.normalized_shape)
         self.eps = norm.eps
         self.weight = norm.weight
-        self._kernel_for = kernel_for
-        self._kernels: dict[Shape, Callable[..., torch.Tensor] | None] = {}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        hidden = self.normalized_shape[0]
-        shape = (x.numel() // hidden, hidden)
-        if shape not in self._kernels:
-            self._kernels[shape] = self._kernel_for(shape) if shape[0] > 0 else None
-        kernel = self._kernels[shape]
+        kernel, shape = self.kernel_for_rows(x, self.normalized_shape[0])
         if kernel is None:
             return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
         return kernel(x.reshape(shape), self.weight).reshape(x.shape)

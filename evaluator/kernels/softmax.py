@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..results import Hardware, KernelConfig, Shape
+from ..results import Shape
 from . import _common as C
 from . import _rows as R
 
@@ -171,11 +171,6 @@ class SoftmaxFamily(R.RowFamily):
         # Outputs lie in [0, 1]: atol covers about one output ulp near 1.
         return {"float32": (1e-6, 1e-5), "float16": (1e-3, 1e-3), "bfloat16": (4e-3, 1e-2)}[C.canonical_dtype(dtype)]
 
-    def search_space(self, shape: Shape, dtype: str, hardware: Hardware) -> list[KernelConfig]:
-        shape = C.check_shape(shape, self.shape_names, self.name)
-        C.canonical_dtype(dtype)
-        return R.search_space(shape, hardware, R.reduce_smem)
-
     def swap_in(self, model: torch.nn.Module,
                 kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]) -> int:
         return R.swap_in(model, _last_dim_softmax,
@@ -187,23 +182,18 @@ def _last_dim_softmax(m: torch.nn.Module) -> bool:
     return type(m) is torch.nn.Softmax and m.dim == -1
 
 
-class TileLangSoftmax(torch.nn.Module):
+class TileLangSoftmax(R.RowModule):
     """nn.Softmax(dim=-1) running the TileLang kernel for its (rows, cols); falls back
     to torch.softmax when `kernel_for` has none."""
 
     def __init__(self, kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]):
-        super().__init__()
+        super().__init__(kernel_for)
         self.dim = -1
-        self._kernel_for = kernel_for
-        self._kernels: dict[Shape, Callable[..., torch.Tensor] | None] = {}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() == 0 or x.numel() == 0:
             return torch.softmax(x, -1)
-        shape = (x.numel() // x.shape[-1], int(x.shape[-1]))
-        if shape not in self._kernels:
-            self._kernels[shape] = self._kernel_for(shape)
-        kernel = self._kernels[shape]
+        kernel, shape = self.kernel_for_rows(x, int(x.shape[-1]))
         if kernel is None:
             return torch.softmax(x, -1)
         return kernel(x.reshape(shape)).reshape(x.shape)
