@@ -74,6 +74,7 @@ class ModelSpec:
     dtype: str  # "float32" | "float16" | "bfloat16"
     parameters: int = 0
     spec_hash: str = ""  # hash of the name, sizes and parameter shapes
+    origin: str = ""  # the --model spec as given, when `name` is a stable --name for it
 
 
 @dataclass(frozen=True)
@@ -124,9 +125,10 @@ class HotOp:
     time_ms: float  # per forward pass
     share: float  # of the profiled operator time
     calls: int  # per forward pass
-    shapes: tuple[str, ...]  # distinct problem shapes, e.g. "256x512x128"
+    shapes: tuple[str, ...]  # distinct problem shapes, hottest first, e.g. "256x512x128"
     aten_ops: tuple[str, ...]
     has_kernel: bool
+    shape_ms: tuple[float, ...] = ()  # time per forward pass of each shape in `shapes`
 
 
 @dataclass(frozen=True)
@@ -208,8 +210,20 @@ class Timing:
     mean_ms: float
     cv: float  # coefficient of variation (std / mean)
     reps: int
-    timer: str = "perf_counter"  # "perf_counter" | "cuda_event"
+    timer: str = "perf_counter"  # "perf_counter" | "cuda_event" | "cuda_graph" | "profiler"
     unstable: bool = False  # spread still too wide after one re-measurement
+    dropped: int = 0  # rounds dropped as disturbed by outside load (interleaved timing)
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """Reference time / candidate time from interleaved paired rounds, with a 95%
+    bootstrap interval over the rounds (> 1: the candidate is faster)."""
+
+    value: float
+    low: float
+    high: float
+    rounds: int = 0
 
 
 @dataclass(frozen=True)
@@ -231,6 +245,37 @@ class OpBench:
     torch_roof_pct: float | None = None
     config: KernelConfig | None = None
     error: str = ""
+    verified: bool = True  # the kernel passed verification before it was timed
+    ratio: Ratio | None = None  # speedup with its interval (interleaved rounds)
+    # Kernel time per call from torch.profiler (CUPTI) for each side, the cross-check of
+    # the graph-replay timer; `timer_note` says where the two disagree beyond noise.
+    tilelang_kernel_ms: float | None = None
+    torch_kernel_ms: float | None = None
+    timer_note: str = ""
+    flags: tuple[str, ...] = ()  # "unstable", "faster than the roofline allows", ...
+
+
+@dataclass(frozen=True)
+class CallCount:
+    """What happened to one (family, shape) at the operator during the end-to-end run:
+    calls that ran the TileLang kernel, and calls that fell back to PyTorch, by reason."""
+
+    family: str
+    shape: str  # problem shape "AxBxC", or "" when the call could not be given one
+    tilelang: int
+    fallback: dict[str, int] = field(default_factory=dict)  # reason -> calls
+    profiled_ms: float = 0.0  # this shape's profiled device time per forward pass
+
+
+@dataclass(frozen=True)
+class E2EView:
+    """One way of timing the model, both sides side by side in interleaved rounds."""
+
+    method: str  # "cuda_graph" (device), "eager" (host path), "kernel_sum" (profiler), "perf_counter" (CPU)
+    reference: Timing
+    swapped: Timing | None
+    ratio: Ratio | None
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -246,9 +291,23 @@ class E2EBench:
     max_abs_err: float | None
     outputs_match: bool
     replaced_modules: int = 0
-    coverage: float = 0.0  # share of profiled time now in TileLang kernels
+    coverage: float = 0.0  # share of profiled time whose calls actually ran in TileLang
     amdahl_speedup: float | None = None
     error: str = ""
+    # The views (graph replay, eager, profiler kernel sum; one interleaved perf_counter
+    # view on CPU). `method` names the one `speedup` and the verdict come from.
+    views: tuple[E2EView, ...] = ()
+    method: str = ""
+    ratio: Ratio | None = None  # speedup with its interval
+    calls: tuple[CallCount, ...] = ()
+    tilelang_calls: int = 0
+    fallback_calls: int = 0
+    # Output check: relative L2 error and max error relative to max|ref| over every
+    # floating-point leaf of the output structure, against the dtype's tolerances.
+    rel_l2_err: float | None = None
+    rel_max_err: float | None = None
+    tolerance: dict[str, float] = field(default_factory=dict)
+    flags: tuple[str, ...] = ()  # "unstable", "contradicts the Amdahl estimate", "graph capture failed: ..."
 
 
 @dataclass(frozen=True)
@@ -263,6 +322,8 @@ class Soak:
     reserved_growth_mb: float | None = None  # CUDA caching allocator, reserved not just allocated
     clocks_mhz: tuple[float, ...] = ()  # SM clock per window (NVIDIA, via nvidia-smi)
     throttle_reasons: tuple[str, ...] = ()  # active clock-throttle reasons seen during the soak
+    timer: str = "perf_counter"  # "cuda_graph": each iteration is one graph replay (device time)
+    host_cv: float | None = None  # spread of host wall time per iteration (launch jitter), apart from device drift
 
 
 @dataclass(frozen=True)
