@@ -1,47 +1,59 @@
 """Timing, the single-operator benchmark, the end-to-end swap-in and the soak.
 
 In: callables (a compiled TileLang kernel and PyTorch's reference), a model with the
-chosen families' kernels, a timing policy. Out: `Timing`, `OpBench`, `E2EBench`, `Soak`.
+chosen families routed to TileLang at the operator (`swap.Router`), a timing policy.
+Out: `Timing`, `Ratio`, `OpBench`, `E2EBench`, `Soak`.
 
-Timing policy: warm-up calls, then `reps` timed calls. On CUDA each call is bracketed by
-CUDA events and the L2 cache is flushed between calls (so a small shape is not timed
-from a warm cache); on CPU `perf_counter`. The policy is recorded with every result so
-two baselines are only compared when measured alike.
+How time is measured — the device, not the host's launch path:
+- On CUDA, a side is a CUDA graph of many back-to-back calls (inputs rotated through
+  buffers larger than L2), replayed and timed with events; per call = replay / calls.
+  Per-call events around a 5 µs kernel read ~50 µs of launch; a replay does not.
+  The profiler's kernel time (CUPTI) cross-checks it, and a disagreement is noted.
+- Both sides are measured in interleaved rounds (A, B, A, B...), so a clock change or
+  a neighbour's burst hits both; the ratio is the median of the per-round ratios with
+  a 95% bootstrap interval.
+- On CPU (a shared, noisy machine) the same interleaving, and rounds disturbed by
+  outside load (either side far above its own median) are dropped and counted.
+The policy is recorded with every result so two baselines are only compared when
+measured alike.
 """
 
 from __future__ import annotations
 
-import copy
+import contextlib
 import dataclasses
 import math
+import random
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 import torch
 
 from .kernels.base import KernelFamily
-from .results import E2EBench, LaunchOverhead, OpBench, Shape, Soak, Timing
+from .results import CallCount, E2EBench, E2EView, LaunchOverhead, OpBench, Ratio, Shape, Soak, Timing
 
 
 @dataclass(frozen=True)
 class TimingPolicy:
     warmup: int = 3
-    reps: int = 20
-    max_seconds: float = 2.0  # per measured callable; fewer reps if it is slow
-    flush_l2: bool = True
+    reps: int = 20  # interleaved rounds per comparison (samples per side)
+    max_seconds: float = 2.0  # per side; fewer rounds if it is slow
+    flush_l2: bool = True  # rotate inputs through buffers larger than L2 (CUDA)
     max_cv_cpu: float = 0.15  # a wider spread is re-measured once, then flagged unstable
     max_cv_cuda: float = 0.05
+    graph_ms: float = 2.0  # device time one CUDA-graph replay aims at
+    sample_ms_cpu: float = 1.0  # wall time one CPU sample aims at (several calls if fast)
 
     def describe(self, device: str) -> dict:
-        return {"timer": "cuda_event" if device == "cuda" else "perf_counter", "warmup": self.warmup,
-                "reps": self.reps, "max_seconds": self.max_seconds,
-                "flush_l2": self.flush_l2 and device == "cuda",
+        return {"timer": "cuda_graph" if device == "cuda" else "perf_counter_interleaved",
+                "warmup": self.warmup, "reps": self.reps, "max_seconds": self.max_seconds,
+                "rotate_inputs": self.flush_l2 and device == "cuda",
                 "max_cv": self.max_cv_cuda if device == "cuda" else self.max_cv_cpu}
 
 
-def summarize(samples_ms: list[float], timer: str) -> Timing:
+def summarize(samples_ms: list[float], timer: str, dropped: int = 0) -> Timing:
     xs = sorted(samples_ms)
     n = len(xs)
 
@@ -51,63 +63,199 @@ def summarize(samples_ms: list[float], timer: str) -> Timing:
     mean = statistics.fmean(xs)
     sd = statistics.pstdev(xs) if n > 1 else 0.0
     return Timing(median_ms=statistics.median(xs), p10_ms=q(0.1), p90_ms=q(0.9), mean_ms=mean,
-                  cv=(sd / mean if mean > 0 else 0.0), reps=n, timer=timer)
+                  cv=(sd / mean if mean > 0 else 0.0), reps=n, timer=timer, dropped=dropped)
 
 
-_L2_FLUSH: dict[int, torch.Tensor] = {}
+def bootstrap_ratio(ref_ms: Sequence[float], cand_ms: Sequence[float], *, seed: int = 0,
+                    resamples: int = 2000) -> Ratio:
+    """Median of the paired per-round ratios ref/cand with a 95% bootstrap interval."""
+    ratios = [r / c for r, c in zip(ref_ms, cand_ms) if c > 0 and r > 0]
+    if not ratios:
+        return Ratio(math.nan, math.nan, math.nan, 0)
+    rng = random.Random(seed)
+    n = len(ratios)
+    meds = sorted(statistics.median(rng.choices(ratios, k=n)) for _ in range(resamples))
+    return Ratio(statistics.median(ratios), meds[int(0.025 * resamples)], meds[int(0.975 * resamples) - 1], n)
 
 
-def _flush_l2() -> None:
-    dev = torch.cuda.current_device()
-    buf = _L2_FLUSH.get(dev)
-    if buf is None:
-        # 256 MiB is larger than any current GPU's L2 (H200: 60 MiB)
-        buf = _L2_FLUSH[dev] = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda")
-    buf.zero_()
+# ---------------------------------------------------------------- samplers: one sample of one side
+
+
+class _GraphSampler:
+    """`calls` back-to-back calls of the rotated callables captured in one CUDA graph;
+    a sample is one replay timed with events, divided by the calls."""
+
+    def __init__(self, fns: Sequence[Callable[[], object]], policy: TimingPolicy):
+        self.fns = list(fns)
+        for f in self.fns:  # warm-up outside capture: lazy init, autotuners, allocator
+            f()
+        torch.cuda.synchronize()
+        self.calls = max(len(self.fns), 8)
+        self.graph = self._capture(self.calls)
+        per_call = self._replay_ms() / self.calls
+        want = int(policy.graph_ms / max(per_call, 1e-4))
+        want = max(len(self.fns), min(2000, want))
+        if want > self.calls * 1.5:
+            self.calls = want
+            self.graph = self._capture(want)
+
+    def _capture(self, calls: int) -> "torch.cuda.CUDAGraph":
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):  # capture needs a side stream warmed up first
+            for f in self.fns:
+                f()
+        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for i in range(calls):
+                self.fns[i % len(self.fns)]()
+        torch.cuda.synchronize()
+        return g
+
+    def _replay_ms(self) -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        self.graph.replay()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+
+    def sample(self) -> float:
+        return self._replay_ms() / self.calls
+
+
+class _EagerCudaSampler:
+    """Back-to-back calls between two events, used only when graph capture fails: the
+    launch path is then partly in the number, and the result says so."""
+
+    def __init__(self, fns: Sequence[Callable[[], object]], policy: TimingPolicy):
+        self.fns = list(fns)
+        for f in self.fns:
+            f()
+        torch.cuda.synchronize()
+        self.calls = max(len(self.fns), 8)
+
+    def sample(self) -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for i in range(self.calls):
+            self.fns[i % len(self.fns)]()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / self.calls
+
+
+class _HostSampler:
+    """Wall time per call on the host: CPU kernels, or the eager path on CUDA (each call
+    synchronised, so the launch cost is in the number, as a user running eager pays it)."""
+
+    def __init__(self, fns: Sequence[Callable[[], object]], policy: TimingPolicy, device: str):
+        self.fns = list(fns)
+        self.device = device
+        t0 = time.perf_counter()
+        for f in self.fns:
+            f()
+        self._sync()
+        per_call = (time.perf_counter() - t0) * 1e3 / len(self.fns)
+        target = policy.sample_ms_cpu if device == "cpu" else 0.0
+        self.calls = max(1, min(1000, int(target / max(per_call, 1e-4)))) if target else 1
+
+    def _sync(self) -> None:
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+
+    def sample(self) -> float:
+        self._sync()
+        t0 = time.perf_counter()
+        for i in range(self.calls):
+            self.fns[i % len(self.fns)]()
+        self._sync()
+        return (time.perf_counter() - t0) * 1e3 / self.calls
+
+
+def _sampler(fns: Sequence[Callable[[], object]], device: str, policy: TimingPolicy, *, eager: bool = False):
+    """The device sampler (graph replay on CUDA), or why it could not be made."""
+    if device != "cuda" or eager:
+        return _HostSampler(fns, policy, device), "perf_counter" if device != "cuda" else "eager", ""
+    try:
+        return _GraphSampler(fns, policy), "cuda_graph", ""
+    except Exception as exc:  # not capturable: timed back-to-back instead, and said so
+        with contextlib.suppress(Exception):
+            torch.cuda.synchronize()
+        note = f"graph capture failed ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''})"
+        return _EagerCudaSampler(fns, policy), "cuda_event", note
+
+
+def interleaved(samplers: Sequence[Any], policy: TimingPolicy, device: str) -> tuple[list[list[float]], int]:
+    """Samples of every sampler in rounds (one each per round, order alternating), and
+    how many rounds were dropped as disturbed. A round is disturbed when any side took
+    over twice its own median: on a shared CPU that is another job, not the kernel."""
+    rounds: list[list[float]] = []
+    end = time.perf_counter() + policy.max_seconds * max(1, len(samplers))
+    for r in range(max(policy.reps, 3)):
+        order = list(range(len(samplers)))
+        if r % 2:
+            order.reverse()
+        row = [0.0] * len(samplers)
+        for i in order:
+            row[i] = samplers[i].sample()
+        rounds.append(row)
+        if time.perf_counter() > end and len(rounds) >= 5:
+            break
+    if device == "cuda":
+        kept = rounds
+    else:
+        meds = [statistics.median(r[i] for r in rounds) for i in range(len(samplers))]
+        kept = [r for r in rounds if all(r[i] <= 2.0 * meds[i] for i in range(len(samplers)))]
+        if len(kept) < 3:
+            kept = rounds
+    return [[r[i] for r in kept] for i in range(len(samplers))], len(rounds) - len(kept)
+
+
+def time_pair(ref: Sequence[Callable[[], object]], cand: Sequence[Callable[[], object]], device: str,
+              policy: TimingPolicy = TimingPolicy(), *, eager: bool = False) -> tuple[Timing, Timing, Ratio, str]:
+    """Reference and candidate (each a list of callables over rotated inputs) timed in
+    interleaved rounds: their Timings, the ratio ref/cand with its interval, and a note
+    (empty unless the graph timer could not be used)."""
+    s_ref, timer, note_r = _sampler(ref, device, policy, eager=eager)
+    s_cand, timer_c, note_c = _sampler(cand, device, policy, eager=eager)
+    (a, b), dropped = interleaved([s_ref, s_cand], policy, device)
+    limit = policy.max_cv_cuda if device == "cuda" else policy.max_cv_cpu
+    t_ref, t_cand = summarize(a, timer, dropped), summarize(b, timer_c, dropped)
+    if max(t_ref.cv, t_cand.cv) > limit:  # measured once more; the calmer run is kept
+        (a2, b2), dropped2 = interleaved([s_ref, s_cand], policy, device)
+        r2, c2 = summarize(a2, timer, dropped2), summarize(b2, timer_c, dropped2)
+        if max(r2.cv, c2.cv) < max(t_ref.cv, t_cand.cv):
+            a, b, t_ref, t_cand = a2, b2, r2, c2
+    t_ref = dataclasses.replace(t_ref, unstable=t_ref.cv > limit)
+    t_cand = dataclasses.replace(t_cand, unstable=t_cand.cv > limit)
+    return t_ref, t_cand, bootstrap_ratio(a, b), "; ".join(n for n in (note_r, note_c) if n)
 
 
 def time_callable(fn: Callable[[], object], device: str, policy: TimingPolicy = TimingPolicy()) -> Timing:
-    """Median and spread of repeated calls of `fn` (which takes no arguments).
-
-    A spread above the policy's CV limit is measured once more (a neighbour's burst on a
-    shared machine is usually over by then); if it is still too wide the result says so.
-    """
-    t = _time_once(fn, device, policy)
+    """Median and spread of one callable (the tuner's timer): graph replay on CUDA."""
+    s, timer, _ = _sampler([fn], device, policy)
+    (xs,), dropped = interleaved([s], policy, device)
+    t = summarize(xs, timer, dropped)
     limit = policy.max_cv_cuda if device == "cuda" else policy.max_cv_cpu
-    if t.cv <= limit:
-        return t
-    again = _time_once(fn, device, policy)
-    best = again if again.cv < t.cv else t
-    return dataclasses.replace(best, unstable=best.cv > limit)
+    return dataclasses.replace(t, unstable=t.cv > limit)
 
 
-def _time_once(fn: Callable[[], object], device: str, policy: TimingPolicy) -> Timing:
-    for _ in range(policy.warmup):
-        fn()
-    samples: list[float] = []
-    if device == "cuda":
-        torch.cuda.synchronize()
-        budget_end = time.perf_counter() + policy.max_seconds
-        for _ in range(policy.reps):
-            if policy.flush_l2:
-                _flush_l2()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
+def kernel_time_ms(fn: Callable[[], object], calls: int = 10) -> float | None:
+    """Device kernel time per call from torch.profiler (CUPTI): the cross-check of the
+    graph timer. None where no device activity was recorded."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
             fn()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end))
-            if time.perf_counter() > budget_end and len(samples) >= 5:
-                break
-        return summarize(samples, "cuda_event")
-    budget_end = time.perf_counter() + policy.max_seconds
-    for _ in range(policy.reps):
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1e3)
-        if time.perf_counter() > budget_end and len(samples) >= 5:
-            break
-    return summarize(samples, "perf_counter")
+        torch.cuda.synchronize()
+    total_us = sum(getattr(e, "self_device_time_total", 0.0) for e in prof.key_averages())
+    return total_us / 1e3 / calls if total_us > 0 else None
 
 
 def _rate(amount: float, t: Timing | None, scale: float) -> float | None:
@@ -116,32 +264,86 @@ def _rate(amount: float, t: Timing | None, scale: float) -> float | None:
     return amount / (t.median_ms * 1e-3) / scale
 
 
+ROTATE_BYTES = 192 * 2**20  # more than any current GPU's L2 (H200: 60 MiB), so no call reads a warm cache
+
+
+def rotated_inputs(family: KernelFamily, shape: Shape, dtype: str, device: str, seed: int,
+                   policy: TimingPolicy) -> list[tuple[torch.Tensor, ...]]:
+    """Enough input sets that cycling through them streams from memory, not L2."""
+    first = family.make_inputs(shape, dtype, device, seed)
+    if device != "cuda" or not policy.flush_l2:
+        return [first]
+    per_set = sum(t.numel() * t.element_size() for t in first)
+    sets = max(1, min(64, math.ceil(ROTATE_BYTES / max(per_set, 1))))
+    return [first] + [family.make_inputs(shape, dtype, device, seed + i) for i in range(1, sets)]
+
+
+def roof_flags(flops: float, nbytes: float, t: Timing | None, roof: tuple[float | None, float | None],
+               side: str) -> list[str]:
+    """A time faster than the measured ceilings allow is a measurement error, not a win."""
+    if t is None or t.median_ms <= 0:
+        return []
+    tflops, gbps = roof
+    out = []
+    if tflops and flops / (t.median_ms * 1e-3) > 1.25 * tflops * 1e12:
+        out.append(f"{side} faster than the compute roof allows")
+    if gbps and nbytes / (t.median_ms * 1e-3) > 1.25 * gbps * 1e9:
+        out.append(f"{side} faster than the memory roof allows")
+    return out
+
+
 def bench_op(family: KernelFamily, shape: Shape, dtype: str, kernel: Callable | None, device: str,
              *, source: str, config: dict | None, policy: TimingPolicy = TimingPolicy(), seed: int = 0,
-             error: str = "", roof: tuple[float | None, float | None] = (None, None)) -> OpBench:
-    """TileLang against PyTorch on one shape, same inputs, same timer.
+             error: str = "", roof: tuple[float | None, float | None] = (None, None),
+             verified: bool = True) -> OpBench:
+    """TileLang against PyTorch on one shape, same inputs, same timer, interleaved.
 
     `roof` is (TFLOP/s, GB/s) of the device; with it each side gets its share of the
-    roofline's attainable rate at this shape's arithmetic intensity.
+    roofline's attainable rate at this shape's arithmetic intensity. An unverified
+    kernel is not timed: a fast wrong kernel has no speed worth reporting.
     """
-    inputs = family.make_inputs(shape, dtype, device, seed)
-    t_torch = time_callable(lambda: family.reference(*inputs), device, policy)
-    t_tl = None
+    sets = rotated_inputs(family, shape, dtype, device, seed, policy)
+    ref_fns = [(lambda ins=ins: family.reference(*ins)) for ins in sets]
+    t_tl = ratio = None
+    note, flags, k_tl, k_torch = "", [], None, None
+    if kernel is not None and not verified:
+        error = error or "kernel failed verification; not timed"
+        kernel = None
     if kernel is not None:
+        tl_fns = [(lambda ins=ins: kernel(*ins)) for ins in sets]
         try:
-            t_tl = time_callable(lambda: kernel(*inputs), device, policy)
+            t_torch, t_tl, ratio, note = time_pair(ref_fns, tl_fns, device, policy)
         except Exception as exc:  # a kernel that fails at run time is a result, not a crash
             error = f"{type(exc).__name__}: {exc}"
+            t_torch = time_callable(ref_fns[0], device, policy)
+            t_tl = None
+        if t_tl is not None and device == "cuda":
+            try:
+                k_torch, k_tl = kernel_time_ms(ref_fns[0]), kernel_time_ms(tl_fns[0])
+            except Exception as exc:  # the cross-check is evidence, not a gate
+                note = "; ".join(x for x in (note, f"profiler cross-check failed: {type(exc).__name__}") if x)
+            for side, t, k in (("TileLang", t_tl, k_tl), ("PyTorch", t_torch, k_torch)):
+                if k and t and abs(t.median_ms - k) > max(0.15 * k, 0.003):
+                    note = "; ".join(x for x in (note, f"{side}: graph replay {t.median_ms * 1e3:.1f} µs vs "
+                                                       f"profiler kernel time {k * 1e3:.1f} µs per call") if x)
+    else:
+        t_torch = time_callable(ref_fns[0], device, policy)
     flops, nbytes = float(family.flops(shape)), float(family.bytes(shape, dtype))
     attainable = roofline_attainable(flops, nbytes, *roof)
+    flags += roof_flags(flops, nbytes, t_tl, roof, "TileLang") + roof_flags(flops, nbytes, t_torch, roof, "PyTorch")
+    if (t_tl and t_tl.unstable) or t_torch.unstable:
+        flags.append("unstable")
+    speedup = ratio.value if ratio is not None and math.isfinite(ratio.value) else (
+        (t_torch.median_ms / t_tl.median_ms) if t_tl and t_tl.median_ms > 0 else None)
     return OpBench(
         family=family.name, shape=tuple(shape), dtype=dtype, source=source, tilelang=t_tl, torch=t_torch,
-        speedup=(t_torch.median_ms / t_tl.median_ms) if t_tl and t_tl.median_ms > 0 else None,
-        flops=flops, bytes=nbytes,
+        speedup=speedup, flops=flops, bytes=nbytes,
         tilelang_tflops=_rate(flops, t_tl, 1e12), tilelang_gbps=_rate(nbytes, t_tl, 1e9),
         torch_tflops=_rate(flops, t_torch, 1e12), torch_gbps=_rate(nbytes, t_torch, 1e9),
         config=config, error=error[:500],
         tilelang_roof_pct=_pct(flops, t_tl, attainable), torch_roof_pct=_pct(flops, t_torch, attainable),
+        verified=verified, ratio=ratio, tilelang_kernel_ms=k_tl, torch_kernel_ms=k_torch, timer_note=note[:500],
+        flags=tuple(flags),
     )
 
 
@@ -158,47 +360,197 @@ def _pct(flops: float, t: Timing | None, attainable: float | None) -> float | No
     return 100.0 * flops / (t.median_ms * 1e-3) / attainable
 
 
-def _max_abs(a: object, b: object) -> float:
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return float((a.float() - b.float()).abs().max()) if a.numel() else 0.0
-    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
-        return max((_max_abs(x, y) for x, y in zip(a, b)), default=0.0)
-    return 0.0 if a == b else math.inf
+# ---------------------------------------------------------------- outputs of any structure
+
+# Output tolerances, relative to the reference's own magnitude so that depth and scale
+# do not decide the verdict: the relative L2 error ||out - ref|| / ||ref|| over each
+# floating-point output, and the largest elementwise error over max|ref|. A model's
+# error accumulates over dozens of layers, so these sit well above one kernel's.
+OUTPUT_TOLERANCE = {
+    "float32": {"rel_l2": 1e-4, "rel_max": 1e-3},
+    "float16": {"rel_l2": 1e-2, "rel_max": 5e-2},
+    "bfloat16": {"rel_l2": 2e-2, "rel_max": 1e-1},
+}
+
+
+def leaves(obj: object, depth: int = 0) -> list[object]:
+    """Every leaf of a model output: tensors in tuples, lists, dicts, dataclasses,
+    transformers' ModelOutput (a dict and a dataclass at once) and plain objects such
+    as a key/value cache (through their attributes), in a stable order."""
+    if isinstance(obj, torch.Tensor) or obj is None or isinstance(obj, (int, float, bool, str)):
+        return [obj]
+    if depth > 8:
+        return []
+    if isinstance(obj, dict) or (hasattr(obj, "keys") and hasattr(obj, "__getitem__")):
+        return [x for k in obj.keys() for x in leaves(obj[k], depth + 1)]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return [x for f in dataclasses.fields(obj) for x in leaves(getattr(obj, f.name), depth + 1)]
+    if isinstance(obj, (tuple, list)):
+        return [x for item in obj for x in leaves(item, depth + 1)]
+    if hasattr(obj, "__dict__") and not callable(obj):
+        return [x for k in sorted(vars(obj)) if not k.startswith("__") for x in leaves(vars(obj)[k], depth + 1)]
+    return []  # functions, modules, devices: not outputs
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    ok: bool
+    rel_l2: float | None
+    rel_max: float | None
+    max_abs: float | None
+    reason: str = ""
+
+
+def compare_outputs(out: object, ref: object, dtype: str) -> OutputCheck:
+    tol = OUTPUT_TOLERANCE.get(dtype, OUTPUT_TOLERANCE["float32"])
+    a, b = leaves(out), leaves(ref)
+    if len(a) != len(b):
+        return OutputCheck(False, None, None, None, f"output structure differs ({len(a)} vs {len(b)} leaves)")
+    rel_l2 = rel_max = max_abs = 0.0
+    for x, y in zip(a, b):
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
+            if x.shape != y.shape:
+                return OutputCheck(False, None, None, None, f"output shape {tuple(x.shape)} vs {tuple(y.shape)}")
+            if not y.is_floating_point():
+                if not torch.equal(x, y):
+                    return OutputCheck(False, None, None, None, "a non-float output differs")
+                continue
+            if x.numel() == 0:
+                continue
+            xf, yf = x.detach().double(), y.detach().double()
+            if bool(torch.isnan(xf).any()) and not bool(torch.isnan(yf).any()):
+                return OutputCheck(False, None, None, None, "NaN in the output")
+            diff = (xf - yf).nan_to_num(0.0)
+            norm = float(yf.nan_to_num(0.0).norm())
+            peak = float(yf.nan_to_num(0.0).abs().max())
+            rel_l2 = max(rel_l2, float(diff.norm()) / norm if norm > 0 else float(diff.norm()))
+            rel_max = max(rel_max, float(diff.abs().max()) / peak if peak > 0 else float(diff.abs().max()))
+            max_abs = max(max_abs, float(diff.abs().max()))
+        elif x != y and not (isinstance(x, float) and isinstance(y, float) and math.isclose(x, y, rel_tol=1e-3)):
+            return OutputCheck(False, None, None, None, "a non-tensor output differs")
+    ok = rel_l2 <= tol["rel_l2"] and rel_max <= tol["rel_max"]
+    return OutputCheck(ok, rel_l2, rel_max, max_abs,
+                       "" if ok else f"error over tolerance (relative L2 {rel_l2:.2g}, relative max {rel_max:.2g})")
+
+
+# ---------------------------------------------------------------- end to end
+
+
+def amdahl(op_ratios: dict[str, Ratio | float], shares: dict[str, float]) -> tuple[float, float, float] | None:
+    """The model speedup the op speedups predict over their share of profiled time:
+    (estimate, low, high) from the ops' ratio values and interval ends."""
+    if not op_ratios:
+        return None
+
+    def predict(pick: Callable[[Ratio | float], float]) -> float | None:
+        remaining = 1.0 - sum(shares.get(f, 0.0) for f in op_ratios)
+        accel = 0.0
+        for f, r in op_ratios.items():
+            v = pick(r)
+            if not v or v <= 0 or not math.isfinite(v):
+                return None
+            accel += shares.get(f, 0.0) / v
+        total = remaining + accel
+        return 1.0 / total if total > 0 else None
+
+    mid = predict(lambda r: r.value if isinstance(r, Ratio) else r)
+    low = predict(lambda r: r.low if isinstance(r, Ratio) else r)
+    high = predict(lambda r: r.high if isinstance(r, Ratio) else r)
+    if mid is None:
+        return None
+    return mid, low if low is not None else mid, high if high is not None else mid
+
+
+def _kernel_sum_view(ref: Callable, cand: Callable, rounds: int = 5) -> E2EView:
+    a, b = [], []
+    for _ in range(rounds):  # interleaved, like the other views
+        a.append(kernel_time_ms(ref, calls=2) or 0.0)
+        b.append(kernel_time_ms(cand, calls=2) or 0.0)
+    if not all(a) or not all(b):
+        return E2EView("kernel_sum", summarize(a or [0.0], "profiler"), None, None,
+                       "the profiler recorded no kernel time")
+    return E2EView("kernel_sum", summarize(a, "profiler"), summarize(b, "profiler"), bootstrap_ratio(a, b))
 
 
 def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device: str, batch_size: int,
-               swaps: list[tuple[KernelFamily, Callable]], *, coverage: float, op_speedups: dict[str, float],
-               shares: dict[str, float], atol: float, policy: TimingPolicy = TimingPolicy()) -> E2EBench:
-    """The model as is, then with the families' modules swapped for TileLang ones, same inputs.
+               router: Any, *, dtype: str, profiled_ms: dict[tuple[str, str], float], total_profiled_ms: float,
+               op_ratios: dict[str, Ratio | float], shares: dict[str, float],
+               policy: TimingPolicy = TimingPolicy()) -> E2EBench:
+    """The model as is, and with the router sending the chosen families' calls to TileLang.
 
-    `swaps` pairs each family with its `kernel_for(shape)` lookup. The Amdahl estimate
-    uses the op speedups and each family's share of the profiled time.
+    Outputs are compared leaf by leaf with tolerances relative to the reference's
+    magnitude. Calls are counted on one forward pass. On CUDA the verdict's number is
+    CUDA-graph replay; eager (host path) and the profiler's kernel sum are shown beside
+    it, all interleaved. On CPU one interleaved perf_counter view.
     """
-    families = tuple(f.name for f, _ in swaps)
+    from . import swap
+
+    families = tuple(sorted(router.families()))
+    tol = OUTPUT_TOLERANCE.get(dtype, OUTPUT_TOLERANCE["float32"])
+
+    def ref_fn():
+        return module(*inputs)
+
+    def cand_fn():
+        with router:
+            return module(*inputs)
+
     with torch.inference_mode():
-        ref_out = module(*inputs)
-        t_ref = time_callable(lambda: module(*inputs), device, policy)
-        swapped = copy.deepcopy(module)
-        replaced = sum(fam.swap_in(swapped, kernel_for) for fam, kernel_for in swaps)
+        ref_out = ref_fn()
+        router.reset()
         try:
-            out = swapped(*inputs)
-            err = _max_abs(out, ref_out)
-            t_sw = time_callable(lambda: swapped(*inputs), device, policy)
-            error = ""
-        except Exception as exc:
-            err, t_sw, error = None, None, f"{type(exc).__name__}: {exc}"[:500]
-    amdahl = None
-    if op_speedups:
-        remaining = 1.0 - sum(shares.get(f, 0.0) for f in op_speedups)
-        accelerated = sum(shares.get(f, 0.0) / s for f, s in op_speedups.items() if s and s > 0)
-        amdahl = 1.0 / (remaining + accelerated) if remaining + accelerated > 0 else None
+            out = cand_fn()
+            if device == "cuda":
+                torch.cuda.synchronize()
+        except Exception as exc:  # a crashed swap-in is a failed item, with its error
+            counts = router.counts(profiled_ms)
+            return E2EBench(families=families, reference=time_callable(ref_fn, device, policy), swapped=None,
+                            speedup=None, samples_per_s_reference=0.0, samples_per_s_swapped=None, max_abs_err=None,
+                            outputs_match=False, calls=counts, error=f"{type(exc).__name__}: {exc}"[:500],
+                            tilelang_calls=sum(c.tilelang for c in counts),
+                            fallback_calls=sum(sum(c.fallback.values()) for c in counts), tolerance=dict(tol),
+                            flags=("swap-in crashed",))
+        counts = router.counts(profiled_ms)
+        check = compare_outputs(out, ref_out, dtype)
+        views: list[E2EView] = []
+        flags: list[str] = []
+        if device == "cuda":
+            t_ref, t_sw, ratio, note = time_pair([ref_fn], [cand_fn], device, policy)
+            method = t_ref.timer
+            if note:
+                flags.append(note + "; the device number includes launch gaps")
+            views.append(E2EView(method, t_ref, t_sw, ratio, note))
+            e_ref, e_sw, e_ratio, _ = time_pair([ref_fn], [cand_fn], device, policy, eager=True)
+            views.append(E2EView("eager", e_ref, e_sw, e_ratio, "host path: each forward synchronised, launches included"))
+            with contextlib.suppress(Exception):
+                views.append(_kernel_sum_view(ref_fn, cand_fn))
+        else:
+            t_ref, t_sw, ratio, _ = time_pair([ref_fn], [cand_fn], device, policy)
+            method = "perf_counter"
+            views.append(E2EView(method, t_ref, t_sw, ratio, "interleaved rounds; disturbed rounds dropped"))
+    tl_calls = sum(c.tilelang for c in counts)
+    fb_calls = sum(sum(c.fallback.values()) for c in counts)
+    if tl_calls == 0:
+        flags.append("no call ran in TileLang")
+    if t_ref.unstable or t_sw.unstable:
+        flags.append("unstable")
+    est = amdahl(op_ratios, shares)
+    if est and ratio and math.isfinite(ratio.value):
+        # 15% slack for what the estimate leaves out (layout copies, fusion lost or gained).
+        if est[2] * 1.15 < ratio.low or est[1] / 1.15 > ratio.high:
+            flags.append(f"contradicts the Amdahl estimate ({est[0]:.2f}x from the op speedups, measured "
+                         f"{ratio.low:.2f}-{ratio.high:.2f}x)")
+    speedup = ratio.value if ratio and math.isfinite(ratio.value) else None
     return E2EBench(
-        families=families, reference=t_ref, swapped=t_sw,
-        speedup=(t_ref.median_ms / t_sw.median_ms) if t_sw else None,
+        families=families, reference=t_ref, swapped=t_sw, speedup=speedup,
         samples_per_s_reference=batch_size / (t_ref.median_ms * 1e-3),
-        samples_per_s_swapped=(batch_size / (t_sw.median_ms * 1e-3)) if t_sw else None,
-        max_abs_err=err, outputs_match=err is not None and err <= atol, replaced_modules=replaced,
-        coverage=coverage, amdahl_speedup=amdahl, error=error,
+        samples_per_s_swapped=batch_size / (t_sw.median_ms * 1e-3) if t_sw.median_ms > 0 else None,
+        max_abs_err=check.max_abs, outputs_match=check.ok and tl_calls > 0,
+        coverage=swap.coverage(counts, total_profiled_ms), amdahl_speedup=est[0] if est else None,
+        error=check.reason if not check.ok else (
+            "" if tl_calls else "no call ran in TileLang: the model was compared with itself"), views=tuple(views), method=method, ratio=ratio, calls=counts,
+        tilelang_calls=tl_calls, fallback_calls=fb_calls, rel_l2_err=check.rel_l2, rel_max_err=check.rel_max,
+        tolerance=dict(tol), flags=tuple(flags),
     )
 
 
@@ -251,8 +603,32 @@ THROTTLE_BITS = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x
 
 def soak(fn: Callable[[], object], device: str, seconds: float, windows: int = 10) -> Soak:
     """Run `fn` continuously for `seconds`; latency per window, drift, spread, memory growth,
-    and on NVIDIA the SM clock per window and any throttling seen."""
+    and on NVIDIA the SM clock per window and any throttling seen.
+
+    On CUDA each iteration is one replay of a CUDA graph of `fn`, timed with events:
+    the windows then show the device's drift, and the host's wall time per iteration
+    is kept apart as `host_cv` (launch jitter). Where `fn` cannot be captured, each
+    iteration is an eager call and the result says so (`timer`)."""
     import resource
+
+    timer = "perf_counter"
+    step: Callable[[], float]
+    if device == "cuda":
+        try:
+            sampler = _GraphSampler([fn], TimingPolicy(graph_ms=0.0))
+            sampler.calls = 1
+            sampler.graph = sampler._capture(1)
+            step, timer = sampler._replay_ms, "cuda_graph"
+        except Exception:  # not capturable: eager, and the result says so
+            with contextlib.suppress(Exception):
+                torch.cuda.synchronize()
+    if timer == "perf_counter":
+        def step() -> float:
+            t0 = time.perf_counter()
+            fn()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            return (time.perf_counter() - t0) * 1e3
 
     def mem_mb() -> float:
         if device == "cuda":
@@ -265,14 +641,14 @@ def soak(fn: Callable[[], object], device: str, seconds: float, windows: int = 1
     # Warm up before the first window: on the H200 the first seconds ran 40% slower
     # (clocks ramping, allocator growing), which read as a large "drift" that was not one.
     warm_end = time.perf_counter() + min(2.0, 0.1 * seconds)
-    fn()
+    step()
     while time.perf_counter() < warm_end:
-        fn()
+        step()
     if device == "cuda":
         torch.cuda.synchronize()
     mem0, res0 = mem_mb(), reserved_mb()
     window_s = seconds / windows
-    medians, all_ms, iters = [], [], 0
+    medians, all_ms, iters, host = [], [], 0, []
     clocks: list[float] = []
     throttles: set[str] = set()
     for _ in range(windows):
@@ -289,10 +665,8 @@ def soak(fn: Callable[[], object], device: str, seconds: float, windows: int = 1
         xs = []
         while time.perf_counter() < end or not xs:
             t0 = time.perf_counter()
-            fn()
-            if device == "cuda":
-                torch.cuda.synchronize()
-            xs.append((time.perf_counter() - t0) * 1e3)
+            xs.append(step())
+            host.append((time.perf_counter() - t0) * 1e3)
         medians.append(statistics.median(xs))
         all_ms += xs
         iters += len(xs)
@@ -314,4 +688,5 @@ def soak(fn: Callable[[], object], device: str, seconds: float, windows: int = 1
         notes.append(f"SM clock fell from {clocks[0]:.0f} to {clocks[-1]:.0f} MHz")
     return Soak(seconds=seconds, window_ms=tuple(medians), drift=drift, cv=cv, memory_growth_mb=growth,
                 iterations=iters, notes=tuple(notes), reserved_growth_mb=res_growth, clocks_mhz=tuple(clocks),
-                throttle_reasons=tuple(sorted(throttles)))
+                throttle_reasons=tuple(sorted(throttles)), timer=timer,
+                host_cv=(statistics.pstdev(host) / statistics.fmean(host)) if len(host) > 1 else None)

@@ -60,6 +60,9 @@ class Metric:
     meaning: str
     measure: Callable[[RunResult], float | None]
     explain: Callable[[RunResult], str] = field(default=lambda r: "")
+    # Why the number cannot be trusted (unstable timing, a timer or Amdahl check that
+    # disagrees), or "": an item measured on such a number fails, it never passes.
+    doubt: Callable[[RunResult], str] = field(default=lambda r: "")
 
     def __call__(self, result: RunResult) -> float | None:
         value = self.measure(result)
@@ -78,15 +81,23 @@ def _stage_note(result: RunResult, stage: str, fallback: str) -> str:
 
 
 def kernel_status(result: RunResult) -> dict[str, bool] | None:
-    """Per family: did every verification case pass. Selected families that never
-    reached verification (tuning found no working config) count as not correct."""
-    if not result.verify:
-        return None
+    """Per family: did every verification case pass, and does every model shape it was
+    tuned for have a working kernel. A selected family with no verified kernel, or a
+    model shape where tuning found no working config, counts as not correct: a failure
+    is a failed item, never "not measured"."""
+    if not result.verify and not result.tuned and not result.op_bench:
+        return None if result.hot_ops is None or not result.families else {f: False for f in result.families}
     verified: dict[str, bool] = {}
     for v in result.verify:
         verified[v.family] = verified.get(v.family, True) and v.passed
     status = {f: verified.get(f, False) for f in result.families}
     status.update({f: ok for f, ok in verified.items() if f not in status})
+    for t in result.tuned:
+        if not t.ok:
+            status[t.family] = False
+    for b in result.op_bench:
+        if b.source == "model" and not b.verified:
+            status[b.family] = False
     return status
 
 
@@ -130,6 +141,8 @@ def op_rows(result: RunResult) -> tuple[list[OpBench], str]:
 
 
 def op_speedup(b: OpBench) -> float | None:
+    if not b.verified:
+        return None  # an unverified kernel's time is not a speed
     if b.speedup is not None and math.isfinite(b.speedup) and b.speedup > 0:
         return float(b.speedup)
     if b.tilelang is not None and b.tilelang.median_ms > 0:
@@ -152,8 +165,17 @@ def _geomean(r: RunResult) -> float | None:
 
 
 def _min_speedup(r: RunResult) -> float | None:
+    rows, _ = op_rows(r)
+    if rows and any(op_speedup(b) is None for b in rows):
+        return 0.0  # a shape without a working, verified kernel is the worst speed there is
     sp = _speedups(r)
     return min(s for _, s in sp) if sp else None
+
+
+def _ops_doubt(r: RunResult) -> str:
+    rows, _ = op_rows(r)
+    bad = [f"{op_label(b)} ({', '.join(b.flags)})" for b in rows if b.flags]
+    return ("flagged: " + "; ".join(bad)) if bad else ""
 
 
 def _ops_explain(r: RunResult) -> str:
@@ -174,19 +196,54 @@ def _ops_explain(r: RunResult) -> str:
 # e2e / soak ----------------------------------------------------------
 
 
+def _e2e_failed(r: RunResult) -> bool:
+    """The swap-in was attempted and crashed, or ran nothing in TileLang."""
+    e = r.e2e
+    if e is None:
+        return bool(r.families) and "e2e" in r.stage_errors
+    return e.swapped is None or e.tilelang_calls == 0 and bool(e.calls or e.views)
+
+
 def _e2e_speedup(r: RunResult) -> float | None:
+    if _e2e_failed(r):
+        return 0.0
     return r.e2e.speedup if r.e2e is not None else None
 
 
 def _e2e_match(r: RunResult) -> float | None:
-    # Without a swapped run there was nothing to compare; that is "not measured", not a match.
-    if r.e2e is None or r.e2e.swapped is None:
+    if _e2e_failed(r):
+        return 0.0
+    if r.e2e is None:
         return None
     return float(r.e2e.outputs_match)
 
 
 def _e2e_coverage(r: RunResult) -> float | None:
-    return r.e2e.coverage if r.e2e is not None and r.e2e.swapped is not None else None
+    if _e2e_failed(r):
+        return 0.0
+    return r.e2e.coverage if r.e2e is not None else None
+
+
+def _e2e_calls(r: RunResult) -> float | None:
+    if r.e2e is None:
+        return 0.0 if _e2e_failed(r) else None
+    return float(r.e2e.tilelang_calls)
+
+
+def _e2e_fallback_share(r: RunResult) -> float | None:
+    e = r.e2e
+    if e is None:
+        return 1.0 if _e2e_failed(r) else None
+    total = e.tilelang_calls + e.fallback_calls
+    return e.fallback_calls / total if total else 1.0
+
+
+def _e2e_doubt(r: RunResult) -> str:
+    e = r.e2e
+    if e is None:
+        return ""
+    bad = [f for f in e.flags if f.startswith(("unstable", "contradicts", "graph capture failed"))]
+    return "; ".join(bad)
 
 
 def _e2e_explain(r: RunResult) -> str:
@@ -195,9 +252,13 @@ def _e2e_explain(r: RunResult) -> str:
         return _stage_note(r, "e2e", "end-to-end stage not run")
     if e.swapped is None:
         return f"swapped model did not run: {e.error or 'no reason recorded'}"
-    text = (f"{e.reference.median_ms:.3f} ms -> {e.swapped.median_ms:.3f} ms with "
-            f"{', '.join(e.families) or 'no'} kernels; max abs err "
-            f"{'n/a' if e.max_abs_err is None else f'{e.max_abs_err:.2g}'}; coverage {e.coverage:.0%}")
+    err = "n/a" if e.rel_l2_err is None else f"{e.rel_l2_err:.2g}"
+    text = (f"{e.reference.median_ms:.3f} ms -> {e.swapped.median_ms:.3f} ms ({e.method or e.reference.timer})"
+            + (f", {e.ratio.low:.2f}-{e.ratio.high:.2f}x" if e.ratio else "")
+            + f"; {e.tilelang_calls} calls in TileLang, {e.fallback_calls} fell back; relative L2 error {err}; "
+            f"coverage {e.coverage:.0%}")
+    if e.error:
+        text += f"; {e.error}"
     return text
 
 
@@ -258,9 +319,13 @@ def _fork_explain(r: RunResult) -> str:
 
 def _regressions(r: RunResult) -> float | None:
     c = r.comparison
-    # Against a baseline timed under another policy, "regression" means nothing.
-    if c is None or not c.comparable:
+    # A kernel that worked in the previous baseline and is gone now is a regression
+    # whatever the timing policy; slower times count only between comparable baselines.
+    if c is None:
         return None
+    gone = [x for x in c.changes if x.status == "gone"]
+    if not c.comparable:
+        return float(len(gone)) if gone else None
     return float(len(c.regressions))
 
 
@@ -297,24 +362,33 @@ _CATALOGUE = [
            "share of rewritten kernel families whose verification cases all passed",
            _kernels_fraction, _kernels_explain),
     Metric("ops.speedup_geomean", "x",
-           "geometric mean of vendor-library time / TileLang time over the benchmarked ops "
-           "(the model's own shapes when any were benchmarked); > 1 means TileLang is faster",
-           _geomean, _ops_explain),
+           "geometric mean of vendor-library time / TileLang time over the benchmarked ops with a verified "
+           "kernel (the model's own shapes when any were benchmarked); > 1 means TileLang is faster",
+           _geomean, _ops_explain, _ops_doubt),
     Metric("ops.speedup_min", "x",
-           "the slowest op's vendor-library time / TileLang time (same rows as ops.speedup_geomean)",
-           _min_speedup, _ops_explain),
+           "the slowest op's vendor-library time / TileLang time (same rows as ops.speedup_geomean); "
+           "0 when a shape has no working, verified kernel",
+           _min_speedup, _ops_explain, _ops_doubt),
     Metric("ops.count", "ops",
            "number of benchmarked ops with a TileLang time (same rows as ops.speedup_geomean)",
            lambda r: float(len(_speedups(r))) if r.op_bench else None, _ops_explain),
     Metric("e2e.speedup", "x",
-           "end-to-end model time without / with the TileLang kernels swapped in",
-           _e2e_speedup, _e2e_explain),
+           "end-to-end model time without / with calls routed to TileLang (CUDA-graph replay on a GPU); "
+           "0 when the swap-in crashed or no call ran in TileLang",
+           _e2e_speedup, _e2e_explain, _e2e_doubt),
     Metric("e2e.outputs_match", "1/0",
-           "1 when the model's outputs with TileLang kernels match the unmodified model within tolerance",
+           "1 when the model's outputs with calls routed to TileLang match the unmodified model within the "
+           "dtype's relative tolerance and at least one call ran in TileLang",
            _e2e_match, _e2e_explain),
     Metric("e2e.coverage", "fraction",
-           "share of the profiled operator time that now runs in TileLang kernels",
+           "share of the profiled operator time whose calls actually ran in TileLang in the end-to-end run",
            _e2e_coverage, _e2e_explain),
+    Metric("e2e.tilelang_calls", "calls",
+           "calls per forward pass that ran a TileLang kernel",
+           _e2e_calls, _e2e_explain),
+    Metric("e2e.fallback_share", "fraction",
+           "share of the chosen families' calls that fell back to PyTorch (shape not tuned, mask, dtype...)",
+           _e2e_fallback_share, _e2e_explain),
     Metric("profile.selected_share", "fraction",
            "share of the profiled operator time taken by the op families chosen for rewriting",
            _selected_share, _profile_explain),
@@ -587,6 +661,11 @@ def evaluate(checklist: Checklist, result: RunResult, today: date | None = None)
                 evidence += "; counts as failed under this checklist"
             else:
                 held_back = True
+        elif (doubt := metric.doubt(result)) and not waiver_active:
+            # An unstable or contradicted number cannot pass an item, whatever it reads.
+            status = "fail"
+            counted_fail.add(item.severity)
+            evidence += f"; cannot pass on this number: {doubt}"
         elif COMPARATORS[item.comparator](value, item.threshold):
             status = "pass"
         elif waiver_active:

@@ -24,10 +24,10 @@ from typing import Callable
 
 import torch
 
-from . import __version__, baseline, bench, checklist, hardware, kernels, models, profiling, report, tuning, upstream, verify
+from . import __version__, baseline, bench, checklist, hardware, kernels, models, profiling, report, swap, tuning, upstream, verify
 from .config import Config
-from .errors import ConfigError, EvaluatorError
-from .results import Environment, Hardware, OpBench, RunResult, Shape, TunedKernel, VerifyResult, parse_shape, to_dict
+from .errors import BaselineError, ConfigError, EvaluatorError
+from .results import Environment, Hardware, OpBench, Ratio, RunResult, Shape, TunedKernel, VerifyResult, parse_shape, to_dict
 
 
 class Reporter:
@@ -94,6 +94,15 @@ def _profile_family(name: str) -> str:
     return getattr(kernels.get(name), "profile_family", name)
 
 
+def _geomean_ratio(rows: list) -> "Ratio | float":
+    """Geometric mean of op speedups, interval ends combined the same way."""
+    vals = [r.value if isinstance(r, Ratio) else r for r in rows]
+    if not all(isinstance(r, Ratio) for r in rows):
+        return math.exp(sum(math.log(v) for v in vals) / len(vals))
+    g = lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs))  # noqa: E731
+    return Ratio(g(vals), g([r.low for r in rows]), g([r.high for r in rows]), min(r.rounds for r in rows))
+
+
 def _shapes_for(family: kernels.KernelFamily, hot: "profiling.HotOps", cfg: Config) -> list[tuple[Shape, str]]:
     # Fused variants (gemm_gelu, layernorm_residual) have no aten op of their own; they
     # take the shapes profiled for the family they extend.
@@ -115,7 +124,10 @@ def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
     rep.stage("Loading model")
     loaded = models.load_model(cfg.model.name, batch_size=cfg.model.batch_size, seq_len=cfg.model.seq_len,
                                dtype=cfg.model.dtype, device=cfg.device, seed=cfg.model.seed)
-    run_id = f"{slug(cfg.model.name)}-{created.strftime('%Y%m%d-%H%M%S')}"
+    label = getattr(cfg.model, "label", "") or cfg.model.name
+    if label != loaded.spec.name:  # a stable --name: baseline ids survive moving the factory file
+        loaded = dataclasses.replace(loaded, spec=dataclasses.replace(loaded.spec, name=label, origin=cfg.model.name))
+    run_id = f"{slug(label)}-{created.strftime('%Y%m%d-%H%M%S')}"
     run_dir = cfg.output.reports / "runs" / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     result = RunResult(run_id=run_id, created=created.isoformat(timespec="seconds"), model=loaded.spec,
@@ -128,20 +140,17 @@ def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
         nonlocal result
         try:
             result = fn()
-        except EvaluatorError:
-            _save(run_dir, result)
-            raise
         except KeyboardInterrupt:
             _save(run_dir, result)
             raise
         except Exception as exc:
+            message = f"{type(exc).__name__}: {exc}" if not isinstance(exc, EvaluatorError) else str(exc)
             if not optional:
-                _save(run_dir, dataclasses.replace(result, stage_errors={**result.stage_errors,
-                                                                         name: f"{type(exc).__name__}: {exc}"}))
+                _save(run_dir, dataclasses.replace(result, stage_errors={**result.stage_errors, name: message[:500]}))
                 raise
-            result = dataclasses.replace(result, stage_errors={**result.stage_errors,
-                                                               name: f"{type(exc).__name__}: {exc}"[:500]})
-            rep.info(f"[yellow]{name} failed: {type(exc).__name__}: {exc}[/]")
+            # An optional stage's failure is data: the run goes on and its report says so.
+            result = dataclasses.replace(result, stage_errors={**result.stage_errors, name: message[:500]})
+            rep.info(f"[yellow]{name} failed: {message[:300]}[/]")
         _save(run_dir, result)
 
     # ---- profile
@@ -153,17 +162,16 @@ def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
 
     stage("profile", do_profile)
 
-    # ---- tune, verify, bench
-    compiled: dict[tuple[str, Shape], Callable] = {}
+    # ---- tune, verify, bench: each kernel saved as it finishes (Ctrl-C keeps them)
+    table = swap.KernelTable(cfg.model.dtype, hw.target,
+                             build=lambda f, shape, conf: kernels.get(f).build(shape, cfg.model.dtype, conf, hw.target))
 
     def do_kernels() -> RunResult:
+        nonlocal result
         lookup = save = None
         if cfg.tune.use_cache:
             lookup = lambda key: baseline.tuning_cache_lookup(cfg.output.store, key)  # noqa: E731
             save = lambda key, conf: baseline.tuning_cache_save(cfg.output.store, key, conf)  # noqa: E731
-        tuned: list[TunedKernel] = []
-        verified: list[VerifyResult] = []
-        benches: list[OpBench] = []
         work = [(kernels.get(f), s, src) for f in result.hot_ops.selected
                 for s, src in _shapes_for(kernels.get(f), result.hot_ops, cfg)]
         rep.stage("Tuning, verifying and benchmarking TileLang kernels", total=len(work))
@@ -175,35 +183,42 @@ def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
                                      fine_rounds=cfg.tune.fine_rounds, isolate=cfg.tune.isolate,
                                      on_candidate=lambda c, lbl=label: rep.update(
                                          f"{lbl}: tuning ({c.phase}, {c.status})"))
-            tuned.append(tk)
             if lookup is not None and not tk.cached:
                 changed = baseline.tuning_cache_changes(cfg.output.store, tuning.cache_key(
                     fam.name, shape, cfg.model.dtype, hw, env.tilelang))
                 if changed:
                     rep.info(f"{label}: re-tuned because the toolchain changed: "
                              + ", ".join(f"{f} {a} -> {b}" for f, a, b in changed))
+            vr = None
             if kernel is None:
-                reasons = "; ".join(sorted({c.status for c in tk.candidates}))
-                benches.append(bench.bench_op(fam, shape, cfg.model.dtype, None, cfg.device, source=source,
-                                              config=None, policy=cfg.bench.timing,
-                                              error=f"no candidate worked ({reasons})"))
-                rep.advance()
+                reasons = "; ".join(sorted({c.status for c in tk.candidates})) or "no candidate"
+                why = f"no candidate worked ({reasons})"
+                ob = bench.bench_op(fam, shape, cfg.model.dtype, None, cfg.device, source=source, config=None,
+                                    policy=cfg.bench.timing, error=why, verified=False)
+                table.add(fam.name, shape, None, None, verified=False, why_not=why)
                 rep.info(f"[red]{label}: no working TileLang kernel ({reasons})[/]")
-                continue
-            compiled[(fam.name, tuple(shape))] = kernel
-            rep.update(f"{label}: verifying")
-            verified.append(verify.verify(fam, shape, cfg.model.dtype, tk.config, hw.target, cfg.device,
-                                          seeds=cfg.bench.seeds))
-            rep.update(f"{label}: benchmarking")
-            ob = bench.bench_op(fam, shape, cfg.model.dtype, kernel, cfg.device, source=source, config=tk.config,
-                                policy=cfg.bench.timing, roof=(hw.measured_tflops, hw.measured_gbps))
-            benches.append(ob)
+            else:
+                # Verify before timing: an unverified kernel is neither timed, averaged nor swapped in.
+                rep.update(f"{label}: verifying")
+                vr = verify.verify(fam, shape, cfg.model.dtype, tk.config, hw.target, cfg.device,
+                                   seeds=cfg.bench.seeds)
+                why = "" if vr.passed else "kernel failed verification: " + "; ".join(
+                    sorted({c.reason or "mismatch" for c in vr.cases if not c.passed}))[:200]
+                table.add(fam.name, shape, tk.config, kernel, verified=vr.passed, why_not=why)
+                rep.update(f"{label}: benchmarking")
+                ob = bench.bench_op(fam, shape, cfg.model.dtype, kernel, cfg.device, source=source, config=tk.config,
+                                    policy=cfg.bench.timing, roof=(hw.measured_tflops, hw.measured_gbps),
+                                    verified=vr.passed, error=why)
+                rep.info(f"{label}: TileLang {ob.tilelang.median_ms:.4g} ms vs PyTorch {ob.torch.median_ms:.4g} ms "
+                         f"-> {ob.speedup:.3g}x" if ob.tilelang and ob.speedup else f"[red]{label}: {ob.error}[/]")
+            result = dataclasses.replace(result, tuned=result.tuned + (tk,),
+                                         verify=result.verify + ((vr,) if vr else ()),
+                                         op_bench=result.op_bench + (ob,))
+            _save(run_dir, result)
             rep.advance()
-            rep.info(f"{label}: TileLang {ob.tilelang.median_ms:.4g} ms vs PyTorch {ob.torch.median_ms:.4g} ms "
-                     f"-> {ob.speedup:.3g}x" if ob.tilelang else f"{label}: {ob.error}")
         overheads = []
         for fname in result.hot_ops.selected:
-            if not any(f == fname for f, _ in compiled):
+            if not any(f == fname and e.kernel is not None for (f, _), e in table.entries().items()):
                 continue
             fam = kernels.get(fname)
             tiny = tuple(fam.standard_shapes("cpu")[0])
@@ -217,49 +232,55 @@ def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
             rep.info(f"{o.family} launch at {'x'.join(map(str, o.shape))}: TileLang {o.tilelang_us:.1f} µs "
                      f"vs PyTorch {o.torch_us:.1f} µs per call")
         rep.done()
-        return dataclasses.replace(result, tuned=tuple(tuned), verify=tuple(verified), op_bench=tuple(benches),
-                                   overhead=tuple(overheads))
+        return dataclasses.replace(result, overhead=tuple(overheads))
 
     stage("kernels", do_kernels)
 
-    # ---- end to end and soak
-    swaps = []
-    # Fused variants swap first: once plain gemm has replaced a Linear, the
-    # Sequential(Linear, GELU) that gemm_gelu looks for is gone.
-    for fname in sorted(result.families, key=lambda f: _profile_family(f) == f):
-        fam = kernels.get(fname)
-        swaps.append((fam, (lambda fn: lambda shape: compiled.get((fn, tuple(shape))))(fname)))
+    # ---- end to end and soak: the model as its authors wrote it, calls routed at the operator
+    router = swap.Router([kernels.get(f) for f in result.families], table)
+    usable = any(e.kernel is not None and e.verified for e in table.entries().values())
 
-    if cfg.bench.e2e and compiled:
+    if cfg.bench.e2e and result.families:
         def do_e2e() -> RunResult:
-            rep.stage("End-to-end: model with TileLang kernels swapped in")
-            shares = {o.family: o.share for o in result.hot_ops.ops}
-            speedups = {}
+            rep.stage("End-to-end: the model with its calls routed to TileLang")
+            hot = result.hot_ops
+            shares = {o.family: o.share for o in hot.ops}
+            profiled = {(f, s): ms for o in hot.ops for f in result.families if _profile_family(f) == o.family
+                        for s, ms in zip(o.shapes, o.shape_ms)}
+            ratios = {}
             for f in result.families:
-                rows = [b.speedup for b in result.op_bench if b.family == f and b.source == "model" and b.speedup]
-                if rows:
-                    speedups[f] = math.exp(sum(math.log(s) for s in rows) / len(rows))
-            atol = 1e-3 if cfg.model.dtype == "float32" else 5e-2
-            e2e = bench.end_to_end(loaded.module, loaded.inputs, cfg.device, loaded.spec.batch_size, swaps,
-                                   coverage=sum(shares.get(f, 0.0) for f in {_profile_family(f) for f in result.families}),
-                                   op_speedups=speedups, shares=shares, atol=atol, policy=cfg.bench.timing)
-            rep.done(f"{e2e.replaced_modules} modules swapped; speedup "
-                     f"{e2e.speedup:.3g}x, outputs {'match' if e2e.outputs_match else 'DIFFER'}"
-                     if e2e.speedup else f"swap-in failed: {e2e.error}")
+                rows = [b for b in result.op_bench if b.family == f and b.source == "model"]
+                if rows and all(b.speedup for b in rows):  # a shape without a working kernel has no estimate
+                    ratios[f] = _geomean_ratio([b.ratio or b.speedup for b in rows])
+            total = sum(ms for (f, s), ms in profiled.items())
+            share_of = {f: sum(ms for (g, _), ms in profiled.items() if g == f) / hot.total_ms if hot.total_ms else 0.0
+                        for f in result.families}
+            e2e = bench.end_to_end(loaded.module, loaded.inputs, cfg.device, loaded.spec.batch_size, router,
+                                   dtype=cfg.model.dtype, profiled_ms=profiled,
+                                   total_profiled_ms=hot.total_ms or total, op_ratios=ratios,
+                                   shares={**shares, **share_of}, policy=cfg.bench.timing)
+            if e2e.speedup:
+                rep.done(f"{e2e.tilelang_calls} calls in TileLang, {e2e.fallback_calls} fell back; "
+                         f"{e2e.speedup:.3g}x ({e2e.method}), outputs {'match' if e2e.outputs_match else 'DIFFER'}")
+            else:
+                rep.done(f"swap-in failed: {e2e.error}")
+            for flag in e2e.flags:
+                rep.info(f"[yellow]end to end: {flag}[/]")
             return dataclasses.replace(result, e2e=e2e)
 
         stage("e2e", do_e2e, optional=True)
 
-    if cfg.bench.soak_s > 0 and compiled:
+    if cfg.bench.soak_s > 0 and usable:
         def do_soak() -> RunResult:
-            import copy
             rep.stage(f"Soak: {cfg.bench.soak_s:g} s of continuous inference")
-            model = copy.deepcopy(loaded.module)
-            for fam, kernel_for in swaps:
-                fam.swap_in(model, kernel_for)
+
+            def step():
+                with router:
+                    return loaded.module(*loaded.inputs)
+
             with torch.inference_mode():
-                s = bench.soak(lambda: model(*loaded.inputs), cfg.device, cfg.bench.soak_s)
-            rep.done(f"{s.iterations} iterations, drift {100 * s.drift:+.1f}%, CV {100 * s.cv:.1f}%")
+                s = bench.soak(step, cfg.device, cfg.bench.soak_s)
+            rep.done(f"{s.iterations} iterations ({s.timer}), drift {100 * s.drift:+.1f}%, CV {100 * s.cv:.1f}%")
             return dataclasses.replace(result, soak=s)
 
         stage("soak", do_soak, optional=True)
@@ -310,11 +331,19 @@ def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
         return dataclasses.replace(result, baseline=ref, trend=baseline.trend(cfg.output.store, result.model.name,
                                                                               hw.platform))
 
-    stage("baseline", do_record)
+    record_error: EvaluatorError | None = None
+    try:
+        stage("baseline", do_record)
+    except Exception as exc:  # the report is still written; the error says how to record later
+        record_error = exc if isinstance(exc, EvaluatorError) else BaselineError(f"{type(exc).__name__}: {exc}")
 
     rep.stage("Rendering the report")
     files = report.render(result, run_dir, lang=cfg.output.lang, pdf=cfg.output.pdf)
     rep.done(str(files.html.parent))
+    if record_error is not None:
+        raise BaselineError(f"the baseline was not recorded ({str(record_error).splitlines()[0][:200]}); the report "
+                            f"is in {run_dir}; record it later with: evaluate baseline record {run_dir} --store PATH"
+                            ) from record_error
     return RunOutcome(result=result, run_dir=run_dir, html=files.html, pdf=files.pdf, pdf_note=files.pdf_note)
 
 
@@ -326,9 +355,12 @@ def bench_family(family: str, shapes: list[Shape], dtype: str, device: str, *, b
     quiet_tilelang()
     fam = kernels.get(family)
     for shape in shapes:
-        if len(shape) != len(fam.shape_names) or min(shape) < 0:
+        if len(shape) != len(fam.shape_names):
             raise ConfigError(f"--shape {'x'.join(map(str, shape))} does not fit {family}: it takes "
                               f"{len(fam.shape_names)} sizes, {'x'.join(fam.shape_names)}")
+        if min(shape) <= 0 and not (family == "attention" and shape[-1] == 0):
+            raise ConfigError(f"--shape {'x'.join(map(str, shape))}: sizes must be positive integers "
+                              f"({'x'.join(fam.shape_names)})")
     hw = hardware.measure_ceilings(hardware.detect(device), dtype)
     shapes = shapes or [tuple(s) for s in fam.standard_shapes(device)]
     policy = policy or bench.TimingPolicy()
@@ -344,9 +376,16 @@ def bench_family(family: str, shapes: list[Shape], dtype: str, device: str, *, b
         tk, kernel = tuning.tune(fam, shape, dtype, hw, budget_s=budget_s, tilelang_version=tilelang_version(),
                                  lookup=lookup, save=save,
                                  on_candidate=lambda c, lbl=label: rep.update(f"{lbl}: tuning ({c.phase}, {c.status})"))
+        verified, why = False, "no candidate worked"
+        if kernel is not None:
+            # `evaluate bench` verifies too: a number for a wrong kernel is never printed as a speed.
+            rep.update(f"{label}: verifying")
+            vr = verify.verify(fam, shape, dtype, tk.config, hw.target, device)
+            verified = vr.passed
+            why = "" if verified else "kernel failed verification: " + "; ".join(
+                sorted({c.reason or "mismatch" for c in vr.cases if not c.passed}))[:200]
         ob = bench.bench_op(fam, shape, dtype, kernel, device, source="standard", config=tk.config, policy=policy,
-                            roof=(hw.measured_tflops, hw.measured_gbps),
-                            error="" if kernel else "no candidate worked")
+                            roof=(hw.measured_tflops, hw.measured_gbps), error=why, verified=verified)
         out.append((tk, ob))
         rep.advance()
     rep.done()

@@ -23,6 +23,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from . import kernels
+from .errors import ConfigError, ModelLoadError
 from .models import LoadedModel
 from .results import HotOp, HotOps, shape_str
 
@@ -150,23 +151,42 @@ def profile_model(model: LoadedModel, *, iters: int = 3, warmup: int = 2) -> pd.
 def hot_ops(model: LoadedModel, *, top: int = 2, families: tuple[str, ...] = (), iters: int = 3) -> HotOps:
     for name in families:
         kernels.get(name)  # raises UnknownFamilyError with the known names
-    df = profile_model(model, iters=iters)
+    try:
+        df = profile_model(model, iters=iters)
+    except Exception as exc:  # the user's model: its failure is one line, not our traceback
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        raise ModelLoadError(f"the model's forward raised {type(exc).__name__}: {first}") from exc
     n = df.attrs["iters"]
     total = float(df["time_us"].sum()) / n / 1e3 if len(df) else 0.0
     ops = []
     for fam, g in df.groupby("family"):
         t = float(g["time_us"].sum()) / n / 1e3
-        shapes = tuple(dict.fromkeys(s for s in g["shape"] if isinstance(s, str) and s))
+        # Shapes hottest first: --max-shapes keeps the ones that matter, not the first seen.
+        per_shape = (g[g["shape"].map(lambda s: isinstance(s, str) and bool(s))]
+                     .groupby("shape", sort=False)["time_us"].sum().sort_values(ascending=False, kind="stable"))
         ops.append(HotOp(family=str(fam), time_ms=t, share=(t / total if total else 0.0), calls=len(g) // n,
-                         shapes=shapes, aten_ops=tuple(sorted(set(g["op"]))),
-                         has_kernel=fam in kernels.REGISTRY))
+                         shapes=tuple(str(s) for s in per_shape.index), aten_ops=tuple(sorted(set(g["op"]))),
+                         has_kernel=fam in kernels.REGISTRY,
+                         shape_ms=tuple(float(v) / n / 1e3 for v in per_shape.values)))
     ops.sort(key=lambda o: o.time_ms, reverse=True)
     if families:
+        # A family the model does not call would be benchmarked on made-up shapes and
+        # decide nothing about this model.
+        profiled = {o.family for o in ops if o.shapes}
+        unused = [f for f in families if _profile_family(f) not in profiled]
+        if unused:
+            have = ", ".join(sorted(f for f in profiled if f in kernels.REGISTRY)) or "none"
+            raise ConfigError(f"--families {','.join(unused)}: the model makes no such call; "
+                              f"families it uses that have kernels: {have}")
         selected = tuple(families)
     else:
         selected = tuple(o.family for o in ops if o.has_kernel and o.shapes)[:top]
     return HotOps(device=model.device, total_ms=total, ops=tuple(ops), selected=selected,
                   wall_ms=df.attrs["wall_ms"])
+
+
+def _profile_family(name: str) -> str:
+    return getattr(kernels.get(name), "profile_family", name)
 
 
 def table(h: HotOps) -> pd.DataFrame:

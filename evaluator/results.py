@@ -265,6 +265,7 @@ class CallCount:
     tilelang: int
     fallback: dict[str, int] = field(default_factory=dict)  # reason -> calls
     profiled_ms: float = 0.0  # this shape's profiled device time per forward pass
+    notes: dict[str, int] = field(default_factory=dict)  # layout work on the way, e.g. "inputs copied to contiguous"
 
 
 @dataclass(frozen=True)
@@ -429,7 +430,9 @@ class Comparison:
 
     @property
     def regressions(self) -> tuple[Change, ...]:
-        return tuple(c for c in self.changes if c.status == "regression")
+        # A measurement that worked before and is gone now (a kernel that stopped
+        # compiling, a shape that lost its kernel) is a regression too.
+        return tuple(c for c in self.changes if c.status in ("regression", "gone"))
 
 
 @dataclass(frozen=True)

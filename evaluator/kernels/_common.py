@@ -1,5 +1,5 @@
 """Helpers shared by the kernel families: target parsing, compiling, an in-process
-kernel cache, the launcher that hides TileLang's calling convention, and swap-in plumbing.
+kernel cache, the launcher that hides TileLang's calling convention.
 
 In: a family's TileLang program factory plus (family, shape, dtype, config, target).
 Out: a `Launcher` — a callable that takes the same torch tensors as the family's
@@ -281,22 +281,3 @@ def smem_fits(smem_bytes: int, hardware: Any) -> bool:
 
 def dtype_bytes(dtype: str) -> int:
     return DTYPE_BYTES[dtype]
-
-
-# ---------------------------------------------------------------- swap-in plumbing
-
-
-def replace_modules(model: torch.nn.Module, match: Callable[[torch.nn.Module], bool],
-                    make: Callable[[torch.nn.Module], torch.nn.Module]) -> int:
-    """Replace, in place, every submodule for which `match` is true by `make(old)`.
-    Returns how many were replaced. The root itself is never replaced (it is the
-    caller's object); replacements are not descended into."""
-    count = 0
-    for name, child in list(model.named_children()):
-        if match(child):
-            setattr(model, name, make(child))
-            count += 1
-        else:
-            count += replace_modules(child, match, make)
-    return count
-

@@ -16,6 +16,7 @@ import torch
 from ..errors import KernelError
 from ..results import Hardware, KernelConfig, Shape
 from . import _common as C
+from ..swap import Route, dtype_mismatch
 from .base import is_cpu_target
 
 # CPU: `buffered` keeps one row (fp32) in a stack array so it is read from memory
@@ -135,11 +136,6 @@ def reduce_smem(cfg: dict[str, Any]) -> int:
     return cfg.get("block_rows", 1) * (cfg.get("threads", 256) // 32) * 4 * 4
 
 
-def swap_in(model: torch.nn.Module, match: Callable[[torch.nn.Module], bool],
-            make: Callable[[torch.nn.Module], torch.nn.Module]) -> int:
-    return C.replace_modules(model, match, make)
-
-
 class RowFamily:
     """What softmax, layernorm and rmsnorm share: a (rows, cols) problem over the last dim,
     CPU/GPU program selection and cached compilation. Subclasses set `name`, `aten_ops`,
@@ -152,6 +148,10 @@ class RowFamily:
     shape_names: tuple = ("rows", "cols")
     extra_inputs: int = 0
     row_inputs: int = 1
+    # Kernel parameters that are not tuned and not part of the shape (LayerNorm's eps):
+    # compiled into the program, taken from the call at swap-in, defaults here.
+    params: dict = {}
+    functions: tuple = ()
 
     def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]]) -> Shape | None:
         # The profiler does not record the dim argument; our zoo only reduces the last dim.
@@ -191,6 +191,8 @@ class RowFamily:
         rows, cols = C.check_shape(shape, self.shape_names, self.name)
         dtype = C.canonical_dtype(dtype)
         C.check_dtype_for_target(self.name, dtype, target)
+        config = dict(config or {})
+        params = {k: float(config.pop(k, v)) for k, v in self.params.items()}
         if is_cpu_target(target):
             cfg = C.merge_config(CPU_DEFAULTS, config, self.name)
             check_cpu_config(self.name, cfg, cols)
@@ -199,20 +201,24 @@ class RowFamily:
             cfg = C.merge_config(GPU_DEFAULTS, config, self.name)
             check_gpu_config(self.name, cfg, cols)
             make = type(self).gpu_program
+        cfg.update(params)
         return (rows, cols), dtype, cfg, (lambda: make(rows, cols, dtype, cfg))
 
 
-class RowModule(torch.nn.Module):
-    """Base of the swapped-in row modules: one kernel per (rows, cols) the model feeds
-    it, asked of `kernel_for` once and remembered (None: fall back to PyTorch)."""
+def row_route(x: torch.Tensor, cols: int, extras: tuple[torch.Tensor, ...], dtype: str,
+              params: dict | None = None) -> Route | str:
+    """The route of a last-dim row op: x viewed as (rows, cols), per-column vectors after it."""
+    bad = dtype_mismatch(dtype, x, *extras)
+    if bad:
+        return bad
+    if x.dim() == 0 or x.numel() == 0 or int(x.shape[-1]) != cols:
+        return "empty input or not the last dim"
+    if any(e.dim() != 1 or int(e.shape[0]) != cols or not e.is_contiguous() for e in extras):
+        return "per-column parameters of another shape"
+    rows = x.numel() // cols
+    notes = () if x.is_contiguous() else ("input copied to contiguous",)
 
-    def __init__(self, kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]):
-        super().__init__()
-        self._kernel_for = kernel_for
-        self._kernels: dict[Shape, Callable[..., torch.Tensor] | None] = {}
+    def launch(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
+        return kernel(x.reshape(rows, cols).contiguous(), *extras).reshape(x.shape)
 
-    def kernel_for_rows(self, x: torch.Tensor, cols: int) -> tuple[Callable[..., torch.Tensor] | None, Shape]:
-        shape = (x.numel() // cols, cols)
-        if shape not in self._kernels:
-            self._kernels[shape] = self._kernel_for(shape) if shape[0] > 0 else None
-        return self._kernels[shape], shape
+    return Route((rows, cols), launch, params=dict(params or {}), notes=notes)

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from ..errors import KernelError
 from ..results import Hardware, KernelConfig, Shape
 from . import _common as C
+from ..swap import Route, arg, dtype_mismatch
 from .base import is_cpu_target
 
 ACCUM = "float32"
@@ -521,59 +522,46 @@ class AttentionFamily:
         program = lambda: gen(B, H, Sq, Skv, D, bool(causal), dtype, cfg)  # noqa: E731
         return shape, dtype, cfg, program
 
-    # ------------------------------------------------------------ swap-in
+    # ------------------------------------------------------------ swap-in (at the operator)
 
-    def swap_in(self, model: torch.nn.Module,
-                kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]) -> int:
-        return C.replace_modules(model, is_attention_module, lambda m: TileLangAttention(m, kernel_for))
+    functions = (F.scaled_dot_product_attention,)
 
-
-_FP32_GPU = ("attention: float32 has no GPU schedule (T.gemm on fp32 runs as TF32 and would not match "
-             "PyTorch's fp32); use float16 or bfloat16 on CUDA")
-
-
-def is_attention_module(m: torch.nn.Module) -> bool:
-    """evaluator.models.zoo.Attention, or any parameter-free module like it: class name
-    "Attention", a bool `causal`, forward(q, k, v) = F.scaled_dot_product_attention."""
-    return (type(m).__name__ == "Attention" and isinstance(getattr(m, "causal", None), bool)
-            and next(m.parameters(), None) is None)
-
-
-class TileLangAttention(torch.nn.Module):
-    """Attention whose forward runs the TileLang kernel for its (B, H, Sq, Skv, D,
-    causal); falls back to F.scaled_dot_product_attention when `kernel_for` has none or
-    the call is not plain [B, H, S, D] self/cross attention with equal head dims."""
-
-    def __init__(self, attention: torch.nn.Module,
-                 kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]):
-        super().__init__()
-        self.causal = bool(attention.causal)
-        self._kernel_for = kernel_for
-        self._kernels: dict[Shape, Callable[..., torch.Tensor] | None] = {}
-
-    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        shape = self._shape(q, k, v)
-        kernel = None
-        if shape is not None:
-            if shape not in self._kernels:
-                self._kernels[shape] = self._kernel_for(shape)
-            kernel = self._kernels[shape]
-        if kernel is None:
-            return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
-        return kernel(q.contiguous(), k.contiguous(), v.contiguous())
-
-    def _shape(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Shape | None:
+    def route(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Route | str:
+        """One SDPA call, from any call site, as (B, H, Sq, Skv, D, causal), or why not."""
+        q, k, v = (arg(args, kwargs, i, n) for i, n in enumerate(("query", "key", "value")))
+        mask = arg(args, kwargs, 3, "attn_mask")
+        dropout = arg(args, kwargs, 4, "dropout_p", 0.0)
+        causal = bool(arg(args, kwargs, 5, "is_causal", False))
+        scale = arg(args, kwargs, 6, "scale")
+        if mask is not None:
+            return "explicit attention mask"
+        if dropout:
+            return "dropout"
+        if kwargs.get("enable_gqa") or (len(args) > 7 and args[7]):
+            return "grouped-query heads"
         if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-            return None
+            return "not [batch, heads, seq, head_dim]"
         B, H, Sq, D = (int(s) for s in q.shape)
+        Skv = int(k.shape[2])
         if tuple(k.shape) != tuple(v.shape) or tuple(k.shape[:2]) != (B, H) or int(k.shape[3]) != D:
-            return None
-        if min(B, H, Sq, D, int(k.shape[2])) <= 0 or not (q.dtype == k.dtype == v.dtype):
-            return None
-        return (B, H, Sq, int(k.shape[2]), D, int(self.causal))
+            return "key/value heads or head dims differ from the query's"
+        if scale is not None and abs(float(scale) * math.sqrt(D) - 1.0) > 1e-6:
+            return "non-default softmax scale"
+        bad = dtype_mismatch(dtype, q, k, v)
+        if bad:
+            return bad
+        if min(B, H, Sq, Skv, D) <= 0:
+            return "empty input"
+        copied = not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous())
 
-    def extra_repr(self) -> str:
-        return f"causal={self.causal}, backend=tilelang"
+        def launch(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
+            return kernel(q.contiguous(), k.contiguous(), v.contiguous())
+
+        # Hugging Face and timm blocks hand SDPA transposed views of their projections:
+        # the kernel reads contiguous [B, H, S, D], so those are copied, and the copy
+        # is part of the measured time.
+        return Route((B, H, Sq, Skv, D, int(causal)), launch,
+                     notes=("q/k/v copied to contiguous",) if copied else ())
 
 
 FAMILY = AttentionFamily()

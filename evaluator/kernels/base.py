@@ -89,7 +89,12 @@ class KernelFamily(Protocol):
     def tolerance(self, dtype: str, shape: Shape | None = None) -> tuple[float, float]:
         """(atol, rtol) for comparing against `reference` (may depend on the shape, e.g. K)."""
 
-    def swap_in(self, model: torch.nn.Module, kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]) -> int:
-        """Replace the model's modules of this family with TileLang-backed ones, in place;
-        `kernel_for(shape)` returns a compiled kernel for a problem shape (or None to fall
-        back to PyTorch). Returns how many modules were replaced."""
+    # Swap-in at the operator (evaluator.swap.Router): the torch functions this family
+    # takes over (F.linear, F.scaled_dot_product_attention, ...; empty for fused variants,
+    # which have no single function), and `route(func, args, kwargs, dtype)`, which
+    # returns a `swap.Route` (problem shape, kernel parameters, launch) for a call it
+    # computes, or a one-line reason it falls back to PyTorch.
+    functions: tuple
+
+    def route(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> object:
+        ...

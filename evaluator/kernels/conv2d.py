@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from ..errors import KernelError
 from ..results import Hardware, KernelConfig, Shape
 from . import _common as C
+from ..swap import DERIVED, Route, arg, dtype_mismatch
 from .base import is_cpu_target
 
 ACCUM = "float32"
@@ -496,11 +497,46 @@ class Conv2dFamily:
             program = lambda: _tc_program(shape, dtype, cfg)  # noqa: E731
         return shape, dtype, cfg, program
 
-    # ------------------------------------------------------------ swap-in
+    # ------------------------------------------------------------ swap-in (at the operator)
 
-    def swap_in(self, model: torch.nn.Module,
-                kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]) -> int:
-        return C.replace_modules(model, _swappable, lambda m: TileLangConv2d(m, kernel_for))
+    functions = (F.conv2d,)
+
+    def route(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Route | str:
+        """One F.conv2d call (nn.Conv2d's forward, or any call site) as the family's shape."""
+        x, w, b = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "weight"), arg(args, kwargs, 2, "bias")
+        stride, padding = _pair(arg(args, kwargs, 3, "stride", 1)), arg(args, kwargs, 4, "padding", 0)
+        dilation, groups = _pair(arg(args, kwargs, 5, "dilation", 1)), int(arg(args, kwargs, 6, "groups", 1))
+        if x.dim() != 4 or w.dim() != 4:
+            return "not a batched 4-D input"
+        N, Cin, H, W = (int(s) for s in x.shape)
+        K, Cw, R, S = (int(s) for s in w.shape)
+        if groups != 1 or Cw != Cin:
+            return "grouped or depthwise convolution"
+        if dilation != (1, 1):
+            return "dilated convolution"
+        pad = _string_padding(padding, R, S, stride) if isinstance(padding, str) else _pair(padding)
+        if stride is None or pad is None or stride[0] != stride[1] or pad[0] != pad[1]:
+            return "asymmetric stride or padding"
+        bad = dtype_mismatch(dtype, x, w, b)
+        if bad:
+            return bad
+        if N <= 0 or H + 2 * pad[0] < R or W + 2 * pad[1] < S:
+            return "empty input or filter larger than the padded input"
+        nhwc = x.permute(0, 2, 3, 1)
+        # The kernel computes in NHWC. A channels_last input is already NHWC in memory
+        # (free); an NCHW input is transposed, and the copy counts in the measured time.
+        # The output is the NHWC result viewed as NCHW: a channels_last tensor, so the
+        # next convolution of the model reads it for free.
+        notes = () if nhwc.is_contiguous() else ("NCHW input transposed to NHWC",)
+        w_krsc = DERIVED.get(w, "krsc", lambda t: t.permute(0, 2, 3, 1).contiguous())
+
+        def launch(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
+            y = kernel(nhwc.contiguous(), w_krsc)
+            if b is not None:
+                y = y + b  # broadcasts over the channel-last dim
+            return y.permute(0, 3, 1, 2)
+
+        return Route((N, H, W, Cin, K, R, S, stride[0], pad[0]), launch, notes=notes)
 
 
 def _on_cpu(hw: Hardware) -> bool:
@@ -532,70 +568,6 @@ def _string_padding(mode: str, R: int, S: int, stride: tuple[int, int] | None) -
     if mode == "same" and stride == (1, 1) and R % 2 and S % 2:
         return (R - 1) // 2, (S - 1) // 2
     return None
-
-
-def _swappable(m: torch.nn.Module) -> bool:
-    """nn.Conv2d that the kernel computes exactly: groups 1, dilation 1, one stride and
-    one zero padding for both dims (a bias is added afterwards)."""
-    return (type(m) is torch.nn.Conv2d and m.groups == 1 and tuple(m.dilation) == (1, 1)
-            and m.padding_mode == "zeros" and not isinstance(m.padding, str)
-            and m.stride[0] == m.stride[1] and m.padding[0] == m.padding[1])
-
-
-class TileLangConv2d(torch.nn.Module):
-    """nn.Conv2d whose forward runs the TileLang kernel for its shape; falls back to
-    F.conv2d when `kernel_for` has none. Shares the original parameters. Takes and
-    returns NCHW-shaped tensors: the input is read as NHWC (free when the model runs
-    channels_last, a copy otherwise) and the output is the NHWC result viewed as NCHW,
-    i.e. a channels_last tensor, which is what the next layer of such a model expects."""
-
-    def __init__(self, conv: torch.nn.Conv2d, kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]):
-        super().__init__()
-        self.in_channels = conv.in_channels
-        self.out_channels = conv.out_channels
-        self.kernel_size = tuple(conv.kernel_size)
-        self.stride = int(conv.stride[0])
-        self.padding = int(conv.padding[0])
-        self.weight = conv.weight
-        self.bias = conv.bias
-        self._kernel_for = kernel_for
-        self._kernels: dict[Shape, Callable[..., torch.Tensor] | None] = {}
-        self._krsc: torch.Tensor | None = None
-        self._krsc_key: tuple | None = None
-
-    def _weight_krsc(self) -> torch.Tensor:
-        # Converted once; redone only if the weight was replaced, moved, cast or updated in place.
-        w = self.weight
-        try:
-            version = w._version
-        except RuntimeError:  # inference tensors keep no version counter (and cannot change)
-            version = 0
-        key = (w.data_ptr(), w.dtype, w.device, version)
-        if self._krsc is None or self._krsc_key != key:
-            self._krsc = w.detach().permute(0, 2, 3, 1).contiguous()
-            self._krsc_key = key
-        return self._krsc
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() != 4:
-            return F.conv2d(x, self.weight, self.bias, self.stride, self.padding)
-        N, Cin, H, W = (int(s) for s in x.shape)
-        R, S = self.kernel_size
-        shape = (N, H, W, Cin, self.out_channels, R, S, self.stride, self.padding)
-        if shape not in self._kernels:
-            ok = N > 0 and H + 2 * self.padding >= R and W + 2 * self.padding >= S
-            self._kernels[shape] = self._kernel_for(shape) if ok else None
-        kernel = self._kernels[shape]
-        if kernel is None:
-            return F.conv2d(x, self.weight, self.bias, self.stride, self.padding)
-        y = kernel(x.permute(0, 2, 3, 1), self._weight_krsc())
-        if self.bias is not None:
-            y = y + self.bias  # broadcasts over the channel-last dim
-        return y.permute(0, 3, 1, 2)
-
-    def extra_repr(self) -> str:
-        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
-                f"padding={self.padding}, bias={self.bias is not None}, backend=tilelang")
 
 
 FAMILY = Conv2dFamily()

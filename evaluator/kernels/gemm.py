@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from ..errors import KernelError
 from ..results import Hardware, KernelConfig, Shape
 from . import _common as C
+from ..swap import DERIVED, Route, arg, dtype_mismatch
 from .base import is_cpu_target
 
 ACCUM = "float32"
@@ -35,7 +36,6 @@ ACCUM = "float32"
 ACTIVATIONS = ("none", "relu", "gelu", "silu")
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
 # nn modules whose output a fused family computes (nn.GELU only in its exact erf form).
-ACT_MODULES = {"relu": torch.nn.ReLU, "gelu": torch.nn.GELU, "silu": torch.nn.SiLU}
 TORCH_ACTS = {"none": lambda y: y, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}
 # Epilogue cost per output element, for the FLOP count.
 ACT_FLOPS = {"none": 0, "relu": 1, "gelu": 8, "silu": 4}
@@ -290,7 +290,7 @@ class GemmFamily:
         self.activation = activation
         self.name = "gemm" if activation == "none" else f"gemm_{activation}"
         self.title = "GEMM / linear (+bias)" if activation == "none" else f"GEMM / linear (+bias, {activation.upper()})"
-        self.aten_ops = frozenset({"aten::linear", "aten::addmm"}) if activation == "none" else frozenset()
+        self.aten_ops = frozenset({"aten::linear", "aten::addmm", "aten::mm"}) if activation == "none" else frozenset()
 
     # ------------------------------------------------------------ shapes
 
@@ -302,6 +302,11 @@ class GemmFamily:
                 if len(x) < 1 or len(w) != 2 or x[-1] != w[1]:
                     return None
                 return (math.prod(x[:-1]) if len(x) > 1 else 1, int(w[0]), int(w[1]))
+            if op == "aten::mm":
+                a, b = shapes[0], shapes[1]
+                if len(a) != 2 or len(b) != 2 or a[1] != b[0]:
+                    return None
+                return (int(a[0]), int(b[1]), int(a[1]))
             if op == "aten::addmm":
                 a, b = shapes[1], shapes[2]
                 if len(a) != 2 or len(b) != 2 or a[1] != b[0]:
@@ -537,70 +542,65 @@ class GemmFamily:
             if cfg[key] <= 0:
                 raise KernelError(f"gemm: {key} must be positive, got {cfg[key]}")
 
-    # ------------------------------------------------------------ swap-in
+    # ------------------------------------------------------------ swap-in (at the operator)
 
-    def swap_in(self, model: torch.nn.Module,
-                kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]) -> int:
+    @property
+    def functions(self) -> tuple:
+        # The fused variants have no torch function of their own: a Linear and the
+        # activation after it are two calls, and the first has run before the second
+        # is seen. They are tuned and benchmarked, and the report says they were not
+        # swapped in.
         if self.activation != "none":
-            # nn.Sequential(Linear, <activation>) becomes one fused kernel.
-            return C.replace_modules(
-                model,
-                lambda m: _linear_then(m, self.activation),
-                lambda m: TileLangLinear(m[0], kernel_for, self.activation),
-            )
-        # Exact type: nn.MultiheadAttention's out_proj is a Linear subclass whose forward
-        # is never called (MHA reads its weight directly), so swapping it gains nothing.
-        return C.replace_modules(
-            model,
-            lambda m: type(m) is torch.nn.Linear,
-            lambda m: TileLangLinear(m, kernel_for),
-        )
+            return ()
+        return (F.linear, torch.addmm, torch.mm)
 
-
-def _linear_then(m: torch.nn.Module, act: str) -> bool:
-    if type(m) is not torch.nn.Sequential or len(m) != 2:
-        return False
-    first, second = m[0], m[1]
-    if type(first) is not torch.nn.Linear or type(second) is not ACT_MODULES[act]:
-        return False
-    return act != "gelu" or second.approximate == "none"
-
-
-class TileLangLinear(torch.nn.Module):
-    """nn.Linear whose forward runs the TileLang kernel for its (M, N, K); falls back to
-    F.linear when `kernel_for` has none. Shares the original parameters. A Linear without
-    bias (Llama's) feeds the kernel a zero bias: one kernel serves both, and the epilogue
-    add of N zeros is noise next to the M*N*K work."""
-
-    def __init__(self, linear: torch.nn.Linear, kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None],
-                 activation: str = "none"):
-        super().__init__()
-        self.activation = activation
-        self.in_features = linear.in_features
-        self.out_features = linear.out_features
-        self.weight = linear.weight
-        self.bias = linear.bias
-        self._zero_bias = None if linear.bias is not None else torch.zeros(
-            linear.out_features, dtype=linear.weight.dtype, device=linear.weight.device)
-        self._kernel_for = kernel_for
-        self._kernels: dict[Shape, Callable[..., torch.Tensor] | None] = {}
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def route(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Route | str:
+        """One F.linear / torch.addmm / torch.mm call as (M, N, K) and a launch, or why not."""
+        if func is F.linear:
+            x, w, b = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "weight"), arg(args, kwargs, 2, "bias")
+            if w.dim() != 2 or x.dim() < 1 or x.shape[-1] != w.shape[1]:
+                return "unsupported operand ranks"
+            w_nk = w
+        else:
+            if func is torch.addmm:
+                b, x, w = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "mat1"), arg(args, kwargs, 2, "mat2")
+                if kwargs.get("beta", 1) != 1 or kwargs.get("alpha", 1) != 1 or kwargs.get("out") is not None:
+                    return "addmm with alpha/beta/out"
+                if b.dim() != 1:
+                    return "addmm bias is not a vector"
+            else:
+                x, w, b = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "mat2"), None
+                if kwargs.get("out") is not None:
+                    return "mm with out="
+            if x.dim() != 2 or w.dim() != 2 or x.shape[1] != w.shape[0]:
+                return "unsupported operand ranks"
+            # x @ W with W (K, N), as transformers' Conv1D stores it: the kernel wants
+            # nn.Linear's (N, K). A weight that is already a transposed view is free;
+            # a parameter is transposed once and cached; an activation is not a weight.
+            if w.t().is_contiguous():
+                w_nk = w.t()
+            elif isinstance(w, torch.nn.Parameter):
+                w_nk = DERIVED.get(w, "t", lambda t: t.t().contiguous())
+            else:
+                return "second operand is not a weight"
+        bad = dtype_mismatch(dtype, x, w, b)
+        if bad:
+            return bad
+        N, K = int(w_nk.shape[0]), int(w_nk.shape[1])
+        if b is not None and tuple(b.shape) != (N,):
+            return "bias shape"
+        M = x.numel() // K if K else 0
+        if M <= 0:
+            return "empty input"
+        notes = () if x.is_contiguous() else ("input copied to contiguous",)
+        w_nk = w_nk if w_nk.is_contiguous() else DERIVED.get(w_nk, "c", lambda t: t.contiguous())
+        bias = b if b is not None else DERIVED.constant("zero_bias", N, w_nk.dtype, w_nk.device, 0.0)
         lead = x.shape[:-1]
-        x2 = x.reshape(-1, self.in_features)
-        shape = (int(x2.shape[0]), self.out_features, self.in_features)
-        if shape not in self._kernels:
-            self._kernels[shape] = self._kernel_for(shape) if shape[0] > 0 else None
-        kernel = self._kernels[shape]
-        if kernel is None:
-            return TORCH_ACTS[self.activation](F.linear(x, self.weight, self.bias))
-        bias = self.bias if self.bias is not None else self._zero_bias
-        return kernel(x2, self.weight, bias).reshape(*lead, self.out_features)
 
-    def extra_repr(self) -> str:
-        act = "" if self.activation == "none" else f", activation={self.activation}"
-        return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                f"bias={self.bias is not None}{act}, backend=tilelang")
+        def launch(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
+            return kernel(x.reshape(M, K).contiguous(), w_nk, bias).reshape(*lead, N)
+
+        return Route((M, N, K), launch, notes=notes)
 
 
 FAMILY = GemmFamily()

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from ..results import Shape
 from . import _common as C
 from . import _rows as R
+from ..swap import DERIVED, Route, arg
 
 ACCUM = "float32"
 EPS = 1e-6
@@ -42,7 +43,7 @@ def _cpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any]):
                         for j in T.serial(cols):
                             buf[j] = T.cast(X[bx * BR + r, j], ACCUM)
                             ss += buf[j] * buf[j]
-                        rstd = T.rsqrt(ss * T.float32(inv_n) + T.float32(EPS))
+                        rstd = T.rsqrt(ss * T.float32(inv_n) + T.float32(cfg["eps"]))
                         for j in T.serial(cols):
                             Y[bx * BR + r, j] = T.cast(buf[j] * rstd * T.cast(Wt[j], ACCUM), dtype)
 
@@ -58,7 +59,7 @@ def _cpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any]):
                     ss = T.float32(0)
                     for j in T.serial(cols):
                         ss += T.cast(X[bx * BR + r, j], ACCUM) * T.cast(X[bx * BR + r, j], ACCUM)
-                    rstd = T.rsqrt(ss * T.float32(inv_n) + T.float32(EPS))
+                    rstd = T.rsqrt(ss * T.float32(inv_n) + T.float32(cfg["eps"]))
                     for j in T.serial(cols):
                         Y[bx * BR + r, j] = T.cast(T.cast(X[bx * BR + r, j], ACCUM) * rstd * T.cast(Wt[j], ACCUM),
                                                    dtype)
@@ -88,7 +89,7 @@ def _gpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any]):
                     sq[i, j] = x[i, j] * x[i, j]
                 T.reduce_sum(sq, rstd, dim=1)
                 for i in T.Parallel(BR):
-                    rstd[i] = T.rsqrt(rstd[i] * T.float32(inv_n) + T.float32(EPS))
+                    rstd[i] = T.rsqrt(rstd[i] * T.float32(inv_n) + T.float32(cfg["eps"]))
                 for i, j in T.Parallel(BR, BN):
                     if (j < cols) and (bx * BR + i < rows):
                         Y[bx * BR + i, j] = T.cast(x[i, j] * rstd[i] * T.cast(Wt[j], ACCUM), dtype)
@@ -111,7 +112,7 @@ def _gpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any]):
                     x[j] = x[j] * x[j]
                 T.reduce_sum(x, part, dim=0, clear=True)
                 total[0] = total[0] + part[0]
-            total[0] = T.rsqrt(total[0] * T.float32(inv_n) + T.float32(EPS))
+            total[0] = T.rsqrt(total[0] * T.float32(inv_n) + T.float32(cfg["eps"]))
             for c in T.serial(n_chunks):
                 for j in T.Parallel(chunk):
                     if c * chunk + j < cols:
@@ -130,6 +131,7 @@ class RMSNormFamily(R.RowFamily):
     cpu_program = staticmethod(_cpu_program)
     gpu_program = staticmethod(_gpu_program)
     eps = EPS
+    params = {"eps": EPS}
 
     def standard_shapes(self, device: str) -> list[Shape]:
         if device == "cpu":
@@ -160,34 +162,20 @@ class RMSNormFamily(R.RowFamily):
     def tolerance(self, dtype: str, shape: Shape | None = None) -> tuple[float, float]:
         return {"float32": (2e-5, 2e-5), "float16": (2e-3, 2e-3), "bfloat16": (2e-2, 2e-2)}[C.canonical_dtype(dtype)]
 
-    def swap_in(self, model: torch.nn.Module,
-                kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]) -> int:
-        def match(m: torch.nn.Module) -> bool:
-            # eps=None means "machine epsilon of the dtype" in nn.RMSNorm: not ours.
-            return (type(m) is torch.nn.RMSNorm and m.elementwise_affine and m.eps is not None
-                    and abs(m.eps - EPS) < 1e-12 and len(m.normalized_shape) == 1)
+    functions = (F.rms_norm,)
 
-        return R.swap_in(model, match, lambda m: TileLangRMSNorm(m, kernel_for))
-
-
-class TileLangRMSNorm(R.RowModule):
-    """nn.RMSNorm (last dim, weight, eps 1e-6) running the TileLang kernel for its
-    (rows, hidden); falls back to F.rms_norm when `kernel_for` has none."""
-
-    def __init__(self, norm: torch.nn.RMSNorm, kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]):
-        super().__init__(kernel_for)
-        self.normalized_shape = tuple(norm.normalized_shape)
-        self.eps = norm.eps
-        self.weight = norm.weight
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        kernel, shape = self.kernel_for_rows(x, self.normalized_shape[0])
-        if kernel is None:
-            return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
-        return kernel(x.reshape(shape), self.weight).reshape(x.shape)
-
-    def extra_repr(self) -> str:
-        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine=True, backend=tilelang"
+    def route(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Route | str:
+        x, shape = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "normalized_shape")
+        w, eps = arg(args, kwargs, 2, "weight"), arg(args, kwargs, 3, "eps")
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        if len(shape) != 1:
+            return "normalises over more than the last dim"
+        cols = int(shape[0])
+        if eps is None:  # F.rms_norm's default: the dtype's machine epsilon
+            eps = torch.finfo(x.dtype).eps
+        if w is None:
+            w = DERIVED.constant("ones", cols, x.dtype, x.device, 1.0)
+        return R.row_route(x, cols, (w,), dtype, {"eps": float(eps)})
 
 
 FAMILY = RMSNormFamily()

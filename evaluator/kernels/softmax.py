@@ -18,6 +18,7 @@ import torch
 from ..results import Shape
 from . import _common as C
 from . import _rows as R
+from ..swap import Route, arg
 
 ACCUM = "float32"
 LOG2E = 1.4426950408889634
@@ -171,35 +172,20 @@ class SoftmaxFamily(R.RowFamily):
         # Outputs lie in [0, 1]: atol covers about one output ulp near 1.
         return {"float32": (1e-6, 1e-5), "float16": (1e-3, 1e-3), "bfloat16": (4e-3, 1e-2)}[C.canonical_dtype(dtype)]
 
-    def swap_in(self, model: torch.nn.Module,
-                kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]) -> int:
-        return R.swap_in(model, _last_dim_softmax,
-                         lambda m: TileLangSoftmax(kernel_for))
+    functions = (torch.softmax, torch.nn.functional.softmax, torch.Tensor.softmax)
 
-
-def _last_dim_softmax(m: torch.nn.Module) -> bool:
-    # Only dim=-1 is known to be the last dim without seeing the input's rank.
-    return type(m) is torch.nn.Softmax and m.dim == -1
-
-
-class TileLangSoftmax(R.RowModule):
-    """nn.Softmax(dim=-1) running the TileLang kernel for its (rows, cols); falls back
-    to torch.softmax when `kernel_for` has none."""
-
-    def __init__(self, kernel_for: Callable[[Shape], Callable[..., torch.Tensor] | None]):
-        super().__init__(kernel_for)
-        self.dim = -1
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() == 0 or x.numel() == 0:
-            return torch.softmax(x, -1)
-        kernel, shape = self.kernel_for_rows(x, int(x.shape[-1]))
-        if kernel is None:
-            return torch.softmax(x, -1)
-        return kernel(x.reshape(shape)).reshape(x.shape)
-
-    def extra_repr(self) -> str:
-        return "dim=-1, backend=tilelang"
+    def route(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Route | str:
+        x = arg(args, kwargs, 0, "input")
+        dim = arg(args, kwargs, 1, "dim")
+        if func is torch.nn.functional.softmax:
+            out_dtype = arg(args, kwargs, 3, "dtype")
+        else:
+            out_dtype = arg(args, kwargs, 2, "dtype")
+        if dim is None or x.dim() == 0 or int(dim) not in (-1, x.dim() - 1):
+            return "softmax over a dim other than the last"
+        if out_dtype is not None and out_dtype != x.dtype:
+            return "softmax with a dtype cast"
+        return R.row_route(x, int(x.shape[-1]), (), dtype)
 
 
 FAMILY = SoftmaxFamily()
