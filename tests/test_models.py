@@ -1,17 +1,27 @@
+"""The zoo and user factories: load, run, determinism, and the zoo written as plain PyTorch.
+
+In: zoo names and the factories in tests/fixtures/user_model.py. Out: assertions that
+models load with the sizes asked for, run deterministically for a seed, keep NCHW
+inputs, and contain no helper modules written for the evaluator's sake.
+"""
 import pytest
 import torch
+from torch import nn
+from torch.nn import functional as F
+from torch.overrides import TorchFunctionMode
 
 from evaluator.errors import ModelLoadError
-from evaluator.models import ZOO, load_model
+from evaluator.models import ZOO, load_model, zoo
 
 FIXTURE = "tests/fixtures/user_model.py"
+TINY = ["bert-tiny", "llama-tiny", "resnet-tiny"]
 
 
-@pytest.mark.parametrize("name", ["bert-tiny", "llama-tiny", "resnet-tiny"])
+@pytest.mark.parametrize("name", TINY)
 def test_tiny_zoo_models_run_and_are_deterministic(name):
     a = load_model(name)
     b = load_model(name)
-    assert a.spec.spec_hash == b.spec.spec_hash
+    assert a.spec.spec_hash == b.spec.spec_hash and a.spec.source == "zoo"
     with torch.inference_mode():
         out_a, out_b = a.module(*a.inputs), b.module(*b.inputs)
     assert torch.equal(out_a, out_b)
@@ -19,10 +29,77 @@ def test_tiny_zoo_models_run_and_are_deterministic(name):
     assert a.spec.parameters > 0
 
 
+@pytest.mark.parametrize("name", TINY)
+def test_another_seed_gives_other_weights_and_inputs(name):
+    a, b = load_model(name, seed=0), load_model(name, seed=1)
+    assert a.spec.spec_hash == b.spec.spec_hash  # same architecture
+    pa, pb = next(a.module.parameters()), next(b.module.parameters())
+    assert not torch.equal(pa, pb) and not torch.equal(a.inputs[0], b.inputs[0])
+
+
 def test_real_sizes_are_declared_with_the_right_scale():
-    # building bert-base and llama is cheap enough to check their parameter counts
+    # building bert-base and resnet50 is cheap enough to check their parameter counts
     n = sum(p.numel() for p in ZOO["bert-base"].build().parameters())
     assert 100e6 < n < 120e6
+    # torchvision's resnet50 has exactly this many
+    assert sum(p.numel() for p in ZOO["resnet50"].build().parameters()) == 25_557_032
+
+
+@pytest.mark.parametrize("name", TINY + ["bert-base", "resnet50"])
+def test_zoo_holds_no_helper_modules_for_the_tool(name):
+    model = ZOO[name].build()
+    names = {type(m).__name__ for m in model.modules()}
+    assert not names & {"Attention", "AddNorm"}
+    assert not any(hasattr(m, "adds_residual_before_norm") or hasattr(m, "causal") for m in model.modules())
+    for m in model.modules():  # no nn.Sequential(nn.Linear, activation) pairs
+        if isinstance(m, nn.Sequential):
+            assert not any(isinstance(c, nn.Linear) for c in m)
+    assert not hasattr(zoo, "Attention") and not hasattr(zoo, "AddNorm")
+
+
+class _CountSdpa(TorchFunctionMode):
+    def __init__(self):
+        super().__init__()
+        self.causal: list[bool] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is F.scaled_dot_product_attention:
+            self.causal.append(bool(kwargs.get("is_causal", False)))
+        return func(*args, **kwargs)
+
+
+@pytest.mark.parametrize("name, causal", [("bert-tiny", False), ("llama-tiny", True)])
+def test_attention_is_an_inline_sdpa_call_per_layer(name, causal):
+    m = load_model(name, seq_len=16)
+    with torch.inference_mode(), _CountSdpa() as seen:
+        m.module(*m.inputs)
+    assert seen.causal == [causal] * len(m.module.layers)
+
+
+def test_blocks_are_written_as_people_write_them():
+    bert = ZOO["bert-tiny"].build()
+    layer = bert.layers[0]
+    assert isinstance(layer.mlp.act, nn.GELU) and isinstance(layer.attention.norm, nn.LayerNorm)
+    assert {n for n, c in layer.attention.named_children()} == {"query", "key", "value", "out", "norm"}
+    llama = ZOO["llama-tiny"].build()
+    block = llama.layers[0]
+    assert isinstance(block.input_layernorm, nn.RMSNorm) and isinstance(block.mlp.act_fn, nn.SiLU)
+    assert {n for n, _ in block.mlp.named_children()} == {"gate_proj", "up_proj", "down_proj", "act_fn"}
+    resnet = ZOO["resnet-tiny"].build()
+    assert [n for n, _ in resnet.named_children()] == ["conv1", "bn1", "relu", "maxpool", "layer1", "layer2",
+                                                       "layer3", "layer4", "avgpool", "fc"]
+    assert type(resnet.layer2[0]).__name__ == "Bottleneck" and resnet.layer2[0].conv2.stride == (2, 2)
+
+
+def test_resnets_run_nchw_as_their_users_pass_them():
+    m = load_model("resnet-tiny")
+    x = m.inputs[0]
+    assert x.shape == (2, 3, 64, 64) and x.is_contiguous()
+    assert not x.is_contiguous(memory_format=torch.channels_last)
+    assert m.module.conv1.weight.is_contiguous()
+    with torch.inference_mode():
+        assert m.module.conv1(x).is_contiguous()
 
 
 def test_overrides_change_inputs_and_hash():
@@ -30,6 +107,13 @@ def test_overrides_change_inputs_and_hash():
     assert small.inputs[0].shape == (1, 16)
     assert small.spec.batch_size == 1 and small.spec.seq_len == 16
     assert small.spec.spec_hash != load_model("bert-tiny").spec.spec_hash
+
+
+def test_low_precision_moves_weights_not_token_ids():
+    m = load_model("llama-tiny", seq_len=8, dtype="bf16")
+    assert next(m.module.parameters()).dtype == torch.bfloat16 and m.inputs[0].dtype == torch.int64
+    with torch.inference_mode():
+        assert torch.isfinite(m.module(*m.inputs).float()).all()
 
 
 def test_file_factory_with_keyword_overrides():
@@ -46,6 +130,7 @@ def test_module_factory(monkeypatch):
 
 @pytest.mark.parametrize("spec, words", [
     ("nonesuch", "bert-tiny"),
+    ("nonesuch", "hf:Class"),
     ("no_such_module_xyz:make", "could not import module"),
     ("tests/fixtures/missing.py:make", "does not exist"),
     (f"{FIXTURE}:nothing", "has no callable"),
@@ -60,14 +145,3 @@ def test_bad_model_specs_say_what_was_expected(spec, words):
 def test_bad_dtype():
     with pytest.raises(ModelLoadError, match="fp32"):
         load_model("bert-tiny", dtype="int8")
-
-
-def test_resnets_run_channels_last_so_swapped_convs_need_no_transposes():
-    m = load_model("resnet-tiny")
-    x = m.inputs[0]
-    assert x.is_contiguous(memory_format=torch.channels_last)
-    assert x.permute(0, 2, 3, 1).is_contiguous()  # the NHWC view the conv2d kernel reads
-    conv = m.module.stem[0]
-    assert conv.weight.is_contiguous(memory_format=torch.channels_last)
-    with torch.inference_mode():
-        assert m.module.stem(x).is_contiguous(memory_format=torch.channels_last)

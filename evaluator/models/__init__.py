@@ -1,9 +1,14 @@
-"""Model loading: the built-in zoo, `pkg.module:factory` and `path/file.py:factory`.
+"""Model loading: the built-in zoo, models people already have, and user factories.
 
-In: a model spec string and overrides (batch size, sequence length, dtype, device).
-Out: a `LoadedModel` — the module in eval mode on the device, its example inputs, and a
-serialisable `ModelSpec` with a hash of the architecture so baselines of different
-models are never compared.
+In: a model spec string and overrides (batch size, sequence length, dtype, device,
+seed). The spec is a zoo name, `hf:<ArchitectureClass>[,key=value...]` or
+`hf:<local directory>` (transformers), `timm:<name>[,key=value...]`,
+`torchvision:<name>[,key=value...]` (see hub.py), `pkg.module:factory` or
+`path/file.py:factory`. Out: a `LoadedModel` — the module in eval mode on the device,
+its example inputs (a tuple for `model(*inputs)`, in the layout the model's users pass:
+NCHW for images), and a serialisable `ModelSpec` whose `source` is "zoo", "hf", "timm",
+"torchvision", "module" or "file", with a hash of the architecture so baselines of
+different models are never compared.
 
 Factory contract (documented in README): `factory(**kwargs)` returns `(model, inputs)`,
 where inputs is a tensor or a tuple of tensors; keyword arguments `batch_size`,
@@ -25,6 +30,7 @@ import torch
 from ..errors import ModelLoadError
 from ..kernels.base import DTYPE_ALIASES, torch_dtype
 from ..results import ModelSpec
+from . import hub
 from .zoo import ZOO, example_inputs
 
 __all__ = ["LoadedModel", "load_model", "ZOO"]
@@ -69,7 +75,8 @@ def _resolve_factory(spec: str):
     target, _, attr = spec.rpartition(":")
     if not target or not attr:
         known = ", ".join(ZOO)
-        raise ModelLoadError(f"unknown model '{spec}'; use one of {known}, or pkg.module:factory, or path/file.py:factory")
+        raise ModelLoadError(f"unknown model '{spec}'; use one of {known}, or hf:Class, timm:name, torchvision:name, "
+                             "pkg.module:factory, or path/file.py:factory")
     if target.endswith(".py"):
         path = Path(target)
         if not path.is_file():
@@ -110,20 +117,20 @@ def load_model(name: str, *, batch_size: int | None = None, seq_len: int | None 
         model = entry.build()
         inputs = example_inputs(entry, batch_size, seq_len, seed)
         source = "zoo"
+    elif hub.is_hub_spec(name):
+        loaded = hub.load(name, batch_size=batch_size, seq_len=seq_len, seed=seed)
+        model, inputs, source = loaded.module, loaded.inputs, loaded.source
+        batch_size, seq_len = loaded.batch_size, loaded.seq_len
     else:
         factory, source = _resolve_factory(name)
         model, inputs = _call_factory(name, factory, {"batch_size": batch_size, "seq_len": seq_len,
                                                       "dtype": tdtype, "device": device})
         batch_size = batch_size or (int(inputs[0].shape[0]) if inputs[0].dim() else 1)
     try:
+        # Inputs keep the layout they were made in (NCHW for images): the model runs as
+        # its users run it, and every comparison sees that same layout.
         model = model.to(device=device, dtype=tdtype).eval()
         inputs = tuple(t.to(device=device, dtype=tdtype) if t.is_floating_point() else t.to(device) for t in inputs)
-        if source == "zoo" and ZOO[name].kind == "image":
-            # NHWC, as fp16 convolutions are run in practice (cuDNN's fast path, and the
-            # layout the conv2d family computes in): both sides of every comparison then
-            # see the same layout and the swapped-in convs need no transposing copies.
-            model = model.to(memory_format=torch.channels_last)
-            inputs = tuple(t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else t for t in inputs)
     except Exception as exc:
         raise ModelLoadError(f"could not move model '{name}' to {device} as {dtype}: {exc}") from exc
     spec = ModelSpec(

@@ -5,8 +5,12 @@ In: a zoo name ("bert-tiny", "bert-base", "resnet-tiny", "resnet50", "llama-tiny
 are downloaded: timing and correctness do not depend on trained values, and the boxes
 this runs on are often offline.
 
-Attention, LayerNorm, RMSNorm, Linear and Conv2d are modules (not functional calls) so the
-end-to-end stage can swap them for TileLang-backed ones.
+The models are written the way their users write them: the BERT and Llama blocks as
+Hugging Face and nanoGPT write theirs (q/k/v/o projections, heads by reshape,
+F.scaled_dot_product_attention inline, the residual added inside the norm call, the
+MLP as activation(fc1(x))), the ResNets as torchvision's resnet.py writes Bottleneck,
+run in NCHW. Nothing here exists for the evaluator's sake: it finds and replaces work
+at the level of torch operators, so a zoo model profiles like a real one.
 """
 
 from __future__ import annotations
@@ -17,40 +21,6 @@ from typing import Callable
 import torch
 from torch import nn
 from torch.nn import functional as F
-
-
-# ---------------------------------------------------------------- attention
-
-
-class Attention(nn.Module):
-    """softmax(q k^T / sqrt(d)) v over (batch, heads, seq, head_dim), through PyTorch's
-    fused scaled_dot_product_attention as Hugging Face models call it. A module of its
-    own (no parameters) so the attention family can swap it for a TileLang kernel."""
-
-    def __init__(self, causal: bool = False):
-        super().__init__()
-        self.causal = bool(causal)
-
-    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
-
-    def extra_repr(self) -> str:
-        return f"causal={self.causal}"
-
-
-class AddNorm(nn.Module):
-    """LayerNorm(x + r): a post-norm transformer's residual join. Its own module, and
-    marked, so the fused layernorm_residual family can replace the pair with one pass."""
-
-    adds_residual_before_norm = True
-
-    def __init__(self, hidden: int):
-        super().__init__()
-        self.norm = nn.LayerNorm(hidden)
-
-    def forward(self, x: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
-        return self.norm(x + r)
-
 
 # ---------------------------------------------------------------- BERT (encoder)
 
@@ -65,45 +35,69 @@ class BertSize:
     max_positions: int = 512
 
 
-class BertLayer(nn.Module):
+class BertAttention(nn.Module):
+    """Self-attention with its output projection and post-norm, as BertSelfAttention +
+    BertSelfOutput. nn.LayerNorm keeps its default eps (1e-5, nanoGPT's) rather than
+    BERT's 1e-12, which underflows to zero in fp16."""
+
     def __init__(self, s: BertSize):
         super().__init__()
-        self.heads = s.heads
-        self.q = nn.Linear(s.hidden, s.hidden)
-        self.k = nn.Linear(s.hidden, s.hidden)
-        self.v = nn.Linear(s.hidden, s.hidden)
-        self.o = nn.Linear(s.hidden, s.hidden)
-        self.attn = Attention(causal=False)
-        self.ln1 = AddNorm(s.hidden)
-        # Linear then GELU as one Sequential: the fused gemm_gelu family can take both.
-        self.up = nn.Sequential(nn.Linear(s.hidden, s.intermediate), nn.GELU())
-        self.down = nn.Linear(s.intermediate, s.hidden)
-        self.ln2 = AddNorm(s.hidden)
+        self.num_heads = s.heads
+        self.query = nn.Linear(s.hidden, s.hidden)
+        self.key = nn.Linear(s.hidden, s.hidden)
+        self.value = nn.Linear(s.hidden, s.hidden)
+        self.out = nn.Linear(s.hidden, s.hidden)
+        self.norm = nn.LayerNorm(s.hidden)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, h = x.shape
-        d = h // self.heads
+        # (b, t, h) -> (b, heads, t, head_dim)
+        q = self.query(x).view(b, t, self.num_heads, -1).transpose(1, 2)
+        k = self.key(x).view(b, t, self.num_heads, -1).transpose(1, 2)
+        v = self.value(x).view(b, t, self.num_heads, -1).transpose(1, 2)
+        ctx = F.scaled_dot_product_attention(q, k, v, is_causal=False)
+        ctx = ctx.transpose(1, 2).reshape(b, t, h)
+        return self.norm(self.out(ctx) + x)
 
-        def split(y: torch.Tensor) -> torch.Tensor:
-            return y.view(b, t, self.heads, d).transpose(1, 2)
 
-        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
-        ctx = self.attn(q, k, v).transpose(1, 2).reshape(b, t, h)
-        x = self.ln1(x, self.o(ctx))
-        return self.ln2(x, self.down(self.up(x)))
+class BertMLP(nn.Module):
+    """BertIntermediate + BertOutput: GELU(fc1(x)), fc2, post-norm with the residual."""
+
+    def __init__(self, s: BertSize):
+        super().__init__()
+        self.fc1 = nn.Linear(s.hidden, s.intermediate)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(s.intermediate, s.hidden)
+        self.norm = nn.LayerNorm(s.hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.fc2(self.act(self.fc1(x))) + x)
+
+
+class BertLayer(nn.Module):
+    def __init__(self, s: BertSize):
+        super().__init__()
+        self.attention = BertAttention(s)
+        self.mlp = BertMLP(s)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.attention(x))
 
 
 class Bert(nn.Module):
+    """Token + position embeddings, LayerNorm, the encoder layers; returns the last
+    hidden state (batch, seq, hidden). Inference only, so no dropout modules."""
+
     def __init__(self, s: BertSize):
         super().__init__()
-        self.tok = nn.Embedding(s.vocab, s.hidden)
-        self.pos = nn.Embedding(s.max_positions, s.hidden)
-        self.ln = nn.LayerNorm(s.hidden)
+        self.word_embeddings = nn.Embedding(s.vocab, s.hidden)
+        self.position_embeddings = nn.Embedding(s.max_positions, s.hidden)
+        self.norm = nn.LayerNorm(s.hidden)
         self.layers = nn.ModuleList(BertLayer(s) for _ in range(s.layers))
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        pos = torch.arange(ids.shape[1], device=ids.device)
-        x = self.ln(self.tok(ids) + self.pos(pos))
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(input_ids.shape[1], device=input_ids.device)
+        x = self.norm(self.word_embeddings(input_ids) + self.position_embeddings(pos))
         for layer in self.layers:
             x = layer(x)
         return x
@@ -112,49 +106,81 @@ class Bert(nn.Module):
 # ---------------------------------------------------------------- ResNet (convolutional)
 
 
+def conv3x3(in_planes: int, out_planes: int, stride: int = 1) -> nn.Conv2d:
+    return nn.Conv2d(in_planes, out_planes, kernel_size=3, stride=stride, padding=1, bias=False)
+
+
+def conv1x1(in_planes: int, out_planes: int, stride: int = 1) -> nn.Conv2d:
+    return nn.Conv2d(in_planes, out_planes, kernel_size=1, stride=stride, bias=False)
+
+
 class Bottleneck(nn.Module):
+    """torchvision's Bottleneck (ResNet v1.5: the stride sits on the 3x3 conv)."""
+
     expansion = 4
 
-    def __init__(self, cin: int, width: int, stride: int):
+    def __init__(self, inplanes: int, planes: int, stride: int = 1, downsample: nn.Module | None = None):
         super().__init__()
-        cout = width * self.expansion
-        self.conv1 = nn.Conv2d(cin, width, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(width)
-        self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(width)
-        self.conv3 = nn.Conv2d(width, cout, 1, bias=False)
-        self.bn3 = nn.BatchNorm2d(cout)
+        self.conv1 = conv1x1(inplanes, planes)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = conv3x3(planes, planes, stride)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.conv3 = conv1x1(planes, planes * self.expansion)
+        self.bn3 = nn.BatchNorm2d(planes * self.expansion)
         self.relu = nn.ReLU(inplace=True)
-        self.down = None
-        if stride != 1 or cin != cout:
-            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
+        self.downsample = downsample
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        idt = x if self.down is None else self.down(x)
-        y = self.relu(self.bn1(self.conv1(x)))
-        y = self.relu(self.bn2(self.conv2(y)))
-        return self.relu(self.bn3(self.conv3(y)) + idt)
+        identity = x
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        if self.downsample is not None:
+            identity = self.downsample(x)
+        out += identity
+        return self.relu(out)
 
 
 class ResNet(nn.Module):
-    def __init__(self, blocks: tuple[int, ...], base: int, classes: int = 1000):
+    """torchvision's ResNet with Bottleneck blocks; `width` is the first stage's planes
+    (64 in torchvision, smaller for resnet-tiny), doubling per stage. Initialised as
+    torchvision initialises it (Kaiming-normal convs, BatchNorm 1/0)."""
+
+    def __init__(self, layers: tuple[int, ...], width: int = 64, num_classes: int = 1000):
         super().__init__()
-        self.stem = nn.Sequential(
-            nn.Conv2d(3, base, 7, stride=2, padding=3, bias=False), nn.BatchNorm2d(base), nn.ReLU(inplace=True),
-            nn.MaxPool2d(3, stride=2, padding=1),
-        )
-        stages, cin = [], base
-        for i, n in enumerate(blocks):
-            width = base * 2**i
-            for j in range(n):
-                stages.append(Bottleneck(cin, width, 2 if (j == 0 and i > 0) else 1))
-                cin = width * Bottleneck.expansion
-        self.stages = nn.Sequential(*stages)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(cin, classes)
+        self.inplanes = width
+        self.conv1 = nn.Conv2d(3, width, kernel_size=7, stride=2, padding=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+        self.layer1 = self._make_layer(width, layers[0])
+        self.layer2 = self._make_layer(width * 2, layers[1], stride=2)
+        self.layer3 = self._make_layer(width * 4, layers[2], stride=2)
+        self.layer4 = self._make_layer(width * 8, layers[3], stride=2)
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(width * 8 * Bottleneck.expansion, num_classes)
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            elif isinstance(m, nn.BatchNorm2d):
+                nn.init.constant_(m.weight, 1)
+                nn.init.constant_(m.bias, 0)
+
+    def _make_layer(self, planes: int, blocks: int, stride: int = 1) -> nn.Sequential:
+        downsample = None
+        if stride != 1 or self.inplanes != planes * Bottleneck.expansion:
+            downsample = nn.Sequential(conv1x1(self.inplanes, planes * Bottleneck.expansion, stride),
+                                       nn.BatchNorm2d(planes * Bottleneck.expansion))
+        layers = [Bottleneck(self.inplanes, planes, stride, downsample)]
+        self.inplanes = planes * Bottleneck.expansion
+        layers += [Bottleneck(self.inplanes, planes) for _ in range(1, blocks)]
+        return nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(torch.flatten(self.pool(self.stages(self.stem(x))), 1))
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        x = torch.flatten(self.avgpool(x), 1)
+        return self.fc(x)
 
 
 # ---------------------------------------------------------------- Llama (decoder)
@@ -167,58 +193,94 @@ class LlamaSize:
     heads: int
     intermediate: int
     vocab: int = 32000
+    rope_theta: float = 10000.0
 
 
-def _rope(x: torch.Tensor) -> torch.Tensor:
-    """Rotary position embedding over the last dim of (b, heads, t, d)."""
-    t, d = x.shape[-2], x.shape[-1]
-    inv = 1.0 / (10000 ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d))
-    ang = torch.outer(torch.arange(t, device=x.device, dtype=torch.float32), inv)
-    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
-    x1, x2 = x[..., ::2], x[..., 1::2]
-    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
 
 
-class LlamaLayer(nn.Module):
+class LlamaRotaryEmbedding(nn.Module):
+    """cos and sin of the rotary angles for positions 0..t-1, as Hugging Face computes
+    them: the frequencies in fp32 whatever the model's dtype, then cast."""
+
+    def __init__(self, head_dim: int, theta: float):
+        super().__init__()
+        inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, x: torch.Tensor, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+        pos = torch.arange(seq_len, device=x.device, dtype=torch.float32)
+        freqs = torch.outer(pos, self.inv_freq.float())
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+class LlamaAttention(nn.Module):
     def __init__(self, s: LlamaSize):
         super().__init__()
-        self.heads = s.heads
-        self.norm1 = nn.RMSNorm(s.hidden, eps=1e-6)
-        self.q = nn.Linear(s.hidden, s.hidden, bias=False)
-        self.k = nn.Linear(s.hidden, s.hidden, bias=False)
-        self.v = nn.Linear(s.hidden, s.hidden, bias=False)
-        self.o = nn.Linear(s.hidden, s.hidden, bias=False)
-        self.attn = Attention(causal=True)
-        self.norm2 = nn.RMSNorm(s.hidden, eps=1e-6)
-        self.gate = nn.Sequential(nn.Linear(s.hidden, s.intermediate, bias=False), nn.SiLU())
-        self.up = nn.Linear(s.hidden, s.intermediate, bias=False)
-        self.down = nn.Linear(s.intermediate, s.hidden, bias=False)
+        self.num_heads = s.heads
+        self.head_dim = s.hidden // s.heads
+        self.q_proj = nn.Linear(s.hidden, s.hidden, bias=False)
+        self.k_proj = nn.Linear(s.hidden, s.hidden, bias=False)
+        self.v_proj = nn.Linear(s.hidden, s.hidden, bias=False)
+        self.o_proj = nn.Linear(s.hidden, s.hidden, bias=False)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        b, t, h = x.shape
+        q = self.q_proj(x).view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o_proj(out.transpose(1, 2).reshape(b, t, h))
+
+
+class LlamaMLP(nn.Module):
+    """SwiGLU: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, s: LlamaSize):
+        super().__init__()
+        self.gate_proj = nn.Linear(s.hidden, s.intermediate, bias=False)
+        self.up_proj = nn.Linear(s.hidden, s.intermediate, bias=False)
+        self.down_proj = nn.Linear(s.intermediate, s.hidden, bias=False)
+        self.act_fn = nn.SiLU()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, h = x.shape
-        d = h // self.heads
-        y = self.norm1(x)
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
 
-        def split(z: torch.Tensor) -> torch.Tensor:
-            return z.view(b, t, self.heads, d).transpose(1, 2)
 
-        q, k, v = _rope(split(self.q(y))), _rope(split(self.k(y))), split(self.v(y))
-        x = x + self.o(self.attn(q, k, v).transpose(1, 2).reshape(b, t, h))
-        y = self.norm2(x)
-        return x + self.down(self.gate(y) * self.up(y))
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, s: LlamaSize):
+        super().__init__()
+        self.input_layernorm = nn.RMSNorm(s.hidden, eps=1e-6)
+        self.self_attn = LlamaAttention(s)
+        self.post_attention_layernorm = nn.RMSNorm(s.hidden, eps=1e-6)
+        self.mlp = LlamaMLP(s)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+        return x + self.mlp(self.post_attention_layernorm(x))
 
 
 class Llama(nn.Module):
+    """Embeddings, pre-norm decoder layers, final RMSNorm; returns the last hidden state
+    (no LM head: its one large gemm would dwarf the blocks on the small vocabularies)."""
+
     def __init__(self, s: LlamaSize):
         super().__init__()
-        self.tok = nn.Embedding(s.vocab, s.hidden)
-        self.layers = nn.ModuleList(LlamaLayer(s) for _ in range(s.layers))
+        self.embed_tokens = nn.Embedding(s.vocab, s.hidden)
+        self.rotary_emb = LlamaRotaryEmbedding(s.hidden // s.heads, s.rope_theta)
+        self.layers = nn.ModuleList(LlamaDecoderLayer(s) for _ in range(s.layers))
         self.norm = nn.RMSNorm(s.hidden, eps=1e-6)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        x = self.tok(ids)
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed_tokens(input_ids)
+        cos, sin = self.rotary_emb(x, input_ids.shape[1])
         for layer in self.layers:
-            x = layer(x)
+            x = layer(x, cos, sin)
         return self.norm(x)
 
 
@@ -228,7 +290,7 @@ class Llama(nn.Module):
 @dataclass(frozen=True)
 class ZooEntry:
     build: Callable[[], nn.Module]
-    kind: str  # "tokens" (ids of shape batch x seq) or "image" (batch x 3 x H x W)
+    kind: str  # "tokens" (ids of shape batch x seq) or "image" (batch x 3 x H x W, NCHW)
     batch_size: int  # defaults, overridable on the command line
     seq_len: int | None  # tokens: sequence length; image: side in pixels
     vocab: int = 0
@@ -252,6 +314,7 @@ ZOO: dict[str, ZooEntry] = {
 
 
 def example_inputs(entry: ZooEntry, batch_size: int, seq_len: int, seed: int) -> tuple[torch.Tensor, ...]:
+    """Token ids below the vocabulary, or an NCHW image batch; from `seed` alone."""
     g = torch.Generator().manual_seed(seed)
     if entry.kind == "tokens":
         return (torch.randint(0, entry.vocab, (batch_size, seq_len), generator=g),)
