@@ -296,7 +296,7 @@ def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
         rep.done(f"maintenance score {health.maintenance_score}/10" if health.measured else "not measured")
         return dataclasses.replace(result, upstream=health)
 
-    stage("upstream", do_upstream)
+    stage("upstream", do_upstream, optional=True)
 
     # ---- previous baseline, verdict, record, report
     def do_compare() -> RunResult:

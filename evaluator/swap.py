@@ -76,8 +76,10 @@ class KernelTable:
     def entries(self) -> dict[tuple[str, Shape], Entry]:
         return dict(self._entries)
 
-    def lookup(self, family: str, shape: Shape, params: dict[str, Any]) -> tuple[Callable | None, str]:
-        """The kernel for this call, or None and the reason it falls back."""
+    def lookup(self, family: str, shape: Shape, params: dict[str, Any],
+               defaults: dict[str, Any] | None = None) -> tuple[Callable | None, str]:
+        """The kernel for this call, or None and the reason it falls back. `defaults` are
+        the family's kernel parameters that a tuned config leaves implicit."""
         entry = self._entries.get((family, tuple(shape)))
         if entry is None:
             return None, "shape not tuned"
@@ -85,7 +87,8 @@ class KernelTable:
             return None, entry.why_not or "no working kernel for this shape"
         if not entry.verified:
             return None, entry.why_not or "kernel failed verification"
-        if not params or all(entry.config.get(k) == v for k, v in params.items()):
+        defaults = defaults or {}
+        if not params or all(entry.config.get(k, defaults.get(k)) == v for k, v in params.items()):
             return entry.kernel, ""
         key = (family, tuple(shape), tuple(sorted(params.items())))
         with self._lock:
@@ -137,7 +140,7 @@ class Router(TorchFunctionMode):
             self.fell_back[(fam.name, "")][route] += 1
             return func(*args, **kwargs)
         key = (fam.name, shape_str(route.shape))
-        kernel, why = self.table.lookup(fam.name, route.shape, route.params)
+        kernel, why = self.table.lookup(fam.name, route.shape, route.params, getattr(fam, "params", None))
         if kernel is None:
             self.fell_back[key][why] += 1
             return func(*args, **kwargs)

@@ -177,10 +177,10 @@ def test_regressions_counted_only_when_comparable(result):
     assert cl.METRICS["baseline.regressions"](dataclasses.replace(result, comparison=other)) is None
 
 
-def test_swapped_run_missing_is_not_a_match(result):
+def test_a_crashed_swap_in_is_a_failed_match_not_not_measured(result):
     e2e = dataclasses.replace(result.e2e, swapped=None, speedup=None, outputs_match=False, error="boom")
     r = dataclasses.replace(result, e2e=e2e)
-    assert cl.METRICS["e2e.outputs_match"](r) is None
+    assert cl.METRICS["e2e.outputs_match"](r) == 0.0
     assert "boom" in cl.METRICS["e2e.outputs_match"].explain(r)
 
 
@@ -225,8 +225,11 @@ def test_not_evaluated_never_passes():
     assert "no --upstream given" in next(o.evidence for o in v.outcomes if o.id == "upstream-commits")
 
 
-def test_missing_blocker_under_a_strict_checklist_is_no_go(result):
-    r = dataclasses.replace(result, verify=())
+def test_unverified_selected_families_fail_and_a_missing_blocker_under_a_strict_checklist_is_no_go(result):
+    # Families were selected and tuned but never verified: a failed item, not "not measured".
+    assert statuses(evaluate(dataclasses.replace(result, verify=())))["kernels-correct"] == "fail"
+    # The run stopped before the kernels stage: now it is not evaluated.
+    r = dataclasses.replace(result, hot_ops=None, tuned=(), verify=(), op_bench=())
     assert evaluate(r).decision == "CONDITIONAL GO"  # default: cannot be GO without evidence
     strict = cl.DEFAULT_CHECKLIST.parent / "production.yaml"
     assert statuses(evaluate(r, strict))["kernels-correct"] == "not_evaluated"
@@ -281,3 +284,53 @@ def test_fail_on_without_verdict_or_with_bad_level():
     assert cl.exit_code(None, "no-go") == 1 and cl.exit_code(None, None) == 0
     with pytest.raises(ConfigError, match="no-go, conditional"):
         cl.exit_code(None, "maybe")
+
+
+# ---------------------------------------------------------------- failures are failed items
+
+
+def _metric(name, result):
+    from evaluator import checklist as C
+    return C.METRICS[name](result)
+
+
+def test_a_selected_family_without_a_verified_kernel_fails_kernels_correct():
+    from tests.samples import replace, sample_result
+    r = sample_result()
+    only_gemm = tuple(v for v in r.verify if v.family == "gemm")
+    no_softmax = tuple(t for t in r.tuned if t.family == "gemm")
+    r = replace(r, verify=only_gemm, tuned=no_softmax)
+    assert _metric("kernels.all_correct", r) == 0.0
+
+
+def test_a_model_shape_without_a_working_kernel_fails_instead_of_leaving_the_geomean():
+    import dataclasses
+    from tests.samples import replace, sample_result
+    r = sample_result()
+    broken = dataclasses.replace(r.op_bench[1], tilelang=None, speedup=None, verified=False,
+                                 error="no candidate worked (compile_error)")
+    failed_tune = dataclasses.replace(r.tuned[1], config=None)
+    r = replace(r, op_bench=(r.op_bench[0], broken), tuned=(r.tuned[0], failed_tune))
+    assert _metric("ops.speedup_min", r) == 0.0
+    assert _metric("kernels.all_correct", r) == 0.0
+    assert abs(_metric("ops.speedup_geomean", r) - 1.1) < 1e-9  # only verified kernels have a speed
+
+
+def test_an_unstable_number_cannot_pass_an_item():
+    import dataclasses
+    from evaluator import checklist as C
+    from tests.samples import replace, sample_result
+    r = sample_result()
+    fast_but_unstable = dataclasses.replace(r.e2e, speedup=3.0, flags=("unstable",))
+    verdict = C.evaluate(C.load(C.DEFAULT_CHECKLIST), replace(r, e2e=fast_but_unstable))
+    item = next(o for o in verdict.outcomes if o.metric == "e2e.speedup")
+    assert item.status == "fail" and "cannot pass on this number: unstable" in item.evidence
+
+
+def test_a_kernel_gone_since_the_last_baseline_is_a_regression():
+    from evaluator.results import Change, Comparison
+    from tests.samples import replace, sample_result
+    gone = Change("op", "softmax 1024x128 float32", 0.2, None, None, 0.05, "gone")
+    for comparable in (True, False):
+        comp = Comparison("bert-tiny/cpu/2026Q4-1", "this run", comparable, "", (gone,))
+        assert _metric("baseline.regressions", replace(sample_result(), comparison=comp)) == 1.0

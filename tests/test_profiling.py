@@ -35,3 +35,33 @@ def test_resnet_is_dominated_by_conv_and_conv_shapes_carry_stride_and_padding():
     # profiler's concrete inputs (stride and padding are scalar arguments)
     assert "2x64x64x3x8x7x7x2x3" in conv.shapes
     assert any(s.endswith("x3x3x2x1") for s in conv.shapes)  # a stride-2 3x3 bottleneck conv
+
+
+def test_shapes_come_hottest_first_with_their_time():
+    hot = profiling.hot_ops(load_model("bert-tiny", seq_len=64), iters=2)
+    gemm = next(o for o in hot.ops if o.family == "gemm")
+    assert len(gemm.shape_ms) == len(gemm.shapes) and all(t > 0 for t in gemm.shape_ms)
+    assert list(gemm.shape_ms) == sorted(gemm.shape_ms, reverse=True)
+
+
+def test_a_family_the_model_never_calls_is_a_one_line_error():
+    import pytest
+    from evaluator.errors import ConfigError
+    with pytest.raises(ConfigError, match="--families softmax: the model makes no such call"):
+        profiling.hot_ops(load_model("bert-tiny", seq_len=16), families=("softmax",), iters=1)
+
+
+def test_a_forward_that_raises_is_a_model_error(tmp_path):
+    import pytest
+    import torch
+    from evaluator.errors import ModelLoadError
+    from evaluator.models import LoadedModel
+    from evaluator.results import ModelSpec
+
+    class Broken(torch.nn.Module):
+        def forward(self, x):
+            raise ValueError("shapes do not line up")
+
+    m = LoadedModel(ModelSpec("broken", "file", 1, None, "float32"), Broken(), (torch.randn(1),), "cpu")
+    with pytest.raises(ModelLoadError, match="the model's forward raised ValueError: shapes do not line up"):
+        profiling.hot_ops(m, iters=1)

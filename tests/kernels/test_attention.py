@@ -1,7 +1,7 @@
 """Attention family: the CPU schedule (TileLang's C backend) against
 F.scaled_dot_product_attention, shape and config validation, the search spaces, the
 CUDA schedule lowered for sm_90a (every config of the H200 space), the mapping from
-profiled calls, and the swap-in of the zoo's Attention module.
+profiled calls, and routing SDPA calls at the operator.
 
 In: shapes, seeds and configs. Out: pass/fail. Kernels are compiled once per process
 (the family's cache), so the seeds and the swap-in reuse the same builds.
@@ -17,7 +17,6 @@ import torch.nn.functional as F
 from evaluator.errors import KernelError
 from evaluator.kernels import _common as C
 from evaluator.kernels import attention as A
-from evaluator.models.zoo import Attention
 from evaluator.results import Hardware
 
 FAM = A.FAMILY
@@ -292,69 +291,33 @@ def test_cuda_schedule_compiles_for_sm90():
     assert "__global__" in kernel.source
 
 
-# ---------------------------------------------------------------- swap-in
+# ---------------------------------------------------------------- routing at the operator
 
 
-class _Net(torch.nn.Module):
-    """Two blocks of (full attention + causal attention) -> Linear, as a model nests them."""
+def test_sdpa_routes_from_any_call_site_and_counts_masks():
+    """SDPA inside a block, on transposed views as HF/timm pass them, causal or not; a
+    call with an explicit mask falls back and is counted with its reason."""
+    from tests.routing import count, route_model
+    import torch.nn.functional as F
 
-    def __init__(self):
-        super().__init__()
-        self.blocks = torch.nn.ModuleList(torch.nn.ModuleDict(
-            {"full": Attention(causal=False), "causal": Attention(causal=True), "proj": torch.nn.Linear(64, 64)})
-            for _ in range(2))
-
-    def forward(self, q, k, v):
-        for b in self.blocks:
-            q = b["proj"](b["full"](q, k, v) + b["causal"](q, k, v))
-        return q
-
-
-def test_swap_in_replaces_attention_modules():
-    torch.manual_seed(0)
-    model = _Net().eval()
-    # (B, S, H, D) -> (B, H, S, D): non-contiguous, as a model's head split makes them.
-    q, k, v = (torch.randn(1, 128, 2, 64).transpose(1, 2) for _ in range(3))
-    with torch.no_grad():
-        expected = model(q, k, v)
-    asked = []
-
-    def kernel_for(shape):
-        asked.append(shape)
-        return cpu_kernel(shape, "float32") if shape == SMALL_CAUSAL else None  # full: falls back
-
-    assert FAM.swap_in(model, kernel_for) == 4
-    for b in model.blocks:
-        assert type(b["full"]).__name__ == type(b["causal"]).__name__ == "TileLangAttention"
-        assert type(b["proj"]) is torch.nn.Linear
-    with torch.no_grad():
-        got = model(q, k, v)
-    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
-    assert sorted(set(asked)) == [SMALL, SMALL_CAUSAL]
-    assert len(asked) == 4  # once per module and shape, then cached
-    with torch.no_grad():
-        model(q, k, v)
-    assert len(asked) == 4
-
-
-def test_swap_in_skips_lookalikes_with_parameters():
-    class Attention(torch.nn.Module):  # a full attention layer with projections
+    class Block(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.causal = True
-            self.qkv = torch.nn.Linear(8, 24)
+            self.qkv = torch.nn.Linear(32, 96)
 
-    class NotBool(torch.nn.Module):
-        causal = 1
+        def forward(self, x):
+            B, S, _ = x.shape
+            q, k, v = self.qkv(x).view(B, S, 3, 2, 16).permute(2, 0, 3, 1, 4)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            b = F.scaled_dot_product_attention(q, k, v, scale=16 ** -0.5)
+            mask = torch.ones(S, S, dtype=torch.bool).tril()
+            c = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            return a + b + c
 
-    model = torch.nn.Sequential(Attention(), NotBool())
-    assert FAM.swap_in(model, lambda shape: None) == 0
-
-
-def test_swapped_module_falls_back_for_unsupported_calls():
-    swapped = A.TileLangAttention(Attention(causal=True), lambda shape: pytest.fail("not asked"))
-    q, k = torch.randn(1, 4, 8, 16), torch.randn(1, 2, 8, 16)  # grouped heads
-    with pytest.raises(RuntimeError):
-        swapped(q, k, k)  # PyTorch's own error, as without the swap
-    q3 = torch.randn(4, 8, 16)
-    torch.testing.assert_close(swapped(q3, q3, q3), F.scaled_dot_product_attention(q3, q3, q3, is_causal=True))
+    torch.manual_seed(0)
+    router, got, expected = route_model(["attention"], Block(), (torch.randn(2, 19, 32),))
+    torch.testing.assert_close(got, expected, atol=2e-4, rtol=1e-4)
+    assert count(router, "attention") == (2, 1)
+    reasons = {r for c in router.counts() for r in c.fallback}
+    notes = {n for c in router.counts() for n in c.notes}
+    assert reasons == {"explicit attention mask"} and "q/k/v copied to contiguous" in notes

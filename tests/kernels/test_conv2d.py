@@ -287,43 +287,27 @@ class _Tiny(torch.nn.Module):
         return self.dilated(self.grouped(torch.relu(self.b(torch.relu(self.a(x))))))
 
 
-def test_swap_in_matches_conv2d():
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_conv2d_routes_nchw_and_channels_last_and_counts_grouped(channels_last):
+    from tests.routing import count, route_model
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1)
+            self.b = torch.nn.Conv2d(8, 8, 1, bias=False)
+            self.dw = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)
+
+        def forward(self, x):
+            return self.dw(torch.relu(self.b(self.a(x))))
+
     torch.manual_seed(0)
-    model = _Tiny().eval()
-    x = torch.randn(2, 32, 14, 14).contiguous(memory_format=torch.channels_last)
-    with torch.no_grad():
-        want = model(x)
-    asked = []
-
-    def kernel_for(shape):
-        asked.append(shape)
-        return FAM.build(shape, "float32", FAM.search_space(shape, "float32", CPU)[0], "c")
-
-    assert FAM.swap_in(model, kernel_for) == 2
-    assert isinstance(model.a, conv_module.TileLangConv2d) and isinstance(model.b, conv_module.TileLangConv2d)
-    assert type(model.grouped) is torch.nn.Conv2d and type(model.dilated) is torch.nn.Conv2d
-    with torch.no_grad():
-        got = model(x)
-        mid = model.a(x)
-    assert sorted(asked) == sorted([S3, S3S2])
-    # The swapped conv hands the next layer a channels_last NCHW-shaped tensor.
-    assert mid.shape == (2, 32, 14, 14) and mid.is_contiguous(memory_format=torch.channels_last)
-    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
-
-    # The KRSC weight is converted once and refreshed when the weight changes in place.
-    first = model.a._weight_krsc()
-    assert model.a._weight_krsc() is first
-    with torch.no_grad():
-        model.a.weight.mul_(2.0)
-        torch.testing.assert_close(model.a(x), 2.0 * mid, atol=1e-4, rtol=1e-4)
-
-
-def test_swap_in_falls_back_without_kernel():
-    torch.manual_seed(1)
-    model = torch.nn.Sequential(torch.nn.Conv2d(4, 6, 3, padding=1)).eval()
-    x = torch.randn(1, 4, 8, 8)
-    with torch.no_grad():
-        want = model(x)
-    assert FAM.swap_in(model, lambda shape: None) == 1
-    with torch.no_grad():
-        torch.testing.assert_close(model(x), want)
+    x = torch.randn(2, 3, 13, 11)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    router, got, expected = route_model(["conv2d"], M(), (x,))
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert count(router, "conv2d") == (2, 1)
+    notes = {n for c in router.counts() for n in c.notes}
+    assert ("NCHW input transposed to NHWC" in notes) is (not channels_last)
+    assert {r for c in router.counts() for r in c.fallback} == {"grouped or depthwise convolution"}

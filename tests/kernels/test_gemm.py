@@ -147,53 +147,6 @@ def test_cuda_schedule_compiles_for_sm90(dtype):
     assert "__global__" in kernel.source
 
 
-def test_swap_in_replaces_linear_with_bias():
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(
-        torch.nn.Linear(128, 512),          # MODEL_SHAPE for a (2, 128, 128) input: TileLang kernel
-        torch.nn.ReLU(),
-        torch.nn.Linear(512, 64, bias=False),  # no bias: replaced too (zero bias), falls back here
-        torch.nn.Linear(64, 32),            # replaced, but kernel_for has none: falls back
-    ).eval()
-    x = torch.randn(2, 128, 128)
-    with torch.no_grad():
-        expected = model(x)
-    asked = []
-
-    def kernel_for(shape):
-        asked.append(shape)
-        return FAM.build(shape, "float32", FAM.search_space(shape, "float32", CPU)[0], "c") \
-            if shape == MODEL_SHAPE else None
-
-    assert FAM.swap_in(model, kernel_for) == 3
-    assert type(model[0]).__name__ == "TileLangLinear" and type(model[2]).__name__ == "TileLangLinear"
-    with torch.no_grad():
-        got = model(x)
-    assert asked == [MODEL_SHAPE, (256, 64, 512), (256, 32, 64)]
-    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
-    assert model[0].weight is not None and model[0].weight.shape == (512, 128)
-
-
-def test_swap_in_covers_linear_without_bias():
-    import torch
-    from evaluator import kernels
-    fam = kernels.get("gemm")
-    model = torch.nn.Sequential(torch.nn.Linear(24, 40, bias=False), torch.nn.ReLU(), torch.nn.Linear(40, 8))
-    x = torch.randn(5, 24)
-    ref = model(x)
-    config = fam.search_space((5, 40, 24), "float32", __import__("evaluator.hardware", fromlist=["x"]).detect("cpu"))[0]
-    built = {}
-
-    def kernel_for(shape):
-        if shape not in built:
-            built[shape] = fam.build(shape, "float32", config, "c")
-        return built[shape]
-
-    assert fam.swap_in(model, kernel_for) == 2
-    torch.testing.assert_close(model(x), ref, atol=1e-4, rtol=1e-4)
-    assert set(built) == {(5, 40, 24), (5, 8, 40)}
-
-
 # ---------------------------------------------------------------- fused activations
 
 
@@ -216,28 +169,6 @@ def test_fused_activation_matches_torch_on_cpu(act):
 
 def _plain_linear(x, w, b):
     return torch.nn.functional.linear(x, w, b)
-
-
-def test_fused_swap_in_replaces_linear_followed_by_its_activation_only():
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(
-        torch.nn.Sequential(torch.nn.Linear(24, 40), torch.nn.GELU()),                 # fused
-        torch.nn.Sequential(torch.nn.Linear(40, 40), torch.nn.GELU(approximate="tanh")),  # other GELU: kept
-        torch.nn.Sequential(torch.nn.Linear(40, 8), torch.nn.SiLU()),                  # other activation: kept
-    ).eval()
-    x = torch.randn(3, 24)
-    expected = model(x)
-    fam = get("gemm_gelu")
-    built = {}
-
-    def kernel_for(shape):
-        built[shape] = fam.build(shape, "float32", fam.search_space(shape, "float32", CPU)[0], "c")
-        return built[shape]
-
-    assert fam.swap_in(model, kernel_for) == 1
-    assert type(model[0]).__name__ == "TileLangLinear" and model[0].activation == "gelu"
-    torch.testing.assert_close(model(x), expected, atol=1e-4, rtol=1e-4)
-    assert set(built) == {(3, 40, 24)}
 
 
 def test_unknown_activation_is_refused():
@@ -270,3 +201,52 @@ def test_reject_reason_screens_configs_before_compiling():
     assert "threads" in FAM.reject_reason(shape, "float16", {"threads": 96}, H200)
     assert "unknown config keys" in FAM.reject_reason(shape, "float16", {"bogus": 1}, H200)
     assert "policy" in FAM.reject_reason(shape, "float16", {"policy": "diagonal"}, H200)
+
+
+# ---------------------------------------------------------------- routing at the operator
+
+
+def test_linear_calls_route_with_and_without_bias():
+    from tests.routing import count, route_model
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(24, 40, bias=False), torch.nn.ReLU(), torch.nn.Linear(40, 8))
+    router, got, expected = route_model(["gemm"], model, (torch.randn(3, 5, 24),))
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert count(router, "gemm") == (2, 0)
+    assert {c.shape for c in router.counts()} == {"15x40x24", "15x8x40"}
+
+
+def test_conv1d_addmm_routes_through_a_transposed_weight_and_activations_fall_back():
+    """transformers' Conv1D: torch.addmm(bias, x, W) with W stored (in, out)."""
+    from tests.routing import count, route_model
+
+    class Conv1D(torch.nn.Module):
+        def __init__(self, nf, nx):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.randn(nx, nf) * 0.1)
+            self.bias = torch.nn.Parameter(torch.randn(nf) * 0.1)
+
+        def forward(self, x):
+            out = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+            return out.view(x.size()[:-1] + (self.weight.size(-1),))
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = Conv1D(48, 32)
+
+        def forward(self, x):
+            h = self.proj(x)
+            y = torch.relu(h.view(-1, 48))
+            return torch.mm(y.t(), y)  # activation x activation: not a weight
+
+    torch.manual_seed(0)
+    router, got, expected = route_model(["gemm"], Block(), (torch.randn(2, 7, 32),))
+    torch.testing.assert_close(got, expected, atol=1e-3, rtol=1e-4)
+    ran, fell = count(router, "gemm")
+    assert ran == 1 and fell == 1
+    assert any("not a weight" in r for c in router.counts() for r in c.fallback)
+
+
+def test_fused_variants_route_nothing_and_say_so():
+    assert get("gemm_gelu").functions == () and get("gemm").functions

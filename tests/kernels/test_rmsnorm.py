@@ -50,25 +50,19 @@ def test_shapes_and_search_space():
         assert 6 <= len(FAM.search_space(shape, "bfloat16", H200)) <= 12
 
 
-def test_swap_in_replaces_matching_rmsnorm():
+def test_rmsnorm_routes_with_default_and_explicit_eps():
+    from tests.routing import count, route_model
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.RMSNorm(40, eps=1e-5)
+            self.b = torch.nn.RMSNorm(40)  # eps None: the dtype's machine epsilon
+
+        def forward(self, x):
+            return self.b(self.a(x) + 1)
+
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(128, 128), torch.nn.RMSNorm(128, eps=1e-6),
-                                torch.nn.RMSNorm(128),  # eps=None (dtype epsilon): left alone
-                                torch.nn.RMSNorm(128, eps=1e-5)).eval()  # other eps: left alone
-    with torch.no_grad():
-        model[1].weight.uniform_(0.5, 1.5)
-    x = torch.randn(2, 128, 128)
-    with torch.no_grad():
-        expected = model(x)
-    asked = []
-
-    def kernel_for(shape):
-        asked.append(shape)
-        return FAM.build(shape, "float32", FAM.search_space(shape, "float32", CPU)[0], "c")
-
-    assert FAM.swap_in(model, kernel_for) == 1
-    assert type(model[2]) is torch.nn.RMSNorm and type(model[3]) is torch.nn.RMSNorm
-    with torch.no_grad():
-        got = model(x)
-    assert asked == [MODEL_SHAPE]
+    router, got, expected = route_model(["rmsnorm"], M(), (torch.randn(6, 40),))
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert count(router, "rmsnorm") == (2, 0)

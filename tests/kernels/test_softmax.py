@@ -62,21 +62,14 @@ def test_shapes_and_search_space():
     assert long_rows and all(c["chunk"] > 0 for c in long_rows)
 
 
-def test_swap_in_replaces_last_dim_softmax():
-    model = torch.nn.Sequential(torch.nn.Linear(128, 128), torch.nn.Softmax(dim=-1),
-                                torch.nn.Linear(128, 128), torch.nn.Softmax(dim=1)).eval()
-    x = torch.randn(2, 2, 256, 128)  # rows = 1024: MODEL_SHAPE
-    with torch.no_grad():
-        expected = model(x)
-    asked = []
+def test_softmax_routes_last_dim_calls_and_counts_other_dims():
+    from tests.routing import count, route_model
 
-    def kernel_for(shape):
-        asked.append(shape)
-        return FAM.build(shape, "float32", FAM.search_space(shape, "float32", CPU)[0], "c")
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.softmax(x, dim=-1) + x.softmax(1).sum() + torch.nn.functional.softmax(x, dim=2)
 
-    assert FAM.swap_in(model, kernel_for) == 1
-    assert type(model[3]) is torch.nn.Softmax
-    with torch.no_grad():
-        got = model(x)
-    assert asked == [MODEL_SHAPE]
+    router, got, expected = route_model(["softmax"], M(), (torch.randn(2, 5, 33),))
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    assert count(router, "softmax") == (2, 1)
+    assert any("other than the last" in r for c in router.counts() for r in c.fallback)

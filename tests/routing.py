@@ -1,0 +1,41 @@
+"""Test helper: run a model under the operator router with kernels built for the calls
+it makes (first config of each family's search space, C target), as the pipeline does
+after tuning. Out: the router (with its call counts), the routed output and PyTorch's."""
+
+from __future__ import annotations
+
+import torch
+
+from evaluator import hardware, kernels, swap
+from evaluator.results import parse_shape
+
+CPU_HW = hardware.detect("cpu")
+
+
+def route_model(families, model, inputs, *, dtype="float32", build=None, skip=()):
+    """`build(family, shape)` -> bool says which shapes get a kernel (default: all but `skip`)."""
+    fams = [kernels.get(f) for f in families]
+    table = swap.KernelTable(dtype, "c", build=lambda f, s, c: kernels.get(f).build(s, dtype, c, "c"))
+    router = swap.Router(fams, table)
+    model = model.eval()
+    with torch.inference_mode():
+        expected = model(*inputs)
+        with router:  # dry run: which (family, shape) the model calls
+            model(*inputs)
+    for fam_name, shape_text in {k for k in router.fell_back if k[1]}:
+        shape = parse_shape(shape_text)
+        if (fam_name, shape) in skip or (build is not None and not build(fam_name, shape)):
+            continue
+        fam = kernels.get(fam_name)
+        conf = fam.search_space(shape, dtype, CPU_HW)[0]
+        table.add(fam_name, shape, conf, fam.build(shape, dtype, conf, "c"))
+    router.reset()
+    with torch.inference_mode(), router:
+        got = model(*inputs)
+    return router, got, expected
+
+
+def count(router, family):
+    """(calls in TileLang, calls fallen back) of one family."""
+    rows = [c for c in router.counts() if c.family == family]
+    return sum(c.tilelang for c in rows), sum(sum(c.fallback.values()) for c in rows)
