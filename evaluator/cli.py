@@ -2,15 +2,25 @@
 
 In: argv. Out: tables and progress on the terminal, files under reports/, and an exit
 code: 0 done (or a verdict that `--fail-on` tolerates), 1 the verdict `--fail-on`
-rejects, 2 bad input or an unusable environment (one line on stderr, no traceback).
+rejects, 2 anything else that went wrong: bad input, an unusable environment, or a bug
+(one line on stderr, never a traceback; a bug's traceback goes to a file the line
+names), 130 interrupted (the run folder keeps the stages that finished). Every command
+goes through one error handler, `reported_errors`, so they all fail the same way.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
+import re
 import sys
+import tempfile
+import traceback
+from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -20,6 +30,11 @@ from rich.text import Text
 
 from .errors import EvaluatorError
 
+try:  # typer >= 0.2x carries its own click; before that its usage errors were click's
+    from typer import TyperException as _UsageError
+except ImportError:  # pragma: no cover - older typer
+    from click.exceptions import ClickException as _UsageError
+
 # Piped output (CI logs, `| tee`) would otherwise wrap every table at 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 140)
 err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
@@ -28,7 +43,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=
                   help="Evaluate whether a PyTorch model should move onto TileLang: profile, rewrite the hot "
                        "operators, tune, verify, benchmark, soak, check upstream health, record a baseline and "
                        "render a go/no-go report.")
-baseline_app = typer.Typer(help="List, show and diff the versioned baselines in a store.")
+baseline_app = typer.Typer(help="List, show, diff and record the versioned baselines in a store.")
 checklist_app = typer.Typer(help="Validate checklists and list the metrics they may use.")
 app.add_typer(baseline_app, name="baseline")
 app.add_typer(checklist_app, name="checklist")
@@ -80,12 +95,112 @@ def _config_text(config: dict) -> str:
 
 def _say_error(text: str) -> None:
     # Plain print: an error is one line whatever the width, so scripts can grep it.
-    print(text, file=sys.stderr, flush=True)
+    print(re.sub(r"\s*[\r\n]+\s*", " ", text).strip(), file=sys.stderr, flush=True)
 
 
-def _fail(exc: EvaluatorError) -> None:
-    _say_error(f"error: {exc}")
-    raise typer.Exit(2)
+def _short(text: str, limit: int = 300) -> str:
+    # An unexpected exception's message can be pages long (a tensor repr); the whole of
+    # it is in the traceback file.
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _save_traceback(exc: BaseException, folders: list[Path | None]) -> str:
+    """Write the traceback (causes included) into the first folder that takes it, else a
+    temp file; the path written, or why none could be."""
+    text = (f"evaluate {' '.join(sys.argv[1:])}\n{datetime.now().isoformat(timespec='seconds')}\n\n"
+            + "".join(traceback.format_exception(exc)))
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    for folder in folders:
+        if folder is None:
+            continue
+        path = folder / "traceback.txt" if (folder / "results.json").exists() else folder / f"traceback-{stamp}.txt"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            return str(path)
+        except OSError:
+            continue
+    try:
+        fd, name = tempfile.mkstemp(prefix="evaluate-traceback-", suffix=".txt")
+        with open(fd, "w") as f:
+            f.write(text)
+        return name
+    except OSError as e:
+        return f"nowhere: could not write a file ({e.strerror})"
+
+
+def _call(hint: Callable[[], Path | None]) -> Path | None:
+    try:
+        return hint()
+    except Exception:  # a hint that fails must not hide the error being reported
+        return None
+
+
+@contextmanager
+def reported_errors(*, run_dir: Callable[[], Path | None] = lambda: None,
+                    scratch: Callable[[], Path | None] = lambda: None) -> Iterator[None]:
+    """The CLI's one error handler, around every command.
+
+    `EvaluatorError` -> "error: <message>", exit 2. Any other exception -> "error: internal
+    error <Type>: <message> (full traceback in <file>)", exit 2, the file being in the run
+    folder (`run_dir()`), else in `scratch()`, else a temp file. Ctrl-C -> "interrupted;
+    finished stages are kept in <run folder>", exit 130. Exits the commands ask for
+    (`typer.Exit`, e.g. the verdict's exit 1) and click's own usage errors pass through.
+    """
+    try:
+        yield
+    except (typer.Exit, typer.Abort, _UsageError):
+        raise
+    except EvaluatorError as exc:
+        _say_error(f"error: {exc}")
+        raise typer.Exit(2) from exc
+    except KeyboardInterrupt as exc:
+        where = getattr(exc, "run_dir", None) or _call(run_dir)
+        _say_error(f"interrupted; finished stages are kept in {where}" if where
+                   else "interrupted before a run folder was made; nothing was recorded")
+        raise typer.Exit(130) from None
+    except Exception as exc:
+        where = getattr(exc, "run_dir", None) or _call(run_dir)
+        path = _save_traceback(exc, [Path(where) if where else None, _call(scratch)])
+        _say_error(f"error: internal error {type(exc).__name__}: {_short(exc)} (full traceback in {path})")
+        raise typer.Exit(2) from exc
+
+
+def one_line_errors(command: Callable) -> Callable:
+    """Decorator form of `reported_errors` for the sub-commands (no run folder of their own)."""
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        with reported_errors():
+            return command(*args, **kwargs)
+    return wrapper
+
+
+class _RunFolder:
+    """Finds the run folder this invocation's pipeline made, for the error and interrupt
+    messages: the pipeline creates it early but cannot return it when a stage raises."""
+
+    def __init__(self) -> None:
+        self.reports: Path | None = None
+        self.runs: Path | None = None
+        self.before: set[Path] = set()
+        self.prefixes: tuple[str, ...] = ()
+
+    def watch(self, cfg) -> None:
+        from .pipeline import slug
+
+        self.reports = cfg.output.reports
+        self.runs = cfg.output.reports / "runs"
+        self.before = set(self.runs.iterdir()) if self.runs.is_dir() else set()
+        self.prefixes = tuple({f"{slug(cfg.model.label)}-", f"{slug(cfg.model.name)}-"})
+
+    def find(self) -> Path | None:
+        if self.runs is None or not self.runs.is_dir():
+            return None
+        new = [p for p in self.runs.iterdir() if p.is_dir() and p not in self.before]
+        # Another run writing into the same reports folder may have made one too.
+        ours = [p for p in new if p.name.startswith(self.prefixes)] or new
+        return max(ours, key=lambda p: p.stat().st_mtime, default=None)
 
 
 def _print_summary(outcome) -> None:
@@ -139,6 +254,9 @@ def main_command(
     ctx: typer.Context,
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Zoo name (bert-tiny, bert-base, resnet-tiny, "
                                         "resnet50, llama-tiny, llama), pkg.module:factory or path/file.py:factory."),
+    name: Optional[str] = typer.Option(None, "--name", help="The model's name in baseline ids and reports "
+                                       "(default: the zoo name, pkg.module:factory, or file:factory without "
+                                       "the file's folder)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
     batch_size: Optional[int] = typer.Option(None, help="Override the model's batch size."),
     seq_len: Optional[int] = typer.Option(None, help="Override the sequence length (image side for ResNet)."),
@@ -146,6 +264,7 @@ def main_command(
     ops: int = typer.Option(2, help="How many hot operator families to rewrite."),
     families: Optional[str] = typer.Option(None, help="Comma-separated families to rewrite (overrides --ops)."),
     max_shapes: int = typer.Option(6, help="At most this many distinct shapes per family."),
+    profile_iters: int = typer.Option(3, help="Profiled forward passes (after one warm-up)."),
     budget: float = typer.Option(60.0, help="Tuning budget per shape, in seconds."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Re-tune even when the tuning cache has a config."),
     fine_rounds: Optional[int] = typer.Option(None, help="Rounds of neighbours around the best coarse config "
@@ -159,7 +278,8 @@ def main_command(
     fork: Optional[str] = typer.Option(None, help="A vendor fork to compare with upstream."),
     as_of: Optional[str] = typer.Option(None, help="Compute upstream metrics as of this date (YYYY-MM-DD)."),
     branch: Optional[str] = typer.Option(None, help="Upstream branch, where the default is not obvious."),
-    checklist: Optional[Path] = typer.Option(None, help="Checklist YAML, or a shipped one by name: default, production."),
+    checklist: Optional[str] = typer.Option(None, help="Checklist YAML, or a name: ./checklists/NAME.yaml, else a "
+                                            "shipped one (default, production)."),
     reports: Optional[Path] = typer.Option(None, help="Output folder (default: reports/)."),
     store: Optional[Path] = typer.Option(None, help="Baseline store (default: <reports>/baselines)."),
     lang: str = typer.Option("en", help="Report language: en or zh."),
@@ -174,33 +294,53 @@ def main_command(
     if model is None:
         _say_error("error: --model is required, e.g. evaluate --model bert-tiny (see evaluate --help)")
         raise typer.Exit(2)
-    from . import config as config_mod, pipeline
+    folder = _RunFolder()
+    with reported_errors(run_dir=folder.find, scratch=lambda: folder.reports):
+        from . import config as config_mod, pipeline
 
-    try:
         cfg = config_mod.build(model=model, device=device, batch_size=batch_size, seq_len=seq_len, dtype=dtype,
-                               ops=ops, families=families, max_shapes=max_shapes, budget=budget, no_cache=no_cache,
-                               reps=reps, sweep=sweep, e2e=e2e, soak_seconds=soak_seconds, upstream=upstream,
-                               fork=fork, as_of=as_of, branch=branch, reports=reports, store=store,
-                               checklist=checklist, lang=lang, pdf=pdf, fail_on=fail_on,
-                               regression_threshold=regression_threshold, fine_rounds=fine_rounds,
-                               isolate=isolate)
+                               ops=ops, families=families, max_shapes=max_shapes, profile_iters=profile_iters,
+                               budget=budget, no_cache=no_cache, reps=reps, sweep=sweep, e2e=e2e,
+                               soak_seconds=soak_seconds, upstream=upstream, fork=fork, as_of=as_of, branch=branch,
+                               reports=reports, store=store, checklist=checklist, lang=lang, pdf=pdf,
+                               fail_on=fail_on, regression_threshold=regression_threshold,
+                               fine_rounds=fine_rounds, isolate=isolate, label=name)
+        folder.watch(cfg)
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=console, transient=False) as progress:
             outcome = pipeline.run(cfg, RichReporter(progress))
-    except EvaluatorError as exc:
-        _fail(exc)
-    except KeyboardInterrupt:
-        _say_error("interrupted: the run folder keeps the stages that finished (results.json)")
-        raise typer.Exit(130)
-    _print_summary(outcome)
-    if fail_on != "never":
-        from . import checklist
-        code = checklist.exit_code(outcome.result.verdict, fail_on)
-        if code:
-            raise typer.Exit(code)
+        _print_summary(outcome)
+        if fail_on != "never":
+            from . import checklist as checklist_mod
+            code = checklist_mod.exit_code(outcome.result.verdict, fail_on)
+            if code:
+                raise typer.Exit(code)
+
+
+# Sizes that are flags or offsets rather than extents: attention's causal (0 or 1) and
+# conv2d's padding may be 0; every other size must be at least 1.
+_MAY_BE_ZERO = frozenset({"causal", "pad"})
+
+
+def _parse_shape(text: str, names: tuple[str, ...], error: type[Exception]):
+    """--shape "4096x4096x4096" -> (4096, 4096, 4096); `error` with what was expected."""
+    from .results import parse_shape
+
+    expected = "x".join(names)
+    try:
+        shape = parse_shape(text)
+    except ValueError as exc:
+        raise error(f"--shape {text} is not a shape; write integer sizes joined by x, {expected}") from exc
+    zero_ok = [n for n in names if n in _MAY_BE_ZERO]
+    if not shape or any(v < 0 for v in shape) or any(
+            v == 0 and (i >= len(names) or names[i] not in _MAY_BE_ZERO) for i, v in enumerate(shape)):
+        raise error(f"--shape {text}: the sizes must be positive integers, {expected}"
+                    + (f" ({' and '.join(zero_ok)} may be 0)" if zero_ok else ""))
+    return shape
 
 
 @app.command("bench")
+@one_line_errors
 def bench_command(
     family: str = typer.Option(..., help="Kernel family: gemm, gemm_gelu, gemm_relu, gemm_silu, softmax, layernorm, "
                                "layernorm_residual, rmsnorm, attention, conv2d."),
@@ -212,25 +352,23 @@ def bench_command(
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Tune and benchmark one kernel family alone against PyTorch."""
-    from . import bench as bench_mod, hardware, pipeline
+    from . import bench as bench_mod, config as config_mod, hardware, kernels, pipeline
+    from .errors import ConfigError
     from .kernels.base import DTYPE_ALIASES
-    from .results import parse_shape, to_dict
+    from .results import to_dict
 
-    try:
-        dev = hardware.resolve_device(device)
-        dt = DTYPE_ALIASES.get(dtype or ("float16" if dev == "cuda" else "float32"))
-        if dt is None:
-            raise EvaluatorError(f"unknown dtype '{dtype}'; use fp32, fp16 or bf16")
-        try:
-            shapes = [parse_shape(s) for s in shape]
-        except ValueError:
-            raise EvaluatorError(f"bad --shape {shape}; write it like 4096x4096x4096") from None
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=err_console) as progress:
-            rows = pipeline.bench_family(family, shapes, dt, dev, budget_s=budget,
-                                         policy=bench_mod.TimingPolicy(reps=reps), reporter=RichReporter(progress))
-    except EvaluatorError as exc:
-        _fail(exc)
+    fam = kernels.get(family)  # an unknown family: one line naming the known ones
+    config_mod.check_count("--reps", reps, 1)
+    config_mod.check_seconds("--budget", budget)
+    shapes = [_parse_shape(text, fam.shape_names, ConfigError) for text in shape]
+    dev = hardware.resolve_device(device)
+    dt = DTYPE_ALIASES.get(dtype or ("float16" if dev == "cuda" else "float32"))
+    if dt is None:
+        raise ConfigError(f"unknown dtype '{dtype}'; use fp32, fp16 or bf16")
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err_console) as progress:
+        rows = pipeline.bench_family(family, shapes, dt, dev, budget_s=budget,
+                                     policy=bench_mod.TimingPolicy(reps=reps), reporter=RichReporter(progress))
     if json_out:
         print(json.dumps([{"tuned": to_dict(t), "bench": to_dict(b)} for t, b in rows], indent=1))
         return
@@ -249,6 +387,7 @@ def bench_command(
 
 
 @app.command("upstream")
+@one_line_errors
 def upstream_command(
     repo: str = typer.Option(..., help="Local clone (or URL) of the upstream repository."),
     fork: Optional[str] = typer.Option(None, help="A vendor fork to compare with upstream."),
@@ -260,10 +399,9 @@ def upstream_command(
     from . import config as config_mod, upstream
     from .results import to_dict
 
-    try:
-        health = upstream.measure(repo, fork=fork, as_of=config_mod.parse_as_of(as_of), branch=branch)
-    except EvaluatorError as exc:
-        _fail(exc)
+    # repo_option: the messages must name the option typed here, --repo, not the run's --upstream.
+    health = upstream.measure(repo, fork=fork, as_of=config_mod.parse_as_of(as_of), branch=branch,
+                              repo_option="--repo")
     if json_out:
         print(json.dumps(to_dict(health), indent=1))
         return
@@ -276,6 +414,7 @@ def upstream_command(
 
 
 @app.command("report")
+@one_line_errors
 def report_command(
     baseline_id: str = typer.Option(..., "--baseline", help="Baseline id, e.g. bert-tiny/cpu-x86_64/2026Q4-1."),
     store: Optional[Path] = STORE_OPT,
@@ -284,21 +423,20 @@ def report_command(
 ) -> None:
     """Re-render the HTML/PDF report from a stored baseline, without rerunning anything."""
     from . import baseline, report
-    from .config import OutputSettings
+    from .config import OutputSettings, check_writable_folder
 
     store = store or OutputSettings().store
-    try:
-        result = baseline.load(store, baseline_id)
-        folder = out or OutputSettings().reports / "rerendered" / baseline_id.replace("/", "_")
-        folder.mkdir(parents=True, exist_ok=True)
-        files = report.render(result, folder, lang=lang)
-    except EvaluatorError as exc:
-        _fail(exc)
+    result = baseline.load(store, baseline_id)
+    folder = out or OutputSettings().reports / "rerendered" / baseline_id.replace("/", "_")
+    check_writable_folder("--out", folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    files = report.render(result, folder, lang=lang)
     console.print(f"Report: {files.html}")
     console.print(f"PDF: {files.pdf}" if files.pdf else f"PDF: {files.pdf_note}")
 
 
 @app.command("compare")
+@one_line_errors
 def compare_command(
     candidate: str = typer.Option(..., help="Baseline id of the candidate platform/version."),
     reference: str = typer.Option(..., help="Baseline id of the reference platform/version."),
@@ -308,23 +446,20 @@ def compare_command(
     lang: str = typer.Option("en", help="Report language for --out: en or zh."),
 ) -> None:
     """Compare two baselines op by op and end to end (e.g. two platforms, or two driver versions)."""
-    import dataclasses
-
     from . import baseline, report
-    from .config import OutputSettings
+    from .config import OutputSettings, check_writable_folder
 
     store = store or OutputSettings().store
-    try:
-        cand = baseline.load(store, candidate)
-        comp = baseline.compare(baseline.load(store, reference), cand,
-                                threshold=threshold, reference_id=reference, candidate_id=candidate)
-        _print_comparison(comp)
-        if out is not None:
-            out.mkdir(parents=True, exist_ok=True)
-            files = report.render(dataclasses.replace(cand, comparison=comp), out, lang=lang)
-            console.print(f"Report: {files.html}")
-    except EvaluatorError as exc:
-        _fail(exc)
+    if out is not None:
+        check_writable_folder("--out", out)
+    cand = baseline.load(store, candidate)
+    comp = baseline.compare(baseline.load(store, reference), cand,
+                            threshold=threshold, reference_id=reference, candidate_id=candidate)
+    _print_comparison(comp)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        files = report.render(dataclasses.replace(cand, comparison=comp), out, lang=lang)
+        console.print(f"Report: {files.html}")
 
 
 def _print_comparison(comp) -> None:
@@ -344,16 +479,14 @@ def _print_comparison(comp) -> None:
 
 
 @baseline_app.command("list")
+@one_line_errors
 def baseline_list(model: Optional[str] = typer.Option(None), platform: Optional[str] = typer.Option(None),
                   store: Optional[Path] = STORE_OPT) -> None:
     """List baselines, oldest first."""
     from . import baseline
     from .config import OutputSettings
 
-    try:
-        refs = baseline.list_baselines(store or OutputSettings().store, model=model, platform=platform)
-    except EvaluatorError as exc:
-        _fail(exc)
+    refs = baseline.list_baselines(store or OutputSettings().store, model=model, platform=platform)
     t = Table(title="Baselines")
     for col in ("id", "commit"):
         t.add_column(col)
@@ -363,15 +496,13 @@ def baseline_list(model: Optional[str] = typer.Option(None), platform: Optional[
 
 
 @baseline_app.command("show")
+@one_line_errors
 def baseline_show(baseline_id: str = typer.Argument(..., help="Baseline id."), store: Optional[Path] = STORE_OPT) -> None:
     """Show one baseline's manifest and headline numbers."""
     from . import baseline
     from .config import OutputSettings
 
-    try:
-        result = baseline.load(store or OutputSettings().store, baseline_id)
-    except EvaluatorError as exc:
-        _fail(exc)
+    result = baseline.load(store or OutputSettings().store, baseline_id)
     t = Table(title=baseline_id, show_header=False)
     for k, v in baseline.show_rows(result):
         t.add_row(k, str(v))
@@ -379,6 +510,7 @@ def baseline_show(baseline_id: str = typer.Argument(..., help="Baseline id."), s
 
 
 @baseline_app.command("diff")
+@one_line_errors
 def baseline_diff(a: str = typer.Argument(..., help="Reference baseline id."),
                   b: str = typer.Argument(..., help="Candidate baseline id."),
                   store: Optional[Path] = STORE_OPT) -> None:
@@ -386,26 +518,66 @@ def baseline_diff(a: str = typer.Argument(..., help="Reference baseline id."),
     from . import baseline
     from .config import OutputSettings
 
+    _print_comparison(baseline.diff(store or OutputSettings().store, a, b))
+
+
+@baseline_app.command("record")
+@one_line_errors
+def baseline_record(
+    run_dir: Path = typer.Argument(..., help="A finished run's folder (reports/runs/<run id>), or its results.json."),
+    store: Optional[Path] = typer.Option(None, "--store", help="Baseline store (a git repository). Default: the "
+                                         "store next to the run, <reports>/baselines for <reports>/runs/<id>."),
+) -> None:
+    """Record a finished run's results.json as a baseline (when recording failed at the end of the run)."""
+    from . import baseline
+    from .config import OutputSettings, check_writable_folder
+    from .errors import ConfigError
+    from .results import RunResult, from_dict, to_dict
+
+    results = run_dir / "results.json" if run_dir.is_dir() else run_dir
+    folder = results.parent
+    if not results.is_file():
+        raise ConfigError(f"{run_dir} has no results.json; give the folder of a run (reports/runs/<run id>)")
     try:
-        comp = baseline.diff(store or OutputSettings().store, a, b)
-    except EvaluatorError as exc:
-        _fail(exc)
-    _print_comparison(comp)
+        result = from_dict(RunResult, json.loads(results.read_text()))
+    except (OSError, ValueError) as exc:  # unreadable, not JSON, or not a RunResult (pydantic's error is a ValueError)
+        raise ConfigError(f"{results} is not a readable results.json of a run ({type(exc).__name__}); "
+                          "give the folder of a run that evaluate wrote") from exc
+    if result.verdict is None:
+        missing = ", ".join(result.stage_errors) or "the stages after " + ("profiling" if result.hot_ops else "loading")
+        raise ConfigError(f"run {result.run_id} did not finish (no verdict; failed: {missing}); "
+                          "only a finished run can be recorded, rerun it")
+    if result.baseline is not None:
+        raise ConfigError(f"run {result.run_id} is already recorded as {result.baseline.tag} in "
+                          f"{result.baseline.store}; `evaluate baseline show {result.baseline.tag}` shows it")
+    # The store the run itself would have used when none is given: <reports>/baselines.
+    if store is None:
+        store = folder.parent.parent / "baselines" if folder.parent.name == "runs" else OutputSettings().store
+    check_writable_folder("--store", store)
+    ref = baseline.record(store, result)
+    note = ""
+    try:  # as the pipeline does: the run folder says where its baseline is, so it is not recorded twice
+        (folder / "baseline.json").write_text(json.dumps(to_dict(ref), indent=1))
+        tmp = folder / "results.json.tmp"
+        tmp.write_text(json.dumps(to_dict(dataclasses.replace(result, baseline=ref)), indent=1))
+        tmp.replace(folder / "results.json")
+    except OSError as exc:
+        note = f" (could not note it in {folder}: {exc.strerror})"
+    console.print(f"Recorded {ref.tag} in {ref.store}{note}", markup=False)
 
 
 @checklist_app.command("validate")
+@one_line_errors
 def checklist_validate(file: Path = typer.Argument(..., help="Checklist YAML.")) -> None:
     """Validate a checklist file."""
     from . import checklist
 
-    try:
-        cl = checklist.validate(file)
-    except EvaluatorError as exc:
-        _fail(exc)
+    cl = checklist.validate(file)
     console.print(f"{file}: valid ({len(cl.items)} items)")
 
 
 @checklist_app.command("metrics")
+@one_line_errors
 def checklist_metrics() -> None:
     """The catalogue of metric names a checklist may use."""
     from . import checklist
@@ -419,11 +591,21 @@ def checklist_metrics() -> None:
 
 
 def main() -> None:
+    # Not click's standalone mode: its usage errors are three lines (usage, hint, error);
+    # here they are one, like every other error.
     try:
-        app()
-    except EvaluatorError as exc:  # pragma: no cover - commands catch their own; this is the last net
+        code = app(standalone_mode=False)
+    except _UsageError as exc:
+        where = exc.ctx.command_path if getattr(exc, "ctx", None) else "evaluate"
+        _say_error(f"error: {exc.format_message()} (see {where} --help)")
+        sys.exit(2)
+    except (typer.Abort, KeyboardInterrupt):
+        _say_error("interrupted")
+        sys.exit(130)
+    except EvaluatorError as exc:  # pragma: no cover - reported_errors handles these; the last net
         _say_error(f"error: {exc}")
         sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

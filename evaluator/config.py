@@ -1,29 +1,53 @@
 """The one frozen `Config`, built once at the edge (the CLI), with a slice per stage.
 
-In: raw option values from the command line. Out: a validated `Config`; every cheap
-check (model name, families, checklist file, upstream path, device) happens here so a
-mistake costs a one-line error before any minutes of profiling and compiling.
+In: raw option values from the command line. Out: a validated `Config`, or a
+`ConfigError` whose message is one sentence naming the option and what it expects. Every
+cheap check (model name, counts and durations, families, checklist, upstream path,
+device, whether the reports folder and the baseline store can be written) happens here,
+so a mistake costs a one-line error before any minutes of profiling and compiling, and
+a store that cannot take the baseline is found before the run rather than at its end.
 """
 
 from __future__ import annotations
 
+import math
+import os
+import tempfile
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 from .bench import TimingPolicy
-from .errors import ConfigError
+from .errors import ConfigError, EvaluatorError
 from .kernels.base import DTYPE_ALIASES
+from .resources import SHIPPED_CHECKLISTS
 
+
+def default_label(spec: str) -> str:
+    """The name a model goes by in baseline ids and reports when `--name` is not given.
+
+    A factory file's folder is left out, so the same model keeps one baseline history
+    whichever folder (or checkout) it is run from: "path/to/hf_bert.py:make" ->
+    "hf_bert:make". Zoo names, "pkg.mod:make" and "hf:Model,key=value" stay as they are.
+    """
+    target, sep, attr = spec.rpartition(":")
+    if sep and target.endswith(".py"):
+        return f"{Path(target).stem}:{attr}"
+    return spec
 
 
 @dataclass(frozen=True)
 class ModelSettings:
-    name: str
+    name: str  # the spec that loads the model: zoo name, pkg.mod:factory, path/file.py:factory
     batch_size: int | None = None
     seq_len: int | None = None
     dtype: str = "float32"
     seed: int = 0
+    label: str = ""  # its name in baseline ids and reports; "" means default_label(name)
+
+    def __post_init__(self) -> None:
+        if not self.label:
+            object.__setattr__(self, "label", default_label(self.name))
 
 
 @dataclass(frozen=True)
@@ -67,7 +91,7 @@ class OutputSettings:
     # checkout to write into.
     reports: Path = Path("reports")
     store: Path = Path("reports") / "baselines"
-    checklist: Path = Path(__file__).resolve().parent / "checklists" / "default.yaml"
+    checklist: Path = SHIPPED_CHECKLISTS / "default.yaml"
     lang: str = "en"
     pdf: bool = True
     fail_on: str = "never"  # "never" | "no-go" | "conditional"
@@ -86,26 +110,95 @@ class Config:
 
     def settings_dict(self) -> dict:
         """What goes into the baseline manifest: everything that changes a measurement."""
+        # fine_rounds and isolate change which config tuning finds; isolate is recorded as
+        # resolved (auto is on for CUDA only, as tuning decides it).
+        isolate = self.tune.isolate if self.tune.isolate is not None else self.device == "cuda"
         return {
+            "model_label": self.model.label,
             "device": self.device, "batch_size": self.model.batch_size, "seq_len": self.model.seq_len,
             "dtype": self.model.dtype, "seed": self.model.seed, "ops": self.profile.ops,
             "families": list(self.profile.families), "profile_iters": self.profile.iters,
             "max_shapes": self.profile.max_shapes, "tune_budget_s": self.tune.budget_s,
+            "fine_rounds": self.tune.fine_rounds, "isolate": isolate,
             "seeds": list(self.bench.seeds), "sweep": self.bench.sweep, "e2e": self.bench.e2e,
             "soak_s": self.bench.soak_s, "timing": self.bench.timing.describe(self.device),
             "regression_threshold": self.output.regression_threshold,
             "checklist": str(self.output.checklist), "upstream": self.upstream.repo, "fork": self.upstream.fork,
+            "as_of": self.upstream.as_of.isoformat() if self.upstream.as_of else None,
+            "branch": self.upstream.branch,
         }
 
 
 def parse_as_of(text: str | None) -> datetime | None:
+    """None for no --as-of; else upstream's reading of it: a bare date is that whole day
+    in UTC (until 23:59:59.999999), a timestamp is exact."""
     if not text:
         return None
+    from . import upstream
+
     try:
-        dt = datetime.fromisoformat(text)
-    except ValueError:
-        raise ConfigError(f"--as-of '{text}' is not a date; use YYYY-MM-DD or an ISO timestamp") from None
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+        return upstream.parse_as_of(text)
+    except EvaluatorError as exc:
+        raise ConfigError(f"--as-of '{text}' is not a date; use YYYY-MM-DD (the whole day, UTC) or an "
+                          "ISO timestamp such as 2026-01-31T12:00:00+00:00") from exc
+
+
+# ---------------------------------------------------------------- checks, one per kind of option
+
+
+def check_count(opt: str, value: int | None, minimum: int) -> None:
+    """An integer option that must be at least `minimum` (None: not given)."""
+    if value is not None and value < minimum:
+        what = "a positive integer" if minimum == 1 else f"an integer of at least {minimum}"
+        raise ConfigError(f"{opt} must be {what}, got {value}")
+
+
+def check_seconds(opt: str, value: float | None) -> None:
+    """A duration in seconds: finite and not negative (0 is allowed: it means skip or minimum)."""
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise ConfigError(f"{opt} must be a number of seconds, 0 or more, got {value:g}")
+
+
+def _can_write(folder: Path) -> bool:
+    # os.access answers from the permission bits; ACLs, network filesystems and quotas can
+    # still refuse a write, so also create (and drop) a temporary file. TemporaryFile is
+    # unnamed on Linux (O_TMPFILE): a concurrent run listing the store never sees it.
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return False
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError:
+        return False
+    return True
+
+
+def check_writable_folder(opt: str, path: Path) -> None:
+    """A folder the run will write into: an existing writable folder, or one that can be
+    created (its nearest existing parent is a writable folder). Nothing is created here."""
+    path = Path(path).expanduser().absolute()
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{opt} {path} is a file; give a folder (a new one, or an existing one you can write to)")
+    parent = path
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ConfigError(f"{opt} {path} cannot be created: {parent} is a file; give a folder you can write to")
+    if not _can_write(parent):
+        if parent == path:
+            raise ConfigError(f"{opt} {path} is not writable; give a folder you can write to (or fix its permissions)")
+        raise ConfigError(f"{opt} {path} cannot be created: {parent} is not writable; give a folder you can write to")
+
+
+def find_checklist(name_or_path: str | Path) -> Path:
+    """--checklist: a file, or a name (a team's ./checklists/NAME.yaml before a shipped one)."""
+    from . import resources
+
+    found = resources.find_checklist(name_or_path)
+    if found is None:
+        raise ConfigError(f"checklist '{name_or_path}' does not exist; give a YAML file or a checklist name: "
+                          f"{', '.join(resources.checklist_names())} (./checklists/NAME.yaml, then shipped)")
+    return found
 
 
 def _check_repo(opt: str, value: str | None) -> None:
@@ -129,12 +222,26 @@ def build(*, model: str, device: str = "auto", batch_size: int | None = None, se
           reports: Path | None = None, store: Path | None = None, checklist: Path | None = None,
           lang: str = "en", pdf: bool = True, fail_on: str = "never", seed: int = 0,
           regression_threshold: float = 0.05, fine_rounds: int | None = None,
-          isolate: str = "auto") -> Config:
-    from . import hardware, kernels, models
+          isolate: str = "auto", label: str | None = None) -> Config:
+    from . import baseline, hardware, kernels, models
 
     if model not in models.ZOO and ":" not in model:
         raise ConfigError(f"unknown model '{model}'; use one of {', '.join(models.ZOO)}, "
                           "or pkg.module:factory, or path/to/file.py:factory")
+    label = default_label(model) if label is None else label.strip()
+    try:
+        baseline.model_slug(label)  # a name that cannot make a baseline id fails now, not after the run
+    except EvaluatorError as exc:
+        raise ConfigError(f"--name {label!r} cannot name a baseline; give a name with letters or digits, "
+                          "e.g. --name bert-finetuned") from exc
+    # Counts and durations first: --reps 0 used to surface as a StatisticsError at the
+    # first timing, minutes in.
+    check_count("--reps", reps, 1)
+    check_count("warmup", warmup, 0)
+    check_count("--max-shapes", max_shapes, 1)
+    check_count("--profile-iters", profile_iters, 1)
+    check_seconds("--budget", budget)
+    check_seconds("--soak-seconds", soak_seconds)
     dev = hardware.resolve_device(device)
     if dtype is None:
         dtype = "float16" if dev == "cuda" else "float32"
@@ -159,20 +266,20 @@ def build(*, model: str, device: str = "auto", batch_size: int | None = None, se
     if lang not in ("en", "zh"):
         raise ConfigError(f"--lang '{lang}' is not available; use en or zh")
     out = OutputSettings()
-    checklist = Path(checklist) if checklist else out.checklist
-    shipped = out.checklist.parent / f"{checklist}.yaml"
-    if not checklist.is_file() and len(checklist.parts) == 1 and shipped.is_file():
-        checklist = shipped  # a shipped checklist by name: --checklist production
-    if not checklist.is_file():
-        raise ConfigError(f"checklist '{checklist}' does not exist; give a YAML file or a shipped name "
-                          f"({', '.join(sorted(p.stem for p in out.checklist.parent.glob('*.yaml')))})")
+    checklist = find_checklist(checklist) if checklist else out.checklist
     from . import checklist as checklist_mod
     checklist_mod.load(checklist)  # a checklist that does not validate fails now, not after the run
     _check_repo("--upstream", upstream)
     _check_repo("--fork", fork)
-    reports = (Path(reports) if reports else out.reports).resolve()
+    as_of_time = parse_as_of(as_of)
+    reports = (Path(reports).expanduser() if reports else out.reports).resolve()
+    store = Path(store).expanduser().absolute() if store else reports / "baselines"
+    # Where the results go: a run that cannot write its folder or its baseline would
+    # otherwise find out at the very end and lose the minutes it measured.
+    check_writable_folder("--reports", reports)
+    check_writable_folder("--store", store)
     return Config(
-        model=ModelSettings(model, batch_size, seq_len, DTYPE_ALIASES[dtype], seed),
+        model=ModelSettings(model, batch_size, seq_len, DTYPE_ALIASES[dtype], seed, label),
         device=dev,
         profile=ProfileSettings(ops=ops, families=fams, iters=profile_iters, max_shapes=max_shapes),
         tune=TuneSettings(budget_s=budget, use_cache=not no_cache,
@@ -180,8 +287,8 @@ def build(*, model: str, device: str = "auto", batch_size: int | None = None, se
                           isolate=ISOLATE[isolate]),
         bench=BenchSettings(timing=TimingPolicy(warmup=warmup, reps=reps), sweep=sweep, e2e=e2e,
                             soak_s=soak_seconds if soak_seconds is not None else (60.0 if dev == "cuda" else 5.0)),
-        upstream=UpstreamSettings(upstream, fork, parse_as_of(as_of), branch),
-        output=OutputSettings(reports=reports, store=Path(store) if store else reports / "baselines",
+        upstream=UpstreamSettings(upstream, fork, as_of_time, branch),
+        output=OutputSettings(reports=reports, store=store,
                               checklist=checklist, lang=lang, pdf=pdf, fail_on=fail_on,
                               regression_threshold=regression_threshold),
     )

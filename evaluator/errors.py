@@ -1,8 +1,12 @@
 """One error tree for everything a user can cause or meet.
 
 In: nothing. Out: exception classes. The CLI turns any `EvaluatorError` into one line
-on stderr and exit code 2; anything else is a bug and keeps its traceback.
-Messages say what was expected and how to fix it, in one sentence.
+on stderr (`error: <message>`) and exit code 2. Anything else is a bug (or a model that
+raised): still one line and exit 2, with the traceback written to a file that the line
+names. Exit code 1 is only ever the verdict that `--fail-on` rejects.
+Messages say what was expected and how to fix it, in one sentence, and name the option
+the user typed. Raise them `from` the exception that caused them, so the traceback file
+keeps the cause.
 """
 
 

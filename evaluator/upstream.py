@@ -3,7 +3,9 @@
 In: a local clone (or a URL, cloned bare into a cache folder) of the upstream repository,
 optionally a vendor fork, an as-of time, a branch and the paths of interest. Out: an
 `UpstreamHealth` record (the headline numbers as fields, everything else in `details`)
-and `summary_rows` for a printed table. No forge API is used: every number comes from a
+and `summary_rows` for a printed table. Errors are `UpstreamError`s that name the option
+the user typed (`measure(repo_option=...)`: `--upstream` for a run, `--repo` for
+`evaluate upstream`). No forge API is used: every number comes from a
 handful of `git log` / `git for-each-ref` / `git rev-list` runs through gitpython, one per
 question, never by loading commit objects one at a time (about 0.35 s for TileLang's ~1,900
 commits on main). This is the only module of the project that reads upstream repositories.
@@ -11,7 +13,9 @@ commits on main). This is the only module of the project that reads upstream rep
 Definitions (all times in UTC; "t" is a commit's committer date):
 - `as_of` (default: now): commits and tags dated after it are ignored, the measured head is
   the newest first-parent commit of the branch dated at or before it, and every age is
-  relative to it. A bare date means 00:00 UTC of that day.
+  relative to it. A bare date means the whole of that day in UTC (until 23:59:59.999999
+  UTC), so the commits of the day itself count; a timestamp is exact (to the second). The
+  record's `as_of` is the bare date for a whole day, else the ISO timestamp.
 - "in the last N days" means 0 <= as_of - t < N days.
 - Activity counts every commit reachable from the head (merges and bots included, as
   `git rev-list --count` and Scorecard count them). Author metrics key people by their
@@ -65,7 +69,7 @@ import statistics
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import date, datetime, time, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -114,15 +118,31 @@ def not_measured(reason: str) -> UpstreamHealth:
     return UpstreamHealth(measured=False, note=reason)
 
 
+# A bare date stands for the whole day: its last instant in UTC. Kept to the microsecond
+# (every other time is cut to the second) so that the record can still say "that day".
+END_OF_DAY = time(23, 59, 59, 999999)
+
+
+def end_of_day(day: date) -> datetime:
+    return datetime.combine(day, END_OF_DAY, tzinfo=timezone.utc)
+
+
 def parse_as_of(text: str | date | datetime | None) -> datetime:
-    """A timezone-aware UTC datetime from "YYYY-MM-DD", an ISO timestamp, or None (now)."""
+    """A timezone-aware UTC datetime from "YYYY-MM-DD" (the end of that day), an ISO
+    timestamp (exact; no zone means UTC), or None (now)."""
     if text is None:
         return datetime.now(timezone.utc).replace(microsecond=0)
     if isinstance(text, datetime):
         value = text
     elif isinstance(text, date):
-        value = datetime(text.year, text.month, text.day)
+        return end_of_day(text)
     else:
+        try:
+            # A date alone first: datetime.fromisoformat would read it as 00:00 and leave
+            # out the commits of the day the user named.
+            return end_of_day(date.fromisoformat(text.strip()))
+        except ValueError:
+            pass
         try:
             value = datetime.fromisoformat(text.strip())
         except ValueError:
@@ -131,22 +151,31 @@ def parse_as_of(text: str | date | datetime | None) -> datetime:
                 "2026-01-31T12:00:00+00:00") from None
     if value.tzinfo is None:
         value = value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc).replace(microsecond=0)
+    value = value.astimezone(timezone.utc)
+    return value if value.time() == END_OF_DAY else value.replace(microsecond=0)
+
+
+def as_of_text(at: datetime) -> str:
+    """How an as-of time is shown: the bare date for a whole day, else the ISO timestamp."""
+    return at.date().isoformat() if at.time() == END_OF_DAY else at.isoformat()
 
 
 def measure(repo: str, *, fork: str | None = None, as_of: datetime | date | str | None = None,
             branch: str | None = None, paths: Sequence[str] | None = None,
-            cache_dir: Path | None = None) -> UpstreamHealth:
-    """Measure the upstream repository (and a fork) as of `as_of`; see the module docstring."""
+            cache_dir: Path | None = None, repo_option: str = "--upstream") -> UpstreamHealth:
+    """Measure the upstream repository (and a fork) as of `as_of`; see the module docstring.
+
+    `repo_option` is the option the user gave `repo` with; error messages name it.
+    """
     if not str(repo).strip():
-        raise UpstreamError("no upstream repository given; pass --upstream a local clone or a URL")
+        raise UpstreamError(f"no upstream repository given; pass {repo_option} a local clone or a URL")
     at = parse_as_of(as_of)
     ts = int(at.timestamp())
     cache = Path(cache_dir or DEFAULT_CACHE_DIR).expanduser()
     wanted = list(DEFAULT_PATHS if paths is None else paths)
     notes: list[str] = []
     try:
-        up = _open(str(repo), "upstream", cache, notes)
+        up = _open(str(repo), "upstream", cache, notes, repo_option)
         try:
             health = _measure_open(up, branch, ts, at, wanted, fork, cache, notes,
                                    default_now=as_of is None)
@@ -307,12 +336,12 @@ def _split_branch(spec: str) -> tuple[str, str | None]:
     return spec, None
 
 
-def _open(spec: str, role: str, cache: Path, notes: list[str]) -> _Repo:
+def _open(spec: str, role: str, cache: Path, notes: list[str], flag: str) -> _Repo:
+    """`flag`: the option the user passed `spec` with, so the message names what they typed."""
     if _is_url(spec):
         path = _materialize(spec, role, cache, notes)
         return _Repo(git.Repo(path), spec, role, from_url=True)
     path = Path(spec).expanduser()
-    flag = "--upstream" if role == "upstream" else "--fork"
     if not path.exists():
         raise UpstreamError(f"{role} path {spec} does not exist; pass {flag} a local clone or a URL")
     if not path.is_dir():
@@ -492,7 +521,7 @@ def _measure_open(up: _Repo, branch: str | None, ts: int, at: datetime, wanted: 
     head = _head_as_of(up, tip, ts)
     if head is None:
         raise UpstreamError(f"upstream {up.label} has no commits on {branch_name} at or before "
-                            f"{at.isoformat()}; pass a later --as-of")
+                            f"{as_of_text(at)}; pass a later --as-of")
     every = _log(up, head)
     by_sha = {c.sha: c for c in every}
     # Clock skew can put a commit reachable from the as-of head after as_of; it did not
@@ -683,7 +712,7 @@ def _measure_open(up: _Repo, branch: str | None, ts: int, at: datetime, wanted: 
     return UpstreamHealth(
         measured=True,
         repo=up.label,
-        as_of=at.date().isoformat() if at.time() == datetime.min.time() else at.isoformat(),
+        as_of=as_of_text(at),
         head=head,
         days_since_last_commit=_days(ts - newest),
         commits_30d=exact("commits_30d", counts[30], 30),
@@ -788,7 +817,7 @@ def _fork_drift(up: _Repo, up_head: str, up_commits: dict[str, _Commit], release
     oldest first), missing_release_count, ahead_commits_90d, ahead_authors_90d,
     last_own_commit_date."""
     path, fbranch = _split_branch(spec)
-    fk = _open(path, "fork", cache, notes)
+    fk = _open(path, "fork", cache, notes, "--fork")
     try:
         tip, fname = _resolve_tip(fk, fbranch)
         fhead = _head_as_of(fk, tip, ts)

@@ -25,7 +25,12 @@ def evaluate(*args, cwd=ROOT, timeout=900):
     (["--model", "bert-tiny", "--upstream", "/tmp"], "is not a git repository"),
     (["bench", "--family", "conv9d"], "unknown kernel family 'conv9d'"),
     (["bench", "--family", "attention", "--shape", "64x64x64"], "it takes 6 sizes, BxHxSqxSkvxDxcausal"),
-    (["upstream", "--repo", "/tmp"], "/tmp"),
+    (["bench", "--family", "gemm", "--shape", "4x-4x4"], "--shape 4x-4x4: the sizes must be positive integers, MxNxK"),
+    (["bench", "--family", "gemm", "--shape", "4xbx4"], "--shape 4xbx4 is not a shape"),
+    (["upstream", "--repo", "/tmp"], "/tmp is not a git repository; pass --repo"),  # the option typed, not --upstream
+    (["upstream", "--repo", "/tmp", "--as-of", "soon"], "--as-of 'soon' is not a date"),
+    (["--model", "bert-tiny", "--reps", "0"], "--reps must be a positive integer"),  # was a StatisticsError traceback
+    (["--model", "bert-tiny", "--reps", "many"], "Invalid value for '--reps'"),  # click's usage errors too
     (["baseline", "show", "no/such/id"], "no/such/id"),
     (["checklist", "validate", "missing.yaml"], "missing.yaml"),
 ])
@@ -61,7 +66,9 @@ def test_demo_end_to_end_on_bert_tiny(tmp_path):
     assert {v["family"] for v in result["verify"]} == set(fams)
     assert all(c["passed"] for v in result["verify"] for c in v["cases"])
     assert all(b["tilelang"] and b["speedup"] > 0 for b in result["op_bench"])
-    assert result["e2e"]["outputs_match"] and result["e2e"]["replaced_modules"] > 0
+    # TileLang really ran end to end: modules swapped, or (routing) calls sent to its kernels
+    e2e = result["e2e"]
+    assert e2e["outputs_match"] and (e2e["replaced_modules"] > 0 or e2e.get("tilelang_calls", 0) > 0)
     assert {o["family"] for o in result["overhead"]} == set(fams)
     assert all(o["tilelang_us"] > 0 and o["torch_us"] > 0 for o in result["overhead"])
     decision = result["verdict"]["decision"]

@@ -1,4 +1,5 @@
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +13,7 @@ def test_defaults_on_this_machine():
     assert cfg.bench.soak_s == 5.0 and cfg.profile.ops == 2
     assert cfg.output.checklist.name == "default.yaml"
     s = cfg.settings_dict()
-    assert s["timing"]["timer"] == "perf_counter"
+    assert s["timing"]["timer"].startswith("perf_counter")
 
 
 @pytest.mark.parametrize("kwargs, words", [
@@ -26,6 +27,14 @@ def test_defaults_on_this_machine():
     ({"model": "bert-tiny", "fail_on": "maybe"}, "never, no-go or conditional"),
     ({"model": "bert-tiny", "as_of": "yesterday"}, "YYYY-MM-DD"),
     ({"model": "bert-tiny", "batch_size": 0}, "positive"),
+    ({"model": "bert-tiny", "reps": 0}, "--reps must be a positive integer, got 0"),
+    ({"model": "bert-tiny", "warmup": -1}, "warmup must be an integer of at least 0"),
+    ({"model": "bert-tiny", "budget": -1.0}, "--budget must be a number of seconds, 0 or more"),
+    ({"model": "bert-tiny", "budget": float("nan")}, "--budget must be a number of seconds"),
+    ({"model": "bert-tiny", "soak_seconds": -0.5}, "--soak-seconds must be a number of seconds"),
+    ({"model": "bert-tiny", "max_shapes": 0}, "--max-shapes must be a positive integer"),
+    ({"model": "bert-tiny", "profile_iters": 0}, "--profile-iters must be a positive integer"),
+    ({"model": "bert-tiny", "label": "  "}, "--name .* cannot name a baseline"),
 ])
 def test_bad_input_is_one_clear_error(kwargs, words):
     with pytest.raises(EvaluatorError, match=words):
@@ -51,5 +60,70 @@ def test_shipped_checklists_by_name_and_package_data_paths(tmp_path, monkeypatch
     cfg = config.build(model="bert-tiny", checklist="production")
     assert cfg.output.checklist.name == "production.yaml" and cfg.output.checklist.is_file()
     assert cfg.output.reports == tmp_path / "reports"
-    with pytest.raises(EvaluatorError, match="shipped name .*default.*production"):
+    with pytest.raises(EvaluatorError, match="checklist name: default, production"):
         config.build(model="bert-tiny", checklist="nonesuch")
+
+
+def test_a_teams_checklist_by_name_wins_over_a_shipped_one(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    shipped = config.build(model="bert-tiny", checklist="production").output.checklist
+    (tmp_path / "checklists").mkdir()
+    team = tmp_path / "checklists" / "production.yaml"
+    team.write_text(shipped.read_text())
+    (tmp_path / "checklists" / "gpu-team.yaml").write_text(shipped.read_text())
+    assert config.build(model="bert-tiny", checklist="production").output.checklist.resolve() == team
+    assert config.build(model="bert-tiny", checklist="gpu-team").output.checklist.name == "gpu-team.yaml"
+    with pytest.raises(EvaluatorError, match="default, gpu-team, production"):
+        config.build(model="bert-tiny", checklist="nonesuch")
+
+
+@pytest.mark.parametrize("spec, label", [
+    ("path/to/hf_bert.py:make", "hf_bert:make"),
+    ("hf_bert.py:make", "hf_bert:make"),
+    ("pkg.mod:make", "pkg.mod:make"),
+    ("hf:BertModel,num_hidden_layers=2", "hf:BertModel,num_hidden_layers=2"),
+    ("bert-tiny", "bert-tiny"),
+])
+def test_default_label_leaves_out_the_factory_files_folder(spec, label):
+    assert config.default_label(spec) == label
+    assert config.ModelSettings(spec).label == label
+
+
+def test_name_is_the_label_and_settings_record_what_changes_a_result():
+    cfg = config.build(model="bert-tiny", label="bert-prod", fine_rounds=0, isolate="on", as_of="2026-08-21")
+    assert cfg.model.name == "bert-tiny" and cfg.model.label == "bert-prod"
+    s = cfg.settings_dict()
+    assert s["model_label"] == "bert-prod"
+    assert s["fine_rounds"] == 0 and s["isolate"] is True
+    assert s["as_of"] == "2026-08-21T23:59:59.999999+00:00"  # a bare date is the whole day
+    auto = config.build(model="tests/fixtures/user_model.py:make").settings_dict()
+    assert auto["model_label"] == "user_model:make"
+    assert auto["isolate"] is False and auto["fine_rounds"] == 1  # auto on CPU: in-process, one round
+
+
+def test_output_folders_must_be_writable_folders(tmp_path):
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    with pytest.raises(EvaluatorError, match=r"--store .*file is a file; give a folder"):
+        config.build(model="bert-tiny", store=a_file)
+    with pytest.raises(EvaluatorError, match=r"--reports .*file is a file"):
+        config.build(model="bert-tiny", reports=a_file)
+    with pytest.raises(EvaluatorError, match=r"--store .*cannot be created: .*file is a file"):
+        config.build(model="bert-tiny", store=a_file / "store")
+    cfg = config.build(model="bert-tiny", reports=tmp_path / "new" / "reports")
+    assert cfg.output.store == tmp_path / "new" / "reports" / "baselines"
+    assert not (tmp_path / "new").exists()  # checked, not created
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # the write probe leaves nothing behind
+
+
+def test_unwritable_folders(tmp_path, monkeypatch):
+    # The check itself, whoever runs it (root passes os.access on a chmod 555 folder;
+    # tests/test_bad_inputs.py runs the CLI on a really read-only store).
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    real_access = config.os.access
+    monkeypatch.setattr(config.os, "access", lambda p, mode: False if Path(p) == ro else real_access(p, mode))
+    with pytest.raises(EvaluatorError, match=r"--store .*ro is not writable"):
+        config.build(model="bert-tiny", store=ro)
+    with pytest.raises(EvaluatorError, match=r"--reports .*ro/reports cannot be created: .*ro is not writable"):
+        config.build(model="bert-tiny", reports=ro / "reports")

@@ -10,7 +10,7 @@ import json
 import shutil
 import socket
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
@@ -46,7 +46,7 @@ def test_headline_fields(health, world):
     root, ids = world
     assert health.measured is True
     assert health.repo == str((root / "up").resolve())
-    assert health.as_of == "2026-01-01"
+    assert health.as_of == "2026-01-01T00:00:00+00:00"  # an exact time: the date alone would mean the whole day
     assert health.head == ids["c10"]  # c11 is dated after as_of
     assert health.days_since_last_commit == 2.0
     assert (health.commits_30d, health.commits_90d, health.commits_365d) == (4, 7, 10)
@@ -212,13 +212,62 @@ def test_not_measured():
 
 def test_as_of_moves_the_window(world):
     root, ids = world
-    # A bare date string means 00:00 UTC; c6 (60 days before AS_OF) is then the newest commit.
+    # A bare date string means the whole day, until 23:59:59.999999 UTC; c6 (60 days
+    # before AS_OF) is then the newest commit, 10 days and (nearly) one more before it.
     h = upstream.measure(str(root / "up"), as_of=(AS_OF - timedelta(days=50)).date().isoformat())
     assert h.as_of == "2025-11-12"
+    assert h.details["as_of_timestamp"] == "2025-11-12T23:59:59.999999+00:00"
     assert h.head == ids["c6"]
-    assert h.days_since_last_commit == 10.0
+    assert h.days_since_last_commit == 11.0  # 10.99999 days, to 2 decimals
     assert h.commits_90d == 2  # c6 and c5 (90 days before that as_of)
-    assert h.latest_tag == "v0.3.0" and h.days_since_release == 10.0
+    assert h.latest_tag == "v0.3.0" and h.days_since_release == 11.0
+
+
+@pytest.mark.parametrize("given, expected", [
+    ("2026-08-21", datetime(2026, 8, 21, 23, 59, 59, 999999, tzinfo=timezone.utc)),
+    (date(2026, 8, 21), datetime(2026, 8, 21, 23, 59, 59, 999999, tzinfo=timezone.utc)),
+    ("2026-08-21T00:00:00", datetime(2026, 8, 21, tzinfo=timezone.utc)),  # a timestamp stays exact
+    ("2026-08-21T15:00:00.700+02:00", datetime(2026, 8, 21, 13, 0, tzinfo=timezone.utc)),  # to the second
+    (datetime(2026, 8, 21, 23, 59, 59, 999999, tzinfo=timezone.utc),  # config hands over the resolved day
+     datetime(2026, 8, 21, 23, 59, 59, 999999, tzinfo=timezone.utc)),
+])
+def test_parse_as_of_bare_date_is_the_whole_day(given, expected):
+    at = upstream.parse_as_of(given)
+    assert at == expected
+    assert upstream.as_of_text(at) == ("2026-08-21" if at.microsecond == 999999 else at.isoformat())
+
+
+@pytest.fixture(scope="module")
+def day_repo(tmp_path_factory):
+    """Commits at 09:00 and 15:00 UTC on 2026-08-21 and at 01:00 the day after."""
+    b = Builder(tmp_path_factory.mktemp("day") / "repo")
+    day = datetime(2026, 8, 21, tzinfo=timezone.utc)
+    ids = {}
+    for name, hours in (("before", -48), ("morning", 9), ("afternoon", 15), ("next", 25)):
+        days_before = (AS_OF - (day + timedelta(hours=hours))).total_seconds() / 86400
+        ids[name] = b.commit(f"{name} work", days=days_before, files={"f.txt": name})
+    return b.path, ids
+
+
+def test_as_of_a_bare_date_includes_that_days_commits(day_repo):
+    repo, ids = day_repo
+    h = upstream.measure(str(repo), as_of="2026-08-21", paths=[])
+    assert h.head == ids["afternoon"]  # 15:00 that day counts; 01:00 the next day does not
+    assert h.as_of == "2026-08-21"
+    assert h.details["head_date"] == "2026-08-21T15:00:00+00:00"
+    # a full timestamp stays exact: at 12:00 the afternoon commit is not there yet
+    h = upstream.measure(str(repo), as_of="2026-08-21T12:00:00+00:00", paths=[])
+    assert h.head == ids["morning"] and h.as_of == "2026-08-21T12:00:00+00:00"
+
+
+def test_errors_name_the_option_the_user_typed(world, tmp_path):
+    root, _ = world
+    with pytest.raises(UpstreamError, match="pass --repo a local clone"):
+        upstream.measure(str(tmp_path / "nope"), repo_option="--repo")
+    with pytest.raises(UpstreamError, match="pass --upstream the top folder"):
+        upstream.measure(str(tmp_path))
+    with pytest.raises(UpstreamError, match="pass --fork a local clone"):
+        upstream.measure(str(root / "up"), fork=str(tmp_path / "nope"), as_of=AS_OF, repo_option="--repo")
 
 
 def test_as_of_with_time_of_day(world):
