@@ -309,6 +309,9 @@ class E2EBench:
     rel_max_err: float | None = None
     tolerance: dict[str, float] = field(default_factory=dict)
     flags: tuple[str, ...] = ()  # "unstable", "contradicts the Amdahl estimate", "graph capture failed: ..."
+    # Host cost of the operator router itself per forward pass (eager, every call falling
+    # back): what routing adds to the eager path before any kernel runs.
+    router_overhead_ms: float | None = None
 
 
 @dataclass(frozen=True)

@@ -163,6 +163,11 @@ class Router(TorchFunctionMode):
     def families(self) -> set[str]:
         return {fam.name for fam in self.handlers.values()}
 
+    def passthrough(self) -> "Router":
+        """The same interception with no kernels: every call falls back. Timing it
+        against the plain model gives the router's own host cost."""
+        return Router(dict.fromkeys(self.handlers.values()), KernelTable(self.table.dtype, self.table.target))
+
 
 def coverage(counts: Iterable[CallCount], total_profiled_ms: float) -> float:
     """Share of the profiled time whose calls ran in TileLang: each shape's profiled
