@@ -509,6 +509,12 @@ def _tables(r: RunResult) -> dict[str, tuple[list[str], list[list[Any]]]]:
             [[b.family, shape_str(b.shape), b.dtype, b.source, *_timing_vals(b.tilelang), *_timing_vals(b.torch),
               b.speedup, b.flops, b.bytes, b.tilelang_tflops, b.tilelang_gbps, b.torch_tflops, b.torch_gbps,
               b.config, b.error] for b in r.op_bench])
+        out["op_ratios.csv"] = (
+            ["family", "shape", "dtype", "verified", "ratio", "ratio_low", "ratio_high", "rounds",
+             "tilelang_kernel_ms", "torch_kernel_ms", "flags", "timer_note"],
+            [[b.family, shape_str(b.shape), b.dtype, b.verified, *(
+                (b.ratio.value, b.ratio.low, b.ratio.high, b.ratio.rounds) if b.ratio else (None,) * 4),
+              b.tilelang_kernel_ms, b.torch_kernel_ms, ";".join(b.flags), b.timer_note] for b in r.op_bench])
     tuning_rows = [[k.family, shape_str(k.shape), k.dtype, k.target, c.config == k.config and c.status == "ok",
                     k.cached, c.config, c.status, c.latency_ms, c.compile_s, c.error, c.phase]
                    for k in r.tuned for c in k.candidates]
@@ -529,6 +535,19 @@ def _tables(r: RunResult) -> dict[str, tuple[list[str], list[list[Any]]]]:
             [[";".join(e.families), *_timing_vals(e.reference), *_timing_vals(e.swapped), e.speedup,
               e.samples_per_s_reference, e.samples_per_s_swapped, e.max_abs_err, e.outputs_match,
               e.replaced_modules, e.coverage, e.amdahl_speedup, e.error]])
+        if e.views:
+            out["e2e_views.csv"] = (
+                ["method", *_timing_cols("reference"), *_timing_cols("swapped"), "ratio", "ratio_low", "ratio_high",
+                 "note"],
+                [[v.method, *_timing_vals(v.reference), *_timing_vals(v.swapped),
+                  *((v.ratio.value, v.ratio.low, v.ratio.high) if v.ratio else (None,) * 3), v.note]
+                 for v in e.views])
+        if e.calls:
+            out["calls.csv"] = (
+                ["family", "shape", "tilelang_calls", "fallback_calls", "fallback_reasons", "profiled_ms", "notes"],
+                [[c.family, c.shape, c.tilelang, sum(c.fallback.values()),
+                  ";".join(f"{k}={v}" for k, v in sorted(c.fallback.items())), c.profiled_ms,
+                  ";".join(f"{k}={v}" for k, v in sorted(c.notes.items()))] for c in e.calls])
     if r.soak and r.soak.window_ms:
         out["soak.csv"] = (["window", "median_ms"], [[i, ms] for i, ms in enumerate(r.soak.window_ms)])
     if r.upstream:
