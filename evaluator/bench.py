@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from .kernels.base import KernelFamily
-from .results import CallCount, E2EBench, E2EView, LaunchOverhead, OpBench, Ratio, Shape, Soak, Timing
+from .results import E2EBench, E2EView, LaunchOverhead, OpBench, Ratio, Shape, Soak, Timing
 
 
 @dataclass(frozen=True)
@@ -632,7 +632,7 @@ def soak(fn: Callable[[], object], device: str, seconds: float, windows: int = 1
     import resource
 
     timer = "perf_counter"
-    step: Callable[[], float]
+    step: Callable[[], float] | None = None
     if device == "cuda":
         try:
             sampler = _GraphSampler([fn], TimingPolicy(graph_ms=0.0))
@@ -642,13 +642,15 @@ def soak(fn: Callable[[], object], device: str, seconds: float, windows: int = 1
         except Exception:  # not capturable: eager, and the result says so
             with contextlib.suppress(Exception):
                 torch.cuda.synchronize()
-    if timer == "perf_counter":
-        def step() -> float:
+    if step is None:
+        def eager_step() -> float:
             t0 = time.perf_counter()
             fn()
             if device == "cuda":
                 torch.cuda.synchronize()
             return (time.perf_counter() - t0) * 1e3
+
+        step = eager_step
 
     def mem_mb() -> float:
         if device == "cuda":
@@ -704,6 +706,8 @@ def soak(fn: Callable[[], object], device: str, seconds: float, windows: int = 1
         notes.append(f"reserved CUDA memory grew by {res_growth:.0f} MB")
     if throttles:
         notes.append("clock throttled: " + ", ".join(sorted(throttles)))
+    if device == "cuda" and timer != "cuda_graph":
+        notes.append("the model could not be captured in a CUDA graph: soaked eagerly, so host jitter is included")
     if len(clocks) >= 2 and clocks[-1] < 0.9 * clocks[0]:
         notes.append(f"SM clock fell from {clocks[0]:.0f} to {clocks[-1]:.0f} MHz")
     return Soak(seconds=seconds, window_ms=tuple(medians), drift=drift, cv=cv, memory_growth_mb=growth,

@@ -27,7 +27,7 @@ import torch
 from . import __version__, baseline, bench, checklist, hardware, kernels, models, profiling, report, swap, tuning, upstream, verify
 from .config import Config
 from .errors import BaselineError, ConfigError, EvaluatorError
-from .results import Environment, Hardware, OpBench, Ratio, RunResult, Shape, TunedKernel, VerifyResult, parse_shape, to_dict
+from .results import Environment, Hardware, OpBench, Ratio, RunResult, Shape, TunedKernel, parse_shape, to_dict
 
 
 class Reporter:
@@ -264,6 +264,13 @@ def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
                          f"{e2e.speedup:.3g}x ({e2e.method}), outputs {'match' if e2e.outputs_match else 'DIFFER'}")
             else:
                 rep.done(f"swap-in failed: {e2e.error}")
+            # Fused variants have no single torch function to route: say so plainly rather
+            # than let a tuned, benchmarked kernel look as if it ran in the model.
+            unrouted = [f for f in result.families if not kernels.get(f).functions]
+            if unrouted:
+                e2e = dataclasses.replace(e2e, flags=e2e.flags + tuple(
+                    f"{f} was not swapped in: a fused pattern is two torch calls, and the first has run before "
+                    "the second is seen; its kernel was tuned and benchmarked only" for f in unrouted))
             for flag in e2e.flags:
                 rep.info(f"[yellow]end to end: {flag}[/]")
             return dataclasses.replace(result, e2e=e2e)

@@ -564,6 +564,10 @@ class AttentionFamily:
                      notes=("q/k/v copied to contiguous",) if copied else ())
 
 
+_FP32_GPU = ("attention: float32 has no GPU schedule (T.gemm on fp32 runs as TF32 and would not match "
+             "PyTorch's fp32); use float16 or bfloat16 on CUDA")
+
+
 FAMILY = AttentionFamily()
 
 from . import register  # noqa: E402  (the registry module defines register before importing us)
