@@ -8,19 +8,28 @@ Matplotlib is driven through `Figure` objects only (no pyplot state), text stays
 (`svg.fonttype: none`, so Chinese labels use the reader's CJK font and text remains
 searchable), mathtext is off (a `$` in a git tag must not be parsed as a formula), and
 every id inside one SVG gets a per-chart prefix so several charts can share a page.
+
+Chinese labels need a CJK font for matplotlib to measure them; `cjk_font()` says whether
+one is installed (also one installed after matplotlib cached its font list), and the
+report keeps chart text in English where there is none rather than draw with missing
+glyphs (which matplotlib warns about once per character).
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import itertools
 import math
 import re
+import subprocess
 from dataclasses import dataclass
 from datetime import date
+from pathlib import Path
 from typing import Mapping, Sequence
 
 import matplotlib
+import matplotlib.transforms
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
@@ -35,29 +44,64 @@ GRID = "#e2e8f0"
 
 
 
-def _fonts() -> list[str]:
-    """Fonts matplotlib measures text with: DejaVu plus the first CJK font installed, so
-    Chinese labels get real widths. Only installed names, since every missing one logs."""
+_CJK_NAMES = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans SC", "Source Han Sans SC", "WenQuanYi Zen Hei",
+              "WenQuanYi Micro Hei", "Droid Sans Fallback", "AR PL UMing CN")
+
+
+@functools.lru_cache(maxsize=None)
+def cjk_font() -> str | None:
+    """The family name of an installed CJK font matplotlib can measure with, or None.
+
+    Matplotlib caches its font list on first use; a font package installed later (the
+    usual order: pip install, then apt-get install fonts-noto-cjk) is missing from that
+    cache, so fontconfig is asked for a Chinese font file, which is then added.
+    """
     from matplotlib import font_manager
     have = {f.name for f in font_manager.fontManager.ttflist}
-    cjk = [f for f in ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans SC", "WenQuanYi Zen Hei",
-                       "Droid Sans Fallback") if f in have]
-    return ["DejaVu Sans", *cjk[:1], "sans-serif"]
+    for name in _CJK_NAMES:
+        if name in have:
+            return name
+    try:
+        out = subprocess.run(["fc-list", ":lang=zh", "file"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None  # no fontconfig tools: treat as no CJK font, the report then keeps chart text ASCII
+    paths = [line.split(":")[0].strip() for line in out.splitlines() if line.strip()]
+    # The regular weight first: a family known only in bold makes matplotlib warn that it
+    # has no normal weight on every label it measures.
+    paths.sort(key=lambda p: (not re.search(r"(?i)regular", Path(p).name), Path(p).name))
+    for path in paths:
+        try:
+            font_manager.fontManager.addfont(path)
+            return font_manager.FontProperties(fname=path).get_name()
+        except (OSError, RuntimeError, ValueError):
+            continue  # a font file matplotlib cannot read (bitmap, odd collection): try the next
+    return None
 
 
-_RC = {
-    "svg.fonttype": "none",
-    "svg.hashsalt": "evaluator",  # stable ids: the same data gives the same SVG
-    "text.parse_math": False,
-    "font.family": _fonts(),
-    "font.size": 9,
-    "axes.edgecolor": "#718096",
-    "axes.labelcolor": INK,
-    "xtick.color": INK,
-    "ytick.color": INK,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-}
+def _fonts() -> list[str]:
+    """Fonts matplotlib measures text with: DejaVu, then the CJK font if one is installed,
+    so Chinese labels get real widths. Only installed names, since every missing one logs."""
+    cjk = cjk_font()
+    return ["DejaVu Sans", *([cjk] if cjk else []), "sans-serif"]
+
+
+def _rc() -> dict:
+    # Built per chart, not at import: the CJK lookup runs only when a chart is drawn.
+    return {
+        "svg.fonttype": "none",
+        "svg.hashsalt": "evaluator",  # stable ids: the same data gives the same SVG
+        "text.parse_math": False,
+        "font.family": _fonts(),
+        "font.size": 9,
+        "axes.edgecolor": "#718096",
+        "axes.labelcolor": INK,
+        "xtick.color": INK,
+        "ytick.color": INK,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+    }
+
+
 WIDTH_IN = 6.6  # fits an A4 page inside the report's margins
 _counter = itertools.count()
 
@@ -97,7 +141,7 @@ def hot_ops(rows: Sequence[tuple[str, float, bool]], *, xlabel: str = "share of 
     rows = [r for r in rows if r[1] is not None and math.isfinite(r[1])]
     if not rows:
         return None
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(_rc()):
         fig = _figure(0.35 * len(rows) + 0.9)
         ax = fig.add_subplot()
         labels = [r[0] for r in rows][::-1]
@@ -123,7 +167,7 @@ def speedups(rows: Sequence[tuple[str, float | None]], *, xlabel: str = "speedup
     no speedup are drawn as a labelled gap so a failed kernel is not silently dropped."""
     if not rows or all(s is None for _, s in rows):
         return None
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(_rc()):
         fig = _figure(0.32 * len(rows) + 0.9)
         ax = fig.add_subplot()
         labels = [r[0] for r in rows][::-1]
@@ -153,6 +197,118 @@ class RooflinePoint:
     intensity: float  # FLOP per byte moved
     tflops: float  # achieved
     kind: str  # "tilelang" | "vendor"
+    # Drawn next to the point instead of `label`: op names at similar intensities overprint
+    # one another, numbers stay short and the report's table under the chart names them.
+    number: int | None = None
+
+
+def _plain(v: float) -> str:
+    """A number without scientific notation (roof legends: 989 TFLOP/s, 4,800 GB/s)."""
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
+def _place_labels(fig: Figure, ax, items: Sequence[tuple[float, float, str, str, str]]) -> list:
+    """Annotate each (x, y, text, side, gid) point without overprinting.
+
+    Labels of TileLang points go to the right of the marker and PyTorch's to the left, so
+    the two points of one op (same intensity) are both readable; a label that would cover
+    another label, a marker or the legend tries the next offset (higher, lower, further),
+    and one moved away from its point gets a thin leader line. Works in display units
+    after the layout is fixed, so what is checked is what is drawn.
+    """
+    fig.draw_without_rendering()  # fixes the constrained layout, so transData is final
+    renderer = fig._get_renderer()
+    taken = []
+    for coll in ax.collections:  # the markers themselves
+        for xy in coll.get_offsets():
+            px, py = ax.transData.transform(xy)
+            taken.append(matplotlib.transforms.Bbox.from_extents(px - 4, py - 4, px + 4, py + 4))
+    legend = ax.get_legend()
+    if legend is not None:
+        taken.append(legend.get_window_extent(renderer))
+    axes_box = ax.get_window_extent(renderer)
+    # Offsets in points, nearest first: beside the marker, then up or down, then further out.
+    steps = sorted(((dx, dy) for dx in (0, 12, 24, 36) for dy in range(-56, 57, 7)),
+                   key=lambda d: (d[0] ** 2 + d[1] ** 2, -d[1]))
+    out = []
+    for x, y, text, side, gid in sorted(items, key=lambda it: (it[1], it[0])):
+        sign = 1 if side == "right" else -1
+        best = None
+        for dx, dy in steps:
+            offset = (sign * (5 + dx), dy)
+            ann = ax.annotate(text, (x, y), xytext=offset, textcoords="offset points", fontsize=7, color=INK,
+                              ha="left" if sign > 0 else "right", va="center", annotation_clip=False)
+            ann.set_in_layout(False)  # labels must not shrink the axes after placement
+            box = ann.get_window_extent(renderer).expanded(1.08, 1.15)
+            clash = any(box.overlaps(b) for b in taken) or not axes_box.contains(*box.min) \
+                or not axes_box.contains(*box.max)
+            if not clash:
+                best = (ann, box, offset)
+                break
+            ann.remove()
+        if best is None:  # crowded beyond every offset: keep the plain position, still numbered
+            offset = (sign * 5, 0)
+            ann = ax.annotate(text, (x, y), xytext=offset, textcoords="offset points", fontsize=7, color=INK,
+                              ha="left" if sign > 0 else "right", va="center", annotation_clip=False)
+            ann.set_in_layout(False)
+            best = (ann, ann.get_window_extent(renderer), offset)
+        ann, box, offset = best
+        ann.set_gid(gid)  # "pt-tilelang-3": which point a label belongs to, in the SVG
+        if offset[1] != 0 or abs(offset[0]) > 5:
+            ax.annotate("", (x, y), xytext=(offset[0] - sign * 1, offset[1]), textcoords="offset points",
+                        arrowprops={"arrowstyle": "-", "color": "#a0aec0", "linewidth": 0.5,
+                                    "shrinkA": 0, "shrinkB": 3}).set_in_layout(False)
+        taken.append(box)
+        out.append(ann)
+    return out
+
+
+def _roofline_figure(points: Sequence[RooflinePoint], *, peak_tflops: float | None, peak_gbps: float | None,
+                     xlabel: str, ylabel: str, tilelang: str, vendor: str, roof: str):
+    """The roofline figure and its point labels (tests check the labels do not overlap)."""
+    pts = [p for p in points if p.intensity > 0 and p.tflops > 0
+           and math.isfinite(p.intensity) and math.isfinite(p.tflops)]
+    if not pts:
+        return None, []
+    fig = _figure(3.6)
+    ax = fig.add_subplot()
+    xs = [p.intensity for p in pts]
+    ys = [p.tflops for p in pts]
+    x_lo, x_hi = min(xs) / 3, max(xs) * 3
+    y_lo, y_hi = min(ys) / 4, max(ys) * 4
+    if peak_tflops and peak_gbps:
+        ridge = peak_tflops * 1000 / peak_gbps  # intensity where bandwidth meets compute
+        x_lo, x_hi = min(x_lo, ridge / 10), max(x_hi, ridge * 10)
+        grid = [x_lo * (x_hi / x_lo) ** (i / 200) for i in range(201)]
+        ax.plot(grid, [min(peak_tflops, x * peak_gbps / 1000) for x in grid], color=INK, linewidth=1.2,
+                label=f"{roof} ({_plain(peak_tflops)} TFLOP/s, {_plain(peak_gbps)} GB/s)")
+        y_hi = max(y_hi, peak_tflops * 3)
+    elif peak_tflops:
+        ax.axhline(peak_tflops, color=INK, linewidth=1.2, label=f"{roof} ({_plain(peak_tflops)} TFLOP/s)")
+        y_hi = max(y_hi, peak_tflops * 3)
+    for kind, color, marker, name in (("vendor", VENDOR, "s", vendor), ("tilelang", TILELANG, "o", tilelang)):
+        sel = [p for p in pts if p.kind == kind]
+        if sel:
+            ax.scatter([p.intensity for p in sel], [p.tflops for p in sel], color=color, marker=marker,
+                       s=28, label=name, zorder=3, edgecolors="white", linewidths=0.5)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    # The default log formatter writes mathtext, which is off here: plain numbers instead.
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_minor_formatter(NullFormatter())
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_ylim(y_lo, y_hi)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="major", color=GRID, linewidth=0.6)
+    # Above the roof (upper left) nothing can be plotted, so the legend hides nothing there.
+    ax.legend(frameon=False, fontsize=8, loc="upper left")
+    labels = _place_labels(fig, ax, [(p.intensity, p.tflops, str(p.number) if p.number is not None else p.label,
+                                      "right" if p.kind == "tilelang" else "left",
+                                      f"pt-{p.kind}-{p.number if p.number is not None else i}")
+                                     for i, p in enumerate(pts)])
+    return fig, labels
 
 
 def roofline(points: Sequence[RooflinePoint], *, peak_tflops: float | None = None,
@@ -160,46 +316,12 @@ def roofline(points: Sequence[RooflinePoint], *, peak_tflops: float | None = Non
              ylabel: str = "achieved TFLOP/s", tilelang: str = "TileLang", vendor: str = "vendor library",
              roof: str = "roofline") -> str | None:
     """Achieved TFLOP/s against arithmetic intensity on log axes, under the device's roof
-    (min(peak compute, intensity x peak bandwidth)) when its peaks are known."""
-    pts = [p for p in points if p.intensity > 0 and p.tflops > 0
-           and math.isfinite(p.intensity) and math.isfinite(p.tflops)]
-    if not pts:
-        return None
-    with matplotlib.rc_context(_RC):
-        fig = _figure(3.4)
-        ax = fig.add_subplot()
-        xs = [p.intensity for p in pts]
-        x_lo, x_hi = min(xs) / 3, max(xs) * 3
-        if peak_tflops and peak_gbps:
-            ridge = peak_tflops * 1000 / peak_gbps  # intensity where bandwidth meets compute
-            x_lo, x_hi = min(x_lo, ridge / 10), max(x_hi, ridge * 10)
-            grid = [x_lo * (x_hi / x_lo) ** (i / 200) for i in range(201)]
-            ax.plot(grid, [min(peak_tflops, x * peak_gbps / 1000) for x in grid], color=INK, linewidth=1.2,
-                    label=f"{roof} ({peak_tflops:g} TFLOP/s, {peak_gbps:g} GB/s)")
-        elif peak_tflops:
-            ax.axhline(peak_tflops, color=INK, linewidth=1.2, label=f"{roof} ({peak_tflops:g} TFLOP/s)")
-        for kind, color, marker, name in (("vendor", VENDOR, "s", vendor), ("tilelang", TILELANG, "o", tilelang)):
-            sel = [p for p in pts if p.kind == kind]
-            if sel:
-                ax.scatter([p.intensity for p in sel], [p.tflops for p in sel], color=color, marker=marker,
-                           s=28, label=name, zorder=3, edgecolors="white", linewidths=0.5)
-        for p in pts:
-            if p.kind == "tilelang":
-                ax.annotate(p.label, (p.intensity, p.tflops), textcoords="offset points", xytext=(5, 4),
-                            fontsize=7, color=INK)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        # The default log formatter writes mathtext, which is off here: plain numbers instead.
-        for axis in (ax.xaxis, ax.yaxis):
-            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-            axis.set_minor_formatter(NullFormatter())
-        ax.set_xlim(x_lo, x_hi)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        ax.grid(True, which="major", color=GRID, linewidth=0.6)
-        # Above the roof (upper left) nothing can be plotted, so the legend hides nothing there.
-        ax.legend(frameon=False, fontsize=8, loc="upper left")
-        return _svg(fig, "roofline")
+    (min(peak compute, intensity x peak bandwidth)) when its peaks are known. Every point,
+    TileLang's and the vendor library's, carries its number (or label)."""
+    with matplotlib.rc_context(_rc()):
+        fig, _ = _roofline_figure(points, peak_tflops=peak_tflops, peak_gbps=peak_gbps, xlabel=xlabel,
+                                  ylabel=ylabel, tilelang=tilelang, vendor=vendor, roof=roof)
+        return None if fig is None else _svg(fig, "roofline")
 
 
 def soak(window_ms: Sequence[float], *, seconds: float | None = None, xlabel: str = "time into the soak (s)",
@@ -208,7 +330,7 @@ def soak(window_ms: Sequence[float], *, seconds: float | None = None, xlabel: st
     vals = [v for v in window_ms if v is not None and math.isfinite(v)]
     if not vals:
         return None
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(_rc()):
         fig = _figure(2.4)
         ax = fig.add_subplot()
         n = len(vals)
@@ -236,7 +358,7 @@ def weekly_commits(counts: Sequence[float], *, labels: Sequence[str] | None = No
     vals = [float(c) for c in counts if c is not None]
     if not vals:
         return None
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(_rc()):
         fig = _figure(2.2)
         ax = fig.add_subplot()
         ax.bar(range(len(vals)), vals, color=TILELANG, width=0.8)
@@ -262,7 +384,7 @@ def releases(items: Sequence[tuple[date, str]], *, as_of: date | None = None, to
     if not items:
         return None
     items = items[-12:]  # older releases say little about current health and crowd the labels
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(_rc()):
         fig = _figure(1.7)
         ax = fig.add_subplot()
         xs = [d for d, _ in items]
@@ -298,7 +420,7 @@ def trend(series: Mapping[str, Sequence[tuple[str, float]]], *, ylabel: str = "m
     if len(versions) < 2:
         return None  # one point per line is not a trend
     keys = list(series)[:max_series]
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(_rc()):
         fig = _figure(2.8)
         ax = fig.add_subplot()
         for k in keys:

@@ -1,12 +1,22 @@
 """Charts: inline SVG that is safe to embed (escaped text, no script, no external
-references, ids unique per chart) and None when there is nothing to draw."""
+references, ids unique per chart) and None when there is nothing to draw.
+
+In: lists of labels and numbers, as report.py passes them. Out: assertions on the SVG
+text, and for the roofline on the drawn label boxes: every point (TileLang's and the
+vendor's) carries its number and no two labels overprint. Chinese labels draw without
+matplotlib warnings where a CJK font is installed (skipped, naming fonts-noto-cjk, where
+none is).
+"""
 
 from __future__ import annotations
 
+import logging
 import re
+import warnings
 from datetime import date
 from functools import lru_cache
 
+import matplotlib
 import pytest
 
 from evaluator import charts
@@ -84,3 +94,51 @@ def test_speedup_chart_draws_the_parity_line():
 def test_roofline_without_peaks_still_draws_points():
     svg = charts.roofline([charts.RooflinePoint("a", 2.0, 0.1, "tilelang")])
     assert svg is not None and "roofline (" not in svg
+
+
+def crowded_points() -> list[charts.RooflinePoint]:
+    """Ten ops at nearly the same intensity and speed, both sides each: the case where
+    op names used to print on top of one another."""
+    pts = []
+    for n in range(1, 11):
+        intensity, tflops = 0.6 * (1 + 0.01 * n), 2.0 * (1 + 0.02 * n)
+        pts.append(charts.RooflinePoint(f"softmax {n}", intensity, tflops, "tilelang", n))
+        pts.append(charts.RooflinePoint(f"softmax {n}", intensity, tflops * 1.05, "vendor", n))
+    return pts
+
+
+def test_roofline_labels_both_sides_without_overprinting():
+    with matplotlib.rc_context(charts._rc()):
+        fig, labels = charts._roofline_figure(crowded_points(), peak_tflops=989.0, peak_gbps=4800.0, xlabel="x",
+                                              ylabel="y", tilelang="TileLang", vendor="PyTorch", roof="roof")
+        renderer = fig._get_renderer()
+        boxes = [a.get_window_extent(renderer) for a in labels]
+    assert len(labels) == 20
+    assert sorted(a.get_text() for a in labels) == sorted(str(n) for n in range(1, 11) for _ in range(2))
+    overlaps = [(labels[i].get_text(), labels[j].get_text()) for i in range(len(boxes))
+                for j in range(i + 1, len(boxes)) if boxes[i].overlaps(boxes[j])]
+    assert not overlaps, overlaps
+
+
+def test_roofline_svg_names_each_point_by_number():
+    svg = charts.roofline(crowded_points()[:4], peak_tflops=989.0, peak_gbps=4800.0)
+    assert sorted(re.findall(r'id="roofline\d+-pt-(\w+-\d+)"', svg)) == \
+        ["tilelang-1", "tilelang-2", "vendor-1", "vendor-2"]
+    assert "softmax 1" not in svg  # numbers on the chart, names in the report's table
+
+
+def test_roof_legend_has_no_scientific_notation():
+    svg = charts.roofline([charts.RooflinePoint("a", 2.0, 0.1, "tilelang", 1)], peak_tflops=1979.0,
+                          peak_gbps=12345.0)
+    assert "1,979 TFLOP/s, 12,345 GB/s" in svg and "e+" not in svg
+
+
+@pytest.mark.skipif(charts.cjk_font() is None, reason="needs a CJK font (apt-get install fonts-noto-cjk)")
+def test_chinese_labels_draw_without_warnings(caplog):
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.WARNING, logger="matplotlib"):
+        warnings.simplefilter("always")
+        svg = charts.hot_ops([("中文标签", 0.6, True)], xlabel="占剖析算子时间的比例", rewritten="已重写", kept="PyTorch")
+    assert "中文标签" in svg
+    assert not [w for w in caught if "Glyph" in str(w.message) or "font" in str(w.message).lower()], \
+        [str(w.message) for w in caught]
+    assert not [r for r in caplog.records if r.name.startswith("matplotlib")], caplog.text

@@ -1,0 +1,136 @@
+"""What a PDF needs from the machine, and what happens without it.
+
+In: this machine as it is, and the same machine with one library or font taken away
+(simulated by hiding WeasyPrint's handle on it or the font lookup; WeasyPrint itself is
+never mocked otherwise). Out: a PDF whose text extracts cleanly when everything is there;
+otherwise no PDF, the HTML kept, and a one-line note naming the package to install.
+
+`needs_pdf(lang)` is the marker other tests use: it skips with a reason naming the
+missing package (libharfbuzz-subset0, fonts-noto-cjk, libpango-1.0-0...), so README's
+test command passes on a fresh machine without them and tests them where they exist.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import sys
+
+import pytest
+
+from evaluator import report
+from samples import sample_result
+
+
+def skip_reason(lang: str = "en") -> str:
+    """"" when this machine can write a correct PDF in `lang`, else why not (naming packages)."""
+    missing = report.pdf_missing(lang)
+    if not missing:
+        return ""
+    return "needs " + ", ".join(" ".join(r.packages) for r in missing) + f" for a {lang} PDF: " + \
+        report.missing_note(missing)
+
+
+def needs_pdf(lang: str = "en"):
+    """Skip unless WeasyPrint can write a PDF in `lang` whose text is right here."""
+    reason = skip_reason(lang)
+    return pytest.mark.skipif(bool(reason), reason=reason)
+
+
+def needs_weasyprint():
+    """Skip unless WeasyPrint imports (pango and friends are installed)."""
+    try:
+        report._import_weasyprint()
+        reason = ""
+    except ImportError:
+        reason = "needs the weasyprint Python package (pip install weasyprint)"
+    except OSError as exc:
+        reason = f"needs libpango-1.0-0 and libpangoft2-1.0-0 (apt-get install them): {exc}"
+    return pytest.mark.skipif(bool(reason), reason=reason)
+
+
+def hide_harfbuzz_subset(monkeypatch) -> None:
+    """The machine without libharfbuzz-subset0, as WeasyPrint sees it: its handle is None."""
+    from weasyprint.text import ffi
+    monkeypatch.setattr(ffi, "harfbuzz_subset", None)
+
+
+# ---------------------------------------------------------------- the check itself
+
+
+@needs_weasyprint()
+def test_the_check_agrees_with_the_library_lookup():
+    # Whatever this machine has: the check names libharfbuzz-subset0 exactly when the
+    # library cannot be found (WeasyPrint dlopens the same name).
+    from weasyprint.text import ffi
+    names = {p for r in report.pdf_missing("en") for p in r.packages}
+    assert ("libharfbuzz-subset0" in names) == (ffi.harfbuzz_subset is None)
+    if ctypes.util.find_library("harfbuzz-subset") is None:
+        assert "libharfbuzz-subset0" in names
+
+
+def test_the_skip_reason_names_the_package(monkeypatch):
+    monkeypatch.setattr(report, "has_cjk_font", lambda: False)
+    reason = skip_reason("zh")
+    assert "fonts-noto-cjk" in reason
+    assert skip_reason("en") == "" or "needs " in skip_reason("en")
+
+
+# ---------------------------------------------------------------- missing pieces
+
+
+@needs_weasyprint()
+def test_without_harfbuzz_subset_no_pdf_and_one_line_saying_what_to_install(tmp_path, monkeypatch):
+    hide_harfbuzz_subset(monkeypatch)
+    files = report.render(sample_result(), tmp_path)
+    assert files.pdf is None and not (tmp_path / "report.pdf").exists()
+    assert files.html.is_file()
+    note = files.pdf_note
+    assert "\n" not in note
+    assert note.startswith("PDF not written: install libharfbuzz-subset0")
+    assert "apt-get install libharfbuzz-subset0" in note and "so its text can be copied" in note
+    assert str(files.html) in note
+
+
+def test_zh_without_a_cjk_font_is_not_tofu_but_a_note(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "has_cjk_font", lambda: False)
+    files = report.render(sample_result(), tmp_path, lang="zh")
+    assert files.pdf is None and files.html.is_file()
+    assert "fonts-noto-cjk" in files.pdf_note and "Chinese text shows" in files.pdf_note
+    assert "\n" not in files.pdf_note
+
+
+def test_without_pango_the_note_names_the_pango_packages(tmp_path, monkeypatch):
+    def no_pango():
+        raise OSError("cannot load library 'libpango-1.0-0': libpango-1.0-0: cannot open shared object file")
+    monkeypatch.setattr(report, "_import_weasyprint", no_pango)
+    files = report.render(sample_result(), tmp_path)
+    assert files.pdf is None and files.html.is_file()
+    assert "libpango-1.0-0" in files.pdf_note and "libpangoft2-1.0-0" in files.pdf_note
+    assert "apt-get install" in files.pdf_note and "\n" not in files.pdf_note
+
+
+def test_without_the_weasyprint_module_the_note_says_pip(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "weasyprint", None)  # import now raises ImportError
+    files = report.render(sample_result(), tmp_path)
+    assert files.pdf is None and "pip install weasyprint" in files.pdf_note
+
+
+# ---------------------------------------------------------------- the real thing
+
+
+@needs_pdf("en")
+def test_pdf_text_extracts_cleanly(tmp_path):
+    pypdf = pytest.importorskip("pypdf")
+    files = report.render(sample_result(), tmp_path)
+    assert files.pdf is not None and files.pdf_note == ""
+    text = "\n".join(p.extract_text() for p in pypdf.PdfReader(str(files.pdf)).pages)
+    assert "\x00" not in text  # the symptom of fonts embedded without subsetting
+    assert "NO VERDICT" in text and "key numbers" in text.lower()
+
+
+@needs_pdf("zh")
+def test_zh_pdf_text_extracts_as_chinese(tmp_path):
+    pypdf = pytest.importorskip("pypdf")
+    files = report.render(sample_result(), tmp_path, lang="zh")
+    text = pypdf.PdfReader(str(files.pdf)).pages[0].extract_text()
+    assert "\x00" not in text and "关键指标" in text and "无结论" in text
