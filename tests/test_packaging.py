@@ -11,6 +11,7 @@ take precedence over the shipped ones.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -56,11 +57,8 @@ def _build_tools_missing() -> str:
     version = tuple(int(x) for x in setuptools.__version__.split(".")[:2] if x.isdigit())
     if version < (64,):
         return f"needs setuptools>=64, found {setuptools.__version__} (pip install -U setuptools)"
-    if version < (70, 1):
-        try:
-            import wheel  # noqa: F401
-        except ImportError:
-            return f"needs the wheel package with setuptools {setuptools.__version__} (pip install wheel)"
+    if version < (70, 1) and importlib.util.find_spec("wheel") is None:
+        return f"needs the wheel package with setuptools {setuptools.__version__} (pip install wheel)"
     return ""
 
 
