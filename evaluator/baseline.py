@@ -862,6 +862,24 @@ def _label(r: RunResult, given: str) -> str:
     return r.baseline.tag or r.baseline.path if r.baseline else r.run_id
 
 
+# Environment and settings fields whose change can plausibly explain a slower time; a
+# change of anything else (the upstream repository, the checklist, a threshold) is
+# never named as a cause.
+_CAUSE_FIELDS = frozenset({"driver", "cuda", "torch", "tilelang", "evaluator", "device", "target", "model",
+                           "clocks", "gpu_clocks", "power_limit"})
+_CAUSE_SETTINGS = frozenset({"device", "dtype", "batch_size", "seq_len", "ops", "families", "max_shapes",
+                             "tune_budget_s", "fine_rounds", "isolate", "timing", "clocks"})
+
+
+def plausible_cause(field: str) -> bool:
+    """Can a change of this environment field explain a regression? """
+    if field in _CAUSE_FIELDS or field.startswith(("clock", "gpu_clock")):
+        return True
+    if field.startswith("settings."):
+        return field.split(".")[1] in _CAUSE_SETTINGS
+    return False
+
+
 def compare(reference: RunResult, candidate: RunResult, *, threshold: float = 0.05, noise_k: float = 3.0,
             reference_id: str = "", candidate_id: str = "") -> Comparison:
     """Candidate against reference, per op and end to end; ratio = candidate / reference time.
@@ -906,9 +924,12 @@ def compare(reference: RunResult, candidate: RunResult, *, threshold: float = 0.
                                                                "gone")}
     notes.append(", ".join(f"{n} {s}" for s, n in counts.items() if n) or "nothing to compare")
     notes.append(f"a change counts beyond max({threshold:.0%}, {noise_k:g} x combined spread)")
-    if counts["regression"] and env_changes:
-        causes = ", ".join(f"{f} {a or '-'} -> {b or '-'}" for f, a, b in env_changes[:6])
-        notes.append(f"likely causes: {causes}")
+    if counts["regression"]:
+        plausible = [(f, a, b) for f, a, b in env_changes if plausible_cause(f)]
+        if plausible:
+            notes.append("likely causes: " + ", ".join(f"{f} {a or '-'} -> {b or '-'}" for f, a, b in plausible[:6]))
+        else:
+            notes.append("unexplained: no change of driver, toolchain, device or settings that affects speed")
     return Comparison(reference=_label(reference, reference_id), candidate=_label(candidate, candidate_id),
                       comparable=comparable, note="; ".join(notes), changes=tuple(changes),
                       environment_changes=env_changes)

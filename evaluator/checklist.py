@@ -1,6 +1,6 @@
 """Go/no-go checklists: load and validate the YAML, measure each item, decide.
 
-In: a checklist file (YAML; see evaluator/checklists/default.yaml) and a `RunResult`. Out: a frozen
+In: a checklist file (YAML; see checklists/default.yaml) and a `RunResult`. Out: a frozen
 `Checklist` (validated with pydantic; errors name the file, the line, the item and what
 is allowed) and a `Verdict` whose outcomes carry the measured value and its evidence.
 
@@ -25,12 +25,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ChecklistError, ConfigError
+from .resources import DEFAULT_CHECKLIST, SHIPPED_CHECKLISTS
 from .results import Outcome, OpBench, RunResult, Verdict, shape_str
 
-# Shipped inside the package so a wheel install finds them; `--checklist production`
-# names one of them, a path names any other file.
-CHECKLISTS: Path = Path(__file__).resolve().parent / "checklists"
-DEFAULT_CHECKLIST: Path = CHECKLISTS / "default.yaml"
+# Shipped with the package (top-level checklists/ in a checkout); `--checklist production`
+# names one of them (or a team's own ./checklists/production.yaml), a path any other file.
+CHECKLISTS: Path = SHIPPED_CHECKLISTS
 
 COMPARATORS: dict[str, Callable[[float, float], bool]] = {
     ">=": lambda v, t: v >= t or math.isclose(v, t, rel_tol=1e-9, abs_tol=1e-12),
@@ -234,6 +234,8 @@ def _e2e_fallback_share(r: RunResult) -> float | None:
     e = r.e2e
     if e is None:
         return 1.0 if _e2e_failed(r) else None
+    if not e.calls and not e.views and not e.tilelang_calls:
+        return None  # a baseline from before calls were counted
     total = e.tilelang_calls + e.fallback_calls
     return e.fallback_calls / total if total else 1.0
 

@@ -244,7 +244,7 @@ def _print_summary(outcome) -> None:
     if outcome.pdf:
         console.print(f"PDF: {outcome.pdf}")
     elif outcome.pdf_note:
-        console.print(f"PDF: {outcome.pdf_note}")
+        console.print(outcome.pdf_note)
     if r.baseline:
         console.print(f"Baseline: {r.baseline.tag} ({r.baseline.store})")
 
@@ -432,7 +432,7 @@ def report_command(
     folder.mkdir(parents=True, exist_ok=True)
     files = report.render(result, folder, lang=lang)
     console.print(f"Report: {files.html}")
-    console.print(f"PDF: {files.pdf}" if files.pdf else f"PDF: {files.pdf_note}")
+    console.print(f"PDF: {files.pdf}" if files.pdf else files.pdf_note)
 
 
 @app.command("compare")

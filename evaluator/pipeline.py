@@ -365,7 +365,9 @@ def bench_family(family: str, shapes: list[Shape], dtype: str, device: str, *, b
         if len(shape) != len(fam.shape_names):
             raise ConfigError(f"--shape {'x'.join(map(str, shape))} does not fit {family}: it takes "
                               f"{len(fam.shape_names)} sizes, {'x'.join(fam.shape_names)}")
-        if min(shape) <= 0 and not (family == "attention" and shape[-1] == 0):
+        # A trailing flag or padding (attention's causal, conv2d's pad) may be 0; sizes may not.
+        zero_ok = fam.shape_names[-1] in ("causal", "pad")
+        if min(shape[:-1] if zero_ok else shape) <= 0 or shape[-1] < 0:
             raise ConfigError(f"--shape {'x'.join(map(str, shape))}: sizes must be positive integers "
                               f"({'x'.join(fam.shape_names)})")
     hw = hardware.measure_ceilings(hardware.detect(device), dtype)

@@ -46,6 +46,7 @@ from urllib.parse import unquote, urlsplit
 import jinja2
 import yaml
 
+from .baseline import plausible_cause
 from . import charts, resources
 from .checklist import METRICS, kernel_status, op_label, op_rows, op_speedup
 from .errors import ReportError
@@ -1136,21 +1137,6 @@ def _upstream(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
 # software and hardware under the kernels and the shape of the work. The upstream repo,
 # the checklist, thresholds, soak length and output paths change what is reported, not
 # how fast anything runs, so they are never offered as a cause.
-_CAUSE_FIELDS = frozenset({"driver", "cuda", "torch", "tilelang", "evaluator", "device", "target", "model",
-                           "clocks", "gpu_clocks", "power_limit"})
-_CAUSE_SETTINGS = frozenset({"device", "dtype", "batch_size", "seq_len", "ops", "families", "max_shapes",
-                             "tune_budget_s", "fine_rounds", "isolate", "timing", "clocks"})
-
-
-def plausible_cause(field: str) -> bool:
-    """Can a change of this environment field explain a regression? (see _CAUSE_FIELDS)"""
-    if field in _CAUSE_FIELDS or field.startswith(("clock", "gpu_clock")):
-        return True
-    if field.startswith("settings."):
-        return field.split(".")[1] in _CAUSE_SETTINGS
-    return False
-
-
 def _comparison(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
     c = result.comparison
     if c is None:

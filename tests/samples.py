@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from evaluator.results import (
-    Candidate, E2EBench, Environment, Hardware, HotOp, HotOps, ModelSpec, OpBench,
+    CallCount, Candidate, E2EBench, Environment, Hardware, HotOp, HotOps, ModelSpec, OpBench,
     RunResult, Soak, Timing, TunedKernel, UpstreamHealth, VerifyCase, VerifyResult,
 )
 
@@ -49,7 +49,10 @@ def sample_result(*, run_id: str = "bert-tiny-20261129-120000", gemm_speedup: fl
     )
     e2e = E2EBench(families=("gemm", "softmax"), reference=timing(12.0 * scale), swapped=timing(11.0 * scale),
                    speedup=12.0 / 11.0, samples_per_s_reference=166.0, samples_per_s_swapped=181.0,
-                   max_abs_err=1e-5, outputs_match=True, replaced_modules=8, coverage=0.8, amdahl_speedup=1.05)
+                   max_abs_err=1e-5, outputs_match=True, replaced_modules=0, coverage=0.8, amdahl_speedup=1.05,
+                   method="perf_counter", tilelang_calls=14, fallback_calls=0, rel_l2_err=2e-7, rel_max_err=5e-7,
+                   calls=(CallCount("gemm", "256x128x128", 12, profiled_ms=6.0),
+                          CallCount("softmax", "1024x128", 2, profiled_ms=2.0)))
     soak = Soak(seconds=10.0, window_ms=(11.0, 11.1, 11.05), drift=0.005, cv=0.01, memory_growth_mb=0.0,
                 iterations=900)
     up = (UpstreamHealth(measured=True, repo="/tmp/tilelang", as_of="2026-11-29", head="deadbeef",

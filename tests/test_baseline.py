@@ -127,8 +127,8 @@ def test_several_baselines_list_show_load_and_layout(store):
 
     folder = store / first.path
     names = {p.name for p in folder.iterdir()}
-    assert {"manifest.json", "result.json", "hot_ops.csv", "op_bench.csv", "op_ratios.csv", "tuning.csv", "verify.csv", "e2e.csv",
-            "soak.csv", "upstream.csv"} == names  # no verdict in the sample: no checklist.csv
+    assert {"manifest.json", "result.json", "hot_ops.csv", "op_bench.csv", "op_ratios.csv", "tuning.csv",
+            "verify.csv", "e2e.csv", "calls.csv", "soak.csv", "upstream.csv"} == names  # no verdict in the sample: no checklist.csv
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["schema_version"] == bl.SCHEMA_VERSION and manifest["run_id"] == "bert-tiny-20261129-120000"
     assert manifest["hardware"]["name"] == "Test CPU" and "driver" in manifest["hardware"]

@@ -80,10 +80,12 @@ def test_demo_end_to_end_on_bert_tiny(tmp_path):
     # report: HTML names the verdict and both families; the PDF is a real multi-page PDF
     html = (run / "report.html").read_text()
     assert decision in html and all(f in html for f in fams)
-    from pypdf import PdfReader
-    pdf = PdfReader(str(run / "report.pdf"))
-    assert len(pdf.pages) >= 3
-    assert decision in pdf.pages[0].extract_text()
+    from tests.test_pdf_env import skip_reason
+    if not skip_reason("en"):  # without pango/harfbuzz-subset the run says what to install instead
+        from pypdf import PdfReader
+        pdf = PdfReader(str(run / "report.pdf"))
+        assert len(pdf.pages) >= 3
+        assert decision in pdf.pages[0].extract_text()
     # baseline: one commit and tag in the git store, manifest and CSV tables
     ref = json.loads((run / "baseline.json").read_text())
     folder = Path(ref["store"]) / ref["path"]

@@ -86,11 +86,14 @@ def test_report_from_store_alone(store, tmp_path):
     p = evaluate("report", "--baseline", a.tag, "--store", str(path), "--out", str(tmp_path / "r"), "--lang", "zh")
     assert p.returncode == 0, p.stderr
     html = (tmp_path / "r" / "report.html").read_text()
-    assert "bert-tiny" in html and (tmp_path / "r" / "report.pdf").stat().st_size > 10_000
+    assert "bert-tiny" in html
+    from tests.test_pdf_env import skip_reason
+    if not skip_reason("zh"):  # the PDF needs pango, harfbuzz-subset and a CJK font: checked, never assumed
+        assert (tmp_path / "r" / "report.pdf").stat().st_size > 10_000
 
 
 def test_checklist_commands():
-    p = evaluate("checklist", "validate", "evaluator/checklists/production.yaml")
+    p = evaluate("checklist", "validate", "checklists/production.yaml")
     assert p.returncode == 0 and "valid" in p.stdout
     p = evaluate("checklist", "metrics")
     assert p.returncode == 0 and "ops.speedup_geomean" in p.stdout

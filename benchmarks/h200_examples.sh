@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The committed H200 examples (reports/examples/h200/): models nobody here wrote, at the
+# sizes a user runs them, the zoo's bert-base and llama, and conv2d on ResNet-50 layers.
+# Each model run profiles, tunes, verifies, times on CUDA-graph replay (eager and the
+# profiler's kernel sum beside it), routes calls at the operator, soaks, and records a
+# baseline in one store, so the PDFs are rendered on another machine with
+#   evaluate report --baseline ID --store STORE
+#
+#   benchmarks/h200_examples.sh OUT_DIR KEY...
+#   KEY: hf-bert hf-gpt2 timm-vit tv-resnet50 bert-base llama conv2d
+#
+# Budgets are short because a session's GPU time is: --budget 8 --fine-rounds 0
+# --max-shapes 4 --soak-seconds 10 (the defaults, 60 s and 3 rounds, search further).
+set -uo pipefail
+out="${1:?usage: h200_examples.sh OUT_DIR KEY...}"; shift
+mkdir -p "$out"
+common=(--device cuda --budget 8 --fine-rounds 0 --max-shapes 4 --soak-seconds 10 --no-pdf
+        --reports "$out/reports" --store "$out/store")
+run() { echo "== evaluate $*"; python3 -m evaluator.cli "$@" "${common[@]}" 2>&1 | grep -v "TileLang:" | tail -40; }
+for key in "$@"; do
+  case "$key" in
+    hf-bert) run --model hf:BertModel --batch-size 8 --seq-len 128 --name hf-bert-base ;;
+    hf-gpt2) run --model hf:GPT2Model --batch-size 4 --seq-len 512 --name hf-gpt2 ;;
+    timm-vit) run --model timm:vit_base_patch16_224 --batch-size 16 --name timm-vit-base ;;
+    tv-resnet50) run --model torchvision:resnet50 --batch-size 32 --name torchvision-resnet50 ;;
+    bert-base|llama) run --model "$key" ;;
+    conv2d)  # ResNet-50 stem and 1x1 layers at batch 32, NHWC: N x H x W x C x K x R x S x stride x pad
+      python3 -m evaluator.cli bench --family conv2d --device cuda --budget 8 --json \
+        --shape 32x224x224x3x64x7x7x2x3 --shape 32x56x56x64x64x1x1x1x0 --shape 32x56x56x64x256x1x1x1x0 \
+        --shape 32x56x56x64x64x3x3x1x1 --shape 32x14x14x1024x256x1x1x1x0 > "$out/conv2d_bench.json" ;;
+    *) echo "unknown key $key" >&2; exit 2 ;;
+  esac
+done
