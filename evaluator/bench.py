@@ -558,8 +558,11 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
     if est and ratio and math.isfinite(ratio.value):
         # 15% slack for what the estimate leaves out (layout copies, fusion lost or gained).
         if est[2] * 1.15 < ratio.low or est[1] / 1.15 > ratio.high:
+            copies = sum(n for c in counts for note, n in c.notes.items())
+            why = (f"; the op benchmarks leave out the {copies} layout copies counted per call" if copies
+                   and est[1] / 1.15 > ratio.high else "")
             flags.append(f"contradicts the Amdahl estimate ({est[0]:.2f}x from the op speedups, measured "
-                         f"{ratio.low:.2f}-{ratio.high:.2f}x)")
+                         f"{ratio.low:.2f}-{ratio.high:.2f}x){why}")
     speedup = ratio.value if ratio and math.isfinite(ratio.value) else None
     return E2EBench(
         families=families, reference=t_ref, swapped=t_sw, speedup=speedup,

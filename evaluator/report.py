@@ -991,9 +991,12 @@ def _e2e(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
         (t("kv.speedup"), f.x_ci(e.speedup, ratio)),
         (t("kv.samples_ref"), f.num(e.samples_per_s_reference)),
         (t("kv.samples_swapped"), f.num(e.samples_per_s_swapped)),
-        (t("kv.replaced"), f.num(e.replaced_modules)),
         (t("kv.amdahl"), f.x(e.amdahl_speedup)),
     ]
+    if e.replaced_modules:  # baselines from before calls were routed at the operator
+        kv.insert(-1, (t("kv.replaced"), f.num(e.replaced_modules)))
+    if getattr(e, "router_overhead_ms", None) is not None:
+        kv.append((t("kv.router_overhead"), f"{f.ms(e.router_overhead_ms)} ms"))
     # Per-call host overhead explains a gap between the Amdahl estimate and the measured run.
     for o in result.overhead:
         kv.append((t("kv.launch", family=o.family), f"{f.us(o.tilelang_us)} / {f.us(o.torch_us)} ({shape_str(o.shape)})"))

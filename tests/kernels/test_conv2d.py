@@ -310,4 +310,7 @@ def test_conv2d_routes_nchw_and_channels_last_and_counts_grouped(channels_last):
     assert count(router, "conv2d") == (2, 1)
     notes = {n for c in router.counts() for n in c.notes}
     assert ("NCHW input transposed to NHWC" in notes) is (not channels_last)
+    # The output keeps the layout PyTorch returns: the rest of the model runs as written.
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    assert got.is_contiguous(memory_format=fmt) and expected.is_contiguous(memory_format=fmt)
     assert {r for c in router.counts() for r in c.fallback} == {"grouped or depthwise convolution"}
