@@ -1,10 +1,11 @@
-"""Device identity and published peak numbers.
+"""Device identity, published peak numbers and measured ceilings.
 
 In: a device request ("auto", "cpu", "cuda"). Out: a `Hardware` record (name, limits
 that decide which kernel configs can launch, driver/CUDA versions, the platform slug
-used in baseline paths, and the vendor's published peaks when the device is known), and
-the TileLang target string for it. Nothing here is measured; measured ceilings belong to
-the benchmark stage.
+used in baseline paths, the vendor's published peaks when the device is known) and the
+TileLang target string for it; `measure_ceilings` adds the ceilings the roofline uses,
+measured on this device in this dtype every run (a large matmul through PyTorch and a
+large device-to-device copy), because published peaks are leads, not limits.
 """
 
 from __future__ import annotations
