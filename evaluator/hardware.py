@@ -4,8 +4,9 @@ In: a device request ("auto", "cpu", "cuda"). Out: a `Hardware` record (name, li
 that decide which kernel configs can launch, driver/CUDA versions, the platform slug
 used in baseline paths, the vendor's published peaks when the device is known) and the
 TileLang target string for it; `measure_ceilings` adds the ceilings the roofline uses,
-measured on this device in this dtype every run (a large matmul through PyTorch and a
-large device-to-device copy), because published peaks are leads, not limits.
+measured on this device in this dtype (a large matmul through PyTorch and a large
+device-to-device copy; cached per device, driver, torch and dtype), because published
+peaks are leads, not limits.
 """
 
 from __future__ import annotations
