@@ -18,7 +18,19 @@ ROOT = typer.main.get_command(app)
 
 
 def _blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", README, flags=re.S)
+    """Fenced blocks whose info string is `lang` ("" for a bare fence), fence by fence."""
+    out, current, info = [], None, ""
+    for line in README.splitlines():
+        if line.startswith("```"):
+            if current is None:
+                current, info = [], line[3:].strip()
+            else:
+                if info == lang:
+                    out.append("\n".join(current) + "\n")
+                current = None
+        elif current is not None:
+            current.append(line)
+    return out
 
 
 def _command_for(words: list[str]):
