@@ -1,0 +1,72 @@
+"""The versioned baseline store, and comparisons between runs.
+
+In: finished `RunResult`s, a store path (a git repository; default `reports/baselines/`,
+possibly a clone of a shared remote) and baseline ids `<model>/<platform>/<version>`.
+Out: one folder, one commit and one annotated tag per recorded run, `RunResult`s loaded
+back from the store alone, `Comparison`s between two runs, trend points across baselines,
+and the rows the CLI prints. The modules:
+
+  ids.py      baseline ids and the slugs they are made of
+  store.py    the git store: create, lock, record, recover, roll back, list, load, trend, diff
+  lock.py     the store's cross-process lock
+  tables.py   the files of one baseline folder (CSV tables via pandas, result.json, manifest)
+  schema.py   reading a stored result back: schema checks and migrations
+  compare.py  the comparison: thresholds from noise, regressions, environment changes, causes
+  rows.py     the rows `baseline show/diff` and `compare` print
+  ../tuning_cache.py  the cache of tuned configs kept in the store
+
+This package re-exports the names its callers used when it was one module, so
+`baseline.record(...)` and `from evaluator.baseline import plausible_cause` keep
+working; new code imports from the module that owns a name. Only compare, rows and ids are
+imported eagerly: the store (git) and the tables (pandas) load on first use, so a caller
+that only compares or prints never needs git (`python -c "import evaluator.baseline.compare"`
+works on a machine without it).
+
+`compare` is both a submodule and the function it defines; the package attribute is the
+function, as it always was. Import the module's other names with
+`from evaluator.baseline.compare import ...`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ..results import SCHEMA_VERSION  # noqa: F401  (re-exported, as before the split)
+from .compare import E2E_TILELANG, E2E_TORCH, IGNORED_SETTINGS, compare, plausible_cause  # noqa: F401
+from .ids import VERSION_RE, baseline_id, model_slug  # noqa: F401
+from .rows import COMPARISON_COLUMNS, comparison_rows, environment_rows, show_rows
+
+__all__ = [
+    "DEFAULT_STORE", "Store", "open_store", "record", "list_baselines", "load", "previous",
+    "compare", "diff", "trend", "tuning_cache_lookup", "tuning_cache_save",
+    "tuning_cache_changes", "show_rows", "comparison_rows", "environment_rows",
+    "COMPARISON_COLUMNS", "model_slug", "baseline_id", "E2E_TILELANG", "E2E_TORCH",
+]
+
+# name here -> (module, name there), imported on first use (PEP 562).
+_LAZY: dict[str, tuple[str, str]] = {
+    **{name: ("evaluator.baseline.store", name) for name in (
+        "DEFAULT_STORE", "MARKER", "TMP_PREFIX", "TUNING_DIR", "Store", "StoreLike", "open_store", "record",
+        "list_baselines", "load", "previous", "trend", "diff")},
+    "LOCK_NAME": ("evaluator.baseline.lock", "LOCK_NAME"),
+    "LOCK_TIMEOUT_S": ("evaluator.baseline.lock", "LOCK_TIMEOUT_S"),
+    "TABLES": ("evaluator.baseline.tables", "TABLES"),
+    "tuning_cache_lookup": ("evaluator.tuning_cache", "lookup"),
+    "tuning_cache_save": ("evaluator.tuning_cache", "save"),
+    "tuning_cache_changes": ("evaluator.tuning_cache", "changes"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value  # later lookups (and monkeypatch.setattr) see a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
