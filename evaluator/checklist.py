@@ -24,6 +24,7 @@ from typing import Any, Callable, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from . import portability as _portability, targets as _targets
 from .errors import ChecklistError, ConfigError
 from .resources import DEFAULT_CHECKLIST, SHIPPED_CHECKLISTS
 from .results import Outcome, OpBench, RunResult, Verdict, shape_str
@@ -356,6 +357,37 @@ def _profile_explain(r: RunResult) -> str:
     return f"selected: {', '.join(r.hot_ops.selected) or 'none'} of {len(r.hot_ops.ops)} op families"
 
 
+# portability ---------------------------------------------------------
+# The matrix of portability.py: the rewritten kernels lowered for other accelerators and
+# judged against their published limits, never run there. The numbers and their evidence
+# come from that module; None when the stage did not run or did not check the target.
+
+
+def _port(name: str) -> Callable[[RunResult], float | None]:
+    def measure(r: RunResult) -> float | None:
+        return None if r.portability is None else _portability.metrics(r.portability).get(name)
+    return measure
+
+
+def _port_explain(name: str) -> Callable[[RunResult], str]:
+    def explain(r: RunResult) -> str:
+        p = r.portability
+        if p is None:
+            if isinstance(r.settings, dict) and r.settings.get("targets") == []:
+                return "portability not checked (--targets none)"
+            return _stage_note(r, "portability", "portability stage not run")
+        key = name.split(".")[1] if name.count(".") == 2 else ""
+        if key and key not in p.targets:
+            return f"{key} was not among the targets checked ({', '.join(p.targets)})"
+        return _portability.explain(p, name)
+    return explain
+
+
+def _port_metric(name: str, meaning: str | None = None) -> Metric:
+    unit, text = _portability.METRIC_INFO.get(name, ("fraction", ""))
+    return Metric(name, unit, meaning or text, _port(name), _port_explain(name))
+
+
 _CATALOGUE = [
     Metric("kernels.all_correct", "1/0",
            "1 when every rewritten TileLang kernel matched the PyTorch reference on every verification case",
@@ -403,6 +435,13 @@ _CATALOGUE = [
     Metric("soak.memory_growth_mb", "MB",
            "memory growth from the start to the end of the soak",
            _soak("memory_growth_mb"), _soak_explain),
+    _port_metric("portability.targets_ok"),
+    _port_metric("portability.kernels_ok"),
+    # One per known target, so a checklist can require the accelerators a team deploys on.
+    *(_port_metric(f"portability.{key}.kernels_ok",
+                   f"share of rewritten kernels that lower, with a config that fits its published limits, "
+                   f"for {spec.name} ({spec.arch}); not evaluated when {key} was not among --targets")
+      for key, spec in _targets.TARGETS.items()),
     Metric("upstream.commits_per_week_90d", "commits/week",
            "commits to the upstream TileLang repository per week over the last 90 days",
            _up(lambda u: None if u.commits_90d is None else u.commits_90d / (90 / 7)), _up_explain),

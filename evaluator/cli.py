@@ -49,6 +49,13 @@ app.add_typer(baseline_app, name="baseline")
 app.add_typer(checklist_app, name="checklist")
 
 STORE_OPT = typer.Option(None, "--store", help="Baseline store (a git repository). Default: reports/baselines.")
+# Spelled out rather than read from the registries, which import torch (a second on every
+# --help); tests/test_cli_commands.py checks both against kernels.REGISTRY and targets.TARGETS.
+FAMILIES_HELP = ("gemm, gemm_gelu, gemm_relu, gemm_silu, softmax, layernorm, layernorm_residual, rmsnorm, "
+                 "attention, conv2d")
+TARGETS_HELP = ("Accelerators to lower the rewritten kernels for (not run there): comma-separated keys of "
+                "a100, h100, h200, b200, v100, t4, mi250x, mi300x, c500, local (this machine's GPU); all; or "
+                "none to skip. Default: a100, h100, mi300x, c500, plus this machine's GPU.")
 
 
 class RichReporter:
@@ -226,6 +233,8 @@ def _print_summary(outcome) -> None:
                       ("yes" if all(passed) else "NO") if passed else "—",
                       _config_text(b.config) if b.config else (b.error or "—"))
         console.print(t)
+    if r.portability:
+        console.print(_portability_table(r.portability))
     if r.e2e:
         e = r.e2e
         console.print(f"End to end: {e.reference.median_ms:.3f} ms -> "
@@ -247,6 +256,32 @@ def _print_summary(outcome) -> None:
         console.print(outcome.pdf_note)
     if r.baseline:
         console.print(f"Baseline: {r.baseline.tag} ({r.baseline.store})")
+
+
+_PORT_STYLE = {"lowers": "green", "needs_retuning": "yellow", "fails": "red"}
+
+
+def _portability_table(p) -> Table:
+    """The kernel x target matrix: one row per kernel and config (the tuned one, the
+    family's default), one column per target; each cell lowers / re-tune / fails with
+    its reason and, where one was found, the config that fits."""
+    from .portability import cell_text, kernel_label
+
+    t = Table(title="Portability (lowered for each target, not run there)")
+    t.add_column("kernel")
+    t.add_column("config")
+    for key in p.targets:
+        t.add_column(key)
+    cells = {(kernel_label(c.family, c.shape, c.dtype), c.config_kind, c.target): c for c in p.cells}
+    for label in p.kernels:
+        for kind in ("tuned", "default"):
+            row = [cells.get((label, kind, key)) for key in p.targets]
+            if not any(row):
+                continue
+            # Text, not markup: reasons are compiler messages and may hold [brackets].
+            t.add_row(Text(label), Text(kind), *(Text("—") if c is None else
+                                                 Text(cell_text(c), style=_PORT_STYLE.get(c.status, "")) for c in row))
+    return t
 
 
 @app.callback(invoke_without_command=True)
@@ -287,6 +322,7 @@ def main_command(
     fail_on: str = typer.Option("never", help="Exit 1 on this verdict or worse: never, no-go or conditional."),
     regression_threshold: float = typer.Option(0.05, help="Smallest relative slow-down against the previous "
                                                "baseline that counts (raised further by measured noise)."),
+    targets: Optional[str] = typer.Option(None, "--targets", help=TARGETS_HELP),
 ) -> None:
     """Run the whole evaluation: evaluate --model bert-tiny"""
     if ctx.invoked_subcommand is not None:
@@ -304,7 +340,7 @@ def main_command(
                                soak_seconds=soak_seconds, upstream=upstream, fork=fork, as_of=as_of, branch=branch,
                                reports=reports, store=store, checklist=checklist, lang=lang, pdf=pdf,
                                fail_on=fail_on, regression_threshold=regression_threshold,
-                               fine_rounds=fine_rounds, isolate=isolate, label=name)
+                               fine_rounds=fine_rounds, isolate=isolate, label=name, targets=targets)
         folder.watch(cfg)
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=console, transient=False) as progress:
@@ -342,8 +378,7 @@ def _parse_shape(text: str, names: tuple[str, ...], error: type[Exception]):
 @app.command("bench")
 @one_line_errors
 def bench_command(
-    family: str = typer.Option(..., help="Kernel family: gemm, gemm_gelu, gemm_relu, gemm_silu, softmax, layernorm, "
-                               "layernorm_residual, rmsnorm, attention, conv2d."),
+    family: str = typer.Option(..., help=f"Kernel family: {FAMILIES_HELP}."),
     shape: list[str] = typer.Option([], help="Problem shape like 4096x4096x4096 (repeatable); default: standard shapes."),
     dtype: Optional[str] = typer.Option(None, help="fp32, fp16 or bf16 (default: fp32 on CPU, fp16 on CUDA)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
@@ -384,6 +419,59 @@ def bench_command(
                   f"{b.tilelang_roof_pct or 0:.0f}% / {b.torch_roof_pct or 0:.0f}%" if b.torch_roof_pct else "—",
                   _config_text(tk.config) if tk.config else b.error)
     console.print(t)
+
+
+@app.command("port")
+@one_line_errors
+def port_command(
+    family: str = typer.Option(..., help=f"Kernel family: {FAMILIES_HELP}."),
+    shape: str = typer.Option(..., help="Problem shape, e.g. 4096x4096x4096 for gemm (MxNxK); the family's "
+                              "sizes joined by x, as in `evaluate bench`."),
+    dtype: str = typer.Option("fp16", help="fp16, bf16 or fp32 (what the kernel would run at there)."),
+    targets: Optional[str] = typer.Option(None, "--targets", help=TARGETS_HELP),
+    config: Optional[str] = typer.Option(None, "--config", help="A tuned config as a JSON object, checked as "
+                                         "'tuned' beside each target's default, e.g. "
+                                         "'{\"block_M\": 128, \"block_N\": 256, \"block_K\": 64}'."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Lower one kernel for accelerators that are not on this machine: the kernel x target
+    matrix (lowers / needs re-tuning / fails, and why), lowered, never run."""
+    from . import config as config_mod, kernels, portability
+    from .errors import ConfigError
+    from .kernels.base import DTYPE_ALIASES
+    from .results import to_dict
+
+    fam = kernels.get(family)  # an unknown family: one line naming the known ones
+    shp = _parse_shape(shape, fam.shape_names, ConfigError)
+    if len(shp) != len(fam.shape_names):
+        raise ConfigError(f"--shape {shape} does not fit {family}: it takes {len(fam.shape_names)} sizes, "
+                          f"{'x'.join(fam.shape_names)}")
+    dt = DTYPE_ALIASES.get(dtype)
+    if dt is None:
+        raise ConfigError(f"unknown dtype '{dtype}'; use fp16, bf16 or fp32")
+    keys = config_mod.parse_targets(targets)
+    if not keys:
+        raise ConfigError("--targets none leaves nothing to check; name targets, all, or leave --targets out "
+                          "for the default set")
+    tuned = None
+    if config is not None:
+        try:
+            tuned = json.loads(config)
+        except ValueError as exc:
+            raise ConfigError(f"--config is not JSON ({exc.msg}); give an object such as "
+                              "'{\"block_M\": 128, \"num_stages\": 3}'") from None
+        if not isinstance(tuned, dict) or not tuned:
+            raise ConfigError("--config must be a JSON object of config keys, e.g. '{\"block_M\": 128}'")
+    # A line, not a spinner: lowering for HIP targets holds stderr for a moment (portability.py).
+    err_console.print(f"Lowering {family} {'x'.join(map(str, shp))} {dt} for {', '.join(keys)} "
+                      "(compiled, not run)…", markup=False, highlight=False)
+    p = portability.port(family, shp, dt, keys, config=tuned)
+    if json_out:
+        print(json.dumps({**to_dict(p), "metrics": portability.metrics(p)}, indent=1))
+        return
+    console.print(_portability_table(p))
+    for line in p.summary:  # one line each, whatever the width, so scripts can grep them
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("upstream")

@@ -3,9 +3,10 @@
 In: raw option values from the command line. Out: a validated `Config`, or a
 `ConfigError` whose message is one sentence naming the option and what it expects. Every
 cheap check (model name, counts and durations, families, checklist, upstream path,
-device, whether the reports folder and the baseline store can be written) happens here,
-so a mistake costs a one-line error before any minutes of profiling and compiling, and
-a store that cannot take the baseline is found before the run rather than at its end.
+device, portability targets, whether the reports folder and the baseline store can be
+written) happens here, so a mistake costs a one-line error before any minutes of
+profiling and compiling, and a store that cannot take the baseline is found before the
+run rather than at its end.
 """
 
 from __future__ import annotations
@@ -86,6 +87,17 @@ class UpstreamSettings:
 
 
 @dataclass(frozen=True)
+class PortabilitySettings:
+    # Target keys (targets.py) the rewritten kernels are lowered for; () skips the stage
+    # (--targets none); None is the module's default set, resolved when the stage runs.
+    targets: tuple[str, ...] | None = None
+    # The dtype they are checked at; None: the run's own. A CPU run measures float32, but
+    # the model runs at float16 on a GPU (the GPU default), and float32 attention has no GPU
+    # schedule at all: checking float32 would report a gap nobody deploys.
+    dtype: str | None = None
+
+
+@dataclass(frozen=True)
 class OutputSettings:
     # Relative to where `evaluate` runs (resolved in build): a wheel install has no
     # checkout to write into.
@@ -107,6 +119,7 @@ class Config:
     bench: BenchSettings = field(default_factory=BenchSettings)
     upstream: UpstreamSettings = field(default_factory=UpstreamSettings)
     output: OutputSettings = field(default_factory=OutputSettings)
+    portability: PortabilitySettings = field(default_factory=PortabilitySettings)
 
     def settings_dict(self) -> dict:
         """What goes into the baseline manifest: everything that changes a measurement."""
@@ -126,6 +139,9 @@ class Config:
             "checklist": str(self.output.checklist), "upstream": self.upstream.repo, "fork": self.upstream.fork,
             "as_of": self.upstream.as_of.isoformat() if self.upstream.as_of else None,
             "branch": self.upstream.branch,
+            # Which targets the portability matrix covers ([] = --targets none) and at what dtype.
+            "targets": list(self.portability.targets) if self.portability.targets is not None else "default",
+            "targets_dtype": self.portability.dtype or self.model.dtype,
         }
 
 
@@ -144,6 +160,29 @@ def parse_as_of(text: str | None) -> datetime | None:
 
 
 # ---------------------------------------------------------------- checks, one per kind of option
+
+
+def parse_targets(text: str | None, opt: str = "--targets") -> tuple[str, ...]:
+    """--targets a100,h100|all|none -> target keys, () for none; None (not given) is the
+    default set. Unknown names: one line naming the known targets, before any work."""
+    from . import targets as T
+
+    words = [w.strip().lower() for w in (text or "").split(",") if w.strip()]
+    known = f"known targets: {', '.join(T.TARGETS)}, local (this machine's GPU), all, or none to skip the check"
+    if text is not None and not words:
+        raise ConfigError(f"{opt} was given no target; {known}")
+    if "none" in words:
+        if len(words) > 1:
+            raise ConfigError(f"{opt} {text}: 'none' skips the portability check and cannot be combined with "
+                              f"targets; {known}")
+        return ()
+    bad = [w for w in words if w not in T.TARGETS and w not in ("all", "local")]
+    if bad:
+        raise ConfigError(f"{opt} {text}: unknown target '{bad[0]}'; {known}")
+    try:
+        return tuple(s.key for s in T.resolve(words or None))
+    except ConfigError as exc:  # 'local' on a machine without a GPU
+        raise ConfigError(f"{opt} {text}: {exc}") from None
 
 
 def check_count(opt: str, value: int | None, minimum: int) -> None:
@@ -222,7 +261,7 @@ def build(*, model: str, device: str = "auto", batch_size: int | None = None, se
           reports: Path | None = None, store: Path | None = None, checklist: Path | None = None,
           lang: str = "en", pdf: bool = True, fail_on: str = "never", seed: int = 0,
           regression_threshold: float = 0.05, fine_rounds: int | None = None,
-          isolate: str = "auto", label: str | None = None) -> Config:
+          isolate: str = "auto", label: str | None = None, targets: str | None = None) -> Config:
     from . import baseline, hardware, kernels, models
 
     if model not in models.ZOO and ":" not in model:
@@ -243,6 +282,7 @@ def build(*, model: str, device: str = "auto", batch_size: int | None = None, se
     check_seconds("--budget", budget)
     check_seconds("--soak-seconds", soak_seconds)
     dev = hardware.resolve_device(device)
+    explicit_dtype = dtype is not None
     if dtype is None:
         dtype = "float16" if dev == "cuda" else "float32"
     if dtype not in DTYPE_ALIASES:
@@ -272,6 +312,9 @@ def build(*, model: str, device: str = "auto", batch_size: int | None = None, se
     _check_repo("--upstream", upstream)
     _check_repo("--fork", fork)
     as_of_time = parse_as_of(as_of)
+    target_keys = parse_targets(targets)
+    # Checked at the dtype asked for, or the one the model runs at on a GPU (see PortabilitySettings).
+    target_dtype = DTYPE_ALIASES[dtype] if explicit_dtype or dev == "cuda" else "float16"
     reports = (Path(reports).expanduser() if reports else out.reports).resolve()
     store = Path(store).expanduser().absolute() if store else reports / "baselines"
     # Where the results go: a run that cannot write its folder or its baseline would
@@ -291,4 +334,5 @@ def build(*, model: str, device: str = "auto", batch_size: int | None = None, se
         output=OutputSettings(reports=reports, store=store,
                               checklist=checklist, lang=lang, pdf=pdf, fail_on=fail_on,
                               regression_threshold=regression_threshold),
+        portability=PortabilitySettings(targets=target_keys, dtype=target_dtype),
     )

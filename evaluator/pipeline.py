@@ -4,8 +4,9 @@ In: a `Config` and a `Reporter` (progress callbacks; the CLI's draws rich progre
 Out: a `RunOutcome` — the `RunResult`, the run folder and the report files.
 
 Order: load model -> profile -> for each chosen family and shape: tune, verify, bench ->
-end-to-end swap-in -> soak -> upstream health -> compare with the previous baseline ->
-verdict -> record the baseline -> report. After every stage the partial `RunResult` is
+portability (the rewritten kernels lowered for other accelerators) -> end-to-end swap-in
+-> soak -> upstream health -> compare with the previous baseline -> verdict -> record the
+baseline -> report. After every stage the partial `RunResult` is
 written to `<run folder>/results.json`, so a run stopped by an error or Ctrl-C keeps
 what it finished.
 """
@@ -235,6 +236,29 @@ def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
         return dataclasses.replace(result, overhead=tuple(overheads))
 
     stage("kernels", do_kernels)
+
+    # ---- portability: the rewritten kernels lowered for accelerators not on this machine
+    # (never run there); skipped with --targets none or when nothing was rewritten.
+    if result.tuned and cfg.portability.targets != ():
+        def do_portability() -> RunResult:
+            from . import portability
+
+            targets, dtype = cfg.portability.targets, cfg.portability.dtype or cfg.model.dtype
+            checked = portability.from_tuned(result.tuned)
+            if any(k.dtype != dtype for k in checked):
+                # A config tuned at another dtype says nothing about this one: defaults only.
+                checked = [dataclasses.replace(k, dtype=dtype, config=None) for k in checked]
+            rep.stage(f"Portability: lowering {len(checked)} kernels ({dtype}) for "
+                      f"{', '.join(targets) if targets else 'the default targets'}")
+            port = portability.check(checked, targets)
+            # The reporter reads rich markup; reasons quote compiler errors, which may hold [brackets].
+            lines = [line.replace("[", "\\[") for line in port.summary]
+            rep.done(lines[0] if lines else "")
+            for line in lines[1:]:
+                rep.info(line)
+            return dataclasses.replace(result, portability=port)
+
+        stage("portability", do_portability, optional=True)
 
     # ---- end to end and soak: the model as its authors wrote it, calls routed at the operator
     router = swap.Router([kernels.get(f) for f in result.families], table)

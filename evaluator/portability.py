@@ -8,7 +8,10 @@ the first entry of its search space for that target) x target, each "lowers",
 "needs_retuning" or "fails" with a failure class ("resources", "codegen", "feature",
 "numerical") and the one-line reason, a config of the target's own search space that fits
 and lowers where the cell's config does not, summary sentences per target, and the
-checklist numbers (`metrics`) and printable matrix (`rows`, `format_matrix`).
+checklist numbers (`metrics`) and printable matrix (`rows`, `format_matrix`), and
+`target_facts`, the same matrix read per target as data (the report words it in its own
+language). `PortCell` and `Portability` live in results.py with the rest of a run (a
+run's results.json carries the matrix) and are re-exported here.
 
 How: TileLang lowers a program for a target that is not on the machine (its whole pass
 pipeline, layout inference and code generation; no nvcc/hipcc, no device). A config that
@@ -23,64 +26,27 @@ is a feature gap, not a success. Lowerings run in a thread pool and are cached p
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from . import kernels as registry
 from . import targets as T
 from .errors import ConfigError, KernelError
-from .results import KernelConfig, Shape, parse_shape, shape_str
+# The records live in results.py with the rest of a run; re-exported here, where they are made.
+from .results import KernelConfig, PortCell, Portability, Shape, parse_shape, shape_str  # noqa: F401
 
 STATUSES = ("lowers", "needs_retuning", "fails")
 FAILURE_CLASSES = ("resources", "codegen", "feature", "numerical")
 # Configs of the target's search space tried, in the family's order, when looking for one
 # that fits and lowers; each is a lowering (0.1-2 s), so the search is bounded.
 MAX_FIT_TRIES = 6
-
-
-# ---------------------------------------------------------------- results
-
-
-@dataclass(frozen=True)
-class PortCell:
-    """One kernel config on one target."""
-
-    family: str
-    shape: Shape
-    dtype: str
-    config_kind: str  # "tuned" | "default"
-    target: str  # TargetSpec.key
-    status: str  # "lowers" | "needs_retuning" | "fails"
-    failure_class: str = ""  # "" | "resources" | "codegen" | "feature" | "numerical"
-    reason: str = ""  # one line: the limit broken, or the first meaningful line of the error
-    config: KernelConfig | None = None  # what was lowered (None: the family offered no config)
-    # A config of the target's own search space that fits and lowers, when `config` does not.
-    fitting_config: KernelConfig | None = None
-    instruction: str = ""  # matrix instruction in the lowered source: wgmma, mma.sync, tcgen05, mfma, ""
-    smem_bytes: int | None = None  # shared memory (LDS) the lowered kernel requests, static + dynamic
-    threads: int | None = None  # threads per block of the lowered kernel
-    note: str = ""  # caveats that do not change the status (instruction below the target's best...)
-    lower_s: float = 0.0  # seconds spent lowering for this cell (0 when every lowering was cached)
-
-
-@dataclass(frozen=True)
-class Portability:
-    targets: tuple[str, ...]  # keys, in the order asked
-    kernels: tuple[str, ...]  # "gemm 4096x4096x4096 float16", in the order given
-    cells: tuple[PortCell, ...]
-    summary: tuple[str, ...]  # sentences for the report and the terminal
-    target_names: dict[str, str] = field(default_factory=dict)  # key -> "AMD Instinct MI300X"
-    target_limits: dict[str, str] = field(default_factory=dict)  # key -> TargetSpec.describe()
-    target_sources: dict[str, str] = field(default_factory=dict)  # key -> where the limits come from
-    tilelang: str = ""
-    seconds: float = 0.0  # wall time of the whole check
-    lowerings: int = 0  # lowerings actually run (not served from the cache)
 
 
 def kernel_label(family: str, shape: Sequence[int], dtype: str) -> str:
@@ -165,9 +131,8 @@ def _lower_once(family: Any, shape: Shape, dtype: str, config: KernelConfig, spe
         return _Lowered(ok=False, error=msg, error_class=classify(msg), seconds=time.perf_counter() - t0)
     try:
         import tilelang
-        from tvm.target import Target
 
-        tvm_target = Target(dict(spec.tilelang_target))
+        tvm_target = _tvm_target(spec.target_json())
         # tilelang.lower, unlike tilelang.compile, does not enter the target context
         # itself, and its vectorize planner then fails with "Target context required".
         with tvm_target:
@@ -181,6 +146,20 @@ def _lower_once(family: Any, shape: Shape, dtype: str, config: KernelConfig, spe
     smem, threads = _launch_needs(artifact, source)
     return _Lowered(ok=True, instruction=matrix_instruction(source), uses_gemm=_uses_gemm(prim),
                     smem_bytes=smem, threads=threads, seconds=time.perf_counter() - t0)
+
+
+@functools.lru_cache(maxsize=None)
+def _tvm_target(target_json: str) -> Any:
+    """One TVM Target per target for the process: TVM prints "Unable to detect ROCm
+    version" on stderr each time a HIP target is made on a machine without ROCm, which
+    would be a line per lowering in the middle of the progress bars. Targets are
+    immutable, so the lowering threads can share one."""
+    import json
+
+    import tilelang  # noqa: F401  (puts its bundled tvm on the path)
+    from tvm.target import Target
+
+    return Target(json.loads(target_json))
 
 
 def _uses_gemm(prim: Any) -> bool:
@@ -282,6 +261,48 @@ def _quiet_builder():
         yield
     finally:
         logger.removeFilter(f)
+
+
+_ROCM_NOISE = "Unable to detect ROCm version"
+_FD_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _without_rocm_warning(active: bool):
+    """TVM's C++ logger writes "Warning: Unable to detect ROCm version, assuming >= 3.5"
+    straight to file descriptor 2 whenever a HIP target is made on a machine without
+    ROCm (several times per lowering, with no level to turn it off), through the middle
+    of the pipeline's progress bars. While HIP targets are lowered, fd 2 goes to a
+    temporary file; afterwards everything else written there is passed on unchanged."""
+    if not active:
+        yield
+        return
+    import sys
+    import tempfile
+
+    with _FD_LOCK:
+        try:
+            sys.stderr.flush()
+            saved = os.dup(2)
+        except (OSError, ValueError, AttributeError):  # no fd 2 to redirect (embedded interpreter)
+            yield
+            return
+        with tempfile.TemporaryFile() as tmp:
+            os.dup2(tmp.fileno(), 2)
+            try:
+                yield
+            finally:
+                try:
+                    sys.stderr.flush()
+                except (OSError, ValueError, AttributeError):
+                    pass
+                os.dup2(saved, 2)
+                os.close(saved)
+                tmp.seek(0)
+                kept = [ln for ln in tmp.read().decode("utf-8", "replace").splitlines(keepends=True)
+                        if _ROCM_NOISE not in ln]
+                if kept:
+                    os.write(2, "".join(kept).encode("utf-8"))
 
 
 # ---------------------------------------------------------------- judging one config
@@ -486,7 +507,8 @@ def check(kernels: Iterable[Any], targets: Iterable[str | T.TargetSpec] | str | 
         (fam_name, shape, dtype, tuned), spec = job
         return _cells_for(registry.get(fam_name), shape, dtype, tuned, spec, numerics)
 
-    with _quiet_builder():
+    hip = any(s.kind == "hip" and not T.backend_gap(s) for s in specs)
+    with _quiet_builder(), _without_rocm_warning(hip):
         if workers == 1:
             results = [run(j) for j in jobs]
         else:
@@ -570,40 +592,85 @@ def _config_str(config: KernelConfig | None) -> str:
     return ", ".join(shown) or ", ".join(f"{k}={v}" for k, v in config.items())
 
 
+config_str = _config_str  # the tile sizes, stages and threads of a config, for reports
+
+
+@dataclass(frozen=True)
+class Retune:
+    """A kernel that builds on a target only with another config than the one it has."""
+
+    label: str
+    cell: PortCell  # the tuned cell (the default when nothing was tuned): what breaks
+    fix: KernelConfig | None  # a config that fits and lowers there, when one was found
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One distinct reason no config builds on a target, and the kernels it stops."""
+
+    failure_class: str
+    reason: str
+    labels: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TargetFacts:
+    """What the matrix says about one target, as data: the summary sentence here and the
+    report's sentences (in its own language) are both written from it."""
+
+    target: str
+    name: str
+    kernels: int  # kernels checked
+    builds: tuple[str, ...]  # labels with some config that fits and lowers there
+    as_is: tuple[str, ...]  # labels whose own config (tuned, else default) lowers unchanged
+    retune: tuple[Retune, ...]
+    failures: tuple[Failure, ...]
+    notes: tuple[str, ...]  # caveats of cells that lower (instruction below the target's best)
+
+
+def target_facts(p: Portability) -> list[TargetFacts]:
+    """One `TargetFacts` per target, in the order the targets were asked."""
+    pairs = _pairs(p)
+    out = []
+    for t in p.targets:
+        mine = [x for x in pairs if x.target == t]
+        failed: dict[tuple[str, str], list[str]] = {}
+        for x in mine:
+            if not x.builds:
+                failed.setdefault((x.primary.failure_class, x.primary.reason), []).append(x.label)
+        out.append(TargetFacts(
+            target=t, name=p.target_names.get(t, t), kernels=len(p.kernels),
+            builds=tuple(x.label for x in mine if x.builds), as_is=tuple(x.label for x in mine if x.as_is),
+            retune=tuple(Retune(x.label, x.primary, x.fix) for x in mine if x.builds and not x.as_is),
+            failures=tuple(Failure(cls, reason, tuple(labels)) for (cls, reason), labels in failed.items()),
+            notes=tuple(dict.fromkeys(c.note for x in mine for c in x.cells if c.note and c.status == "lowers"))))
+    return out
+
+
 def _with_summary(p: Portability) -> Portability:
     from dataclasses import replace
 
-    pairs = _pairs(p)
     n = len(p.kernels)
+    facts = target_facts(p)
     lines = []
-    good_targets = [t for t in p.targets if all(x.builds for x in pairs if x.target == t)]
+    good_targets = [f.target for f in facts if len(f.builds) == f.kernels]
     lines.append(f"{len(good_targets)} of {len(p.targets)} targets build every rewritten kernel"
                  + (f" ({', '.join(good_targets)})" if good_targets else "")
                  + f"; TileLang {p.tilelang}, {p.lowerings} lowerings in {p.seconds:.1f} s.")
-    for t in p.targets:
-        mine = [x for x in pairs if x.target == t]
-        name = p.target_names.get(t, t)
-        builds = [x for x in mine if x.builds]
-        text = f"{len(builds)} of {n} rewritten kernels build for {name}"
-        retune = [x for x in builds if not x.as_is]
-        if retune:
-            parts = []
-            for x in retune:
-                fix = x.fix
-                parts.append(f"{x.label}'s {x.primary.config_kind} config {_short_reason(x.primary)}"
-                             + (f" ({_config_str(fix)} fits and lowers)" if fix else ""))
-            text += f"; {len(retune)} need{'s' if len(retune) == 1 else ''} re-tuning there: " + "; ".join(parts)
-        failed = [x for x in mine if not x.builds]
+    for f in facts:
+        text = f"{len(f.builds)} of {n} rewritten kernels build for {f.name}"
+        if f.retune:
+            parts = [f"{r.label}'s {r.cell.config_kind} config {_short_reason(r.cell)}"
+                     + (f" ({_config_str(r.fix)} fits and lowers)" if r.fix else "") for r in f.retune]
+            text += f"; {len(f.retune)} need{'s' if len(f.retune) == 1 else ''} re-tuning there: " + "; ".join(parts)
         # One clause per distinct reason, naming the kernels it stops.
-        by_reason: dict[str, list[str]] = {}
-        for x in failed:
-            by_reason.setdefault(f"{x.primary.failure_class}: {x.primary.reason}", []).append(x.label)
-        for reason, labels in by_reason.items():
+        for fail in f.failures:
+            labels = fail.labels
             who = "all of them" if len(labels) == n and n > 1 else ", ".join(labels)
-            text += f"; {who} fail{'s' if len(labels) == 1 and who != 'all of them' else ''} ({reason})"
-        notes = dict.fromkeys(c.note for x in mine for c in x.cells if c.note and c.status == "lowers")
-        if notes:
-            text += "; note: " + "; ".join(notes)
+            text += (f"; {who} fail{'s' if len(labels) == 1 and who != 'all of them' else ''} "
+                     f"({fail.failure_class}: {fail.reason})")
+        if f.notes:
+            text += "; note: " + "; ".join(f.notes)
         lines.append(text + ".")
     return replace(p, summary=tuple(lines))
 

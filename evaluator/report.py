@@ -9,7 +9,9 @@ and page numbers), or no PDF and a one-line `pdf_note` saying what to install.
 Page one is for a manager: verdict, model, platform, date, five key numbers that cannot
 contradict the verdict (numbers the run flagged as unstable or suspect are greyed, with
 their intervals), every failed item in plain words, what would change the verdict, a
-caveat when the numbers come from a CPU, and the next steps. The rest is for engineers.
+caveat when the numbers come from a CPU, one line on which accelerators the rewritten
+kernels build for (the portability matrix: lowered, not run), and the next steps. The
+rest is for engineers.
 
 Every value that comes from outside (model names, commit subjects, paths, tags) reaches
 the page through Jinja's autoescaping or matplotlib's XML escaping; only our own CSS and
@@ -121,6 +123,8 @@ class Strings:
     def __call__(self, key: str, /, count: float | None = None, **kw: Any) -> str:
         n = count if count is not None else kw.get("n") if isinstance(kw.get("n"), (int, float)) else None
         text = _form(self._get(key.split(".")), n)
+        if count is not None:  # the count picks the plural form and may be quoted too ("all {count} blockers")
+            kw = {"count": _num(count) or count, **kw}
         return str(text).format_map(_Keep(kw)) if kw else str(text)
 
     def raw(self, key: str) -> Any:
@@ -137,9 +141,20 @@ class Strings:
         """For values that come from data (a severity, a status): unknown ones show as is."""
         return self(key) if self.has(key) else default
 
-    def raw_metric(self, name: str, field: str) -> Any:
+    def _metric_node(self, name: str, field: str) -> Any:
+        """The metric's own words, else (one per target) the shared words of
+        `portability.<target>.kernels_ok`, else ReportError."""
         try:
             return self._get(["metrics", name, field])
+        except ReportError:
+            key = metric_strings_key(name)
+            if key == name:
+                raise
+            return self._get(["metrics", key, field])
+
+    def raw_metric(self, name: str, field: str) -> Any:
+        try:
+            return self._metric_node(name, field)
         except ReportError:
             return ""
 
@@ -147,12 +162,32 @@ class Strings:
         # Metric names contain dots, so they cannot go through the dotted lookup. A baseline
         # written by another version may name a metric this one has no words for.
         try:
-            text = str(_form(self._get(["metrics", name, field]), count))
+            text = str(_form(self._metric_node(name, field), count))
         except ReportError:
             fallback = {"label": name, "fail": "next.unknown_fail", "next": "next.unknown_next",
                         "missing": "next.unknown_missing"}[field]
             text = fallback if field == "label" else str(self._get(fallback.split(".")))
-        return text.format_map(_Keep({"metric": name, **kw}))
+        return text.format_map(_Keep({"metric": name, "target": _target_name(name), **kw}))
+
+
+_PER_TARGET = re.compile(r"^portability\.([a-z0-9_]+)\.kernels_ok$")
+
+
+def metric_strings_key(name: str) -> str:
+    """Where a metric's words live in i18n/<lang>.yaml: its own name, except the one
+    metric per portability target, which share `portability.<target>.kernels_ok`."""
+    return "portability.<target>.kernels_ok" if _PER_TARGET.match(name) else name
+
+
+def _target_name(metric: str) -> str:
+    """The accelerator a per-target metric names ("NVIDIA H100"), or ""."""
+    m = _PER_TARGET.match(metric)
+    if not m:
+        return ""
+    from . import targets  # noqa: PLC0415 - only for the per-target metrics
+
+    spec = targets.TARGETS.get(m.group(1))
+    return spec.name if spec else m.group(1)
 
 
 class _Keep(dict):
@@ -356,18 +391,41 @@ _NOTE_PATTERNS = [(kind, re.compile(rx)) for kind, rx in (
 # come from the changes, causes from the filtered environment changes).
 _DROPPED_NOTES = re.compile(r"^(likely causes: .*|(?:\d+ (?:regression|improvement|unchanged|new|gone)"
                             r"(?:, )?)+|nothing to compare|NOT COMPARABLE: .*)$")
+# The reasons portability.py gives for a cell, as (kind, pattern) for notes.<kind>: a
+# target's limit, a missing backend or matrix-core dtype. Compiler errors are shown as
+# TileLang wrote them.
+_PORT_PATTERNS = [(kind, re.compile(rx)) for kind, rx in (
+    ("port_uses", r"uses (?P<kb>[\d.]+ KB) of shared memory"),
+    ("port_allows_req", r"(?P<target>[^\s;]+) allows (?P<kb>[\d.]+ KB) of (?P<what>LDS|shared memory) per "
+                        r"(?P<unit>workgroup|block) \(the lowered kernel itself requests (?P<req>[\d.]+ KB)\)"),
+    ("port_allows", r"(?P<target>[^\s;]+) allows (?P<kb>[\d.]+ KB) of (?P<what>LDS|shared memory) per "
+                    r"(?P<unit>workgroup|block)"),
+    ("port_requests", r"the lowered kernel requests (?P<kb>[\d.]+ KB) of shared memory"),
+    ("port_threads", r"launches (?P<n>\d+) threads per block"),
+    ("port_max_threads", r"(?P<target>[^\s;]+) allows (?P<n>\d+)(?=;|$)"),
+    ("port_no_dtype", r"(?P<target>[^\s;']+)'s (?P<cores>.+?) take no (?P<dtype>\w+): T\.gemm lowered to scalar "
+                      r"FMA loops"),
+    ("port_no_mma", r"no matrix-core instruction for (?P<dtype>\w+) on (?P<arch>\S+): T\.gemm lowered to scalar "
+                    r"FMA loops"),
+    ("port_no_backend", r"no TileLang backend installed for (?P<kind>\w+): TileLang (?P<version>\S+) here has no "
+                        r"'(?P<target_kind>[^']+)' target kind \((?P<what>.+) provides it\)"),
+    ("port_instruction", r"T\.gemm lowered to (?P<got>\S+), not (?P<target>[^\s']+)'s (?P<want>\S+): speed "
+                         r"measured elsewhere does not carry over"),
+)]
 # Words inside a matched note that are themselves translated (notes.<key>).
 _NOTE_WORDS = {"upstream is a shallow clone": "why_up_shallow", "the fork is a shallow clone": "why_fork_shallow",
-               "compute": "word_compute", "memory": "word_memory"}
+               "compute": "word_compute", "memory": "word_memory", "shared memory": "word_smem",
+               "LDS": "word_lds", "block": "word_block", "workgroup": "word_workgroup"}
 
 
-def _notes(text: str, t: Strings, drop: re.Pattern | None = None) -> str:
+def _notes(text: str, t: Strings, drop: re.Pattern | None = None,
+           patterns: list[tuple[str, re.Pattern]] | None = None) -> str:
     """A "; "-joined note in the report's language, piece by piece."""
     out: list[str] = []
     pos = 0
     text = text or ""
     while pos < len(text):
-        for kind, rx in _NOTE_PATTERNS:
+        for kind, rx in patterns if patterns is not None else _NOTE_PATTERNS:
             m = rx.match(text, pos)
             if m:
                 kw = {k: (t(f"notes.{_NOTE_WORDS[v]}") if v in _NOTE_WORDS else v or "")
@@ -793,6 +851,24 @@ def _ev_baseline(r: RunResult, t: Strings, f: Fmt) -> str:
     return text
 
 
+def _ev_portability(r: RunResult, t: Strings, f: Fmt, metric: str) -> str:
+    p = r.portability
+    if p is None:
+        return _port_not_checked(r, t)
+    m = _PER_TARGET.match(metric)
+    if m:
+        if m.group(1) not in p.targets:
+            return t("evidence.port_not_target", target=m.group(1), targets=", ".join(p.targets))
+        return _port_sentences(p, t)[p.targets.index(m.group(1))]
+    from . import portability as P  # noqa: PLC0415
+
+    facts = P.target_facts(p)
+    good = [x.target for x in facts if len(x.builds) == x.kernels]
+    bad = [x.target for x in facts if len(x.builds) < x.kernels]
+    text = t("evidence.port", ok=len(good), n=len(facts), count=len(facts), good=", ".join(good) or t("none"))
+    return text + (t("list_semi") + t("evidence.port_bad", bad=", ".join(bad)) if bad else "")
+
+
 _EVIDENCE: dict[str, Callable[[RunResult, Strings, Fmt], str]] = {
     "kernels": _ev_kernels, "ops": _ev_ops, "e2e": _ev_e2e, "profile": _ev_profile, "soak": _ev_soak,
     "upstream": _ev_upstream, "fork": _ev_fork, "baseline": _ev_baseline,
@@ -822,6 +898,8 @@ def _evidence(o: Outcome, result: RunResult, t: Strings, f: Fmt) -> str:
     """An item's evidence in the report's language, rebuilt from the run; the checklist's
     own English text where the metric is one this version does not know."""
     build = _EVIDENCE.get(o.metric.split(".")[0]) if o.metric in METRICS else None
+    if o.metric in METRICS and o.metric.startswith("portability."):
+        build = lambda r, t, f: _ev_portability(r, t, f, o.metric)  # noqa: E731 - it needs the target
     if build is None:
         return o.evidence
     parts = [build(result, t, f)]
@@ -1280,6 +1358,179 @@ def _ct(key: str, t: Strings) -> str:
     return Strings("en")(key)
 
 
+# ---------------------------------------------------------------- portability
+
+
+def _port_not_checked(result: RunResult, t: Strings) -> str:
+    """Why a run has no portability matrix, in one sentence."""
+    err = result.stage_errors.get("portability")
+    if err:
+        return t("portability.failed", error=err)
+    if isinstance(result.settings, dict) and result.settings.get("targets") == []:
+        return t("portability.skipped")
+    if not result.tuned and result.hot_ops is not None:
+        return t("portability.no_kernels")
+    return t("portability.not_checked")
+
+
+def _port_text(text: str, t: Strings) -> str:
+    return _notes(text, t, patterns=_PORT_PATTERNS)
+
+
+def _short_target(name: str) -> str:
+    """"AMD Instinct MI300X" -> "MI300X": the column heads; the footnotes give the full name."""
+    return name.split(" ", 1)[1].replace("Instinct ", "") if " " in name else name
+
+
+def _port_cell_reason(c: Any, t: Strings) -> str:
+    """A cell that is not "lowers", in words: the limit it breaks, or the failure."""
+    if c.status == "needs_retuning":
+        return _port_text(c.reason, t)
+    return t("portability.fails_to_lower", cls=t.get(f"portability.class.{c.failure_class}", c.failure_class),
+             reason=_port_text(c.reason, t))
+
+
+def _port_sentences(p: Any, t: Strings, ref: Callable[[Any], int] | None = None) -> list[str]:
+    """One sentence per target, from portability.target_facts, in the report's language.
+    With `ref` (the matrix's note number of a cell) the reasons are cited, not repeated."""
+    from . import portability as P  # noqa: PLC0415
+
+    out = []
+    semi = t("list_semi")
+    for fact in P.target_facts(p):
+        n = fact.kernels
+        text = t("portability.builds", count=n, b=len(fact.builds), n=n, name=fact.name)
+        if fact.retune:
+            items = semi.join(
+                t("portability.retune_item", label=r.label, kind=t(f"portability.kind.{r.cell.config_kind}"),
+                  reason=t("portability.see_note", n=ref(r.cell)) if ref else _port_cell_reason(r.cell, t))
+                + (t("portability.fits_and_lowers", config=P.config_str(r.fix)) if r.fix and not ref else "")
+                for r in fact.retune)
+            text += semi + t("portability.retune", count=len(fact.retune), n=len(fact.retune), items=items)
+        for fail in fact.failures:
+            every = len(fail.labels) == n and n > 1
+            cell = next((c for c in p.cells if c.target == fact.target and c.failure_class == fail.failure_class
+                         and c.reason == fail.reason), None)
+            text += semi + t("portability.fail", count=n if every else len(fail.labels),
+                             who=t("portability.all_of_them") if every else t("list_sep").join(fail.labels),
+                             cls=t.get(f"portability.class.{fail.failure_class}", fail.failure_class),
+                             reason=t("portability.see_note", n=ref(cell)) if ref and cell is not None
+                             else _port_text(fail.reason, t))
+        if fact.notes:
+            text += semi + t("portability.note", notes=semi.join(_port_text(x, t) for x in fact.notes))
+        out.append(text + t("portability.end"))
+    return out
+
+
+def _port_page_one(p: Any, t: Strings) -> str:
+    """One line for the manager: which targets build every rewritten kernel unchanged,
+    and for the others how many build, how many only after re-tuning, and why not."""
+    from . import portability as P  # noqa: PLC0415
+
+    facts = P.target_facts(p)
+    n = len(p.kernels)
+    clean = [f for f in facts if len(f.as_is) == n]
+    parts = []
+    if clean:
+        parts.append(t("portability.p1_clean", count=n, n=n,
+                       targets=t("list_sep").join(_short_target(f.name) for f in clean)))
+    for f in facts:
+        if f in clean:
+            continue
+        text = t("portability.p1_target", b=len(f.builds), n=n, name=_short_target(f.name))
+        extra = []
+        if f.retune:
+            extra.append(t("portability.p1_retune", count=len(f.retune), n=len(f.retune),
+                           kernels=t("list_sep").join(r.label for r in f.retune)))
+        classes = dict.fromkeys(x.failure_class for x in f.failures)
+        extra += [t.get(f"portability.class.{c}", c) for c in classes]
+        if extra:
+            text += t("portability.p1_paren", what=t("list_semi").join(extra))
+        parts.append(text)
+    return t("portability.page_one", parts=t("list_semi").join(parts))
+
+
+def _port_footnotes(p: Any, t: Strings) -> list[dict[str, str]]:
+    """Per target: its limits and the public documents they come from. In another
+    language the limits are rebuilt from the target table when it still says what the run
+    recorded; otherwise the recorded English line is shown as it is."""
+    from . import targets as T  # noqa: PLC0415
+
+    out = []
+    for key in p.targets:
+        limits = p.target_limits.get(key, "")
+        spec = T.TARGETS.get(key)
+        if t.lang != "en" and spec is not None and spec.describe() == limits and spec.smem_per_block:
+            amd = spec.vendor == "amd"
+            limits = t("portability.limits", name=spec.name, arch=spec.arch,
+                       block=f"{spec.smem_per_block // 1024} KB", sm=f"{spec.smem_per_sm // 1024} KB",
+                       what=t("notes.word_lds" if amd else "notes.word_smem"),
+                       unit=t("notes.word_workgroup" if amd else "notes.word_block"),
+                       per=t("portability.cu" if amd else "portability.sm"), threads=spec.max_threads_per_block,
+                       warp=spec.warp_size, lane=t("portability.wavefront" if amd else "portability.warp"),
+                       count=spec.sm_count, cores=spec.matrix_cores)
+        elif t.lang != "en" and spec is not None and spec.describe() == limits:
+            limits = t("portability.limits_unpublished", name=spec.name, arch=spec.arch, cores=spec.matrix_cores)
+        out.append({"key": key, "name": p.target_names.get(key, key), "limits": limits,
+                    "source": p.target_sources.get(key, "")})
+    return out
+
+
+def _portability(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
+    """The matrix section: kernel x target, each cell lowers / needs re-tuning / fails
+    with a numbered note giving the reason (and the config that fits), the per-target
+    sentences, the targets' limits with their sources, and page one's line."""
+    p = result.portability
+    if p is None:
+        return {"checked": False, "text": _port_not_checked(result, t), "page_one": ""}
+    from . import portability as P  # noqa: PLC0415
+
+    cells = {(P.kernel_label(c.family, c.shape, c.dtype), c.config_kind, c.target): c for c in p.cells}
+    refs: dict[str, int] = {}  # note text -> its number; cells with the same reason share one
+
+    def ref(text: str) -> int:
+        return refs.setdefault(text, len(refs) + 1)
+
+    def cell_note(c: Any) -> str:
+        if c.status == "lowers":
+            return _port_text(c.note, t)
+        note = _port_cell_reason(c, t) if c.status == "fails" else _port_text(c.reason, t)
+        return note + (t("portability.fits", config=P.config_str(c.fitting_config)) if c.fitting_config else "")
+
+    rows = []
+    for label in p.kernels:
+        for kind in ("tuned", "default"):
+            mine = [cells.get((label, kind, key)) for key in p.targets]
+            if not any(mine):
+                continue
+            shown = []
+            for c in mine:
+                if c is None:
+                    shown.append({"cls": "none", "text": "—", "detail": "", "ref": ""})
+                    continue
+                if c.status == "lowers":
+                    shown.append({"cls": "lowers", "text": t("portability.status.lowers"), "detail": c.instruction,
+                                  "ref": ref(cell_note(c)) if c.note else ""})
+                    continue
+                cls = "retune" if c.status == "needs_retuning" else "fails"
+                shown.append({"cls": cls, "text": t(f"portability.status.{c.status}"),
+                              "detail": t.get(f"portability.class.{c.failure_class}", c.failure_class)
+                              if cls == "fails" else "", "ref": ref(cell_note(c))})
+            tuned = next((c.config for c in mine if c is not None and c.config_kind == "tuned"), None)
+            rows.append({"kernel": label, "kind": t(f"portability.kind.{kind}"),
+                         "config": P.config_str(tuned) if tuned else "", "cells": shown})
+    summary = _port_sentences(p, t, ref=lambda c: ref(cell_note(c)))  # before the notes are listed
+    dtypes = sorted({c.dtype for c in p.cells})
+    intro = t("portability.intro", tilelang=p.tilelang or "?", count=len(p.targets), n=len(p.targets),
+              kernels=len(p.kernels), lowerings=f.num(p.lowerings), seconds=f.num(p.seconds))
+    if result.model.dtype not in dtypes and dtypes:
+        intro += " " + t("portability.dtype_note", dtype=", ".join(dtypes), run=result.model.dtype)
+    return {"checked": True, "text": intro, "targets": [_short_target(p.target_names.get(k, k)) for k in p.targets],
+            "rows": rows, "notes": [{"n": n, "text": text} for text, n in refs.items()],
+            "summary": summary, "footnotes": _port_footnotes(p, t),
+            "page_one": _port_page_one(p, t)}
+
+
 # ---------------------------------------------------------------- assembling
 
 
@@ -1300,7 +1551,7 @@ def context(result: RunResult, lang: str = "en") -> dict[str, Any]:
     checks = [(name, fn) for name, fn in (
         ("summary", _summary), ("headlines", _headlines), ("checklist", _checklist_rows), ("hot_ops", _hot_ops),
         ("verify", _verify), ("ops", _ops), ("roofline", _roofline), ("e2e", _e2e), ("soak", _soak),
-        ("upstream", _upstream), ("comparison", _comparison), ("trend", _trend),
+        ("portability", _portability), ("upstream", _upstream), ("comparison", _comparison), ("trend", _trend),
         ("environment", _environment), ("tuning", _tuning), ("stage_errors", _problems))]
     ctx: dict[str, Any] = {name: fn(result, t, f) for name, fn in checks}
     baseline = result.baseline

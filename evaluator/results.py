@@ -344,6 +344,48 @@ class LaunchOverhead:
         return self.tilelang_us - self.torch_us
 
 
+# ---------------------------------------------------------------- portability
+
+
+@dataclass(frozen=True)
+class PortCell:
+    """One kernel config lowered for one target that is not on the machine (portability.py)."""
+
+    family: str
+    shape: Shape
+    dtype: str
+    config_kind: str  # "tuned" | "default"
+    target: str  # TargetSpec.key
+    status: str  # "lowers" | "needs_retuning" | "fails"
+    failure_class: str = ""  # "" | "resources" | "codegen" | "feature" | "numerical"
+    reason: str = ""  # one line: the limit broken, or the first meaningful line of the error
+    config: KernelConfig | None = None  # what was lowered (None: the family offered no config)
+    # A config of the target's own search space that fits and lowers, when `config` does not.
+    fitting_config: KernelConfig | None = None
+    instruction: str = ""  # matrix instruction in the lowered source: wgmma, mma.sync, tcgen05, mfma, ""
+    smem_bytes: int | None = None  # shared memory (LDS) the lowered kernel requests, static + dynamic
+    threads: int | None = None  # threads per block of the lowered kernel
+    note: str = ""  # caveats that do not change the status (instruction below the target's best...)
+    lower_s: float = 0.0  # seconds spent lowering for this cell (0 when every lowering was cached)
+
+
+@dataclass(frozen=True)
+class Portability:
+    """The kernel x target matrix: lowered for each target, judged against its published
+    limits, never run there."""
+
+    targets: tuple[str, ...]  # keys, in the order asked
+    kernels: tuple[str, ...]  # "gemm 4096x4096x4096 float16", in the order given
+    cells: tuple[PortCell, ...]
+    summary: tuple[str, ...]  # sentences for the report and the terminal
+    target_names: dict[str, str] = field(default_factory=dict)  # key -> "AMD Instinct MI300X"
+    target_limits: dict[str, str] = field(default_factory=dict)  # key -> TargetSpec.describe()
+    target_sources: dict[str, str] = field(default_factory=dict)  # key -> where the limits come from
+    tilelang: str = ""
+    seconds: float = 0.0  # wall time of the whole check
+    lowerings: int = 0  # lowerings actually run (not served from the cache)
+
+
 # ---------------------------------------------------------------- upstream
 
 
@@ -465,6 +507,9 @@ class RunResult:
     overhead: tuple[LaunchOverhead, ...] = ()
     e2e: E2EBench | None = None
     soak: Soak | None = None
+    # The rewritten kernels lowered for other accelerators; None: not checked (--targets
+    # none, no kernel rewritten, the stage failed, or a results.json from before it existed).
+    portability: Portability | None = None
     upstream: UpstreamHealth | None = None
     comparison: Comparison | None = None  # against the previous baseline
     trend: tuple[TrendPoint, ...] = ()

@@ -334,3 +334,49 @@ def test_a_kernel_gone_since_the_last_baseline_is_a_regression():
     for comparable in (True, False):
         comp = Comparison("bert-tiny/cpu/2026Q4-1", "this run", comparable, "", (gone,))
         assert _metric("baseline.regressions", replace(sample_result(), comparison=comp)) == 1.0
+
+
+# ---------------------------------------------------------------- portability metrics
+
+
+def test_portability_metrics_one_per_target_none_until_checked(result):
+    from evaluator import targets
+    from port_samples import sample_portability
+
+    names = ["portability.targets_ok", "portability.kernels_ok"] + [
+        f"portability.{k}.kernels_ok" for k in targets.TARGETS]
+    assert set(names) <= set(cl.METRICS)
+    assert all(cl.METRICS[n].meaning and cl.METRICS[n].unit == "fraction" for n in names)
+    assert all(cl.METRICS[n](result) is None for n in names)  # the stage did not run
+    assert cl.METRICS["portability.h100.kernels_ok"].explain(result) == "portability stage not run"
+    skipped = dataclasses.replace(result, settings={**result.settings, "targets": []})
+    assert cl.METRICS["portability.kernels_ok"].explain(skipped) == "portability not checked (--targets none)"
+    failed = dataclasses.replace(result, stage_errors={"portability": "KernelError: boom"})
+    assert "portability stage failed: KernelError: boom" in cl.METRICS["portability.targets_ok"].explain(failed)
+
+    r = dataclasses.replace(result, portability=sample_portability())
+    m = {n: cl.METRICS[n](r) for n in names}
+    # A100 and MI300X build both kernels after re-tuning one; C500 has no backend here.
+    assert m["portability.targets_ok"] == pytest.approx(3 / 4) and m["portability.kernels_ok"] == 0.0
+    assert m["portability.h100.kernels_ok"] == m["portability.mi300x.kernels_ok"] == 1.0
+    assert m["portability.c500.kernels_ok"] == 0.0
+    assert m["portability.b200.kernels_ok"] is None  # not among the targets checked
+    assert cl.METRICS["portability.b200.kernels_ok"].explain(r) == (
+        "b200 was not among the targets checked (a100, h100, mi300x, c500)")
+    assert cl.METRICS["portability.mi300x.kernels_ok"].explain(r).startswith(
+        "2 of 2 rewritten kernels build for AMD Instinct MI300X; 1 needs re-tuning there")
+
+
+def test_production_requires_the_kernels_to_build_for_h100(result):
+    from port_samples import sample_portability
+
+    strict = cl.DEFAULT_CHECKLIST.parent / "production.yaml"
+    [item] = [i for i in cl.load(strict).items if i.metric.startswith("portability.")]
+    assert (item.metric, item.comparator, item.threshold, item.severity) == (
+        "portability.h100.kernels_ok", ">=", 1.0, "major")
+    assert "C500" in item.rationale  # why not every target
+    assert item.metric not in {i.metric for i in cl.load(cl.DEFAULT_CHECKLIST).items}  # default.yaml untouched
+    assert statuses(evaluate(dataclasses.replace(result, portability=sample_portability()), strict))[item.id] == "pass"
+    assert statuses(evaluate(result, strict))[item.id] == "not_evaluated"  # counts as failed under production
+    only_amd = sample_portability(targets=("mi300x", "c500"))
+    assert statuses(evaluate(dataclasses.replace(result, portability=only_amd), strict))[item.id] == "not_evaluated"

@@ -135,3 +135,79 @@ def test_baseline_record_defaults_to_the_store_next_to_the_run(tmp_path):
     assert p.returncode == 0, p.stderr
     assert [r.tag for r in baseline.list_baselines(tmp_path / "reports" / "baselines")] == [
         "bert-tiny/cpu-x86_64/2026Q4-1"]
+
+
+# ---------------------------------------------------------------- portability: evaluate port, --targets
+
+H200_GEMM = {"block_M": 128, "block_N": 256, "block_K": 64, "num_stages": 3, "threads": 256, "swizzle": True,
+             "panel": 10, "policy": "square", "split_k": 1}
+
+
+def test_port_prints_the_matrix_and_the_summary_lines():
+    pytest.importorskip("tilelang")
+    args = ("port", "--family", "gemm", "--shape", "4096x4096x4096", "--targets", "h100,mi300x,c500",
+            "--config", json.dumps(H200_GEMM))
+    p = evaluate(*args)
+    assert p.returncode == 0, p.stderr
+    assert "Portability (lowered for each target, not run there)" in p.stdout
+    assert "lowers (wgmma)" in p.stdout and "re-tune: uses 208 KB of shared memory" in p.stdout
+    lines = p.stdout.splitlines()
+    assert "1 of 1 rewritten kernels build for NVIDIA H100." in lines  # summary lines, one line each
+    assert any(x.startswith("1 of 1 rewritten kernels build for AMD Instinct MI300X; 1 needs re-tuning there")
+               for x in lines)
+    assert any(x.startswith("0 of 1 rewritten kernels build for MetaX C500") for x in lines)
+    assert "ROCm" not in p.stderr  # TVM's warning for a HIP target without ROCm is kept off the terminal
+    j = evaluate(*args, "--json")
+    assert j.returncode == 0, j.stderr
+    data = json.loads(j.stdout)
+    assert data["targets"] == ["h100", "mi300x", "c500"] and data["metrics"]["portability.mi300x.kernels_ok"] == 1.0
+    tuned = next(c for c in data["cells"] if c["target"] == "mi300x" and c["config_kind"] == "tuned")
+    assert tuned["status"] == "needs_retuning" and tuned["fitting_config"]
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--family", "gemm", "--shape", "4x4"], "error: --shape 4x4 does not fit gemm: it takes 3 sizes, MxNxK"),
+    (["--family", "gemm", "--shape", "64x64x64", "--targets", "h300"],
+     "error: --targets h300: unknown target 'h300'; known targets: a100, h100, h200, b200, v100, t4, mi250x, "
+     "mi300x, c500"),
+    (["--family", "gemm", "--shape", "64x64x64", "--targets", "none"], "error: --targets none leaves nothing"),
+    (["--family", "gemm", "--shape", "64x64x64", "--config", "[1]"], "error: --config must be a JSON object"),
+    (["--family", "gemm", "--shape", "64x64x64", "--config", "{"], "error: --config is not JSON"),
+    (["--family", "matmul", "--shape", "64x64x64"], "error: unknown kernel family 'matmul'; known families:"),
+    (["--family", "gemm", "--shape", "64x64x64", "--dtype", "int4"], "error: unknown dtype 'int4'"),
+    (["--family", "gemm"], "Missing option '--shape'"),
+])
+def test_port_bad_input_is_one_line_exit_2(args, words):
+    p = evaluate("port", *args)
+    assert p.returncode == 2, p.stdout
+    assert len(p.stderr.strip().splitlines()) == 1 and words in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_main_command_refuses_unknown_targets_before_any_work(tmp_path):
+    p = evaluate("--model", "bert-tiny", "--targets", "a100,h300", "--reports", str(tmp_path / "r"))
+    assert p.returncode == 2
+    assert p.stderr.strip() == ("error: --targets a100,h300: unknown target 'h300'; known targets: a100, h100, h200, "
+                                "b200, v100, t4, mi250x, mi300x, c500, local (this machine's GPU), all, or none to "
+                                "skip the check")
+    assert not (tmp_path / "r").exists()  # refused before a run folder was made
+
+
+def test_help_names_every_family_and_target():
+    from evaluator import cli, kernels, targets
+
+    assert set(cli.FAMILIES_HELP.split(", ")) == set(kernels.REGISTRY)
+    assert all(key in cli.TARGETS_HELP for key in targets.TARGETS)
+    assert f"Default: {', '.join(targets.DEFAULT_TARGETS)}" in cli.TARGETS_HELP
+    p = evaluate("port", "--help")
+    assert p.returncode == 0 and all(name in " ".join(p.stdout.split()) for name in kernels.REGISTRY)
+
+
+def test_checklist_metrics_lists_the_portability_metrics():
+    from evaluator import targets
+
+    p = evaluate("checklist", "metrics")
+    assert p.returncode == 0
+    for name in ["portability.targets_ok", "portability.kernels_ok"] + [
+            f"portability.{k}.kernels_ok" for k in targets.TARGETS]:
+        assert name in p.stdout, name

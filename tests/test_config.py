@@ -127,3 +127,44 @@ def test_unwritable_folders(tmp_path, monkeypatch):
         config.build(model="bert-tiny", store=ro)
     with pytest.raises(EvaluatorError, match=r"--reports .*ro/reports cannot be created: .*ro is not writable"):
         config.build(model="bert-tiny", reports=ro / "reports")
+
+
+# ---------------------------------------------------------------- --targets (the portability matrix)
+
+
+def test_targets_default_all_none_and_what_the_settings_record():
+    from evaluator import targets
+
+    cfg = config.build(model="bert-tiny")
+    assert cfg.portability.targets == tuple(s.key for s in targets.resolve(None))  # the module's default set
+    assert cfg.portability.targets[:4] == ("a100", "h100", "mi300x", "c500")
+    # A CPU run measures float32; the matrix is checked at the GPU default unless --dtype says otherwise.
+    assert cfg.portability.dtype == "float16"
+    assert cfg.settings_dict()["targets"] == list(cfg.portability.targets)
+    assert cfg.settings_dict()["targets_dtype"] == "float16"
+    assert config.build(model="bert-tiny", targets="all").portability.targets == tuple(targets.TARGETS)
+    assert config.build(model="bert-tiny", targets=" MI300X, h100 ,mi300x").portability.targets == ("mi300x", "h100")
+    skipped = config.build(model="bert-tiny", targets="none", dtype="fp32")
+    assert skipped.portability.targets == () and skipped.settings_dict()["targets"] == []
+    assert skipped.portability.dtype == "float32"  # asked for explicitly: checked as asked
+
+
+@pytest.mark.parametrize("text, words", [
+    ("h300", "--targets h300: unknown target 'h300'; known targets: a100, h100, h200, b200, v100, t4, mi250x, "
+             "mi300x, c500, local"),
+    ("h100,nope", "unknown target 'nope'"),
+    ("none,h100", "'none' skips the portability check and cannot be combined"),
+    ("", "--targets was given no target; known targets"),
+])
+def test_bad_targets_are_one_line_before_any_work(text, words):
+    with pytest.raises(EvaluatorError) as err:
+        config.build(model="bert-tiny", targets=text)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_local_target_without_a_gpu_says_so():
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(EvaluatorError, match="--targets local: target 'local' asks for this machine's GPU"):
+        config.build(model="bert-tiny", targets="local")

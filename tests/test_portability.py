@@ -240,3 +240,36 @@ def test_first_line_skips_tracebacks_and_classify_sorts_reasons():
     assert P.classify("needs 300000 B of shared memory") == "resources"
     assert P.classify("attention: float32 has no GPU schedule") == "feature"
     assert P.classify("Downcast from tirx.Sub to ir.IntImm failed.") == "codegen"
+
+
+# ---------------------------------------------------------------- wiring: records, facts
+
+
+def test_the_records_live_in_results_and_old_results_still_load():
+    import dataclasses
+
+    from evaluator import results
+    from evaluator.results import RunResult
+    from samples import sample_result
+
+    assert P.PortCell is results.PortCell and P.Portability is results.Portability  # re-exported
+    r = sample_result()
+    data = json.loads(json.dumps(to_dict(r)))
+    assert data["portability"] is None
+    del data["portability"]  # a results.json written before the stage existed
+    assert from_dict(RunResult, data).portability is None
+    checked = dataclasses.replace(r, portability=_synthetic())
+    assert from_dict(RunResult, json.loads(json.dumps(to_dict(checked)))) == checked
+
+
+def test_target_facts_read_the_matrix_per_target():
+    p = _synthetic()
+    facts = {f.target: f for f in P.target_facts(p)}
+    label = "gemm 64x64x64 float16"
+    assert facts["h100"].builds == facts["h100"].as_is == (label,) and not facts["h100"].retune
+    mi = facts["mi300x"]
+    assert mi.builds == (label,) and mi.as_is == () and [(r.label, r.fix) for r in mi.retune] == [
+        (label, {"block_M": 64})]
+    assert mi.retune[0].cell.reason == "uses 160 KB of shared memory"
+    assert facts["c500"].failures == (P.Failure("feature", "no backend", (label,)),) and not facts["c500"].builds
+    assert [f.name for f in facts.values()] == ["H100", "MI300X", "C500"]

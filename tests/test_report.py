@@ -31,6 +31,7 @@ from evaluator.results import (
     BaselineRef, CallCount, Change, Comparison, E2EView, LaunchOverhead, OpBench, Ratio, RunResult, TrendPoint,
     TunedKernel, Candidate, UpstreamHealth, from_dict, to_dict,
 )
+from port_samples import sample_portability
 from samples import sample_result, timing
 from test_pdf_env import needs_pdf, needs_weasyprint
 
@@ -40,7 +41,8 @@ TODAY = date(2026, 11, 29)
 
 def rich_result(model_name: str = "bert-tiny") -> RunResult:
     """The sample with every section filled: peaks, standard shapes, a failed kernel
-    build, a previous baseline, a trend, upstream details with a hostile commit subject."""
+    build, a previous baseline, a trend, upstream details with a hostile commit subject,
+    a portability matrix (tests/port_samples.py)."""
     r = sample_result()
     hw = dataclasses.replace(r.environment.hardware, name="NVIDIA H200", platform="h200", target="cuda",
                              device="cuda", peak_tflops=989.0, peak_gbps=4800.0, driver="560.35", cuda="12.6")
@@ -77,7 +79,7 @@ def rich_result(model_name: str = "bert-tiny") -> RunResult:
     r = dataclasses.replace(
         r, model=dataclasses.replace(r.model, name=model_name),
         environment=dataclasses.replace(r.environment, hardware=hw), op_bench=r.op_bench + extra,
-        upstream=upstream, comparison=comparison, trend=trend,
+        upstream=upstream, comparison=comparison, trend=trend, portability=sample_portability(),
         baseline=BaselineRef("reports/baselines", "bert-tiny", "h200", "v3", "bert-tiny/h200/v3", "abcdef123456", "t"))
     return dataclasses.replace(r, verdict=cl.evaluate(cl.load(cl.DEFAULT_CHECKLIST), r, today=TODAY))
 
@@ -170,8 +172,8 @@ def test_files_and_page_one(en):
 
 def test_every_section_present(en):
     html = en.html.read_text(encoding="utf-8")
-    for anchor in ("checklist", "hot-ops", "correctness", "ops", "roofline", "e2e", "soak", "upstream",
-                   "comparison", "trend", "environment", "method", "appendix"):
+    for anchor in ("checklist", "hot-ops", "correctness", "ops", "roofline", "portability", "e2e", "soak",
+                   "upstream", "comparison", "trend", "environment", "method", "appendix"):
         assert f'<section id="{anchor}"' in html, anchor
     assert html.count("<svg ") == 7  # hot ops, speedup, roofline, soak, weekly, releases, trend
     assert "compile error: shared memory exceeds 228 KB" in html
@@ -270,7 +272,9 @@ def test_strings_have_the_same_keys_in_every_language():
     assert set(keys(tables["en"])) == set(keys(tables["zh"]))
     for lang, table in tables.items():
         for metric in cl.METRICS:
-            assert set(table["metrics"][metric]) == {"label", "fail", "next", "missing"}, (lang, metric)
+            # one shared set of words for the per-target portability metrics, {target} filled in
+            words = table["metrics"][report.metric_strings_key(metric)]
+            assert set(words) == {"label", "fail", "next", "missing"}, (lang, metric)
 
 
 # ---------------------------------------------------------------- partial runs
@@ -571,6 +575,11 @@ def test_note_patterns_match_their_own_english_strings():
         if kind == "rule":
             text = "a change counts beyond max(5%, 3 x combined spread)"
         assert rx.fullmatch(text), kind
+    port = {"kb": "208 KB", "req": "210 KB", "target": "MI300X", "what": "LDS", "unit": "workgroup", "n": "1024",
+            "cores": "2nd-gen tensor cores (fp16, int8, int4)", "dtype": "bfloat16", "arch": "sm_80", "kind": "MACA",
+            "version": "0.1.15", "target_kind": "maca", "got": "mma.sync", "want": "tcgen05"}
+    for kind, rx in report._PORT_PATTERNS:
+        assert rx.fullmatch(t(f"notes.{kind}", **port)), kind
 
 
 def headings_left_at_page_bottoms(html: str) -> list[tuple[int, str]]:
@@ -619,3 +628,101 @@ def test_flags_the_bench_writes_read_in_chinese(tmp_path):
     assert "CUDA Graph 捕获失败（RuntimeError: capture）；设备时间包含启动间隙" in section(html, "e2e")
     assert "TileLang 快于带宽上限所允许的速度" in section(html, "ops")
     assert "contradicts" not in html and "roof allows" not in html
+
+
+# ---------------------------------------------------------------- portability (lowered, not run)
+
+
+def words(html: str) -> str:
+    """The text a reader sees: tags dropped, entities decoded, whitespace collapsed."""
+    return " ".join(htmllib.unescape(re.sub(r"<[^>]+>", " ", html)).split())
+
+
+def test_portability_matrix_notes_summary_and_sources(en):
+    from evaluator import targets
+    import port_samples as S
+
+    sec = section(en.html.read_text(encoding="utf-8"), "portability")
+    text = words(sec)
+    assert "6. Portability (lowered, not run)" in text
+    assert re.findall(r"<th>([^<]+)</th>", sec)[:5] == ["Kernel (config)", "A100", "H100", "MI300X", "C500"]
+    # 2 kernels x (tuned, default) x 4 targets: one needs re-tuning, C500 fails all four, A100 one codegen gap
+    assert sec.count('class="port-retune"') == 1 and sec.count('class="port-fails"') == 5
+    assert sec.count('class="port-lowers"') == 10 and "wgmma" in text and "mfma" in text
+    assert "gemm 4096x4096x4096 float16 tuned config: block_M=128, block_N=256, block_K=64" in text
+    # each reason once, numbered, with the config that fits where there is one
+    assert ("uses 208 KB of shared memory; MI300X allows 64 KB of LDS per workgroup (the lowered kernel itself "
+            "requests 208 KB) → fits and lowers: block_M=128, block_N=128, block_K=32, num_stages=2, threads=256") in text
+    assert ("fails to lower (code-generation gap: TypeError: Downcast from tirx.Sub to ir.IntImm failed.) → fits and "
+            "lowers: block_M=128, block_N=64, num_stages=1, threads=128") in text
+    assert text.count(S.NO_MACA) == 1  # four cells, one note
+    assert "2 of 2 rewritten kernels build for AMD Instinct MI300X; 1 needs re-tuning there: gemm 4096x4096x4096 " \
+           "float16, tuned config: note 1." in text
+    assert "0 of 2 rewritten kernels build for MetaX C500; all of them fail (missing feature, dtype or backend: " \
+           "note 2)." in text
+    assert "2 of 2 rewritten kernels build for NVIDIA H100." in text
+    for key in ("a100", "h100", "mi300x", "c500"):  # a footnote per target: its limits and their public source
+        spec = targets.TARGETS[key]
+        assert f"{key} — {spec.describe()}" in text and f"Source: {spec.source}" in text
+    assert "Checked at float16, the dtype the model runs at on a GPU (this run measured float32" in text
+
+
+def test_page_one_names_where_the_kernels_build(en):
+    one = words(page_one(en.html.read_text(encoding="utf-8")))
+    assert ("Portability (lowered, not run): all 2 rewritten kernels build unchanged for H100; 2 of 2 build for "
+            "A100 (1 only after re-tuning: attention 1x32x512x512x128x1 float16); 2 of 2 build for MI300X (1 only "
+            "after re-tuning: gemm 4096x4096x4096 float16); 0 of 2 build for C500 (missing feature, dtype or "
+            "backend).") in one
+
+
+@pytest.mark.parametrize("change, says", [
+    ({}, "Not checked: this run did not lower its kernels for other targets"),
+    ({"settings": {"targets": []}}, "Not checked: this run was given --targets none."),
+    ({"stage_errors": {"portability": "KernelError: TileLang exploded"}},
+     "Not checked: the portability stage failed: KernelError: TileLang exploded"),
+    ({"tuned": (), "verify": (), "op_bench": ()}, "Not checked: no kernel was rewritten in this run."),
+])
+def test_portability_not_checked_says_why(tmp_path, change, says):
+    html = html_of(evaluate(dataclasses.replace(sample_result(), portability=None, **change)), tmp_path)
+    assert says in words(section(html, "portability"))
+    assert "port-line" not in page_one(html)  # page one says nothing when nothing was checked
+
+
+def test_portability_in_chinese(zh):
+    html = zh.html.read_text(encoding="utf-8")
+    text = words(section(html, "portability"))
+    assert "6. 可移植性（仅编译，未运行）" in text
+    assert "使用 208 KB 共享内存；MI300X 每个工作组最多 64 KB LDS（编译出的内核本身申请 208 KB）" in text
+    assert "未安装 MACA 的 TileLang 后端" in text and "需重新调优" in text
+    assert "2 个重写内核中有 2 个能为 AMD Instinct MI300X 编译；其中 1 个需要在该目标上重新调优" in text
+    assert "每个工作组最多 64 KB LDS，每个 CU 64 KB，每个线程块最多 1024 个线程，wavefront 宽度 64，304 个 CU" in text
+    assert "来源：" in text
+    # (the sources stay as published: document titles are not translated)
+    for english in ("uses 208 KB", "allows", "rewritten kernels", "needs re-tuning", "fails to lower",
+                    "threads per block", "no TileLang backend", "Source:"):
+        assert english not in text, english
+    assert "可移植性（仅编译，未运行）：" in words(page_one(html))
+
+
+def test_production_item_evidence_in_both_languages(tmp_path):
+    r = dataclasses.replace(rich_result(), verdict=None)
+    r = dataclasses.replace(r, verdict=cl.evaluate(cl.load(cl.DEFAULT_CHECKLIST.parent / "production.yaml"), r,
+                                                   today=TODAY))
+    [item] = [o for o in r.verdict.outcomes if o.metric == "portability.h100.kernels_ok"]
+    assert item.status == "pass"
+    en_row = words(section(html_of(r, tmp_path / "en"), "checklist"))
+    assert "kernels-build-h100 · portability.h100.kernels_ok" in en_row
+    assert "2 of 2 rewritten kernels build for NVIDIA H100." in en_row
+    zh_row = words(section(html_of(r, tmp_path / "zh", "zh"), "checklist"))
+    assert "能为 NVIDIA H100 编译的内核占比 ≥ 100%" in zh_row and "2 个重写内核中有 2 个能为 NVIDIA H100 编译。" in zh_row
+
+
+def test_a_count_that_picks_the_plural_is_also_quoted():
+    t = report.Strings("en")
+    assert t("flip.nogo", count=3, items="x") == "What would change the verdict: all 3 blockers must pass: x."
+
+
+@needs_pdf("en")
+def test_pdf_has_the_portability_matrix(en):
+    page = next(p for p in pdf_pages(en.pdf) if "Portability (lowered, not run)" in p and "Kernel (config)" in p)
+    assert "needs re-tuning" in page and "MI300X" in page
