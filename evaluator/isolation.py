@@ -16,6 +16,8 @@ it compiles), so one is kept for the whole run and reused by every tune; `shutdo
 (also registered with atexit) stops it. Like any 'spawn' child, the worker re-imports
 the main script: a script that tunes without an `if __name__ == "__main__":` guard makes
 the worker fail to start, and its candidates then run in-process (their error says so).
+The worker judges a candidate with `measure.measure`, as the in-process tuner does; the
+tuner imports this module, never the other way round.
 """
 
 from __future__ import annotations
@@ -54,17 +56,14 @@ def family_spec(family: Any) -> tuple | None:
     """How the worker finds `family`: ("attr", module, name) for a module-level object,
     ("registry", name) for a registered one, ("pickle", bytes) for anything that
     survives a pickle round trip; None when the worker cannot get it at all."""
-    module = getattr(type(family), "__module__", None)
-    mod = sys.modules.get(module) if module and module != "__main__" else None
+    module = type(family).__module__
+    mod = sys.modules.get(module) if module != "__main__" else None
     for attr, value in (vars(mod).items() if mod is not None else ()):
         if value is family:
             return ("attr", module, attr)
-    try:
-        from .kernels import REGISTRY
-        if REGISTRY.get(getattr(family, "name", None)) is family:
-            return ("registry", family.name)
-    except Exception:
-        pass
+    from .kernels import REGISTRY
+    if REGISTRY.get(family.name) is family:
+        return ("registry", family.name)
     try:
         blob = pickle.dumps(family)
         pickle.loads(blob)  # a wrapper whose __getattr__ breaks unpickling fails here, not in the worker
@@ -279,7 +278,7 @@ def _serve(conn: multiprocessing.connection.Connection) -> None:
     t0 = time.perf_counter()
     importlib.import_module("tilelang")  # now, so that the first candidate's build does not pay for it
 
-    from . import tuning
+    from . import measure  # torch and the kernels, counted in import_s like tilelang
     conn.send({"ready": os.getpid(), "import_s": time.perf_counter() - t0})
     families: dict[tuple, Any] = {}
     data: dict[tuple, tuple] = {}  # (family, shape, dtype, device) -> (inputs, reference): the last one only
@@ -290,10 +289,10 @@ def _serve(conn: multiprocessing.connection.Connection) -> None:
             return
         if req is None:
             return
-        conn.send(_evaluate(req, conn, tuning, families, data))
+        conn.send(_evaluate(req, conn, measure, families, data))
 
 
-def _evaluate(req: dict, conn, tuning, families: dict, data: dict) -> dict[str, Any]:
+def _evaluate(req: dict, conn, measure, families: dict, data: dict) -> dict[str, Any]:
     spec = req["family"]
     t0 = time.perf_counter()
     try:
@@ -303,7 +302,7 @@ def _evaluate(req: dict, conn, tuning, families: dict, data: dict) -> dict[str, 
         kernel = family.build(req["shape"], req["dtype"], req["config"], req["target"])
     except Exception as exc:
         return {"status": "compile_error", "latency_ms": None, "build_s": time.perf_counter() - t0,
-                "error": tuning.short_error(exc)}
+                "error": measure.short_error(exc)}
     build_s = time.perf_counter() - t0
     conn.send({"stage": "built", "build_s": build_s})
     try:
@@ -313,8 +312,8 @@ def _evaluate(req: dict, conn, tuning, families: dict, data: dict) -> dict[str, 
             inputs = family.make_inputs(req["shape"], req["dtype"], req["device"], 0)
             data[key] = (inputs, family.reference(*inputs))
         inputs, ref = data[key]
-        status, latency, error = tuning.measure(kernel, inputs, ref, req["atol"], req["rtol"], req["device"],
-                                                req["policy"])
+        status, latency, error = measure.measure(kernel, inputs, ref, req["atol"], req["rtol"], req["device"],
+                                                 req["policy"])
     except Exception as exc:
-        status, latency, error = "runtime_error", None, tuning.short_error(exc)
+        status, latency, error = "runtime_error", None, measure.short_error(exc)
     return {"status": status, "latency_ms": latency, "build_s": build_s, "error": error}

@@ -7,13 +7,15 @@ it) and the families chosen for rewriting.
 
 Each profiled aten call is attributed to the *outermost* operator we recognise, so
 aten::linear -> aten::addmm -> aten::mm counts once, as gemm, with the time of the whole
-call (device time on CUDA, CPU time otherwise).
+call (device time on CUDA, CPU time otherwise). Which ops belong to a family with a
+kernel, and the problem shape of each call, come from the kernel registry alone (each
+family's `covers` and `problem_shape`); the tables here name the operator families we
+account for but have no kernel for.
 """
 
 from __future__ import annotations
 
 import contextlib
-import inspect
 import os
 import sys
 import time
@@ -27,14 +29,12 @@ from .errors import ConfigError, ModelLoadError
 from .models import LoadedModel
 from .results import HotOp, HotOps, shape_str
 
-# Families we recognise but may have no kernel for; kernel families come from the registry.
+# Operator families we account for but have no kernel for; ops a registered family
+# covers never get here (a matmul by a weight is gemm's, a batched one lands here).
 OTHER_FAMILIES: dict[str, str] = {
-    "aten::conv2d": "conv2d", "aten::convolution": "conv2d", "aten::_convolution": "conv2d",
-    "aten::mkldnn_convolution": "conv2d", "aten::cudnn_convolution": "conv2d",
     "aten::batch_norm": "batchnorm", "aten::_batch_norm_impl_index": "batchnorm",
     "aten::native_batch_norm": "batchnorm", "aten::_native_batch_norm_legit_no_training": "batchnorm",
-    "aten::scaled_dot_product_attention": "attention",
-    "aten::bmm": "bmm", "aten::baddbmm": "bmm",
+    "aten::bmm": "bmm", "aten::baddbmm": "bmm", "aten::matmul": "bmm",
     "aten::embedding": "embedding",
     "aten::max_pool2d": "pooling", "aten::max_pool2d_with_indices": "pooling",
     "aten::adaptive_avg_pool2d": "pooling", "aten::avg_pool2d": "pooling",
@@ -45,19 +45,15 @@ ELEMENTWISE = {
     "aten::sigmoid", "aten::masked_fill", "aten::masked_fill_", "aten::pow", "aten::rsqrt", "aten::cos",
     "aten::sin", "aten::exp", "aten::where",
 }
+# Families without a kernel whose report still lists the raw operand shapes.
+RAW_SHAPES = {"bmm"}
 
 
 def classify(name: str, input_shapes: list) -> str | None:
     """Family of one aten op, or None if it is not an operator we account for by name."""
-    fam = kernels.family_for_aten(name)
+    fam = kernels.family_for_aten(name, input_shapes)
     if fam is not None:
         return fam.name
-    if name == "aten::matmul" or name == "aten::mm":
-        # matmul of two batched operands is attention-style bmm, with a 2-D weight it is a linear layer
-        dims = [len(s) for s in input_shapes[:2] if isinstance(s, (list, tuple))]
-        if len(dims) == 2 and dims[1] == 2:
-            return "gemm"
-        return "bmm"
     if name in OTHER_FAMILIES:
         return OTHER_FAMILIES[name]
     if name in ELEMENTWISE:
@@ -67,18 +63,13 @@ def classify(name: str, input_shapes: list) -> str | None:
 
 def _problem_shape(family: str, op: str, shapes: list, concrete: list | None = None) -> str | None:
     if family not in kernels.REGISTRY:
-        if family in ("bmm", "conv2d", "attention"):
+        if family in RAW_SHAPES:
             return ";".join(shape_str(s) for s in shapes if isinstance(s, (list, tuple)) and s)
         return None
-    fam = kernels.REGISTRY[family]
     try:
         # Scalar arguments (attention's is_causal, a convolution's stride and padding)
-        # are not in the input shapes; families that need them take the event's
-        # concrete inputs.
-        if "concrete_inputs" in inspect.signature(fam.problem_shape).parameters:
-            shape = fam.problem_shape(op, shapes, concrete_inputs=concrete)
-        else:
-            shape = fam.problem_shape(op, shapes)
+        # are not in the input shapes: the family reads them from the concrete inputs.
+        shape = kernels.REGISTRY[family].problem_shape(op, shapes, concrete)
     except Exception:  # an odd call signature must not stop the profile
         return None
     return shape_str(shape) if shape else None
@@ -141,7 +132,7 @@ def profile_model(model: LoadedModel, *, iters: int = 3, warmup: int = 2) -> pd.
         t_us = evt.device_time_total if use_cuda else evt.cpu_time_total
         rows.append({"family": family or "other", "op": evt.name, "time_us": float(t_us),
                      "shape": (_problem_shape(family, evt.name, evt.input_shapes,
-                                              getattr(evt, "concrete_inputs", None)) if family else None)})
+                                              evt.concrete_inputs) if family else None)})
     df = pd.DataFrame(rows, columns=["family", "op", "time_us", "shape"])
     df.attrs["iters"] = iters
     df.attrs["wall_ms"] = wall * 1e3
@@ -173,7 +164,7 @@ def hot_ops(model: LoadedModel, *, top: int = 2, families: tuple[str, ...] = (),
         # A family the model does not call would be benchmarked on made-up shapes and
         # decide nothing about this model.
         profiled = {o.family for o in ops if o.shapes}
-        unused = [f for f in families if _profile_family(f) not in profiled]
+        unused = [f for f in families if kernels.get(f).profile_family not in profiled]
         if unused:
             have = ", ".join(sorted(f for f in profiled if f in kernels.REGISTRY)) or "none"
             raise ConfigError(f"--families {','.join(unused)}: the model makes no such call; "
@@ -183,16 +174,3 @@ def hot_ops(model: LoadedModel, *, top: int = 2, families: tuple[str, ...] = (),
         selected = tuple(o.family for o in ops if o.has_kernel and o.shapes)[:top]
     return HotOps(device=model.device, total_ms=total, ops=tuple(ops), selected=selected,
                   wall_ms=df.attrs["wall_ms"])
-
-
-def _profile_family(name: str) -> str:
-    return getattr(kernels.get(name), "profile_family", name)
-
-
-def table(h: HotOps) -> pd.DataFrame:
-    """The hot-op table as the CLI and baseline CSV show it."""
-    return pd.DataFrame([{
-        "family": o.family, "time_ms": round(o.time_ms, 4), "share_pct": round(100 * o.share, 1),
-        "calls": o.calls, "shapes": " ".join(o.shapes), "kernel": "yes" if o.has_kernel else "no",
-        "selected": o.family in h.selected,
-    } for o in h.ops])

@@ -10,9 +10,9 @@ Coarse to fine: the family's search space is the coarse grid (best guess first);
 the neighbours of the fastest config, and of the runner-up when it is within 10%, (each
 power-of-two size doubled and halved, each flag flipped) are tried, and again around
 the new best while a round gains more than 2%, for at most 3 rounds. Every batch
-compiles in parallel threads; the family's optional `reject_reason` turns away, before
+compiles in parallel threads; the family's `reject_reason` turns away, before
 compiling, configs that cannot fit the device. The budget bounds the whole search of
-one shape.
+one shape. Candidates are judged by `measure.measure`, as in the isolated worker.
 
 A failing candidate is data, never a crash of the run. On CUDA candidates run in an
 isolated worker process (`isolation.py`), so a kernel that segfaults, hangs or poisons
@@ -28,12 +28,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-import torch
-
 from . import isolation
-from .bench import TimingPolicy, time_callable
+from .bench import TimingPolicy
 from .errors import KernelError
 from .kernels.base import KernelFamily
+from .measure import measure, short_error
 from .results import Candidate, Hardware, KernelConfig, Shape, TunedKernel
 
 CacheLookup = Callable[[dict], "dict | None"]
@@ -49,31 +48,6 @@ def cache_key(family: str, shape: Shape, dtype: str, hw: Hardware, tilelang_vers
             "cuda": hw.cuda, "tilelang": tilelang_version, "target": hw.target}
 
 
-def check_output(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> tuple[bool, str, float, float]:
-    """(passed, reason, max_abs_err, max_rel_err) — NaN, Inf and all-zero outputs fail."""
-    if not isinstance(out, torch.Tensor) or out.shape != ref.shape:
-        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        return False, f"wrong output shape {got}, expected {tuple(ref.shape)}", float("inf"), float("inf")
-    o, r = out.float(), ref.float()
-    if torch.isnan(o).any():
-        return False, "NaN in output", float("nan"), float("nan")
-    if torch.isinf(o).any() and not torch.isinf(r).any():
-        return False, "Inf in output", float("inf"), float("inf")
-    if not o.any() and r.any():
-        return False, "output is all zeros", float((r).abs().max()), 1.0
-    diff = (o - r).abs()
-    max_abs = float(diff.max()) if diff.numel() else 0.0
-    max_rel = float((diff / r.abs().clamp_min(1e-6)).max()) if diff.numel() else 0.0
-    ok = bool(torch.allclose(o, r, atol=atol, rtol=rtol))
-    return ok, ("" if ok else f"mismatch: max abs err {max_abs:.3g} > atol {atol:g} + rtol {rtol:g}*|ref|"), max_abs, max_rel
-
-
-def short_error(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip()
-    # TileLang's compile errors carry the whole generated source; the first lines say why
-    return " | ".join(line.strip() for line in text.splitlines()[:3])[:400]
-
-
 def neighbours(config: KernelConfig) -> list[KernelConfig]:
     """Configs one step from `config`: each power-of-two int (>= 2) doubled and halved,
     each bool flipped; other values (0 = off, odd counts, strings) stay as they are."""
@@ -85,22 +59,6 @@ def neighbours(config: KernelConfig) -> list[KernelConfig]:
             out.append({**config, key: value * 2})
             out.append({**config, key: value // 2})
     return out
-
-
-def measure(kernel: Callable, inputs: tuple, ref: torch.Tensor, atol: float, rtol: float, device: str,
-            policy: TimingPolicy) -> tuple[str, float | None, str]:
-    """Run a built kernel once, check it, time it: (status, median ms, error). The
-    isolated worker calls this too, so both paths judge candidates alike."""
-    try:
-        out = kernel(*inputs)
-        if device == "cuda":
-            torch.cuda.synchronize()
-    except Exception as exc:
-        return "runtime_error", None, short_error(exc)
-    ok, reason, _, _ = check_output(out, ref, atol, rtol)
-    if not ok:
-        return "wrong", None, reason
-    return "ok", time_callable(lambda: kernel(*inputs), device, policy).median_ms, ""
 
 
 def tune(family: KernelFamily, shape: Shape, dtype: str, hw: Hardware, *, budget_s: float = 60.0,
@@ -251,11 +209,8 @@ class _Search:
                     self.record(self.evaluate(config, fut.result(), phase))
 
     def reject_reason(self, config: KernelConfig) -> str:
-        ask = getattr(self.family, "reject_reason", None)
-        if ask is None:
-            return ""
         try:
-            return ask(self.shape, self.dtype, config, self.hw) or ""
+            return self.family.reject_reason(self.shape, self.dtype, config, self.hw) or ""
         except Exception:
             return ""  # a bug here must not reject every config; compiling will tell
 

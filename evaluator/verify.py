@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch
 
 from .kernels.base import KernelFamily
+from .measure import check_output
 from .results import KernelConfig, Shape, VerifyCase, VerifyResult
-from .tuning import check_output
 
 
 def verify(family: KernelFamily, shape: Shape, dtype: str, config: KernelConfig, target: str, device: str,

@@ -19,12 +19,15 @@ import time
 import torch
 
 from evaluator.kernels import _common as C
+from evaluator.kernels.base import KernelFamily, Schedule
 
 ILLEGAL_ADDRESS = "CUDA error: an illegal memory access was encountered"
 
 
-def _program(n: int, dtype: str):
+def _program(shape, dtype, cfg):
     import tilelang.cpu.language as T
+
+    (n,) = shape
 
     @T.prim_func
     def double(X: T.Tensor((n,), dtype), Y: T.Tensor((n,), dtype)):
@@ -35,14 +38,18 @@ def _program(n: int, dtype: str):
     return double
 
 
-class CrashyFamily:
+class CrashyFamily(KernelFamily):
     name = "crashy"
     title = "Test family that crashes on purpose"
-    aten_ops = frozenset()
     shape_names = ("n",)
+    # The program ignores `crash`: it is read by the wrapper `build` puts around the kernel.
+    cpu_schedule = Schedule({"crash": 0}, _program)
 
     def __init__(self, space: list[dict] | None = None):
         self.space = space or [{"crash": 1}, {"crash": 2}, {"crash": 0}]
+
+    def standard_shapes(self, device):
+        return [(64,), (256,), (1000,)]
 
     def make_inputs(self, shape, dtype, device, seed):
         return (C.randn(shape, "float32", device, C.generator(seed)),)
@@ -50,17 +57,24 @@ class CrashyFamily:
     def reference(self, x):
         return x * 2
 
-    def tolerance(self, dtype, shape=None):
-        return (1e-6, 1e-6)
-
     def search_space(self, shape, dtype, hardware):
         return [dict(c) for c in self.space]
 
+    def flops(self, shape):
+        return float(shape[0])
+
+    def bytes(self, shape, dtype):
+        return 8.0 * shape[0]
+
+    def tolerance(self, dtype, shape=None):
+        return (1e-6, 1e-6)
+
+    def input_shapes(self, shape):
+        return [tuple(shape)]
+
     def build(self, shape, dtype, config, target):
-        (n,) = C.check_shape(shape, self.shape_names, self.name)
-        inner = C.build_cached(self.name, (n,), "float32", {}, target, lambda: _program(n, "float32"),
-                               out_idx=[1], input_shapes=[(n,)])
-        crash = int(config.get("crash", 0))
+        crash = int(self.resolve(shape, dtype, config, target).config["crash"])
+        inner = super().build(shape, "float32", {}, target)  # one compile serves every config
 
         def run(x: torch.Tensor) -> torch.Tensor:
             if crash and multiprocessing.parent_process() is None:

@@ -1,3 +1,9 @@
+"""Hot operators from torch.profiler on the zoo's models: calls attributed to the outermost
+op we recognise, families and problem shapes from the kernel registry, explicit family
+choices checked against what the model calls.
+
+In: zoo models at small sizes. Out: pass/fail.
+"""
 from evaluator import profiling
 from evaluator.models import load_model
 
@@ -35,6 +41,13 @@ def test_resnet_is_dominated_by_conv_and_conv_shapes_carry_stride_and_padding():
     # profiler's concrete inputs (stride and padding are scalar arguments)
     assert "2x64x64x3x8x7x7x2x3" in conv.shapes
     assert any(s.endswith("x3x3x2x1") for s in conv.shapes)  # a stride-2 3x3 bottleneck conv
+
+
+def test_matmul_by_a_weight_is_gemm_and_a_batched_one_is_bmm():
+    assert profiling.classify("aten::matmul", [[2, 8, 16], [16, 4]]) == "gemm"
+    assert profiling.classify("aten::matmul", [[2, 8, 16], [2, 16, 4]]) == "bmm"
+    assert profiling.classify("aten::batch_norm", [[2, 4, 8, 8]]) == "batchnorm"
+    assert profiling.classify("aten::hardtanh", [[2, 4]]) is None  # no family covers it (see test_toy_family)
 
 
 def test_shapes_come_hottest_first_with_their_time():

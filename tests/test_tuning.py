@@ -5,42 +5,39 @@ import pytest
 import torch
 
 from evaluator import hardware, kernels, tuning
+from evaluator.kernels.gemm import GemmFamily
+from evaluator.kernels.softmax import SoftmaxFamily
+from evaluator.measure import check_output
 
 
-class WithExtraConfigs:
+class WithExtraConfigs(GemmFamily):
     """The real gemm family with a few hand-picked configs put in front of its search space,
-    and without its reject_reason, so a bad config reaches the compiler."""
+    and a reject_reason that lets every config through, so a bad one reaches the compiler."""
 
     def __init__(self, extra):
-        self._fam = kernels.get("gemm")
+        super().__init__()
         self._extra = extra
 
-    def __getattr__(self, name):
-        if name == "reject_reason":
-            raise AttributeError(name)
-        return getattr(self._fam, name)
+    def reject_reason(self, shape, dtype, config, hw):
+        return None
 
     def search_space(self, shape, dtype, hw):
-        return self._extra + self._fam.search_space(shape, dtype, hw)[:1]
+        return self._extra + super().search_space(shape, dtype, hw)[:1]
 
 
-class Rejecting:
+class Rejecting(SoftmaxFamily):
     """The real softmax family with a reject_reason that refuses 16 rows or more per block,
     and a record of every config it was asked to build."""
 
     def __init__(self):
-        self._fam = kernels.get("softmax")
         self.built = []
-
-    def __getattr__(self, name):
-        return getattr(self._fam, name)
 
     def reject_reason(self, shape, dtype, config, hw):
         return f"{config['block_rows']} rows per block is too many" if config["block_rows"] >= 16 else None
 
     def build(self, shape, dtype, config, target):
         self.built.append(dict(config))
-        return self._fam.build(shape, dtype, config, target)
+        return super().build(shape, dtype, config, target)
 
 
 @pytest.fixture(scope="module")
@@ -144,16 +141,16 @@ def test_cache_reuse_and_key():
 
 def test_check_output_catches_nan_zeros_and_mismatch():
     ref = torch.ones(4, 4)
-    assert tuning.check_output(ref.clone(), ref, 1e-5, 1e-5)[0]
+    assert check_output(ref.clone(), ref, 1e-5, 1e-5)[0]
     bad = ref.clone()
     bad[0, 0] = float("nan")
-    assert tuning.check_output(bad, ref, 1e-5, 1e-5)[1] == "NaN in output"
-    assert tuning.check_output(torch.zeros(4, 4), ref, 10, 10)[1] == "output is all zeros"
+    assert check_output(bad, ref, 1e-5, 1e-5)[1] == "NaN in output"
+    assert check_output(torch.zeros(4, 4), ref, 10, 10)[1] == "output is all zeros"
     inf = ref.clone()
     inf[1, 1] = float("inf")
-    assert tuning.check_output(inf, ref, 1e-5, 1e-5)[1] == "Inf in output"
-    assert "mismatch" in tuning.check_output(ref * 1.1, ref, 1e-5, 1e-5)[1]
-    assert "shape" in tuning.check_output(torch.ones(2, 2), ref, 1, 1)[1]
+    assert check_output(inf, ref, 1e-5, 1e-5)[1] == "Inf in output"
+    assert "mismatch" in check_output(ref * 1.1, ref, 1e-5, 1e-5)[1]
+    assert "shape" in check_output(torch.ones(2, 2), ref, 1, 1)[1]
 
 
 def test_a_changed_toolchain_is_named_when_re_tuning(tmp_path):

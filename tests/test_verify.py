@@ -1,3 +1,8 @@
+"""Verification against PyTorch: the model shape on every seed plus an awkward shape, and a
+config that cannot work fails with a reason instead of raising.
+
+In: real families, shapes and configs (C backend). Out: pass/fail.
+"""
 from evaluator import hardware, kernels, verify
 
 

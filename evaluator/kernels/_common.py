@@ -1,10 +1,11 @@
-"""Helpers shared by the kernel families: target parsing, compiling, an in-process
-kernel cache, the launcher that hides TileLang's calling convention.
+"""Helpers shared by the kernel families: dtype names, target parsing, compiling, an
+in-process kernel cache, the launcher that hides TileLang's calling convention.
 
 In: a family's TileLang program factory plus (family, shape, dtype, config, target).
 Out: a `Launcher` — a callable that takes the same torch tensors as the family's
 PyTorch reference and returns the output tensor — compiled once per process and key.
-Nothing here times anything; the bench and tuning stages do that.
+Nothing here times anything; the bench and tuning stages do that. This module imports
+no other part of the evaluator, so `base` (the family base class) can build on it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,23 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 
 from ..errors import KernelError
-from .base import CPU_COMPILE_FLAGS, DTYPE_ALIASES, DTYPE_BYTES, TORCH_DTYPES, is_cpu_target
+
+# dtype names used throughout (TileLang spells them the same way)
+TORCH_DTYPES = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
+DTYPE_ALIASES = {
+    "fp32": "float32", "float": "float32", "float32": "float32",
+    "fp16": "float16", "half": "float16", "float16": "float16",
+    "bf16": "bfloat16", "bfloat16": "bfloat16",
+}
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+# Compile flags for TileLang's C backend: without them the generated C is built at -O0
+# and runs ~10x slower, which would make every CPU measurement meaningless.
+CPU_COMPILE_FLAGS = ["-O3", "-march=native", "-ffast-math"]
 
 # TileLang 0.1.15's C code generator has no C type for bfloat16 ("Cannot convert type
 # bfloat16 to C type"); float16 works through half.hpp. Say so before compiling.
@@ -25,6 +42,19 @@ CPU_DTYPES = ("float32", "float16")
 
 
 # ---------------------------------------------------------------- small utilities
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    return TORCH_DTYPES[DTYPE_ALIASES.get(name, name)]
+
+
+def is_cpu_target(target: str) -> bool:
+    return target.split()[0] in ("c", "llvm")
+
+
+def targets_cpu(hardware: Any) -> bool:
+    """Whether kernels for `hardware` are built for a CPU backend (no target recorded: C)."""
+    return is_cpu_target(hardware.target or "c")
 
 
 def canonical_dtype(dtype: str) -> str:
@@ -240,17 +270,6 @@ def cached_launcher(key: tuple, make: Callable[[], Launcher]) -> Launcher:
         with _CACHE_LOCK:
             _CACHE[key] = launcher
         return launcher
-
-
-def clear_cache() -> None:
-    with _CACHE_LOCK:
-        _CACHE.clear()
-        _KEY_LOCKS.clear()
-
-
-def cache_size() -> int:
-    with _CACHE_LOCK:
-        return len(_CACHE)
 
 
 def build_cached(family: str, shape: tuple[int, ...], dtype: str, config: dict[str, Any], target: str,

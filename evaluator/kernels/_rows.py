@@ -2,8 +2,9 @@
 row depends on one input row only, so they share shapes, configs and search spaces.
 
 In: shape (rows, cols), a config and a hardware description. Out: awkward shapes,
-search spaces and the padded fragment width the GPU schedules use. The programs
-themselves live in the family modules.
+search spaces, config checks, the padded fragment width the GPU schedules use, the
+route of a last-dim call, and `RowFamily`, their common base. The programs themselves
+live in the family modules.
 """
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from ..errors import KernelError
 from ..results import Hardware, KernelConfig, Shape
-from . import _common as C
 from ..swap import Route, dtype_mismatch
-from .base import is_cpu_target
+from . import _common as C
+from .base import KernelFamily
 
 # CPU: `buffered` keeps one row (fp32) in a stack array so it is read from memory
 # once; unbuffered schedules re-read the row from the input for each pass.
@@ -66,32 +66,32 @@ def gpu_elems_per_thread(cfg: dict[str, Any], cols: int) -> int:
     return cfg["block_rows"] * width // cfg["threads"]
 
 
-def check_gpu_config(family: str, cfg: dict[str, Any], cols: int) -> None:
+def gpu_config_error(cfg: dict[str, Any], cols: int) -> str | None:
     if cfg["threads"] % 32 or not 32 <= cfg["threads"] <= 1024:
-        raise KernelError(f"{family}: threads must be a multiple of 32 in 32..1024, got {cfg['threads']}")
+        return f"threads must be a multiple of 32 in 32..1024, got {cfg['threads']}"
     if cfg["block_rows"] < 1:
-        raise KernelError(f"{family}: block_rows must be >= 1, got {cfg['block_rows']}")
+        return f"block_rows must be >= 1, got {cfg['block_rows']}"
     if cfg["chunk"]:
         if cfg["block_rows"] != 1:
-            raise KernelError(f"{family}: chunked schedules take one row per block (block_rows=1)")
+            return "chunked schedules take one row per block (block_rows=1)"
         if cfg["chunk"] % (cfg["threads"] * VEC):
-            raise KernelError(f"{family}: chunk must be a multiple of threads*{VEC}, got {cfg['chunk']}")
+            return f"chunk must be a multiple of threads*{VEC}, got {cfg['chunk']}"
     if gpu_elems_per_thread(cfg, cols) > 2 * GPU_MAX_REGS_PER_THREAD:
-        raise KernelError(f"{family}: {gpu_elems_per_thread(cfg, cols)} elements per thread would spill registers; "
-                          "use a chunked config")
+        return f"{gpu_elems_per_thread(cfg, cols)} elements per thread would spill registers; use a chunked config"
+    return None
 
 
-def check_cpu_config(family: str, cfg: dict[str, Any], cols: int) -> None:
+def cpu_config_error(cfg: dict[str, Any], cols: int) -> str | None:
     if cfg["block_rows"] < 1:
-        raise KernelError(f"{family}: block_rows must be >= 1, got {cfg['block_rows']}")
+        return f"block_rows must be >= 1, got {cfg['block_rows']}"
     if cfg["buffered"] and cols * 4 > CPU_ROW_BUFFER_LIMIT:
-        raise KernelError(f"{family}: a {cols}-column row buffer exceeds {CPU_ROW_BUFFER_LIMIT} bytes of stack; "
-                          "use buffered=False")
+        return f"a {cols}-column row buffer exceeds {CPU_ROW_BUFFER_LIMIT} bytes of stack; use buffered=False"
+    return None
 
 
 def search_space(shape: Shape, hardware: Hardware, smem_per_row: Callable[[dict[str, Any]], int]) -> list[KernelConfig]:
     rows, cols = shape
-    if is_cpu_target(hardware.target) or hardware.device == "cpu":
+    if C.is_cpu_target(hardware.target) or hardware.device == "cpu":
         fits = cols * 4 <= CPU_ROW_BUFFER_LIMIT
         cands = ([{"block_rows": 4, "buffered": True}, {"block_rows": 1, "buffered": True},
                   {"block_rows": 16, "buffered": True}] if fits else [])
@@ -136,24 +136,20 @@ def reduce_smem(cfg: dict[str, Any]) -> int:
     return cfg.get("block_rows", 1) * (cfg.get("threads", 256) // 32) * 4 * 4
 
 
-class RowFamily:
-    """What softmax, layernorm and rmsnorm share: a (rows, cols) problem over the last dim,
-    CPU/GPU program selection and cached compilation. Subclasses set `name`, `aten_ops`,
-    `shape_names`, `cpu_program`/`gpu_program` (rows, cols, dtype, cfg) -> PrimFunc, and
-    `extra_inputs` (how many per-column vectors follow x, e.g. weight and bias) and
-    `row_inputs` (how many (rows, cols) tensors come first: 2 when a residual is fused)."""
+class RowFamily(KernelFamily):
+    """What softmax, layernorm and rmsnorm share: a (rows, cols) problem over the last
+    dim, the same configs, search spaces and device limits. Subclasses set `name`,
+    `title`, `aten_ops`, `cpu_schedule`/`gpu_schedule` (`Schedule(CPU_DEFAULTS, f)`
+    with f(shape, dtype, cfg) -> PrimFunc), and `extra_inputs` (how many per-column
+    vectors follow x, e.g. weight and bias) and `row_inputs` (how many (rows, cols)
+    tensors come first: 2 when a residual is fused)."""
 
-    name: str
-    aten_ops: frozenset
     shape_names: tuple = ("rows", "cols")
     extra_inputs: int = 0
     row_inputs: int = 1
-    # Kernel parameters that are not tuned and not part of the shape (LayerNorm's eps):
-    # compiled into the program, taken from the call at swap-in, defaults here.
-    params: dict = {}
-    functions: tuple = ()
 
-    def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]]) -> Shape | None:
+    def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]],
+                      concrete_inputs: Sequence[Any] | None = None) -> Shape | None:
         # The profiler does not record the dim argument; our zoo only reduces the last dim.
         if op not in self.aten_ops:
             return None
@@ -162,47 +158,23 @@ class RowFamily:
     def awkward_shape(self, shape: Shape) -> Shape:
         return awkward_shape(shape)
 
+    def input_shapes(self, shape: Shape) -> list[tuple[int, ...]]:
+        rows, cols = shape
+        return [(rows, cols)] * self.row_inputs + [(cols,)] * self.extra_inputs
+
     def search_space(self, shape: Shape, dtype: str, hardware: Hardware) -> list[KernelConfig]:
-        shape = C.check_shape(shape, self.shape_names, self.name)
+        shape = self.check(shape)
         C.canonical_dtype(dtype)
         return search_space(shape, hardware, reduce_smem)
 
-    def reject_reason(self, shape: Shape, dtype: str, config: KernelConfig, hw: Hardware) -> str | None:
-        """Why `config` cannot run on `hw` (checked before compiling), or None."""
-        try:
-            _, _, cfg, _ = self._resolve(shape, dtype, config, hw.target)
-        except KernelError as exc:
-            return str(exc)
-        if not is_cpu_target(hw.target) and not C.smem_fits(reduce_smem(cfg), hw):
-            return f"{self.name}: needs {reduce_smem(cfg)} B of shared memory, the device allows {hw.smem_per_block} B"
+    def config_error(self, shape: Shape, dtype: str, config: dict, target: str) -> str | None:
+        cols = shape[1]
+        return cpu_config_error(config, cols) if C.is_cpu_target(target) else gpu_config_error(config, cols)
+
+    def limits_error(self, shape: Shape, dtype: str, config: dict, hardware: Hardware) -> str | None:
+        if not C.targets_cpu(hardware) and not C.smem_fits(reduce_smem(config), hardware):
+            return f"needs {reduce_smem(config)} B of shared memory, the device allows {hardware.smem_per_block} B"
         return None
-
-    def program(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Any:
-        """The TileLang PrimFunc `build` compiles (for inspection and lowering tests)."""
-        return self._resolve(shape, dtype, config, target)[3]()
-
-    def build(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Callable[..., torch.Tensor]:
-        (rows, cols), dtype, cfg, program = self._resolve(shape, dtype, config, target)
-        return C.build_cached(self.name, (rows, cols), dtype, cfg, target, program,
-                              out_idx=[self.row_inputs + self.extra_inputs],
-                              input_shapes=[(rows, cols)] * self.row_inputs + [(cols,)] * self.extra_inputs)
-
-    def _resolve(self, shape: Shape, dtype: str, config: KernelConfig, target: str):
-        rows, cols = C.check_shape(shape, self.shape_names, self.name)
-        dtype = C.canonical_dtype(dtype)
-        C.check_dtype_for_target(self.name, dtype, target)
-        config = dict(config or {})
-        params = {k: float(config.pop(k, v)) for k, v in self.params.items()}
-        if is_cpu_target(target):
-            cfg = C.merge_config(CPU_DEFAULTS, config, self.name)
-            check_cpu_config(self.name, cfg, cols)
-            make = type(self).cpu_program
-        else:
-            cfg = C.merge_config(GPU_DEFAULTS, config, self.name)
-            check_gpu_config(self.name, cfg, cols)
-            make = type(self).gpu_program
-        cfg.update(params)
-        return (rows, cols), dtype, cfg, (lambda: make(rows, cols, dtype, cfg))
 
 
 def row_route(x: torch.Tensor, cols: int, extras: tuple[torch.Tensor, ...], dtype: str,

@@ -1,100 +1,219 @@
-"""The protocol every kernel family module implements, and shared helpers.
+"""The base class every kernel family subclasses, and the one build path they share.
 
-In: a problem shape (tuple of ints, meaning fixed per family), a dtype name, a config
-dict and a TileLang target. Out: compiled TileLang callables that take and return torch
-tensors exactly like the family's PyTorch reference, plus the metadata the tuning,
-verification and benchmark stages need (search space, flops, bytes, tolerances).
+In: a problem shape (a tuple of ints whose meaning each family fixes, `shape_names`), a
+dtype name, a config dict and a TileLang target. Out: compiled TileLang callables that
+take and return torch tensors exactly like the family's PyTorch reference, plus what the
+profiling, tuning, verification, benchmark and swap-in stages need (aten ops covered,
+search space, flops, bytes, tolerances, the torch functions routed to the kernel).
 
-A family module defines one class satisfying `KernelFamily` and registers an instance
-in `evaluator.kernels.REGISTRY`.
+A family module defines one `KernelFamily` subclass and registers an instance with
+`evaluator.kernels.register`; importing the `evaluator.kernels` package imports every
+family module in it. Families differ in their program factories and config defaults
+(`Schedule`); checking the shape and dtype, filling the config, compiling once per key
+and screening configs before compiling (`reject_reason`) are written once, here.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, Sequence, runtime_checkable
+import abc
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import torch
 
+from ..errors import KernelError
 from ..results import Hardware, KernelConfig, Shape
+from . import _common as C
 
-# dtype names used throughout (TileLang spells them the same way)
-TORCH_DTYPES = {
-    "float32": torch.float32,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
-DTYPE_ALIASES = {
-    "fp32": "float32", "float": "float32", "float32": "float32",
-    "fp16": "float16", "half": "float16", "float16": "float16",
-    "bf16": "bfloat16", "bfloat16": "bfloat16",
-}
-DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+# Defined in _common (which must not import this module); the rest of the evaluator
+# imports them from here, the kernels' public module.
+from ._common import (CPU_COMPILE_FLAGS, DTYPE_ALIASES, DTYPE_BYTES, TORCH_DTYPES,  # noqa: F401
+                      is_cpu_target, torch_dtype)
 
-# Compile flags for TileLang's C backend: without them the generated C is built at -O0
-# and runs ~10x slower, which would make every CPU measurement meaningless.
-CPU_COMPILE_FLAGS = ["-O3", "-march=native", "-ffast-math"]
+ProgramFactory = Callable[[Shape, str, dict], Any]  # (shape, dtype, merged config) -> TileLang PrimFunc
 
 
-def torch_dtype(name: str) -> torch.dtype:
-    return TORCH_DTYPES[DTYPE_ALIASES.get(name, name)]
+@dataclass(frozen=True)
+class Schedule:
+    """One way to compute a family on one kind of target: the config keys it takes, with
+    their defaults (a config may give any subset; an unknown key is an error), and the
+    factory that writes the TileLang program for a shape, dtype and full config."""
+
+    defaults: Mapping[str, Any]
+    program: ProgramFactory
 
 
-def is_cpu_target(target: str) -> bool:
-    return target.split()[0] in ("c", "llvm")
+class Resolved(NamedTuple):
+    """A request checked and filled in: what `build` compiles and `program` returns."""
+
+    shape: Shape
+    dtype: str  # canonical name, e.g. "float16"
+    config: dict  # the schedule's defaults, the request's config, then the kernel parameters
+    program: Callable[[], Any]  # makes the PrimFunc (parsing it costs time: only when needed)
 
 
-@runtime_checkable
-class KernelFamily(Protocol):
+class KernelFamily(abc.ABC):
     """What the pipeline needs from one operator family.
 
-    Optional (not part of the runtime check, so families without it still satisfy the
-    protocol): `reject_reason(shape, dtype, config, hardware) -> str | None`, why a
-    config cannot run on the device (shared memory or registers over its limits...) or
-    None. The tuner asks it before compiling each candidate, including the neighbours
-    it invents around the best config, and records a non-empty answer as "rejected".
+    Required: `name`, `title`, `shape_names` and the abstract methods below. Everything
+    else has a default that suits a family with one aten op per call and no kernel
+    parameters; override only what differs.
     """
 
     name: str  # registry key, e.g. "gemm"
     title: str  # for reports, e.g. "GEMM / linear (+bias)"
-    aten_ops: frozenset[str]  # profiled aten ops this family covers, e.g. {"aten::addmm"}
     shape_names: tuple[str, ...]  # meaning of the shape tuple, e.g. ("M", "N", "K")
+    # Profiled aten ops this family covers, e.g. {"aten::addmm"}. Profiling maps ops to
+    # families from these alone; a fused variant has none (see `profile_family`).
+    aten_ops: frozenset[str] = frozenset()
+    # Kernel parameters that are neither tuned nor part of the shape (LayerNorm's eps):
+    # compiled into the program, taken from the call at swap-in; these are the defaults.
+    params: Mapping[str, float] = MappingProxyType({})
+    # The torch functions the router (evaluator.swap) hands to `route`. Empty for fused
+    # variants: their pattern is two calls, and the first has run before the second is seen.
+    functions: tuple = ()
+    # The schedules `schedule` picks from by default; a family whose choice depends on
+    # the dtype or the config overrides `schedule` instead.
+    cpu_schedule: Schedule | None = None
+    gpu_schedule: Schedule | None = None
 
-    def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]]) -> Shape | None:
-        """The family's problem shape for one profiled call of aten `op`, or None."""
+    @property
+    def profile_family(self) -> str:
+        """The profiled family whose shapes this one takes: itself, or for a fused variant
+        with no aten op of its own the family it extends (gemm_gelu -> gemm)."""
+        return self.name
 
+    @property
+    def awkward_dims(self) -> tuple[str, ...]:
+        """The dims `awkward_shape` moves off every tile multiple; flags, strides and a
+        head dim that feeds the tensor cores stay as they are."""
+        return self.shape_names
+
+    # ------------------------------------------------------------ required
+
+    @abc.abstractmethod
     def standard_shapes(self, device: str) -> list[Shape]:
         """3-5 representative shapes (small, medium, large, one with awkward tails)."""
 
-    def awkward_shape(self, shape: Shape) -> Shape:
-        """A shape near `shape` that is not a multiple of any tile, for verification."""
-
+    @abc.abstractmethod
     def make_inputs(self, shape: Shape, dtype: str, device: str, seed: int) -> tuple[torch.Tensor, ...]:
-        ...
+        """Inputs for `reference` and the built kernel; the same seed gives the same tensors on every device."""
 
+    @abc.abstractmethod
     def reference(self, *inputs: torch.Tensor) -> torch.Tensor:
         """PyTorch's own result (what the vendor library computes)."""
 
+    @abc.abstractmethod
     def search_space(self, shape: Shape, dtype: str, hardware: Hardware) -> list[KernelConfig]:
-        """Candidate configs, already filtered to those that fit the device."""
+        """Candidate configs, best guess first, already filtered to those that fit the device."""
 
-    def build(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Callable[..., torch.Tensor]:
-        """Compile the TileLang program; the callable takes `make_inputs` tensors."""
-
+    @abc.abstractmethod
     def flops(self, shape: Shape) -> float:
         ...
 
+    @abc.abstractmethod
     def bytes(self, shape: Shape, dtype: str) -> float:
         """Minimum bytes moved to and from memory."""
 
+    @abc.abstractmethod
     def tolerance(self, dtype: str, shape: Shape | None = None) -> tuple[float, float]:
         """(atol, rtol) for comparing against `reference` (may depend on the shape, e.g. K)."""
 
-    # Swap-in at the operator (evaluator.swap.Router): the torch functions this family
-    # takes over (F.linear, F.scaled_dot_product_attention, ...; empty for fused variants,
-    # which have no single function), and `route(func, args, kwargs, dtype)`, which
-    # returns a `swap.Route` (problem shape, kernel parameters, launch) for a call it
-    # computes, or a one-line reason it falls back to PyTorch.
-    functions: tuple
+    @abc.abstractmethod
+    def input_shapes(self, shape: Shape) -> list[tuple[int, ...]]:
+        """The shapes of the tensors the compiled kernel takes, in order (its output follows them)."""
 
-    def route(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> object:
-        ...
+    # ------------------------------------------------------------ optional, with defaults
+
+    def covers(self, op: str, input_shapes: Sequence[Sequence[int]] = ()) -> bool:
+        """Whether a profiled call of aten `op` is this family's (the shapes let a family
+        claim an op only in some forms, as gemm does aten::matmul with a 2-D weight)."""
+        return op in self.aten_ops
+
+    def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]],
+                      concrete_inputs: Sequence[Any] | None = None) -> Shape | None:
+        """The family's problem shape for one profiled call of aten `op`, or None when the
+        kernel does not compute that call. `concrete_inputs` holds the call's scalar
+        arguments (attention's is_causal, a convolution's stride) where the profiler
+        recorded them. Default: None (a family with no aten op of its own)."""
+        return None
+
+    def awkward_shape(self, shape: Shape) -> Shape:
+        """A shape near `shape` that is not a multiple of any tile, for verification:
+        each of `awkward_dims` moved to a size that is not a multiple of 16."""
+        shape = self.check(shape)
+        moved = set(self.awkward_dims)
+        return tuple(C.awkward(d) if n in moved else d for n, d in zip(self.shape_names, shape))
+
+    def route(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Any:
+        """One call of one of `functions` as a `swap.Route` (problem shape, kernel
+        parameters, launch), or a one-line reason it stays in PyTorch."""
+        return f"{self.name} takes over no torch function"
+
+    def check(self, shape: Sequence[int]) -> Shape:
+        """The shape as ints, or KernelError saying what a valid shape is."""
+        return C.check_shape(shape, self.shape_names, self.name)
+
+    def schedule(self, shape: Shape, dtype: str, target: str) -> Schedule:
+        """The schedule that builds (shape, dtype) for `target`, or KernelError saying why
+        there is none. Default: `cpu_schedule` on a CPU target, `gpu_schedule` otherwise."""
+        on_cpu = is_cpu_target(target)
+        found = self.cpu_schedule if on_cpu else self.gpu_schedule
+        if found is None:
+            raise KernelError(f"{self.name}: no {'CPU' if on_cpu else 'GPU'} schedule (target '{target}')")
+        return found
+
+    def config_error(self, shape: Shape, dtype: str, config: dict, target: str) -> str | None:
+        """Why a filled-in config cannot be built for `target` at all (checked by `build`
+        and `reject_reason` alike), or None."""
+        return None
+
+    def limits_error(self, shape: Shape, dtype: str, config: dict, hardware: Hardware) -> str | None:
+        """Why a buildable config cannot launch on this device (shared memory, stack,
+        threads over its limits), or None. Only `reject_reason` asks: `build` compiles
+        what it is given, so a lowering test can still inspect such a program."""
+        return None
+
+    # ------------------------------------------------------------ the shared build path
+
+    def resolve(self, shape: Sequence[int], dtype: str, config: KernelConfig | None, target: str) -> Resolved:
+        """Check the shape and dtype, pick the schedule, fill the config from its defaults
+        (kernel parameters ride along in the config) and check it: a KernelError here
+        costs no compile."""
+        shape = self.check(shape)
+        dtype = C.canonical_dtype(dtype)
+        C.check_dtype_for_target(self.name, dtype, target)
+        sched = self.schedule(shape, dtype, target)
+        config = dict(config or {})
+        params = {k: float(config.pop(k, v)) for k, v in self.params.items()}
+        cfg = C.merge_config(dict(sched.defaults), config, self.name)
+        error = self.config_error(shape, dtype, cfg, target)
+        if error:
+            raise KernelError(f"{self.name}: {error}")
+        cfg.update(params)
+        return Resolved(shape, dtype, cfg, lambda: sched.program(shape, dtype, cfg))
+
+    def program(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Any:
+        """The TileLang PrimFunc `build` compiles (for inspection and lowering tests)."""
+        return self.resolve(shape, dtype, config, target).program()
+
+    def build(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Callable[..., torch.Tensor]:
+        """Compile for `target` (once per process and key); the callable takes `make_inputs` tensors."""
+        return self.compile(self.resolve(shape, dtype, config, target), target)
+
+    def compile(self, resolved: Resolved, target: str) -> Callable[..., torch.Tensor]:
+        inputs = self.input_shapes(resolved.shape)
+        return C.build_cached(self.name, resolved.shape, resolved.dtype, resolved.config, target, resolved.program,
+                              out_idx=[len(inputs)], input_shapes=inputs)
+
+    def reject_reason(self, shape: Shape, dtype: str, config: KernelConfig, hardware: Hardware) -> str | None:
+        """Why `config` cannot run on `hardware`, or None; checked without compiling, so the
+        tuner asks before each candidate (including the neighbours it invents) and records
+        a reason as "rejected"."""
+        try:
+            r = self.resolve(shape, dtype, config, hardware.target or "c")  # no target recorded: the C backend
+        except KernelError as exc:
+            return str(exc)
+        error = self.limits_error(r.shape, r.dtype, r.config, hardware)
+        return f"{self.name}: {error}" if error else None

@@ -11,14 +11,14 @@ is never materialised, each tile is gathered from x with the padding and tails m
 Schedules: on CUDA (fp16/bf16), shared-memory tiles, a pipelined loop over (r, s,
 c-chunk) or over the flattened R*S*C axis, tensor-core `T.gemm` into an fp32 fragment
 and the output written back through shared memory; on CPU (the C backend), the same
-loop nest over fp32 local tiles that gcc vectorizes.
+loop nest over fp32 local tiles that gcc vectorizes. The programs themselves are in
+`_conv2d_programs.py`; this module sizes, checks, searches and routes them.
 
 The stride and padding are not recoverable from the two tensors, so `make_inputs`
 tags x with its problem shape and `reference` reads it back (see `reference`).
 """
 
-# No `from __future__ import annotations`: TileLang resolves the prim_func's tensor
-# annotations from the closure, and names used only there (N, H, ...) are not in it.
+from __future__ import annotations
 
 import math
 from typing import Any, Callable, Sequence
@@ -28,11 +28,11 @@ import torch.nn.functional as F
 
 from ..errors import KernelError
 from ..results import Hardware, KernelConfig, Shape
-from . import _common as C
 from ..swap import DERIVED, Route, arg, dtype_mismatch
-from .base import is_cpu_target
-
-ACCUM = "float32"
+from . import _common as C
+from . import _conv2d_programs as P
+from ._conv2d_programs import out_size  # (P, Q) of a shape: the programs need it too
+from .base import KernelFamily, Schedule
 
 # The attribute make_inputs sets on x so that reference(x, w) knows stride and padding.
 SHAPE_ATTR = "conv2d_shape"
@@ -62,139 +62,12 @@ RESNET50_LAYERS = [
 CPU_LOCAL_LIMIT_BYTES = 128 * 1024
 
 
-def out_size(shape: Shape) -> tuple[int, int]:
-    """(P, Q): the output height and width."""
-    _, H, W, _, _, R, S, stride, pad = shape
-    return (H + 2 * pad - R) // stride + 1, (W + 2 * pad - S) // stride + 1
-
-
 def conv2d_nhwc(x: torch.Tensor, w: torch.Tensor, stride: int, pad: int) -> torch.Tensor:
     """PyTorch's convolution of NHWC x and KRSC w, returned as NHWC. The permuted views
     are channels_last tensors, so cuDNN / oneDNN run NHWC natively and the final permute
     is a free view of an already channels_last output (no copy in a timed reference)."""
     y = F.conv2d(x.permute(0, 3, 1, 2), w.permute(0, 3, 1, 2), stride=stride, padding=pad)
     return y.permute(0, 2, 3, 1)
-
-
-# ---------------------------------------------------------------- programs
-
-
-def _cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
-    import tilelang.cpu.language as T
-
-    N, H, W, Cin, K, R, S, stride, pad = shape
-    P, Q = out_size(shape)
-    M = N * P * Q
-    bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
-    c_chunks = C.ceildiv(Cin, bK)
-
-    @T.prim_func
-    def conv2d_cpu(
-        X: T.Tensor((N, H, W, Cin), dtype),
-        Wt: T.Tensor((K, R, S, Cin), dtype),
-        Y: T.Tensor((N, P, Q, K), dtype),
-    ):
-        with T.Kernel(T.ceildiv(K, bN), T.ceildiv(M, bM)) as (bx, by):
-            # fp32 tiles whatever the storage dtype: half.hpp arithmetic is scalar
-            # and slow, and accumulation must be fp32 anyway.
-            A_l = T.alloc_local((bM, bK), ACCUM)
-            B_l = T.alloc_local((bK, bN), ACCUM)
-            C_l = T.alloc_local((bM, bN), ACCUM)
-            T.clear(C_l)
-            for r, s, co in T.grid(R, S, c_chunks):
-                for i, k in T.grid(bM, bK):
-                    m = by * bM + i
-                    h = (m % (P * Q)) // Q * stride - pad + r
-                    w = m % Q * stride - pad + s
-                    A_l[i, k] = T.if_then_else(
-                        (m < M) and (h >= 0) and (h < H) and (w >= 0) and (w < W) and (co * bK + k < Cin),
-                        T.cast(X[m // (P * Q), h, w, co * bK + k], ACCUM), T.float32(0))
-                # Transposed on the way in so the inner loop streams rows of both tiles.
-                for k, j in T.grid(bK, bN):
-                    B_l[k, j] = T.if_then_else((bx * bN + j < K) and (co * bK + k < Cin),
-                                               T.cast(Wt[bx * bN + j, r, s, co * bK + k], ACCUM), T.float32(0))
-                # i-k-j order: the j loop is unit-stride in C_l and B_l, which gcc
-                # auto-vectorizes with -O3 -march=native.
-                for i, k in T.grid(bM, bK):
-                    for j in T.serial(bN):
-                        C_l[i, j] += A_l[i, k] * B_l[k, j]
-            for i, j in T.grid(bM, bN):
-                m = by * bM + i
-                if (m < M) and (bx * bN + j < K):
-                    Y[m // (P * Q), (m % (P * Q)) // Q, m % Q, bx * bN + j] = T.cast(C_l[i, j], dtype)
-
-    return conv2d_cpu
-
-
-def _tc_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
-    import tilelang.language as T
-
-    N, H, W, Cin, K, R, S, stride, pad = shape
-    P, Q = out_size(shape)
-    M, RSC = N * P * Q, R * S * Cin
-    bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
-    stages, threads, swizzle, flat_k = cfg["num_stages"], cfg["threads"], cfg["swizzle"], cfg["flat_k"]
-    c_chunks = C.ceildiv(Cin, bK)
-    # Chunks that would straddle two (r, s) taps need the channel mask on both operands.
-    c_tail = Cin % bK != 0
-    k_iters = C.ceildiv(RSC, bK) if flat_k else R * S * c_chunks
-
-    @T.prim_func
-    def conv2d_tc(
-        X: T.Tensor((N, H, W, Cin), dtype),
-        Wt: T.Tensor((K, R, S, Cin), dtype),
-        Y: T.Tensor((N, P, Q, K), dtype),
-    ):
-        with T.Kernel(T.ceildiv(K, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
-            A_s = T.alloc_shared((bM, bK), dtype)
-            B_s = T.alloc_shared((bN, bK), dtype)
-            C_f = T.alloc_fragment((bM, bN), ACCUM)
-            C_s = T.alloc_shared((bM, bN), dtype)
-            # KRSC is a plain (K, R*S*C) row-major matrix and NPQK a (M, K) one.
-            W2 = T.reshape(Wt, (K, RSC))
-            Y2 = T.reshape(Y, (M, K))
-            # Panel rasterization keeps neighbouring blocks on the same weight panel in L2.
-            T.use_swizzle(panel_size=10, enable=swizzle)
-            T.clear(C_f)
-            for ko in T.Pipelined(k_iters, num_stages=stages):
-                if flat_k:
-                    for i, j in T.Parallel(bM, bK):
-                        m = by * bM + i
-                        kk = ko * bK + j
-                        h = (m % (P * Q)) // Q * stride - pad + kk // (S * Cin)
-                        w = m % Q * stride - pad + kk // Cin % S
-                        A_s[i, j] = T.if_then_else(
-                            (m < M) and (kk < RSC) and (h >= 0) and (h < H) and (w >= 0) and (w < W),
-                            X[m // (P * Q), h, w, kk % Cin], T.cast(0, dtype))
-                    T.copy(W2[bx * bN, ko * bK], B_s)
-                else:
-                    r = ko // (S * c_chunks)
-                    s = ko // c_chunks % S
-                    c0 = ko % c_chunks * bK
-                    for i, j in T.Parallel(bM, bK):
-                        m = by * bM + i
-                        h = (m % (P * Q)) // Q * stride - pad + r
-                        w = m % Q * stride - pad + s
-                        if c_tail:
-                            A_s[i, j] = T.if_then_else(
-                                (m < M) and (h >= 0) and (h < H) and (w >= 0) and (w < W) and (c0 + j < Cin),
-                                X[m // (P * Q), h, w, c0 + j], T.cast(0, dtype))
-                        else:
-                            # The predicate is uniform along a row, so the row loads vectorize.
-                            A_s[i, j] = T.if_then_else(
-                                (m < M) and (h >= 0) and (h < H) and (w >= 0) and (w < W),
-                                X[m // (P * Q), h, w, c0 + j], T.cast(0, dtype))
-                    if c_tail:
-                        for n, j in T.Parallel(bN, bK):
-                            B_s[n, j] = T.if_then_else((bx * bN + n < K) and (c0 + j < Cin),
-                                                       Wt[bx * bN + n, r, s, c0 + j], T.cast(0, dtype))
-                    else:
-                        T.copy(W2[bx * bN, (r * S + s) * Cin + c0], B_s)
-                T.gemm(A_s, B_s, C_f, transpose_B=True)
-            T.copy(C_f, C_s)
-            T.copy(C_s, Y2[by * bM, bx * bN])
-
-    return conv2d_tc
 
 
 def _tc_smem(cfg: dict[str, Any], dtype: str) -> int:
@@ -207,8 +80,8 @@ def _cpu_local(cfg: dict[str, Any]) -> int:
     return (cfg["block_M"] * cfg["block_K"] + cfg["block_K"] * cfg["block_N"] + cfg["block_M"] * cfg["block_N"]) * 4
 
 
-def _tc_problem(cfg: dict[str, Any], dtype: str, hw: Hardware | None) -> str | None:
-    """Why a tensor-core config cannot work, or None. Checked before compiling."""
+def _tc_problem(cfg: dict[str, Any]) -> str | None:
+    """Why a tensor-core config cannot work on any GPU, or None. Checked before compiling."""
     bM, bN, bK, threads = cfg["block_M"], cfg["block_N"], cfg["block_K"], cfg["threads"]
     if min(bM, bN, bK) <= 0:
         return f"block sizes must be positive, got {bM}x{bN}x{bK}"
@@ -222,16 +95,13 @@ def _tc_problem(cfg: dict[str, Any], dtype: str, hw: Hardware | None) -> str | N
         return f"a {bM}x{bN} tile has too few 16x8 MMA atoms for {warps} warps"
     if cfg["num_stages"] > 8:
         return f"num_stages must be at most 8, got {cfg['num_stages']}"
-    smem = _tc_smem(cfg, dtype)
-    if hw is not None and not C.smem_fits(smem, hw):
-        return f"needs {smem} B of shared memory, the device allows {hw.smem_per_block} B per block"
     return None
 
 
 # ---------------------------------------------------------------- the family
 
 
-class Conv2dFamily:
+class Conv2dFamily(KernelFamily):
     name = "conv2d"
     title = "Conv2d (implicit GEMM, NHWC)"
     aten_ops = frozenset({"aten::conv2d", "aten::convolution", "aten::_convolution", "aten::cudnn_convolution",
@@ -358,6 +228,10 @@ class Conv2dFamily:
                               f"expected x [N, H, W, C] and w [K, R, S, C]")
         return conv2d_nhwc(x, w, stride, pad)
 
+    def input_shapes(self, shape: Shape) -> list[tuple[int, ...]]:
+        N, H, W, Cin, K, R, S, _, _ = shape
+        return [(N, H, W, Cin), (K, R, S, Cin)]
+
     # ------------------------------------------------------------ metrics
 
     def flops(self, shape: Shape) -> float:
@@ -395,27 +269,15 @@ class Conv2dFamily:
         # Ordered best guess first; the tuner tries the rest.
         return [c for c in cands if self.reject_reason(shape, dtype, c, hardware) is None]
 
-    def reject_reason(self, shape: Shape, dtype: str, config: KernelConfig, hw: Hardware) -> str | None:
-        """None if `config` can be compiled for `shape` on `hw`, else a one-line reason
-        (cheap: no compiling), so a tuner can screen neighbour configs."""
-        try:
-            shape = self.check(shape)
-            dtype = C.canonical_dtype(dtype)
-            if _on_cpu(hw):
-                C.check_dtype_for_target(self.name, dtype, hw.target or "c")
-                cfg = C.merge_config(CPU_DEFAULTS, config, self.name)
-            else:
-                _check_cuda_dtype(dtype)
-                cfg = C.merge_config(TC_DEFAULTS, config, self.name)
-        except KernelError as exc:
-            return str(exc)
-        if _on_cpu(hw):
-            if min(cfg["block_M"], cfg["block_N"], cfg["block_K"]) <= 0:
-                return f"block sizes must be positive, got {cfg}"
+    def limits_error(self, shape: Shape, dtype: str, cfg: dict, hw: Hardware) -> str | None:
+        if C.targets_cpu(hw):
             if _cpu_local(cfg) > CPU_LOCAL_LIMIT_BYTES:
                 return f"local tiles need {_cpu_local(cfg)} B, more than the {CPU_LOCAL_LIMIT_BYTES} B stack budget"
             return None
-        return _tc_problem(cfg, dtype, hw)
+        smem = _tc_smem(cfg, dtype)
+        if not C.smem_fits(smem, hw):
+            return f"needs {smem} B of shared memory, the device allows {hw.smem_per_block} B per block"
+        return None
 
     def _cpu_space(self, shape: Shape) -> list[KernelConfig]:
         N, H, W, Cin, K, R, S, _, _ = shape
@@ -469,33 +331,20 @@ class Conv2dFamily:
 
     # ------------------------------------------------------------ build
 
-    def program(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Any:
-        """The TileLang PrimFunc `build` compiles (for inspection and lowering tests)."""
-        return self._resolve(shape, dtype, config, target)[3]()
+    cpu_schedule = Schedule(CPU_DEFAULTS, P.cpu_program)
+    gpu_schedule = Schedule(TC_DEFAULTS, P.tc_program)
 
-    def build(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Callable[..., torch.Tensor]:
-        shape, dtype, cfg, program = self._resolve(shape, dtype, config, target)
-        N, H, W, Cin, K, R, S, _, _ = shape
-        return C.build_cached(self.name, shape, dtype, cfg, target, program, out_idx=[2],
-                              input_shapes=[(N, H, W, Cin), (K, R, S, Cin)])
-
-    def _resolve(self, shape: Shape, dtype: str, config: KernelConfig, target: str):
-        shape = self.check(shape)
-        dtype = C.canonical_dtype(dtype)
-        C.check_dtype_for_target(self.name, dtype, target)
-        if is_cpu_target(target):
-            cfg = C.merge_config(CPU_DEFAULTS, config, self.name)
-            if min(cfg["block_M"], cfg["block_N"], cfg["block_K"]) <= 0:
-                raise KernelError(f"conv2d: block sizes must be positive, got {cfg}")
-            program = lambda: _cpu_program(shape, dtype, cfg)  # noqa: E731
-        else:
+    def schedule(self, shape: Shape, dtype: str, target: str) -> Schedule:
+        if not C.is_cpu_target(target):
             _check_cuda_dtype(dtype)
-            cfg = C.merge_config(TC_DEFAULTS, config, self.name)
-            problem = _tc_problem(cfg, dtype, None)
-            if problem:
-                raise KernelError(f"conv2d: {problem}")
-            program = lambda: _tc_program(shape, dtype, cfg)  # noqa: E731
-        return shape, dtype, cfg, program
+        return super().schedule(shape, dtype, target)
+
+    def config_error(self, shape: Shape, dtype: str, cfg: dict, target: str) -> str | None:
+        if C.is_cpu_target(target):
+            if min(cfg["block_M"], cfg["block_N"], cfg["block_K"]) <= 0:
+                return f"block sizes must be positive, got {cfg}"
+            return None
+        return _tc_problem(cfg)
 
     # ------------------------------------------------------------ swap-in (at the operator)
 
@@ -544,7 +393,7 @@ class Conv2dFamily:
 
 
 def _on_cpu(hw: Hardware) -> bool:
-    return is_cpu_target(hw.target or "c") or hw.device == "cpu"
+    return C.targets_cpu(hw) or hw.device == "cpu"
 
 
 def _check_cuda_dtype(dtype: str) -> None:

@@ -14,11 +14,13 @@ when M*N gives too few tiles to fill the GPU and K is long, a split-K variant ha
 activation and rounding follow in PyTorch. fp32 uses a register-blocked SIMT (FFMA)
 schedule, because `T.gemm` on fp32 lowers to TF32 tensor cores, which would not match
 PyTorch's full-fp32 reference. On CPU (the C backend), a blocked loop nest over fp32
-local tiles that gcc vectorizes.
+local tiles that gcc vectorizes. The programs themselves are in `_gemm_programs.py`;
+this module sizes, checks, searches, builds (split-K's PyTorch epilogue) and routes them.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable, Sequence
 
@@ -27,34 +29,16 @@ import torch.nn.functional as F
 
 from ..errors import KernelError
 from ..results import Hardware, KernelConfig, Shape
-from . import _common as C
 from ..swap import DERIVED, Route, arg, dtype_mismatch
-from .base import is_cpu_target
-
-ACCUM = "float32"
+from . import _common as C
+from . import _gemm_programs as P
+from .base import KernelFamily, Resolved, Schedule
 
 ACTIVATIONS = ("none", "relu", "gelu", "silu")
-_SQRT1_2 = 1.0 / math.sqrt(2.0)
 # nn modules whose output a fused family computes (nn.GELU only in its exact erf form).
 TORCH_ACTS = {"none": lambda y: y, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}
 # Epilogue cost per output element, for the FLOP count.
 ACT_FLOPS = {"none": 0, "relu": 1, "gelu": 8, "silu": 4}
-
-# Swizzle panels and warp partitions, by config value.
-POLICIES = ("square", "fullrow", "fullcol")
-
-
-def _act(x: Any, act: str, T: Any) -> Any:
-    """The activation as a TileLang expression on an fp32 value (called while the
-    program is parsed, so it inlines into the epilogue)."""
-    if act == "relu":
-        return T.max(x, T.float32(0))
-    if act == "gelu":
-        return x * T.float32(0.5) * (T.float32(1) + T.erf(x * T.float32(_SQRT1_2)))
-    if act == "silu":
-        return x / (T.float32(1) + T.exp(-x))
-    return x
-
 
 CPU_DEFAULTS = {"block_M": 128, "block_N": 64, "block_K": 32}
 # Tensor-core schedule (fp16/bf16).
@@ -66,122 +50,6 @@ SIMT_DEFAULTS = {"block_M": 128, "block_N": 128, "block_K": 16, "thread_M": 8, "
 
 # Local tiles become stack arrays in the generated C; keep them well inside a thread's stack.
 CPU_LOCAL_LIMIT_BYTES = 128 * 1024
-
-
-def _cpu_program(M: int, N: int, K: int, dtype: str, cfg: dict[str, Any], act: str):
-    import tilelang.cpu.language as T
-
-    bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
-
-    @T.prim_func
-    def linear_cpu(
-        A: T.Tensor((M, K), dtype),
-        W: T.Tensor((N, K), dtype),
-        Bias: T.Tensor((N,), dtype),
-        Y: T.Tensor((M, N), dtype),
-    ):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM)) as (bx, by):
-            # fp32 tiles whatever the storage dtype: half.hpp arithmetic is scalar
-            # and slow, and accumulation must be fp32 anyway.
-            A_l = T.alloc_local((bM, bK), ACCUM)
-            B_l = T.alloc_local((bK, bN), ACCUM)
-            C_l = T.alloc_local((bM, bN), ACCUM)
-            T.clear(C_l)
-            for ko in T.serial(T.ceildiv(K, bK)):
-                for i, k in T.grid(bM, bK):
-                    A_l[i, k] = T.if_then_else((by * bM + i < M) and (ko * bK + k < K),
-                                               T.cast(A[by * bM + i, ko * bK + k], ACCUM), T.float32(0))
-                # Transposed on the way in so the inner loop streams rows of both tiles.
-                for k, j in T.grid(bK, bN):
-                    B_l[k, j] = T.if_then_else((bx * bN + j < N) and (ko * bK + k < K),
-                                               T.cast(W[bx * bN + j, ko * bK + k], ACCUM), T.float32(0))
-                # i-k-j order: the j loop is unit-stride in C_l and B_l, which gcc
-                # auto-vectorizes with -O3 -march=native better than TileLang's float4 structs.
-                for i, k in T.grid(bM, bK):
-                    for j in T.serial(bN):
-                        C_l[i, j] += A_l[i, k] * B_l[k, j]
-            for i, j in T.grid(bM, bN):
-                if (by * bM + i < M) and (bx * bN + j < N):
-                    Y[by * bM + i, bx * bN + j] = T.cast(
-                        _act(C_l[i, j] + T.cast(Bias[bx * bN + j], ACCUM), act, T), dtype)
-
-    return linear_cpu
-
-
-def _policy(T: Any, name: str) -> Any:
-    return {"square": T.GemmWarpPolicy.Square, "fullrow": T.GemmWarpPolicy.FullRow,
-            "fullcol": T.GemmWarpPolicy.FullCol}[name]
-
-
-def _tc_program(M: int, N: int, K: int, dtype: str, cfg: dict[str, Any], act: str):
-    import tilelang.language as T
-
-    bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
-    stages, threads, swizzle = cfg["num_stages"], cfg["threads"], cfg["swizzle"]
-    panel, policy = cfg["panel"], _policy(T, cfg["policy"])
-
-    @T.prim_func
-    def linear_tc(
-        A: T.Tensor((M, K), dtype),
-        W: T.Tensor((N, K), dtype),
-        Bias: T.Tensor((N,), dtype),
-        Y: T.Tensor((M, N), dtype),
-    ):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
-            A_s = T.alloc_shared((bM, bK), dtype)
-            W_s = T.alloc_shared((bN, bK), dtype)
-            C_f = T.alloc_fragment((bM, bN), ACCUM)
-            C_s = T.alloc_shared((bM, bN), dtype)
-            # Panel rasterization keeps neighbouring blocks on the same A/W panels in L2.
-            T.use_swizzle(panel_size=panel, enable=swizzle)
-            T.clear(C_f)
-            for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
-                T.copy(A[by * bM, ko * bK], A_s)
-                T.copy(W[bx * bN, ko * bK], W_s)
-                T.gemm(A_s, W_s, C_f, transpose_B=True, policy=policy)
-            # Bias and activation in the epilogue, on the fp32 accumulator, before the
-            # single rounding.
-            for i, j in T.Parallel(bM, bN):
-                C_f[i, j] = _act(C_f[i, j] + T.if_then_else(bx * bN + j < N, T.cast(Bias[bx * bN + j], ACCUM),
-                                                            T.float32(0)), act, T)
-            T.copy(C_f, C_s)
-            T.copy(C_s, Y[by * bM, bx * bN])
-
-    return linear_tc
-
-
-def _splitk_program(M: int, N: int, K: int, dtype: str, cfg: dict[str, Any]):
-    """Partial products of `split_k` K-ranges added atomically into a zeroed fp32 [M, N];
-    used when M*N alone would leave most SMs idle. The K-ranges are whole block_K tiles,
-    so they never overlap; the last may run past K, where T.copy reads zeros."""
-    import tilelang.language as T
-
-    bM, bN, bK, splits = cfg["block_M"], cfg["block_N"], cfg["block_K"], cfg["split_k"]
-    stages, threads, swizzle = cfg["num_stages"], cfg["threads"], cfg["swizzle"]
-    panel, policy = cfg["panel"], _policy(T, cfg["policy"])
-
-    @T.prim_func
-    def linear_splitk(
-        A: T.Tensor((M, K), dtype),
-        W: T.Tensor((N, K), dtype),
-        Y32: T.Tensor((M, N), ACCUM),
-    ):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), splits, threads=threads) as (bx, by, bz):
-            A_s = T.alloc_shared((bM, bK), dtype)
-            W_s = T.alloc_shared((bN, bK), dtype)
-            C_f = T.alloc_fragment((bM, bN), ACCUM)
-            T.use_swizzle(panel_size=panel, enable=swizzle)
-            T.clear(C_f)
-            # Written in terms of K inside the body: TileLang resolves the annotations'
-            # names through the closure, which only holds names the body uses.
-            k_tiles = T.ceildiv(T.ceildiv(K, bK), splits)
-            for ko in T.Pipelined(k_tiles, num_stages=stages):
-                T.copy(A[by * bM, (bz * k_tiles + ko) * bK], A_s)
-                T.copy(W[bx * bN, (bz * k_tiles + ko) * bK], W_s)
-                T.gemm(A_s, W_s, C_f, transpose_B=True, policy=policy)
-            T.atomic_add(Y32[by * bM, bx * bN], C_f)
-
-    return linear_splitk
 
 
 class SplitKLinear:
@@ -209,60 +77,6 @@ class SplitKLinear:
         return TORCH_ACTS[self.act](y32.add_(b.detach())).to(x.dtype)
 
 
-def _simt_program(M: int, N: int, K: int, dtype: str, cfg: dict[str, Any], act: str):
-    import tilelang.language as T
-
-    bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
-    tM, tN = cfg["thread_M"], cfg["thread_N"]
-    stages, swizzle = cfg["num_stages"], cfg["swizzle"]
-    cols = bN // tN
-    threads = (bM // tM) * cols
-    pad = 4  # breaks the 32-way bank conflict of the transposed shared-memory stores
-
-    @T.prim_func
-    def linear_simt(
-        A: T.Tensor((M, K), dtype),
-        W: T.Tensor((N, K), dtype),
-        Bias: T.Tensor((N,), dtype),
-        Y: T.Tensor((M, N), dtype),
-    ):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
-            # K-major tiles so each thread reads its tM (tN) operands as one vector.
-            A_s = T.alloc_shared((bK, bM + pad), dtype)
-            W_s = T.alloc_shared((bK, bN + pad), dtype)
-            acc = T.alloc_local((tM, tN), ACCUM)
-            a_r = T.alloc_local((tM,), ACCUM)
-            b_r = T.alloc_local((tN,), ACCUM)
-            tid = T.get_thread_binding()
-            ty = tid // cols
-            tx = tid % cols
-            T.use_swizzle(panel_size=10, enable=swizzle)
-            T.clear(acc)
-            for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
-                for i, k in T.Parallel(bM, bK):
-                    A_s[k, i] = T.if_then_else((by * bM + i < M) and (ko * bK + k < K),
-                                               A[by * bM + i, ko * bK + k], T.float32(0))
-                for j, k in T.Parallel(bN, bK):
-                    W_s[k, j] = T.if_then_else((bx * bN + j < N) and (ko * bK + k < K),
-                                               W[bx * bN + j, ko * bK + k], T.float32(0))
-                for kk in T.unroll(bK):
-                    for i in T.vectorized(tM):
-                        a_r[i] = A_s[kk, ty * tM + i]
-                    for j in T.vectorized(tN):
-                        b_r[j] = W_s[kk, tx * tN + j]
-                    # Fully unrolled so acc, a_r and b_r live in registers: tM*tN FFMAs
-                    # per (tM + tN) shared-memory loads.
-                    for i in T.unroll(tM):
-                        for j in T.unroll(tN):
-                            acc[i, j] += a_r[i] * b_r[j]
-            for i, j in T.grid(tM, tN):
-                if (by * bM + ty * tM + i < M) and (bx * bN + tx * tN + j < N):
-                    Y[by * bM + ty * tM + i, bx * bN + tx * tN + j] = _act(
-                        acc[i, j] + Bias[bx * bN + tx * tN + j], act, T)
-
-    return linear_simt
-
-
 def _tc_smem(cfg: dict[str, Any], dtype: str) -> int:
     b = C.dtype_bytes(dtype)
     tiles = (cfg["block_M"] + cfg["block_N"]) * cfg["block_K"] * b * max(1, cfg["num_stages"])
@@ -278,7 +92,18 @@ def _simt_threads(cfg: dict[str, Any]) -> int:
     return (cfg["block_M"] // cfg["thread_M"]) * (cfg["block_N"] // cfg["thread_N"])
 
 
-class GemmFamily:
+def _cpu_local(cfg: dict[str, Any]) -> int:
+    return (cfg["block_M"] * cfg["block_K"] + cfg["block_K"] * cfg["block_N"] + cfg["block_M"] * cfg["block_N"]) * 4
+
+
+def _is_linear_matmul(input_shapes: Sequence[Sequence[int]]) -> bool:
+    """aten::matmul with a 2-D second operand is a linear layer without bias; with two
+    batched operands it is attention-style bmm, which this family does not compute."""
+    dims = [len(s) for s in input_shapes[:2] if isinstance(s, (list, tuple))]
+    return len(dims) == 2 and dims[1] == 2
+
+
+class GemmFamily(KernelFamily):
     shape_names = ("M", "N", "K")
     # Profiling sees nn.Linear as one op whatever follows it: every variant takes its
     # shapes from the plain family's profiled calls.
@@ -294,7 +119,14 @@ class GemmFamily:
 
     # ------------------------------------------------------------ shapes
 
-    def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]]) -> Shape | None:
+    def covers(self, op: str, input_shapes: Sequence[Sequence[int]] = ()) -> bool:
+        # The time of a matmul by a weight counts as gemm's (its shape stays unknown:
+        # torch.matmul is not routed, so a tuned kernel would never run).
+        return op in self.aten_ops or (bool(self.aten_ops) and op == "aten::matmul"
+                                       and _is_linear_matmul(input_shapes))
+
+    def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]],
+                      concrete_inputs: Sequence[Any] | None = None) -> Shape | None:
         try:
             shapes = [list(s) for s in input_shapes]
             if op == "aten::linear":
@@ -324,10 +156,6 @@ class GemmFamily:
         medium = (4096, 4096, 4096)
         return [(1024, 1024, 1024), medium, (8192, 8192, 8192), (16384, 1024, 4096), self.awkward_shape(medium)]
 
-    def awkward_shape(self, shape: Shape) -> Shape:
-        M, N, K = shape
-        return (C.awkward(M), C.awkward(N), C.awkward(K))
-
     # ------------------------------------------------------------ data
 
     def make_inputs(self, shape: Shape, dtype: str, device: str, seed: int) -> tuple[torch.Tensor, ...]:
@@ -343,6 +171,10 @@ class GemmFamily:
     def reference(self, *inputs: torch.Tensor) -> torch.Tensor:
         x, w, b = inputs
         return TORCH_ACTS[self.activation](F.linear(x, w, b))
+
+    def input_shapes(self, shape: Shape) -> list[tuple[int, ...]]:
+        M, N, K = shape
+        return [(M, K), (N, K), (N,)]
 
     # ------------------------------------------------------------ metrics
 
@@ -368,7 +200,7 @@ class GemmFamily:
     def search_space(self, shape: Shape, dtype: str, hardware: Hardware) -> list[KernelConfig]:
         M, N, K = C.check_shape(shape, self.shape_names, self.name)
         dtype = C.canonical_dtype(dtype)
-        if is_cpu_target(hardware.target) or hardware.device == "cpu":
+        if C.is_cpu_target(hardware.target) or hardware.device == "cpu":
             return self._cpu_space(M, N, K)
         if dtype == "float32":
             return self._simt_space(M, N, K, hardware)
@@ -380,9 +212,7 @@ class GemmFamily:
             # Tiles much larger than the problem only add zero padding work.
             cfg = {"block_M": min(bM, C.round_up(M, 8)), "block_N": min(bN, C.round_up(N, 8)),
                    "block_K": min(bK, C.round_up(K, 8))}
-            local = (cfg["block_M"] * cfg["block_K"] + cfg["block_K"] * cfg["block_N"]
-                     + cfg["block_M"] * cfg["block_N"]) * 4
-            if local <= CPU_LOCAL_LIMIT_BYTES:
+            if _cpu_local(cfg) <= CPU_LOCAL_LIMIT_BYTES:
                 out.append(cfg)
         return C.dedupe(out)
 
@@ -431,28 +261,22 @@ class GemmFamily:
                     out.append(cfg)
         return out[:6]
 
-    def reject_reason(self, shape: Shape, dtype: str, config: KernelConfig, hw: Hardware) -> str | None:
-        """Why `config` cannot run on `hw` (checked before compiling), or None."""
-        try:
-            (M, N, K), dtype, cfg, _ = self._resolve(shape, dtype, config, hw.target)
-        except KernelError as exc:
-            return str(exc)
-        if is_cpu_target(hw.target):
-            local = (cfg["block_M"] * cfg["block_K"] + cfg["block_K"] * cfg["block_N"]
-                     + cfg["block_M"] * cfg["block_N"]) * 4
-            return None if local <= CPU_LOCAL_LIMIT_BYTES else f"gemm: local tiles need {local} B of stack"
+    def limits_error(self, shape: Shape, dtype: str, cfg: dict, hw: Hardware) -> str | None:
+        if C.targets_cpu(hw):
+            local = _cpu_local(cfg)
+            return None if local <= CPU_LOCAL_LIMIT_BYTES else f"local tiles need {local} B of stack"
         smem = _simt_smem(cfg) if dtype == "float32" else _tc_smem(cfg, dtype)
         if not C.smem_fits(smem, hw):
-            return f"gemm: needs {smem} B of shared memory, the device allows {hw.smem_per_block} B per block"
+            return f"needs {smem} B of shared memory, the device allows {hw.smem_per_block} B per block"
         if dtype != "float32":
             threads = cfg["threads"]
             if threads % 128 or not 128 <= threads <= 512:
-                return f"gemm: tensor-core tiles need 128, 256 or 384 threads (whole warpgroups), got {threads}"
+                return f"tensor-core tiles need 128, 256 or 384 threads (whole warpgroups), got {threads}"
             if cfg["block_M"] % 16 or cfg["block_N"] % 16 or cfg["block_K"] % 16:
-                return "gemm: tensor-core tiles must be multiples of 16"
+                return "tensor-core tiles must be multiples of 16"
             # A warpgroup's wgmma covers 64 rows; a 128x? tile cannot feed four warpgroups.
             if cfg["block_M"] * cfg["block_N"] < 64 * 16 * (threads // 32):
-                return f"gemm: a {cfg['block_M']}x{cfg['block_N']} tile is too small for {threads} threads"
+                return f"a {cfg['block_M']}x{cfg['block_N']} tile is too small for {threads} threads"
         return None
 
     def _simt_space(self, M: int, N: int, K: int, hw: Hardware) -> list[KernelConfig]:
@@ -492,55 +316,41 @@ class GemmFamily:
 
     # ------------------------------------------------------------ build
 
-    def program(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Any:
-        """The TileLang PrimFunc `build` compiles (for inspection and lowering tests)."""
-        return self._resolve(shape, dtype, config, target)[3]()
-
-    def build(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Callable[..., torch.Tensor]:
-        (M, N, K), dtype, cfg, program = self._resolve(shape, dtype, config, target)
-        if cfg.get("split_k", 1) > 1:
-            # One compiled kernel serves every activation: the epilogue runs in PyTorch.
-            inner = C.build_cached("gemm_splitk", (M, N, K), dtype, cfg, target, program, out_idx=None,
-                                   input_shapes=[(M, K), (N, K)])
-            return SplitKLinear(inner, (M, N, K), self.activation)
-        return C.build_cached(self.name, (M, N, K), dtype, cfg, target, program, out_idx=[3],
-                              input_shapes=[(M, K), (N, K), (N,)])
-
-    def _resolve(self, shape: Shape, dtype: str, config: KernelConfig, target: str):
-        M, N, K = C.check_shape(shape, self.shape_names, self.name)
-        dtype = C.canonical_dtype(dtype)
-        C.check_dtype_for_target(self.name, dtype, target)
+    def schedule(self, shape: Shape, dtype: str, target: str) -> Schedule:
+        # fp32 on the GPU runs FFMA (SIMT): T.gemm on fp32 would be TF32, not PyTorch's fp32.
         act = self.activation
-        if is_cpu_target(target):
-            cfg = C.merge_config(CPU_DEFAULTS, config, self.name)
-            self._check_blocks(cfg)
-            program = lambda: _cpu_program(M, N, K, dtype, cfg, act)  # noqa: E731
-        elif dtype == "float32":
-            cfg = C.merge_config(SIMT_DEFAULTS, config, self.name)
-            self._check_blocks(cfg)
-            if cfg["block_M"] % cfg["thread_M"] or cfg["block_N"] % cfg["thread_N"]:
-                raise KernelError(f"gemm: block_M/block_N must be multiples of thread_M/thread_N, got {cfg}")
-            if not 32 <= _simt_threads(cfg) <= 1024:
-                raise KernelError(f"gemm: SIMT config needs 32..1024 threads, got {_simt_threads(cfg)}")
-            program = lambda: _simt_program(M, N, K, dtype, cfg, act)  # noqa: E731
-        else:
-            cfg = C.merge_config(TC_DEFAULTS, config, self.name)
-            self._check_blocks(cfg)
-            if cfg["policy"] not in POLICIES:
-                raise KernelError(f"gemm: policy must be one of {', '.join(POLICIES)}, got {cfg['policy']!r}")
-            if cfg["split_k"] < 1:
-                raise KernelError(f"gemm: split_k must be >= 1, got {cfg['split_k']}")
-            if cfg["split_k"] > 1:
-                program = lambda: _splitk_program(M, N, K, dtype, cfg)  # noqa: E731
-            else:
-                program = lambda: _tc_program(M, N, K, dtype, cfg, act)  # noqa: E731
-        return (M, N, K), dtype, cfg, program
+        if C.is_cpu_target(target):
+            return Schedule(CPU_DEFAULTS, functools.partial(P.cpu_program, act=act))
+        if dtype == "float32":
+            return Schedule(SIMT_DEFAULTS, functools.partial(P.simt_program, act=act))
+        return Schedule(TC_DEFAULTS, functools.partial(P.tensor_core_program, act=act))
 
-    @staticmethod
-    def _check_blocks(cfg: dict[str, Any]) -> None:
+    def config_error(self, shape: Shape, dtype: str, cfg: dict, target: str) -> str | None:
         for key in ("block_M", "block_N", "block_K"):
             if cfg[key] <= 0:
-                raise KernelError(f"gemm: {key} must be positive, got {cfg[key]}")
+                return f"{key} must be positive, got {cfg[key]}"
+        if C.is_cpu_target(target):
+            return None
+        if dtype == "float32":
+            if cfg["block_M"] % cfg["thread_M"] or cfg["block_N"] % cfg["thread_N"]:
+                return f"block_M/block_N must be multiples of thread_M/thread_N, got {cfg}"
+            if not 32 <= _simt_threads(cfg) <= 1024:
+                return f"SIMT config needs 32..1024 threads, got {_simt_threads(cfg)}"
+            return None
+        if cfg["policy"] not in P.POLICIES:
+            return f"policy must be one of {', '.join(P.POLICIES)}, got {cfg['policy']!r}"
+        if cfg["split_k"] < 1:
+            return f"split_k must be >= 1, got {cfg['split_k']}"
+        return None
+
+    def compile(self, resolved: Resolved, target: str) -> Callable[..., torch.Tensor]:
+        if resolved.config.get("split_k", 1) > 1:
+            # One compiled kernel serves every activation: the epilogue runs in PyTorch.
+            M, N, K = resolved.shape
+            inner = C.build_cached("gemm_splitk", resolved.shape, resolved.dtype, resolved.config, target,
+                                   resolved.program, out_idx=None, input_shapes=[(M, K), (N, K)])
+            return SplitKLinear(inner, resolved.shape, self.activation)
+        return super().compile(resolved, target)
 
     # ------------------------------------------------------------ swap-in (at the operator)
 

@@ -14,6 +14,7 @@ rows with the row in a stack buffer (or re-read from the input when it would not
 # No `from __future__ import annotations`: TileLang evaluates the annotations of the
 # kernel signatures in `_entry`, whose body does not mention rows, cols or dtype, so
 # string annotations could not be resolved through its closure.
+import functools
 from typing import Any, Callable
 
 import torch
@@ -23,6 +24,7 @@ from ..results import Shape
 from . import _common as C
 from . import _rows as R
 from ..swap import DERIVED, arg
+from .base import Schedule
 
 ACCUM = "float32"
 EPS = 1e-5
@@ -55,9 +57,10 @@ def _entry(T, rows: int, cols: int, dtype: str, residual: bool, body):
     return layernorm
 
 
-def _cpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any], residual: bool = False):
+def _cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool = False):
     import tilelang.cpu.language as T
 
+    rows, cols = shape
     BR, buffered = cfg["block_rows"], cfg["buffered"]
     inv_n = 1.0 / cols
 
@@ -105,9 +108,10 @@ def _cpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any], residual
     return _entry(T, rows, cols, dtype, residual, buffered_body if buffered else stream_body)
 
 
-def _gpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any], residual: bool = False):
+def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool = False):
     import tilelang.language as T
 
+    rows, cols = shape
     BR, threads, chunk = cfg["block_rows"], cfg["threads"], cfg["chunk"]
     inv_n = 1.0 / cols
 
@@ -185,11 +189,9 @@ class LayerNormFamily(R.RowFamily):
     aten_ops = frozenset({"aten::layer_norm", "aten::native_layer_norm"})
     shape_names = ("rows", "hidden")
     extra_inputs = 2
-    cpu_program = staticmethod(_cpu_program)
-    gpu_program = staticmethod(_gpu_program)
-    eps = EPS
+    cpu_schedule = Schedule(R.CPU_DEFAULTS, _cpu_program)
+    gpu_schedule = Schedule(R.GPU_DEFAULTS, _gpu_program)
     params = {"eps": EPS}
-    residual = False
 
     def standard_shapes(self, device: str) -> list[Shape]:
         if device == "cpu":
@@ -251,9 +253,8 @@ class LayerNormResidualFamily(LayerNormFamily):
     aten_ops = frozenset()
     profile_family = "layernorm"
     row_inputs = 2
-    residual = True
-    cpu_program = staticmethod(lambda rows, cols, dtype, cfg: _cpu_program(rows, cols, dtype, cfg, True))
-    gpu_program = staticmethod(lambda rows, cols, dtype, cfg: _gpu_program(rows, cols, dtype, cfg, True))
+    cpu_schedule = Schedule(R.CPU_DEFAULTS, functools.partial(_cpu_program, residual=True))
+    gpu_schedule = Schedule(R.GPU_DEFAULTS, functools.partial(_gpu_program, residual=True))
 
     def make_inputs(self, shape: Shape, dtype: str, device: str, seed: int) -> tuple[torch.Tensor, ...]:
         x, w, b = super().make_inputs(shape, dtype, device, seed)

@@ -19,14 +19,16 @@ from ..results import Shape
 from . import _common as C
 from . import _rows as R
 from ..swap import DERIVED, Route, arg
+from .base import Schedule
 
 ACCUM = "float32"
 EPS = 1e-6
 
 
-def _cpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any]):
+def _cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     import tilelang.cpu.language as T
 
+    rows, cols = shape
     BR, buffered = cfg["block_rows"], cfg["buffered"]
     inv_n = 1.0 / cols
 
@@ -67,9 +69,10 @@ def _cpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any]):
     return rmsnorm_cpu_stream
 
 
-def _gpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any]):
+def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     import tilelang.language as T
 
+    rows, cols = shape
     BR, threads, chunk = cfg["block_rows"], cfg["threads"], cfg["chunk"]
     inv_n = 1.0 / cols
 
@@ -128,9 +131,8 @@ class RMSNormFamily(R.RowFamily):
     aten_ops = frozenset({"aten::rms_norm"})
     shape_names = ("rows", "hidden")
     extra_inputs = 1
-    cpu_program = staticmethod(_cpu_program)
-    gpu_program = staticmethod(_gpu_program)
-    eps = EPS
+    cpu_schedule = Schedule(R.CPU_DEFAULTS, _cpu_program)
+    gpu_schedule = Schedule(R.GPU_DEFAULTS, _gpu_program)
     params = {"eps": EPS}
 
     def standard_shapes(self, device: str) -> list[Shape]:

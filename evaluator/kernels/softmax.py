@@ -19,14 +19,16 @@ from ..results import Shape
 from . import _common as C
 from . import _rows as R
 from ..swap import Route, arg
+from .base import Schedule
 
 ACCUM = "float32"
 LOG2E = 1.4426950408889634
 
 
-def _cpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any]):
+def _cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     import tilelang.cpu.language as T
 
+    rows, cols = shape
     BR, buffered = cfg["block_rows"], cfg["buffered"]
 
     if buffered:
@@ -74,9 +76,10 @@ def _cpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any]):
     return softmax_cpu_stream
 
 
-def _gpu_program(rows: int, cols: int, dtype: str, cfg: dict[str, Any]):
+def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     import tilelang.language as T
 
+    rows, cols = shape
     BR, threads, chunk = cfg["block_rows"], cfg["threads"], cfg["chunk"]
 
     if chunk == 0:
@@ -142,8 +145,8 @@ class SoftmaxFamily(R.RowFamily):
     aten_ops = frozenset({"aten::softmax", "aten::_softmax"})
     shape_names = ("rows", "cols")
     extra_inputs = 0
-    cpu_program = staticmethod(_cpu_program)
-    gpu_program = staticmethod(_gpu_program)
+    cpu_schedule = Schedule(R.CPU_DEFAULTS, _cpu_program)
+    gpu_schedule = Schedule(R.GPU_DEFAULTS, _gpu_program)
 
     def standard_shapes(self, device: str) -> list[Shape]:
         if device == "cpu":

@@ -1,16 +1,20 @@
-"""The kernel registry: every registered family satisfies the `KernelFamily` protocol
-with usable metadata, and aten ops map to the family that covers them.
+"""The kernel registry: importing the package registers every family module in it, every
+registered family is a `KernelFamily` with usable metadata, aten ops map to the family
+that covers them, and a name or an aten op can be registered only once.
 
 In: the registry as imported. Out: pass/fail. Nothing here compiles a kernel.
 """
 
 from __future__ import annotations
 
+import pkgutil
+
 import pytest
 import torch
 
-from evaluator.errors import UnknownFamilyError
-from evaluator.kernels import REGISTRY, family_for_aten, get
+from evaluator import kernels
+from evaluator.errors import KernelError, UnknownFamilyError
+from evaluator.kernels import REGISTRY, family_for_aten, get, register, unregister
 from evaluator.kernels.base import KernelFamily
 from evaluator.results import Hardware
 
@@ -30,7 +34,7 @@ def test_family_satisfies_protocol(name):
     assert fam.name == name and fam.title
     assert isinstance(fam.aten_ops, frozenset) and all(op.startswith("aten::") for op in fam.aten_ops)
     # a family with no aten op of its own (a fused variant) names the one whose shapes it takes
-    assert fam.aten_ops or getattr(fam, "profile_family", None) in REGISTRY
+    assert fam.aten_ops or (fam.profile_family != name and fam.profile_family in REGISTRY)
     shape = fam.standard_shapes("cpu")[0]
     assert len(shape) == len(fam.shape_names)
     inputs = fam.make_inputs(shape, "float32", "cpu", 0)
@@ -44,7 +48,7 @@ def test_family_satisfies_protocol(name):
     awk = fam.awkward_shape(shape)
     # Some dimensions cannot be awkward (attention's head dim feeds the tensor cores,
     # flags and strides are small ints): families name the ones that can.
-    dims = getattr(fam, "awkward_dims", fam.shape_names)
+    dims = fam.awkward_dims
     assert len(awk) == len(shape) and all(awk[fam.shape_names.index(n)] % 16 for n in dims)
     cpu_space = fam.search_space(shape, "float32", CPU)
     assert 1 <= len(cpu_space) <= 4 and all(isinstance(c, dict) for c in cpu_space)
@@ -63,6 +67,9 @@ def test_family_for_aten():
     assert family_for_aten("aten::native_layer_norm").name == "layernorm"
     assert family_for_aten("aten::rms_norm").name == "rmsnorm"
     assert family_for_aten("aten::gelu") is None
+    # a matmul by a weight is a linear layer; two batched operands are attention-style bmm
+    assert family_for_aten("aten::matmul", [[2, 8, 16], [16, 4]]).name == "gemm"
+    assert family_for_aten("aten::matmul", [[2, 8, 16], [2, 16, 4]]) is None
 
 
 def test_aten_ops_do_not_overlap():
@@ -77,3 +84,37 @@ def test_get_unknown_family():
     assert get("gemm") is REGISTRY["gemm"]
     with pytest.raises(UnknownFamilyError, match="gemm"):
         get("conv9d")
+
+
+def test_every_family_module_in_the_package_registers_itself():
+    modules = {m.name for m in pkgutil.iter_modules(kernels.__path__) if not m.name.startswith("_")} - {"base"}
+    assert modules and modules == {type(f).__module__.rsplit(".", 1)[1] for f in REGISTRY.values()}
+
+
+def test_register_refuses_a_taken_name_an_overlapping_op_and_a_non_family():
+    before = dict(REGISTRY)
+    with pytest.raises(KernelError, match="'softmax' is already registered") as taken:
+        register(type(get("softmax"))())
+    assert "\n" not in str(taken.value)
+
+    class Greedy(type(get("softmax"))):
+        name = "greedy_softmax"
+
+    with pytest.raises(KernelError, match="covers aten::_softmax, aten::softmax, which 'softmax' already covers"):
+        register(Greedy())
+    with pytest.raises(KernelError, match="subclass evaluator.kernels.base.KernelFamily"):
+        register(object())
+    assert REGISTRY == before
+
+
+def test_unregister():
+    before = dict(REGISTRY)
+    fam = unregister("rmsnorm")
+    try:
+        assert "rmsnorm" not in REGISTRY and family_for_aten("aten::rms_norm") is None
+        assert register(fam) is fam and get("rmsnorm") is fam
+    finally:
+        REGISTRY.clear()
+        REGISTRY.update(before)  # the original order, for the tests that run after this one
+    with pytest.raises(UnknownFamilyError, match="conv9d"):
+        unregister("conv9d")

@@ -1,0 +1,214 @@
+"""The TileLang programs of the gemm families (see gemm.py for what they compute).
+
+In: shape (M, N, K), a dtype, a full config (the schedule's defaults filled in) and the
+activation fused in the epilogue. Out: a TileLang PrimFunc: on CPU a blocked loop nest
+over fp32 local tiles; on CUDA tensor-core tiles (whole-K or split-K) for fp16/bf16, and
+a register-blocked SIMT (FFMA) schedule for fp32. Checking configs and compiling are
+the family's (gemm.py, base.py); nothing here runs a kernel.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..results import Shape
+
+ACCUM = "float32"
+_SQRT1_2 = 1.0 / math.sqrt(2.0)
+
+# Swizzle panels and warp partitions, by config value.
+POLICIES = ("square", "fullrow", "fullcol")
+
+
+def _act(x: Any, act: str, T: Any) -> Any:
+    """The activation as a TileLang expression on an fp32 value (called while the
+    program is parsed, so it inlines into the epilogue)."""
+    if act == "relu":
+        return T.max(x, T.float32(0))
+    if act == "gelu":
+        return x * T.float32(0.5) * (T.float32(1) + T.erf(x * T.float32(_SQRT1_2)))
+    if act == "silu":
+        return x / (T.float32(1) + T.exp(-x))
+    return x
+
+
+def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
+    import tilelang.cpu.language as T
+
+    M, N, K = shape
+    bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
+
+    @T.prim_func
+    def linear_cpu(
+        A: T.Tensor((M, K), dtype),
+        W: T.Tensor((N, K), dtype),
+        Bias: T.Tensor((N,), dtype),
+        Y: T.Tensor((M, N), dtype),
+    ):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM)) as (bx, by):
+            # fp32 tiles whatever the storage dtype: half.hpp arithmetic is scalar
+            # and slow, and accumulation must be fp32 anyway.
+            A_l = T.alloc_local((bM, bK), ACCUM)
+            B_l = T.alloc_local((bK, bN), ACCUM)
+            C_l = T.alloc_local((bM, bN), ACCUM)
+            T.clear(C_l)
+            for ko in T.serial(T.ceildiv(K, bK)):
+                for i, k in T.grid(bM, bK):
+                    A_l[i, k] = T.if_then_else((by * bM + i < M) and (ko * bK + k < K),
+                                               T.cast(A[by * bM + i, ko * bK + k], ACCUM), T.float32(0))
+                # Transposed on the way in so the inner loop streams rows of both tiles.
+                for k, j in T.grid(bK, bN):
+                    B_l[k, j] = T.if_then_else((bx * bN + j < N) and (ko * bK + k < K),
+                                               T.cast(W[bx * bN + j, ko * bK + k], ACCUM), T.float32(0))
+                # i-k-j order: the j loop is unit-stride in C_l and B_l, which gcc
+                # auto-vectorizes with -O3 -march=native better than TileLang's float4 structs.
+                for i, k in T.grid(bM, bK):
+                    for j in T.serial(bN):
+                        C_l[i, j] += A_l[i, k] * B_l[k, j]
+            for i, j in T.grid(bM, bN):
+                if (by * bM + i < M) and (bx * bN + j < N):
+                    Y[by * bM + i, bx * bN + j] = T.cast(
+                        _act(C_l[i, j] + T.cast(Bias[bx * bN + j], ACCUM), act, T), dtype)
+
+    return linear_cpu
+
+
+def _policy(T: Any, name: str) -> Any:
+    return {"square": T.GemmWarpPolicy.Square, "fullrow": T.GemmWarpPolicy.FullRow,
+            "fullcol": T.GemmWarpPolicy.FullCol}[name]
+
+
+def tensor_core_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
+    """The tensor-core schedule: split-K when the config asks for it, else whole-K tiles."""
+    if cfg["split_k"] > 1:
+        return _splitk_program(shape, dtype, cfg)
+    return _tc_program(shape, dtype, cfg, act)
+
+
+def _tc_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
+    import tilelang.language as T
+
+    M, N, K = shape
+    bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
+    stages, threads, swizzle = cfg["num_stages"], cfg["threads"], cfg["swizzle"]
+    panel, policy = cfg["panel"], _policy(T, cfg["policy"])
+
+    @T.prim_func
+    def linear_tc(
+        A: T.Tensor((M, K), dtype),
+        W: T.Tensor((N, K), dtype),
+        Bias: T.Tensor((N,), dtype),
+        Y: T.Tensor((M, N), dtype),
+    ):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((bM, bK), dtype)
+            W_s = T.alloc_shared((bN, bK), dtype)
+            C_f = T.alloc_fragment((bM, bN), ACCUM)
+            C_s = T.alloc_shared((bM, bN), dtype)
+            # Panel rasterization keeps neighbouring blocks on the same A/W panels in L2.
+            T.use_swizzle(panel_size=panel, enable=swizzle)
+            T.clear(C_f)
+            for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
+                T.copy(A[by * bM, ko * bK], A_s)
+                T.copy(W[bx * bN, ko * bK], W_s)
+                T.gemm(A_s, W_s, C_f, transpose_B=True, policy=policy)
+            # Bias and activation in the epilogue, on the fp32 accumulator, before the
+            # single rounding.
+            for i, j in T.Parallel(bM, bN):
+                C_f[i, j] = _act(C_f[i, j] + T.if_then_else(bx * bN + j < N, T.cast(Bias[bx * bN + j], ACCUM),
+                                                            T.float32(0)), act, T)
+            T.copy(C_f, C_s)
+            T.copy(C_s, Y[by * bM, bx * bN])
+
+    return linear_tc
+
+
+def _splitk_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
+    """Partial products of `split_k` K-ranges added atomically into a zeroed fp32 [M, N];
+    used when M*N alone would leave most SMs idle. The K-ranges are whole block_K tiles,
+    so they never overlap; the last may run past K, where T.copy reads zeros."""
+    import tilelang.language as T
+
+    M, N, K = shape
+    bM, bN, bK, splits = cfg["block_M"], cfg["block_N"], cfg["block_K"], cfg["split_k"]
+    stages, threads, swizzle = cfg["num_stages"], cfg["threads"], cfg["swizzle"]
+    panel, policy = cfg["panel"], _policy(T, cfg["policy"])
+
+    @T.prim_func
+    def linear_splitk(
+        A: T.Tensor((M, K), dtype),
+        W: T.Tensor((N, K), dtype),
+        Y32: T.Tensor((M, N), ACCUM),
+    ):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), splits, threads=threads) as (bx, by, bz):
+            A_s = T.alloc_shared((bM, bK), dtype)
+            W_s = T.alloc_shared((bN, bK), dtype)
+            C_f = T.alloc_fragment((bM, bN), ACCUM)
+            T.use_swizzle(panel_size=panel, enable=swizzle)
+            T.clear(C_f)
+            # Written in terms of K inside the body: TileLang resolves the annotations'
+            # names through the closure, which only holds names the body uses.
+            k_tiles = T.ceildiv(T.ceildiv(K, bK), splits)
+            for ko in T.Pipelined(k_tiles, num_stages=stages):
+                T.copy(A[by * bM, (bz * k_tiles + ko) * bK], A_s)
+                T.copy(W[bx * bN, (bz * k_tiles + ko) * bK], W_s)
+                T.gemm(A_s, W_s, C_f, transpose_B=True, policy=policy)
+            T.atomic_add(Y32[by * bM, bx * bN], C_f)
+
+    return linear_splitk
+
+
+def simt_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
+    import tilelang.language as T
+
+    M, N, K = shape
+    bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
+    tM, tN = cfg["thread_M"], cfg["thread_N"]
+    stages, swizzle = cfg["num_stages"], cfg["swizzle"]
+    cols = bN // tN
+    threads = (bM // tM) * cols
+    pad = 4  # breaks the 32-way bank conflict of the transposed shared-memory stores
+
+    @T.prim_func
+    def linear_simt(
+        A: T.Tensor((M, K), dtype),
+        W: T.Tensor((N, K), dtype),
+        Bias: T.Tensor((N,), dtype),
+        Y: T.Tensor((M, N), dtype),
+    ):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
+            # K-major tiles so each thread reads its tM (tN) operands as one vector.
+            A_s = T.alloc_shared((bK, bM + pad), dtype)
+            W_s = T.alloc_shared((bK, bN + pad), dtype)
+            acc = T.alloc_local((tM, tN), ACCUM)
+            a_r = T.alloc_local((tM,), ACCUM)
+            b_r = T.alloc_local((tN,), ACCUM)
+            tid = T.get_thread_binding()
+            ty = tid // cols
+            tx = tid % cols
+            T.use_swizzle(panel_size=10, enable=swizzle)
+            T.clear(acc)
+            for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
+                for i, k in T.Parallel(bM, bK):
+                    A_s[k, i] = T.if_then_else((by * bM + i < M) and (ko * bK + k < K),
+                                               A[by * bM + i, ko * bK + k], T.float32(0))
+                for j, k in T.Parallel(bN, bK):
+                    W_s[k, j] = T.if_then_else((bx * bN + j < N) and (ko * bK + k < K),
+                                               W[bx * bN + j, ko * bK + k], T.float32(0))
+                for kk in T.unroll(bK):
+                    for i in T.vectorized(tM):
+                        a_r[i] = A_s[kk, ty * tM + i]
+                    for j in T.vectorized(tN):
+                        b_r[j] = W_s[kk, tx * tN + j]
+                    # Fully unrolled so acc, a_r and b_r live in registers: tM*tN FFMAs
+                    # per (tM + tN) shared-memory loads.
+                    for i in T.unroll(tM):
+                        for j in T.unroll(tN):
+                            acc[i, j] += a_r[i] * b_r[j]
+            for i, j in T.grid(tM, tN):
+                if (by * bM + ty * tM + i < M) and (bx * bN + tx * tN + j < N):
+                    Y[by * bM + ty * tM + i, bx * bN + tx * tN + j] = _act(
+                        acc[i, j] + Bias[bx * bN + tx * tN + j], act, T)
+
+    return linear_simt
