@@ -118,7 +118,7 @@ class Router(TorchFunctionMode):
         self.table = table
         self.handlers: dict[Any, Any] = {}
         for fam in families:
-            for fn in getattr(fam, "functions", ()):
+            for fn in fam.functions:
                 self.handlers.setdefault(fn, fam)
         self.reset()
 
@@ -140,7 +140,7 @@ class Router(TorchFunctionMode):
             self.fell_back[(fam.name, "")][route] += 1
             return func(*args, **kwargs)
         key = (fam.name, shape_str(route.shape))
-        kernel, why = self.table.lookup(fam.name, route.shape, route.params, getattr(fam, "params", None))
+        kernel, why = self.table.lookup(fam.name, route.shape, route.params, fam.params)
         if kernel is None:
             self.fell_back[key][why] += 1
             return func(*args, **kwargs)
