@@ -24,6 +24,7 @@ import evaluator.baseline as bl
 from evaluator import tuning_cache
 import evaluator.baseline.rows as rows_module
 from evaluator.baseline import ids, lock, schema, tables
+from evaluator.baseline import remote as remote_module
 from evaluator.baseline import store as bs
 from evaluator.baseline.compare import E2E_TILELANG, E2E_TORCH, compare, plausible_cause
 from evaluator.baseline.rows import COMPARISON_COLUMNS, comparison_rows, show_rows
@@ -61,6 +62,12 @@ def store(tmp_path) -> Path:
     return tmp_path / "baselines"
 
 
+@pytest.fixture(autouse=True)
+def clone_cache(tmp_path, monkeypatch):
+    """Clones of shared remotes go to the test's folder, never to ~/.cache."""
+    monkeypatch.setenv("EVALUATOR_STORE_CACHE", str(tmp_path / "clones"))
+
+
 # ---------------------------------------------------------------- the package's names
 
 
@@ -70,6 +77,7 @@ def test_the_package_keeps_every_name_its_callers_use():
     owners = {
         bs: ("DEFAULT_STORE", "MARKER", "TMP_PREFIX", "TUNING_DIR", "Store", "open_store", "record",
              "list_baselines", "load", "previous", "trend", "diff"),
+        remote_module: ("pull", "push", "Sync", "is_remote", "clone_path", "DEFAULT_CLONE_CACHE"),
         lock: ("LOCK_NAME", "LOCK_TIMEOUT_S"),
         ids: ("model_slug", "baseline_id", "VERSION_RE"),
         rows_module: ("show_rows", "comparison_rows", "environment_rows", "COMPARISON_COLUMNS"),
@@ -127,16 +135,20 @@ def test_open_store_creates_once_and_refuses_what_is_not_a_store(tmp_path, store
     with pytest.raises(BaselineError, match="is a file"):
         bs.open_store(tmp_path / "file")
 
-    # A clone of an empty shared remote is initialised in place and keeps its origin.
+    # A clone of an empty shared remote is initialised in place and keeps its origin; the
+    # clone's ids carry its writer id (ids.py), and git's own push publishes them.
     remote = tmp_path / "remote.git"
     git(tmp_path, "init", "-q", "--bare", str(remote))
-    with pytest.raises(BaselineError, match="bare git repository"):
-        bs.open_store(remote)
     git(tmp_path, "clone", "-q", str(remote), str(tmp_path / "clone"))
     ref = bs.record(tmp_path / "clone", sample_result())
-    assert git(tmp_path / "clone", "remote") == "origin"
+    assert git(tmp_path / "clone", "remote") == "origin" and ids.WRITER_RE.match(ref.version.split("-")[2])
+    assert bs.open_store(tmp_path / "clone").remote == str(remote)
     git(tmp_path / "clone", "push", "-q", "origin", "HEAD", "--tags")
     assert ref.tag in git(remote, "tag")
+    # A bare repository given as the store is a shared remote: worked on through a clone of its own.
+    shared = bs.open_store(remote)
+    assert shared.remote == str(remote) and shared.path.parent == tmp_path / "clones"
+    assert [r.path for r in bs.list_baselines(shared)] == [ref.path]
 
 
 def test_several_baselines_list_show_load_and_layout(store):

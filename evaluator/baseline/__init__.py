@@ -1,13 +1,15 @@
 """The versioned baseline store, and comparisons between runs.
 
-In: finished `RunResult`s, a store path (a git repository; default `reports/baselines/`,
-possibly a clone of a shared remote) and baseline ids `<model>/<platform>/<version>`.
-Out: one folder, one commit and one annotated tag per recorded run, `RunResult`s loaded
-back from the store alone, `Comparison`s between two runs, trend points across baselines,
-and the rows the CLI prints. The modules:
+In: finished `RunResult`s, a store spec (a git repository; default `reports/baselines/`;
+or a shared remote's git URL or bare repository, worked on through a local clone) and
+baseline ids `<model>/<platform>/<version>`. Out: one folder, one commit and one annotated
+tag per recorded run, `RunResult`s loaded back from the store alone (baselines pulled from
+other hosts included), `Comparison`s between two runs, trend points across baselines, the
+rows the CLI prints, and `Sync`s saying what a pull or push moved. The modules:
 
-  ids.py      baseline ids and the slugs they are made of
+  ids.py      baseline ids and the slugs they are made of; the id scheme across hosts
   store.py    the git store: create, lock, record, recover, roll back, list, load, trend, diff
+  remote.py   a shared remote: the local clone, pull, push (fetch, rebase, retry; never forced)
   lock.py     the store's cross-process lock
   tables.py   the files of one baseline folder (CSV tables via pandas, result.json, manifest)
   schema.py   reading a stored result back: schema checks and migrations
@@ -15,10 +17,19 @@ and the rows the CLI prints. The modules:
   rows.py     the rows `baseline show/diff` and `compare` print
   ../tuning_cache.py  the cache of tuned configs kept in the store
 
+A shared remote: `open_store(spec)` takes a folder, as before, or a shared remote (a git
+URL, or the path of a bare repository), which it clones once into
+`~/.cache/evaluator/stores/<slug>` (`$EVALUATOR_STORE_CACHE`, or `clone=`) and returns as a
+`Store` whose `.path` is the clone and `.remote` the URL; `record` and every reader accept
+that `Store`, the URL or a clone's folder alike. `pull(store)` and `push(store)` sync the
+clone (fetch, rebase, push, retried when another host pushed first; never forced) and
+return a `Sync` naming the baselines that moved; `record_and_push` is `evaluate --push`. Ids recorded in a clone carry a writer
+suffix, so hosts recording at once never collide (the scheme is in ids.py).
+
 This package re-exports the names its callers used when it was one module, so
 `baseline.record(...)` and `from evaluator.baseline import plausible_cause` keep
 working; new code imports from the module that owns a name. Only compare, rows and ids are
-imported eagerly: the store (git) and the tables (pandas) load on first use, so a caller
+imported eagerly: the store and remote (git) and the tables (pandas) load on first use, so a caller
 that only compares or prints never needs git (`python -c "import evaluator.baseline.compare"`
 works on a machine without it).
 
@@ -38,7 +49,8 @@ from .ids import VERSION_RE, baseline_id, model_slug  # noqa: F401
 from .rows import COMPARISON_COLUMNS, comparison_rows, environment_rows, show_rows
 
 __all__ = [
-    "DEFAULT_STORE", "Store", "open_store", "record", "list_baselines", "load", "previous",
+    "DEFAULT_STORE", "Store", "open_store", "record", "list_baselines", "load", "previous", "pull", "push",
+    "record_and_push", "PushError", "Sync",
     "compare", "diff", "trend", "tuning_cache_lookup", "tuning_cache_save",
     "tuning_cache_changes", "show_rows", "comparison_rows", "environment_rows",
     "COMPARISON_COLUMNS", "model_slug", "baseline_id", "E2E_TILELANG", "E2E_TORCH",
@@ -49,6 +61,9 @@ _LAZY: dict[str, tuple[str, str]] = {
     **{name: ("evaluator.baseline.store", name) for name in (
         "DEFAULT_STORE", "MARKER", "TMP_PREFIX", "TUNING_DIR", "Store", "StoreLike", "open_store", "record",
         "list_baselines", "load", "previous", "trend", "diff")},
+    **{name: ("evaluator.baseline.remote", name) for name in (
+        "pull", "push", "record_and_push", "PushError", "Sync", "is_remote", "clone_path",
+        "DEFAULT_CLONE_CACHE")},
     "LOCK_NAME": ("evaluator.baseline.lock", "LOCK_NAME"),
     "LOCK_TIMEOUT_S": ("evaluator.baseline.lock", "LOCK_TIMEOUT_S"),
     "TABLES": ("evaluator.baseline.tables", "TABLES"),

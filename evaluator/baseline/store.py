@@ -1,14 +1,18 @@
 """The baseline store: a git repository holding one folder, commit and annotated tag per run.
 
-In: finished `RunResult`s to record, a store path (default `reports/baselines/`, possibly a
-clone of a shared remote) and baseline ids `<model>/<platform>/<version>`. Out: `record`
-writes the next version of a model/platform/quarter all or nothing (temp folder, rename,
-commit, tag, under an exclusive lock; rolled back on any failure, and what a killed writer
-left behind is recovered by the next); `load`, `previous`, `list_baselines`, `trend` and
-`diff` read back from the committed tree alone, migrating older schema versions. The files
-inside a folder come from tables.py, reading them back from schema.py, the lock from
-lock.py, the comparison from compare.py; this is the only baseline module that imports
-git, and the only repository it touches is the store.
+In: finished `RunResult`s to record, a store spec (default `reports/baselines/`; a local
+folder, or a shared remote's git URL or bare repository, which remote.py turns into a local
+clone) and baseline ids `<model>/<platform>/<version>`. Out: `open_store` gives a `Store`
+(its folder, and its remote when it has one); `record` writes the next version of a
+model/platform/quarter all or nothing (temp folder, rename, commit, tag, under an exclusive
+lock; rolled back on any failure, and what a killed writer left behind is recovered by the
+next), with a writer suffix in a clone of a shared remote (the id scheme is in ids.py);
+`load`, `previous`, `list_baselines`, `trend` and `diff` read back from the committed tree
+alone, migrating older schema versions, so baselines pulled from other hosts read like local
+ones. The files inside a folder come from tables.py, reading them back from schema.py, the
+lock from lock.py, the comparison from compare.py, cloning, pulling and pushing from
+remote.py; this module and remote.py are the only baseline modules that import git, and the
+only repositories they touch are the store and its remote.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import hashlib
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -32,13 +38,21 @@ from ..errors import BaselineError
 from ..results import SCHEMA_VERSION, BaselineRef, Comparison, RunResult, TrendPoint
 from . import schema, tables
 from .compare import compare, timings
-from .ids import VERSION_RE, model_slug, parse_id, parse_time, platform_slug, quarter, version_key
+from .ids import (VERSION_RE, WRITER_RE, model_slug, parse_id, parse_time, platform_slug, quarter,
+                  version_key, version_parts)
+from .ids import version as make_version
 from .lock import LOCK_NAME, LOCK_TIMEOUT_S, locked
 
 DEFAULT_STORE = Path("reports") / "baselines"
 MARKER = ".evaluator-store"  # tells a store apart from any other git repository
 TMP_PREFIX = ".tmp-"
 TUNING_DIR = "_tuning"  # the tuning cache (evaluator/tuning_cache.py); committed with the next baseline
+META_FILES = (MARKER, ".gitignore", "README.md")  # written once, when the store is created
+REMOTE = "origin"  # the shared remote of a clone
+REMOTE_TAGS = "refs/evaluator/remote-tags/"  # the remote's tags as last fetched (remote.py)
+# This clone's writer id (ids.py) and where it was drawn (host, folder, .git inode), so a
+# clone copied elsewhere draws its own.
+WRITER_KEY, WRITER_AT_KEY = "evaluator.writer", "evaluator.writerat"
 
 # Variables that point git at another repository (exported inside git hooks, for one).
 _GIT_LOCATION_VARS = frozenset({"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
@@ -60,16 +74,23 @@ StoreLike = Union[str, os.PathLike, "Store"]
 
 
 class Store:
-    """An opened store: a git work tree holding the store marker. Usable wherever a path is."""
+    """An opened store: a git work tree holding the store marker. Usable wherever a path is.
 
-    def __init__(self, path: Path):
+    `path` is the local folder every read and record works on; `remote` the shared remote's
+    URL (credentials hidden) when the folder is a clone of one (its `origin`), else None;
+    `spec` what the caller passed (`--store`), which messages repeat so a retry can be typed.
+    """
+
+    def __init__(self, path: Path, remote: str | None = None, spec: str | None = None):
         self.path = path
+        self.remote = remote
+        self.spec = spec if spec is not None else str(path)
 
     def __fspath__(self) -> str:
         return str(self.path)
 
     def __repr__(self) -> str:
-        return f"Store({str(self.path)!r})"
+        return f"Store({str(self.path)!r}, remote={self.remote!r})" if self.remote else f"Store({str(self.path)!r})"
 
 
 def _state(p: Path) -> str:
@@ -108,14 +129,22 @@ def _refusal(p: Path, state: str) -> str:
     }[state]
 
 
-def open_store(path: StoreLike, *, create: bool = True) -> Store:
-    """The store at `path`, initialised (git repo, marker, first commit) when missing or empty."""
+def open_store(path: StoreLike, *, create: bool = True, clone: str | os.PathLike | None = None) -> Store:
+    """The store at `path`, initialised (git repo, marker, first commit) when missing or empty.
+
+    `path` may be a shared remote (a git URL, or the path of a bare repository): the store is
+    then a local clone of it, kept in `clone` or under remote.DEFAULT_CLONE_CACHE, cloned on
+    first use (the only network access here; `remote.pull` brings it up to date).
+    """
     if isinstance(path, Store):
         return path
+    from . import remote
+    if remote.is_remote(path):
+        return remote.open_remote(path, create=create, clone=clone)
     p = Path(os.fspath(path)).expanduser().absolute()
     state = _state(p)
     if state == "store":
-        return Store(p)
+        return Store(p, _origin_url(p), os.fspath(path))
     if state in ("empty", "empty-repo", "missing") and create:
         try:
             p.mkdir(parents=True, exist_ok=True)
@@ -129,7 +158,7 @@ def open_store(path: StoreLike, *, create: bool = True) -> Store:
                 _initialise(p)
             elif state != "store":
                 raise BaselineError(_refusal(p, state))
-        return Store(p)
+        return Store(p, _origin_url(p), os.fspath(path))
     if state in ("empty", "empty-repo"):
         raise BaselineError(f"{p} is not initialised as a baseline store yet; record a run into it first")
     raise BaselineError(_refusal(p, state))
@@ -139,6 +168,9 @@ def existing(store_path: StoreLike) -> Path | None:
     """The root of an existing store, None when nothing was ever recorded there."""
     if isinstance(store_path, Store):
         return store_path.path
+    from . import remote
+    if remote.is_remote(store_path):
+        return remote.existing_clone(store_path)
     p = Path(os.fspath(store_path)).expanduser().absolute()
     state = _state(p)
     if state == "store":
@@ -243,6 +275,22 @@ def _git(repo: git.Repo, *args: str) -> str:
                             f"check it with `git -C {repo.working_tree_dir} status`") from None
 
 
+def _config(repo: git.Repo, key: str) -> str | None:
+    """One value of the store's git config (local, global or system), None when unset."""
+    status, out, _ = repo.git.execute(["git", "config", "--get", key], with_extended_output=True,
+                                      with_exceptions=False)
+    return out.strip() if status == 0 and out.strip() else None
+
+
+def _origin_url(root: Path) -> str | None:
+    """The URL of the store's shared remote (credentials hidden), None for a store of one's own."""
+    from .remote import redact
+    with contextlib.suppress(Exception), _repo(root) as repo:
+        url = _config(repo, f"remote.{REMOTE}.url")
+        return redact(url) if url else None
+    return None
+
+
 def _head_valid(repo: git.Repo) -> bool:
     try:
         return repo.head.is_valid()
@@ -263,14 +311,56 @@ def _head_baselines(repo: git.Repo) -> list[str]:
     return out
 
 
-def _tags(repo: git.Repo) -> dict[str, str]:
-    """tag name -> the commit it points at."""
+def _tags(repo: git.Repo, namespace: str = "refs/tags/", *, objects: bool = False) -> dict[str, str]:
+    """tag name -> the commit it points at (or, with objects=True, the tag object itself)."""
     out = {}
-    text = _git(repo, "for-each-ref", "--format=%(refname)%00%(objectname)%00%(*objectname)", "refs/tags")
+    text = _git(repo, "for-each-ref", "--format=%(refname)%00%(objectname)%00%(*objectname)", namespace.rstrip("/"))
     for line in text.splitlines():
         name, obj, peeled = (line.split("\0") + ["", ""])[:3]
-        out[name[len("refs/tags/"):]] = peeled or obj
+        out[name[len(namespace):]] = obj if objects else (peeled or obj)
     return out
+
+
+def _known_ids(repo: git.Repo) -> set[str]:
+    """Every baseline id this clone knows of: its branch, its tags and the remote's tags as last fetched."""
+    return {*_head_baselines(repo), *_tags(repo), *_tags(repo, REMOTE_TAGS)}
+
+
+def _writer(repo: git.Repo, root: Path, *, avoid: frozenset[str] = frozenset()) -> str:
+    """This clone's writer id (ids.py), drawn once and kept in its git config.
+
+    Drawn again when the clone was copied to another host or folder (a copy must not share
+    its original's ids) or when `avoid` names it (it collided on the remote); a new one
+    differs from every writer already seen in the ids this clone knows.
+    """
+    where = f"{socket.gethostname()}\0{os.path.realpath(root)}\0{os.stat(repo.git_dir).st_ino}"
+    here = hashlib.sha256(where.encode()).hexdigest()[:16]
+    current = _config(repo, WRITER_KEY)
+    if current and WRITER_RE.match(current) and _config(repo, WRITER_AT_KEY) == here and current not in avoid:
+        return current
+    seen = set(avoid) | {parts[2] for bid in _known_ids(repo)
+                         if (parts := version_parts(bid.rsplit("/", 1)[-1])) and parts[2]}
+    writer = secrets.token_hex(3)
+    while writer in seen:
+        writer = secrets.token_hex(3)
+    _git(repo, "config", WRITER_KEY, writer)
+    _git(repo, "config", WRITER_AT_KEY, here)
+    return writer
+
+
+def _repoint_tags(repo: git.Repo, committed: set[str]) -> None:
+    """Move baseline tags left on commits no longer in the branch (a rebase onto the remote
+    rewrote them; a crash came before the tags followed) to the commit that added the
+    baseline now. Local tags only: a tag on a rewritten commit was never pushed."""
+    if not _head_valid(repo):
+        return
+    stale = _git(repo, "for-each-ref", "--no-merged", "HEAD", "--format=%(refname:strip=2)", "refs/tags")
+    for bid in stale.splitlines():
+        if bid in committed:
+            commit = _git(repo, "log", "-1", "--format=%H", "--diff-filter=A", "--", f"{bid}/manifest.json")
+            message = _git(repo, "for-each-ref", "--format=%(contents)", f"refs/tags/{bid}") or f"baseline {bid}"
+            if commit:
+                _git(repo, "tag", "-f", "-a", "-m", message, bid, commit)
 
 
 def _read_json(repo: git.Repo, path: str, what: str) -> dict[str, Any] | None:
@@ -332,6 +422,7 @@ def _recover(repo: git.Repo, root: Path) -> None:
                 stale.add(folder)
     for folder in sorted(stale):
         _rmtree_and_prune(root, root / folder)
+    _repoint_tags(repo, committed)
     tags = _tags(repo)
     for bid in sorted(committed - set(tags)):
         # Committed but killed before tagging: the baseline is whole, so finish the job.
@@ -361,12 +452,14 @@ def _rollback(repo: git.Repo, root: Path, bid: str, prev_head: str, tmp: Path) -
 # ---------------------------------------------------------------- recording
 
 
-def _next_version(repo: git.Repo, model: str, platform: str, period: str) -> str:
-    prefix = f"{model}/{platform}/{period}-"
+def _next_version(repo: git.Repo, model: str, platform: str, period: str, writer: str | None = None,
+                  extra: set[str] | frozenset[str] = frozenset()) -> str:
+    """One above the highest k of this model/platform/quarter this clone knows of (ids.py)."""
+    prefix = f"{model}/{platform}/"
     # Tags count too: a tag fetched from the shared remote reserves its number.
-    taken = [int(name[len(prefix):]) for name in [*_head_baselines(repo), *_tags(repo)]
-             if name.startswith(prefix) and name[len(prefix):].isdigit()]
-    return f"{period}-{max(taken, default=0) + 1}"
+    taken = [parts[1] for name in {*_known_ids(repo), *extra} if name.startswith(prefix)
+             and (parts := version_parts(name[len(prefix):])) and parts[0] == period]
+    return make_version(period, max(taken, default=0) + 1, writer)
 
 
 def _messages(r: RunResult, bid: str) -> str:
@@ -398,7 +491,10 @@ def record(store_path: StoreLike, result: RunResult, *, lock_timeout: float = LO
     root = store.path
     with locked(root, lock_timeout), _repo(root) as repo:
         _recover(repo, root)
-        version = _next_version(repo, model, platform, period)
+        # A clone of a shared remote suffixes its ids with its writer id, so that two hosts
+        # recording at once never pick the same id (ids.py).
+        writer = _writer(repo, root) if _config(repo, f"remote.{REMOTE}.url") else None
+        version = _next_version(repo, model, platform, period, writer)
         bid = f"{model}/{platform}/{version}"
         folder = root / bid
         tmp = root / f"{TMP_PREFIX}{uuid.uuid4().hex}"
@@ -457,6 +553,9 @@ def list_baselines(store_path: StoreLike, model: str | None = None,
     """Baselines in the store (optionally of one model and/or platform), oldest first by run time."""
     root = existing(store_path)
     if root is None:
+        from . import remote
+        if remote.is_remote(store_path):
+            return []  # a shared remote nothing was pushed to yet
         p = Path(os.fspath(store_path)).expanduser().absolute()
         if not p.exists():
             raise BaselineError(_refusal(p, "missing"))
