@@ -136,10 +136,15 @@ def test_store_specs_clone_folders_and_credentials(tmp_path, remote, monkeypatch
         bs.open_store(str(remote), clone=tmp_path / "full")
 
 
-def test_a_plain_local_store_keeps_its_ids_and_has_nothing_to_push(tmp_path):
+def test_a_plain_local_store_keeps_its_ids_and_has_nothing_to_push(tmp_path, remote):
     ref = bs.record(tmp_path / "mine", sample_result())
     assert ref.version == "2026Q4-1"  # no writer suffix in a store of one's own
     assert bs.open_store(tmp_path / "mine").remote is None
+    # What `--push` is checked against before a run: no network, nothing created.
+    assert rm.remote_of(tmp_path / "mine") is None and rm.remote_of(tmp_path / "missing") is None
+    assert rm.remote_of("https://u:tok@example.com/b.git") == "https://***@example.com/b.git"
+    git(tmp_path, "clone", "-q", str(remote), str(tmp_path / "clone"))
+    assert rm.remote_of(tmp_path / "clone") == str(remote) and not (tmp_path / "missing").exists()
     with pytest.raises(BaselineError, match="has no remote to sync with") as err:
         rm.push(tmp_path / "mine")
     assert "\n" not in str(err.value)

@@ -77,7 +77,8 @@ def test_the_package_keeps_every_name_its_callers_use():
     owners = {
         bs: ("DEFAULT_STORE", "MARKER", "TMP_PREFIX", "TUNING_DIR", "Store", "open_store", "record",
              "list_baselines", "load", "previous", "trend", "diff"),
-        remote_module: ("pull", "push", "Sync", "is_remote", "clone_path", "DEFAULT_CLONE_CACHE"),
+        remote_module: ("pull", "push", "record_and_push", "PushError", "Sync", "is_remote", "remote_of",
+                        "clone_path", "DEFAULT_CLONE_CACHE"),
         lock: ("LOCK_NAME", "LOCK_TIMEOUT_S"),
         ids: ("model_slug", "baseline_id", "VERSION_RE"),
         rows_module: ("show_rows", "comparison_rows", "environment_rows", "COMPARISON_COLUMNS"),

@@ -62,7 +62,7 @@ _LAZY: dict[str, tuple[str, str]] = {
         "DEFAULT_STORE", "MARKER", "TMP_PREFIX", "TUNING_DIR", "Store", "StoreLike", "open_store", "record",
         "list_baselines", "load", "previous", "trend", "diff")},
     **{name: ("evaluator.baseline.remote", name) for name in (
-        "pull", "push", "record_and_push", "PushError", "Sync", "is_remote", "clone_path",
+        "pull", "push", "record_and_push", "PushError", "Sync", "is_remote", "remote_of", "clone_path",
         "DEFAULT_CLONE_CACHE")},
     "LOCK_NAME": ("evaluator.baseline.lock", "LOCK_NAME"),
     "LOCK_TIMEOUT_S": ("evaluator.baseline.lock", "LOCK_TIMEOUT_S"),

@@ -280,6 +280,17 @@ def open_remote(spec: str | os.PathLike, *, create: bool = True, clone: str | os
                         "pass --store with a shared baseline store or an empty repository")
 
 
+def remote_of(spec: StoreLike) -> str | None:
+    """The shared remote a store spec syncs with (credentials hidden), None for a store of one's
+    own; no network, nothing created (for checking `--push` before a run)."""
+    if isinstance(spec, Store):
+        return spec.remote or store._origin_url(spec.path)
+    if is_remote(spec):
+        return redact(remote_url(spec))
+    p = Path(os.fspath(spec)).expanduser().absolute()
+    return store._origin_url(p) if (p / ".git").exists() else None
+
+
 def _retry_spec(spec: str | os.PathLike, dest: Path) -> str:
     """What a message tells the user to pass as --store: what they typed, unless it holds a
     credential (then the clone, whose origin already has it)."""
