@@ -48,7 +48,27 @@ checklist_app = typer.Typer(help="Validate checklists and list the metrics they 
 app.add_typer(baseline_app, name="baseline")
 app.add_typer(checklist_app, name="checklist")
 
-STORE_OPT = typer.Option(None, "--store", help="Baseline store (a git repository). Default: reports/baselines.")
+STORE_OPT = typer.Option(None, "--store", help="Baseline store: a folder (a git repository), or a shared "
+                         "remote's git URL or bare repository, used through a local clone in "
+                         "~/.cache/evaluator/stores. Default: reports/baselines.")
+
+
+def _read_store(spec: Optional[str]):
+    """A store to read from: a shared one is pulled first, so baselines other hosts recorded
+    are compared and trended too; offline, its clone is read as it is."""
+    from . import baseline
+    from .config import OutputSettings
+    from .errors import BaselineError
+
+    spec = spec or str(OutputSettings().store)
+    if not baseline.is_remote(spec):
+        return Path(spec)
+    st = baseline.open_store(spec)
+    try:
+        baseline.pull(st)
+    except BaselineError as exc:
+        _say_error(f"warning: {exc}")
+    return st
 # Spelled out rather than read from the registries, which import torch (a second on every
 # --help); tests/test_cli_commands.py checks both against kernels.REGISTRY and targets.TARGETS.
 FAMILIES_HELP = ("gemm, gemm_gelu, gemm_relu, gemm_silu, softmax, layernorm, layernorm_residual, rmsnorm, "
@@ -288,7 +308,8 @@ def _portability_table(p) -> Table:
 def main_command(
     ctx: typer.Context,
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Zoo name (bert-tiny, bert-base, resnet-tiny, "
-                                        "resnet50, llama-tiny, llama), pkg.module:factory or path/file.py:factory."),
+                                        "resnet50, llama-tiny, llama), hf:Class, timm:name, torchvision:name, "
+                                        "pkg.module:factory or path/file.py:factory."),
     name: Optional[str] = typer.Option(None, "--name", help="The model's name in baseline ids and reports "
                                        "(default: the zoo name, pkg.module:factory, or file:factory without "
                                        "the file's folder)."),
@@ -316,7 +337,11 @@ def main_command(
     checklist: Optional[str] = typer.Option(None, help="Checklist YAML, or a name: ./checklists/NAME.yaml, else a "
                                             "shipped one (default, production)."),
     reports: Optional[Path] = typer.Option(None, help="Output folder (default: reports/)."),
-    store: Optional[Path] = typer.Option(None, help="Baseline store (default: <reports>/baselines)."),
+    store: Optional[str] = typer.Option(None, help="Baseline store: a folder, or a shared remote's git URL or bare "
+                                        "repository (default: <reports>/baselines)."),
+    push: bool = typer.Option(False, "--push", help="Push the recorded baseline to the store's shared remote."),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue a stopped run from its folder "
+                                          "(reports/runs/<run id>) after its last finished stage."),
     lang: str = typer.Option("en", help="Report language: en or zh."),
     pdf: bool = typer.Option(True, "--pdf/--no-pdf", help="Render the PDF as well as the HTML."),
     fail_on: str = typer.Option("never", help="Exit 1 on this verdict or worse: never, no-go or conditional."),
@@ -327,8 +352,25 @@ def main_command(
     """Run the whole evaluation: evaluate --model bert-tiny"""
     if ctx.invoked_subcommand is not None:
         return
+    if resume is not None:
+        with reported_errors(run_dir=lambda: resume):
+            from . import config as config_mod, pipeline
+
+            with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=console, transient=False) as progress:
+                outcome = pipeline.resume(resume, RichReporter(progress))
+            _print_summary(outcome)
+            saved = config_mod.from_json((resume / "config.json").read_text()).output.fail_on
+            gate = fail_on if fail_on != "never" else saved
+            if gate != "never":
+                from . import checklist as checklist_mod
+                code = checklist_mod.exit_code(outcome.result.verdict, gate)
+                if code:
+                    raise typer.Exit(code)
+        return
     if model is None:
-        _say_error("error: --model is required, e.g. evaluate --model bert-tiny (see evaluate --help)")
+        _say_error("error: --model is required, e.g. evaluate --model bert-tiny (or --resume RUN_DIR; "
+                   "see evaluate --help)")
         raise typer.Exit(2)
     folder = _RunFolder()
     with reported_errors(run_dir=folder.find, scratch=lambda: folder.reports):
@@ -340,7 +382,7 @@ def main_command(
                                soak_seconds=soak_seconds, upstream=upstream, fork=fork, as_of=as_of, branch=branch,
                                reports=reports, store=store, checklist=checklist, lang=lang, pdf=pdf,
                                fail_on=fail_on, regression_threshold=regression_threshold,
-                               fine_rounds=fine_rounds, isolate=isolate, label=name, targets=targets)
+                               fine_rounds=fine_rounds, isolate=isolate, label=name, targets=targets, push=push)
         folder.watch(cfg)
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=console, transient=False) as progress:
@@ -505,7 +547,7 @@ def upstream_command(
 @one_line_errors
 def report_command(
     baseline_id: str = typer.Option(..., "--baseline", help="Baseline id, e.g. bert-tiny/cpu-x86_64/2026Q4-1."),
-    store: Optional[Path] = STORE_OPT,
+    store: Optional[str] = STORE_OPT,
     out: Optional[Path] = typer.Option(None, help="Output folder (default: reports/rerendered/<id>)."),
     lang: str = typer.Option("en", help="en or zh."),
 ) -> None:
@@ -513,8 +555,7 @@ def report_command(
     from . import baseline, report
     from .config import OutputSettings, check_writable_folder
 
-    store = store or OutputSettings().store
-    result = baseline.load(store, baseline_id)
+    result = baseline.load(_read_store(store), baseline_id)
     folder = out or OutputSettings().reports / "rerendered" / baseline_id.replace("/", "_")
     check_writable_folder("--out", folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -528,16 +569,16 @@ def report_command(
 def compare_command(
     candidate: str = typer.Option(..., help="Baseline id of the candidate platform/version."),
     reference: str = typer.Option(..., help="Baseline id of the reference platform/version."),
-    store: Optional[Path] = STORE_OPT,
+    store: Optional[str] = STORE_OPT,
     threshold: float = typer.Option(0.05, help="Smallest relative change that counts."),
     out: Optional[Path] = typer.Option(None, help="Also render the candidate's report with this comparison here."),
     lang: str = typer.Option("en", help="Report language for --out: en or zh."),
 ) -> None:
     """Compare two baselines op by op and end to end (e.g. two platforms, or two driver versions)."""
     from . import baseline, report
-    from .config import OutputSettings, check_writable_folder
+    from .config import check_writable_folder
 
-    store = store or OutputSettings().store
+    store = _read_store(store)
     if out is not None:
         check_writable_folder("--out", out)
     cand = baseline.load(store, candidate)
@@ -569,12 +610,11 @@ def _print_comparison(comp) -> None:
 @baseline_app.command("list")
 @one_line_errors
 def baseline_list(model: Optional[str] = typer.Option(None), platform: Optional[str] = typer.Option(None),
-                  store: Optional[Path] = STORE_OPT) -> None:
+                  store: Optional[str] = STORE_OPT) -> None:
     """List baselines, oldest first."""
     from . import baseline
-    from .config import OutputSettings
 
-    refs = baseline.list_baselines(store or OutputSettings().store, model=model, platform=platform)
+    refs = baseline.list_baselines(_read_store(store), model=model, platform=platform)
     t = Table(title="Baselines")
     for col in ("id", "commit"):
         t.add_column(col)
@@ -585,12 +625,11 @@ def baseline_list(model: Optional[str] = typer.Option(None), platform: Optional[
 
 @baseline_app.command("show")
 @one_line_errors
-def baseline_show(baseline_id: str = typer.Argument(..., help="Baseline id."), store: Optional[Path] = STORE_OPT) -> None:
+def baseline_show(baseline_id: str = typer.Argument(..., help="Baseline id."), store: Optional[str] = STORE_OPT) -> None:
     """Show one baseline's manifest and headline numbers."""
     from . import baseline
-    from .config import OutputSettings
 
-    result = baseline.load(store or OutputSettings().store, baseline_id)
+    result = baseline.load(_read_store(store), baseline_id)
     t = Table(title=baseline_id, show_header=False)
     for k, v in baseline.show_rows(result):
         t.add_row(k, str(v))
@@ -601,20 +640,20 @@ def baseline_show(baseline_id: str = typer.Argument(..., help="Baseline id."), s
 @one_line_errors
 def baseline_diff(a: str = typer.Argument(..., help="Reference baseline id."),
                   b: str = typer.Argument(..., help="Candidate baseline id."),
-                  store: Optional[Path] = STORE_OPT) -> None:
+                  store: Optional[str] = STORE_OPT) -> None:
     """Compare two baselines of the same model and platform."""
     from . import baseline
-    from .config import OutputSettings
 
-    _print_comparison(baseline.diff(store or OutputSettings().store, a, b))
+    _print_comparison(baseline.diff(_read_store(store), a, b))
 
 
 @baseline_app.command("record")
 @one_line_errors
 def baseline_record(
     run_dir: Path = typer.Argument(..., help="A finished run's folder (reports/runs/<run id>), or its results.json."),
-    store: Optional[Path] = typer.Option(None, "--store", help="Baseline store (a git repository). Default: the "
-                                         "store next to the run, <reports>/baselines for <reports>/runs/<id>."),
+    store: Optional[str] = typer.Option(None, "--store", help="Baseline store (a folder, or a shared remote's git "
+                                        "URL). Default: the store next to the run, <reports>/baselines for "
+                                        "<reports>/runs/<id>."),
 ) -> None:
     """Record a finished run's results.json as a baseline (when recording failed at the end of the run)."""
     from . import baseline
@@ -641,7 +680,8 @@ def baseline_record(
     # The store the run itself would have used when none is given: <reports>/baselines.
     if store is None:
         store = folder.parent.parent / "baselines" if folder.parent.name == "runs" else OutputSettings().store
-    check_writable_folder("--store", store)
+    if not baseline.is_remote(store):
+        check_writable_folder("--store", Path(store))
     ref = baseline.record(store, result)
     note = ""
     try:  # as the pipeline does: the run folder says where its baseline is, so it is not recorded twice
@@ -652,6 +692,62 @@ def baseline_record(
     except OSError as exc:
         note = f" (could not note it in {folder}: {exc.strerror})"
     console.print(f"Recorded {ref.tag} in {ref.store}{note}", markup=False)
+
+
+@baseline_app.command("push")
+@one_line_errors
+def baseline_push(store: Optional[str] = STORE_OPT) -> None:
+    """Push the store's new baselines (and tuned configs) to its shared remote: fetch, rebase, push, retry; never forced."""
+    from . import baseline
+    from .config import OutputSettings
+
+    s = baseline.push(store or str(OutputSettings().store))
+    for old, new in s.renumbered:
+        console.print(f"Renumbered {old} -> {new} (the remote already had {old})", markup=False)
+    console.print(f"Pushed {len(s.pushed)} baseline(s) to {s.remote}: {', '.join(s.pushed) or 'nothing new'}"
+                  + (f"; pulled {len(s.pulled)} from other hosts" if s.pulled else "")
+                  + (f" ({s.attempts} attempts: another host pushed meanwhile)" if s.attempts > 1 else ""),
+                  markup=False)
+
+
+@baseline_app.command("pull")
+@one_line_errors
+def baseline_pull(store: Optional[str] = STORE_OPT) -> None:
+    """Bring the store's local clone up to its shared remote (baselines other hosts recorded)."""
+    from . import baseline
+    from .config import OutputSettings
+
+    s = baseline.pull(store or str(OutputSettings().store))
+    console.print(f"Pulled {len(s.pulled)} baseline(s) from {s.remote}"
+                  + (": " + ", ".join(s.pulled) if s.pulled else " (up to date)"), markup=False)
+
+
+@app.command("fleet")
+def fleet_command(
+    plan: Path = typer.Argument(..., help="Fleet plan (YAML): models x settings x platforms."),
+    ray_address: Optional[str] = typer.Option(None, "--ray", help="Address of a running Ray cluster "
+                                              "(default: start Ray on this machine)."),
+    reports: Optional[Path] = typer.Option(None, "--reports", help="Output folder (default: the plan's reports)."),
+    store: Optional[Path] = typer.Option(None, "--store", help="Baseline store (default: the plan's store)."),
+    fail_on: str = typer.Option("never", "--fail-on", help="never, failed, no-go or conditional: exit 1 when a "
+                                "cell is that or worse (a failed run is worse than NO-GO)."),
+) -> None:
+    """Run a plan of models x platforms as Ray tasks (one per GPU, or per CPU) and write one summary."""
+    from . import fleet
+
+    with reported_errors():
+        fleet.require_ray()  # the one line saying what to install comes before anything else
+        fleet.check_fail_on(fail_on)
+        p = fleet.load_plan(plan, reports=reports, store=store)
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=err_console) as progress:
+            result = fleet.run_plan(p, ray_address=ray_address, reporter=RichReporter(progress))
+        html = fleet.summary(result, result.folder)
+        code = fleet.exit_code(result, fail_on)
+    console.print(f"{len(result.cells) - len(result.failed)} ok, {len(result.failed)} failed", markup=False)
+    console.print(f"Summary: {html}", markup=False)
+    if code:
+        raise typer.Exit(code)
 
 
 @checklist_app.command("validate")

@@ -11,6 +11,8 @@ run rather than at its end.
 
 from __future__ import annotations
 
+import json
+
 import math
 import os
 import tempfile
@@ -108,6 +110,10 @@ class OutputSettings:
     pdf: bool = True
     fail_on: str = "never"  # "never" | "no-go" | "conditional"
     regression_threshold: float = 0.05  # smallest relative change against the last baseline that counts
+    # A shared store: the git URL (or bare repository) --store named; `store` is then the
+    # local clone the run records into, and `push` sends the baseline to the remote.
+    store_remote: str | None = None
+    push: bool = False
 
 
 @dataclass(frozen=True)
@@ -258,10 +264,10 @@ def build(*, model: str, device: str = "auto", batch_size: int | None = None, se
           max_shapes: int = 6, budget: float = 60.0, no_cache: bool = False, reps: int = 20, warmup: int = 3,
           sweep: bool = False, e2e: bool = True, soak_seconds: float | None = None, upstream: str | None = None,
           fork: str | None = None, as_of: str | None = None, branch: str | None = None,
-          reports: Path | None = None, store: Path | None = None, checklist: Path | None = None,
+          reports: Path | None = None, store: str | Path | None = None, checklist: Path | None = None,
           lang: str = "en", pdf: bool = True, fail_on: str = "never", seed: int = 0,
           regression_threshold: float = 0.05, fine_rounds: int | None = None,
-          isolate: str = "auto", label: str | None = None, targets: str | None = None) -> Config:
+          isolate: str = "auto", label: str | None = None, targets: str | None = None, push: bool = False) -> Config:
     from . import baseline, hardware, kernels, models
 
     if model not in models.ZOO and ":" not in model:
@@ -316,11 +322,22 @@ def build(*, model: str, device: str = "auto", batch_size: int | None = None, se
     # Checked at the dtype asked for, or the one the model runs at on a GPU (see PortabilitySettings).
     target_dtype = DTYPE_ALIASES[dtype] if explicit_dtype or dev == "cuda" else "float16"
     reports = (Path(reports).expanduser() if reports else out.reports).resolve()
-    store = Path(store).expanduser().absolute() if store else reports / "baselines"
     # Where the results go: a run that cannot write its folder or its baseline would
     # otherwise find out at the very end and lose the minutes it measured.
     check_writable_folder("--reports", reports)
-    check_writable_folder("--store", store)
+    from . import baseline
+
+    store_remote = None
+    if store is not None and baseline.is_remote(store):
+        # A shared store: cloned now, so a bad URL or missing credentials fail before the run.
+        check_writable_folder("--store", baseline.clone_path(store))
+        store_remote, store = str(store), baseline.open_store(store).path
+    else:
+        store = Path(store).expanduser().absolute() if store else reports / "baselines"
+        check_writable_folder("--store", store)
+    if push and baseline.remote_of(store_remote or store) is None:
+        raise ConfigError("--push needs a shared store: --store with a git URL or bare repository, "
+                          "or a clone that has an origin")
     return Config(
         model=ModelSettings(model, batch_size, seq_len, DTYPE_ALIASES[dtype], seed, label),
         device=dev,
@@ -333,6 +350,26 @@ def build(*, model: str, device: str = "auto", batch_size: int | None = None, se
         upstream=UpstreamSettings(upstream, fork, as_of_time, branch),
         output=OutputSettings(reports=reports, store=store,
                               checklist=checklist, lang=lang, pdf=pdf, fail_on=fail_on,
-                              regression_threshold=regression_threshold),
+                              regression_threshold=regression_threshold, store_remote=store_remote, push=push),
         portability=PortabilitySettings(targets=target_keys, dtype=target_dtype),
     )
+
+
+# ---------------------------------------------------------------- a run's config on disk
+
+
+def to_json(cfg: Config) -> str:
+    """The whole config as JSON, saved in the run folder so `--resume` rebuilds it exactly."""
+    from pydantic import TypeAdapter
+
+    return json.dumps(TypeAdapter(Config).dump_python(cfg, mode="json"), indent=1)
+
+
+def from_json(text: str) -> Config:
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        return TypeAdapter(Config).validate_python(json.loads(text))
+    except (ValueError, ValidationError) as exc:
+        raise ConfigError(f"the run's config.json does not load ({str(exc).splitlines()[0]}); "
+                          "it was written by another version, start a new run") from exc

@@ -1,23 +1,25 @@
-"""The only place that knows the stage order.
+"""The only place that knows the stage order: one table of stages, one wrapper.
 
-In: a `Config` and a `Reporter` (progress callbacks; the CLI's draws rich progress bars).
-Out: a `RunOutcome` — the `RunResult`, the run folder and the report files.
+In: a `Config` and a `Reporter` (progress callbacks; the CLI's draws rich progress bars),
+or a run folder to resume. Out: a `RunOutcome` — the `RunResult`, the run folder and the
+report files.
 
-Order: load model -> profile -> for each chosen family and shape: tune, verify, bench ->
-portability (the rewritten kernels lowered for other accelerators) -> end-to-end swap-in
--> soak -> upstream health -> compare with the previous baseline -> verdict -> record the
-baseline -> report. After every stage the partial `RunResult` is
-written to `<run folder>/results.json`, so a run stopped by an error or Ctrl-C keeps
-what it finished.
+`STAGES` lists the stages in order: profile -> kernels (tune, verify, bench each model
+shape) -> portability -> end to end -> soak -> upstream -> compare -> verdict ->
+baseline; then the report. `run_stage` runs one: it times it, records it as finished,
+writes `<run folder>/results.json`, and turns an optional stage's error into data. The
+run folder also keeps `config.json`, so `evaluate --resume RUN_DIR` rebuilds the same
+config and continues after the last finished stage (a stopped kernels stage resumes
+after its last finished kernel). The stages themselves are in `stages.py`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import platform
 import re
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,26 +27,13 @@ from typing import Callable
 
 import torch
 
-from . import __version__, baseline, bench, checklist, hardware, kernels, models, profiling, report, swap, tuning, upstream, verify
+from . import __version__, bench, config as config_mod, hardware, kernels, models, report, stages
 from .config import Config
 from .errors import BaselineError, ConfigError, EvaluatorError
-from .results import Environment, Hardware, OpBench, Ratio, RunResult, Shape, TunedKernel, parse_shape, to_dict
+from .results import Environment, Hardware, OpBench, RunResult, Shape, TunedKernel, from_dict
+from .stages import Context, Reporter
 
-
-class Reporter:
-    """Progress callbacks; the default does nothing (tests, library use)."""
-
-    def stage(self, name: str, total: int | None = None) -> None: ...
-
-    def update(self, text: str) -> None:
-        """Say what the current stage is doing now."""
-
-    def advance(self, text: str = "") -> None:
-        """One unit of the current stage's total is done."""
-
-    def done(self, text: str = "") -> None: ...
-
-    def info(self, text: str) -> None: ...
+__all__ = ["Reporter", "RunOutcome", "STAGES", "Stage", "run", "bench_family"]
 
 
 @dataclass(frozen=True)
@@ -85,303 +74,163 @@ def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name.rsplit("/", 1)[-1]).strip("-")[:60] or "model"
 
 
-def _save(run_dir: Path, result: RunResult) -> None:
-    tmp = run_dir / "results.json.tmp"
-    tmp.write_text(json.dumps(to_dict(result), indent=1))
-    tmp.replace(run_dir / "results.json")  # atomic: an interrupted write never leaves half a file
+@dataclass(frozen=True)
+class Stage:
+    """One step of the evaluation: `run(context, result) -> result`. An optional stage's
+    failure is recorded as data and the run goes on; `needed` skips a stage that has
+    nothing to do in this run (no e2e with --no-e2e, no soak of zero seconds...)."""
+
+    name: str
+    run: Callable[[Context, RunResult], RunResult]
+    optional: bool = False
+    needed: Callable[[Context, RunResult], bool] = lambda ctx, r: True
 
 
-def _profile_family(name: str) -> str:
-    return getattr(kernels.get(name), "profile_family", name)
+def _usable(ctx: Context, r: RunResult) -> bool:
+    return any(b.verified and b.tilelang is not None for b in r.op_bench)
 
 
-def _geomean_ratio(rows: list) -> "Ratio | float":
-    """Geometric mean of op speedups, interval ends combined the same way."""
-    vals = [r.value if isinstance(r, Ratio) else r for r in rows]
-    if not all(isinstance(r, Ratio) for r in rows):
-        return math.exp(sum(math.log(v) for v in vals) / len(vals))
-    g = lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs))  # noqa: E731
-    return Ratio(g(vals), g([r.low for r in rows]), g([r.high for r in rows]), min(r.rounds for r in rows))
+STAGES: tuple[Stage, ...] = (
+    Stage("profile", stages.profile),
+    Stage("kernels", stages.tune_verify_bench),
+    Stage("portability", stages.portability_check, optional=True,
+          needed=lambda ctx, r: bool(r.tuned) and ctx.cfg.portability.targets != ()),
+    Stage("e2e", stages.end_to_end, optional=True, needed=lambda ctx, r: ctx.cfg.bench.e2e and bool(r.families)),
+    Stage("soak", stages.soak, optional=True, needed=lambda ctx, r: ctx.cfg.bench.soak_s > 0 and _usable(ctx, r)),
+    Stage("upstream", stages.upstream_health, optional=True),
+    Stage("compare", stages.compare_previous, optional=True),
+    Stage("verdict", stages.decide),
+    Stage("baseline", stages.record),
+)
 
 
-def _shapes_for(family: kernels.KernelFamily, hot: "profiling.HotOps", cfg: Config) -> list[tuple[Shape, str]]:
-    # Fused variants (gemm_gelu, layernorm_residual) have no aten op of their own; they
-    # take the shapes profiled for the family they extend.
-    op = next((o for o in hot.ops if o.family == _profile_family(family.name)), None)
-    model_shapes = [parse_shape(s) for s in (op.shapes if op else ())][: cfg.profile.max_shapes]
-    shapes = [(s, "model") for s in model_shapes]
-    if not shapes or cfg.bench.sweep:
-        shapes += [(tuple(s), "standard") for s in family.standard_shapes(cfg.device) if tuple(s) not in model_shapes]
-    return shapes
+def run_stage(ctx: Context, stage: Stage, result: RunResult) -> RunResult:
+    """Run one stage: time it, save the result after it, mark it finished. An optional
+    stage's error becomes data; a required one's is saved and raised."""
+    t0 = time.perf_counter()
+    try:
+        result = stage.run(ctx, result)
+    except KeyboardInterrupt:
+        raise  # what the stage finished is saved already (the kernels stage saves each kernel)
+    except Exception as exc:
+        message = str(exc) if isinstance(exc, EvaluatorError) else f"{type(exc).__name__}: {exc}"
+        # Keep the stage's own partial progress (the newest save), with the error added.
+        base = ctx.latest if ctx.latest is not None else result
+        result = dataclasses.replace(base, stage_errors={**base.stage_errors, stage.name: message[:500]})
+        if not stage.optional:
+            ctx.save(result)
+            raise
+        ctx.rep.info(f"[yellow]{stage.name} failed: {message[:300]}[/]")
+    result = dataclasses.replace(result, finished=result.finished + (stage.name,),
+                                 stage_seconds={**result.stage_seconds, stage.name: time.perf_counter() - t0})
+    ctx.save(result)
+    return result
+
+
+def _load(cfg: Config, rep: Reporter, hw: Hardware):
+    rep.stage("Loading model")
+    loaded = models.load_model(cfg.model.name, batch_size=cfg.model.batch_size, seq_len=cfg.model.seq_len,
+                               dtype=cfg.model.dtype, device=cfg.device, seed=cfg.model.seed)
+    label = cfg.model.label or cfg.model.name
+    if label != loaded.spec.name:  # a stable --name: baseline ids survive moving the factory file
+        loaded = dataclasses.replace(loaded, spec=dataclasses.replace(loaded.spec, name=label, origin=cfg.model.name))
+    rep.done(f"{loaded.spec.name}: {loaded.spec.parameters / 1e6:.1f}M parameters, batch {loaded.spec.batch_size}, "
+             f"{loaded.spec.dtype} on {hw.name}")
+    return loaded
 
 
 def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
+    """A new evaluation: a run folder, then every stage in order, then the report."""
     rep = reporter or Reporter()
     quiet_tilelang()
     hw = hardware.measure_ceilings(hardware.detect(cfg.device), cfg.model.dtype)
     env = environment(hw)
     created = datetime.now(timezone.utc)
-
-    rep.stage("Loading model")
-    loaded = models.load_model(cfg.model.name, batch_size=cfg.model.batch_size, seq_len=cfg.model.seq_len,
-                               dtype=cfg.model.dtype, device=cfg.device, seed=cfg.model.seed)
-    label = getattr(cfg.model, "label", "") or cfg.model.name
-    if label != loaded.spec.name:  # a stable --name: baseline ids survive moving the factory file
-        loaded = dataclasses.replace(loaded, spec=dataclasses.replace(loaded.spec, name=label, origin=cfg.model.name))
-    run_id = f"{slug(label)}-{created.strftime('%Y%m%d-%H%M%S')}"
+    loaded = _load(cfg, rep, hw)
+    run_id = f"{slug(loaded.spec.name)}-{created.strftime('%Y%m%d-%H%M%S')}"
     run_dir = cfg.output.reports / "runs" / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.json").write_text(config_mod.to_json(cfg))
     result = RunResult(run_id=run_id, created=created.isoformat(timespec="seconds"), model=loaded.spec,
                        environment=env, settings=cfg.settings_dict())
-    _save(run_dir, result)
-    rep.done(f"{loaded.spec.name}: {loaded.spec.parameters / 1e6:.1f}M parameters, batch {loaded.spec.batch_size}, "
-             f"{loaded.spec.dtype} on {hw.name}")
+    ctx = Context(cfg, rep, hw, env, loaded, run_dir)
+    ctx.save(result)
+    return _finish(ctx, result)
 
-    def stage(name: str, fn: Callable[[], RunResult], *, optional: bool = False) -> None:
-        nonlocal result
-        try:
-            result = fn()
-        except KeyboardInterrupt:
-            _save(run_dir, result)
-            raise
-        except Exception as exc:
-            message = f"{type(exc).__name__}: {exc}" if not isinstance(exc, EvaluatorError) else str(exc)
-            if not optional:
-                _save(run_dir, dataclasses.replace(result, stage_errors={**result.stage_errors, name: message[:500]}))
-                raise
-            # An optional stage's failure is data: the run goes on and its report says so.
-            result = dataclasses.replace(result, stage_errors={**result.stage_errors, name: message[:500]})
-            rep.info(f"[yellow]{name} failed: {message[:300]}[/]")
-        _save(run_dir, result)
 
-    # ---- profile
-    def do_profile() -> RunResult:
-        rep.stage("Profiling with torch.profiler")
-        hot = profiling.hot_ops(loaded, top=cfg.profile.ops, families=cfg.profile.families, iters=cfg.profile.iters)
-        rep.done(f"{len(hot.ops)} operator families; rewriting {', '.join(hot.selected) or 'none'}")
-        return dataclasses.replace(result, hot_ops=hot)
-
-    stage("profile", do_profile)
-
-    # ---- tune, verify, bench: each kernel saved as it finishes (Ctrl-C keeps them)
-    table = swap.KernelTable(cfg.model.dtype, hw.target,
-                             build=lambda f, shape, conf: kernels.get(f).build(shape, cfg.model.dtype, conf, hw.target))
-
-    def do_kernels() -> RunResult:
-        nonlocal result
-        lookup = save = None
-        if cfg.tune.use_cache:
-            lookup = lambda key: baseline.tuning_cache_lookup(cfg.output.store, key)  # noqa: E731
-            save = lambda key, conf: baseline.tuning_cache_save(cfg.output.store, key, conf)  # noqa: E731
-        work = [(kernels.get(f), s, src) for f in result.hot_ops.selected
-                for s, src in _shapes_for(kernels.get(f), result.hot_ops, cfg)]
-        rep.stage("Tuning, verifying and benchmarking TileLang kernels", total=len(work))
-        for fam, shape, source in work:
-            label = f"{fam.name} {'x'.join(map(str, shape))}"
-            rep.update(f"{label}: tuning")
-            tk, kernel = tuning.tune(fam, shape, cfg.model.dtype, hw, budget_s=cfg.tune.budget_s,
-                                     tilelang_version=env.tilelang, lookup=lookup, save=save,
-                                     fine_rounds=cfg.tune.fine_rounds, isolate=cfg.tune.isolate,
-                                     on_candidate=lambda c, lbl=label: rep.update(
-                                         f"{lbl}: tuning ({c.phase}, {c.status})"))
-            if lookup is not None and not tk.cached:
-                changed = baseline.tuning_cache_changes(cfg.output.store, tuning.cache_key(
-                    fam.name, shape, cfg.model.dtype, hw, env.tilelang))
-                if changed:
-                    rep.info(f"{label}: re-tuned because the toolchain changed: "
-                             + ", ".join(f"{f} {a} -> {b}" for f, a, b in changed))
-            vr = None
-            if kernel is None:
-                reasons = "; ".join(sorted({c.status for c in tk.candidates})) or "no candidate"
-                why = f"no candidate worked ({reasons})"
-                ob = bench.bench_op(fam, shape, cfg.model.dtype, None, cfg.device, source=source, config=None,
-                                    policy=cfg.bench.timing, error=why, verified=False)
-                table.add(fam.name, shape, None, None, verified=False, why_not=why)
-                rep.info(f"[red]{label}: no working TileLang kernel ({reasons})[/]")
-            else:
-                # Verify before timing: an unverified kernel is neither timed, averaged nor swapped in.
-                rep.update(f"{label}: verifying")
-                vr = verify.verify(fam, shape, cfg.model.dtype, tk.config, hw.target, cfg.device,
-                                   seeds=cfg.bench.seeds)
-                why = "" if vr.passed else "kernel failed verification: " + "; ".join(
-                    sorted({c.reason or "mismatch" for c in vr.cases if not c.passed}))[:200]
-                table.add(fam.name, shape, tk.config, kernel, verified=vr.passed, why_not=why)
-                rep.update(f"{label}: benchmarking")
-                ob = bench.bench_op(fam, shape, cfg.model.dtype, kernel, cfg.device, source=source, config=tk.config,
-                                    policy=cfg.bench.timing, roof=(hw.measured_tflops, hw.measured_gbps),
-                                    verified=vr.passed, error=why)
-                rep.info(f"{label}: TileLang {ob.tilelang.median_ms:.4g} ms vs PyTorch {ob.torch.median_ms:.4g} ms "
-                         f"-> {ob.speedup:.3g}x" if ob.tilelang and ob.speedup else f"[red]{label}: {ob.error}[/]")
-            result = dataclasses.replace(result, tuned=result.tuned + (tk,),
-                                         verify=result.verify + ((vr,) if vr else ()),
-                                         op_bench=result.op_bench + (ob,))
-            _save(run_dir, result)
-            rep.advance()
-        overheads = []
-        for fname in result.hot_ops.selected:
-            if not any(f == fname and e.kernel is not None for (f, _), e in table.entries().items()):
-                continue
-            fam = kernels.get(fname)
-            tiny = tuple(fam.standard_shapes("cpu")[0])
-            rep.update(f"{fname} {'x'.join(map(str, tiny))}: launch overhead")
-            try:
-                kernel = fam.build(tiny, cfg.model.dtype, fam.search_space(tiny, cfg.model.dtype, hw)[0], hw.target)
-                overheads.append(bench.launch_overhead(fam, tiny, cfg.model.dtype, kernel, cfg.device))
-            except Exception as exc:  # a measurement we could not make is noted, not fatal
-                rep.info(f"[yellow]{fname}: launch overhead not measured ({type(exc).__name__}: {exc})[/]")
-        for o in overheads:
-            rep.info(f"{o.family} launch at {'x'.join(map(str, o.shape))}: TileLang {o.tilelang_us:.1f} µs "
-                     f"vs PyTorch {o.torch_us:.1f} µs per call")
-        rep.done()
-        return dataclasses.replace(result, overhead=tuple(overheads))
-
-    stage("kernels", do_kernels)
-
-    # ---- portability: the rewritten kernels lowered for accelerators not on this machine
-    # (never run there); skipped with --targets none or when nothing was rewritten.
-    if result.tuned and cfg.portability.targets != ():
-        def do_portability() -> RunResult:
-            from . import portability
-
-            targets, dtype = cfg.portability.targets, cfg.portability.dtype or cfg.model.dtype
-            checked = portability.from_tuned(result.tuned)
-            if any(k.dtype != dtype for k in checked):
-                # A config tuned at another dtype says nothing about this one: defaults only.
-                checked = [dataclasses.replace(k, dtype=dtype, config=None) for k in checked]
-            rep.stage(f"Portability: lowering {len(checked)} kernels ({dtype}) for "
-                      f"{', '.join(targets) if targets else 'the default targets'}")
-            port = portability.check(checked, targets)
-            # The reporter reads rich markup; reasons quote compiler errors, which may hold [brackets].
-            lines = [line.replace("[", "\\[") for line in port.summary]
-            rep.done(lines[0] if lines else "")
-            for line in lines[1:]:
-                rep.info(line)
-            return dataclasses.replace(result, portability=port)
-
-        stage("portability", do_portability, optional=True)
-
-    # ---- end to end and soak: the model as its authors wrote it, calls routed at the operator
-    router = swap.Router([kernels.get(f) for f in result.families], table)
-    usable = any(e.kernel is not None and e.verified for e in table.entries().values())
-
-    if cfg.bench.e2e and result.families:
-        def do_e2e() -> RunResult:
-            rep.stage("End-to-end: the model with its calls routed to TileLang")
-            hot = result.hot_ops
-            shares = {o.family: o.share for o in hot.ops}
-            profiled = {(f, s): ms for o in hot.ops for f in result.families if _profile_family(f) == o.family
-                        for s, ms in zip(o.shapes, o.shape_ms)}
-            ratios = {}
-            for f in result.families:
-                rows = [b for b in result.op_bench if b.family == f and b.source == "model"]
-                if rows and all(b.speedup for b in rows):  # a shape without a working kernel has no estimate
-                    ratios[f] = _geomean_ratio([b.ratio or b.speedup for b in rows])
-            total = sum(ms for (f, s), ms in profiled.items())
-            share_of = {f: sum(ms for (g, _), ms in profiled.items() if g == f) / hot.total_ms if hot.total_ms else 0.0
-                        for f in result.families}
-            e2e = bench.end_to_end(loaded.module, loaded.inputs, cfg.device, loaded.spec.batch_size, router,
-                                   dtype=cfg.model.dtype, profiled_ms=profiled,
-                                   total_profiled_ms=hot.total_ms or total, op_ratios=ratios,
-                                   shares={**shares, **share_of}, policy=cfg.bench.timing)
-            if e2e.speedup:
-                rep.done(f"{e2e.tilelang_calls} calls in TileLang, {e2e.fallback_calls} fell back; "
-                         f"{e2e.speedup:.3g}x ({e2e.method}), outputs {'match' if e2e.outputs_match else 'DIFFER'}")
-            else:
-                rep.done(f"swap-in failed: {e2e.error}")
-            # Fused variants have no single torch function to route: say so plainly rather
-            # than let a tuned, benchmarked kernel look as if it ran in the model.
-            unrouted = [f for f in result.families if not kernels.get(f).functions]
-            if unrouted:
-                e2e = dataclasses.replace(e2e, flags=e2e.flags + tuple(
-                    f"{f} was not swapped in: a fused pattern is two torch calls, and the first has run before "
-                    "the second is seen; its kernel was tuned and benchmarked only" for f in unrouted))
-            for flag in e2e.flags:
-                rep.info(f"[yellow]end to end: {flag}[/]")
-            return dataclasses.replace(result, e2e=e2e)
-
-        stage("e2e", do_e2e, optional=True)
-
-    if cfg.bench.soak_s > 0 and usable:
-        def do_soak() -> RunResult:
-            rep.stage(f"Soak: {cfg.bench.soak_s:g} s of continuous inference")
-
-            def step():
-                with router:
-                    return loaded.module(*loaded.inputs)
-
-            with torch.inference_mode():
-                s = bench.soak(step, cfg.device, cfg.bench.soak_s)
-            rep.done(f"{s.iterations} iterations ({s.timer}), drift {100 * s.drift:+.1f}%, CV {100 * s.cv:.1f}%")
-            return dataclasses.replace(result, soak=s)
-
-        stage("soak", do_soak, optional=True)
-
-    # ---- upstream
-    def do_upstream() -> RunResult:
-        rep.stage("Upstream health (git)")
-        if not cfg.upstream.repo:
-            health = upstream.not_measured("no --upstream repository was given")
-        else:
-            health = upstream.measure(cfg.upstream.repo, fork=cfg.upstream.fork, as_of=cfg.upstream.as_of,
-                                      branch=cfg.upstream.branch)
-        rep.done(f"maintenance score {health.maintenance_score}/10" if health.measured else "not measured")
-        return dataclasses.replace(result, upstream=health)
-
-    stage("upstream", do_upstream, optional=True)
-
-    # ---- previous baseline, verdict, record, report
-    def do_compare() -> RunResult:
-        rep.stage("Comparing with the previous baseline")
-        prev = baseline.previous(cfg.output.store, result.model.name, hw.platform)
-        if prev is None:
-            rep.done("no previous baseline for this model and platform")
-            return result
-        ref_id = prev.baseline.tag if prev.baseline else prev.run_id
-        comp = baseline.compare(prev, result, threshold=cfg.output.regression_threshold, reference_id=ref_id,
-                                candidate_id="this run")
-        rep.done(f"against {ref_id}: {len(comp.regressions)} regressions"
-                 + ("" if comp.comparable else " (not comparable: timing policies differ)"))
-        return dataclasses.replace(result, comparison=comp)
-
-    stage("compare", do_compare, optional=True)
-
-    def do_verdict() -> RunResult:
-        rep.stage("Evaluating the checklist")
-        verdict = checklist.evaluate(checklist.load(cfg.output.checklist), result)
-        rep.done(verdict.decision)
-        return dataclasses.replace(result, verdict=verdict)
-
-    stage("verdict", do_verdict)
-
-    def do_record() -> RunResult:
-        rep.stage("Recording the baseline")
-        ref = baseline.record(cfg.output.store, result)
-        (run_dir / "baseline.json").write_text(json.dumps(to_dict(ref), indent=1))
-        rep.done(f"{ref.tag} in {ref.store}")
-        # the trend is read after recording so that this run is its newest point
-        return dataclasses.replace(result, baseline=ref, trend=baseline.trend(cfg.output.store, result.model.name,
-                                                                              hw.platform))
-
-    record_error: EvaluatorError | None = None
+def resume(run_dir: Path, reporter: Reporter | None = None) -> RunOutcome:
+    """Continue a stopped run in its own folder, with its own config, after its last
+    finished stage. Finished stages are not rerun; their results are kept as they were."""
+    rep = reporter or Reporter()
+    run_dir = Path(run_dir)
+    results, saved_cfg = run_dir / "results.json", run_dir / "config.json"
+    if not results.is_file() or not saved_cfg.is_file():
+        raise ConfigError(f"--resume {run_dir}: not a run folder (it needs results.json and config.json, "
+                          "which runs write from this version on)")
+    cfg = config_mod.from_json(saved_cfg.read_text())
     try:
-        stage("baseline", do_record)
-    except Exception as exc:  # the report is still written; the error says how to record later
-        record_error = exc if isinstance(exc, EvaluatorError) else BaselineError(f"{type(exc).__name__}: {exc}")
+        result = from_dict(RunResult, json.loads(results.read_text()))
+    except Exception as exc:  # a damaged file is the user's to know about, in one line
+        raise ConfigError(f"--resume {run_dir}: results.json does not load ({type(exc).__name__}); "
+                          "start a new run") from exc
+    if result.baseline is not None:
+        raise ConfigError(f"--resume {run_dir}: this run finished (baseline {result.baseline.tag}); "
+                          "re-render it with evaluate report --baseline ID")
+    quiet_tilelang()
+    hw = hardware.measure_ceilings(hardware.detect(cfg.device), cfg.model.dtype)
+    if hw.name != result.environment.hardware.name:
+        raise ConfigError(f"--resume {run_dir}: the run started on {result.environment.hardware.name}, "
+                          f"this machine is {hw.name}; resume it there or start a new run")
+    loaded = _load(cfg, rep, hw)
+    rep.info(f"resuming {result.run_id} after: {', '.join(result.finished) or 'nothing'}")
+    return _finish(Context(cfg, rep, hw, result.environment, loaded, run_dir), result)
 
-    rep.stage("Rendering the report")
-    files = report.render(result, run_dir, lang=cfg.output.lang, pdf=cfg.output.pdf)
-    rep.done(str(files.html.parent))
+
+def _pull(ctx: Context) -> None:
+    """A shared store is pulled first (best effort): the tuning cache and the previous
+    baseline may come from other hosts. Offline, the clone is read as it is."""
+    if not ctx.cfg.output.store_remote:
+        return
+    from . import baseline
+
+    try:
+        sync = baseline.pull(ctx.cfg.output.store_remote)
+        ctx.rep.info(f"baseline store {sync.remote}: {len(sync.pulled)} new baseline(s) from other hosts")
+    except BaselineError as exc:
+        ctx.rep.info(f"[yellow]{str(exc)[:300]}[/]")
+
+
+def _finish(ctx: Context, result: RunResult) -> RunOutcome:
+    _pull(ctx)
+    record_error: Exception | None = None
+    for stage in STAGES:
+        if stage.name in result.finished or not stage.needed(ctx, result):
+            continue
+        if stage.name == "baseline":
+            try:
+                result = run_stage(ctx, stage, result)
+            except Exception as exc:  # the report is still written; the error says how to record later
+                record_error = exc
+            continue
+        result = run_stage(ctx, stage, result)
+    ctx.rep.stage("Rendering the report")
+    files = report.render(result, ctx.run_dir, lang=ctx.cfg.output.lang, pdf=ctx.cfg.output.pdf)
+    ctx.rep.done(str(files.html.parent))
     if record_error is not None:
-        raise BaselineError(f"the baseline was not recorded ({str(record_error).splitlines()[0][:200]}); the report "
-                            f"is in {run_dir}; record it later with: evaluate baseline record {run_dir} --store PATH"
-                            ) from record_error
-    return RunOutcome(result=result, run_dir=run_dir, html=files.html, pdf=files.pdf, pdf_note=files.pdf_note)
+        why = str(record_error).splitlines()[0][:200] if str(record_error) else type(record_error).__name__
+        raise BaselineError(f"the baseline was not recorded ({why}); the report is in {ctx.run_dir}; record it "
+                            f"later with: evaluate baseline record {ctx.run_dir} --store "
+                            f"{ctx.cfg.output.store_remote or ctx.cfg.output.store}") from record_error
+    if ctx.push_error is not None:
+        raise BaselineError(f"{str(ctx.push_error).splitlines()[0]}; the report is in {ctx.run_dir}"
+                            ) from ctx.push_error
+    return RunOutcome(result=result, run_dir=ctx.run_dir, html=files.html, pdf=files.pdf, pdf_note=files.pdf_note)
 
 
 def bench_family(family: str, shapes: list[Shape], dtype: str, device: str, *, budget_s: float = 60.0,
                  policy: bench.TimingPolicy | None = None, store: Path | None = None,
                  reporter: Reporter | None = None) -> list[tuple[TunedKernel, OpBench]]:
-    """`evaluate bench`: tune and time one family alone on the given (or standard) shapes."""
+    """`evaluate bench`: tune, verify and time one family alone on the given (or standard) shapes."""
     rep = reporter or Reporter()
     quiet_tilelang()
     fam = kernels.get(family)
@@ -395,31 +244,5 @@ def bench_family(family: str, shapes: list[Shape], dtype: str, device: str, *, b
             raise ConfigError(f"--shape {'x'.join(map(str, shape))}: sizes must be positive integers "
                               f"({'x'.join(fam.shape_names)})")
     hw = hardware.measure_ceilings(hardware.detect(device), dtype)
-    shapes = shapes or [tuple(s) for s in fam.standard_shapes(device)]
-    policy = policy or bench.TimingPolicy()
-    out = []
-    rep.stage(f"Benchmarking {family} on {hw.name}", total=len(shapes))
-    lookup = save = None
-    if store is not None:
-        lookup = lambda key: baseline.tuning_cache_lookup(store, key)  # noqa: E731
-        save = lambda key, conf: baseline.tuning_cache_save(store, key, conf)  # noqa: E731
-    for shape in shapes:
-        label = f"{family} {'x'.join(map(str, shape))}"
-        rep.update(label)
-        tk, kernel = tuning.tune(fam, shape, dtype, hw, budget_s=budget_s, tilelang_version=tilelang_version(),
-                                 lookup=lookup, save=save,
-                                 on_candidate=lambda c, lbl=label: rep.update(f"{lbl}: tuning ({c.phase}, {c.status})"))
-        verified, why = False, "no candidate worked"
-        if kernel is not None:
-            # `evaluate bench` verifies too: a number for a wrong kernel is never printed as a speed.
-            rep.update(f"{label}: verifying")
-            vr = verify.verify(fam, shape, dtype, tk.config, hw.target, device)
-            verified = vr.passed
-            why = "" if verified else "kernel failed verification: " + "; ".join(
-                sorted({c.reason or "mismatch" for c in vr.cases if not c.passed}))[:200]
-        ob = bench.bench_op(fam, shape, dtype, kernel, device, source="standard", config=tk.config, policy=policy,
-                            roof=(hw.measured_tflops, hw.measured_gbps), error=why, verified=verified)
-        out.append((tk, ob))
-        rep.advance()
-    rep.done()
-    return out
+    return stages.bench_family(family, shapes, dtype, device, hw, tilelang_version(), budget_s=budget_s,
+                               policy=policy or bench.TimingPolicy(), store=store, rep=rep)

@@ -516,6 +516,10 @@ class RunResult:
     verdict: Verdict | None = None
     baseline: BaselineRef | None = None
     stage_errors: dict[str, str] = field(default_factory=dict)
+    # Stages that ran to their end (an optional stage whose error is recorded counts), in
+    # order, and how long each took: `evaluate --resume` starts after the last of them.
+    finished: tuple[str, ...] = ()
+    stage_seconds: dict[str, float] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     @property

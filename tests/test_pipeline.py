@@ -77,3 +77,77 @@ def test_a_baseline_that_cannot_be_recorded_still_leaves_the_report(tmp_path, mo
     message = str(err.value)
     assert "No space left on device" in message and f"evaluate baseline record {run}" in message
     assert "\n" not in message
+
+
+@pytest.mark.slow
+def test_resume_after_a_kill_skips_finished_stages_and_matches_an_uninterrupted_run(tmp_path):
+    """Kill a real CPU run (SIGKILL, nothing gets to clean up) once its kernels stage has
+    finished, resume it, and compare with an uninterrupted run of the same config."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    store = tmp_path / "store"
+    args = ["--model", MODEL, "--families", "gemm,layernorm", "--budget", "2", "--fine-rounds", "0",
+            "--soak-seconds", "6", "--no-pdf", "--targets", "none", "--reps", "3", "--max-shapes", "2",
+            "--store", str(store)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+    def evaluate(*extra, reports):
+        return subprocess.run([sys.executable, "-m", "evaluator.cli", *args, "--reports", str(reports), *extra],
+                              cwd=root, env=env, capture_output=True, text=True, timeout=600)
+
+    whole = evaluate(reports=tmp_path / "whole")
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    [whole_dir] = list((tmp_path / "whole" / "runs").iterdir())
+    expected = json.loads((whole_dir / "results.json").read_text())
+
+    runs = tmp_path / "killed" / "runs"
+    proc = subprocess.Popen([sys.executable, "-m", "evaluator.cli", *args, "--reports", str(tmp_path / "killed")],
+                            cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    killed_after = None
+    while time.time() < deadline and proc.poll() is None:
+        for results in runs.glob("*/results.json") if runs.is_dir() else []:
+            try:
+                finished = json.loads(results.read_text()).get("finished", [])
+            except ValueError:
+                continue
+            if "kernels" in finished:
+                proc.send_signal(signal.SIGKILL)
+                killed_after = finished
+        if killed_after:
+            break
+        time.sleep(0.05)
+    proc.wait(timeout=60)
+    assert killed_after is not None and "baseline" not in killed_after, "the run ended before it could be killed"
+    [run_dir] = list(runs.iterdir())
+    before = json.loads((run_dir / "results.json").read_text())
+
+    resumed = subprocess.run([sys.executable, "-m", "evaluator.cli", "--resume", str(run_dir)], cwd=root, env=env,
+                             capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    after = json.loads((run_dir / "results.json").read_text())
+    # finished stages were not rerun: the same kernels, measured once, in the same time
+    assert after["finished"][: len(killed_after)] == killed_after and after["finished"][-1] == "baseline"
+    for stage in killed_after:
+        assert after["stage_seconds"][stage] == before["stage_seconds"][stage]
+    assert after["tuned"] == before["tuned"] and after["op_bench"] == before["op_bench"]
+    # and the run ends where an uninterrupted one does (timings aside)
+    assert after["hot_ops"]["selected"] == expected["hot_ops"]["selected"]
+    assert [t["config"] for t in after["tuned"]] == [t["config"] for t in expected["tuned"]]
+    assert [v["cases"][0]["passed"] for v in after["verify"]] == [v["cases"][0]["passed"] for v in expected["verify"]]
+    for key in ("outputs_match", "tilelang_calls", "fallback_calls"):
+        assert after["e2e"][key] == expected["e2e"][key]
+    assert after["verdict"]["decision"] == expected["verdict"]["decision"]
+    assert after["baseline"] is not None and (run_dir / "report.html").is_file()
+
+
+def test_resume_refuses_what_it_cannot_continue(tmp_path):
+    from evaluator.errors import ConfigError
+    with pytest.raises(ConfigError, match="not a run folder"):
+        pipeline.resume(tmp_path)

@@ -1,0 +1,366 @@
+"""The stages of an evaluation, one function each: `(context, result) -> result`.
+
+In: a `Context` (the config, the loaded model, the device, the run folder, the progress
+reporter and the kernel table the router reads) and the `RunResult` so far. Out: the
+`RunResult` with this stage's field filled. `pipeline.py` orders them and runs each in
+one wrapper (timing, saving `results.json`, optional stages' errors as data, resume).
+
+A stage may save partial results itself where a long stage should not lose finished
+work (the kernels stage saves each kernel as it completes). Nothing a stage needs later
+lives only in memory: the kernel table is rebuilt from `result.tuned` and TileLang's
+compile cache when a resumed run reaches the end-to-end stage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+import torch
+
+from . import baseline, bench, checklist, kernels, profiling, swap, tuning, tuning_cache, upstream, verify
+from .config import Config
+from .models import LoadedModel
+from .results import Environment, Hardware, OpBench, Ratio, RunResult, Shape, parse_shape, to_dict
+
+
+class Reporter:
+    """Progress callbacks; the default does nothing (tests, library use)."""
+
+    def stage(self, name: str, total: int | None = None) -> None: ...
+
+    def update(self, text: str) -> None:
+        """Say what the current stage is doing now."""
+
+    def advance(self, text: str = "") -> None:
+        """One unit of the current stage's total is done."""
+
+    def done(self, text: str = "") -> None: ...
+
+    def info(self, text: str) -> None: ...
+
+
+@dataclass
+class Context:
+    """What the stages share besides the result. Mutable on purpose: the kernel table
+    fills as kernels finish, and is rebuilt from the result when a run resumes."""
+
+    cfg: Config
+    rep: Reporter
+    hw: Hardware
+    env: Environment
+    loaded: LoadedModel
+    run_dir: Path
+    table: swap.KernelTable | None = None
+    push_error: Exception | None = None  # --push failed; the baseline is recorded locally
+    latest: RunResult | None = None  # the newest saved result, partial progress of a stage included
+    _table_from: int = field(default=-1, repr=False)  # how many tuned kernels the table holds
+
+    def save(self, result: RunResult) -> None:
+        self.latest = result
+        tmp = self.run_dir / "results.json.tmp"
+        tmp.write_text(json.dumps(to_dict(result), indent=1))
+        tmp.replace(self.run_dir / "results.json")  # atomic: an interrupted write never leaves half a file
+
+    def kernel_table(self, result: RunResult) -> swap.KernelTable:
+        """The tuned kernels the router may use: the kernels stage fills it as it goes; a
+        resumed run rebuilds it from the recorded configs (TileLang's compile cache makes
+        that a load, not a compile)."""
+        if self.table is None:
+            dtype, target = self.cfg.model.dtype, self.hw.target
+            self.table = swap.KernelTable(dtype, target,
+                                          build=lambda f, s, c: kernels.get(f).build(s, dtype, c, target))
+        if self._table_from < 0 and result.tuned:
+            verified = {(b.family, tuple(b.shape)): b.verified for b in result.op_bench}
+            for t in result.tuned:
+                if t.config is None:
+                    self.table.add(t.family, t.shape, None, None, verified=False, why_not="no candidate worked")
+                    continue
+                kernel = kernels.get(t.family).build(t.shape, t.dtype, t.config, self.hw.target)
+                ok = verified.get((t.family, tuple(t.shape)), False)
+                self.table.add(t.family, t.shape, t.config, kernel, verified=ok,
+                               why_not="" if ok else "kernel failed verification")
+        self._table_from = len(result.tuned)
+        return self.table
+
+
+def profile_family(name: str) -> str:
+    return kernels.get(name).profile_family
+
+
+def geomean_ratio(rows: list) -> "Ratio | float":
+    """Geometric mean of op speedups, interval ends combined the same way."""
+    vals = [r.value if isinstance(r, Ratio) else r for r in rows]
+    if not all(isinstance(r, Ratio) for r in rows):
+        return math.exp(sum(math.log(v) for v in vals) / len(vals))
+    g = lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs))  # noqa: E731
+    return Ratio(g(vals), g([r.low for r in rows]), g([r.high for r in rows]), min(r.rounds for r in rows))
+
+
+def shapes_for(family: kernels.KernelFamily, hot: profiling.HotOps, cfg: Config) -> list[tuple[Shape, str]]:
+    """The model's shapes for a family, hottest first (fused variants take the shapes of
+    the family they extend), plus the standard shapes when none or with --sweep."""
+    op = next((o for o in hot.ops if o.family == profile_family(family.name)), None)
+    model_shapes = [parse_shape(s) for s in (op.shapes if op else ())][: cfg.profile.max_shapes]
+    shapes = [(s, "model") for s in model_shapes]
+    if not shapes or cfg.bench.sweep:
+        shapes += [(tuple(s), "standard") for s in family.standard_shapes(cfg.device) if tuple(s) not in model_shapes]
+    return shapes
+
+
+# ---------------------------------------------------------------- the stages
+
+
+def profile(ctx: Context, result: RunResult) -> RunResult:
+    cfg = ctx.cfg
+    ctx.rep.stage("Profiling with torch.profiler")
+    hot = profiling.hot_ops(ctx.loaded, top=cfg.profile.ops, families=cfg.profile.families, iters=cfg.profile.iters)
+    ctx.rep.done(f"{len(hot.ops)} operator families; rewriting {', '.join(hot.selected) or 'none'}")
+    return dataclasses.replace(result, hot_ops=hot)
+
+
+def _tune_one(ctx: Context, fam: kernels.KernelFamily, shape: Shape, source: str) -> tuple:
+    """Tune, verify (before timing) and benchmark one model shape of one family."""
+    cfg, rep, hw, env = ctx.cfg, ctx.rep, ctx.hw, ctx.env
+    lookup = save = None
+    if cfg.tune.use_cache:
+        lookup = lambda key: tuning_cache.lookup(cfg.output.store, key)  # noqa: E731
+        save = lambda key, conf: tuning_cache.save(cfg.output.store, key, conf)  # noqa: E731
+    label = f"{fam.name} {'x'.join(map(str, shape))}"
+    rep.update(f"{label}: tuning")
+    tk, kernel = tuning.tune(fam, shape, cfg.model.dtype, hw, budget_s=cfg.tune.budget_s,
+                             tilelang_version=env.tilelang, lookup=lookup, save=save,
+                             fine_rounds=cfg.tune.fine_rounds, isolate=cfg.tune.isolate,
+                             on_candidate=lambda c: rep.update(f"{label}: tuning ({c.phase}, {c.status})"))
+    if lookup is not None and not tk.cached:
+        changed = tuning_cache.changes(cfg.output.store, tuning.cache_key(fam.name, shape, cfg.model.dtype, hw,
+                                                                          env.tilelang))
+        if changed:
+            rep.info(f"{label}: re-tuned because the toolchain changed: "
+                     + ", ".join(f"{f} {a} -> {b}" for f, a, b in changed))
+    table = ctx.table  # filled by tune_verify_bench before the first kernel
+    if kernel is None:
+        reasons = "; ".join(sorted({c.status for c in tk.candidates})) or "no candidate"
+        why = f"no candidate worked ({reasons})"
+        ob = bench.bench_op(fam, shape, cfg.model.dtype, None, cfg.device, source=source, config=None,
+                            policy=cfg.bench.timing, error=why, verified=False)
+        table.add(fam.name, shape, None, None, verified=False, why_not=why)
+        rep.info(f"[red]{label}: no working TileLang kernel ({reasons})[/]")
+        return tk, None, ob
+    # Verify before timing: an unverified kernel is neither timed, averaged nor swapped in.
+    rep.update(f"{label}: verifying")
+    vr = verify.verify(fam, shape, cfg.model.dtype, tk.config, hw.target, cfg.device, seeds=cfg.bench.seeds)
+    why = "" if vr.passed else "kernel failed verification: " + "; ".join(
+        sorted({c.reason or "mismatch" for c in vr.cases if not c.passed}))[:200]
+    table.add(fam.name, shape, tk.config, kernel, verified=vr.passed, why_not=why)
+    rep.update(f"{label}: benchmarking")
+    ob = bench.bench_op(fam, shape, cfg.model.dtype, kernel, cfg.device, source=source, config=tk.config,
+                        policy=cfg.bench.timing, roof=(hw.measured_tflops, hw.measured_gbps),
+                        verified=vr.passed, error=why)
+    rep.info(f"{label}: TileLang {ob.tilelang.median_ms:.4g} ms vs PyTorch {ob.torch.median_ms:.4g} ms "
+             f"-> {ob.speedup:.3g}x" if ob.tilelang and ob.speedup else f"[red]{label}: {ob.error}[/]")
+    return tk, vr, ob
+
+
+def tune_verify_bench(ctx: Context, result: RunResult) -> RunResult:
+    """Every chosen family on every model shape, hottest first; each kernel is saved as it
+    finishes (Ctrl-C keeps it), and a resumed run skips the ones it already has."""
+    cfg, rep = ctx.cfg, ctx.rep
+    ctx.kernel_table(result)
+    done = {(b.family, tuple(b.shape)) for b in result.op_bench}
+    work = [(kernels.get(f), s, src) for f in result.hot_ops.selected
+            for s, src in shapes_for(kernels.get(f), result.hot_ops, cfg) if (f, tuple(s)) not in done]
+    rep.stage("Tuning, verifying and benchmarking TileLang kernels", total=len(work))
+    for fam, shape, source in work:
+        tk, vr, ob = _tune_one(ctx, fam, shape, source)
+        result = dataclasses.replace(result, tuned=result.tuned + (tk,), verify=result.verify + ((vr,) if vr else ()),
+                                     op_bench=result.op_bench + (ob,))
+        ctx.save(result)
+        rep.advance()
+    overheads = []
+    for fname in result.hot_ops.selected:
+        if not any(f == fname and e.kernel is not None for (f, _), e in ctx.table.entries().items()):
+            continue
+        fam = kernels.get(fname)
+        tiny = tuple(fam.standard_shapes("cpu")[0])
+        rep.update(f"{fname} {'x'.join(map(str, tiny))}: launch overhead")
+        try:
+            kernel = fam.build(tiny, cfg.model.dtype, fam.search_space(tiny, cfg.model.dtype, ctx.hw)[0], ctx.hw.target)
+            overheads.append(bench.launch_overhead(fam, tiny, cfg.model.dtype, kernel, cfg.device))
+        except Exception as exc:  # a measurement we could not make is noted, not fatal
+            rep.info(f"[yellow]{fname}: launch overhead not measured ({type(exc).__name__}: {exc})[/]")
+    for o in overheads:
+        rep.info(f"{o.family} launch at {'x'.join(map(str, o.shape))}: TileLang {o.tilelang_us:.1f} µs "
+                 f"vs PyTorch {o.torch_us:.1f} µs per call")
+    rep.done()
+    return dataclasses.replace(result, overhead=tuple(overheads))
+
+
+def portability_check(ctx: Context, result: RunResult) -> RunResult:
+    """The rewritten kernels lowered for accelerators not on this machine (never run there)."""
+    from . import portability
+
+    cfg, rep = ctx.cfg, ctx.rep
+    targets, dtype = cfg.portability.targets, cfg.portability.dtype or cfg.model.dtype
+    checked = portability.from_tuned(result.tuned)
+    if any(k.dtype != dtype for k in checked):
+        # A config tuned at another dtype says nothing about this one: defaults only.
+        checked = [dataclasses.replace(k, dtype=dtype, config=None) for k in checked]
+    rep.stage(f"Portability: lowering {len(checked)} kernels ({dtype}) for "
+              f"{', '.join(targets) if targets else 'the default targets'}")
+    port = portability.check(checked, targets)
+    # The reporter reads rich markup; reasons quote compiler errors, which may hold [brackets].
+    lines = [line.replace("[", "\\[") for line in port.summary]
+    rep.done(lines[0] if lines else "")
+    for line in lines[1:]:
+        rep.info(line)
+    return dataclasses.replace(result, portability=port)
+
+
+def end_to_end(ctx: Context, result: RunResult) -> RunResult:
+    """The model as its authors wrote it, its calls routed to TileLang at the operator."""
+    cfg, rep, loaded = ctx.cfg, ctx.rep, ctx.loaded
+    rep.stage("End-to-end: the model with its calls routed to TileLang")
+    router = swap.Router([kernels.get(f) for f in result.families], ctx.kernel_table(result))
+    hot = result.hot_ops
+    shares = {o.family: o.share for o in hot.ops}
+    profiled = {(f, s): ms for o in hot.ops for f in result.families if profile_family(f) == o.family
+                for s, ms in zip(o.shapes, o.shape_ms)}
+    ratios = {}
+    for f in result.families:
+        rows = [b for b in result.op_bench if b.family == f and b.source == "model"]
+        if rows and all(b.speedup for b in rows):  # a shape without a working kernel has no estimate
+            ratios[f] = geomean_ratio([b.ratio or b.speedup for b in rows])
+    share_of = {f: sum(ms for (g, _), ms in profiled.items() if g == f) / hot.total_ms if hot.total_ms else 0.0
+                for f in result.families}
+    e2e = bench.end_to_end(loaded.module, loaded.inputs, cfg.device, loaded.spec.batch_size, router,
+                           dtype=cfg.model.dtype, profiled_ms=profiled,
+                           total_profiled_ms=hot.total_ms or sum(profiled.values()), op_ratios=ratios,
+                           shares={**shares, **share_of}, policy=cfg.bench.timing)
+    if e2e.speedup:
+        rep.done(f"{e2e.tilelang_calls} calls in TileLang, {e2e.fallback_calls} fell back; "
+                 f"{e2e.speedup:.3g}x ({e2e.method}), outputs {'match' if e2e.outputs_match else 'DIFFER'}")
+    else:
+        rep.done(f"swap-in failed: {e2e.error}")
+    # Fused variants have no single torch function to route: say so plainly rather than
+    # let a tuned, benchmarked kernel look as if it ran in the model.
+    unrouted = [f for f in result.families if not kernels.get(f).functions]
+    if unrouted:
+        e2e = dataclasses.replace(e2e, flags=e2e.flags + tuple(
+            f"{f} was not swapped in: a fused pattern is two torch calls, and the first has run before "
+            "the second is seen; its kernel was tuned and benchmarked only" for f in unrouted))
+    for flag in e2e.flags:
+        rep.info(f"[yellow]end to end: {flag}[/]")
+    return dataclasses.replace(result, e2e=e2e)
+
+
+def soak(ctx: Context, result: RunResult) -> RunResult:
+    cfg, rep, loaded = ctx.cfg, ctx.rep, ctx.loaded
+    rep.stage(f"Soak: {cfg.bench.soak_s:g} s of continuous inference")
+    router = swap.Router([kernels.get(f) for f in result.families], ctx.kernel_table(result))
+
+    def step():
+        with router:
+            return loaded.module(*loaded.inputs)
+
+    with torch.inference_mode():
+        s = bench.soak(step, cfg.device, cfg.bench.soak_s)
+    rep.done(f"{s.iterations} iterations ({s.timer}), drift {100 * s.drift:+.1f}%, CV {100 * s.cv:.1f}%")
+    return dataclasses.replace(result, soak=s)
+
+
+def upstream_health(ctx: Context, result: RunResult) -> RunResult:
+    cfg, rep = ctx.cfg, ctx.rep
+    rep.stage("Upstream health (git)")
+    if not cfg.upstream.repo:
+        health = upstream.not_measured("no --upstream repository was given")
+    else:
+        health = upstream.measure(cfg.upstream.repo, fork=cfg.upstream.fork, as_of=cfg.upstream.as_of,
+                                  branch=cfg.upstream.branch)
+    rep.done(f"maintenance score {health.maintenance_score}/10" if health.measured else "not measured")
+    return dataclasses.replace(result, upstream=health)
+
+
+def compare_previous(ctx: Context, result: RunResult) -> RunResult:
+    cfg, rep = ctx.cfg, ctx.rep
+    rep.stage("Comparing with the previous baseline")
+    prev = baseline.previous(cfg.output.store, result.model.name, ctx.hw.platform)
+    if prev is None:
+        rep.done("no previous baseline for this model and platform")
+        return result
+    ref_id = prev.baseline.tag if prev.baseline else prev.run_id
+    comp = baseline.compare(prev, result, threshold=cfg.output.regression_threshold, reference_id=ref_id,
+                            candidate_id="this run")
+    rep.done(f"against {ref_id}: {len(comp.regressions)} regressions"
+             + ("" if comp.comparable else " (not comparable: timing policies differ)"))
+    return dataclasses.replace(result, comparison=comp)
+
+
+def decide(ctx: Context, result: RunResult) -> RunResult:
+    ctx.rep.stage("Evaluating the checklist")
+    verdict = checklist.evaluate(checklist.load(ctx.cfg.output.checklist), result)
+    ctx.rep.done(verdict.decision)
+    return dataclasses.replace(result, verdict=verdict)
+
+
+def record(ctx: Context, result: RunResult) -> RunResult:
+    """Record the baseline; with --push, send it to the shared remote too. A push that
+    fails keeps the baseline recorded locally: the run goes on and says how to retry."""
+    cfg, rep = ctx.cfg, ctx.rep
+    rep.stage("Recording the baseline")
+    store = cfg.output.store_remote or cfg.output.store
+    note = ""
+    if cfg.output.push:
+        try:
+            ref, sync = baseline.record_and_push(store, result)
+            note = f", pushed to {sync.remote}"
+        except baseline.PushError as exc:
+            ref, note = exc.ref, " (not pushed)"
+            ctx.push_error = exc
+    else:
+        ref = baseline.record(store, result)
+    (ctx.run_dir / "baseline.json").write_text(json.dumps(to_dict(ref), indent=1))
+    rep.done(f"{ref.tag} in {ref.store}{note}")
+    # the trend is read after recording so that this run is its newest point
+    return dataclasses.replace(result, baseline=ref, trend=baseline.trend(cfg.output.store, result.model.name,
+                                                                          ctx.hw.platform))
+
+
+# ---------------------------------------------------------------- `evaluate bench`
+
+
+def bench_family(family: str, shapes: list[Shape], dtype: str, device: str, hw: Hardware, tilelang: str, *,
+                 budget_s: float, policy: bench.TimingPolicy, store: Path | None,
+                 rep: Reporter) -> list[tuple]:
+    """Tune, verify and time one family alone on the given (or standard) shapes."""
+    fam = kernels.get(family)
+    shapes = shapes or [tuple(s) for s in fam.standard_shapes(device)]
+    out = []
+    rep.stage(f"Benchmarking {family} on {hw.name}", total=len(shapes))
+    lookup = save = None
+    if store is not None:
+        lookup = lambda key: tuning_cache.lookup(store, key)  # noqa: E731
+        save = lambda key, conf: tuning_cache.save(store, key, conf)  # noqa: E731
+    for shape in shapes:
+        label = f"{family} {'x'.join(map(str, shape))}"
+        rep.update(label)
+        tk, kernel = tuning.tune(fam, shape, dtype, hw, budget_s=budget_s, tilelang_version=tilelang,
+                                 lookup=lookup, save=save,
+                                 on_candidate=lambda c, lbl=label: rep.update(f"{lbl}: tuning ({c.phase}, {c.status})"))
+        verified, why = False, "no candidate worked"
+        if kernel is not None:
+            # `evaluate bench` verifies too: a number for a wrong kernel is never printed as a speed.
+            rep.update(f"{label}: verifying")
+            vr = verify.verify(fam, shape, dtype, tk.config, hw.target, device)
+            verified = vr.passed
+            why = "" if verified else "kernel failed verification: " + "; ".join(
+                sorted({c.reason or "mismatch" for c in vr.cases if not c.passed}))[:200]
+        ob: OpBench = bench.bench_op(fam, shape, dtype, kernel, device, source="standard", config=tk.config,
+                                     policy=policy, roof=(hw.measured_tflops, hw.measured_gbps), error=why,
+                                     verified=verified)
+        out.append((tk, ob))
+        rep.advance()
+    rep.done()
+    return out
