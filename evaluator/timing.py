@@ -1,0 +1,252 @@
+"""The device timer: both sides of a comparison in interleaved rounds, on the device.
+
+In: callables (one per rotated input set) for a reference and a candidate, a device and
+a `TimingPolicy`. Out: a `Timing` per side and a `Ratio` (reference / candidate) with a
+95% bootstrap interval over the rounds.
+
+On CUDA a side is a CUDA graph of many back-to-back calls, replayed and timed with
+events; per call = replay / calls. Per-call events around a 5 µs kernel read ~50 µs of
+launch; a replay does not. Where a callable cannot be captured it is timed back-to-back
+between two events and the result says so. On a CPU (a shared, noisy machine) each side
+is timed on the host in the same interleaved rounds, and rounds disturbed by outside load
+(either side over twice its own median) are dropped and counted. `kernel_time_ms` is the
+profiler's (CUPTI) kernel time, the cross-check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import random
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+
+from .results import Ratio, Timing
+
+
+@dataclass(frozen=True)
+class TimingPolicy:
+    warmup: int = 3
+    reps: int = 20  # interleaved rounds per comparison (samples per side)
+    max_seconds: float = 2.0  # per side; fewer rounds if it is slow
+    flush_l2: bool = True  # rotate inputs through buffers larger than L2 (CUDA)
+    max_cv_cpu: float = 0.15  # a wider spread is re-measured once, then flagged unstable
+    max_cv_cuda: float = 0.05
+    graph_ms: float = 2.0  # device time one CUDA-graph replay aims at
+    sample_ms_cpu: float = 1.0  # wall time one CPU sample aims at (several calls if fast)
+
+    def describe(self, device: str) -> dict:
+        return {"timer": "cuda_graph" if device == "cuda" else "perf_counter_interleaved",
+                "warmup": self.warmup, "reps": self.reps, "max_seconds": self.max_seconds,
+                "rotate_inputs": self.flush_l2 and device == "cuda",
+                "max_cv": self.max_cv_cuda if device == "cuda" else self.max_cv_cpu}
+
+
+def summarize(samples_ms: list[float], timer: str, dropped: int = 0) -> Timing:
+    xs = sorted(samples_ms)
+    n = len(xs)
+
+    def q(p: float) -> float:
+        return xs[min(n - 1, max(0, int(round(p * (n - 1)))))]
+
+    mean = statistics.fmean(xs)
+    sd = statistics.pstdev(xs) if n > 1 else 0.0
+    return Timing(median_ms=statistics.median(xs), p10_ms=q(0.1), p90_ms=q(0.9), mean_ms=mean,
+                  cv=(sd / mean if mean > 0 else 0.0), reps=n, timer=timer, dropped=dropped)
+
+
+def bootstrap_ratio(ref_ms: Sequence[float], cand_ms: Sequence[float], *, seed: int = 0,
+                    resamples: int = 2000) -> Ratio:
+    """Median of the paired per-round ratios ref/cand with a 95% bootstrap interval."""
+    ratios = [r / c for r, c in zip(ref_ms, cand_ms) if c > 0 and r > 0]
+    if not ratios:
+        return Ratio(math.nan, math.nan, math.nan, 0)
+    rng = random.Random(seed)
+    n = len(ratios)
+    meds = sorted(statistics.median(rng.choices(ratios, k=n)) for _ in range(resamples))
+    return Ratio(statistics.median(ratios), meds[int(0.025 * resamples)], meds[int(0.975 * resamples) - 1], n)
+
+
+# ---------------------------------------------------------------- samplers: one sample of one side
+
+
+class _GraphSampler:
+    """`calls` back-to-back calls of the rotated callables captured in one CUDA graph;
+    a sample is one replay timed with events, divided by the calls."""
+
+    def __init__(self, fns: Sequence[Callable[[], object]], policy: TimingPolicy):
+        self.fns = list(fns)
+        for f in self.fns:  # warm-up outside capture: lazy init, autotuners, allocator
+            f()
+        torch.cuda.synchronize()
+        self.calls = max(len(self.fns), 8)
+        self.graph = self._capture(self.calls)
+        per_call = self._replay_ms() / self.calls
+        want = int(policy.graph_ms / max(per_call, 1e-4))
+        want = max(len(self.fns), min(2000, want))
+        if want > self.calls * 1.5:
+            self.calls = want
+            self.graph = self._capture(want)
+
+    def _capture(self, calls: int) -> "torch.cuda.CUDAGraph":
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):  # capture needs a side stream warmed up first
+            for f in self.fns:
+                f()
+        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for i in range(calls):
+                self.fns[i % len(self.fns)]()
+        torch.cuda.synchronize()
+        return g
+
+    def _replay_ms(self) -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        self.graph.replay()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+
+    def sample(self) -> float:
+        return self._replay_ms() / self.calls
+
+
+class _EagerCudaSampler:
+    """Back-to-back calls between two events, used only when graph capture fails: the
+    launch path is then partly in the number, and the result says so."""
+
+    def __init__(self, fns: Sequence[Callable[[], object]], policy: TimingPolicy):
+        self.fns = list(fns)
+        for f in self.fns:
+            f()
+        torch.cuda.synchronize()
+        self.calls = max(len(self.fns), 8)
+
+    def sample(self) -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for i in range(self.calls):
+            self.fns[i % len(self.fns)]()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / self.calls
+
+
+class _HostSampler:
+    """Wall time per call on the host: CPU kernels, or the eager path on CUDA (each call
+    synchronised, so the launch cost is in the number, as a user running eager pays it)."""
+
+    def __init__(self, fns: Sequence[Callable[[], object]], policy: TimingPolicy, device: str):
+        self.fns = list(fns)
+        self.device = device
+        t0 = time.perf_counter()
+        for f in self.fns:
+            f()
+        self._sync()
+        per_call = (time.perf_counter() - t0) * 1e3 / len(self.fns)
+        target = policy.sample_ms_cpu if device == "cpu" else 0.0
+        self.calls = max(1, min(1000, int(target / max(per_call, 1e-4)))) if target else 1
+
+    def _sync(self) -> None:
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+
+    def sample(self) -> float:
+        self._sync()
+        t0 = time.perf_counter()
+        for i in range(self.calls):
+            self.fns[i % len(self.fns)]()
+        self._sync()
+        return (time.perf_counter() - t0) * 1e3 / self.calls
+
+
+def _sampler(fns: Sequence[Callable[[], object]], device: str, policy: TimingPolicy, *, eager: bool = False):
+    """The device sampler (graph replay on CUDA), or why it could not be made."""
+    if device != "cuda" or eager:
+        return _HostSampler(fns, policy, device), "perf_counter" if device != "cuda" else "eager", ""
+    try:
+        return _GraphSampler(fns, policy), "cuda_graph", ""
+    except Exception as exc:  # not capturable: timed back-to-back instead, and said so
+        with contextlib.suppress(Exception):
+            torch.cuda.synchronize()
+        note = f"graph capture failed ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''})"
+        return _EagerCudaSampler(fns, policy), "cuda_event", note
+
+
+def interleaved(samplers: Sequence[Any], policy: TimingPolicy, device: str) -> tuple[list[list[float]], int]:
+    """Samples of every sampler in rounds (one each per round, order alternating), and
+    how many rounds were dropped as disturbed. A round is disturbed when any side took
+    over twice its own median: on a shared CPU that is another job, not the kernel."""
+    rounds: list[list[float]] = []
+    end = time.perf_counter() + policy.max_seconds * max(1, len(samplers))
+    for r in range(max(policy.reps, 3)):
+        order = list(range(len(samplers)))
+        if r % 2:
+            order.reverse()
+        row = [0.0] * len(samplers)
+        for i in order:
+            row[i] = samplers[i].sample()
+        rounds.append(row)
+        if time.perf_counter() > end and len(rounds) >= 5:
+            break
+    if device == "cuda":
+        kept = rounds
+    else:
+        meds = [statistics.median(r[i] for r in rounds) for i in range(len(samplers))]
+        kept = [r for r in rounds if all(r[i] <= 2.0 * meds[i] for i in range(len(samplers)))]
+        if len(kept) < 3:
+            kept = rounds
+    return [[r[i] for r in kept] for i in range(len(samplers))], len(rounds) - len(kept)
+
+
+def time_pair(ref: Sequence[Callable[[], object]], cand: Sequence[Callable[[], object]], device: str,
+              policy: TimingPolicy = TimingPolicy(), *, eager: bool = False) -> tuple[Timing, Timing, Ratio, str]:
+    """Reference and candidate (each a list of callables over rotated inputs) timed in
+    interleaved rounds: their Timings, the ratio ref/cand with its interval, and a note
+    (empty unless the graph timer could not be used)."""
+    s_ref, timer, note_r = _sampler(ref, device, policy, eager=eager)
+    s_cand, timer_c, note_c = _sampler(cand, device, policy, eager=eager)
+    (a, b), dropped = interleaved([s_ref, s_cand], policy, device)
+    limit = policy.max_cv_cuda if device == "cuda" else policy.max_cv_cpu
+    t_ref, t_cand = summarize(a, timer, dropped), summarize(b, timer_c, dropped)
+    if max(t_ref.cv, t_cand.cv) > limit:  # measured once more; the calmer run is kept
+        (a2, b2), dropped2 = interleaved([s_ref, s_cand], policy, device)
+        r2, c2 = summarize(a2, timer, dropped2), summarize(b2, timer_c, dropped2)
+        if max(r2.cv, c2.cv) < max(t_ref.cv, t_cand.cv):
+            a, b, t_ref, t_cand = a2, b2, r2, c2
+    t_ref = dataclasses.replace(t_ref, unstable=t_ref.cv > limit)
+    t_cand = dataclasses.replace(t_cand, unstable=t_cand.cv > limit)
+    return t_ref, t_cand, bootstrap_ratio(a, b), "; ".join(n for n in (note_r, note_c) if n)
+
+
+def time_callable(fn: Callable[[], object], device: str, policy: TimingPolicy = TimingPolicy()) -> Timing:
+    """Median and spread of one callable (the tuner's timer): graph replay on CUDA."""
+    s, timer, _ = _sampler([fn], device, policy)
+    (xs,), dropped = interleaved([s], policy, device)
+    t = summarize(xs, timer, dropped)
+    limit = policy.max_cv_cuda if device == "cuda" else policy.max_cv_cpu
+    return dataclasses.replace(t, unstable=t.cv > limit)
+
+
+def kernel_time_ms(fn: Callable[[], object], calls: int = 10) -> float | None:
+    """Device kernel time per call from torch.profiler (CUPTI): the cross-check of the
+    graph timer. None where no device activity was recorded."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    total_us = sum(getattr(e, "self_device_time_total", 0.0) for e in prof.key_averages())
+    return total_us / 1e3 / calls if total_us > 0 else None

@@ -1,0 +1,64 @@
+"""The device timer: interleaved rounds, bootstrap ratios, disturbed rounds dropped, noisy timings flagged."""
+import math
+
+from evaluator import timing as bench
+
+
+def test_summarize_statistics():
+    t = bench.summarize([1.0, 2.0, 3.0, 4.0, 100.0], "perf_counter")
+    assert t.median_ms == 3.0 and t.reps == 5
+    assert t.p10_ms == 1.0 + 0 and t.p90_ms == 100.0
+    assert math.isclose(t.mean_ms, 22.0)
+    assert t.cv > 1.0  # one outlier makes the spread obvious
+
+
+def test_time_callable_counts_reps_and_measures_sleep():
+    import time
+    t = bench.time_callable(lambda: time.sleep(0.002), "cpu", bench.TimingPolicy(warmup=1, reps=7))
+    assert t.reps == 7
+    assert 1.5 < t.median_ms < 50
+
+
+def test_timing_policy_describes_the_timer():
+    assert bench.TimingPolicy().describe("cpu")["timer"] == "perf_counter_interleaved"
+    assert bench.TimingPolicy().describe("cuda")["timer"] == "cuda_graph"
+
+
+def test_a_noisy_measurement_is_remeasured_then_flagged():
+    import itertools
+    import time
+    # Spread within 2x of the median is not "outside load" (that is dropped), it is noise.
+    pattern = itertools.cycle([0.001, 0.0018])
+    t = bench.time_callable(lambda: time.sleep(next(pattern)), "cpu",
+                            bench.TimingPolicy(warmup=0, reps=12, max_cv_cpu=0.05, sample_ms_cpu=0.0))
+    assert t.unstable and t.cv > 0.05
+    steady = bench.time_callable(lambda: None, "cpu", bench.TimingPolicy(warmup=0, reps=5, max_cv_cpu=10))
+    assert not steady.unstable
+
+
+def test_bootstrap_ratio_brackets_the_median_of_paired_ratios():
+    r = bench.bootstrap_ratio([2.0, 2.2, 1.9, 2.1, 2.0, 2.05], [1.0, 1.1, 0.95, 1.0, 1.02, 1.0])
+    assert 1.9 < r.value < 2.1 and r.low <= r.value <= r.high and r.rounds == 6
+    assert bench.bootstrap_ratio([], []).rounds == 0
+
+
+def test_time_pair_interleaves_and_finds_the_faster_side():
+    import time
+    policy = bench.TimingPolicy(warmup=0, reps=9, sample_ms_cpu=0.0)
+    slow, fast = [lambda: time.sleep(0.004)], [lambda: time.sleep(0.001)]
+    t_slow, t_fast, ratio, note = bench.time_pair(slow, fast, "cpu", policy)
+    assert t_slow.median_ms > t_fast.median_ms and ratio.value > 1.5 and ratio.low > 1.0 and note == ""
+
+
+def test_disturbed_rounds_are_dropped_and_counted():
+    class Fake:
+        def __init__(self, xs):
+            self.xs = iter(xs)
+
+        def sample(self):
+            return next(self.xs)
+
+    a = Fake([1.0, 1.0, 9.0, 1.0, 1.0, 1.0])  # a neighbour's burst in round 3
+    b = Fake([2.0, 2.0, 2.0, 2.0, 2.0, 2.0])
+    (xa, xb), dropped = bench.interleaved([a, b], bench.TimingPolicy(reps=6), "cpu")
+    assert dropped == 1 and 9.0 not in xa and len(xa) == len(xb) == 5
