@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
+from .kernels._common import OnceCache
 from . import kernels as registry
 from . import targets as T
 from .errors import ConfigError, KernelError
@@ -68,21 +69,16 @@ class _Lowered:
     seconds: float = 0.0
 
 
-_CACHE: dict[tuple, _Lowered] = {}
-_CACHE_LOCK = threading.Lock()
-_KEY_LOCKS: dict[tuple, threading.Lock] = {}
+_CACHE = OnceCache()
 _STATS = threading.local()
 
 
 def clear_cache() -> None:
-    with _CACHE_LOCK:
-        _CACHE.clear()
-        _KEY_LOCKS.clear()
+    _CACHE.clear()
 
 
 def cache_size() -> int:
-    with _CACHE_LOCK:
-        return len(_CACHE)
+    return len(_CACHE)
 
 
 def _freeze(config: KernelConfig | None) -> tuple:
@@ -93,20 +89,7 @@ def _lower_cached(family: Any, shape: Shape, dtype: str, config: KernelConfig, s
     """One lowering per (family, shape, dtype, config, target) per process; a second
     caller of the same key waits for the first instead of lowering twice."""
     key = (family.name, tuple(shape), dtype, _freeze(config), spec.target_json())
-    with _CACHE_LOCK:
-        hit = _CACHE.get(key)
-        if hit is not None:
-            return hit
-        lock = _KEY_LOCKS.setdefault(key, threading.Lock())
-    with lock:
-        with _CACHE_LOCK:
-            hit = _CACHE.get(key)
-        if hit is not None:
-            return hit
-        out = _lower(family, shape, dtype, config, spec)
-        with _CACHE_LOCK:
-            _CACHE[key] = out
-        return out
+    return _CACHE.get(key, lambda: _lower(family, shape, dtype, config, spec))
 
 
 _COUNT = [0]  # lowerings run in this process (cache misses), for the timing line

@@ -243,9 +243,41 @@ class Launcher:
         return self.kernel(*self.check_inputs(inputs))
 
 
-_CACHE: dict[tuple, Launcher] = {}
-_CACHE_LOCK = threading.Lock()
-_KEY_LOCKS: dict[tuple, threading.Lock] = {}
+class OnceCache:
+    """key -> value, made once per process: concurrent callers of one key wait for the
+    first instead of making it twice (a compile or a lowering takes seconds). Failures
+    are not cached (the caller may retry after fixing the environment) and propagate."""
+
+    def __init__(self) -> None:
+        self._values: dict[tuple, Any] = {}
+        self._keys: dict[tuple, threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple, make: Callable[[], Any]) -> Any:
+        with self._lock:
+            if key in self._values:
+                return self._values[key]
+            key_lock = self._keys.setdefault(key, threading.Lock())
+        with key_lock:
+            with self._lock:
+                if key in self._values:
+                    return self._values[key]
+            value = make()
+            with self._lock:
+                self._values[key] = value
+            return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()
+            self._keys.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._values)
+
+
+_LAUNCHERS = OnceCache()
 
 
 def cache_key(family: str, shape: Sequence[int], dtype: str, config: dict[str, Any], target: str) -> tuple:
@@ -253,23 +285,8 @@ def cache_key(family: str, shape: Sequence[int], dtype: str, config: dict[str, A
 
 
 def cached_launcher(key: tuple, make: Callable[[], Launcher]) -> Launcher:
-    """One compile per key per process; concurrent callers of the same key wait for
-    the first instead of compiling twice. Failures are not cached (the caller may
-    retry after fixing the environment) and propagate unchanged."""
-    with _CACHE_LOCK:
-        hit = _CACHE.get(key)
-        if hit is not None:
-            return hit
-        lock = _KEY_LOCKS.setdefault(key, threading.Lock())
-    with lock:
-        with _CACHE_LOCK:
-            hit = _CACHE.get(key)
-        if hit is not None:
-            return hit
-        launcher = make()
-        with _CACHE_LOCK:
-            _CACHE[key] = launcher
-        return launcher
+    """One compile per key per process (see OnceCache)."""
+    return _LAUNCHERS.get(key, make)
 
 
 def build_cached(family: str, shape: tuple[int, ...], dtype: str, config: dict[str, Any], target: str,
