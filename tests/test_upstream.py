@@ -17,7 +17,7 @@ import pytest
 from evaluator import upstream
 from evaluator.errors import UpstreamError
 from evaluator.results import UpstreamHealth, from_dict, to_dict
-from upstream_repos import AS_OF, XSS, Builder, build_fork, build_upstream, fast_import_repo, git
+from upstream_repos import AS_OF, XSS, Builder, build_world, fast_import_repo, git
 
 
 def iso(days_before: float) -> str:
@@ -27,9 +27,7 @@ def iso(days_before: float) -> str:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("upstream")
-    ids = build_upstream(root / "up")
-    ids.update(build_fork(root / "up", root / "fork", ids))
-    return root, ids
+    return root, build_world(root)
 
 
 @pytest.fixture(scope="module")
@@ -457,7 +455,7 @@ def test_silent_host_times_out(tmp_path, monkeypatch):
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(4)
-    monkeypatch.setattr(upstream, "PROBE_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(upstream.sources, "PROBE_TIMEOUT_S", 1.0)  # read where the probe runs
     url = f"http://127.0.0.1:{server.getsockname()[1]}/silent.git"
     start = time.monotonic()
     try:

@@ -159,6 +159,13 @@ def build_fork(upstream: Path, path: Path, ids: dict[str, str]) -> dict[str, str
     return out
 
 
+def build_world(root: Path) -> dict[str, str]:
+    """`build_upstream` at root/up and `build_fork` at root/fork; every commit id by name."""
+    ids = build_upstream(root / "up")
+    ids.update(build_fork(root / "up", root / "fork", ids))
+    return ids
+
+
 def fast_import_repo(path: Path, commits: int = 2000, *, authors: int = 40, days: int = 700) -> None:
     """A repository of `commits` linear commits over `days`, built in one `git fast-import` run."""
     git(path.parent, "init", "-q", "-b", "main", str(path))
