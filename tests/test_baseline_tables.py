@@ -109,3 +109,11 @@ def test_the_manifest_is_written_last(tmp_path, monkeypatch):
         "hot_ops.csv", "op_bench.csv", "op_ratios.csv", "tuning.csv", "verify.csv", "e2e.csv", "calls.csv",
         "soak.csv", "upstream.csv"}
     assert json.loads((tmp_path / "result.json").read_text())["baseline"] is None  # filled in by `load`
+
+
+def test_upstream_csv_keeps_one_scalar_per_row():
+    """Typed upstream records (activity, authors...) stay in result.json, not as reprs in the CSV."""
+    from evaluator.baseline import tables
+    from tests.samples import sample_result
+    metrics = [row["metric"] for row in tables._upstream(sample_result())]
+    assert "commits_90d" in metrics and not {"details", "activity", "authors", "fork"} & set(metrics)
