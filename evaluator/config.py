@@ -7,23 +7,93 @@ device, portability targets, whether the reports folder and the baseline store c
 written) happens here, so a mistake costs a one-line error before any minutes of
 profiling and compiling, and a store that cannot take the baseline is found before the
 run rather than at its end.
+
+Every option's default is written once, here: `DEFAULTS` for the fixed ones and
+`device_defaults` for those that depend on the device. `build`'s keywords, the settings
+dataclasses' fields and the command line's options (evaluator/cli) all read them, and
+tests/test_config.py checks that they agree. This module imports neither torch nor a
+kernel at the top, so the command line can read the defaults for `--help` at no cost.
 """
 
 from __future__ import annotations
 
 import json
-
 import math
 import os
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from .bench import TimingPolicy
 from .errors import ConfigError, EvaluatorError
-from .kernels.base import DTYPE_ALIASES
 from .resources import SHIPPED_CHECKLISTS
+
+if TYPE_CHECKING:  # imported where needed: timing.py imports torch (a second on every --help)
+    from .timing import TimingPolicy
+
+
+# ---------------------------------------------------------------- defaults, in one place
+
+# `build`'s keyword -> its default. Options whose default is "not given" (None: --dtype,
+# --batch-size, --soak-seconds, --fine-rounds, --reports, --store, --checklist, --targets,
+# --upstream...) are resolved in `build`: from the device (device_defaults), the model,
+# the reports folder (OutputSettings) or the targets module.
+DEFAULTS: dict[str, Any] = {
+    "device": "auto",  # CUDA when torch sees one
+    "seed": 0,
+    "ops": 2,  # the two hottest families with a kernel
+    "profile_iters": 3,
+    "max_shapes": 6,  # per family, hottest first; the rest fall back, counted
+    "budget": 60.0,  # tuning seconds per shape
+    "no_cache": False,
+    "isolate": "auto",  # see device_defaults
+    "reps": 20,  # interleaved timing rounds per comparison
+    "warmup": 3,
+    "sweep": False,
+    "e2e": True,
+    "lang": "en",
+    "pdf": True,
+    "fail_on": "never",
+    "regression_threshold": 0.05,  # smallest relative change against the last baseline that counts
+    "push": False,
+}
+
+ISOLATE = {"auto": None, "on": True, "off": False}  # --isolate -> TuneSettings.isolate
+STORE_FOLDER = "baselines"  # the baseline store's folder inside --reports when --store is not given
+
+
+def device_defaults(device: str) -> dict[str, Any]:
+    """The defaults that depend on the resolved device ("cuda" or "cpu"), in one place.
+
+    dtype: float16 on a GPU, what models are deployed at there; float32 on a CPU, where
+    PyTorch runs them by default. soak_seconds: a minute on a GPU; 5 s on a CPU keeps the
+    CPU demo at about two minutes. fine_rounds: neighbour rounds after the coarse grid;
+    one on CPU, where each candidate is single-threaded C and a round costs the demo tens
+    of seconds. isolate: what --isolate auto means (tuning.py decides the same way): a
+    worker process on CUDA, where a bad candidate can poison the GPU context; in-process
+    on CPU, where the worker's imports would cost more than the candidates.
+    """
+    if device == "cuda":
+        return {"dtype": "float16", "soak_seconds": 60.0, "fine_rounds": 3, "isolate": True}
+    return {"dtype": "float32", "soak_seconds": 5.0, "fine_rounds": 1, "isolate": False}
+
+
+def dtype_flag(dtype: str) -> str:
+    """"float16" -> "fp16", "bfloat16" -> "bf16": a dtype as --dtype spells it, for help texts."""
+    return dtype.replace("bfloat", "bf").replace("float", "fp")
+
+
+# The settings dataclasses' device-dependent defaults are the CPU ones: a settings object
+# made without `build` (a test, an old config.json lacking a field) is a CPU one.
+_CPU = device_defaults("cpu")
+
+
+def _default_timing() -> TimingPolicy:
+    """BenchSettings' timing policy: the timer's own, at DEFAULTS' reps and warm-up."""
+    from .timing import TimingPolicy  # here, not at the top: it imports torch
+
+    return TimingPolicy(warmup=DEFAULTS["warmup"], reps=DEFAULTS["reps"])
 
 
 def default_label(spec: str) -> str:
@@ -39,13 +109,16 @@ def default_label(spec: str) -> str:
     return spec
 
 
+# ---------------------------------------------------------------- the settings, a slice per stage
+
+
 @dataclass(frozen=True)
 class ModelSettings:
     name: str  # the spec that loads the model: zoo name, pkg.mod:factory, path/file.py:factory
     batch_size: int | None = None
     seq_len: int | None = None
-    dtype: str = "float32"
-    seed: int = 0
+    dtype: str = _CPU["dtype"]
+    seed: int = DEFAULTS["seed"]
     label: str = ""  # its name in baseline ids and reports; "" means default_label(name)
 
     def __post_init__(self) -> None:
@@ -55,29 +128,27 @@ class ModelSettings:
 
 @dataclass(frozen=True)
 class ProfileSettings:
-    ops: int = 2  # how many hot families to rewrite
+    ops: int = DEFAULTS["ops"]  # how many hot families to rewrite
     families: tuple[str, ...] = ()  # explicit choice, overrides `ops`
-    iters: int = 3
-    max_shapes: int = 6  # per family, the hottest distinct shapes first
+    iters: int = DEFAULTS["profile_iters"]
+    max_shapes: int = DEFAULTS["max_shapes"]  # per family, the hottest distinct shapes first
 
 
 @dataclass(frozen=True)
 class TuneSettings:
-    budget_s: float = 60.0  # per shape
-    use_cache: bool = True
-    # Rounds of neighbours around the best coarse config. One on CPU: its candidates are
-    # single-threaded C and each round costs the demo tens of seconds.
-    fine_rounds: int = 3
-    isolate: bool | None = None  # candidates in a worker process; None: on CUDA only
+    budget_s: float = DEFAULTS["budget"]  # per shape
+    use_cache: bool = not DEFAULTS["no_cache"]
+    fine_rounds: int = _CPU["fine_rounds"]  # rounds of neighbours around the best coarse config
+    isolate: bool | None = ISOLATE[DEFAULTS["isolate"]]  # candidates in a worker process; None: on CUDA only
 
 
 @dataclass(frozen=True)
 class BenchSettings:
-    timing: TimingPolicy = field(default_factory=TimingPolicy)
+    timing: TimingPolicy = field(default_factory=_default_timing)
     seeds: tuple[int, ...] = (0, 1, 2)
-    sweep: bool = False  # also benchmark each family's standard shapes
-    e2e: bool = True
-    soak_s: float = 5.0
+    sweep: bool = DEFAULTS["sweep"]  # also benchmark each family's standard shapes
+    e2e: bool = DEFAULTS["e2e"]
+    soak_s: float = _CPU["soak_seconds"]
 
 
 @dataclass(frozen=True)
@@ -104,16 +175,33 @@ class OutputSettings:
     # Relative to where `evaluate` runs (resolved in build): a wheel install has no
     # checkout to write into.
     reports: Path = Path("reports")
-    store: Path = Path("reports") / "baselines"
+    store: Path = Path("reports") / STORE_FOLDER
     checklist: Path = SHIPPED_CHECKLISTS / "default.yaml"
-    lang: str = "en"
-    pdf: bool = True
-    fail_on: str = "never"  # "never" | "no-go" | "conditional"
-    regression_threshold: float = 0.05  # smallest relative change against the last baseline that counts
+    lang: str = DEFAULTS["lang"]
+    pdf: bool = DEFAULTS["pdf"]
+    fail_on: str = DEFAULTS["fail_on"]  # "never" | "no-go" | "conditional"
+    regression_threshold: float = DEFAULTS["regression_threshold"]
     # A shared store: the git URL (or bare repository) --store named; `store` is then the
     # local clone the run records into, and `push` sends the baseline to the remote.
     store_remote: str | None = None
-    push: bool = False
+    push: bool = DEFAULTS["push"]
+
+
+# Config fields that settings_dict leaves out, and why: none changes a measured number or
+# the verdict. tests/test_config.py fails when a settings dataclass gains a field that is
+# neither recorded nor listed here.
+NOT_RECORDED = {
+    "model.name": "the --model spec is recorded with the model itself (ModelSpec: name, origin, spec_hash)",
+    "bench.timing.graph_ms": "a constant of the timer, not an option: the evaluator version records it",
+    "bench.timing.sample_ms_cpu": "a constant of the timer, not an option: the evaluator version records it",
+    "output.reports": "where the run is written",
+    "output.store": "where the baseline is recorded",
+    "output.store_remote": "where the baseline is pushed",
+    "output.push": "whether the baseline is pushed",
+    "output.lang": "the report's language",
+    "output.pdf": "whether a PDF is rendered",
+    "output.fail_on": "the exit code, not the verdict",
+}
 
 
 @dataclass(frozen=True)
@@ -128,17 +216,18 @@ class Config:
     portability: PortabilitySettings = field(default_factory=PortabilitySettings)
 
     def settings_dict(self) -> dict:
-        """What goes into the baseline manifest: everything that changes a measurement."""
-        # fine_rounds and isolate change which config tuning finds; isolate is recorded as
-        # resolved (auto is on for CUDA only, as tuning decides it).
-        isolate = self.tune.isolate if self.tune.isolate is not None else self.device == "cuda"
+        """What goes into the baseline manifest: everything that changes a measurement or
+        the verdict (every field but those in NOT_RECORDED)."""
+        # fine_rounds, isolate and use_cache change which config tuning finds (a cached one
+        # may come from another budget); isolate is recorded as resolved.
+        isolate = self.tune.isolate if self.tune.isolate is not None else device_defaults(self.device)["isolate"]
         return {
             "model_label": self.model.label,
             "device": self.device, "batch_size": self.model.batch_size, "seq_len": self.model.seq_len,
             "dtype": self.model.dtype, "seed": self.model.seed, "ops": self.profile.ops,
             "families": list(self.profile.families), "profile_iters": self.profile.iters,
             "max_shapes": self.profile.max_shapes, "tune_budget_s": self.tune.budget_s,
-            "fine_rounds": self.tune.fine_rounds, "isolate": isolate,
+            "fine_rounds": self.tune.fine_rounds, "isolate": isolate, "use_cache": self.tune.use_cache,
             "seeds": list(self.bench.seeds), "sweep": self.bench.sweep, "e2e": self.bench.e2e,
             "soak_s": self.bench.soak_s, "timing": self.bench.timing.describe(self.device),
             "regression_threshold": self.output.regression_threshold,
@@ -256,19 +345,9 @@ def _check_repo(opt: str, value: str | None) -> None:
         raise ConfigError(f"{opt} '{value}' is not a git repository; give the folder of a git clone")
 
 
-ISOLATE = {"auto": None, "on": True, "off": False}
-
-
-def build(*, model: str, device: str = "auto", batch_size: int | None = None, seq_len: int | None = None,
-          dtype: str | None = None, ops: int = 2, families: str | None = None, profile_iters: int = 3,
-          max_shapes: int = 6, budget: float = 60.0, no_cache: bool = False, reps: int = 20, warmup: int = 3,
-          sweep: bool = False, e2e: bool = True, soak_seconds: float | None = None, upstream: str | None = None,
-          fork: str | None = None, as_of: str | None = None, branch: str | None = None,
-          reports: Path | None = None, store: str | Path | None = None, checklist: Path | None = None,
-          lang: str = "en", pdf: bool = True, fail_on: str = "never", seed: int = 0,
-          regression_threshold: float = 0.05, fine_rounds: int | None = None,
-          isolate: str = "auto", label: str | None = None, targets: str | None = None, push: bool = False) -> Config:
-    from . import baseline, hardware, kernels, models
+def _check_label(model: str, label: str | None) -> str:
+    """The model spec is one the loaders know, and its name can make a baseline id."""
+    from . import baseline, models
 
     if model not in models.ZOO and ":" not in model:
         raise ConfigError(f"unknown model '{model}'; use one of {', '.join(models.ZOO)}, "
@@ -279,23 +358,12 @@ def build(*, model: str, device: str = "auto", batch_size: int | None = None, se
     except EvaluatorError as exc:
         raise ConfigError(f"--name {label!r} cannot name a baseline; give a name with letters or digits, "
                           "e.g. --name bert-finetuned") from exc
-    # Counts and durations first: --reps 0 used to surface as a StatisticsError at the
-    # first timing, minutes in.
-    check_count("--reps", reps, 1)
-    check_count("warmup", warmup, 0)
-    check_count("--max-shapes", max_shapes, 1)
-    check_count("--profile-iters", profile_iters, 1)
-    check_seconds("--budget", budget)
-    check_seconds("--soak-seconds", soak_seconds)
-    dev = hardware.resolve_device(device)
-    explicit_dtype = dtype is not None
-    if dtype is None:
-        dtype = "float16" if dev == "cuda" else "float32"
-    if dtype not in DTYPE_ALIASES:
-        raise ConfigError(f"unknown dtype '{dtype}'; use fp32, fp16 or bf16")
-    fams = tuple(f.strip() for f in families.split(",") if f.strip()) if families else ()
-    for f in fams:
-        kernels.get(f)
+    return label
+
+
+def _check_choices(*, ops: int, batch_size: int | None, seq_len: int | None, fail_on: str,
+                   regression_threshold: float, isolate: str, fine_rounds: int | None, lang: str) -> None:
+    """The options that take a number in a range or one of a few words."""
     if ops < 1:
         raise ConfigError("--ops must be at least 1")
     for opt, val in (("--batch-size", batch_size), ("--seq-len", seq_len)):
@@ -311,46 +379,90 @@ def build(*, model: str, device: str = "auto", batch_size: int | None = None, se
         raise ConfigError(f"--fine-rounds must be between 0 and 10, got {fine_rounds}")
     if lang not in ("en", "zh"):
         raise ConfigError(f"--lang '{lang}' is not available; use en or zh")
-    out = OutputSettings()
-    checklist = find_checklist(checklist) if checklist else out.checklist
-    from . import checklist as checklist_mod
-    checklist_mod.load(checklist)  # a checklist that does not validate fails now, not after the run
-    _check_repo("--upstream", upstream)
-    _check_repo("--fork", fork)
-    as_of_time = parse_as_of(as_of)
-    target_keys = parse_targets(targets)
-    # Checked at the dtype asked for, or the one the model runs at on a GPU (see PortabilitySettings).
-    target_dtype = DTYPE_ALIASES[dtype] if explicit_dtype or dev == "cuda" else "float16"
-    reports = (Path(reports).expanduser() if reports else out.reports).resolve()
-    # Where the results go: a run that cannot write its folder or its baseline would
-    # otherwise find out at the very end and lose the minutes it measured.
-    check_writable_folder("--reports", reports)
+
+
+def _output_folders(reports: Path | None, store: str | Path | None, push: bool) -> tuple[Path, Path, str | None]:
+    """(reports folder, the store's local folder, the shared store's remote or None), each
+    checked writable: a run that cannot write its folder or its baseline would otherwise
+    find out at the very end and lose the minutes it measured."""
     from . import baseline
 
+    reports = (Path(reports).expanduser() if reports else OutputSettings.reports).resolve()
+    check_writable_folder("--reports", reports)
     store_remote = None
     if store is not None and baseline.is_remote(store):
         # A shared store: cloned now, so a bad URL or missing credentials fail before the run.
         check_writable_folder("--store", baseline.clone_path(store))
         store_remote, store = str(store), baseline.open_store(store).path
     else:
-        store = Path(store).expanduser().absolute() if store else reports / "baselines"
+        store = Path(store).expanduser().absolute() if store else reports / STORE_FOLDER
         check_writable_folder("--store", store)
     if push and baseline.remote_of(store_remote or store) is None:
         raise ConfigError("--push needs a shared store: --store with a git URL or bare repository, "
                           "or a clone that has an origin")
+    return reports, store, store_remote
+
+
+def build(*, model: str, device: str = DEFAULTS["device"], batch_size: int | None = None,
+          seq_len: int | None = None, dtype: str | None = None, ops: int = DEFAULTS["ops"],
+          families: str | None = None, profile_iters: int = DEFAULTS["profile_iters"],
+          max_shapes: int = DEFAULTS["max_shapes"], budget: float = DEFAULTS["budget"],
+          no_cache: bool = DEFAULTS["no_cache"], reps: int = DEFAULTS["reps"], warmup: int = DEFAULTS["warmup"],
+          sweep: bool = DEFAULTS["sweep"], e2e: bool = DEFAULTS["e2e"], soak_seconds: float | None = None,
+          upstream: str | None = None, fork: str | None = None, as_of: str | None = None,
+          branch: str | None = None, reports: Path | None = None, store: str | Path | None = None,
+          checklist: Path | None = None, lang: str = DEFAULTS["lang"], pdf: bool = DEFAULTS["pdf"],
+          fail_on: str = DEFAULTS["fail_on"], seed: int = DEFAULTS["seed"],
+          regression_threshold: float = DEFAULTS["regression_threshold"], fine_rounds: int | None = None,
+          isolate: str = DEFAULTS["isolate"], label: str | None = None, targets: str | None = None,
+          push: bool = DEFAULTS["push"]) -> Config:
+    """The options by their command-line names (--name is `label`) -> a checked Config.
+    fleet.py reads this signature's annotations to check a plan's options."""
+    from . import checklist as checklist_mod, hardware, kernels
+    from .kernels.base import DTYPE_ALIASES
+    from .timing import TimingPolicy
+
+    label = _check_label(model, label)
+    # Counts and durations first: --reps 0 used to surface as a StatisticsError at the
+    # first timing, minutes in.
+    check_count("--reps", reps, 1)
+    check_count("warmup", warmup, 0)
+    check_count("--max-shapes", max_shapes, 1)
+    check_count("--profile-iters", profile_iters, 1)
+    check_seconds("--budget", budget)
+    check_seconds("--soak-seconds", soak_seconds)
+    dev = hardware.resolve_device(device)
+    by_device = device_defaults(dev)
+    explicit_dtype = dtype is not None
+    dtype = dtype if explicit_dtype else by_device["dtype"]
+    if dtype not in DTYPE_ALIASES:
+        raise ConfigError(f"unknown dtype '{dtype}'; use fp32, fp16 or bf16")
+    fams = tuple(f.strip() for f in families.split(",") if f.strip()) if families else ()
+    for f in fams:
+        kernels.get(f)
+    _check_choices(ops=ops, batch_size=batch_size, seq_len=seq_len, fail_on=fail_on,
+                   regression_threshold=regression_threshold, isolate=isolate, fine_rounds=fine_rounds, lang=lang)
+    checklist = find_checklist(checklist) if checklist else OutputSettings.checklist
+    checklist_mod.load(checklist)  # a checklist that does not validate fails now, not after the run
+    _check_repo("--upstream", upstream)
+    _check_repo("--fork", fork)
+    as_of_time = parse_as_of(as_of)
+    target_keys = parse_targets(targets)
+    # Checked at the dtype asked for, or the one the model runs at on a GPU (see PortabilitySettings).
+    target_dtype = DTYPE_ALIASES[dtype] if explicit_dtype or dev == "cuda" else device_defaults("cuda")["dtype"]
+    reports, store, store_remote = _output_folders(reports, store, push)
     return Config(
         model=ModelSettings(model, batch_size, seq_len, DTYPE_ALIASES[dtype], seed, label),
         device=dev,
         profile=ProfileSettings(ops=ops, families=fams, iters=profile_iters, max_shapes=max_shapes),
-        tune=TuneSettings(budget_s=budget, use_cache=not no_cache,
-                          fine_rounds=fine_rounds if fine_rounds is not None else (3 if dev == "cuda" else 1),
-                          isolate=ISOLATE[isolate]),
+        tune=TuneSettings(budget_s=budget, use_cache=not no_cache, isolate=ISOLATE[isolate],
+                          fine_rounds=by_device["fine_rounds"] if fine_rounds is None else fine_rounds),
         bench=BenchSettings(timing=TimingPolicy(warmup=warmup, reps=reps), sweep=sweep, e2e=e2e,
-                            soak_s=soak_seconds if soak_seconds is not None else (60.0 if dev == "cuda" else 5.0)),
+                            soak_s=by_device["soak_seconds"] if soak_seconds is None else soak_seconds),
         upstream=UpstreamSettings(upstream, fork, as_of_time, branch),
-        output=OutputSettings(reports=reports, store=store,
-                              checklist=checklist, lang=lang, pdf=pdf, fail_on=fail_on,
-                              regression_threshold=regression_threshold, store_remote=store_remote, push=push),
+        output=OutputSettings(reports=reports, store=store, checklist=checklist, lang=lang, pdf=pdf,
+                              fail_on=fail_on, regression_threshold=regression_threshold,
+                              store_remote=store_remote, push=push),
         portability=PortabilitySettings(targets=target_keys, dtype=target_dtype),
     )
 
@@ -358,18 +470,28 @@ def build(*, model: str, device: str = "auto", batch_size: int | None = None, se
 # ---------------------------------------------------------------- a run's config on disk
 
 
-def to_json(cfg: Config) -> str:
-    """The whole config as JSON, saved in the run folder so `--resume` rebuilds it exactly."""
+def _adapter():
+    """pydantic's view of Config. BenchSettings names TimingPolicy in an annotation only
+    (importing it at the top would bring torch into every --help), and pydantic resolves
+    annotations from this module's globals: the name is put there before the schema is built."""
     from pydantic import TypeAdapter
 
-    return json.dumps(TypeAdapter(Config).dump_python(cfg, mode="json"), indent=1)
+    from .timing import TimingPolicy
+
+    globals()["TimingPolicy"] = TimingPolicy
+    return TypeAdapter(Config)
+
+
+def to_json(cfg: Config) -> str:
+    """The whole config as JSON, saved in the run folder so `--resume` rebuilds it exactly."""
+    return json.dumps(_adapter().dump_python(cfg, mode="json"), indent=1)
 
 
 def from_json(text: str) -> Config:
-    from pydantic import TypeAdapter, ValidationError
+    from pydantic import ValidationError
 
     try:
-        return TypeAdapter(Config).validate_python(json.loads(text))
+        return _adapter().validate_python(json.loads(text))
     except (ValueError, ValidationError) as exc:
         raise ConfigError(f"the run's config.json does not load ({str(exc).splitlines()[0]}); "
                           "it was written by another version, start a new run") from exc

@@ -380,3 +380,21 @@ def test_production_requires_the_kernels_to_build_for_h100(result):
     assert statuses(evaluate(result, strict))[item.id] == "not_evaluated"  # counts as failed under production
     only_amd = sample_portability(targets=("mi300x", "c500"))
     assert statuses(evaluate(dataclasses.replace(result, portability=only_amd), strict))[item.id] == "not_evaluated"
+
+
+# ---------------------------------------------------------------- the package
+
+
+def test_the_package_is_the_whole_api():
+    from evaluator.checklist import (metrics_baselines, metrics_e2e, metrics_kernels, metrics_portability,
+                                     metrics_upstream)
+
+    for name in ("METRICS", "load", "validate", "evaluate", "exit_code", "describe_metrics", "kernel_status",
+                 "op_rows", "op_speedup", "op_label", "DEFAULT_CHECKLIST", "CHECKLISTS", "Metric", "Checklist"):
+        assert hasattr(cl, name), name
+    areas = [metrics_kernels.KERNELS, metrics_kernels.OPS, metrics_kernels.PROFILE, metrics_e2e.E2E,
+             metrics_e2e.SOAK, metrics_upstream.UPSTREAM, metrics_upstream.FORK, metrics_baselines.BASELINES,
+             metrics_portability.PORTABILITY]
+    # A name defined in two areas would silently keep only one of them in METRICS.
+    assert sum(len(a) for a in areas) == len(cl.METRICS)
+    assert {m.name for a in areas for m in a} == set(cl.METRICS)

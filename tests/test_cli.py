@@ -51,6 +51,15 @@ def test_factory_that_raises_keeps_nothing_half_written(tmp_path):
     assert not (tmp_path / "baselines").exists() or not any((tmp_path / "baselines").iterdir())
 
 
+
+def test_help_reads_the_defaults_without_importing_torch():
+    # The options' defaults come from evaluator.config; importing torch there would cost
+    # every `evaluate --help` a second or more.
+    code = "import sys, evaluator.cli; print(sorted(m for m in ('torch', 'tilelang') if m in sys.modules))"
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 0 and p.stdout.strip() == "[]", p.stdout + p.stderr
+    assert evaluate("--help").returncode == 0
+
 @pytest.mark.slow
 def test_demo_end_to_end_on_bert_tiny(tmp_path):
     p = evaluate("--model", "bert-tiny", "--reports", str(tmp_path), "--soak-seconds", "2", "--budget", "30")

@@ -168,3 +168,175 @@ def test_local_target_without_a_gpu_says_so():
         pytest.skip("this machine has a GPU")
     with pytest.raises(EvaluatorError, match="--targets local: target 'local' asks for this machine's GPU"):
         config.build(model="bert-tiny", targets="local")
+
+
+# ---------------------------------------------------------------- one source of defaults
+
+
+def _main_options():
+    """The main command's options as click sees them (what `evaluate --help` renders)."""
+    import typer
+    from evaluator.cli import app
+
+    command = typer.main.get_command(app)
+    return command, {p.name: p for p in command.params}
+
+
+def test_every_main_option_is_a_build_keyword_with_builds_default():
+    import inspect
+    from evaluator.cli import run
+
+    keywords = inspect.signature(config.build).parameters
+    command, params = _main_options()
+    options = run.build_options({name: p.default for name, p in params.items()})
+    assert set(options) <= set(keywords)
+    for name, value in options.items():
+        if name == "model":
+            continue  # required by build; the CLI's None is "--model not given" (then --resume or an error)
+        default = keywords[name].default
+        assert value == default, f"--{name.replace('_', '-')}: the CLI says {value!r}, config.build {default!r}"
+        assert default is None or default == config.DEFAULTS[name], name
+    # and every build keyword with a value default takes it from DEFAULTS (warmup and seed have no option)
+    assert {n for n, k in keywords.items() if k.default not in (None, inspect.Parameter.empty)} == set(config.DEFAULTS)
+
+
+def test_help_shows_the_defaults_build_uses():
+    import click
+
+    command, params = _main_options()
+    ctx = click.Context(command)
+    help_text = {name: " ".join(p.get_help_record(ctx)[1].split()) for name, p in params.items()}
+    for name, value in config.DEFAULTS.items():
+        if name not in params or params[name].is_flag and not params[name].secondary_opts:
+            continue  # warmup and seed have no option; --no-cache and --push are plain flags
+        shown = (name.replace("_", "-") if value else "no-" + name.replace("_", "-")) \
+            if isinstance(value, bool) else value
+        assert help_text[name].endswith(f"[default: {shown}]"), (name, help_text[name])
+    cpu, cuda = config.device_defaults("cpu"), config.device_defaults("cuda")
+    assert "(default: fp32 on CPU, fp16 on CUDA)" in help_text["dtype"]
+    assert f"(default {cuda['fine_rounds']} on CUDA, {cpu['fine_rounds']} on CPU;" in help_text["fine_rounds"]
+    assert f"(default {cuda['soak_seconds']:g} s on CUDA, {cpu['soak_seconds']:g} s on CPU;" in help_text["soak_seconds"]
+    assert help_text["reports"] == "Output folder (default: reports/)."
+    assert "(default: <reports>/baselines)" in help_text["store"]
+
+
+def test_dtype_flags_are_what_dtype_accepts():
+    from evaluator.kernels.base import DTYPE_ALIASES
+
+    for dtype in ("float32", "float16", "bfloat16"):
+        assert DTYPE_ALIASES[config.dtype_flag(dtype)] == dtype
+
+
+def test_build_without_options_is_the_settings_defaults(tmp_path, monkeypatch):
+    import dataclasses
+
+    monkeypatch.chdir(tmp_path)
+    cfg = config.build(model="bert-tiny", device="cpu")
+    cpu = config.device_defaults("cpu")
+    assert cfg.model == config.ModelSettings("bert-tiny")
+    assert cfg.profile == config.ProfileSettings()
+    assert cfg.tune == config.TuneSettings()
+    assert cfg.bench == config.BenchSettings()
+    assert cfg.upstream == config.UpstreamSettings()
+    # The folders are resolved against where evaluate runs; everything else is the default.
+    reports = config.OutputSettings.reports.resolve()
+    assert (cfg.output.reports, cfg.output.store) == (reports, reports / config.STORE_FOLDER)
+    assert dataclasses.replace(cfg.output, reports=config.OutputSettings.reports,
+                               store=config.OutputSettings.store) == config.OutputSettings()
+    # The device-dependent defaults, from the one function that has them.
+    assert (cfg.model.dtype, cfg.bench.soak_s, cfg.tune.fine_rounds) == (
+        cpu["dtype"], cpu["soak_seconds"], cpu["fine_rounds"])
+    assert cfg.settings_dict()["isolate"] is cpu["isolate"]
+    assert cfg.portability.dtype == config.device_defaults("cuda")["dtype"]  # checked at the GPU default
+    assert cfg.bench.timing.reps == config.DEFAULTS["reps"] and cfg.bench.timing.warmup == config.DEFAULTS["warmup"]
+
+
+def test_the_timing_defaults_agree_with_the_timers_own():
+    from evaluator.timing import TimingPolicy
+
+    assert config.BenchSettings().timing == TimingPolicy()  # DEFAULTS' reps and warmup are timing.py's
+
+
+# ---------------------------------------------------------------- settings_dict records what changes a result
+
+
+def _full_config(device: str) -> config.Config:
+    """A Config with a value in every field, so each can be changed."""
+    from datetime import datetime, timezone
+
+    return config.Config(
+        model=config.ModelSettings("bert-tiny", batch_size=2, seq_len=16, dtype="float32", seed=1, label="bt"),
+        device=device,
+        profile=config.ProfileSettings(ops=2, families=("gemm",), iters=3, max_shapes=6),
+        tune=config.TuneSettings(isolate=True),
+        upstream=config.UpstreamSettings("up", "fork", datetime(2026, 8, 21, tzinfo=timezone.utc), "main"),
+        output=config.OutputSettings(store_remote="git@example.com:store.git"),
+        portability=config.PortabilitySettings(("a100",), "float16"),
+    )
+
+
+def _leaves(obj, prefix=""):
+    """(dotted field name, value) for every field, through nested dataclasses."""
+    import dataclasses
+
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        name = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(value):
+            yield from _leaves(value, name + ".")
+        else:
+            yield name, value
+
+
+def _changed(value):
+    from datetime import datetime, timedelta
+
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 1
+    if isinstance(value, str):
+        return value + "-other"
+    if isinstance(value, Path):
+        return value / "other"
+    if isinstance(value, datetime):
+        return value + timedelta(days=1)
+    if isinstance(value, tuple):
+        return value + value[:1]
+    raise AssertionError(f"give _full_config a value for this field (got {value!r})")
+
+
+def _replace(obj, dotted: str, value):
+    import dataclasses
+
+    head, _, rest = dotted.partition(".")
+    return dataclasses.replace(obj, **{head: _replace(getattr(obj, head), rest, value) if rest else value})
+
+
+def test_settings_dict_records_every_field_that_changes_a_result():
+    """A new field in a settings dataclass fails here until settings_dict records it or
+    config.NOT_RECORDED says why it changes no measured number and no verdict."""
+    bases = [_full_config("cpu"), _full_config("cuda")]  # max_cv_cuda, flush_l2 matter on CUDA only
+    fields = dict(_leaves(bases[0]))
+    assert set(config.NOT_RECORDED) <= set(fields), set(config.NOT_RECORDED) - set(fields)
+    for name, value in fields.items():
+        changes = [_replace(b, name, _changed(value)).settings_dict() != b.settings_dict() for b in bases]
+        if name in config.NOT_RECORDED:
+            assert not any(changes), f"{name} is recorded: take it out of config.NOT_RECORDED"
+        else:
+            assert any(changes), f"settings_dict does not record {name}: record it, or say why not in NOT_RECORDED"
+
+
+def test_a_saved_config_loads_in_a_fresh_process(tmp_path):
+    import sys
+
+    saved = tmp_path / "config.json"
+    cfg = config.build(model="bert-tiny", reps=7, no_cache=True)
+    saved.write_text(config.to_json(cfg))
+    code = ("import sys; from pathlib import Path; from evaluator import config; "
+            "c = config.from_json(Path(sys.argv[1]).read_text()); "
+            "print(type(c.bench.timing).__name__, c.bench.timing.reps, c.tune.use_cache)")
+    p = subprocess.run([sys.executable, "-c", code, str(saved)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["TimingPolicy", "7", "False"]
+    assert config.from_json(saved.read_text()) == cfg

@@ -1,0 +1,77 @@
+"""`evaluate upstream`, `evaluate checklist validate/metrics` and `evaluate fleet`.
+
+In: an upstream repository (and a fork, a date, a branch); a checklist file; a fleet plan
+(models x platforms). Out: the upstream health table or JSON; a checklist's validity and
+the metric catalogue; a fleet's summary page, with exit 1 when `--fail-on` rejects a cell.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..config import DEFAULTS
+from .output import RichReporter, console, err_console, metrics_table, progress, upstream_table
+
+
+def upstream_command(
+    repo: str = typer.Option(..., help="Local clone (or URL) of the upstream repository."),
+    fork: Optional[str] = typer.Option(None, help="A vendor fork to compare with upstream."),
+    as_of: Optional[str] = typer.Option(None, help="Compute as of this date (YYYY-MM-DD)."),
+    branch: Optional[str] = typer.Option(None, help="Branch to read."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Print the upstream repository's health table (git history only)."""
+    from .. import config as config_mod, upstream
+    from ..results import to_dict
+
+    # repo_option: the messages must name the option typed here, --repo, not the run's --upstream.
+    health = upstream.measure(repo, fork=fork, as_of=config_mod.parse_as_of(as_of), branch=branch,
+                              repo_option="--repo")
+    if json_out:
+        print(json.dumps(to_dict(health), indent=1))
+        return
+    console.print(upstream_table(repo, upstream.summary_rows(health)))
+
+
+def fleet_command(
+    plan: Path = typer.Argument(..., help="Fleet plan (YAML): models x settings x platforms."),
+    ray_address: Optional[str] = typer.Option(None, "--ray", help="Address of a running Ray cluster "
+                                              "(default: start Ray on this machine)."),
+    reports: Optional[Path] = typer.Option(None, "--reports", help="Output folder (default: the plan's reports)."),
+    store: Optional[Path] = typer.Option(None, "--store", help="Baseline store (default: the plan's store)."),
+    fail_on: str = typer.Option(DEFAULTS["fail_on"], "--fail-on", help="never, failed, no-go or conditional: exit 1 "
+                                "when a cell is that or worse (a failed run is worse than NO-GO)."),
+) -> None:
+    """Run a plan of models x platforms as Ray tasks (one per GPU, or per CPU) and write one summary."""
+    from .. import fleet
+
+    fleet.require_ray()  # the one line saying what to install comes before anything else
+    fleet.check_fail_on(fail_on)
+    p = fleet.load_plan(plan, reports=reports, store=store)
+    with progress(err_console) as bars:
+        result = fleet.run_plan(p, ray_address=ray_address, reporter=RichReporter(bars))
+    html = fleet.summary(result, result.folder)
+    code = fleet.exit_code(result, fail_on)
+    console.print(f"{len(result.cells) - len(result.failed)} ok, {len(result.failed)} failed", markup=False)
+    console.print(f"Summary: {html}", markup=False)
+    if code:
+        raise typer.Exit(code)
+
+
+def checklist_validate(file: Path = typer.Argument(..., help="Checklist YAML.")) -> None:
+    """Validate a checklist file."""
+    from .. import checklist
+
+    cl = checklist.validate(file)
+    console.print(f"{file}: valid ({len(cl.items)} items)")
+
+
+def checklist_metrics() -> None:
+    """The catalogue of metric names a checklist may use."""
+    from .. import checklist
+
+    console.print(metrics_table(checklist.METRICS))

@@ -1,0 +1,39 @@
+"""Option texts shared by several commands, and the defaults they show.
+
+In: config.py's `device_defaults` and `OutputSettings`, where every default is written once.
+Out: help texts that state those defaults (the ones that depend on the device, which
+typer cannot show as `[default: ...]`) and the options several commands share. Nothing
+here imports torch: `evaluate --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from ..config import OutputSettings, device_defaults, dtype_flag
+
+_CPU, _CUDA = device_defaults("cpu"), device_defaults("cuda")
+
+# Spelled out rather than read from the registries, which import torch (a second on every
+# --help); tests/test_cli_commands.py checks both against kernels.REGISTRY and targets.TARGETS.
+FAMILIES_HELP = ("gemm, gemm_gelu, gemm_relu, gemm_silu, softmax, layernorm, layernorm_residual, rmsnorm, "
+                 "attention, conv2d")
+TARGETS_HELP = ("Accelerators to lower the rewritten kernels for (not run there): comma-separated keys of "
+                "a100, h100, h200, b200, v100, t4, mi250x, mi300x, c500, local (this machine's GPU); all; or "
+                "none to skip. Default: a100, h100, mi300x, c500, plus this machine's GPU.")
+
+DTYPE_HELP = (f"fp32, fp16 or bf16 (default: {dtype_flag(_CPU['dtype'])} on CPU, "
+              f"{dtype_flag(_CUDA['dtype'])} on CUDA).")
+FINE_ROUNDS_HELP = (f"Rounds of neighbours around the best coarse config (default {_CUDA['fine_rounds']} on "
+                    f"CUDA, {_CPU['fine_rounds']} on CPU; 0: coarse grid only).")
+SOAK_HELP = f"Soak length (default {_CUDA['soak_seconds']:g} s on CUDA, {_CPU['soak_seconds']:g} s on CPU; 0 skips)."
+REPORTS_HELP = f"Output folder (default: {OutputSettings.reports}/)."
+RUN_STORE_HELP = ("Baseline store: a folder, or a shared remote's git URL or bare repository "
+                  f"(default: <reports>/{OutputSettings.store.relative_to(OutputSettings.reports)}).")
+# `evaluate port` checks kernels for GPUs: at the dtype a model runs at on one.
+GPU_DTYPE = dtype_flag(_CUDA["dtype"])
+
+# The store the readers and `baseline push/pull` use.
+STORE_OPT = typer.Option(None, "--store", help="Baseline store: a folder (a git repository), or a shared "
+                         "remote's git URL or bare repository, used through a local clone in "
+                         f"~/.cache/evaluator/stores. Default: {OutputSettings.store}.")

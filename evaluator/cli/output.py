@@ -1,0 +1,223 @@
+"""What the commands draw on the terminal: the progress bars and the rich tables.
+
+In: results (a run's outcome, op benchmarks, a portability matrix, a comparison, upstream
+health, baselines, the metric catalogue). Out: tables printed on `console` (stdout) and
+progress on the console a command chooses; nothing here decides or computes anything.
+Piped output (CI logs, `| tee`) is 140 columns wide rather than wrapped at 80.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+console = Console(width=None if sys.stdout.isatty() else 140)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
+
+
+def progress(on: Console) -> Progress:
+    """The progress display every long command uses; `on` says which stream it goes to."""
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=on)
+
+
+class RichReporter:
+    """Draws the pipeline's progress with rich; one bar per stage."""
+
+    def __init__(self, progress: Progress):
+        self.p = progress
+        self.task = None
+
+    def stage(self, name: str, total: int | None = None) -> None:
+        self._finish()
+        self.name = name
+        self.task = self.p.add_task(name, total=total)
+
+    def update(self, text: str) -> None:
+        if self.task is not None:
+            self.p.update(self.task, description=f"{self.name} [dim]{text}[/]")
+
+    def advance(self, text: str = "") -> None:
+        if self.task is not None:
+            self.p.advance(self.task)
+            if text:
+                self.update(text)
+
+    def done(self, text: str = "") -> None:
+        if self.task is not None:
+            t = self.p.tasks[self.task]
+            self.p.update(self.task, completed=t.total or 1, total=t.total or 1,
+                          description=f"[green]✓[/] {self.name}" + (f" [dim]— {text}[/]" if text else ""))
+            self.task = None
+
+    def info(self, text: str) -> None:
+        self.p.console.print(f"  {text}")
+
+    def _finish(self) -> None:
+        if self.task is not None:
+            self.done()
+
+
+def config_text(config: dict) -> str:
+    short = {"num_stages": "stages", "threads": "thr", "swizzle": "swz"}
+    return " ".join(f"{short.get(k, k.replace('block_', 'b'))}={v}" for k, v in config.items())
+
+
+# ---------------------------------------------------------------- evaluate --model: the summary
+
+
+def _hot_ops_table(r) -> Table:
+    t = Table(title="Hot operators (one forward pass)")
+    for col in ("family", "time ms", "share", "calls", "TileLang kernel", "shapes"):
+        t.add_column(col)
+    for o in r.hot_ops.ops:
+        mark = "rewritten" if o.family in r.hot_ops.selected else ("available" if o.has_kernel else "no")
+        t.add_row(o.family, f"{o.time_ms:.3f}", f"{100 * o.share:.1f}%", str(o.calls), mark,
+                  " ".join(o.shapes[:4]) + (" …" if len(o.shapes) > 4 else ""))
+    return t
+
+
+def _op_bench_table(r) -> Table:
+    t = Table(title=f"Rewritten: {', '.join(r.families)} — TileLang against PyTorch")
+    for col in ("family", "shape", "TileLang ms", "PyTorch ms", "speedup", "correct", "config"):
+        t.add_column(col)
+    for b in r.op_bench:
+        passed = [v.passed for v in r.verify if v.family == b.family and any(c.shape == b.shape for c in v.cases)]
+        t.add_row(b.family, "x".join(map(str, b.shape)),
+                  f"{b.tilelang.median_ms:.4g}" if b.tilelang else "—", f"{b.torch.median_ms:.4g}",
+                  f"{b.speedup:.3g}x" if b.speedup else "—",
+                  ("yes" if all(passed) else "NO") if passed else "—",
+                  config_text(b.config) if b.config else (b.error or "—"))
+    return t
+
+
+def print_summary(outcome) -> None:
+    """A finished (or resumed) run: its tables, the verdict with what failed, and its files."""
+    r = outcome.result
+    if r.hot_ops:
+        console.print(_hot_ops_table(r))
+    if r.op_bench:
+        console.print(_op_bench_table(r))
+    if r.portability:
+        console.print(portability_table(r.portability))
+    if r.e2e:
+        e = r.e2e
+        console.print(f"End to end: {e.reference.median_ms:.3f} ms -> "
+                      f"{e.swapped.median_ms:.3f} ms ({e.speedup:.3g}x), outputs "
+                      f"{'match' if e.outputs_match else 'DIFFER'} (max abs err {e.max_abs_err:.2g})"
+                      if e.swapped else f"End to end: swap-in failed ({e.error})")
+    if r.verdict:
+        colour = {"GO": "green", "CONDITIONAL GO": "yellow", "NO-GO": "red"}.get(r.verdict.decision, "white")
+        console.print(f"\nVerdict: [bold {colour}]{r.verdict.decision}[/]  ({r.verdict.checklist})")
+        for o in r.verdict.outcomes:
+            if o.status in ("fail", "not_evaluated"):
+                console.print(f"  {o.status.replace('_', ' '):>13}  [{o.severity}] {o.title}", markup=False)
+    console.print(f"\nRun folder: {outcome.run_dir}")
+    if outcome.html:
+        console.print(f"Report: {outcome.html}")
+    if outcome.pdf:
+        console.print(f"PDF: {outcome.pdf}")
+    elif outcome.pdf_note:
+        console.print(outcome.pdf_note)
+    if r.baseline:
+        console.print(f"Baseline: {r.baseline.tag} ({r.baseline.store})")
+
+
+# ---------------------------------------------------------------- the sub-commands' tables
+
+
+_PORT_STYLE = {"lowers": "green", "needs_retuning": "yellow", "fails": "red"}
+
+
+def portability_table(p) -> Table:
+    """The kernel x target matrix: one row per kernel and config (the tuned one, the
+    family's default), one column per target; each cell lowers / re-tune / fails with
+    its reason and, where one was found, the config that fits."""
+    from ..portability import cell_text, kernel_label
+
+    t = Table(title="Portability (lowered for each target, not run there)")
+    t.add_column("kernel")
+    t.add_column("config")
+    for key in p.targets:
+        t.add_column(key)
+    cells = {(kernel_label(c.family, c.shape, c.dtype), c.config_kind, c.target): c for c in p.cells}
+    for label in p.kernels:
+        for kind in ("tuned", "default"):
+            row = [cells.get((label, kind, key)) for key in p.targets]
+            if not any(row):
+                continue
+            # Text, not markup: reasons are compiler messages and may hold [brackets].
+            t.add_row(Text(label), Text(kind), *(Text("—") if c is None else
+                                                 Text(cell_text(c), style=_PORT_STYLE.get(c.status, "")) for c in row))
+    return t
+
+
+def bench_table(family: str, dtype: str, rows) -> Table:
+    """`evaluate bench`: one row per shape, TileLang against PyTorch with rates and roofs."""
+    t = Table(title=f"{family} ({dtype}) — TileLang against PyTorch")
+    for col in ("shape", "TileLang ms", "PyTorch ms", "ratio", "TileLang TFLOP/s", "TileLang GB/s",
+                "% of roof (TL / PyTorch)", "config"):
+        t.add_column(col)
+    for tk, b in rows:
+        t.add_row("x".join(map(str, b.shape)), f"{b.tilelang.median_ms:.4g}" if b.tilelang else "—",
+                  f"{b.torch.median_ms:.4g}", f"{b.speedup:.3g}x" if b.speedup else "—",
+                  f"{b.tilelang_tflops:.3g}" if b.tilelang_tflops else "—",
+                  f"{b.tilelang_gbps:.3g}" if b.tilelang_gbps else "—",
+                  f"{b.tilelang_roof_pct or 0:.0f}% / {b.torch_roof_pct or 0:.0f}%" if b.torch_roof_pct else "—",
+                  config_text(tk.config) if tk.config else b.error)
+    return t
+
+
+def print_comparison(comp) -> None:
+    """`evaluate compare` and `baseline diff`: the changes, then what may explain them."""
+    from .. import baseline
+
+    rows = baseline.comparison_rows(comp)
+    t = Table(title=f"{comp.candidate} against {comp.reference}")
+    for col in baseline.COMPARISON_COLUMNS:
+        t.add_column(col)
+    for row in rows:
+        t.add_row(*[str(x) for x in row])
+    console.print(t)
+    if not comp.comparable:
+        console.print(f"[yellow]Not comparable: {comp.note}[/]")
+    for field, a, b in comp.environment_changes:
+        console.print(f"  changed: {field}: {a} -> {b}", markup=False)
+
+
+def upstream_table(repo: str, rows) -> Table:
+    t = Table(title=f"Upstream health: {repo}")
+    for col in ("metric", "value", "meaning"):
+        t.add_column(col)
+    for row in rows:
+        t.add_row(*(Text(v) for v in row))  # repository text must not be read as rich markup
+    return t
+
+
+def baselines_table(refs) -> Table:
+    t = Table(title="Baselines")
+    for col in ("id", "commit"):
+        t.add_column(col)
+    for r in refs:
+        t.add_row(r.tag, r.commit[:10])
+    return t
+
+
+def baseline_table(baseline_id: str, rows) -> Table:
+    t = Table(title=baseline_id, show_header=False)
+    for k, v in rows:
+        t.add_row(k, str(v))
+    return t
+
+
+def metrics_table(metrics: dict) -> Table:
+    t = Table(title="Checklist metrics")
+    for col in ("metric", "unit", "meaning"):
+        t.add_column(col)
+    for name, m in sorted(metrics.items()):
+        t.add_row(name, m.unit, m.meaning)
+    return t

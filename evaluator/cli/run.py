@@ -1,0 +1,125 @@
+"""`evaluate --model NAME`: the whole evaluation, and `evaluate --resume RUN_DIR`.
+
+In: the main command's options, which are `config.build`'s keywords by name (--name is
+its `label`; their defaults are config.DEFAULTS). Out: the pipeline's progress, the
+summary tables and the run folder on the terminal; exit 0, 1 when `--fail-on` rejects the
+verdict, 2 or 130 through the one error handler (errors.py). A resumed run continues with
+its own saved config; its `--fail-on` gate is the one given now, else the one it ran with.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from ..config import DEFAULTS
+from .errors import RunFolder, reported_errors, say_error
+from .options import DTYPE_HELP, FINE_ROUNDS_HELP, REPORTS_HELP, RUN_STORE_HELP, SOAK_HELP, TARGETS_HELP
+from .output import RichReporter, console, print_summary, progress
+
+# Options of the main command that are not config.build keywords.
+NOT_BUILD_OPTIONS = ("resume",)
+
+
+def main_command(
+    ctx: typer.Context,
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Zoo name (bert-tiny, bert-base, resnet-tiny, "
+                                        "resnet50, llama-tiny, llama), hf:Class, timm:name, torchvision:name, "
+                                        "pkg.module:factory or path/file.py:factory."),
+    name: Optional[str] = typer.Option(None, "--name", help="The model's name in baseline ids and reports "
+                                       "(default: the zoo name, pkg.module:factory, or file:factory without "
+                                       "the file's folder)."),
+    device: str = typer.Option(DEFAULTS["device"], help="auto, cpu or cuda."),
+    batch_size: Optional[int] = typer.Option(None, help="Override the model's batch size."),
+    seq_len: Optional[int] = typer.Option(None, help="Override the sequence length (image side for ResNet)."),
+    dtype: Optional[str] = typer.Option(None, help=DTYPE_HELP),
+    ops: int = typer.Option(DEFAULTS["ops"], help="How many hot operator families to rewrite."),
+    families: Optional[str] = typer.Option(None, help="Comma-separated families to rewrite (overrides --ops)."),
+    max_shapes: int = typer.Option(DEFAULTS["max_shapes"], help="At most this many distinct shapes per family."),
+    profile_iters: int = typer.Option(DEFAULTS["profile_iters"], help="Profiled forward passes (after one warm-up)."),
+    budget: float = typer.Option(DEFAULTS["budget"], help="Tuning budget per shape, in seconds."),
+    no_cache: bool = typer.Option(DEFAULTS["no_cache"], "--no-cache",
+                                  help="Re-tune even when the tuning cache has a config."),
+    fine_rounds: Optional[int] = typer.Option(None, help=FINE_ROUNDS_HELP),
+    isolate: str = typer.Option(DEFAULTS["isolate"], help="Time candidates in a worker process: auto (on CUDA), "
+                                "on or off."),
+    reps: int = typer.Option(DEFAULTS["reps"], help="Timed repetitions per measurement."),
+    sweep: bool = typer.Option(DEFAULTS["sweep"], help="Also benchmark each family's standard shapes."),
+    e2e: bool = typer.Option(DEFAULTS["e2e"], "--e2e/--no-e2e", help="Measure the model with the kernels swapped in."),
+    soak_seconds: Optional[float] = typer.Option(None, help=SOAK_HELP),
+    upstream: Optional[str] = typer.Option(None, help="Local clone (or URL) of upstream TileLang for health metrics."),
+    fork: Optional[str] = typer.Option(None, help="A vendor fork to compare with upstream."),
+    as_of: Optional[str] = typer.Option(None, help="Compute upstream metrics as of this date (YYYY-MM-DD)."),
+    branch: Optional[str] = typer.Option(None, help="Upstream branch, where the default is not obvious."),
+    checklist: Optional[str] = typer.Option(None, help="Checklist YAML, or a name: ./checklists/NAME.yaml, else a "
+                                            "shipped one (default, production)."),
+    reports: Optional[Path] = typer.Option(None, help=REPORTS_HELP),
+    store: Optional[str] = typer.Option(None, help=RUN_STORE_HELP),
+    push: bool = typer.Option(DEFAULTS["push"], "--push", help="Push the recorded baseline to the store's shared "
+                              "remote."),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue a stopped run from its folder "
+                                          "(reports/runs/<run id>) after its last finished stage."),
+    lang: str = typer.Option(DEFAULTS["lang"], help="Report language: en or zh."),
+    pdf: bool = typer.Option(DEFAULTS["pdf"], "--pdf/--no-pdf", help="Render the PDF as well as the HTML."),
+    fail_on: str = typer.Option(DEFAULTS["fail_on"], help="Exit 1 on this verdict or worse: never, no-go or "
+                                "conditional."),
+    regression_threshold: float = typer.Option(DEFAULTS["regression_threshold"], help="Smallest relative slow-down "
+                                               "against the previous baseline that counts (raised further by "
+                                               "measured noise)."),
+    targets: Optional[str] = typer.Option(None, "--targets", help=TARGETS_HELP),
+) -> None:
+    """Run the whole evaluation: evaluate --model bert-tiny"""
+    if ctx.invoked_subcommand is not None:
+        return
+    if resume is not None:
+        _resume(resume, fail_on)
+        return
+    if model is None:
+        say_error("error: --model is required, e.g. evaluate --model bert-tiny (or --resume RUN_DIR; "
+                  "see evaluate --help)")
+        raise typer.Exit(2)
+    _run(build_options(ctx.params), fail_on)
+
+
+def build_options(params: dict[str, Any]) -> dict[str, Any]:
+    """The main command's parsed options as config.build's keywords: the same names
+    (tests/test_config.py checks it), but --name is `label`."""
+    options = {k: v for k, v in params.items() if k not in NOT_BUILD_OPTIONS}
+    options["label"] = options.pop("name")
+    return options
+
+
+def _run(options: dict[str, Any], fail_on: str) -> None:
+    folder = RunFolder()
+    with reported_errors(run_dir=folder.find, scratch=lambda: folder.reports):
+        from .. import config as config_mod, pipeline
+
+        cfg = config_mod.build(**options)
+        folder.watch(cfg)
+        with progress(console) as p:
+            outcome = pipeline.run(cfg, RichReporter(p))
+        print_summary(outcome)
+        _gate(outcome, fail_on)
+
+
+def _resume(run_dir: Path, fail_on: str) -> None:
+    with reported_errors(run_dir=lambda: run_dir):
+        from .. import config as config_mod, pipeline
+
+        with progress(console) as p:
+            outcome = pipeline.resume(run_dir, RichReporter(p))
+        print_summary(outcome)
+        saved = config_mod.from_json((run_dir / "config.json").read_text()).output.fail_on
+        _gate(outcome, fail_on if fail_on != "never" else saved)
+
+
+def _gate(outcome, fail_on: str) -> None:
+    """`--fail-on` as a CI gate: exit 1 when the verdict is that level or worse."""
+    if fail_on != "never":
+        from .. import checklist
+
+        code = checklist.exit_code(outcome.result.verdict, fail_on)
+        if code:
+            raise typer.Exit(code)
