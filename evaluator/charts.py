@@ -1,8 +1,9 @@
 """Charts for the report: plain numbers in, inline SVG strings out.
 
-In: lists of labels and numbers that report.py extracts from a RunResult (this module
-knows nothing about results). Out: an `<svg ...>` string ready to drop into HTML, or
-None when there is nothing to draw, so the report can say "not measured" instead.
+In: lists of labels and numbers that the report's sections (evaluator/report/sections/)
+extract from a RunResult (this module knows nothing about results). Out: an `<svg ...>`
+string ready to drop into HTML, or None when there is nothing to draw, so the report can
+say "not measured" instead.
 
 Matplotlib is driven through `Figure` objects only (no pyplot state), text stays text
 (`svg.fonttype: none`, so Chinese labels use the reader's CJK font and text remains

@@ -1,0 +1,195 @@
+"""PDF: what this machine needs for one whose text is right, and the PDF itself.
+
+In: the report's HTML, its folder, the RunResult (for the command that re-renders it
+elsewhere) and the language. Out: `write_pdf` gives report.pdf (WeasyPrint: paged, with
+header and page numbers; only data: URLs and files inside the report's folder may be
+read, never the network), or no PDF and a one-line note saying what to install.
+
+A PDF is written only where its text will be right: WeasyPrint needs pango, HarfBuzz's
+subsetting library (without it the embedded fonts lose their text mapping and copied
+text comes out as "A\\x00 \\x00H..."), and for Chinese a CJK font (without one every
+character is a box). `pdf_missing` checks those first. WeasyPrint is imported lazily
+because locked-down GPU machines often lack pango.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import glob
+import logging
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import unquote, urlsplit
+
+from ..errors import ReportError
+from ..results import RunResult
+
+PDF_NAME = "report.pdf"
+
+
+def local_only_fetcher(root: Path) -> Callable[..., Any]:
+    """A WeasyPrint URL fetcher that serves data: URLs and files inside `root`, and
+    refuses everything else (network, and files elsewhere on the machine)."""
+    import weasyprint.urls as wu
+
+    root = Path(root).resolve()
+
+    def check(url: str) -> None:
+        scheme = urlsplit(url).scheme.lower()
+        if scheme == "data":
+            return
+        if scheme == "file":
+            path = Path(unquote(urlsplit(url).path)).resolve()
+            if path == root or root in path.parents:
+                return
+            raise ReportError(f"refused to read {path}: the report may only use files inside {root}")
+        raise ReportError(f"refused to fetch {url}: the report must not use the network")
+
+    if hasattr(wu, "URLFetcher"):  # WeasyPrint >= 66: fetchers are URLFetcher subclasses
+        class LocalFetcher(wu.URLFetcher):
+            def fetch(self, url, headers=None):  # noqa: D401
+                check(url)
+                return super().fetch(url, headers)
+
+        return LocalFetcher(allowed_protocols={"data", "file"}, allow_redirects=False)
+
+    def fetch(url: str, *args: Any, **kwargs: Any) -> Any:
+        check(url)
+        return wu.default_url_fetcher(url, *args, **kwargs)
+
+    return fetch
+
+
+class _QuietSvgStyles(logging.Filter):
+    """WeasyPrint parses the style attributes of inline SVG as HTML CSS and warns once per
+    SVG property (fill, stroke, ...) although its SVG renderer uses them; hundreds of such
+    lines would bury a real warning about report.css."""
+
+    _SVG = re.compile(r"^Ignored `(fill|stroke|text-anchor|clip-path|opacity)[\w-]*:")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self._SVG.match(record.getMessage())
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """Something WeasyPrint needs for a PDF whose text is right, and how to get it."""
+
+    what: str  # "pango"
+    packages: tuple[str, ...]  # Debian/Ubuntu packages that provide it
+    why: str  # finishes "install X so ..."
+    pip: bool = False  # a Python package, not a system one
+
+
+# WeasyPrint dlopens these by name (weasyprint/text/ffi.py); the Debian/Ubuntu package of each.
+_LIBS = (("gobject-2.0", "libglib2.0-0"), ("pango-1.0", "libpango-1.0-0"), ("harfbuzz", "libharfbuzz0b"),
+         ("fontconfig", "libfontconfig1"), ("pangoft2-1.0", "libpangoft2-1.0-0"))
+# Chinese fonts on disk, for machines without fc-list (fontconfig's tools are a separate package).
+_CJK_FILES = re.compile(r"(?i)(cjk|wqy|wenquanyi|droidsansfallback|sourcehan|notosanssc|notoserifsc|simhei|simsun|"
+                        r"msyh|pingfang|hiragino|uming|ukai)")
+
+
+def _import_weasyprint() -> Any:
+    import weasyprint  # noqa: PLC0415 - lazy: GPU machines often lack pango
+    return weasyprint
+
+
+def _package() -> Any:
+    """The package, evaluator.report. Tests play a machine without pango or without a
+    Chinese font by replacing `_import_weasyprint` or `has_cjk_font` there
+    (tests/test_pdf_env.py), as they did when the report was one module; so this module
+    calls those functions, and `pdf_missing`, through the package at call time, and a
+    replacement made there is the one used."""
+    return sys.modules[__package__]
+
+
+def has_cjk_font() -> bool:
+    """Is a font with Chinese glyphs installed where fontconfig (and so pango) finds it?"""
+    try:
+        out = subprocess.run(["fc-list", ":lang=zh", "family"], capture_output=True, text=True, timeout=20)
+        if out.returncode == 0:
+            return bool(out.stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        pass  # no fc-list: look at the font folders fontconfig reads by default
+    roots = ["/usr/share/fonts", "/usr/local/share/fonts", os.path.expanduser("~/.fonts"),
+             os.path.expanduser("~/.local/share/fonts"), "/Library/Fonts", "/System/Library/Fonts"]
+    return any(_CJK_FILES.search(os.path.basename(p)) for root in roots
+               for p in glob.glob(os.path.join(root, "**", "*.tt[fc]"), recursive=True) + glob.glob(
+                   os.path.join(root, "**", "*.otf"), recursive=True))
+
+
+def pdf_missing(lang: str = "en") -> list[Requirement]:
+    """What this machine lacks for a PDF whose text can be read and copied; [] when nothing.
+
+    Checked in WeasyPrint's own terms where it can be: the module imports (pango and its
+    companions load), it loaded HarfBuzz's subsetter (else fonts are embedded without their
+    text mapping), and for Chinese fontconfig knows a font with Chinese glyphs.
+    """
+    missing: list[Requirement] = []
+    try:
+        _package()._import_weasyprint()
+    except ImportError:
+        return [Requirement("WeasyPrint", ("weasyprint",), "the report can be laid out as a PDF", pip=True)]
+    except OSError as exc:  # a shared library WeasyPrint dlopens is not installed
+        packages = tuple(pkg for lib, pkg in _LIBS if ctypes.util.find_library(lib) is None) or \
+            ("libpango-1.0-0", "libpangoft2-1.0-0")
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return [Requirement(f"pango ({first})", packages, "WeasyPrint can lay out text")]
+    from weasyprint.text import ffi  # noqa: PLC0415 - only once the import above worked
+    subset = getattr(ffi, "harfbuzz_subset", None)
+    try:
+        new_enough = bool(ffi.harfbuzz.hb_version_atleast(4, 1, 0))
+    except AttributeError:  # an older WeasyPrint without the check: trust the library lookup
+        new_enough = True
+    if subset is None or not new_enough:
+        missing.append(Requirement("HarfBuzz subsetting", ("libharfbuzz-subset0",), "its text can be copied"))
+    if lang == "zh" and not _package().has_cjk_font():
+        missing.append(Requirement("a CJK font", ("fonts-noto-cjk",), "Chinese text shows instead of boxes"))
+    return missing
+
+
+def missing_note(missing: list[Requirement], html: Path | None = None, result: RunResult | None = None) -> str:
+    """One line: what to install, why, and where the HTML is."""
+    sep = "; "
+    pip = [r for r in missing if r.pip]
+    apt = [r for r in missing if not r.pip]
+    parts = []
+    if apt:
+        pkgs = " ".join(dict.fromkeys(p for r in apt for p in r.packages))
+        parts.append(" and ".join(f"{' '.join(r.packages)} so {r.why}" for r in apt) + f" (apt-get install {pkgs})")
+    if pip:
+        parts.append(" and ".join(f"{' '.join(r.packages)} so {r.why}" for r in pip)
+                     + f" (pip install {' '.join(p for r in pip for p in r.packages)})")
+    text = "PDF not written: install " + " and ".join(parts)
+    if html is not None:
+        text += f"{sep}the HTML is at {html}"
+    b = result.baseline if result is not None else None
+    if b is not None:
+        text += f"{sep}or render the PDF on a machine that has them: `evaluate report --baseline {b.model}/{b.platform}/{b.version}`"
+    return text
+
+
+def write_pdf(html: str, out_dir: Path, html_path: Path, result: RunResult, lang: str) -> tuple[Path | None, str]:
+    """(report.pdf, "") where this machine can write a PDF whose text is right;
+    otherwise (None, the one-line note from `missing_note`)."""
+    missing = _package().pdf_missing(lang)
+    if missing:
+        return None, missing_note(missing, html_path, result)
+    weasyprint = _package()._import_weasyprint()
+    pdf_path = out_dir / PDF_NAME
+    quiet = _QuietSvgStyles()
+    logger = logging.getLogger("weasyprint")
+    logger.addFilter(quiet)
+    try:
+        weasyprint.HTML(string=html, base_url=str(out_dir.resolve()) + "/",
+                        url_fetcher=local_only_fetcher(out_dir)).write_pdf(str(pdf_path))
+    except Exception as exc:  # noqa: BLE001 - any rendering failure leaves the HTML usable
+        raise ReportError(f"PDF rendering failed ({type(exc).__name__}: {exc}); the HTML report is at {html_path}") from exc
+    finally:
+        logger.removeFilter(quiet)
+    return pdf_path, ""

@@ -1,0 +1,103 @@
+"""End to end, calls and soak: the whole model with its calls routed to TileLang.
+
+In: a RunResult's e2e (timing views, call counts and fallbacks per family and shape, the
+output check), overhead and soak, and a language's `Strings`/`Fmt`. Out: the e2e
+section's key-value rows, views (the one the verdict uses marked), calls and coverage,
+output check and flags; the soak's rows and latency chart. `_view_name` (a timing
+method in words) is also used on page one and in the checklist evidence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ... import charts
+from ...results import RunResult, shape_str
+from ..notes import _e2e_flags, _flag, _notes, _timing_flags
+from ..strings import Fmt, Strings, _ct, _num
+
+
+def _view_name(method: str, t: Strings) -> str:
+    return t.get(f"views.{method}.name", method or t("not_measured"))
+
+
+def _e2e(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
+    e = result.e2e
+    if e is None:
+        return None
+    ratio = getattr(e, "ratio", None)
+    kv = [
+        (t("kv.families"), ", ".join(e.families) or t("none")),
+        (t("kv.reference"), f"{f.ms(e.reference.median_ms)} ms"),
+        (t("kv.swapped"), f"{f.ms(e.swapped.median_ms)} ms" if e.swapped else f.na),
+        (t("kv.speedup"), f.x_ci(e.speedup, ratio)),
+        (t("kv.samples_ref"), f.num(e.samples_per_s_reference)),
+        (t("kv.samples_swapped"), f.num(e.samples_per_s_swapped)),
+        (t("kv.amdahl"), f.x(e.amdahl_speedup)),
+    ]
+    if e.replaced_modules:  # baselines from before calls were routed at the operator
+        kv.insert(-1, (t("kv.replaced"), f.num(e.replaced_modules)))
+    if getattr(e, "router_overhead_ms", None) is not None:
+        kv.append((t("kv.router_overhead"), f"{f.ms(e.router_overhead_ms)} ms"))
+    # Per-call host overhead explains a gap between the Amdahl estimate and the measured run.
+    for o in result.overhead:
+        kv.append((t("kv.launch", family=o.family), f"{f.us(o.tilelang_us)} / {f.us(o.torch_us)} ({shape_str(o.shape)})"))
+    method = getattr(e, "method", "") or ""
+    views = []
+    for view in getattr(e, "views", ()) or ():
+        views.append({"name": _view_name(view.method, t), "meaning": t.get(f"views.{view.method}.meaning", ""),
+                      "used": view.method == method, "ref": f.ms(view.reference.median_ms if view.reference else None),
+                      "swapped": f.ms(view.swapped.median_ms if view.swapped else None),
+                      "ratio": f.x(view.ratio.value if view.ratio else None), "ci": f.interval(view.ratio),
+                      "rounds": view.ratio.rounds if view.ratio is not None and view.ratio.rounds else 0,
+                      "flagged": _timing_flags(view.reference, view.swapped), "note": _notes(view.note, t)})
+    calls = []
+    # The router's common fallback reasons, in words; any other reason shows as recorded.
+    words = t.raw("fallbacks") if t.has("fallbacks") and isinstance(t.raw("fallbacks"), dict) else {}
+    for c in getattr(e, "calls", ()) or ():
+        fallback = dict(getattr(c, "fallback", {}) or {})
+        notes = dict(getattr(c, "notes", {}) or {})
+        calls.append({"family": c.family, "shape": c.shape or "—", "tilelang": f.num(c.tilelang),
+                      "fallback": t("list_semi").join(f"{words.get(reason, reason)}: {_num(n)}"
+                                                      for reason, n in fallback.items()) or "—",
+                      "notes": t("list_semi").join(f"{k}: {_num(n)}" for k, n in notes.items()),
+                      "profiled": f.ms(c.profiled_ms) if c.profiled_ms else "—",
+                      "cls": "row-fail" if fallback and not c.tilelang else ""})
+    tl_calls, fb_calls = getattr(e, "tilelang_calls", 0) or 0, getattr(e, "fallback_calls", 0) or 0
+    coverage_text = t("text.coverage", coverage=f.pct(e.coverage), tilelang=f.num(tl_calls), fallback=f.num(fb_calls),
+                      count=fb_calls) if (calls or tl_calls or fb_calls) else t("text.coverage_only", coverage=f.pct(e.coverage))
+    tol = getattr(e, "tolerance", {}) or {}
+    check = [(t("kv.outputs_match"), f.yn(e.outputs_match) if e.swapped else f.na),
+             (t("kv.max_abs_err"), f.num(e.max_abs_err, 2)),
+             (t("kv.rel_l2_err"), f.num(getattr(e, "rel_l2_err", None), 2)),
+             (t("kv.rel_max_err"), f.num(getattr(e, "rel_max_err", None), 2))]
+    if tol:
+        check.append((t("kv.tolerance"), ", ".join(f"{k} {_num(v, 2) or v}" for k, v in tol.items())))
+    used = (t("text.e2e_method", method=_view_name(method, t), meaning=t.get(f"views.{method}.meaning", ""))
+            if method else "")
+    return {"kv": kv, "error": t("text.e2e_error", error=e.error) if e.error else "", "views": views,
+            "method": used, "calls": calls, "calls_notes": any(c["notes"] for c in calls),
+            "coverage": coverage_text, "check": check, "flags": [_flag(x, t) for x in _e2e_flags(result)]}
+
+
+def _soak(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
+    s = result.soak
+    if s is None:
+        return None
+    timer = getattr(s, "timer", "") or "perf_counter"
+    kv = [(t("kv.duration"), f"{f.num(s.seconds)} s"), (t("kv.iterations"), f.num(s.iterations)),
+          (t("kv.timer"), t.get(f"timers.{timer}", timer)),
+          (t("kv.drift"), f.pct(s.drift)), (t("kv.cv"), f.pct(s.cv)),
+          (t("kv.host_cv"), f.pct(getattr(s, "host_cv", None))),
+          (t("kv.memory"), f.mb(s.memory_growth_mb))]
+    if s.reserved_growth_mb is not None:
+        kv.append((t("kv.reserved"), f.mb(s.reserved_growth_mb)))
+    if s.clocks_mhz:
+        kv.append((t("kv.clocks"), f"{min(s.clocks_mhz):.0f}–{max(s.clocks_mhz):.0f} MHz"))
+        kv.append((t("kv.throttle"), ", ".join(s.throttle_reasons) or t("none")))
+    if s.notes:
+        kv.append((t("kv.notes"), _notes("; ".join(s.notes), t)))
+    chart = charts.soak(s.window_ms, seconds=s.seconds, xlabel=_ct("chart.soak_x", t), ylabel=_ct("chart.soak_y", t))
+    return {"kv": kv, "chart": chart,
+            "text": t("text.soak_summary", seconds=f.num(s.seconds), iterations=f.num(s.iterations),
+                      windows=len(s.window_ms), timer=t.get(f"timers.{timer}", timer))}

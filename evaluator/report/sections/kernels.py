@@ -1,0 +1,173 @@
+"""The kernel sections: hot operators, correctness, speed per operator, roofline, tuning.
+
+In: a RunResult's hot_ops, verify, op_bench, tuned and environment.hardware (its
+measured and datasheet ceilings), and a language's `Strings`/`Fmt`. Out: the rows and
+chart SVGs (charts.py) of the hot-operator, correctness, per-op and roofline sections,
+and the tuning appendix (the best candidates and one example of each failure per
+kernel). Flagged numbers are marked, not coloured as good or bad.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from ... import charts
+from ...checklist import op_rows, op_speedup
+from ...results import OpBench, RunResult, Timing, shape_str
+from ..notes import _flag, _notes, _op_flags
+from ..strings import Fmt, Strings, _ct, _finite, _num
+
+
+def _hot_ops(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
+    h = result.hot_ops
+    if h is None or not h.ops:
+        return None
+    rows = [{"family": o.family, "time": f.ms(o.time_ms), "share": f.pct(o.share), "calls": f.num(o.calls),
+             "shapes": ", ".join(o.shapes[:4]) + (" …" if len(o.shapes) > 4 else ""),
+             "kernel": t("selected") if o.family in h.selected else (t("bool_yes") if o.has_kernel else t("bool_no"))}
+            for o in h.ops]
+    chart = charts.hot_ops([(o.family, o.share, o.family in h.selected) for o in h.ops[:15]],
+                           xlabel=_ct("chart.share", t), rewritten=_ct("selected", t), kept=_ct("kept", t))
+    return {"rows": rows, "chart": chart,
+            "text": t("text.hot_ops_total", total=f.ms(h.total_ms), wall=f.ms(h.wall_ms),
+                      selected=", ".join(h.selected) or t("none"))}
+
+
+def _verify(result: RunResult, t: Strings, f: Fmt) -> list[dict[str, str]]:
+    rows = []
+    for v in result.verify:
+        for c in v.cases:
+            rows.append({"family": c.family, "shape": shape_str(c.shape), "dtype": c.dtype, "seed": str(c.seed),
+                         "abs": f.num(c.max_abs_err, 2), "rel": f.num(c.max_rel_err, 2),
+                         "tol": f"atol {c.atol:g}, rtol {c.rtol:g}",
+                         "ok": c.passed, "result": t("status.pass" if c.passed else "status.fail"),
+                         "reason": c.reason})
+    return rows
+
+
+def _speed_class(s: float | None) -> str:
+    return "none" if s is None else ("good" if s >= 1 else ("warn" if s >= 0.5 else "bad"))
+
+
+def _ops(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
+    if not result.op_bench:
+        return None
+    _, which = op_rows(result)
+    rows = []
+    ordered = sorted(result.op_bench, key=lambda b: (b.source != "model", b.family, b.shape))
+    for b in ordered:
+        s = op_speedup(b)
+        flags = _op_flags(b)
+        tl_k, pt_k = getattr(b, "tilelang_kernel_ms", None), getattr(b, "torch_kernel_ms", None)
+        cross = f"{f.ms(tl_k)} / {f.ms(pt_k)}" if _finite(tl_k) or _finite(pt_k) else "—"
+        notes = [_flag(x, t) for x in flags]
+        if getattr(b, "timer_note", ""):
+            notes.append(t("text.timer_note", note=_notes(b.timer_note, t)))
+        if b.error:
+            notes.append(b.error)
+        # Optional columns show "—" when absent: "not measured" in every cell would crowd
+        # out the numbers that were measured.
+        rows.append({"family": b.family, "shape": shape_str(b.shape), "dtype": b.dtype,
+                     "standard": b.source != "model",
+                     "vendor": f.ms(b.torch.median_ms), "tilelang": f.ms(b.tilelang.median_ms if b.tilelang else None),
+                     "speedup": f.x(s), "ci": f.interval(b.ratio) or "—",
+                     "rounds": b.ratio.rounds if b.ratio is not None and b.ratio.rounds else 0,
+                     "cls": "none" if flags else _speed_class(s), "flagged": bool(flags),
+                     "verified": f.yn(getattr(b, "verified", None)), "cross": cross,
+                     "tflops": _num(b.tilelang_tflops) or "—", "gbps": _num(b.tilelang_gbps) or "—", "notes": notes})
+    chart_rows = [(f"{b.family} {shape_str(b.shape)}" + ("" if b.source == "model" else " *"), op_speedup(b))
+                  for b in ordered][:30]
+    chart = charts.speedups(chart_rows, xlabel=_ct("chart.speedup", t), missing=_ct("not_measured", t))
+    text = t("text.ops_rows", which=t("text.ops_model" if which == "model shapes" else "text.ops_standard"))
+    return {"rows": rows, "chart": chart, "text": text,
+            "flagged": t("text.ops_flagged") if any(r["flagged"] for r in rows) else ""}
+
+
+def _tflops(b: OpBench, tm: Timing | None, given: float | None) -> float | None:
+    if _finite(given) and given > 0:
+        return given
+    if tm is not None and _finite(tm.median_ms) and tm.median_ms > 0 and b.flops > 0:
+        return b.flops / (tm.median_ms * 1e-3) / 1e12
+    return None
+
+
+def _roofline(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
+    if not result.op_bench:
+        return None
+    hw = result.environment.hardware
+    # The measured roof (what PyTorch reaches on this box) is the honest ceiling; the
+    # datasheet peak is only used where nothing was measured.
+    roof_tflops = hw.measured_tflops or hw.peak_tflops
+    roof_gbps = hw.measured_gbps or hw.peak_gbps
+    pts, table = [], []
+    ordered = sorted(result.op_bench, key=lambda b: (b.source != "model", b.family, b.shape))
+    for b in ordered:
+        if b.bytes <= 0 or b.flops <= 0:
+            continue
+        intensity = b.flops / b.bytes
+        tl = _tflops(b, b.tilelang, b.tilelang_tflops)
+        vd = _tflops(b, b.torch, b.torch_tflops)
+        if not tl and not vd:
+            continue
+        n = len(table) + 1
+        label = f"{b.family} {shape_str(b.shape)}"
+        if tl:
+            pts.append(charts.RooflinePoint(label, intensity, tl, "tilelang", n))
+        if vd:
+            pts.append(charts.RooflinePoint(label, intensity, vd, "vendor", n))
+        attainable = min(roof_tflops, intensity * roof_gbps / 1000) if roof_tflops and roof_gbps else None
+
+        def of_roof(x: float | None, given: float | None) -> str:
+            pct = given if _finite(given) else (x / attainable * 100 if x and attainable else None)
+            return f" ({_num(pct, plain=True)}%)" if _finite(pct) else ""
+
+        table.append({"n": n, "op": label + ("" if b.source == "model" else " *"), "dtype": b.dtype,
+                      "intensity": f.num(intensity),
+                      "tilelang": (_num(tl, plain=True) + of_roof(tl, b.tilelang_roof_pct)) if tl else f.na,
+                      "vendor": (_num(vd, plain=True) + of_roof(vd, b.torch_roof_pct)) if vd else f.na,
+                      "flagged": bool(_op_flags(b))})
+    chart = charts.roofline(pts, peak_tflops=roof_tflops, peak_gbps=roof_gbps,
+                            xlabel=_ct("chart.intensity", t), ylabel=_ct("chart.tflops", t),
+                            vendor=_ct("kept", t), roof=_ct("chart.roof", t))
+    if chart is None:
+        return None
+    text = (t("text.roofline_peaks", tflops=f.num(roof_tflops), gbps=f.num(roof_gbps))
+            if roof_tflops and roof_gbps else t("text.roofline_no_peaks"))
+    if hw.measured_tflops and hw.ceilings_note:
+        text += f" ({hw.ceilings_note})"
+    return {"chart": chart, "text": text, "table": table}
+
+
+def _tuning(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
+    kernels = []
+    for k in result.tuned:
+        counts: dict[str, int] = defaultdict(int)
+        for c in k.candidates:
+            counts[c.status] += 1
+        ok = sorted((c for c in k.candidates if c.status == "ok" and c.latency_ms is not None),
+                    key=lambda c: c.latency_ms)
+        bad: dict[str, Any] = {}
+        for c in k.candidates:
+            if c.status != "ok":
+                bad.setdefault(c.status, c)  # one example per failure kind keeps the appendix short
+        cands = [{"config": f.config(c.config), "status": t.get(f"cand.{c.status}", c.status),
+                  "latency": f.ms(c.latency_ms), "compile": f.num(c.compile_s), "error": c.error, "phase": c.phase}
+                 for c in [*ok[:8], *bad.values()]]
+        # A kernel reused from the tuning cache was not searched in this run: its one
+        # "candidate" is the cached config, untimed. Say so instead of an empty table.
+        if k.cached:
+            empty = t("text.cached_kernel")
+        elif not cands:
+            empty = t("text.no_candidates")
+        else:
+            empty = ""
+        kernels.append({"family": k.family, "shape": shape_str(k.shape), "dtype": k.dtype, "target": k.target,
+                        "config": f.config(k.config), "best": f.ms(ok[0].latency_ms) if ok else f.na,
+                        "counts": ", ".join(f"{t.get(f'cand.{s}', s)} {n}" for s, n in sorted(counts.items())),
+                        "tuning_s": f.num(k.tuning_s), "cached": f.yn(k.cached), "ok": k.ok,
+                        "candidates": [] if empty else cands, "empty": empty,
+                        "title": t("text.candidates_of", family=k.family, shape=shape_str(k.shape)),
+                        "truncated": t("text.truncated", shown=len(cands), total=len(k.candidates))
+                        if not empty and len(cands) < len(k.candidates) else ""})
+    return {"kernels": kernels}

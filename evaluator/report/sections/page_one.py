@@ -1,0 +1,267 @@
+"""Page one, for a manager: the verdict and five numbers that cannot contradict it.
+
+In: a RunResult (its verdict from checklist.evaluate, or none) and a language's
+`Strings`/`Fmt`. Out: `_summary`, the verdict banner's dict (decision, one sentence,
+every failed item in plain words, what would change the verdict, the CPU caveat,
+unmeasured, optional and waived items, next steps), and `_headlines`, the five key-number
+cards; a card is green only when its item passed and nothing casts doubt on the number.
+The helpers that name items and conditions (`_item_title`, `_SYMBOL`, ...) are shared
+with the checklist table (evidence.py).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+from ...checklist import METRICS, kernel_status, op_label, op_rows, op_speedup
+from ...results import Outcome, Ratio, RunResult, Verdict
+from ..notes import _e2e_flags, _flag, _op_flags
+from ..strings import Fmt, Strings, _finite, _form, _num
+from .e2e import _view_name
+
+
+_SYMBOL = {">=": "≥", "<=": "≤", "==": "=", "!=": "≠", ">": ">", "<": "<"}
+_DECISION_CLASS = {"GO": "go", "CONDITIONAL GO": "conditional", "NO-GO": "nogo"}
+_SEVERITY_ORDER = {"blocker": 0, "major": 1, "minor": 2}
+
+
+def _outcome(verdict: Verdict | None, metric: str) -> Outcome | None:
+    if verdict is None:
+        return None
+    got = [o for o in verdict.outcomes if o.metric == metric]
+    for status in ("fail", "waived", "pass", "not_evaluated"):
+        for o in got:
+            if o.status == status:
+                return o
+    return None
+
+
+def _metric_status(verdict: Verdict | None, metric: str) -> str:
+    o = _outcome(verdict, metric)
+    return "none" if o is None or o.status == "not_evaluated" else o.status
+
+
+def _is_optional(o: Outcome) -> bool:
+    return "optional item" in o.evidence
+
+
+def _waiver_date(o: Outcome) -> str:
+    m = re.search(r"until (\d{4}-\d{2}-\d{2})", o.evidence)
+    return m.group(1) if m else "?"
+
+
+def _item_title(o: Outcome, t: Strings, f: Fmt) -> str:
+    """The item's own title in English; in other languages a description built from the
+    metric (checklist files are written in one language, the report in several)."""
+    if t.lang == "en":
+        return o.title
+    return f"{t.metric(o.metric, 'label')} {_SYMBOL.get(o.comparator, o.comparator)} {f.unit(o.threshold, o.unit)}"
+
+
+def _condition(o: Outcome, t: Strings, f: Fmt) -> str:
+    """"Slowest op speedup ≥ 0.50× (now 0.31×)": an item as a condition on its number."""
+    return t("flip.condition", label=t.metric(o.metric, "label"), comparator=_SYMBOL.get(o.comparator, o.comparator),
+             threshold=f.unit(o.threshold, o.unit), value=f.unit(o.value, o.unit))
+
+
+def _headroom(o: Outcome) -> float | None:
+    """How far a passing item is from failing, relative to its threshold (None: not comparable)."""
+    if o.status != "pass" or not _finite(o.value) or not _finite(o.threshold) or o.threshold == 0:
+        return None
+    if o.unit == "1/0" or o.comparator in ("==", "!="):
+        return None
+    diff = o.value - o.threshold if o.comparator in (">=", ">") else o.threshold - o.value
+    return diff / abs(o.threshold)
+
+
+def _flip(result: RunResult, t: Strings, f: Fmt) -> str:
+    """One line: what would change the verdict."""
+    v = result.verdict
+    if v is None:
+        return ""
+    failed = [o for o in v.outcomes if o.status == "fail"]
+    blockers = [o for o in failed if o.severity == "blocker"]
+    missing = [o for o in v.outcomes if o.status == "not_evaluated" and not _is_optional(o)]
+    sep = t("list_sep")
+    if v.decision == "NO-GO" and blockers:
+        rest = len(failed) - len(blockers) + len(missing)
+        return t("flip.nogo", count=len(blockers), items=sep.join(_condition(o, t, f) for o in blockers)) + \
+            (" " + t("flip.nogo_rest", count=rest, n=rest) if rest else "")
+    if v.decision == "CONDITIONAL GO":
+        parts = [_condition(o, t, f) for o in failed]
+        parts += [t("flip.measured", label=t.metric(o.metric, "label")) for o in missing]
+        return t("flip.conditional", items=sep.join(parts)) if parts else ""
+    if v.decision == "GO":
+        close = [(h, o) for o in v.outcomes if (h := _headroom(o)) is not None]
+        if not close:
+            return ""
+        h, o = min(close, key=lambda x: x[0])
+        return t("flip.go", item=_condition(o, t, f), headroom=f.pct(h, 0))
+    return ""
+
+
+def _regression_lines(result: RunResult, t: Strings, f: Fmt) -> list[str]:
+    c = result.comparison
+    if c is None:
+        return []
+    return [t("summary.regression", key=x.key, ratio=f.x(x.ratio), limit=f.pct(x.threshold, 0))
+            for x in c.regressions]
+
+
+def _summary(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
+    v = result.verdict
+    key = v.decision if v is not None and v.decision in _DECISION_CLASS else "NONE"
+    outcomes = v.outcomes if v is not None else ()
+    failed = sorted((o for o in outcomes if o.status == "fail"), key=lambda o: _SEVERITY_ORDER.get(o.severity, 9))
+    missing = [o for o in outcomes if o.status == "not_evaluated" and not _is_optional(o)]
+    optional = [o for o in outcomes if o.status == "not_evaluated" and _is_optional(o)]
+    waived = [o for o in outcomes if o.status == "waived"]
+    blockers = sum(o.severity == "blocker" for o in failed)
+    parts = ([t("summary.n_failed", count=len(failed), n=len(failed))] if failed else []) + \
+        ([t("summary.n_missing", count=len(missing), n=len(missing))] if missing else [])
+    passed = sum(o.status == "pass" for o in outcomes)
+    sentence = t(f"decision_summary.{key}", count=blockers if key == "NO-GO" else None, passed=passed,
+                 total=len(outcomes) - len(optional), blockers=blockers, parts=t("list_sep").join(parts))
+
+    def plain(o: Outcome) -> dict[str, Any]:
+        kw = dict(value=f.unit(o.value, o.unit), threshold=f.unit(o.threshold, o.unit),
+                  comparator=_SYMBOL.get(o.comparator, o.comparator), n=_num(o.value) or f.na)
+        # Sentences that already quote the numbers need no "(measured …)" after them.
+        text = t.raw_metric(o.metric, "fail")
+        quotes = "{threshold}" in str(_form(text, o.value))
+        details = _regression_lines(result, t, f) if o.metric == "baseline.regressions" else []
+        return {"severity": o.severity, "severity_label": t.get(f"severity.{o.severity}", o.severity),
+                "title": _item_title(o, t, f), "plain": t.metric(o.metric, "fail", count=o.value, **kw),
+                "measured": "" if quotes else t("summary.measured_vs", **kw), "id": o.id, "details": details}
+
+    steps: list[str] = []
+    if v is None:
+        steps.append(t("next.no_verdict"))
+    for o in failed:
+        steps.append(t.metric(o.metric, "next"))
+    for o in missing:
+        steps.append(t.metric(o.metric, "missing"))
+    for o in waived:
+        steps.append(t("next.waiver", title=_item_title(o, t, f), date=_waiver_date(o)))
+    if key == "GO":
+        steps.append(t("next.go"))
+        if result.hot_ops is not None:
+            rest = [o.family for o in result.hot_ops.ops
+                    if o.family not in result.hot_ops.selected and o.family != "other"][:3]
+            if rest:
+                steps.append(t("next.extend", families=", ".join(rest)))
+    steps.append(t("next.rerun"))
+    hw = result.environment.hardware
+    return {
+        "key": key,
+        "css": _DECISION_CLASS.get(key, "none"),
+        "label": t(f"decision.{key}"),
+        "sentence": sentence,
+        "meaning": t(f"decision_meaning.{key}"),
+        # Every failed item, named in full: a manager must not have to open the checklist
+        # to learn what the last one was.
+        "failed": [plain(o) for o in failed],
+        "flip": _flip(result, t, f),
+        "cpu_caveat": t("caveat.cpu") if (hw.device or "").lower() == "cpu" else "",
+        "missing": [{"title": _item_title(o, t, f), "severity_label": t.get(f"severity.{o.severity}", o.severity)}
+                    for o in missing],
+        "optional": t("list_sep").join(_item_title(o, t, f) for o in optional),
+        "optional_n": len(optional),
+        "waived": [{"title": _item_title(o, t, f), "date": _waiver_date(o)} for o in waived],
+        "steps": list(dict.fromkeys(steps)),  # several items can share one remedy
+    }
+
+
+def _untrusted_speed(result: RunResult) -> str:
+    """Why no speed number is evidence at all: a kernel or the model's output is wrong."""
+    fams = kernel_status(result) or {}
+    if any(ok is False for ok in fams.values()):
+        return "kernels_wrong"
+    e = result.e2e
+    if e is not None and e.swapped is not None and not e.outputs_match:
+        return "outputs_differ"
+    return ""
+
+
+def _card(label: str, value: str, sub: str, status: str, *, flags: Iterable[str] = (), t: Strings,
+          ci: str = "", crosses: bool = False) -> dict[str, str]:
+    """A key number. Green only when its item passed and nothing casts doubt on it:
+    flagged or unstable numbers, and intervals that reach across the threshold, are grey
+    with the reason underneath, so a card never looks better than the evidence."""
+    notes = [_flag(x, t) for x in dict.fromkeys(flags)]
+    if crosses:
+        notes.append(t("headline.crosses"))
+    doubtful = bool(notes)
+    shown = "flagged" if doubtful and status in ("pass", "none", "waived") else status
+    return {"label": label, "value": value, "sub": sub, "status": shown, "dim": doubtful,
+            "ci": t("headline.ci", ci=ci) if ci else "", "doubt": t("list_semi").join(notes)}
+
+
+def _crosses(o: Outcome | None, r: Ratio | None) -> bool:
+    """Does the 95% interval reach the other side of the item's threshold?"""
+    if o is None or r is None or o.unit != "x" or not _finite(o.threshold):
+        return False
+    if not (_finite(r.low) and _finite(r.high)):
+        return False
+    if o.comparator in (">=", ">"):
+        return o.status == "pass" and r.low < o.threshold
+    if o.comparator in ("<=", "<"):
+        return o.status == "pass" and r.high > o.threshold
+    return False
+
+
+def _headlines(result: RunResult, t: Strings, f: Fmt) -> list[dict[str, str]]:
+    v = result.verdict
+    rows, _ = op_rows(result)
+    sp = [(b, s) for b in rows if (s := op_speedup(b)) is not None]
+    geomean = METRICS["ops.speedup_geomean"](result)
+    worst = min(sp, key=lambda x: x[1]) if sp else None
+    wrong = _untrusted_speed(result)
+    wrong_flag = [t(f"headline.{wrong}")] if wrong else []
+    flagged_ops = [b for b, _ in sp if _op_flags(b)]
+    cards = [_card(
+        t("headline.geomean"), f.x(geomean),
+        t("headline.geomean_sub", count=len(sp), n=len(sp)) if sp else "",
+        _metric_status(v, "ops.speedup_geomean"), t=t,
+        flags=wrong_flag + ([t("headline.ops_flagged", count=len(flagged_ops), n=len(flagged_ops), total=len(sp))]
+                            if flagged_ops else []))]
+    no_time = [b for b in rows if op_speedup(b) is None]
+    if no_time:
+        # A model shape without a verified TileLang time is the slowest there is (the
+        # checklist counts it as 0): name it rather than the slowest of the others.
+        b = no_time[0]
+        cards.append(_card(t("headline.worst"), t("headline.no_kernel"), op_label(b),
+                           _metric_status(v, "ops.speedup_min"), t=t, flags=wrong_flag + _op_flags(b)))
+    elif worst:
+        b, s = worst
+        cards.append(_card(t("headline.worst"), f.x(s), op_label(b), _metric_status(v, "ops.speedup_min"), t=t,
+                           ci=f.interval(b.ratio), crosses=_crosses(_outcome(v, "ops.speedup_min"), b.ratio),
+                           flags=wrong_flag + _op_flags(b)))
+    else:
+        cards.append(_card(t("headline.worst"), f.na, "", _metric_status(v, "ops.speedup_min"), t=t))
+    fams = kernel_status(result) or {}
+    cards.append(_card(
+        t("headline.correct"), f"{sum(fams.values())} / {len(fams)}" if result.verify else f.na,
+        t("headline.correct_sub") if result.verify else "", _metric_status(v, "kernels.all_correct"), t=t))
+    e = result.e2e
+    e2e_value = METRICS["e2e.speedup"](result)
+    sub = ""
+    if e is not None:
+        sub = t("headline.e2e_sub", method=_view_name(e.method, t)) if e.method else t("headline.e2e_sub_plain")
+        if _finite(e.amdahl_speedup):
+            sub += t("list_semi") + t("headline.amdahl", x=f.x(e.amdahl_speedup))
+    cards.append(_card(t("headline.e2e"), f.x(e2e_value), sub, _metric_status(v, "e2e.speedup"), t=t,
+                       ci=f.interval(e.ratio) if e is not None else "",
+                       crosses=_crosses(_outcome(v, "e2e.speedup"), e.ratio if e is not None else None),
+                       flags=(wrong_flag + _e2e_flags(result)) if e is not None else ()))
+    score = METRICS["upstream.maintenance_score"](result)
+    cpw = METRICS["upstream.commits_per_week_90d"](result)
+    statuses = {_metric_status(v, m) for m in METRICS if m.startswith("upstream.")}
+    up_status = "fail" if "fail" in statuses else ("pass" if "pass" in statuses else "none")
+    if score is not None:
+        value, sub = f"{f.num(score, 2)} / 10", t("headline.upstream_sub_score", commits=f.num(cpw, 2))
+    else:
+        value, sub = f.num(cpw, 2), (t("headline.upstream_sub_commits") if cpw is not None else "")
+    cards.append(_card(t("headline.upstream"), value, sub, up_status, t=t))
+    return cards

@@ -1,0 +1,98 @@
+"""The engineer's sections (report/sections/kernels.py, e2e.py, comparison.py,
+environment.py).
+
+In: results with the evidence fields the bench stage writes, a kernel reused from the
+tuning cache, stage failures, and comparisons whose environment changes are noise or a
+real cause (tests/report_samples.py). Out: the e2e views, coverage and output check; the
+per-op table's intervals, verification and timer cross-check; the soak's timer and host
+jitter; roofline points numbered and named; cached kernels said to be cached; "every
+stage finished" only when none failed; regression causes that can matter, only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from evaluator import report
+from report_samples import evidence_result, html_of, rich_result, section
+from samples import sample_result
+
+
+def test_e2e_views_coverage_and_output_check(tmp_path):
+    e2e = section(html_of(evidence_result(), tmp_path), "e2e")
+    assert "The verdict uses CUDA graph replay: device time with launch cost removed" in e2e
+    for name in ("CUDA graph replay", "eager", "profiler kernel sum"):
+        assert f"<strong>{name}</strong>" in e2e
+    assert e2e.count("✓") == 1 and '<tr class="used">' in e2e
+    assert "1.06–1.12×" in e2e and "launch-bound" in e2e
+    # Coverage and fallbacks, per family and shape, with the reasons.
+    assert "TileLang covered 80.0% of the profiled time: 26 calls ran in TileLang, 14 fell back to PyTorch." in e2e
+    assert "no tuned config: 12" in e2e and "non-contiguous input: 2" in e2e and "256x512x128" in e2e
+    assert '<tr class="row-fail"><td>gemm</td><td><code>256x512x128</code>' in e2e  # nothing of it ran in TileLang
+    # Output check against the dtype's tolerances.
+    assert "Relative L2 error" in e2e and "2.5e-04" in e2e and "0.0019" in e2e
+    assert "rel_l2 0.001, rel_max 0.01" in e2e
+
+
+def test_per_op_table_shows_interval_verification_and_kernel_cross_check(tmp_path):
+    ops = section(html_of(evidence_result(), tmp_path), "ops")
+    assert "1.05–1.15×" in ops and "30 rounds" in ops
+    assert "0.440 / 0.490" in ops  # CUPTI kernel time per call, TileLang / PyTorch
+    assert "timers: graph replay and CUPTI agree within 3%" in ops
+    flagged = re.search(r'<tbody class="keep flagged">(.*?)</tbody>', ops, re.S).group(1)
+    assert "4096x4096x4096" in flagged and "faster than the roofline allows" in flagged and "not verified" in flagged
+    assert ">no</td>" in flagged  # the Verified column
+
+
+def test_soak_reports_timer_and_host_jitter_apart_from_drift(tmp_path):
+    soak = section(html_of(evidence_result(), tmp_path), "soak")
+    assert "CUDA graph replay (device time)" in soak
+    assert "Host jitter (CV of per-iteration wall time)</th><td>4.2%" in soak
+    assert "Drift (first to last window)</th><td>0.5%" in soak
+
+
+def test_roofline_numbers_every_point_and_names_them_in_a_table(tmp_path):
+    roof = section(html_of(evidence_result(), tmp_path), "roofline")
+    svg = roof[roof.index("<svg"):roof.index("</svg>")]
+    labels = re.findall(r'id="roofline\d+-pt-(tilelang|vendor)-(\d+)"', svg)
+    # Both sides labelled: ops 1-3 have a TileLang and a PyTorch point, op 4 (no TileLang time) one.
+    assert sorted(labels) == sorted([("tilelang", "1"), ("vendor", "1"), ("tilelang", "2"), ("vendor", "2"),
+                                     ("tilelang", "3"), ("vendor", "3"), ("vendor", "4")])
+    table = roof[roof.index('<table class="data legend">'):]
+    for n, op in ((1, "gemm 256x128x128"), (2, "softmax 1024x128"), (3, "gemm 4096x4096x4096 *")):
+        assert re.search(rf"<strong>{n}</strong></td><td>{re.escape(op)}", table), n
+
+
+def test_cached_kernels_say_cached_instead_of_an_empty_table(tmp_path):
+    appendix = section(html_of(evidence_result(), tmp_path), "appendix")
+    assert "Reused from the tuning cache: tuned in an earlier run" in appendix
+    assert "(showing 0 of" not in appendix
+
+
+def test_every_stage_finished_only_when_nothing_failed(tmp_path):
+    clean = dataclasses.replace(sample_result(), op_bench=sample_result().op_bench)
+    assert "Every stage that ran finished" in section(html_of(clean, tmp_path / "a"), "environment")
+    broken = dataclasses.replace(clean, e2e=dataclasses.replace(clean.e2e, swapped=None,
+                                                                error="RuntimeError: CUDA graph capture failed"))
+    env = section(html_of(broken, tmp_path / "b"), "environment")
+    assert "Every stage that ran finished" not in env and "CUDA graph capture failed" in env
+    failed_op = section(html_of(rich_result(), tmp_path / "c"), "environment")  # softmax 8192x8192 did not compile
+    assert "Every stage that ran finished" not in failed_op and "shared memory exceeds 228 KB" in failed_op
+
+
+def test_regression_causes_name_only_changes_that_matter(tmp_path):
+    r = rich_result()
+    noise = (("settings.upstream", "/src/tilelang", "https://github.com/tile-ai/tilelang"),
+             ("settings.checklist", "default.yaml", "production.yaml"), ("settings.regression_threshold", "0.05", "0.1"))
+    note = ("1 regression, 1 improvement, 1 unchanged; a change counts beyond max(5%, 3 x combined spread); "
+            "likely causes: settings.upstream /src/tilelang -> https://github.com/tile-ai/tilelang")
+    only_noise = dataclasses.replace(r.comparison, environment_changes=noise, note=note)
+    cmp = section(html_of(dataclasses.replace(r, comparison=only_noise), tmp_path / "a"), "comparison")
+    assert "Unexplained: nothing that affects speed" in cmp
+    assert "likely causes" not in cmp
+    real = dataclasses.replace(only_noise, environment_changes=noise + (("torch", "2.12.0", "2.13.0"),))
+    cmp = section(html_of(dataclasses.replace(r, comparison=real), tmp_path / "b"), "comparison")
+    causes = re.search(r'<p class="causes">(.*?)</p>', cmp).group(1)
+    assert "torch 2.12.0 → 2.13.0" in causes and "upstream" not in causes and "checklist" not in causes
+    assert report.plausible_cause("settings.dtype") and not report.plausible_cause("settings.upstream")

@@ -1,0 +1,140 @@
+"""The report's words and numbers (report/strings.py) and the notes other stages write,
+in the report's language (report/notes.py).
+
+In: the shipped templates/i18n/en.yaml and zh.yaml, numbers of every size, and results
+whose notes and flags are the English text the bench, soak, upstream and baseline stages
+write (tests/report_samples.py). Out: both languages have the same keys; numbers read as
+numbers (no scientific notation for days, times or counts); plurals and zero cases read
+as prose; every note pattern matches the note it translates, and the Chinese report
+shows those notes and flags in Chinese.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import yaml
+
+from evaluator import checklist as cl
+from evaluator import report
+from evaluator.results import LaunchOverhead
+from report_samples import evaluate, evidence_result, html_of, page_one, rich_result, section
+from samples import sample_result
+
+
+def test_strings_have_the_same_keys_in_every_language():
+    def keys(d, prefix=()):
+        for k, v in d.items():
+            if isinstance(v, dict) and not report._is_plural(v):  # plural forms are one string
+                yield from keys(v, prefix + (k,))
+            else:
+                yield prefix + (k,)
+    tables = {lang: yaml.safe_load((report.TEMPLATES / "i18n" / f"{lang}.yaml").read_text(encoding="utf-8"))
+              for lang in report.LANGS}
+    assert set(keys(tables["en"])) == set(keys(tables["zh"]))
+    for lang, table in tables.items():
+        for metric in cl.METRICS:
+            # one shared set of words for the per-target portability metrics, {target} filled in
+            words = table["metrics"][report.metric_strings_key(metric)]
+            assert set(words) == {"label", "fail", "next", "missing"}, (lang, metric)
+
+
+def test_no_scientific_notation_for_days_times_or_counts(tmp_path):
+    r = rich_result()
+    r = dataclasses.replace(r, upstream=dataclasses.replace(r.upstream, days_since_last_commit=123.4,
+                                                            days_since_release=1234.0),
+                            overhead=(LaunchOverhead("gemm", (1, 8, 8), 7460.2, 12.5),))
+    html = html_of(r, tmp_path)
+    text = re.sub(r"<[^>]+>", " ", html)
+    assert "Days since last commit </th><td>123" in re.sub(r"<[^>]+>", " ", section(html, "upstream")).replace(
+        "  ", " ") or "Days since last commit</th><td>123<" in section(html, "upstream")
+    assert "7,460 µs / 12.5 µs" in text and "1,234" in text
+    assert not re.search(r"\d\.?\d*e[+-]\d", re.sub(r"\b\d\.\de-0\d\b", "", text)), \
+        re.findall(r"\S*\de[+-]\d\S*", text)
+    assert report._num(100.0) == "100" and report._num(7460.2) == "7,460" and report._num(0.5) == "0.5"
+    assert report._num(12.34) == "12.3" and report._num(1.0e-6, 2) == "1.0e-06"
+
+
+def test_plurals_and_zero_cases_read_as_prose(tmp_path):
+    r = rich_result()
+    r = dataclasses.replace(r, upstream=dataclasses.replace(r.upstream, authors_90d=0, commits_90d=0,
+                                                            maintenance_score=0.0))
+    r = evaluate(r)
+    html = html_of(r, tmp_path / "en")
+    assert "Only 0" not in html and "(s)" not in page_one(html)
+    optional = page_one(html_of(evaluate(sample_result()), tmp_path / "opt"))
+    assert "2 optional items did not apply" in optional and "item(s)" not in optional
+    assert "Nobody has committed to upstream TileLang in the last 90 days" in html
+    assert "Nobody committed to upstream TileLang in the last 90 days" in html
+    assert re.search(r"\d checks failed", html)
+    one = evaluate(sample_result(softmax_speedup=0.2))  # exactly one blocker
+    assert "1 blocker failed:" in page_one(html_of(one, tmp_path / "one"))
+    zh = html_of(r, tmp_path / "zh", "zh")
+    assert "每周只有 每周" not in zh and not re.search(r"(每周)\s*\S{0,4}\s*\1", zh)
+    assert "上游 TileLang 近 90 天没有任何提交" in zh
+
+
+def test_a_count_that_picks_the_plural_is_also_quoted():
+    t = report.Strings("en")
+    assert t("flip.nogo", count=3, items="x") == "What would change the verdict: all 3 blockers must pass: x."
+
+
+def test_zh_evidence_notes_and_comparison_are_chinese(tmp_path):
+    r = evidence_result()
+    r = dataclasses.replace(
+        r, soak=dataclasses.replace(r.soak, notes=("latency drifted +6.2% from the first to the last window",
+                                                  "memory grew by 80 MB")),
+        upstream=dataclasses.replace(r.upstream, note="shallow clone: history before 2026-01-01 is missing, limited "
+                                     "metrics are listed in details.limited (run `git fetch --unshallow` for full "
+                                     "history)"),
+        comparison=dataclasses.replace(r.comparison, note="1 regression, 1 improvement, 1 unchanged; a change "
+                                       "counts beyond max(5%, 3 x combined spread)"))
+    html = html_of(evaluate(r), tmp_path, "zh")
+    evidence = " ".join(re.findall(r'<td class="evidence">(.*?)</td>', section(html, "checklist"), re.S))
+    for english in ("kernels correct", "ops on", "iterations", "windows", "as of", "against", "measurements",
+                    "regressed", "stage not run", "commits behind", "calls in TileLang"):
+        assert english not in evidence, english
+    assert "个内核中" in evidence and "次迭代" in evidence
+    assert "faster than" not in section(html, "ops") and "快于 Roofline 上限" in section(html, "ops")
+    soak = section(html, "soak")
+    assert "延迟从第一个窗口到最后一个窗口漂移了 +6.2%" in soak and "内存增长了 80 MB" in soak
+    assert "latency drifted" not in soak
+    assert "浅克隆：history before 2026-01-01 is missing" in section(html, "upstream")
+    cmp = section(html, "comparison")
+    assert "1 项退化、1 项改进、1 项无变化" in cmp and "只有超过 5% 与两次运行合并波动的 3 倍" in cmp
+    assert "a change counts" not in cmp and "regression," not in cmp
+
+
+def test_note_patterns_match_their_own_english_strings():
+    """The English note strings reproduce the stages' notes, so each pattern matches the
+    note it translates (a stage that rewords its note breaks this test, not the report)."""
+    t = report.Strings("en")
+    sample = {"pct": "+6.2", "mb": "80", "reasons": "HW slowdown", "a": "1980", "b": "1500", "cut": "x", "branch": "main",
+              "n": "3", "days": "40", "fetched": "12", "url": "https://x/y.git", "why": "timeout", "date": "2026-01-02",
+              "cand": "h200", "cand_name": "NVIDIA H200", "ref": "cpu-x86_64", "ref_name": "Test CPU",
+              "floor": "5%", "k": "3", "side": "TileLang", "roof": "compute", "est": "0.81", "lo": "2.55",
+              "hi": "2.71", "ms": "0.12"}
+    for kind, rx in report._NOTE_PATTERNS:
+        text = t(f"notes.{kind}", **sample)
+        if kind in ("up_fork_not", "up_fork_reason"):
+            text = text.replace("timeout", "upstream is a shallow clone")
+        if kind == "rule":
+            text = "a change counts beyond max(5%, 3 x combined spread)"
+        assert rx.fullmatch(text), kind
+    port = {"kb": "208 KB", "req": "210 KB", "target": "MI300X", "what": "LDS", "unit": "workgroup", "n": "1024",
+            "cores": "2nd-gen tensor cores (fp16, int8, int4)", "dtype": "bfloat16", "arch": "sm_80", "kind": "MACA",
+            "version": "0.1.15", "target_kind": "maca", "got": "mma.sync", "want": "tcgen05"}
+    for kind, rx in report._PORT_PATTERNS:
+        assert rx.fullmatch(t(f"notes.{kind}", **port)), kind
+
+
+def test_flags_the_bench_writes_read_in_chinese(tmp_path):
+    r = evidence_result(e2e_flags=("contradicts the Amdahl estimate (0.81x from the op speedups, measured 2.55-2.71x)",
+                                   "graph capture failed (RuntimeError: capture); the device number includes launch gaps"),
+                        softmax_flags=("TileLang faster than the memory roof allows",))
+    html = html_of(r, tmp_path, "zh")
+    assert "与阿姆达尔估计矛盾（按算子加速比估计为 0.81x，实测 2.55-2.71x）" in page_one(html)
+    assert "CUDA Graph 捕获失败（RuntimeError: capture）；设备时间包含启动间隙" in section(html, "e2e")
+    assert "TileLang 快于带宽上限所允许的速度" in section(html, "ops")
+    assert "contradicts" not in html and "roof allows" not in html
