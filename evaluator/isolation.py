@@ -1,28 +1,41 @@
-"""Run tuning candidates in a separate, long-lived worker process.
+"""Run tuning candidates in separate, long-lived worker processes, one per device slot.
 
 In: one candidate at a time — a family (named by module and attribute, so the worker can
-import it), a shape, dtype, config, target, device, timing policy and tolerance. Out: a
-plain dict `{"status", "latency_ms", "error", "build_s"}` with the same statuses the
-in-process tuner records, plus "crashed" when the candidate killed the worker or hung.
+import it), a shape, dtype, config, target, device, timing policy and tolerance — and the
+slot to run it on: an index, and for a GPU slot the CUDA_VISIBLE_DEVICES entry of its
+GPU. Out: a plain dict `{"status", "latency_ms", "error", "build_s"}` with the same
+statuses the in-process tuner records, plus "crashed" when the candidate killed its
+worker or hung.
 
 Why: a kernel that segfaults, or faults on the GPU (illegal address, launch failure),
 takes its process down or leaves the CUDA context unusable for every later launch. In
-the worker that costs one candidate: the failure is recorded with its reason and a fresh
-worker is started. The parent compiles candidates first (in threads), which fills
-TileLang's on-disk kernel cache, so the worker's build of the same config is a cache
-load (40-50 ms measured on the C backend, against 2.4-4 s to compile it). A worker
-costs an import of torch and tilelang (4.5 s to ready on an idle 2-core box, ~10 s while
-it compiles), so one is kept for the whole run and reused by every tune; `shutdown`
-(also registered with atexit) stops it. Like any 'spawn' child, the worker re-imports
-the main script: a script that tunes without an `if __name__ == "__main__":` guard makes
-the worker fail to start, and its candidates then run in-process (their error says so).
-The worker judges a candidate with `measure.measure`, as the in-process tuner does; the
-tuner imports this module, never the other way round.
+a worker that costs one candidate: the failure is recorded with its reason and a fresh
+worker is started for that slot; the other slots go on. The parent compiles candidates
+first (in threads), which fills TileLang's on-disk kernel cache, so the worker's build
+of the same config is a cache load (40-50 ms measured on the C backend, against 2.4-4 s
+to compile it). A worker costs an import of torch and tilelang (4.5 s to ready on an
+idle 2-core box, ~10 s while it compiles), so each slot's worker is kept for the whole
+run and reused by every tune; `shutdown` (also registered with atexit) stops them all.
+
+Slots: the tuner times candidates on several GPUs at once by giving each GPU a slot.
+Slot i's worker is spawned with CUDA_VISIBLE_DEVICES=<its GPU> in its environment from
+the first instruction, before torch or CUDA is loaded, so it sees exactly that GPU as
+cuda:0 and every request's "cuda" means it. A slot without a GPU (None) inherits this
+process's environment, which is what a single-device run and the CPU use; on a CPU, N
+slots are simply N worker processes. One candidate runs per worker at a time (a lock
+per slot); different slots run concurrently.
+
+Like any 'spawn' child, a worker re-imports the main script: a script that tunes
+without an `if __name__ == "__main__":` guard makes the worker fail to start, and its
+candidates then run in-process (their error says so). The worker judges a candidate
+with `measure.measure`, as the in-process tuner does; the tuner imports this module,
+never the other way round.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
 import multiprocessing
 import multiprocessing.connection
@@ -32,7 +45,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 # An error text with one of these means the CUDA context is gone: every later launch in
 # that process fails too, so the worker must be replaced even though it is alive.
@@ -41,15 +54,18 @@ POISON_MARKERS = ("illegal memory access", "unspecified launch failure", "misali
 
 START_TIMEOUT_S = 300.0  # importing torch + tilelang (+ CUDA init) on a slow, loaded box
 BUILD_TIMEOUT_S = 900.0  # a cache miss in the worker compiles from scratch (nvcc can be slow)
+GPU_ENV = "CUDA_VISIBLE_DEVICES"
 
-_LOCK = threading.RLock()
-_WORKER: "_Worker | None" = None
+_LOCK = threading.RLock()  # the slot table, the counters and the generation
+_SPAWN_LOCK = threading.Lock()  # os.environ is the whole process's: one spawn at a time may change it
+_SLOTS: dict[int, "_Slot"] = {}
+_GENERATION = 0  # bumped by shutdown(): a request whose worker shutdown killed starts no new one
 _STATS: dict[str, Any] = {"started": 0, "restarts": 0, "crashes": 0, "timeouts": 0, "poisoned": 0,
                           "spawn_s": None, "import_s": None}
 
 
 class WorkerStartError(RuntimeError):
-    """The worker process could not start (a broken environment, not a bad candidate)."""
+    """A worker process could not start (a broken environment, not a bad candidate)."""
 
 
 def family_spec(family: Any) -> tuple | None:
@@ -78,61 +94,91 @@ def is_poisoned(error: str) -> bool:
 
 
 def stats() -> dict[str, Any]:
-    """Counters since the process started: workers started, restarts (a worker replaced
-    after a candidate killed, hung or poisoned it), and the last spawn's cost."""
+    """Counters since the process started, over all slots: workers started, restarts (a
+    worker replaced after a candidate killed, hung or poisoned it), the last spawn's cost;
+    and per slot ("slots": index -> pid, gpu, the CUDA_VISIBLE_DEVICES the worker itself
+    reported, workers started and candidates run there)."""
     with _LOCK:
-        return dict(_STATS)
+        out = dict(_STATS)
+        out["slots"] = {i: s.describe() for i, s in sorted(_SLOTS.items())}
+        return out
 
 
-def warm_up() -> None:
-    """Start the worker now if there is none; it imports in the background while the
-    caller compiles."""
-    with _LOCK:
-        _current()
+def warm_up(slots: Iterable[tuple[int, str | None]] = ((0, None),)) -> None:
+    """Start the workers of these (slot, gpu) pairs now where there are none; they import
+    in the background while the caller compiles. A slot busy with a candidate is left be."""
+    for index, gpu in slots:
+        slot = _slot(index)
+        if slot.lock.acquire(blocking=False):
+            try:
+                _current(slot, gpu)
+            finally:
+                slot.lock.release()
+
+
+def wait_ready(slot: int = 0, gpu: str | None = None, timeout: float | None = None) -> bool:
+    """Whether the slot's worker has imported (starting it if needed), waiting up to
+    `timeout` seconds (None: until it is, or START_TIMEOUT_S). The tuner asks before taking
+    a candidate off its queue, so a slot whose worker is restarting leaves the work to
+    ready slots, and stops asking once the queue is empty. Raises WorkerStartError."""
+    s = _slot(slot)
+    with s.lock:
+        return _ready(s, gpu, timeout) is not None
 
 
 def run_candidate(spec: tuple, shape: tuple, dtype: str, config: dict, target: str, device: str, policy: Any,
-                  atol: float, rtol: float, *, timeout_s: float = 60.0,
-                  build_timeout_s: float = BUILD_TIMEOUT_S) -> dict[str, Any]:
-    """Build, run, check and time one config in the worker. `timeout_s` bounds running,
-    checking and timing (a hung kernel); building gets `build_timeout_s`. Raises
-    WorkerStartError only when a fresh worker cannot start."""
+                  atol: float, rtol: float, *, timeout_s: float = 60.0, build_timeout_s: float = BUILD_TIMEOUT_S,
+                  slot: int = 0, gpu: str | None = None) -> dict[str, Any]:
+    """Build, run, check and time one config in the worker of `slot` (whose GPU is `gpu`,
+    a CUDA_VISIBLE_DEVICES entry; None inherits this process's). `timeout_s` bounds
+    running, checking and timing (a hung kernel); building gets `build_timeout_s`.
+    Raises WorkerStartError only when a fresh worker cannot start."""
     request = {"family": spec, "shape": tuple(shape), "dtype": dtype, "config": dict(config), "target": target,
                "device": device, "policy": policy, "atol": atol, "rtol": rtol}
-    global _WORKER
-    with _LOCK:
-        worker = _current()
-        try:
-            worker.wait_ready()
-        except WorkerStartError:
-            worker.stop(graceful=False)
-            _WORKER = None
-            raise
+    s = _slot(slot)
+    with s.lock:  # one candidate per worker at a time; other slots run meanwhile
+        generation = _GENERATION
+        worker = _ready(s, gpu)
+        with _LOCK:
+            s.requests += 1
         try:
             result = worker.request(request, build_timeout_s, timeout_s)
-        except _WorkerHung as hung:
-            _STATS["timeouts"] += 1
-            _replace()
-            return {"status": "crashed", "latency_ms": None, "build_s": hung.build_s,
-                    "error": f"{hung}; the worker was killed and a fresh one started"}
         except _WorkerDied as died:
-            _STATS["crashes"] += 1
-            _replace()
-            return {"status": "crashed", "latency_ms": None, "build_s": died.build_s,
-                    "error": f"{died}; a fresh worker was started"}
+            if generation != _GENERATION:  # shutdown() killed it mid-candidate: not the candidate's fault
+                worker.stop(graceful=False)
+                s.worker = None
+                return {"status": "crashed", "latency_ms": None, "build_s": died.build_s,
+                        "error": f"{died}; the tuning workers were shut down"}
+            hung = isinstance(died, _WorkerHung)
+            _count("timeouts" if hung else "crashes")
+            _replace(s)
+            then = "the worker was killed and a fresh one started" if hung else "a fresh worker was started"
+            return {"status": "crashed", "latency_ms": None, "build_s": died.build_s, "error": f"{died}; {then}"}
         if result.get("status") != "ok" and is_poisoned(result.get("error", "")):
-            _STATS["poisoned"] += 1
-            _replace()
+            _count("poisoned")
+            _replace(s)
             result = {**result, "error": f"{result['error']} (CUDA context poisoned; a fresh worker was started)"}
         return result
 
 
 def shutdown() -> None:
-    global _WORKER
+    """Stop every slot's worker. An idle one is asked to exit; one busy with a candidate in
+    another thread is killed, and that candidate comes back "crashed" without a new
+    worker being started for it. A later request starts fresh workers."""
+    global _GENERATION
     with _LOCK:
-        if _WORKER is not None:
-            _WORKER.stop()
-            _WORKER = None
+        _GENERATION += 1
+        slots = list(_SLOTS.values())
+    for s in slots:
+        if s.lock.acquire(blocking=False):
+            try:
+                if s.worker is not None:
+                    s.worker.stop()
+                    s.worker = None
+            finally:
+                s.lock.release()
+        elif s.worker is not None:
+            s.worker.kill()  # the thread using it sees the exit and cleans up
 
 
 atexit.register(shutdown)
@@ -151,24 +197,102 @@ class _WorkerHung(_WorkerDied):
     pass
 
 
-def _current() -> "_Worker":
-    global _WORKER
-    if _WORKER is None or not _WORKER.alive():
-        if _WORKER is not None:  # died while idle: not any candidate's fault, but a restart all the same
-            _WORKER.stop()
-            _STATS["restarts"] += 1
-        _WORKER = _Worker()
-    return _WORKER
+class _Slot:
+    """One device slot: its worker (replaced when it dies) and the lock that keeps it to
+    one candidate at a time."""
+
+    def __init__(self, index: int):
+        self.index = index
+        self.lock = threading.Lock()
+        self.worker: _Worker | None = None
+        self.started = 0
+        self.requests = 0
+
+    def describe(self) -> dict[str, Any]:
+        w = self.worker
+        return {"pid": w.proc.pid if w else None, "gpu": w.gpu if w else None,
+                "visible": w.info.get("visible") if w else None, "alive": bool(w and w.alive()),
+                "started": self.started, "requests": self.requests}
 
 
-def _replace() -> None:
-    """Discard the current worker and start the next one at once, so its imports overlap
-    with whatever the caller does before the next candidate."""
-    global _WORKER
-    if _WORKER is not None:
-        _WORKER.stop(graceful=False)
-    _STATS["restarts"] += 1
-    _WORKER = _Worker()
+def _slot(index: int) -> _Slot:
+    with _LOCK:
+        if index not in _SLOTS:
+            _SLOTS[index] = _Slot(index)
+        return _SLOTS[index]
+
+
+def _count(key: str) -> None:
+    with _LOCK:
+        _STATS[key] += 1
+
+
+def _current(slot: _Slot, gpu: str | None) -> "_Worker":
+    """The slot's live worker for `gpu`, started if there is none (caller holds slot.lock)."""
+    w = slot.worker
+    if w is not None and w.alive() and w.gpu == gpu:
+        return w
+    if w is not None:
+        if not w.alive():  # died while idle: not any candidate's fault, but a restart all the same
+            _count("restarts")
+        w.stop()  # alive but for another GPU: the slot was re-assigned, so its worker is too
+    slot.worker = _Worker(slot, gpu)
+    return slot.worker
+
+
+def _ready(slot: _Slot, gpu: str | None, timeout: float | None = None) -> "_Worker | None":
+    """The slot's worker once it has imported; None if it has not within `timeout`."""
+    worker = _current(slot, gpu)
+    try:
+        return worker if worker.wait_ready(timeout) else None
+    except WorkerStartError:
+        worker.stop(graceful=False)
+        slot.worker = None
+        raise
+
+
+def _replace(slot: _Slot) -> None:
+    """Discard the slot's worker and start the next one at once, so its imports overlap
+    with whatever the caller does before the slot's next candidate."""
+    gpu = slot.worker.gpu if slot.worker is not None else None
+    if slot.worker is not None:
+        slot.worker.stop(graceful=False)
+    _count("restarts")
+    slot.worker = _Worker(slot, gpu)
+
+
+def _init_parent_cuda() -> None:
+    """CUDA reads CUDA_VISIBLE_DEVICES once, when it initialises. This process must not do
+    that in the instant the variable names a worker's GPU, so it initialises first."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    try:
+        if torch.cuda.is_available():
+            torch.cuda.init()
+    except Exception:
+        pass  # no usable CUDA here: nothing to protect
+
+
+@contextlib.contextmanager
+def _spawn_env(gpu: str | None) -> Iterator[None]:
+    """CUDA_VISIBLE_DEVICES=gpu for a child spawned inside the block. Set in this process
+    because a spawned child re-imports the main script (and so torch) before any code of
+    ours runs in it; a child inherits the environment as it is at the exec."""
+    with _SPAWN_LOCK:
+        if gpu is None:
+            yield
+            return
+        _init_parent_cuda()
+        old = os.environ.get(GPU_ENV)
+        os.environ[GPU_ENV] = gpu
+        try:
+            yield
+        finally:
+            if old is None:
+                os.environ.pop(GPU_ENV, None)
+            else:
+                os.environ[GPU_ENV] = old
 
 
 def _describe_exit(proc: multiprocessing.process.BaseProcess) -> str:
@@ -186,15 +310,21 @@ def _describe_exit(proc: multiprocessing.process.BaseProcess) -> str:
 
 
 class _Worker:
-    def __init__(self) -> None:
+    def __init__(self, slot: _Slot, gpu: str | None) -> None:
         ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold a CUDA context
+        self.gpu = gpu
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child,), daemon=True, name="evaluator-tuning-worker")
+        self.proc = ctx.Process(target=_serve, args=(child, gpu), daemon=True,
+                                name=f"evaluator-tuning-worker-{slot.index}")
         self.t0 = time.perf_counter()
-        self.proc.start()
+        with _spawn_env(gpu):
+            self.proc.start()
         child.close()  # else the parent keeps the pipe open and never sees EOF when the child dies
-        self.ready = False
-        _STATS["started"] += 1
+        self.ready, self.waited_since = False, None
+        self.info: dict[str, Any] = {}
+        with _LOCK:
+            _STATS["started"] += 1
+            slot.started += 1
 
     def alive(self) -> bool:
         return self.proc.is_alive()
@@ -211,19 +341,28 @@ class _Worker:
                 pass
         raise _WorkerDied(_describe_exit(self.proc))
 
-    def wait_ready(self) -> None:
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """True once imported; False if not within `timeout`. START_TIMEOUT_S counts from
+        the first wait, not the spawn: a worker warmed up early may wait out a long compile."""
         if self.ready:
-            return
+            return True
+        if self.waited_since is None:
+            self.waited_since = time.perf_counter()
+        left = START_TIMEOUT_S - (time.perf_counter() - self.waited_since)
         try:
-            msg = self._recv(START_TIMEOUT_S)
+            msg = self._recv(max(0.0, left if timeout is None else min(timeout, left)))
         except _WorkerDied as died:
             raise WorkerStartError(f"tuning worker failed to start: {died}") from None
+        if msg is None and time.perf_counter() - self.waited_since < START_TIMEOUT_S:
+            return False
         if msg is None or "ready" not in msg:
             self.stop(graceful=False)
             raise WorkerStartError(f"tuning worker did not start within {START_TIMEOUT_S:g}s")
-        self.ready = True
-        _STATS["spawn_s"] = time.perf_counter() - self.t0
-        _STATS["import_s"] = msg.get("import_s")
+        self.ready, self.info = True, msg
+        with _LOCK:
+            _STATS["spawn_s"] = time.perf_counter() - self.t0
+            _STATS["import_s"] = msg.get("import_s")
+        return True
 
     def request(self, request: dict, build_timeout_s: float, timeout_s: float) -> dict:
         try:
@@ -244,6 +383,11 @@ class _Worker:
                 stage, limit = "running", timeout_s
                 continue
             return msg
+
+    def kill(self) -> None:
+        """From another thread, while a request may be in flight: the process only."""
+        if self.proc.is_alive():
+            self.proc.kill()
 
     def stop(self, graceful: bool = True) -> None:
         if graceful and self.proc.is_alive():
@@ -271,15 +415,19 @@ def _load_family(spec: tuple) -> Any:
     return pickle.loads(spec[1])
 
 
-def _serve(conn: multiprocessing.connection.Connection) -> None:
+def _serve(conn: multiprocessing.connection.Connection, gpu: str | None = None) -> None:
     """The worker's loop: one request in, one result out, until None or EOF."""
     # Ctrl-C is the parent's to handle; it stops this worker through shutdown().
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if gpu is not None and os.environ.get(GPU_ENV) != gpu:
+        # A backstop: the parent set it before the exec (see _spawn_env); this only helps
+        # if nothing has initialised CUDA yet, which importing torch does not do.
+        os.environ[GPU_ENV] = gpu
     t0 = time.perf_counter()
     importlib.import_module("tilelang")  # now, so that the first candidate's build does not pay for it
 
     from . import measure  # torch and the kernels, counted in import_s like tilelang
-    conn.send({"ready": os.getpid(), "import_s": time.perf_counter() - t0})
+    conn.send({"ready": os.getpid(), "import_s": time.perf_counter() - t0, "visible": os.environ.get(GPU_ENV)})
     families: dict[tuple, Any] = {}
     data: dict[tuple, tuple] = {}  # (family, shape, dtype, device) -> (inputs, reference): the last one only
     while True:

@@ -55,7 +55,10 @@ def test_the_worker_is_reused_across_tunes(hw):
     before = isolation.stats()
     tk, _ = tuning.tune(good, (64,), "float32", hw, isolate=True)
     assert tk.config == {"crash": 0} and tk.candidates[0].latency_ms > 0
-    assert isolation.stats()["started"] == before["started"]
+    after = isolation.stats()
+    assert after["started"] == before["started"]
+    assert after["slots"][0]["pid"] == before["slots"][0]["pid"]  # one worker, slot 0, the whole time
+    assert after["slots"][0]["requests"] == before["slots"][0]["requests"] + 1
 
 
 def test_how_the_worker_finds_a_family(hw):
