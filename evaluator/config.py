@@ -57,6 +57,7 @@ DEFAULTS: dict[str, Any] = {
     "fail_on": "never",
     "regression_threshold": 0.05,  # smallest relative change against the last baseline that counts
     "push": False,
+    "gpus": None,  # one GPU; "all", a count N or indices "0,2" time candidates on several
 }
 
 ISOLATE = {"auto": None, "on": True, "off": False}  # --isolate -> TuneSettings.isolate
@@ -140,6 +141,7 @@ class TuneSettings:
     use_cache: bool = not DEFAULTS["no_cache"]
     fine_rounds: int = _CPU["fine_rounds"]  # rounds of neighbours around the best coarse config
     isolate: bool | None = ISOLATE[DEFAULTS["isolate"]]  # candidates in a worker process; None: on CUDA only
+    devices: tuple[int, ...] | None = None  # --gpus: candidates timed on these GPUs at once, re-timed on the first
 
 
 @dataclass(frozen=True)
@@ -228,6 +230,7 @@ class Config:
             "families": list(self.profile.families), "profile_iters": self.profile.iters,
             "max_shapes": self.profile.max_shapes, "tune_budget_s": self.tune.budget_s,
             "fine_rounds": self.tune.fine_rounds, "isolate": isolate, "use_cache": self.tune.use_cache,
+            "tune_gpus": len(self.tune.devices) if self.tune.devices else 1,
             "seeds": list(self.bench.seeds), "sweep": self.bench.sweep, "e2e": self.bench.e2e,
             "soak_s": self.bench.soak_s, "timing": self.bench.timing.describe(self.device),
             "regression_threshold": self.output.regression_threshold,
@@ -403,6 +406,20 @@ def _output_folders(reports: Path | None, store: str | Path | None, push: bool) 
     return reports, store, store_remote
 
 
+def _devices(gpus: str | None, device: str, isolate: str) -> tuple[int, ...] | None:
+    """--gpus: the GPUs tuning candidates are timed on at once (None: one GPU, as always)."""
+    if gpus is None:
+        return None
+    if device != "cuda":
+        raise ConfigError(f"--gpus {gpus} needs --device cuda; this run is on {device}")
+    from .tuning import parse_gpus, visible_gpus
+
+    devices = tuple(parse_gpus(gpus, visible_gpus()))
+    if len(devices) > 1 and isolate == "off":
+        raise ConfigError("--gpus with several GPUs needs --isolate auto or on: each GPU gets its own worker")
+    return devices
+
+
 def build(*, model: str, device: str = DEFAULTS["device"], batch_size: int | None = None,
           seq_len: int | None = None, dtype: str | None = None, ops: int = DEFAULTS["ops"],
           families: str | None = None, profile_iters: int = DEFAULTS["profile_iters"],
@@ -415,7 +432,7 @@ def build(*, model: str, device: str = DEFAULTS["device"], batch_size: int | Non
           fail_on: str = DEFAULTS["fail_on"], seed: int = DEFAULTS["seed"],
           regression_threshold: float = DEFAULTS["regression_threshold"], fine_rounds: int | None = None,
           isolate: str = DEFAULTS["isolate"], label: str | None = None, targets: str | None = None,
-          push: bool = DEFAULTS["push"]) -> Config:
+          push: bool = DEFAULTS["push"], gpus: str | None = DEFAULTS["gpus"]) -> Config:
     """The options by their command-line names (--name is `label`) -> a checked Config.
     fleet.py reads this signature's annotations to check a plan's options."""
     from . import checklist as checklist_mod, hardware, kernels
@@ -456,7 +473,8 @@ def build(*, model: str, device: str = DEFAULTS["device"], batch_size: int | Non
         device=dev,
         profile=ProfileSettings(ops=ops, families=fams, iters=profile_iters, max_shapes=max_shapes),
         tune=TuneSettings(budget_s=budget, use_cache=not no_cache, isolate=ISOLATE[isolate],
-                          fine_rounds=by_device["fine_rounds"] if fine_rounds is None else fine_rounds),
+                          fine_rounds=by_device["fine_rounds"] if fine_rounds is None else fine_rounds,
+                          devices=_devices(gpus, dev, isolate)),
         bench=BenchSettings(timing=TimingPolicy(warmup=warmup, reps=reps), sweep=sweep, e2e=e2e,
                             soak_s=by_device["soak_seconds"] if soak_seconds is None else soak_seconds),
         upstream=UpstreamSettings(upstream, fork, as_of_time, branch),

@@ -128,6 +128,10 @@ def run_stage(ctx: Context, stage: Stage, result: RunResult) -> RunResult:
 
 
 def _load(cfg: Config, rep: Reporter, hw: Hardware):
+    if cfg.tune.devices:
+        # The first of --gpus is where everything but the concurrent candidate timing
+        # runs (verify, bench, end to end, the final re-timing): one device for every number.
+        torch.cuda.set_device(cfg.tune.devices[0])
     rep.stage("Loading model")
     loaded = models.load_model(cfg.model.name, batch_size=cfg.model.batch_size, seq_len=cfg.model.seq_len,
                                dtype=cfg.model.dtype, device=cfg.device, seed=cfg.model.seed)

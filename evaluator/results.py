@@ -155,6 +155,7 @@ class Candidate:
     compile_s: float | None = None
     error: str = ""
     phase: str = "coarse"  # "coarse" (the family's grid) or "fine-<round>" (neighbours of the best)
+    device: str | None = None  # the device that timed it ("cuda:1") when tuning used several GPUs
 
 
 @dataclass(frozen=True)

@@ -133,6 +133,7 @@ def _tune_one(ctx: Context, fam: kernels.KernelFamily, shape: Shape, source: str
     tk, kernel = tuning.tune(fam, shape, cfg.model.dtype, hw, budget_s=cfg.tune.budget_s,
                              tilelang_version=env.tilelang, lookup=lookup, save=save,
                              fine_rounds=cfg.tune.fine_rounds, isolate=cfg.tune.isolate,
+                             devices=cfg.tune.devices, device_log=tuning.DeviceLog() if cfg.tune.devices else None,
                              on_candidate=lambda c: rep.update(f"{label}: tuning ({c.phase}, {c.status})"))
     if lookup is not None and not tk.cached:
         changed = tuning_cache.changes(cfg.output.store, tuning.cache_key(fam.name, shape, cfg.model.dtype, hw,
