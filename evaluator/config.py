@@ -57,7 +57,6 @@ DEFAULTS: dict[str, Any] = {
     "fail_on": "never",
     "regression_threshold": 0.05,  # smallest relative change against the last baseline that counts
     "push": False,
-    "gpus": None,  # one GPU; "all", a count N or indices "0,2" time candidates on several
 }
 
 ISOLATE = {"auto": None, "on": True, "off": False}  # --isolate -> TuneSettings.isolate
@@ -432,7 +431,7 @@ def build(*, model: str, device: str = DEFAULTS["device"], batch_size: int | Non
           fail_on: str = DEFAULTS["fail_on"], seed: int = DEFAULTS["seed"],
           regression_threshold: float = DEFAULTS["regression_threshold"], fine_rounds: int | None = None,
           isolate: str = DEFAULTS["isolate"], label: str | None = None, targets: str | None = None,
-          push: bool = DEFAULTS["push"], gpus: str | None = DEFAULTS["gpus"]) -> Config:
+          push: bool = DEFAULTS["push"], gpus: str | None = None) -> Config:
     """The options by their command-line names (--name is `label`) -> a checked Config.
     fleet.py reads this signature's annotations to check a plan's options."""
     from . import checklist as checklist_mod, hardware, kernels

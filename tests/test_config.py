@@ -268,7 +268,7 @@ def _full_config(device: str) -> config.Config:
         model=config.ModelSettings("bert-tiny", batch_size=2, seq_len=16, dtype="float32", seed=1, label="bt"),
         device=device,
         profile=config.ProfileSettings(ops=2, families=("gemm",), iters=3, max_shapes=6),
-        tune=config.TuneSettings(isolate=True),
+        tune=config.TuneSettings(isolate=True, devices=(0, 1)),
         upstream=config.UpstreamSettings("up", "fork", datetime(2026, 8, 21, tzinfo=timezone.utc), "main"),
         output=config.OutputSettings(store_remote="git@example.com:store.git"),
         portability=config.PortabilitySettings(("a100",), "float16"),

@@ -45,7 +45,7 @@ def main_command(
     fine_rounds: Optional[int] = typer.Option(None, help=FINE_ROUNDS_HELP),
     isolate: str = typer.Option(DEFAULTS["isolate"], help="Time candidates in a worker process: auto (on CUDA), "
                                 "on or off."),
-    gpus: Optional[str] = typer.Option(DEFAULTS["gpus"], "--gpus", help="Time tuning candidates on several GPUs "
+    gpus: Optional[str] = typer.Option(None, "--gpus", help="Time tuning candidates on several GPUs "
                                        "at once, one worker each: all, a count N, or indices 0,2 (1, for GPU 1 "
                                        "alone); the best configs are re-timed on the first. Default: one GPU."),
     reps: int = typer.Option(DEFAULTS["reps"], help="Timed repetitions per measurement."),
