@@ -143,6 +143,11 @@ def open_store(path: StoreLike, *, create: bool = True, clone: str | os.PathLike
         return remote.open_remote(path, create=create, clone=clone)
     p = Path(os.fspath(path)).expanduser().absolute()
     state = _state(p)
+    if state == "foreign-repo" and create and (p / LOCK_NAME).exists():
+        # Another first run may be initialising this folder right now (its git repository
+        # exists, its marker not yet): wait for its lock and look again.
+        with locked(p, LOCK_TIMEOUT_S):
+            state = _state(p)
     if state == "store":
         return Store(p, _origin_url(p), os.fspath(path))
     if state in ("empty", "empty-repo", "missing") and create:
