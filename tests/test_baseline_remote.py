@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import multiprocessing
-import os
 import shutil
 import subprocess
 import threading
@@ -26,18 +25,11 @@ from evaluator.baseline import ids, remote as rm
 from evaluator.baseline import store as bs
 from evaluator.baseline.compare import E2E_TILELANG
 from evaluator.errors import BaselineError
+from gitutil import git
 from samples import replace, sample_result
 
 Q4 = "2026-11-29T12:00:00+00:00"
 Q4_LATER = "2026-12-02T09:00:00+00:00"
-
-
-def git(path: Path, *args: str, check: bool = True) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    done = subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, env=env)
-    if check:
-        assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
 
 
 def named(result, model: str):

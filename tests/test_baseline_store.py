@@ -14,7 +14,6 @@ import json
 import multiprocessing
 import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
@@ -30,19 +29,12 @@ from evaluator.baseline.compare import E2E_TILELANG, E2E_TORCH, compare, plausib
 from evaluator.baseline.rows import COMPARISON_COLUMNS, comparison_rows, show_rows
 from evaluator.errors import BaselineError
 from evaluator.results import SCHEMA_VERSION, to_dict
+from gitutil import git
 from samples import replace, sample_result
 
 Q4 = "2026-11-29T12:00:00+00:00"
 Q4_LATER = "2026-12-02T09:00:00+00:00"
 Q1 = "2027-01-05T08:00:00+00:00"
-
-
-def git(path: Path, *args: str, check: bool = True) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    done = subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, env=env)
-    if check:
-        assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
 
 
 def assert_clean(store: Path) -> None:

@@ -49,17 +49,23 @@ def _kernels_fraction(r: RunResult) -> float | None:
     return None if not s else sum(s.values()) / len(s)
 
 
-def _kernels_explain(r: RunResult) -> str:
-    s = kernel_status(r)
-    if s is None:
-        return stage_note(r, "verify", "verification stage not run")
-    bad = [f for f, ok in s.items() if not ok]
+def failing_reasons(r: RunResult) -> list[str]:
+    """The first failing verification case's reason per family ("family: reason")."""
     reasons = []
     for v in r.verify:
         for c in v.cases:
             if not c.passed and c.reason:
                 reasons.append(f"{v.family}: {c.reason}")
                 break
+    return reasons
+
+
+def _kernels_explain(r: RunResult) -> str:
+    s = kernel_status(r)
+    if s is None:
+        return stage_note(r, "verify", "verification stage not run")
+    bad = [f for f, ok in s.items() if not ok]
+    reasons = failing_reasons(r)
     text = f"{sum(s.values())}/{len(s)} kernels correct"
     if bad:
         text += "; failing: " + ", ".join(bad)

@@ -14,6 +14,7 @@ import re
 from typing import Callable
 
 from ...checklist import METRICS, kernel_status, op_label, op_rows, op_speedup
+from ...checklist.metrics_kernels import failing_reasons
 from ...results import Outcome, RunResult
 from ..notes import _flag, _notes
 from ..strings import _PER_TARGET, Fmt, Strings, _finite
@@ -34,12 +35,7 @@ def _ev_kernels(r: RunResult, t: Strings, f: Fmt) -> str:
     bad = [fam for fam, ok in s.items() if not ok]
     text = t("evidence.kernels", ok=sum(s.values()), n=len(s), count=len(s))
     if bad:
-        reasons = []
-        for v in r.verify:
-            for c in v.cases:
-                if not c.passed and c.reason:
-                    reasons.append(f"{v.family}: {c.reason}")
-                    break
+        reasons = failing_reasons(r)
         text += t("list_semi") + t("evidence.kernels_failing", families=", ".join(bad))
         if reasons:
             text += f" ({'; '.join(dict.fromkeys(reasons))})"
