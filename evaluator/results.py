@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
@@ -547,19 +547,27 @@ class UpstreamHealth:
     fork_behind: int | None = None
     fork_ahead: int | None = None
     fork_days_behind: float | None = None
-    # The same numbers as the typed fields below, as a dict with the keys listed in
-    # evaluator/upstream/details.py: what the report and the checklist read until they
-    # read the typed fields.
-    details: dict[str, Any] = field(default_factory=dict)
     note: str = ""  # why not measured, or caveats (shallow clone)
-    # Typed parts; None when not measured, and in results written before they existed
-    # (evaluator.upstream.with_typed_fields rebuilds them from `details`).
+    # Typed parts; None when not measured.
     activity: UpstreamActivity | None = None
     authors: UpstreamAuthors | None = None
     releases: UpstreamReleases | None = None
     fork: ForkDrift | None = None  # also None when no fork was given
     score_inputs: ScoreInputs | None = None
     caveats: UpstreamCaveats | None = None
+    # Results written before the typed parts existed carry the same numbers as one dict,
+    # `details` (its keys in evaluator/upstream/details.py). Accepted when loading, never
+    # kept or written: the parts are rebuilt from it, and a part it cannot rebuild (a
+    # hand-made or damaged file) stays None.
+    details: InitVar[dict[str, Any] | None] = None
+
+    def __post_init__(self, details: dict[str, Any] | None) -> None:
+        if not details or not self.measured or self.activity is not None:
+            return
+        from evaluator.upstream.details import from_details  # noqa: PLC0415 - it imports this module
+
+        for name, part in from_details(details, self.note)._asdict().items():
+            object.__setattr__(self, name, part)  # frozen: set once, while being built
 
 
 # ---------------------------------------------------------------- decision

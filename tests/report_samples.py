@@ -21,8 +21,8 @@ import pytest
 from evaluator import checklist as cl
 from evaluator import report
 from evaluator.results import (
-    BaselineRef, CallCount, Change, Comparison, E2EView, OpBench, Ratio, RunResult, TrendPoint, TunedKernel,
-    Candidate,
+    AuthorCommits, BaselineRef, CallCount, Change, Comparison, E2EView, ForkDrift, OpBench, Ratio, RecentCommit,
+    Release, RunResult, TrendPoint, TunedKernel, UpstreamHealth, Candidate,
 )
 from port_samples import sample_portability
 from samples import sample_result, timing
@@ -34,8 +34,8 @@ TODAY = date(2026, 11, 29)
 
 def rich_result(model_name: str = "bert-tiny") -> RunResult:
     """The sample with every section filled: peaks, standard shapes, a failed kernel
-    build, a previous baseline, a trend, upstream details with a hostile commit subject,
-    a portability matrix (tests/port_samples.py)."""
+    build, a previous baseline, a trend, upstream parts with a hostile commit subject and
+    a fork, a portability matrix (tests/port_samples.py)."""
     r = sample_result()
     hw = dataclasses.replace(r.environment.hardware, name="NVIDIA H200", platform="h200", target="cuda",
                              device="cuda", peak_tflops=989.0, peak_gbps=4800.0, driver="560.35", cuda="12.6")
@@ -53,28 +53,35 @@ def rich_result(model_name: str = "bert-tiny") -> RunResult:
     trend = tuple(TrendPoint(v, f"2026-{m:02d}-01T00:00:00", key, ms)
                   for v, m, k in (("v1", 6, 1.0), ("v2", 9, 0.95), ("v3", 11, 1.05))
                   for key, ms in (("gemm 256x128x128 float32", 0.45 * k), ("softmax 1024x128 float32", 0.22 * k)))
-    details = {
-        "weekly_commits": [3, 5, 8, 2, 6, 9, 4, 7, 5, 6, 11, 8, 4],
-        "releases": [{"tag": "v0.1.13", "date": "2026-05-02"}, {"tag": "v0.1.14", "date": "2026-08-14"},
-                     {"tag": "v0.1.15", "date": "2026-11-09"}],
-        "recent_commits": [{"sha": "0123456789abcdef", "date": "2026-11-28T10:00:00+00:00", "author": "Wei Zhang",
-                            "subject": f"Fix {SCRIPT} in the docs"},
-                           {"sha": "fedcba9876543210", "date": "2026-11-27", "author": "李雷",
-                            "subject": "Add MACA target"}],
-        "weekly_commits_start": "2026-08-30T00:00:00+00:00",
-        "top_authors_365d": [{"name": "Wei Zhang", "commits": 40}, {"name": "李雷", "commits": 12}],
-        "bus_factor": 2, "merged_prs_90d": 48, "median_release_interval_days": 98.5,
-        "fork": {"measured": True, "repo": "vendor/tilelang-maca", "branch": "main", "last_sync_date":
-                 "2026-10-20T00:00:00+00:00", "missing_releases": [{"tag": "v0.1.15"}]},
-    }
-    upstream = dataclasses.replace(r.upstream, details=details, fork_behind=42, fork_ahead=7, fork_days_behind=35.0,
-                                   repo="tile-ai/tilelang")
+    upstream = _rich_upstream(r.upstream)
     r = dataclasses.replace(
         r, model=dataclasses.replace(r.model, name=model_name),
         environment=dataclasses.replace(r.environment, hardware=hw), op_bench=r.op_bench + extra,
         upstream=upstream, comparison=comparison, trend=trend, portability=sample_portability(),
         baseline=BaselineRef("reports/baselines", "bert-tiny", "h200", "v3", "bert-tiny/h200/v3", "abcdef123456", "t"))
     return dataclasses.replace(r, verdict=cl.evaluate(cl.load(cl.DEFAULT_CHECKLIST), r, today=TODAY))
+
+
+def _rich_upstream(u: UpstreamHealth) -> UpstreamHealth:
+    """`u` with 13 weeks of commits, three releases, a hostile commit subject, authors with
+    Chinese names and a fork 42 commits behind that lacks the newest release."""
+    activity = dataclasses.replace(
+        u.activity, weekly_commits=(3, 5, 8, 2, 6, 9, 4, 7, 5, 6, 11, 8, 4),
+        weekly_commits_start="2026-08-30T00:00:00+00:00", merged_prs_90d=48,
+        recent_commits=(RecentCommit("0123456789abcdef", "2026-11-28T10:00:00+00:00", "Wei Zhang",
+                                     f"Fix {SCRIPT} in the docs"),
+                        RecentCommit("fedcba9876543210", "2026-11-27", "李雷", "Add MACA target")))
+    authors = dataclasses.replace(u.authors, bus_factor=2,
+                                  top_365d=(AuthorCommits("Wei Zhang", 40), AuthorCommits("李雷", 12)))
+    releases = dataclasses.replace(
+        u.releases, median_interval_days=98.5,
+        tags=tuple(Release(tag, day, f"{i:040x}", True) for i, (tag, day) in
+                   enumerate((("v0.1.13", "2026-05-02"), ("v0.1.14", "2026-08-14"), ("v0.1.15", "2026-11-09")))))
+    fork = ForkDrift(repo="vendor/tilelang-maca", branch="main", head="5ca1ab1e" * 5, measured=True, behind=42,
+                     ahead=7, days_behind=35.0, last_sync_date="2026-10-20T00:00:00+00:00",
+                     missing_releases=("v0.1.15",), missing_release_count=1)
+    return dataclasses.replace(u, activity=activity, authors=authors, releases=releases, fork=fork, fork_behind=42,
+                               fork_ahead=7, fork_days_behind=35.0, repo="tile-ai/tilelang")
 
 
 def evaluate(r: RunResult) -> RunResult:

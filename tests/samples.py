@@ -9,6 +9,7 @@ from evaluator.results import (
     CallCount, Candidate, E2EBench, Environment, Hardware, HotOp, HotOps, ModelSpec, OpBench,
     RunResult, Soak, Timing, TunedKernel, UpstreamHealth, VerifyCase, VerifyResult,
 )
+from upstream_samples import sample_upstream
 
 
 def timing(ms: float, cv: float = 0.02) -> Timing:
@@ -55,11 +56,7 @@ def sample_result(*, run_id: str = "bert-tiny-20261129-120000", gemm_speedup: fl
                           CallCount("softmax", "1024x128", 2, profiled_ms=2.0)))
     soak = Soak(seconds=10.0, window_ms=(11.0, 11.1, 11.05), drift=0.005, cv=0.01, memory_growth_mb=0.0,
                 iterations=900)
-    up = (UpstreamHealth(measured=True, repo="/tmp/tilelang", as_of="2026-11-29", head="deadbeef",
-                         days_since_last_commit=1.0, commits_30d=40, commits_90d=120, commits_365d=500,
-                         authors_90d=12, latest_tag="v0.1.15", days_since_release=20.0, maintenance_score=10.0,
-                         details={"weekly_commits": [5] * 52})
-          if upstream else UpstreamHealth(measured=False, note="no --upstream given"))
+    up = sample_upstream() if upstream else UpstreamHealth(measured=False, note="no --upstream given")
     return RunResult(run_id=run_id, created=created, model=model, environment=env,
                      settings={"device": "cpu", "ops": 2, "timing": {"timer": "perf_counter", "warmup": 3, "reps": 20}},
                      hot_ops=hot, tuned=tuned, verify=verify, op_bench=bench, e2e=e2e, soak=soak, upstream=up)

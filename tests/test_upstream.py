@@ -1,7 +1,9 @@
 """Upstream health against real git repositories with scripted history (tests/upstream_repos.py).
 
-In: repositories built in a temp folder. Out: every metric checked exactly against the
-script in `build_upstream` / `build_fork`, and the failure cases checked for a clear message.
+In: repositories built in a temp folder. Out: every metric, headline field and typed part
+(activity, authors, releases, fork, score inputs, caveats), checked exactly against the
+script in `build_upstream` / `build_fork`, and the failure cases checked for a clear
+message. Results written before the typed parts existed: test_upstream_details.py.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ import pytest
 
 from evaluator import upstream
 from evaluator.errors import UpstreamError
-from evaluator.results import UpstreamHealth, from_dict, to_dict
+from evaluator.results import (
+    AuthorCommits, ForkDrift, PathActivity, RecentCommit, Release, ScoreInputs, UpstreamCaveats, UpstreamHealth,
+    from_dict, to_dict,
+)
 from upstream_repos import AS_OF, XSS, Builder, build_world, fast_import_repo, git
 
 
@@ -56,131 +61,137 @@ def test_headline_fields(health, world):
     assert health.note == ""
 
 
-def test_activity_details(health):
-    d = health.details
-    assert d["branch"] == "main"
-    assert d["head_date"] == iso(2)
-    assert d["as_of_timestamp"] == AS_OF.isoformat()
-    assert d["shallow"] is False and d["history_horizon"] is None
-    assert d["limited"] == {} and d["lower_bounds"] == {}
-    assert d["commits_total"] == 12  # c1..c10, f1, m (not r1, p1 on other branches, not c11)
-    assert d["first_commit_date"] == iso(400)
-    assert d["repo_age_days"] == 400.0
+def test_activity(health):
+    a, c = health.activity, health.caveats
+    assert a.branch == "main"
+    assert a.head_date == iso(2)
+    assert a.as_of_timestamp == AS_OF.isoformat()
+    assert c == UpstreamCaveats(shallow=False, history_horizon=None, limited={}, lower_bounds={}, notes=())
+    assert a.commits_total == 12  # c1..c10, f1, m (not r1, p1 on other branches, not c11)
+    assert a.first_commit_date == iso(400)
+    assert a.repo_age_days == 400.0
     expected = [0] * 52
     for age in (2, 5, 10, 20, 35, 40, 60, 100, 200, 300):  # committer ages < 364 days
         expected[51 - age // 7] += 1
-    assert d["weekly_commits"] == expected
-    assert d["weekly_commits_start"] == iso(364)
-    assert d["bot_commits_365d"] == 1
+    assert a.weekly_commits == tuple(expected)
+    assert a.weekly_commits_start == iso(364)
+    assert a.bot_commits_365d == 1
 
 
 def test_authors_use_mailmap_and_skip_bots(health):
-    d = health.details
-    assert d["authors_total"] == 4  # Alice's old address is joined by .mailmap
-    assert d["authors_365d"] == 4
-    assert d["authors_new_90d"] == 1
-    assert d["new_authors_90d"] == ["Dave"]  # committed 10 days ago, though authored 500 days ago
+    au = health.authors
+    assert au.total == 4  # Alice's old address is joined by .mailmap
+    assert au.active_365d == 4
+    assert au.new_90d == 1
+    assert au.new_90d_names == ("Dave",)  # committed 10 days ago, though authored 500 days ago
     # Last year's human commits: Alice 4, Carol 3, Bob 1, Dave 1; half of 9 needs two people.
-    assert d["bus_factor"] == 2
-    assert d["bus_factor_authors"] == ["Alice", "Carol"]
-    assert d["top_authors_365d"] == [{"name": "Alice", "commits": 4}, {"name": "Carol", "commits": 3},
-                                     {"name": "Bob", "commits": 1}, {"name": "Dave", "commits": 1}]
+    assert au.bus_factor == 2
+    assert au.bus_factor_names == ("Alice", "Carol")
+    assert au.top_365d == (AuthorCommits("Alice", 4), AuthorCommits("Carol", 3), AuthorCommits("Bob", 1),
+                           AuthorCommits("Dave", 1))
 
 
 def test_releases(health, world):
     _, ids = world
-    d = health.details
-    assert d["releases"] == [
-        {"tag": "v0.0.9", "date": iso(390), "commit": ids["r1"], "annotated": False},
-        {"tag": "v0.1.0", "date": iso(380), "commit": ids["c2"], "annotated": False},
-        {"tag": "v0.2.0", "date": iso(199), "commit": ids["c4"], "annotated": True},
-        {"tag": "v0.3.0", "date": iso(60), "commit": ids["c6"], "annotated": False},
-        {"tag": "v0.3.1", "date": iso(30), "commit": ids["p1"], "annotated": True},
-        {"tag": "v0.4.0", "date": iso(1), "commit": ids["c10"], "annotated": True},
-    ]
-    assert d["release_count"] == 6
-    assert d["releases_365d"] == 4
-    assert d["latest_release_date"] == iso(1)
-    assert d["median_release_interval_days"] == 84.5  # gaps ending in the last year: 181, 139, 30, 29
-    assert d["non_release_tags"] == 1  # "nightly"
+    r = health.releases
+    assert r.tags == (
+        Release("v0.0.9", iso(390), ids["r1"], False),
+        Release("v0.1.0", iso(380), ids["c2"], False),
+        Release("v0.2.0", iso(199), ids["c4"], True),
+        Release("v0.3.0", iso(60), ids["c6"], False),
+        Release("v0.3.1", iso(30), ids["p1"], True),
+        Release("v0.4.0", iso(1), ids["c10"], True),
+    )
+    assert r.tags[-1].tag == health.latest_tag
+    assert r.count == 6
+    assert r.in_365d == 4
+    assert r.latest_date == iso(1)
+    assert r.median_interval_days == 84.5  # gaps ending in the last year: 181, 139, 30, 29
+    assert r.other_tags == 1  # "nightly"
 
 
 def test_merged_prs(health):
-    d = health.details
+    a = health.activity
     months = {f"2025-{m:02d}": 0 for m in range(2, 13)} | {"2026-01": 0}
     months.update({"2025-03": 1, "2025-06": 1, "2025-11": 1, "2025-12": 3})  # #101, #102, #123, #125 #130 #131
-    assert d["merged_prs_per_month"] == months
-    assert list(d["merged_prs_per_month"]) == sorted(months)
-    assert d["merged_prs_90d"] == 4 and d["merged_prs_365d"] == 6
+    assert a.merged_prs_per_month == months
+    assert list(a.merged_prs_per_month) == sorted(months)
+    assert a.merged_prs_90d == 4 and a.merged_prs_365d == 6
 
 
 def test_paths(health):
-    assert health.details["paths"] == {
-        "src/cuda": {"exists": True, "commits_30d": 0, "commits_90d": 1, "commits_365d": 3, "authors_90d": 1,
-                     "days_since_last_commit": 60.0, "last_commit_date": iso(60), "first_commit_date": iso(300)},
-        "src/rocm": {"exists": False, "commits_30d": 0, "commits_90d": 0, "commits_365d": 0, "authors_90d": 0,
-                     "days_since_last_commit": None, "last_commit_date": None, "first_commit_date": None},
-        "src/cpu": {"exists": True, "commits_30d": 1, "commits_90d": 1, "commits_365d": 2, "authors_90d": 1,
-                    "days_since_last_commit": 10.0, "last_commit_date": iso(10), "first_commit_date": iso(380)},
+    assert health.activity.paths == {
+        "src/cuda": PathActivity(exists=True, commits_30d=0, commits_90d=1, commits_365d=3, authors_90d=1,
+                                 days_since_last_commit=60.0, last_commit_date=iso(60), first_commit_date=iso(300)),
+        "src/rocm": PathActivity(exists=False, commits_30d=0, commits_90d=0, commits_365d=0, authors_90d=0,
+                                 days_since_last_commit=None, last_commit_date=None, first_commit_date=None),
+        "src/cpu": PathActivity(exists=True, commits_30d=1, commits_90d=1, commits_365d=2, authors_90d=1,
+                                days_since_last_commit=10.0, last_commit_date=iso(10), first_commit_date=iso(380)),
     }
 
 
 def test_custom_paths(world):
     root, _ = world
     h = upstream.measure(str(root / "up"), as_of=AS_OF, paths=["./src/cuda/", "feature.txt"])
-    assert list(h.details["paths"]) == ["src/cuda", "feature.txt"]
-    assert h.details["paths"]["feature.txt"]["commits_90d"] == 1
-    assert upstream.measure(str(root / "up"), as_of=AS_OF, paths=[]).details["paths"] == {}
+    assert list(h.activity.paths) == ["src/cuda", "feature.txt"]
+    assert h.activity.paths["feature.txt"].commits_90d == 1
+    h = upstream.measure(str(root / "up"), as_of=AS_OF, paths=[])
+    assert h.activity.paths == {} and h.fork is None  # no fork given
 
 
 def test_fork_drift(health, world):
     root, ids = world
-    assert health.details["fork"] == {
-        "repo": str((root / "fork").resolve()),
-        "branch": "main",
-        "head": ids["e2"],  # e3 is dated after as_of
-        "measured": True,
-        "head_date": iso(25),
-        "days_since_last_commit": 25.0,
-        "merge_base": ids["c7"],
-        "merge_base_date": iso(35),
-        "merge_base_age_days": 35.0,
-        "behind": 5,  # f1, m, c8, c9, c10
-        "ahead": 3,  # e1, the sync merge, e2
-        "last_sync_commit": ids["c7"],
-        "last_sync_date": iso(35),
-        "days_behind": 33.0,  # upstream head (2 days before as_of) minus the last sync (35)
-        "sync_age_days": 35.0,
+    assert health.fork == ForkDrift(
+        repo=str((root / "fork").resolve()),
+        branch="main",
+        head=ids["e2"],  # e3 is dated after as_of
+        measured=True,
+        reason="",
+        head_date=iso(25),
+        days_since_last_commit=25.0,
+        merge_base=ids["c7"],
+        merge_base_date=iso(35),
+        merge_base_age_days=35.0,
+        behind=5,  # f1, m, c8, c9, c10
+        ahead=3,  # e1, the sync merge, e2
+        last_sync_commit=ids["c7"],
+        last_sync_date=iso(35),
+        days_behind=33.0,  # upstream head (2 days before as_of) minus the last sync (35)
+        sync_age_days=35.0,
         # v0.0.9 sits on an old side branch: never the fork's to take.
-        "missing_releases": ["v0.3.1", "v0.4.0"],
-        "missing_release_count": 2,
-        "ahead_commits_90d": 3,
-        "ahead_authors_90d": 1,
-        "last_own_commit_date": iso(25),
-    }
+        missing_releases=("v0.3.1", "v0.4.0"),
+        missing_release_count=2,
+        ahead_commits_90d=3,
+        ahead_authors_90d=1,
+        last_own_commit_date=iso(25),
+    )
+    # The headline fields are the fork's own numbers.
+    assert (health.fork_behind, health.fork_ahead, health.fork_days_behind) == (
+        health.fork.behind, health.fork.ahead, health.fork.days_behind)
 
 
 def test_fork_branch_suffix_and_fork_behind_nothing(world):
     root, ids = world
     h = upstream.measure(str(root / "up"), fork=f"{root / 'up'}#main", as_of=AS_OF)
     assert (h.fork_behind, h.fork_ahead, h.fork_days_behind) == (0, 0, 0.0)
-    assert h.details["fork"]["missing_releases"] == []
+    assert h.fork.missing_releases == ()
     with pytest.raises(UpstreamError, match="branch 'nope' not found in fork"):
         upstream.measure(str(root / "up"), fork=f"{root / 'fork'}#nope", as_of=AS_OF)
 
 
 def test_repository_text_comes_back_verbatim(health):
-    subjects = [c["subject"] for c in health.details["recent_commits"]]
+    subjects = [c.subject for c in health.activity.recent_commits]
     assert XSS in subjects  # escaping is the report's job; the data stays exact
-    assert health.details["recent_commits"][0] == {
-        "sha": health.head, "date": iso(2), "author": "Carol", "subject": "Prepare release"}
+    assert health.activity.recent_commits[0] == RecentCommit(
+        sha=health.head, date=iso(2), author="Carol", subject="Prepare release")
     assert len(subjects) == 10
 
 
 def test_serialises_and_round_trips(health):
     data = to_dict(health)
     text = json.dumps(data)
-    assert XSS in json.loads(text)["details"]["recent_commits"][2]["subject"]
+    assert XSS in json.loads(text)["activity"]["recent_commits"][2]["subject"]
+    assert "details" not in data  # the old dict is read (test_upstream_details.py), never written
     assert from_dict(UpstreamHealth, json.loads(text)) == health
 
 
@@ -214,7 +225,7 @@ def test_as_of_moves_the_window(world):
     # before AS_OF) is then the newest commit, 10 days and (nearly) one more before it.
     h = upstream.measure(str(root / "up"), as_of=(AS_OF - timedelta(days=50)).date().isoformat())
     assert h.as_of == "2025-11-12"
-    assert h.details["as_of_timestamp"] == "2025-11-12T23:59:59.999999+00:00"
+    assert h.activity.as_of_timestamp == "2025-11-12T23:59:59.999999+00:00"
     assert h.head == ids["c6"]
     assert h.days_since_last_commit == 11.0  # 10.99999 days, to 2 decimals
     assert h.commits_90d == 2  # c6 and c5 (90 days before that as_of)
@@ -252,7 +263,7 @@ def test_as_of_a_bare_date_includes_that_days_commits(day_repo):
     h = upstream.measure(str(repo), as_of="2026-08-21", paths=[])
     assert h.head == ids["afternoon"]  # 15:00 that day counts; 01:00 the next day does not
     assert h.as_of == "2026-08-21"
-    assert h.details["head_date"] == "2026-08-21T15:00:00+00:00"
+    assert h.activity.head_date == "2026-08-21T15:00:00+00:00"
     # a full timestamp stays exact: at 12:00 the afternoon commit is not there yet
     h = upstream.measure(str(repo), as_of="2026-08-21T12:00:00+00:00", paths=[])
     assert h.head == ids["morning"] and h.as_of == "2026-08-21T12:00:00+00:00"
@@ -286,10 +297,10 @@ def test_as_of_before_history_and_bad_dates(world):
 def test_branch(world):
     root, ids = world
     h = upstream.measure(str(root / "up"), as_of=AS_OF, branch="feature", paths=[])
-    assert h.details["branch"] == "feature"
+    assert h.activity.branch == "feature"
     assert h.head == ids["f1"]
     assert h.days_since_last_commit == 40.0
-    assert h.details["commits_total"] == 7  # c1..c6 and f1
+    assert h.activity.commits_total == 7  # c1..c6 and f1
     with pytest.raises(UpstreamError, match="branch 'nope' not found in upstream"):
         upstream.measure(str(root / "up"), as_of=AS_OF, branch="nope")
 
@@ -304,11 +315,10 @@ def test_maintenance_score_rule():
 
 
 def test_score_inputs(health):
-    si = health.details["score_inputs"]
-    assert {k: si[k] for k in ("commits_90d", "lookback_days", "commits_per_week_for_10", "threshold",
-                               "repo_age_days", "young_repository")} == {
-        "commits_90d": 7, "lookback_days": 90, "commits_per_week_for_10": 1, "threshold": 12,
-        "repo_age_days": 400.0, "young_repository": False}
+    assert health.score_inputs == ScoreInputs(
+        commits_90d=7, lookback_days=90, commits_per_week_for_10=1, threshold=12, repo_age_days=400.0,
+        young_repository=False, rule="min(10, 10 * commits_90d // 12); 0 when the repository is younger than "
+                                     "90 days (Scorecard 'Maintained', commits only)")
 
 
 # ---------------------------------------------------------------- clones and URLs
@@ -319,19 +329,27 @@ def test_shallow_clone_is_marked_not_silently_wrong(world, tmp_path):
     shallow = tmp_path / "shallow"
     git(tmp_path, "clone", "-q", "--depth", "3", f"file://{root / 'up'}", str(shallow))  # c11, c10, c9
     h = upstream.measure(str(shallow), fork=str(root / "fork"), as_of=AS_OF)
-    d = h.details
-    assert d["shallow"] is True and d["history_horizon"] == iso(5)
+    c = h.caveats
+    assert c.shallow is True and c.history_horizon == iso(5)
     assert h.head == ids["c10"] and h.days_since_last_commit == 2.0  # still exact
     assert (h.commits_30d, h.commits_90d, h.commits_365d, h.authors_90d) == (None, None, None, None)
-    assert d["lower_bounds"] == {"commits_30d": 2, "commits_90d": 2, "commits_365d": 2, "authors_90d": 1,
-                                 "authors_365d": 1}
-    assert h.maintenance_score is None and d["authors_new_90d"] is None and d["bus_factor"] is None
+    assert c.lower_bounds == {"commits_30d": 2, "commits_90d": 2, "commits_365d": 2, "authors_90d": 1,
+                              "authors_365d": 1}
+    assert list(c.limited)[:3] == ["repo_age_days", "commits_total", "weekly_commits"]  # the order measured
+    assert h.maintenance_score is None and h.authors.new_90d is None and h.authors.bus_factor is None
+    assert h.authors.active_365d is None and h.authors.bus_factor_names == ()
     for key in ("commits_30d", "repo_age_days", "bus_factor", "releases", "paths", "maintenance_score"):
-        assert key in d["limited"]
+        assert key in c.limited
     # The boundary commit's diff is against nothing; it must not count as path activity.
-    assert d["paths"]["src/cuda"]["commits_365d"] == 0 and d["paths"]["src/cpu"]["commits_365d"] == 0
-    assert d["fork"]["measured"] is False and h.fork_behind is None
+    assert h.activity.paths["src/cuda"].commits_365d == 0 and h.activity.paths["src/cpu"].commits_365d == 0
+    # Only repo, branch and head are known of a fork not measured, and the reason.
+    assert h.fork == ForkDrift(repo=h.fork.repo, branch="main", head=ids["e2"], measured=False,
+                               reason="upstream is a shallow clone; run `git fetch --unshallow` there")
+    assert h.fork_behind is None
     assert "shallow clone" in h.note and "fork drift not measured" in h.note
+    # The note's sentences one by one, as the caveats keep them.
+    assert "; ".join(c.notes) == h.note and len(c.notes) == 2
+    assert c.notes[0].startswith("shallow clone:") and c.notes[1].startswith("fork drift not measured")
     table = {r[0]: r[1] for r in upstream.summary_rows(h)}
     assert table["Commits 30 / 90 / 365 d"] == ">= 2 / >= 2 / >= 2"
     assert table["Repository age"].endswith("(limited: shallow clone)")
@@ -343,8 +361,8 @@ def test_shallow_clone_deep_enough_is_exact_for_short_windows(world, tmp_path):
     git(tmp_path, "clone", "-q", "--depth", "6", f"file://{root / 'up'}", str(shallow))
     h = upstream.measure(str(shallow), as_of=AS_OF, paths=[])
     # Depth 6 from c11 stops at c7 and f1 (35 and 40 days before): the 30-day window is whole.
-    assert h.details["history_horizon"] == iso(35)
-    assert h.commits_30d == 4 and h.commits_90d is None and h.details["lower_bounds"]["commits_90d"] == 6
+    assert h.caveats.history_horizon == iso(35)
+    assert h.commits_30d == 4 and h.commits_90d is None and h.caveats.lower_bounds["commits_90d"] == 6
 
 
 def test_file_url_is_cloned_into_the_cache_then_fetched(world, tmp_path):
@@ -355,7 +373,7 @@ def test_file_url_is_cloned_into_the_cache_then_fetched(world, tmp_path):
     cache = tmp_path / "cache"
     h = upstream.measure(url, as_of=AS_OF, cache_dir=cache, paths=[])
     assert h.repo == url and h.head == ids["c10"] and h.commits_90d == 7 and h.note == ""
-    assert h.details["authors_total"] == 4  # a bare clone reads .mailmap from HEAD
+    assert h.authors.total == 4  # a bare clone reads .mailmap from HEAD
     clones = [p for p in cache.iterdir()]
     assert len(clones) == 1 and clones[0].name.endswith(".git")
     # New upstream work arrives through a fetch into the same cached clone.
@@ -406,8 +424,8 @@ def test_bare_mirror_without_config(world, tmp_path):
     git(tmp_path, "clone", "-q", "--bare", str(root / "up"), str(mirror))
     (mirror / "config").unlink()
     h = upstream.measure(str(mirror), as_of=AS_OF, paths=["src/cuda"])
-    assert h.head == ids["c10"] and h.details["authors_total"] == 4
-    assert h.details["paths"]["src/cuda"]["commits_365d"] == 3
+    assert h.head == ids["c10"] and h.authors.total == 4
+    assert h.activity.paths["src/cuda"].commits_365d == 3
 
 
 # ---------------------------------------------------------------- clear failures
@@ -484,8 +502,8 @@ def test_two_thousand_commits_under_ten_seconds(tmp_path):
     h = upstream.measure(str(repo), fork=str(repo), as_of=AS_OF)
     elapsed = time.monotonic() - start
     assert elapsed < 10, f"measure() took {elapsed:.1f} s"
-    assert h.details["commits_total"] == 2000
-    assert h.details["release_count"] == 20
+    assert h.activity.commits_total == 2000
+    assert h.releases.count == 20
     step = 700 * 86400 // 2000  # fast_import_repo spreads the commits evenly over 700 days
     assert h.commits_365d == (365 * 86400 - 1) // step
-    assert h.details["authors_total"] == 40 and h.fork_behind == 0
+    assert h.authors.total == 40 and h.fork_behind == 0

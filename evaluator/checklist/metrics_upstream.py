@@ -38,9 +38,8 @@ def _fork_explain(r: RunResult) -> str:
     if u is None or not u.measured:
         return _up_explain(r)
     if u.fork_days_behind is None:
-        fork = (u.details or {}).get("fork")
-        if isinstance(fork, dict) and fork.get("reason"):
-            return f"fork drift not measured: {fork['reason']}"
+        if u.fork is not None and u.fork.reason:
+            return f"fork drift not measured: {u.fork.reason}"
         return "no vendor fork given (only applies when evaluating a fork)"
     return f"fork {u.fork_behind} commits behind, {u.fork_ahead} ahead of upstream"
 

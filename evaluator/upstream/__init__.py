@@ -2,10 +2,9 @@
 
 In: a local clone (or a URL, cloned bare into a cache folder) of the upstream repository,
 optionally a vendor fork, an as-of time, a branch and the paths of interest. Out: an
-`UpstreamHealth` record: the headline numbers as fields; the typed parts `activity`,
-`authors`, `releases`, `fork`, `score_inputs` and `caveats`; and `details`, the same
-numbers as the dict the report and the checklist read today (keys in details.py). Also
-`summary_rows` for a printed table. Errors are `UpstreamError`s that name the option the
+`UpstreamHealth` record: the headline numbers as fields, and the typed parts `activity`,
+`authors`, `releases`, `fork`, `score_inputs` and `caveats` that the report and the
+checklist read. Also `summary_rows` for a printed table. Errors are `UpstreamError`s that name the option the
 user typed (`measure(repo_option=...)`: `--upstream` for a run, `--repo` for `evaluate
 upstream`). No forge API is used: every number comes from a handful of `git log` /
 `git for-each-ref` / `git rev-list` runs through gitpython, one per question, never by
@@ -25,8 +24,9 @@ The modules, in the order a measurement uses them:
   `caveats.limited`; fork drift is then not measured.
 - activity, authors, releases, fork, score: one part each, their definitions at the top
   of each module.
-- health: the parts measured in order and joined into the record; details: the legacy
-  dict and the way back; summary: the printed table.
+- health: the parts measured in order and joined into the record; details: the parts
+  rebuilt from the `details` dict of results written before they existed; summary: the
+  printed table.
 Author names and subjects are repository text, returned verbatim: whoever renders them
 must escape them.
 """
@@ -44,7 +44,7 @@ from evaluator.results import UpstreamHealth
 
 from .activity import PR_MERGE, PR_SQUASH, WEEKS
 from .clock import DAY, END_OF_DAY, as_of_text, end_of_day, parse_as_of
-from .details import from_details, with_typed_fields
+from .details import from_details
 from .gitcmd import GIT_TIMEOUT_S
 from .health import STALE_CLONE_DAYS, measure_open
 from .history import BOT
@@ -57,7 +57,7 @@ __all__ = [
     "BOT", "CLONE_TIMEOUT_S", "DAY", "DEFAULT_CACHE_DIR", "DEFAULT_PATHS", "END_OF_DAY", "GIT_TIMEOUT_S",
     "PROBE_TIMEOUT_S", "PR_MERGE", "PR_SQUASH", "RELEASE_TAG", "SCORE_COMMITS_PER_WEEK", "SCORE_LOOKBACK_DAYS",
     "SCORE_THRESHOLD", "STALE_CLONE_DAYS", "WEEKS", "as_of_text", "end_of_day", "from_details",
-    "maintenance_score", "measure", "not_measured", "parse_as_of", "summary_rows", "with_typed_fields",
+    "maintenance_score", "measure", "not_measured", "parse_as_of", "summary_rows",
 ]
 
 DEFAULT_PATHS: tuple[str, ...] = ("src/cuda", "src/rocm", "src/cpu")

@@ -1,10 +1,11 @@
-"""The typed parts of a measurement, and the `details` dict that carries the same numbers.
+"""The typed parts of a measurement, and the way back from the `details` dict of old results.
 
-In: the typed parts (`Parts`: activity, authors, releases, fork, score inputs, caveats).
-Out: `to_details`, the `UpstreamHealth.details` dict with the keys and key order it has
-always had, which the report and the checklist still read; and the way back,
-`from_details` / `with_typed_fields`, for results written before the typed fields
-existed, so a reader can use the fields whatever the age of the file.
+In: the `details` dict that results written before the typed parts existed carry instead
+of them (UpstreamHealth accepts it when loading and calls `from_details`). Out: `Parts`,
+the typed fields of a measured `UpstreamHealth` by name (health.py builds the record from
+them); `from_details`, those parts rebuilt from an old `details`, a part whose keys are
+missing or malformed (a hand-made or damaged file) left None, so a reader of any age of
+file uses the typed fields alone.
 
 `details` keys, each with the typed field holding the same value (`h` an UpstreamHealth):
 branch, head_date, as_of_timestamp, commits_total, first_commit_date, repo_age_days,
@@ -20,20 +21,20 @@ fields of ForkDrift, with `reason` only when not measured and only repo, branch,
 measured, reason then): h.fork; score_inputs {...}: h.score_inputs; shallow,
 history_horizon, limited, lower_bounds: h.caveats.<same name> (h.caveats.notes holds the
 note's sentences; one entry, the whole note, when rebuilt from an old result).
+Nothing writes `details` any more: tests/test_upstream_details.py keeps the writer, to
+check the way back against the format as it was.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Callable, NamedTuple, TypeVar
 
 from evaluator.results import (
     AuthorCommits, ForkDrift, PathActivity, RecentCommit, Release, ScoreInputs, UpstreamActivity,
-    UpstreamAuthors, UpstreamCaveats, UpstreamHealth, UpstreamReleases,
+    UpstreamAuthors, UpstreamCaveats, UpstreamReleases,
 )
 
 T = TypeVar("T")
-_FORK_UNMEASURED = ("repo", "branch", "head", "measured", "reason")
 
 
 class Parts(NamedTuple):
@@ -45,44 +46,6 @@ class Parts(NamedTuple):
     fork: ForkDrift | None
     score_inputs: ScoreInputs | None
     caveats: UpstreamCaveats | None
-
-
-def to_details(p: Parts) -> dict[str, Any]:
-    """The legacy dict of a fresh measurement (every part present, `fork` None without a fork)."""
-    a, au, r, c = p.activity, p.authors, p.releases, p.caveats
-    # Lists, not tuples, and fresh dicts: the dict must equal itself read back from JSON.
-    return {
-        "branch": a.branch, "head_date": a.head_date, "as_of_timestamp": a.as_of_timestamp,
-        "shallow": c.shallow, "history_horizon": c.history_horizon,
-        "commits_total": a.commits_total, "first_commit_date": a.first_commit_date,
-        "repo_age_days": a.repo_age_days, "weekly_commits": list(a.weekly_commits),
-        "weekly_commits_start": a.weekly_commits_start, "bot_commits_365d": a.bot_commits_365d,
-        "authors_total": au.total, "authors_365d": au.active_365d, "authors_new_90d": au.new_90d,
-        "new_authors_90d": list(au.new_90d_names), "bus_factor": au.bus_factor,
-        "bus_factor_authors": list(au.bus_factor_names),
-        "top_authors_365d": [dataclasses.asdict(x) for x in au.top_365d],
-        "releases": [dataclasses.asdict(x) for x in r.tags], "release_count": r.count,
-        "releases_365d": r.in_365d, "latest_release_date": r.latest_date,
-        "median_release_interval_days": r.median_interval_days, "non_release_tags": r.other_tags,
-        "merged_prs_per_month": dict(a.merged_prs_per_month), "merged_prs_90d": a.merged_prs_90d,
-        "merged_prs_365d": a.merged_prs_365d,
-        "recent_commits": [dataclasses.asdict(x) for x in a.recent_commits],
-        "paths": {k: dataclasses.asdict(v) for k, v in a.paths.items()},
-        "fork": _fork_details(p.fork),
-        "score_inputs": dataclasses.asdict(p.score_inputs),
-        "limited": dict(c.limited), "lower_bounds": dict(c.lower_bounds),
-    }
-
-
-def _fork_details(f: ForkDrift | None) -> dict[str, Any] | None:
-    if f is None:
-        return None
-    d = dataclasses.asdict(f)
-    if not f.measured:
-        return {k: d[k] for k in _FORK_UNMEASURED}
-    del d["reason"]
-    d["missing_releases"] = list(f.missing_releases)
-    return d
 
 
 def from_details(d: dict[str, Any], note: str = "") -> Parts:
@@ -128,10 +91,3 @@ def _part(build: Callable[[], T]) -> T | None:
         return build()
     except (KeyError, TypeError, AttributeError, ValueError):
         return None
-
-
-def with_typed_fields(health: UpstreamHealth) -> UpstreamHealth:
-    """`health` with its typed fields filled from `details` where a result predates them."""
-    if not health.measured or health.activity is not None or not health.details:
-        return health
-    return dataclasses.replace(health, **from_details(health.details, health.note)._asdict())

@@ -2,10 +2,10 @@
 
 In: the open upstream `GitRepo`, the branch, the as-of time, the paths of interest, an
 optional fork spec, the clone cache and the notes gathered while opening. Out: the
-record: headline fields (None where a shallow clone leaves only a lower bound), the
-typed parts, and `details` built from them. The parts are measured in a fixed order
-because each records its shallow-clone limits in the shared `Window` as it goes, and
-that order is the order of `details["limited"]`.
+record: headline fields (None where a shallow clone leaves only a lower bound) and the
+typed parts. The parts are measured in a fixed order because each records its
+shallow-clone limits in the shared `Window` as it goes, and that order is the order of
+`caveats.limited`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from evaluator.results import UpstreamCaveats, UpstreamHealth
 from .activity import build_activity, commit_counts, commit_series, merged_prs, path_activity
 from .authors import measure_authors
 from .clock import DAY, as_of_text, days, iso
-from .details import Parts, to_details
+from .details import Parts
 from .fork import fork_drift
 from .gitcmd import GitRepo
 from .history import History, Window, read_history
@@ -46,7 +46,7 @@ def measure_open(up: GitRepo, branch: str | None, ts: int, at: datetime, wanted:
     age = days(ts - hist.first)
     c90 = win.exact("commits_90d", counts[90], 90)
     value = score(counts[90], c90, age, win)
-    # The remaining headline counts are bounded last, so their limits close details["limited"].
+    # The remaining headline counts are bounded last, so their limits close caveats.limited.
     c30 = win.exact("commits_30d", counts[30], 30)
     c365 = win.exact("commits_365d", counts[365], 365)
     a90 = win.exact("authors_90d", active_90, 90)
@@ -64,7 +64,6 @@ def measure_open(up: GitRepo, branch: str | None, ts: int, at: datetime, wanted:
         fork_behind=f.behind if f else None,
         fork_ahead=f.ahead if f else None,
         fork_days_behind=f.days_behind if f else None,
-        details=to_details(parts),
         note="; ".join(notes),
         **parts._asdict(),
     )

@@ -1,8 +1,9 @@
 """The upstream measurement as (metric, value, meaning) rows for a printed table.
 
-In: an `UpstreamHealth` (fresh, or loaded from an older result: its typed fields are
-rebuilt from `details` then). Out: rows of plain, unescaped text; `evaluate upstream`
-prints them with rich, which must not read them as markup.
+In: an `UpstreamHealth` (fresh, or loaded from a result of any age: UpstreamHealth
+rebuilds an old result's typed parts when it loads; a part it could not rebuild is None
+and its rows say n/a). Out: rows of plain, unescaped text; `evaluate upstream` prints
+them with rich, which must not read them as markup.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from typing import Any
 
 from evaluator.results import UpstreamHealth
 
-from .details import with_typed_fields
 from .score import SCORE_LOOKBACK_DAYS, SCORE_THRESHOLD
 
 
@@ -20,8 +20,7 @@ def summary_rows(health: UpstreamHealth) -> list[tuple[str, str, str]]:
     """(metric, value, meaning) rows for a printed table; values are plain, unescaped text."""
     if not health.measured:
         return [("Upstream health", "not measured", health.note or "no upstream repository given")]
-    h = with_typed_fields(health)
-    return [*_activity_rows(h), *_path_rows(h), *_fork_rows(h), *_score_rows(h)]
+    return [*_activity_rows(health), *_path_rows(health), *_fork_rows(health), *_score_rows(health)]
 
 
 def _get(part: Any, name: str) -> Any:

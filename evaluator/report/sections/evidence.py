@@ -112,9 +112,8 @@ def _ev_fork(r: RunResult, t: Strings, f: Fmt) -> str:
     if u is None or not u.measured:
         return _ev_upstream(r, t, f)
     if u.fork_days_behind is None:
-        fork = (u.details or {}).get("fork")
-        if isinstance(fork, dict) and fork.get("reason"):
-            return t("evidence.fork_not_measured", reason=_notes(str(fork["reason"]), t))
+        if u.fork is not None and u.fork.reason:
+            return t("evidence.fork_not_measured", reason=_notes(u.fork.reason, t))
         return t("evidence.fork_none")
     return t("evidence.fork", behind=f.num(u.fork_behind), ahead=f.num(u.fork_ahead))
 
