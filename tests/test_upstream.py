@@ -95,12 +95,9 @@ def test_releases(health, world):
     _, ids = world
     r = health.releases
     assert r.tags == (
-        Release("v0.0.9", iso(390), ids["r1"], False),
-        Release("v0.1.0", iso(380), ids["c2"], False),
-        Release("v0.2.0", iso(199), ids["c4"], True),
-        Release("v0.3.0", iso(60), ids["c6"], False),
-        Release("v0.3.1", iso(30), ids["p1"], True),
-        Release("v0.4.0", iso(1), ids["c10"], True),
+        Release("v0.0.9", iso(390), ids["r1"], False), Release("v0.1.0", iso(380), ids["c2"], False),
+        Release("v0.2.0", iso(199), ids["c4"], True), Release("v0.3.0", iso(60), ids["c6"], False),
+        Release("v0.3.1", iso(30), ids["p1"], True), Release("v0.4.0", iso(1), ids["c10"], True),
     )
     assert r.tags[-1].tag == health.latest_tag
     assert r.count == 6
@@ -142,28 +139,18 @@ def test_custom_paths(world):
 def test_fork_drift(health, world):
     root, ids = world
     assert health.fork == ForkDrift(
-        repo=str((root / "fork").resolve()),
-        branch="main",
+        repo=str((root / "fork").resolve()), branch="main",
         head=ids["e2"],  # e3 is dated after as_of
-        measured=True,
-        reason="",
-        head_date=iso(25),
-        days_since_last_commit=25.0,
-        merge_base=ids["c7"],
-        merge_base_date=iso(35),
-        merge_base_age_days=35.0,
+        measured=True, reason="", head_date=iso(25), days_since_last_commit=25.0,
+        merge_base=ids["c7"], merge_base_date=iso(35), merge_base_age_days=35.0,
         behind=5,  # f1, m, c8, c9, c10
         ahead=3,  # e1, the sync merge, e2
-        last_sync_commit=ids["c7"],
-        last_sync_date=iso(35),
+        last_sync_commit=ids["c7"], last_sync_date=iso(35),
         days_behind=33.0,  # upstream head (2 days before as_of) minus the last sync (35)
         sync_age_days=35.0,
         # v0.0.9 sits on an old side branch: never the fork's to take.
-        missing_releases=("v0.3.1", "v0.4.0"),
-        missing_release_count=2,
-        ahead_commits_90d=3,
-        ahead_authors_90d=1,
-        last_own_commit_date=iso(25),
+        missing_releases=("v0.3.1", "v0.4.0"), missing_release_count=2,
+        ahead_commits_90d=3, ahead_authors_90d=1, last_own_commit_date=iso(25),
     )
     # The headline fields are the fork's own numbers.
     assert (health.fork_behind, health.fork_ahead, health.fork_days_behind) == (
