@@ -1,4 +1,5 @@
-"""A shared baseline remote against real git repositories in temp folders (evaluator/baseline/remote.py).
+"""A shared baseline remote against real git repositories in temp folders (evaluator/baseline/
+remote.py, clone.py and rebase.py).
 
 In: a bare repository standing for the shared remote, clones of it standing for hosts, and
 synthetic RunResults from tests/samples.py. Out: assertions that concurrent hosts' baselines
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from evaluator import tuning_cache
-from evaluator.baseline import ids, remote as rm
+from evaluator.baseline import clone as cl, ids, plumbing, remote as rm
 from evaluator.baseline import store as bs
 from evaluator.baseline.compare import E2E_TILELANG
 from evaluator.errors import BaselineError
@@ -45,7 +46,7 @@ def on(result, platform: str, name: str):
 @pytest.fixture(autouse=True)
 def clone_cache(tmp_path, monkeypatch):
     """Clones of shared remotes go to the test's folder, never to ~/.cache."""
-    monkeypatch.setenv(rm.CACHE_ENV, str(tmp_path / "clones"))
+    monkeypatch.setenv(cl.CACHE_ENV, str(tmp_path / "clones"))
 
 
 @pytest.fixture
@@ -89,26 +90,26 @@ def assert_linear_and_never_forced(remote: Path) -> None:
 def test_store_specs_clone_folders_and_credentials(tmp_path, remote, monkeypatch):
     for url in ("ssh://git@example.com/team/baselines.git", "git@example.com:team/baselines.git",
                 "https://example.com/team/baselines.git", f"file://{remote}", str(remote)):
-        assert rm.is_remote(url), url
+        assert cl.is_remote(url), url
     for local in (tmp_path / "nowhere", tmp_path, "reports/baselines"):
-        assert not rm.is_remote(local), local
+        assert not cl.is_remote(local), local
     # A URL passed through pathlib (an option typed as Path) lost a slash; it is read back whole.
-    assert rm.remote_url(Path("ssh://git@example.com/team/baselines.git")) == "ssh://git@example.com/team/baselines.git"
-    assert rm.remote_url(Path(f"file://{remote}")) == f"file://{remote}"
+    assert cl.remote_url(Path("ssh://git@example.com/team/baselines.git")) == "ssh://git@example.com/team/baselines.git"
+    assert cl.remote_url(Path(f"file://{remote}")) == f"file://{remote}"
 
     # The default clone folder: one per remote under ~/.cache/evaluator/stores, the URL's
     # credentials neither in the folder name nor in what a message prints.
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.delenv(rm.CACHE_ENV, raising=False)
+    monkeypatch.delenv(cl.CACHE_ENV, raising=False)
     secret = "https://alice:s3cret@example.com/team/baselines.git"
-    folder = rm.clone_path(secret)
+    folder = cl.clone_path(secret)
     assert folder.parent == tmp_path / "home" / ".cache" / "evaluator" / "stores"
     assert "s3cret" not in str(folder) and "alice" not in str(folder)
-    assert folder == rm.clone_path("https://bob:other@example.com/team/baselines.git")  # same repository
-    assert folder != rm.clone_path("https://example.com/team/other.git")
-    assert rm.redact(secret) == "https://***@example.com/team/baselines.git"
-    monkeypatch.setenv(rm.CACHE_ENV, str(tmp_path / "cache"))
-    assert rm.clone_path(str(remote)).parent == tmp_path / "cache"
+    assert folder == cl.clone_path("https://bob:other@example.com/team/baselines.git")  # same repository
+    assert folder != cl.clone_path("https://example.com/team/other.git")
+    assert cl.redact(secret) == "https://***@example.com/team/baselines.git"
+    monkeypatch.setenv(cl.CACHE_ENV, str(tmp_path / "cache"))
+    assert cl.clone_path(str(remote)).parent == tmp_path / "cache"
 
     # Opening a remote clones it once into the cache; a second open reuses the clone.
     store = bs.open_store(str(remote))
@@ -133,10 +134,10 @@ def test_a_plain_local_store_keeps_its_ids_and_has_nothing_to_push(tmp_path, rem
     assert ref.version == "2026Q4-1"  # no writer suffix in a store of one's own
     assert bs.open_store(tmp_path / "mine").remote is None
     # What `--push` is checked against before a run: no network, nothing created.
-    assert rm.remote_of(tmp_path / "mine") is None and rm.remote_of(tmp_path / "missing") is None
-    assert rm.remote_of("https://u:tok@example.com/b.git") == "https://***@example.com/b.git"
+    assert cl.remote_of(tmp_path / "mine") is None and cl.remote_of(tmp_path / "missing") is None
+    assert cl.remote_of("https://u:tok@example.com/b.git") == "https://***@example.com/b.git"
     git(tmp_path, "clone", "-q", str(remote), str(tmp_path / "clone"))
-    assert rm.remote_of(tmp_path / "clone") == str(remote) and not (tmp_path / "missing").exists()
+    assert cl.remote_of(tmp_path / "clone") == str(remote) and not (tmp_path / "missing").exists()
     with pytest.raises(BaselineError, match="has no remote to sync with") as err:
         rm.push(tmp_path / "mine")
     assert "\n" not in str(err.value)
@@ -296,7 +297,7 @@ def test_a_pull_makes_another_hosts_baselines_readable(tmp_path, remote):
 
 
 def test_readers_take_the_url_itself(tmp_path, remote, monkeypatch):
-    monkeypatch.setenv(rm.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(cl.CACHE_ENV, str(tmp_path / "cache"))
     ref = bs.record(str(remote), sample_result())  # cloned into the cache, recorded there
     rm.push(str(remote))
     fresh = host(remote, tmp_path, "fresh")  # another host: clones what was pushed
@@ -309,13 +310,13 @@ def test_readers_take_the_url_itself(tmp_path, remote, monkeypatch):
 
 def test_a_collided_id_is_renumbered_before_pushing(tmp_path, remote, monkeypatch):
     # Two clones that drew the same writer id (a clone copied byte for byte) record the same id.
-    monkeypatch.setattr(bs.secrets, "token_hex", lambda n: "abcdef")
+    monkeypatch.setattr(plumbing.secrets, "token_hex", lambda n: "abcdef")
     a, b = host(remote, tmp_path, "host-a"), host(remote, tmp_path, "host-b")
     ra = bs.record(a, sample_result(run_id="first"))
     rb = bs.record(b, sample_result(run_id="second"))
     assert ra.tag == rb.tag == "bert-tiny/cpu-x86_64/2026Q4-1-abcdef"
     rm.push(a)
-    monkeypatch.setattr(bs.secrets, "token_hex", lambda n: "123456")
+    monkeypatch.setattr(plumbing.secrets, "token_hex", lambda n: "123456")
     sync = rm.push(b)
 
     new = "bert-tiny/cpu-x86_64/2026Q4-2-123456"
@@ -471,7 +472,7 @@ def test_record_and_push_is_one_step_and_a_failed_push_keeps_the_ref(tmp_path, r
     # The ref returned is the baseline as it is on the remote: its rebased commit, and its new
     # id should it have collided (b and c draw the same writer id, like a copied clone).
     draws = iter(["abcdef", "abcdef", "fedcba"])
-    monkeypatch.setattr(bs.secrets, "token_hex", lambda n: next(draws))
+    monkeypatch.setattr(plumbing.secrets, "token_hex", lambda n: next(draws))
     b, c = host(remote, tmp_path, "host-b"), host(remote, tmp_path, "host-c")
     first, _ = rm.record_and_push(b, sample_result(run_id="b", created=Q4_LATER))
     moved, sync = rm.record_and_push(c, sample_result(run_id="c", created=Q4_LATER))

@@ -23,7 +23,7 @@ import evaluator.baseline as bl
 from evaluator import tuning_cache
 import evaluator.baseline.rows as rows_module
 from evaluator.baseline import ids, lock, schema, tables
-from evaluator.baseline import remote as remote_module
+from evaluator.baseline import clone as clone_module, remote as remote_module
 from evaluator.baseline import store as bs
 from evaluator.baseline.compare import E2E_TILELANG, E2E_TORCH, compare, plausible_cause
 from evaluator.baseline.rows import COMPARISON_COLUMNS, comparison_rows, show_rows
@@ -69,8 +69,8 @@ def test_the_package_keeps_every_name_its_callers_use():
     owners = {
         bs: ("DEFAULT_STORE", "MARKER", "TMP_PREFIX", "TUNING_DIR", "Store", "open_store", "record",
              "list_baselines", "load", "previous", "trend", "diff"),
-        remote_module: ("pull", "push", "record_and_push", "PushError", "Sync", "is_remote", "remote_of",
-                        "clone_path", "DEFAULT_CLONE_CACHE"),
+        remote_module: ("pull", "push", "record_and_push", "PushError", "Sync"),
+        clone_module: ("is_remote", "remote_of", "clone_path", "DEFAULT_CLONE_CACHE"),
         lock: ("LOCK_NAME", "LOCK_TIMEOUT_S"),
         ids: ("model_slug", "baseline_id", "VERSION_RE"),
         rows_module: ("show_rows", "comparison_rows", "environment_rows", "COMPARISON_COLUMNS"),

@@ -9,7 +9,10 @@ rows the CLI prints, and `Sync`s saying what a pull or push moved. The modules:
 
   ids.py      baseline ids and the slugs they are made of; the id scheme across hosts
   store.py    the git store: create, lock, record, recover, roll back, list, load, trend, diff
-  remote.py   a shared remote: the local clone, pull, push (fetch, rebase, retry; never forced)
+  plumbing.py git in a store: commands, refs, committed files, the writer id
+  remote.py   a shared remote: pull, push (fetch, rebase, retry; never forced)
+  clone.py    a shared remote's spec and its local clone; git talking to the remote
+  rebase.py   a clone brought onto its remote's branch, every local baseline kept
   lock.py     the store's cross-process lock
   tables.py   the files of one baseline folder (CSV tables via pandas, result.json, manifest)
   schema.py   reading a stored result back: schema checks and migrations
@@ -29,7 +32,7 @@ suffix, so hosts recording at once never collide (the scheme is in ids.py).
 This package re-exports the names its callers used when it was one module, so
 `baseline.record(...)` and `from evaluator.baseline import plausible_cause` keep
 working; new code imports from the module that owns a name. Only compare, rows and ids are
-imported eagerly: the store and remote (git) and the tables (pandas) load on first use, so a caller
+imported eagerly: the store, its git modules and the tables (pandas) load on first use, so a caller
 that only compares or prints never needs git (`python -c "import evaluator.baseline.compare"`
 works on a machine without it).
 
@@ -62,8 +65,9 @@ _LAZY: dict[str, tuple[str, str]] = {
         "DEFAULT_STORE", "MARKER", "TMP_PREFIX", "TUNING_DIR", "Store", "StoreLike", "open_store", "record",
         "list_baselines", "load", "previous", "trend", "diff")},
     **{name: ("evaluator.baseline.remote", name) for name in (
-        "pull", "push", "record_and_push", "PushError", "Sync", "is_remote", "remote_of", "clone_path",
-        "DEFAULT_CLONE_CACHE")},
+        "pull", "push", "record_and_push", "PushError", "Sync")},
+    **{name: ("evaluator.baseline.clone", name) for name in (
+        "is_remote", "remote_of", "clone_path", "DEFAULT_CLONE_CACHE")},
     "LOCK_NAME": ("evaluator.baseline.lock", "LOCK_NAME"),
     "LOCK_TIMEOUT_S": ("evaluator.baseline.lock", "LOCK_TIMEOUT_S"),
     "TABLES": ("evaluator.baseline.tables", "TABLES"),

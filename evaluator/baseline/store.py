@@ -1,7 +1,7 @@
 """The baseline store: a git repository holding one folder, commit and annotated tag per run.
 
 In: finished `RunResult`s to record, a store spec (default `reports/baselines/`; a local
-folder, or a shared remote's git URL or bare repository, which remote.py turns into a local
+folder, or a shared remote's git URL or bare repository, which clone.py turns into a local
 clone) and baseline ids `<model>/<platform>/<version>`. Out: `open_store` gives a `Store`
 (its folder, and its remote when it has one); `record` writes the next version of a
 model/platform/quarter all or nothing (temp folder, rename, commit, tag, under an exclusive
@@ -10,9 +10,10 @@ next), with a writer suffix in a clone of a shared remote (the id scheme is in i
 `load`, `previous`, `list_baselines`, `trend` and `diff` read back from the committed tree
 alone, migrating older schema versions, so baselines pulled from other hosts read like local
 ones. The files inside a folder come from tables.py, reading them back from schema.py, the
-lock from lock.py, the comparison from compare.py, cloning, pulling and pushing from
-remote.py; this module and remote.py are the only baseline modules that import git, and the
-only repositories they touch are the store and its remote.
+lock from lock.py, the comparison from compare.py, running git in the store from
+plumbing.py, cloning from clone.py, pulling and pushing from remote.py and rebase.py; these
+five are the only baseline modules that import git, and the only repositories they touch
+are the store and its remote.
 """
 
 from __future__ import annotations
@@ -20,16 +21,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import hashlib
 import json
 import os
-import secrets
 import shutil
-import socket
 import subprocess
 import uuid
 from pathlib import Path
-from typing import Any, Iterator, Union
+from typing import Union
 
 import git
 
@@ -38,25 +36,19 @@ from ..errors import BaselineError
 from ..results import SCHEMA_VERSION, BaselineRef, Comparison, RunResult, TrendPoint
 from . import schema, tables
 from .compare import compare, timings
-from .ids import (VERSION_RE, WRITER_RE, model_slug, parse_id, parse_time, platform_slug, quarter,
-                  version_key, version_parts)
+from .ids import VERSION_RE, model_slug, parse_id, parse_time, platform_slug, quarter, version_key, version_parts
 from .ids import version as make_version
 from .lock import LOCK_NAME, LOCK_TIMEOUT_S, locked
+from .plumbing import (
+    _GIT_LOCATION_VARS, REMOTE, _config, _first_line, _git, _head_baselines, _known_ids, _origin_url,
+    _prepare, _read_json, _ref, _repo, _repoint_tags, _tags, _writer,
+)
 
 DEFAULT_STORE = Path("reports") / "baselines"
 MARKER = ".evaluator-store"  # tells a store apart from any other git repository
 TMP_PREFIX = ".tmp-"
 TUNING_DIR = "_tuning"  # the tuning cache (evaluator/tuning_cache.py); committed with the next baseline
 META_FILES = (MARKER, ".gitignore", "README.md")  # written once, when the store is created
-REMOTE = "origin"  # the shared remote of a clone
-REMOTE_TAGS = "refs/evaluator/remote-tags/"  # the remote's tags as last fetched (remote.py)
-# This clone's writer id (ids.py) and where it was drawn (host, folder, .git inode), so a
-# clone copied elsewhere draws its own.
-WRITER_KEY, WRITER_AT_KEY = "evaluator.writer", "evaluator.writerat"
-
-# Variables that point git at another repository (exported inside git hooks, for one).
-_GIT_LOCATION_VARS = frozenset({"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
-                                "GIT_COMMON_DIR", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_PREFIX"})
 
 _GITIGNORE = f"/{LOCK_NAME}\n/{TMP_PREFIX}*\n"
 _README = """# Baseline store
@@ -133,14 +125,14 @@ def open_store(path: StoreLike, *, create: bool = True, clone: str | os.PathLike
     """The store at `path`, initialised (git repo, marker, first commit) when missing or empty.
 
     `path` may be a shared remote (a git URL, or the path of a bare repository): the store is
-    then a local clone of it, kept in `clone` or under remote.DEFAULT_CLONE_CACHE, cloned on
+    then a local clone of it, kept in `clone` or under clone.DEFAULT_CLONE_CACHE, cloned on
     first use (the only network access here; `remote.pull` brings it up to date).
     """
     if isinstance(path, Store):
         return path
-    from . import remote
-    if remote.is_remote(path):
-        return remote.open_remote(path, create=create, clone=clone)
+    from . import clone as clones  # it imports this module; `clone` is the parameter
+    if clones.is_remote(path):
+        return clones.open_remote(path, create=create, clone=clone)
     p = Path(os.fspath(path)).expanduser().absolute()
     state = _state(p)
     if state == "foreign-repo" and create and (p / LOCK_NAME).exists():
@@ -173,9 +165,9 @@ def existing(store_path: StoreLike) -> Path | None:
     """The root of an existing store, None when nothing was ever recorded there."""
     if isinstance(store_path, Store):
         return store_path.path
-    from . import remote
-    if remote.is_remote(store_path):
-        return remote.existing_clone(store_path)
+    from . import clone
+    if clone.is_remote(store_path):
+        return clone.existing_clone(store_path)
     p = Path(os.fspath(store_path)).expanduser().absolute()
     state = _state(p)
     if state == "store":
@@ -223,174 +215,6 @@ def _init_repo(p: Path) -> None:
                                             "schema_version": SCHEMA_VERSION}, indent=2) + "\n")
         _git(repo, "add", "--", ".gitignore", "README.md", MARKER)
         _git(repo, "commit", "-q", "--no-verify", "-m", "Create baseline store")
-
-
-# ---------------------------------------------------------------- git plumbing
-
-
-@contextlib.contextmanager
-def _repo(root: Path) -> Iterator[git.Repo]:
-    try:
-        repo = git.Repo(root)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        raise BaselineError(f"{root} is not a git repository; pass --store with a baseline store") from None
-    try:
-        _prepare(repo)
-        yield repo
-    finally:
-        repo.close()
-
-
-def _prepare(repo: git.Repo) -> None:
-    env = {
-        # A caller running inside another repository's hook may export these; pin them so
-        # every command below acts on the store and nothing else.
-        "GIT_DIR": str(repo.git_dir), "GIT_WORK_TREE": str(repo.working_tree_dir),
-        "GIT_INDEX_FILE": str(Path(repo.git_dir) / "index"),
-    }
-    common = Path(repo.common_dir)
-    pinned = {"GIT_OBJECT_DIRECTORY": str(common / "objects"), "GIT_COMMON_DIR": str(common)}
-    env.update({k: pinned.get(k, "") for k in _GIT_LOCATION_VARS if k in os.environ and k not in env})
-    repo.git.update_environment(**env)
-    try:
-        repo.git.var("GIT_COMMITTER_IDENT")
-    except git.GitCommandError:
-        # Locked-down GPU boxes often have no git identity; a baseline must still be recorded.
-        who = {"GIT_AUTHOR_NAME": "evaluator", "GIT_COMMITTER_NAME": "evaluator",
-               "GIT_AUTHOR_EMAIL": f"evaluator@{socket.gethostname() or 'localhost'}"}
-        who["GIT_COMMITTER_EMAIL"] = who["GIT_AUTHOR_EMAIL"]
-        repo.git.update_environment(**who)
-
-
-def _first_line(e: BaseException) -> str:
-    if isinstance(e, git.GitCommandError):
-        text = (e.stderr or e.stdout or "").strip().replace("stderr: ", "").strip("' \n")
-        text = text or str(e)
-    else:
-        text = str(e)
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[0] if lines else type(e).__name__
-
-
-def _git(repo: git.Repo, *args: str) -> str:
-    try:
-        return repo.git.execute(["git", *args])
-    except git.GitCommandError as e:
-        raise BaselineError(f"git {args[0]} failed in baseline store {repo.working_tree_dir}: {_first_line(e)}; "
-                            f"check it with `git -C {repo.working_tree_dir} status`") from None
-
-
-def _config(repo: git.Repo, key: str) -> str | None:
-    """One value of the store's git config (local, global or system), None when unset."""
-    status, out, _ = repo.git.execute(["git", "config", "--get", key], with_extended_output=True,
-                                      with_exceptions=False)
-    return out.strip() if status == 0 and out.strip() else None
-
-
-def _origin_url(root: Path) -> str | None:
-    """The URL of the store's shared remote (credentials hidden), None for a store of one's own."""
-    from .remote import redact
-    with contextlib.suppress(Exception), _repo(root) as repo:
-        url = _config(repo, f"remote.{REMOTE}.url")
-        return redact(url) if url else None
-    return None
-
-
-def _head_valid(repo: git.Repo) -> bool:
-    try:
-        return repo.head.is_valid()
-    except Exception:
-        return False
-
-
-def _head_baselines(repo: git.Repo) -> list[str]:
-    """Folders `<model>/<platform>/<version>` that HEAD holds a manifest for."""
-    if not _head_valid(repo):
-        return []
-    out = []
-    for line in _git(repo, "ls-tree", "-r", "--name-only", "-z", "HEAD").split("\0"):
-        parts = line.split("/")
-        if (len(parts) == 4 and parts[3] == "manifest.json" and parts[0][:1] not in "._"
-                and VERSION_RE.match(parts[2])):
-            out.append("/".join(parts[:3]))
-    return out
-
-
-def _tags(repo: git.Repo, namespace: str = "refs/tags/", *, objects: bool = False) -> dict[str, str]:
-    """tag name -> the commit it points at (or, with objects=True, the tag object itself)."""
-    out = {}
-    text = _git(repo, "for-each-ref", "--format=%(refname)%00%(objectname)%00%(*objectname)", namespace.rstrip("/"))
-    for line in text.splitlines():
-        name, obj, peeled = (line.split("\0") + ["", ""])[:3]
-        out[name[len(namespace):]] = obj if objects else (peeled or obj)
-    return out
-
-
-def _known_ids(repo: git.Repo) -> set[str]:
-    """Every baseline id this clone knows of: its branch, its tags and the remote's tags as last fetched."""
-    return {*_head_baselines(repo), *_tags(repo), *_tags(repo, REMOTE_TAGS)}
-
-
-def _writer(repo: git.Repo, root: Path, *, avoid: frozenset[str] = frozenset()) -> str:
-    """This clone's writer id (ids.py), drawn once and kept in its git config.
-
-    Drawn again when the clone was copied to another host or folder (a copy must not share
-    its original's ids) or when `avoid` names it (it collided on the remote); a new one
-    differs from every writer already seen in the ids this clone knows.
-    """
-    where = f"{socket.gethostname()}\0{os.path.realpath(root)}\0{os.stat(repo.git_dir).st_ino}"
-    here = hashlib.sha256(where.encode()).hexdigest()[:16]
-    current = _config(repo, WRITER_KEY)
-    if current and WRITER_RE.match(current) and _config(repo, WRITER_AT_KEY) == here and current not in avoid:
-        return current
-    seen = set(avoid) | {parts[2] for bid in _known_ids(repo)
-                         if (parts := version_parts(bid.rsplit("/", 1)[-1])) and parts[2]}
-    writer = secrets.token_hex(3)
-    while writer in seen:
-        writer = secrets.token_hex(3)
-    _git(repo, "config", WRITER_KEY, writer)
-    _git(repo, "config", WRITER_AT_KEY, here)
-    return writer
-
-
-def _repoint_tags(repo: git.Repo, committed: set[str]) -> None:
-    """Move baseline tags left on commits no longer in the branch (a rebase onto the remote
-    rewrote them; a crash came before the tags followed) to the commit that added the
-    baseline now. Local tags only: a tag on a rewritten commit was never pushed."""
-    if not _head_valid(repo):
-        return
-    stale = _git(repo, "for-each-ref", "--no-merged", "HEAD", "--format=%(refname:strip=2)", "refs/tags")
-    for bid in stale.splitlines():
-        if bid in committed:
-            commit = _git(repo, "log", "-1", "--format=%H", "--diff-filter=A", "--", f"{bid}/manifest.json")
-            message = _git(repo, "for-each-ref", "--format=%(contents)", f"refs/tags/{bid}") or f"baseline {bid}"
-            if commit:
-                _git(repo, "tag", "-f", "-a", "-m", message, bid, commit)
-
-
-def _read_json(repo: git.Repo, path: str, what: str) -> dict[str, Any] | None:
-    """A JSON object from HEAD's tree (not the work tree: only committed baselines count)."""
-    try:
-        raw = (repo.head.commit.tree / path).data_stream.read()
-    except (KeyError, ValueError):
-        return None
-    try:
-        data = json.loads(raw)
-    except ValueError as e:
-        raise BaselineError(f"{what} {path} in store {repo.working_tree_dir} is not valid JSON ({e}); "
-                            "restore it with git checkout or remove that baseline") from None
-    if not isinstance(data, dict):
-        raise BaselineError(f"{what} {path} in store {repo.working_tree_dir} is not a JSON object; "
-                            "restore it with git checkout or remove that baseline")
-    return data
-
-
-def _ref(repo: git.Repo, root: Path, bid: str, tags: dict[str, str]) -> BaselineRef:
-    """The ref of a committed baseline; its commit from the tag, or from history when the tag is missing."""
-    m, p, v = bid.split("/")
-    commit = tags[bid] if bid in tags else _git(repo, "log", "-1", "--format=%H", "--", f"{bid}/manifest.json")
-    return BaselineRef(store=str(root), model=m, platform=p, version=v, path=bid, commit=commit,
-                       tag=bid if bid in tags else "")
 
 
 # ---------------------------------------------------------------- recovery and rollback
@@ -558,8 +382,8 @@ def list_baselines(store_path: StoreLike, model: str | None = None,
     """Baselines in the store (optionally of one model and/or platform), oldest first by run time."""
     root = existing(store_path)
     if root is None:
-        from . import remote
-        if remote.is_remote(store_path):
+        from . import clone
+        if clone.is_remote(store_path):
             return []  # a shared remote nothing was pushed to yet
         p = Path(os.fspath(store_path)).expanduser().absolute()
         if not p.exists():
