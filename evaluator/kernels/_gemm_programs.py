@@ -80,10 +80,86 @@ def _policy(T: Any, name: str) -> Any:
 
 
 def tensor_core_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
-    """The tensor-core schedule: split-K when the config asks for it, else whole-K tiles."""
+    """The tensor-core schedule: split-K when the config asks for it (reduced in the
+    kernel itself, or atomically with the epilogue in PyTorch), else whole-K tiles."""
     if cfg["split_k"] > 1:
+        if cfg["splitk_fused"]:
+            return _splitk_fused_program(shape, dtype, cfg, act)
         return _splitk_program(shape, dtype, cfg)
     return _tc_program(shape, dtype, cfg, act)
+
+
+def splitk_workspace(shape: Shape, cfg: dict[str, Any]) -> tuple[tuple[int, int, int], int]:
+    """The fused split-K kernel's fp32 partials [splits, M, N] (padded to whole tiles, so
+    they are read and written without bounds checks) and its per-tile counters."""
+    M, N, _ = shape
+    bM, bN, splits = cfg["block_M"], cfg["block_N"], cfg["split_k"]
+    tm, tn = -(-M // bM), -(-N // bN)
+    return (splits, tm * bM, tn * bN), tm * tn
+
+
+def _splitk_fused_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
+    """Split-K in one kernel: each of `split_k` blocks of an output tile writes its fp32
+    partial to a workspace, then counts itself in on the tile's counter; the block that
+    arrives last adds the partials, applies bias and activation once, rounds, stores the
+    tile and resets the counter for the next call. This is the serial-reduction
+    ("last block reduces") form of CUTLASS's split-K: no zero-fill kernel, no atomics on
+    the output, no epilogue kernels after it, so it pays off on the short-output,
+    long-K shapes of feed-forward down projections."""
+    import tilelang.language as T
+
+    M, N, K = shape
+    bM, bN, bK, splits = cfg["block_M"], cfg["block_N"], cfg["block_K"], cfg["split_k"]
+    stages, threads, swizzle = cfg["num_stages"], cfg["threads"], cfg["swizzle"]
+    panel, policy = cfg["panel"], _policy(T, cfg["policy"])
+    n_tiles = -(-N // bN)
+    # The annotations below spell the workspace shape (splitk_workspace) in names the
+    # body uses: TileLang resolves annotation names through the body's closure.
+
+    @T.prim_func
+    def linear_splitk_fused(
+        A: T.Tensor((M, K), dtype),
+        W: T.Tensor((N, K), dtype),
+        Bias: T.Tensor((N,), dtype),
+        Ws: T.Tensor((splits, -(-M // bM) * bM, n_tiles * bN), ACCUM),
+        Cnt: T.Tensor((-(-M // bM) * n_tiles,), "int32"),
+        Y: T.Tensor((M, N), dtype),
+    ):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), splits, threads=threads) as (bx, by, bz):
+            A_s = T.alloc_shared((bM, bK), dtype)
+            W_s = T.alloc_shared((bN, bK), dtype)
+            C_f = T.alloc_fragment((bM, bN), ACCUM)
+            C_s = T.alloc_shared((bM, bN), dtype)
+            arrived = T.alloc_shared((1,), "int32")
+            T.use_swizzle(panel_size=panel, enable=swizzle)
+            T.clear(C_f)
+            k_tiles = T.ceildiv(T.ceildiv(K, bK), splits)
+            for ko in T.Pipelined(k_tiles, num_stages=stages):
+                T.copy(A[by * bM, (bz * k_tiles + ko) * bK], A_s)
+                T.copy(W[bx * bN, (bz * k_tiles + ko) * bK], W_s)
+                T.gemm(A_s, W_s, C_f, transpose_B=True, policy=policy)
+            T.copy(C_f, Ws[bz, by * bM, bx * bN])
+            tid = T.get_thread_binding()
+            # Every thread's partial is stored before one thread counts the block in,
+            # with release-acquire order at device scope (as CUTLASS's split-K barrier).
+            T.sync_threads()
+            if tid == 0:
+                arrived[0] = T.atomic_add(Cnt[by * n_tiles + bx], 1, memory_order="acq_rel", return_prev=True)
+            T.sync_threads()
+            if arrived[0] == splits - 1:
+                for s in T.serial(splits):
+                    if s != bz:
+                        for i, j in T.Parallel(bM, bN):
+                            C_f[i, j] += Ws[s, by * bM + i, bx * bN + j]
+                for i, j in T.Parallel(bM, bN):
+                    C_f[i, j] = _act(C_f[i, j] + T.if_then_else(bx * bN + j < N, T.cast(Bias[bx * bN + j], ACCUM),
+                                                                T.float32(0)), act, T)
+                T.copy(C_f, C_s)
+                T.copy(C_s, Y[by * bM, bx * bN])
+                if tid == 0:
+                    Cnt[by * n_tiles + bx] = 0
+
+    return linear_splitk_fused
 
 
 def _tc_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):

@@ -251,11 +251,14 @@ class AttentionFamily(KernelFamily):
         B, H, Sq, Skv, D, causal = shape
         raw = [
             # (block_M, block_N, num_stages, threads): 128x128 with two consumer warpgroups
-            # and a double-buffered K/V ring is what reaches peak on Hopper; smaller
-            # tiles serve short sequences (more blocks) and tight shared memory.
+            # is what reaches peak on Hopper; smaller tiles serve short sequences (more
+            # blocks) and tight shared memory. One K/V stage first: on the H200 it beat
+            # two and three on every shape of benchmarks/kernel_sweep.py but GPT-2's s512
+            # causal, where two led by 2% (reports/examples/h200/bench/kernel_sweep.json).
+            (128, 128, 1, 256),
+            (128, 64, 1, 256),
             (128, 128, 2, 256),
             (128, 64, 2, 256),
-            (128, 128, 1, 256),
             (128, 64, 3, 256),
             (128, 128, 3, 256),
             (64, 128, 2, 128),

@@ -43,13 +43,48 @@ ACT_FLOPS = {"none": 0, "relu": 1, "gelu": 8, "silu": 4}
 CPU_DEFAULTS = {"block_M": 128, "block_N": 64, "block_K": 32}
 # Tensor-core schedule (fp16/bf16).
 TC_DEFAULTS = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 3, "threads": 128, "swizzle": True,
-               "panel": 10, "policy": "square", "split_k": 1}
+               "panel": 10, "policy": "square", "split_k": 1, "splitk_fused": False}
+# Decode-like shapes (M <= 64): narrow tiles so enough blocks stream the weight, on the
+# mma path (wgmma needs 64 rows a warpgroup). Measured on the H200 (kernel_sweep.py):
+# 16x32x256 and 16x64x256 with 4 stages reach 1.08-1.19x cuBLAS at 16x4096x4096,
+# 1x4096x11008 and 32x1000x2048, where the 64-row tiles reached 0.63-0.83x.
+SKINNY_TILES = ((16, 32, 256, 4), (16, 64, 256, 4), (16, 32, 256, 3), (16, 64, 256, 3), (16, 32, 128, 4),
+                (32, 64, 256, 3), (32, 32, 256, 4), (64, 64, 128, 4))
 # SIMT schedule (fp32): each thread owns a thread_M x thread_N register tile.
 SIMT_DEFAULTS = {"block_M": 128, "block_N": 128, "block_K": 16, "thread_M": 8, "thread_N": 8,
                  "num_stages": 2, "swizzle": True}
 
 # Local tiles become stack arrays in the generated C; keep them well inside a thread's stack.
 CPU_LOCAL_LIMIT_BYTES = 128 * 1024
+
+
+class FusedSplitKLinear:
+    """Calls the one-kernel split-K (see `_gemm_programs._splitk_fused_program`): owns
+    its fp32 partials and per-tile counters, allocated once per device; the counters
+    start at zero and the kernel leaves them at zero, so a call (or a CUDA-graph replay
+    of many) needs nothing else. Calls must not overlap on two streams at once."""
+
+    def __init__(self, launcher: C.Launcher, shape: Shape):
+        self.launcher = launcher
+        self.shape = shape
+        self.config = launcher.config
+        self.dtype = launcher.dtype
+        self.compile_s = launcher.compile_s
+        self.ws_shape, self.tiles = P.splitk_workspace(shape, launcher.config)
+        self._buffers: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    @property
+    def source(self) -> str:
+        return self.launcher.source
+
+    def __call__(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        x, w, b = self.launcher.check_inputs((x, w, b))
+        key = str(x.device)
+        if key not in self._buffers:
+            self._buffers[key] = (torch.empty(self.ws_shape, dtype=torch.float32, device=x.device),
+                                  torch.zeros((self.tiles,), dtype=torch.int32, device=x.device))
+        ws, cnt = self._buffers[key]
+        return self.launcher.kernel(x, w, b, ws, cnt)
 
 
 class SplitKLinear:
@@ -80,8 +115,9 @@ class SplitKLinear:
 def _tc_smem(cfg: dict[str, Any], dtype: str) -> int:
     b = C.dtype_bytes(dtype)
     tiles = (cfg["block_M"] + cfg["block_N"]) * cfg["block_K"] * b * max(1, cfg["num_stages"])
-    # The split-K variant adds its fragment to global memory directly, without a C tile.
-    return tiles + (cfg["block_M"] * cfg["block_N"] * b if cfg.get("split_k", 1) <= 1 else 0)
+    # The atomic split-K variant adds its fragment to global memory directly, without a C tile.
+    atomic = cfg.get("split_k", 1) > 1 and not cfg.get("splitk_fused", False)
+    return tiles + (0 if atomic else cfg["block_M"] * cfg["block_N"] * b)
 
 
 def _simt_smem(cfg: dict[str, Any]) -> int:
@@ -217,6 +253,7 @@ class GemmFamily(KernelFamily):
         return C.dedupe(out)
 
     def _tc_space(self, M: int, N: int, K: int, dtype: str, hw: Hardware) -> list[KernelConfig]:
+        skinny = self._skinny_space(M, dtype, hw) if M <= 64 else self._wave_space(M, N, dtype, hw)
         raw = [
             # (block_M, block_N, block_K, num_stages, threads)
             (128, 128, 64, 3, 128),
@@ -240,7 +277,46 @@ class GemmFamily(KernelFamily):
         cands += [{**cands[1], "policy": "fullrow"}, {**cands[1], "panel": 4}]
         fitting = [c for c in cands if C.smem_fits(_tc_smem(c, dtype), hw)]
         ordered = self._order_by_waves(fitting, M, N, hw)
-        return ordered + self._splitk_space(M, N, K, dtype, hw)
+        return C.dedupe(skinny + ordered + self._splitk_space(M, N, K, dtype, hw))
+
+    @staticmethod
+    def _wave_space(M: int, N: int, dtype: str, hw: Hardware) -> list[KernelConfig]:
+        """Tiles sized for the SMs. Power-of-two tiles on model shapes leave SMs idle:
+        ViT-B's 3152x768 output is 75 tiles of 128x256 on 132 SMs, and Nsight Compute
+        showed our kernel at 47% SM throughput beside cuBLAS's 74%, which ran 128x144
+        tiles on one persistent block per SM (reports/examples/h200/bench/ncu_gemm.txt).
+        wgmma takes any N that is a multiple of 8, so block_N steps by 16 from 64 to 256.
+        A tile is scored by the share of SM time its grid does useful work (useful area
+        / SM-waves x tile area) times its arithmetic intensity (bM*bN / (bM+bN): larger
+        tiles load less per FLOP). On the H200 this score put first the measured best of
+        every model shape in benchmarks/kernel_sweep.py
+        (reports/examples/h200/bench/kernel_sweep_wave_tiles.json)."""
+        sms = max(1, int(hw.cores or 1))
+        scored = []
+        for bM, threads in ((128, 256), (64, 128)):
+            for bN in range(64, 257, 16):
+                tiles = C.ceildiv(M, bM) * C.ceildiv(N, bN)
+                useful = M * N / (C.ceildiv(tiles, sms) * sms * bM * bN)
+                scored.append((useful * bM * bN / (bM + bN), bM, bN, threads))
+        out = []
+        for _, bM, bN, threads in sorted(scored, reverse=True)[:4]:
+            policy = "fullrow" if bM == 128 else "square"
+            # Per tile: the deepest 64-wide K ring that fits, and the deepest 128-wide.
+            for rings in (((64, 5), (64, 4), (64, 3)), ((128, 3), (128, 2))):
+                for bK, stages in rings:
+                    cfg = {**TC_DEFAULTS, "block_M": bM, "block_N": bN, "block_K": bK, "num_stages": stages,
+                           "threads": threads, "policy": policy}
+                    if C.smem_fits(_tc_smem(cfg, dtype), hw):
+                        out.append(cfg)
+                        break
+        return out
+
+    @staticmethod
+    def _skinny_space(M: int, dtype: str, hw: Hardware) -> list[KernelConfig]:
+        rows = max(16, C.next_pow2(M))
+        out = [{**TC_DEFAULTS, "block_M": a, "block_N": b, "block_K": k, "num_stages": s, "threads": 128,
+                "policy": "fullcol"} for a, b, k, s in SKINNY_TILES if a <= rows]
+        return [c for c in out if C.smem_fits(_tc_smem(c, dtype), hw)]
 
     @staticmethod
     def _splitk_space(M: int, N: int, K: int, dtype: str, hw: Hardware) -> list[KernelConfig]:
@@ -255,11 +331,12 @@ class GemmFamily(KernelFamily):
             for splits in (2, 3, 4, 8):
                 if K // splits < 4 * bK or tiles * splits > 4 * sms:
                     continue
-                cfg = {**TC_DEFAULTS, "block_M": bM, "block_N": bN, "block_K": bK, "num_stages": stages,
-                       "threads": 128, "split_k": splits}
-                if C.smem_fits(_tc_smem(cfg, dtype), hw):
-                    out.append(cfg)
-        return out[:6]
+                for fused in (True, False):
+                    cfg = {**TC_DEFAULTS, "block_M": bM, "block_N": bN, "block_K": bK, "num_stages": stages,
+                           "threads": 128, "split_k": splits, "splitk_fused": fused}
+                    if C.smem_fits(_tc_smem(cfg, dtype), hw):
+                        out.append(cfg)
+        return out[:8]
 
     def limits_error(self, shape: Shape, dtype: str, cfg: dict, hw: Hardware) -> str | None:
         if C.targets_cpu(hw):
@@ -274,8 +351,15 @@ class GemmFamily(KernelFamily):
                 return f"tensor-core tiles need 128, 256 or 384 threads (whole warpgroups), got {threads}"
             if cfg["block_M"] % 16 or cfg["block_N"] % 16 or cfg["block_K"] % 16:
                 return "tensor-core tiles must be multiples of 16"
+            warps = threads // 32
+            if cfg["block_M"] < 64:
+                # Fewer rows than a warpgroup's wgmma: the mma path, warps side by side
+                # along N (FullCol), each at least 8 columns wide.
+                if cfg["policy"] != "fullcol" or cfg["block_N"] % (8 * warps):
+                    return (f"a {cfg['block_M']}-row tile runs on mma with the warps along N: it needs policy "
+                            f"fullcol and block_N a multiple of {8 * warps}")
             # A warpgroup's wgmma covers 64 rows; a 128x? tile cannot feed four warpgroups.
-            if cfg["block_M"] * cfg["block_N"] < 64 * 16 * (threads // 32):
+            elif cfg["block_M"] * cfg["block_N"] < 64 * 16 * warps:
                 return f"a {cfg['block_M']}x{cfg['block_N']} tile is too small for {threads} threads"
         return None
 
@@ -344,6 +428,11 @@ class GemmFamily(KernelFamily):
         return None
 
     def compile(self, resolved: Resolved, target: str) -> Callable[..., torch.Tensor]:
+        if resolved.config.get("split_k", 1) > 1 and resolved.config.get("splitk_fused"):
+            M, N, K = resolved.shape
+            inner = C.build_cached(self.name, resolved.shape, resolved.dtype, resolved.config, target,
+                                   resolved.program, out_idx=[5], input_shapes=[(M, K), (N, K), (N,)])
+            return FusedSplitKLinear(inner, resolved.shape)
         if resolved.config.get("split_k", 1) > 1:
             # One compiled kernel serves every activation: the epilogue runs in PyTorch.
             M, N, K = resolved.shape

@@ -6,6 +6,8 @@ Compiling dominates (nvcc takes 10-30 s per kernel), so a fixture compiles every
 the correctness tests need in parallel first; the tests then hit the in-process cache."""
 from concurrent.futures import ThreadPoolExecutor
 
+import torch
+
 import pytest
 
 from evaluator import hardware, kernels, tuning, verify
@@ -91,3 +93,41 @@ def test_fused_epilogues_on_awkward_shapes_on_gpu(name, hw):
     for cfg in fam.search_space((1000, 770, 3001), "float16", hw)[:2]:
         res = verify.verify(fam, (1000, 770, 3001), "float16", cfg, hw.target, "cuda", seeds=(0, 1))
         assert res.passed, [c for c in res.cases if not c.passed]
+
+
+@pytest.mark.parametrize("shape", [(1, 4096, 11008), (16, 1000, 2065), (37, 770, 3001)])
+def test_gemm_small_m_tiles_on_gpu(shape, hw):
+    # Decode-like shapes run 16-row tiles on mma; tails in every dimension.
+    fam = kernels.get("gemm")
+    small = [c for c in fam.search_space((16, 4096, 4096), "float16", hw) if c["block_M"] < 64][:3]
+    assert small
+    for cfg in small:
+        res = verify.verify(fam, shape, "float16", cfg, hw.target, "cuda", seeds=(0, 1))
+        assert res.passed, [c for c in res.cases if not c.passed]
+
+
+def test_fused_split_k_resets_its_counters_across_calls_and_graph_replays(hw):
+    # The last block of a tile resets the tile's counter: calls back to back, and many
+    # calls inside one CUDA graph replayed twice, must all give the same right answer.
+    fam = kernels.get("gemm_gelu")
+    shape = (1000, 770, 3001)
+    cfg = {"block_M": 64, "block_N": 128, "block_K": 64, "num_stages": 4, "split_k": 3, "splitk_fused": True}
+    kernel = fam.build(shape, "float16", cfg, hw.target)
+    x, w, b = fam.make_inputs(shape, "float16", "cuda", 0)
+    ref = fam.reference(x, w, b)
+    atol, rtol = fam.tolerance("float16", shape)
+    for _ in range(3):
+        torch.testing.assert_close(kernel(x, w, b), ref, atol=atol, rtol=rtol)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        kernel(x, w, b)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = [kernel(x, w, b) for _ in range(5)]
+    for _ in range(2):
+        graph.replay()
+        torch.cuda.synchronize()
+        for out in outs:
+            torch.testing.assert_close(out, ref, atol=atol, rtol=rtol)

@@ -219,7 +219,7 @@ def test_gpu_search_space_fits_device(D):
     shape = (4, 32, 4096, 4096, D, 1)
     space = FAM.search_space(shape, "float16", H200)
     assert 4 <= len(space) <= 10
-    assert space[0] == {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256}
+    assert space[0] == {"block_M": 128, "block_N": 128, "num_stages": 1, "threads": 256}
     for c in space:
         assert FAM.reject_reason(shape, "float16", c, H200) is None
         assert (c["block_M"] * D + 2 * c["block_N"] * D * c["num_stages"]) * 2 <= H200.smem_per_block

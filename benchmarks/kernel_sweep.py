@@ -1,0 +1,259 @@
+"""How far each kernel family can go on the shapes real models run, on CUDA: every config
+of a wide grid (much wider than the tuner's search space) compiled in parallel,
+verified against PyTorch, and timed on CUDA-graph replay over rotated inputs, PyTorch's
+own call timed in the same interleaved rounds. It answers two questions the tuner's
+numbers cannot: what the best reachable ratio is, and whether the family's search
+space (and its first config) contains that best.
+
+    python3 benchmarks/kernel_sweep.py [--only gemm,skinny,attention,rows,conv2d] [--json OUT.json]
+
+Each row: family, shape, PyTorch µs, best TileLang µs and config, the ratio
+(PyTorch / TileLang), and the ratios of the family's own first config and of the best
+config its search space holds. The wide grids live here, not in the families: they are
+research, and every one of them costs a compile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import sys
+import time
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+
+import torch
+
+from evaluator import bench, hardware, kernels
+from evaluator.kernels import _common as C
+from evaluator.measure import check_output
+
+DTYPE = "float16"
+
+GEMM_MODEL = [  # (M, N, K) as nn.Linear: bert-base b8 s128, GPT-2 b4 s512, ViT-B b16, llama zoo
+    (1024, 768, 768), (1024, 3072, 768), (1024, 768, 3072),
+    (2048, 2304, 768),
+    (3152, 2304, 768), (3152, 768, 768), (3152, 3072, 768), (3152, 768, 3072),
+    (8192, 8192, 8192),
+]
+GEMM_SKINNY = [(16, 4096, 4096), (1, 4096, 11008), (32, 1000, 2048)]
+ATTENTION = [  # (B, H, Sq, Skv, D, causal)
+    (4, 32, 4096, 4096, 128, 0), (4, 32, 4096, 4096, 128, 1), (4, 32, 4096, 4096, 64, 1),
+    (8, 12, 128, 128, 64, 0), (4, 12, 512, 512, 64, 1), (16, 12, 197, 197, 64, 0),
+]
+ROWS = {"layernorm": [(1024, 768), (2048, 768), (3152, 768), (16384, 4096)],
+        "softmax": [(12288, 128), (24576, 512), (37824, 197), (16384, 4096)],
+        "rmsnorm": [(1024, 768), (2048, 4096), (16384, 4096)]}
+CONV = [(32, 224, 224, 3, 64, 7, 7, 2, 3), (32, 56, 56, 64, 64, 1, 1, 1, 0), (32, 56, 56, 64, 256, 1, 1, 1, 0),
+        (32, 14, 14, 1024, 256, 1, 1, 1, 0), (32, 56, 56, 60, 60, 3, 3, 1, 1)]
+
+
+# (block_M, block_N, block_K, num_stages, threads)
+MID_TILES = [
+    (64, 64, 64, 4, 128), (64, 64, 64, 5, 128), (64, 64, 128, 3, 128),
+    (64, 128, 64, 3, 128), (64, 128, 64, 4, 128), (64, 128, 128, 3, 128), (64, 128, 32, 5, 128),
+    (128, 64, 64, 3, 128), (128, 64, 64, 4, 128), (128, 64, 128, 3, 128),
+    (128, 128, 64, 3, 128), (128, 128, 64, 4, 128), (128, 128, 64, 3, 256), (128, 128, 64, 4, 256),
+    (128, 128, 128, 2, 256), (128, 128, 32, 5, 256),
+    (64, 256, 64, 3, 128), (64, 256, 64, 3, 256), (128, 256, 64, 3, 256), (128, 256, 64, 4, 256),
+    (256, 128, 64, 3, 256),
+]
+BIG_TILES = [(128, 256, 64, 3, 256), (128, 256, 64, 4, 256), (256, 128, 64, 3, 256), (256, 128, 64, 4, 256),
+             (128, 128, 64, 4, 256), (128, 256, 32, 5, 256), (256, 256, 64, 2, 512)]
+
+
+def gemm_grid(shape) -> list[dict]:
+    M, N, K = shape
+    base = dict(kernels.get("gemm").schedule(shape, DTYPE, "cuda").defaults)
+    out = []
+    if M <= 64:  # decode-like: small M tiles, narrow N tiles so enough blocks stream W
+        for bM, bN, bK, st in itertools.product((16, 32, 64), (32, 64, 128), (128, 256), (3, 4)):
+            if bM > max(16, C.next_pow2(M)):
+                continue
+            out.append({**base, "block_M": bM, "block_N": bN, "block_K": bK, "num_stages": st, "threads": 128,
+                        "policy": "fullcol"})
+        for bN, sk in itertools.product((64, 128), (2, 4, 8)):
+            out.append({**base, "block_M": 64, "block_N": bN, "block_K": 128, "num_stages": 3, "threads": 128,
+                        "split_k": sk})
+        return out
+    tiles = MID_TILES if M * N * K < 4096**3 else BIG_TILES
+    for bM, bN, bK, st, th in tiles:
+        out.append({**base, "block_M": bM, "block_N": bN, "block_K": bK, "num_stages": st, "threads": th})
+    out.append({**out[0], "swizzle": False})
+    if K >= 2048 and M * N <= 4096 * 4096:  # split-K reduced inside the kernel: long K, short output
+        for bM, bN, st, th, splits in ((128, 256, 3, 256, 2), (128, 256, 3, 256, 3), (128, 128, 4, 256, 2),
+                                       (128, 128, 4, 256, 3), (64, 128, 4, 128, 2), (64, 128, 4, 128, 4),
+                                       (128, 128, 3, 128, 2)):
+            out.append({**base, "block_M": bM, "block_N": bN, "block_K": 64, "num_stages": st, "threads": th,
+                        "split_k": splits, "splitk_fused": True})
+    if shape[0] * shape[1] <= 2048 * 3072:
+        for sk in (2, 3, 4):
+            out.append({**base, "block_M": 64, "block_N": 128, "block_K": 64, "num_stages": 4, "threads": 128,
+                        "split_k": sk})
+    return out
+
+
+def attention_grid(shape) -> list[dict]:
+    out = []
+    for bM, bN, st, th in itertools.product((64, 128), (64, 128), (1, 2), (128, 256)):
+        if th == 256 and bM < 128:
+            continue
+        out.append({"block_M": bM, "block_N": bN, "num_stages": st, "threads": th})
+    return out
+
+
+def _worth_compiling(fam, shape, cfg, hw) -> bool:
+    why = fam.reject_reason(shape, DTYPE, cfg, hw)
+    return why is None or "too small for" in why
+
+
+def family_space(name, shape, hw) -> list[dict]:
+    return kernels.get(name).search_space(shape, DTYPE, hw)
+
+
+def cases(only: set[str], hw, own_only: bool = False) -> list[tuple[str, tuple, list[dict]]]:
+    out = []
+    if "gemm" in only:
+        out += [("gemm", s, gemm_grid(s)) for s in GEMM_MODEL]
+    if "skinny" in only:
+        out += [("gemm", s, gemm_grid(s)) for s in GEMM_SKINNY]
+    if "attention" in only:
+        out += [("attention", s, attention_grid(s)) for s in ATTENTION]
+    if "splitk" in only:  # the shapes where split-K may pay: long K, short output
+        out += [("gemm", s, gemm_grid(s)) for s in GEMM_MODEL if s[2] >= 2048]
+    if "rows" in only:
+        out += [(f, s, []) for f, shapes in ROWS.items() for s in shapes]
+    if "conv2d" in only:
+        out += [("conv2d", s, []) for s in CONV]
+    full = []
+    for fam_name, shape, grid in out:
+        fam = kernels.get(fam_name)
+        own = family_space(fam_name, shape, hw)
+        grid = [] if own_only else grid
+        # The grid may break the family's thread rule (it was written for wgmma tiles;
+        # small-M tiles would use mma instead): compiling decides.
+        configs = C.dedupe(own + [c for c in grid if _worth_compiling(fam, shape, c, hw)])
+        full.append((fam_name, shape, configs, own))
+    return full
+
+
+def _build(job):
+    fam_name, shape, cfg, target = job
+    try:
+        return kernels.get(fam_name).build(shape, DTYPE, cfg, target), ""
+    except Exception as exc:  # a config that does not compile is data
+        return None, str(exc).splitlines()[0][:200]
+
+
+def _compile_only(job) -> str:
+    return _build(job)[1]
+
+
+def copy_bandwidth() -> float:
+    """GB/s (bytes read + written) of the faster of a 256 MiB device-to-device copy and
+    an elementwise kernel over it (the access pattern of a row-wise family), graph-replayed."""
+    n = 2**27
+    a, b = torch.randn(n, device="cuda").half(), torch.empty(n, dtype=torch.float16, device="cuda")
+    best = 0.0
+    for fn in (lambda: b.copy_(a), lambda: torch.mul(a, 1.0, out=b)):
+        t = bench.time_callable(fn, "cuda", bench.TimingPolicy(reps=10, flush_l2=False))
+        best = max(best, 2 * n * 2 / (t.median_ms * 1e-3) / 1e9)
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default="gemm,skinny,attention,rows")
+    ap.add_argument("--json")
+    ap.add_argument("--jobs", type=int, default=16)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--own", action="store_true", help="only the families' own search spaces, no wide grid")
+    args = ap.parse_args()
+    hw = hardware.detect("cuda")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": hw.name, "rows": []}, f)
+    todo = cases(set(args.only.split(",")), hw, own_only=args.own)
+    print(f"{sum(len(c[2]) for c in todo)} configs over {len(todo)} shapes on {hw.name}", flush=True)
+    t0 = time.perf_counter()
+
+    jobs = [(f, s, c, hw.target) for f, s, cs, _ in todo for c in cs]
+    # Compiled in worker processes (TVM's lowering holds the GIL), which fill TileLang's
+    # disk cache; building here afterwards loads from it.
+    with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        errs = list(pool.map(_compile_only, jobs, chunksize=2))
+    print(f"compiled in {time.perf_counter() - t0:.0f} s; {sum(bool(e) for e in errs)} failed", flush=True)
+    built = [(None, e) if e else _build(j) for j, e in zip(jobs, errs)]
+    print(f"loaded at {time.perf_counter() - t0:.0f} s", flush=True)
+    results = {"device": hw.name, "dtype": DTYPE, "copy_gbps": copy_bandwidth(), "rows": []}
+    print(f"copy bandwidth {results['copy_gbps']:.0f} GB/s", flush=True)
+    i = 0
+    policy = bench.TimingPolicy()
+    for fam_name, shape, configs, own in todo:
+        fam = kernels.get(fam_name)
+        mine = built[i:i + len(configs)]
+        i += len(configs)
+        sets = bench.rotated_inputs(fam, shape, DTYPE, "cuda", 0, policy)
+        ref = fam.reference(*sets[0])
+        atol, rtol = fam.tolerance(DTYPE, shape)
+        samplers, names, errors = [], [], {}
+        samplers.append(bench._GraphSampler([lambda s=s: fam.reference(*s) for s in sets], policy))
+        names.append("torch")
+        for cfg, (k, err) in zip(configs, mine):
+            key = json.dumps(cfg, sort_keys=True)
+            if k is None:
+                errors[key] = err
+                continue
+            try:
+                ok, why, *_ = check_output(k(*sets[0]), ref, atol, rtol)
+                if not ok:
+                    errors[key] = why
+                    continue
+                samplers.append(bench._GraphSampler([lambda s=s, k=k: k(*s) for s in sets], policy))
+                names.append(key)
+            except Exception as exc:
+                errors[key] = str(exc).splitlines()[0][:200]
+        med = {n: [] for n in names}
+        for r in range(args.reps):
+            order = list(range(len(samplers)))
+            if r % 2:
+                order.reverse()
+            for j in order:
+                med[names[j]].append(samplers[j].sample())
+        med = {n: statistics.median(v) for n, v in med.items()}
+        torch_ms = med.pop("torch")
+        ranked = sorted(med.items(), key=lambda kv: kv[1])
+        own_keys = [json.dumps(c, sort_keys=True) for c in own]
+        own_best = min((med[k] for k in own_keys if k in med), default=None)
+        first = med.get(own_keys[0]) if own_keys else None
+        row = {"family": fam_name, "shape": list(shape), "torch_us": torch_ms * 1e3,
+               "best_us": ranked[0][1] * 1e3 if ranked else None, "best_config": json.loads(ranked[0][0]) if ranked else None,
+               "ratio_best": torch_ms / ranked[0][1] if ranked else None,
+               "ratio_own_best": torch_ms / own_best if own_best else None,
+               "ratio_own_first": torch_ms / first if first else None,
+               "top": [[json.loads(k), torch_ms / v] for k, v in ranked[:8]],
+               "tried": len(configs), "timed": len(med), "errors": dict(list(errors.items())[:6]),
+               "flops": fam.flops(shape), "bytes": fam.bytes(shape, DTYPE)}
+        if ranked:  # whether the best config runs on Hopper's wgmma path (HGMMA), or mma
+            best_k = dict(zip([json.dumps(c, sort_keys=True) for c in configs], [k for k, _ in mine]))[ranked[0][0]]
+            src = getattr(best_k, "source", "") or ""
+            row["wgmma"] = "wgmma" in src
+            row["tma"] = "tma_load" in src or "cp.async.bulk" in src
+        results["rows"].append(row)
+        if args.json:  # after every shape: a run cut short keeps what it measured
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1)
+        tb = row["bytes"] / (ranked[0][1] * 1e-3) / 1e9 if ranked else 0
+        print(f"{fam_name:9s} {'x'.join(map(str, shape)):26s} torch {torch_ms * 1e3:8.1f} us | best "
+              f"{(row['best_us'] or 0):8.1f} us {row['ratio_best'] or 0:5.2f}x ({tb:5.0f} GB/s) | own space "
+              f"{row['ratio_own_best'] or 0:5.2f}x first {row['ratio_own_first'] or 0:5.2f}x | "
+              f"{len(med)}/{len(configs)} | {row['best_config']}", flush=True)
+        del samplers, sets
+        torch.cuda.empty_cache()
+    print(f"total {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
