@@ -288,3 +288,20 @@ def test_conv1d_addmm_routes_through_a_transposed_weight_and_activations_fall_ba
 
 def test_fused_variants_route_nothing_and_say_so():
     assert get("gemm_gelu").functions == () and get("gemm").functions
+
+
+def test_the_tile_score_ranks_the_measured_best_early():
+    # The H200 sweep (benchmarks/kernel_sweep.py --only gemm,attention --own) timed every
+    # config of the space on each model shape; the measured best tile must be among the
+    # first four configs, so a short --budget still reaches it.
+    import json
+    from pathlib import Path
+
+    sweep = json.loads((Path(__file__).parents[2] / "reports/examples/h200/bench/kernel_sweep_wave_tiles.json")
+                       .read_text())
+    rows = [r for r in sweep["rows"] if r["family"] == "gemm"]
+    assert len(rows) >= 8
+    for r in rows:
+        best = (r["best_config"]["block_M"], r["best_config"]["block_N"])
+        early = [(c["block_M"], c["block_N"]) for c in FAM.search_space(tuple(r["shape"]), "float16", H200)[:4]]
+        assert best in early, (r["shape"], best, early)
