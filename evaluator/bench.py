@@ -6,6 +6,12 @@ sending its calls to TileLang), a device and a timing policy. Out: `OpBench`, `E
 interleaved, ratios with intervals) and the output comparison `outputs.py`; their names
 are re-exported here for the stages and tests that reach them through `bench`.
 
+The policy's `compile_mode` adds a third side: `torch.compile` of the same PyTorch code
+(the family's reference, or the whole model), compiled by `compiled.py` and timed in the
+same interleaved rounds. It is an optional comparison: its spread never re-measures or
+flags the other two, and where it cannot run its `Compiled.error` says why while the
+TileLang and PyTorch numbers, flags and verdict stand as without it.
+
 Guards against numbers that cannot be true: an op faster than the measured roofline
 allows is flagged; an end-to-end ratio the Amdahl estimate from the op ratios cannot
 explain is flagged; an unstable timing is flagged; flags reach the report and the
@@ -23,11 +29,13 @@ from typing import Any, Callable
 
 import torch
 
+from . import compiled as compiled_mod
 from .kernels.base import KernelFamily
 from .outputs import OUTPUT_TOLERANCE, OutputCheck, compare_outputs, leaves  # noqa: F401  (re-exported)
-from .results import E2EBench, E2EView, LaunchOverhead, OpBench, Ratio, Shape, Soak, Timing
+from .results import Compiled, E2EBench, E2EView, LaunchOverhead, OpBench, Ratio, Shape, Soak, Timing
 from .timing import (  # noqa: F401  (re-exported: callers time through bench)
-    TimingPolicy, _GraphSampler, bootstrap_ratio, interleaved, kernel_time_ms, summarize, time_callable, time_pair,
+    Sides, TimingPolicy, _GraphSampler, bootstrap_ratio, interleaved, kernel_time_ms, make_sampler, summarize,
+    time_callable, time_pair, time_sides,
 )
 
 __all__ = [
@@ -73,6 +81,61 @@ def roof_flags(flops: float, nbytes: float, t: Timing | None, roof: tuple[float 
     return out
 
 
+def _compiled_side(prep: compiled_mod.Prepared, device: str, policy: TimingPolicy) -> tuple[Any, str]:
+    """The compiled side's sampler, or why it cannot be timed like the others. On CUDA a
+    side that cannot be captured in a graph is left out rather than timed back-to-back:
+    its number would include launch gaps the other two do not."""
+    try:
+        made = make_sampler(prep.fns, device, policy)
+    except Exception as exc:
+        return None, f"failed under the timer: {compiled_mod.one_line(exc)}"
+    if made[2]:
+        return None, f"not timed: the compiled code could not be captured in a CUDA graph ({made[2]})"
+    return made, ""
+
+
+def time_with_compiled(made: list, prep: compiled_mod.Prepared | None, device: str,
+                       policy: TimingPolicy) -> tuple[Sides, int | None, str]:
+    """The sides in `made` and, where it was compiled, torch.compile's as one more, all in
+    the same interleaved rounds. Returns the sides, the compiled side's index (None when
+    it was left out) and why it was left out. A failure while the three are timed is
+    retried without the compiled side, so it can never cost the other two their numbers."""
+    why = ""
+    if prep is not None and prep.ok:
+        side, why = _compiled_side(prep, device, policy)
+        if side is not None:
+            try:
+                return time_sides([*made, side], device, policy, judged=len(made)), len(made), ""
+            except Exception as exc:  # retried below without it; if that fails too, the caller's error
+                why = f"failed under the timer: {compiled_mod.one_line(exc)}"
+    return time_sides(made, device, policy), None, why
+
+
+def compiled_result(prep: compiled_mod.Prepared | None, sides: Sides | None = None,
+                    index: int | None = None, versus: int | None = None, why: str = "",
+                    output_check: Any = None) -> Compiled | None:
+    """The `Compiled` record of a third side: its timing and its ratio against side `versus`
+    (TileLang), or the reason it has no number. None where nothing was compiled because
+    the mode is none: the comparison was not asked for."""
+    if prep is None:
+        return None
+    notes = list(prep.notes)
+    if output_check is not None and not output_check.ok:
+        notes.append(f"outputs differ from PyTorch eager: {output_check.reason}")
+    timing = ratio = None
+    if sides is not None and index is not None:
+        timing = sides.timings[index]
+        if timing.unstable:  # said here, never a flag: an optional side does not gate anything
+            notes.append(f"unstable (spread {100 * timing.cv:.0f}%)")
+        if versus is not None:
+            ratio = sides.ratio(index, versus)
+    error = prep.error or (why if timing is None else "")
+    if not error and timing is None:
+        error = why or "not timed"
+    return Compiled(prep.mode, prep.inductor_mode, timing, ratio, prep.compile_s, error[:300],
+                    "; ".join(notes)[:500])
+
+
 def bench_op(family: KernelFamily, shape: Shape, dtype: str, kernel: Callable | None, device: str,
              *, source: str, config: dict | None, policy: TimingPolicy = TimingPolicy(), seed: int = 0,
              error: str = "", roof: tuple[float | None, float | None] = (None, None),
@@ -87,17 +150,34 @@ def bench_op(family: KernelFamily, shape: Shape, dtype: str, kernel: Callable | 
     ref_fns = [(lambda ins=ins: family.reference(*ins)) for ins in sets]
     t_tl = ratio = None
     note, flags, k_tl, k_torch = "", [], None, None
+    comp: Compiled | None = None
     if kernel is not None and not verified:
         error = error or "kernel failed verification; not timed"
         kernel = None
+    mode = policy.compile_mode
+    if kernel is None and mode != "none":
+        comp = Compiled(mode, compiled_mod.INDUCTOR_MODES.get(mode, ""),
+                        error="not measured: no verified TileLang kernel to compare with")
     if kernel is not None:
         tl_fns = [(lambda ins=ins: kernel(*ins)) for ins in sets]
+        prep = check = None
+        if mode != "none":
+            prep = compiled_mod.prepare(family.reference, sets, device, mode, fullgraph=True)
+            if prep.ok:
+                check = compare_outputs(prep.first_output, family.reference(*sets[0]), dtype)
         try:
-            t_torch, t_tl, ratio, note = time_pair(ref_fns, tl_fns, device, policy)
+            made = [make_sampler(ref_fns, device, policy), make_sampler(tl_fns, device, policy)]
+            sides, at, why = time_with_compiled(made, prep, device, policy)
+            t_torch, t_tl = sides.timings[:2]
+            ratio, note = sides.ratio(0, 1), "; ".join(n for n in sides.notes[:2] if n)
+            comp = compiled_result(prep, sides, at, 1, why, check)
         except Exception as exc:  # a kernel that fails at run time is a result, not a crash
             error = f"{type(exc).__name__}: {exc}"
             t_torch = time_callable(ref_fns[0], device, policy)
             t_tl = None
+            comp = compiled_result(prep, why="not timed: the TileLang kernel failed at run time")
+        if prep is not None:
+            compiled_mod.release()
         if t_tl is not None and device == "cuda":
             try:
                 k_torch, k_tl = kernel_time_ms(ref_fns[0]), kernel_time_ms(tl_fns[0])
@@ -124,7 +204,7 @@ def bench_op(family: KernelFamily, shape: Shape, dtype: str, kernel: Callable | 
         config=config, error=error[:500],
         tilelang_roof_pct=_pct(flops, t_tl, attainable), torch_roof_pct=_pct(flops, t_torch, attainable),
         verified=verified, ratio=ratio, tilelang_kernel_ms=k_tl, torch_kernel_ms=k_torch, timer_note=note[:500],
-        flags=tuple(flags),
+        flags=tuple(flags), compiled=comp,
     )
 
 
@@ -190,6 +270,10 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
     magnitude. Calls are counted on one forward pass. On CUDA the verdict's number is
     CUDA-graph replay; eager (host path) and the profiler's kernel sum are shown beside
     it, all interleaved. On CPU one interleaved perf_counter view.
+
+    With `policy.compile_mode` the whole model through torch.compile (graph breaks
+    allowed, as users compile it) is a third side of the view the verdict uses; its
+    compile time is the wall time of its first call.
     """
     from . import swap
 
@@ -212,19 +296,33 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
                 torch.cuda.synchronize()
         except Exception as exc:  # a crashed swap-in is a failed item, with its error
             counts = router.counts(profiled_ms)
+            mode = policy.compile_mode
+            skipped = None if mode == "none" else Compiled(
+                mode, compiled_mod.INDUCTOR_MODES.get(mode, ""),
+                error="not measured: the model with TileLang kernels did not run")
             return E2EBench(families=families, reference=time_callable(ref_fn, device, policy), swapped=None,
                             speedup=None, samples_per_s_reference=0.0, samples_per_s_swapped=None, max_abs_err=None,
                             outputs_match=False, calls=counts, error=f"{type(exc).__name__}: {exc}"[:500],
                             tilelang_calls=sum(c.tilelang for c in counts),
                             fallback_calls=sum(sum(c.fallback.values()) for c in counts), tolerance=dict(tol),
-                            flags=("swap-in crashed",))
+                            flags=("swap-in crashed",), compiled=skipped)
         counts = router.counts(profiled_ms)
         check = compare_outputs(out, ref_out, dtype)
         views: list[E2EView] = []
         flags: list[str] = []
         overhead = None
+        prep = None
+        if policy.compile_mode != "none":
+            prep = compiled_mod.prepare(module, [tuple(inputs)], device, policy.compile_mode, fullgraph=False)
+        same = compare_outputs(prep.first_output, ref_out, dtype) if prep is not None and prep.ok else None
+        made = [make_sampler([ref_fn], device, policy), make_sampler([cand_fn], device, policy)]
+        sides, at, why = time_with_compiled(made, prep, device, policy)
+        comp = compiled_result(prep, sides, at, 1, why, same)
+        if prep is not None:
+            compiled_mod.release()
+        t_ref, t_sw = sides.timings[:2]
+        ratio, note = sides.ratio(0, 1), "; ".join(n for n in sides.notes[:2] if n)
         if device == "cuda":
-            t_ref, t_sw, ratio, note = time_pair([ref_fn], [cand_fn], device, policy)
             method = t_ref.timer
             if note:
                 flags.append(note + "; the device number includes launch gaps")
@@ -253,7 +351,6 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
                             "(many small launches), which graph replay includes and the kernel sum does not"))
                 views.append(ks)
         else:
-            t_ref, t_sw, ratio, _ = time_pair([ref_fn], [cand_fn], device, policy)
             method = "perf_counter"
             views.append(E2EView(method, t_ref, t_sw, ratio, "interleaved rounds; disturbed rounds dropped"))
     tl_calls = sum(c.tilelang for c in counts)
@@ -281,7 +378,7 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
         error=check.reason if not check.ok else (
             "" if tl_calls else "no call ran in TileLang: the model was compared with itself"), views=tuple(views), method=method, ratio=ratio, calls=counts,
         tilelang_calls=tl_calls, fallback_calls=fb_calls, rel_l2_err=check.rel_l2, rel_max_err=check.rel_max,
-        tolerance=dict(tol), flags=tuple(flags), router_overhead_ms=overhead,
+        tolerance=dict(tol), flags=tuple(flags), router_overhead_ms=overhead, compiled=comp,
     )
 
 

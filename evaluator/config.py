@@ -36,8 +36,8 @@ if TYPE_CHECKING:  # imported where needed: timing.py imports torch (a second on
 # ---------------------------------------------------------------- defaults, in one place
 
 # `build`'s keyword -> its default. Options whose default is "not given" (None: --dtype,
-# --batch-size, --soak-seconds, --fine-rounds, --reports, --store, --checklist, --targets,
-# --upstream...) are resolved in `build`: from the device (device_defaults), the model,
+# --batch-size, --soak-seconds, --fine-rounds, --compile-mode, --reports, --store,
+# --checklist, --targets, --upstream...) are resolved in `build`: from the device (device_defaults), the model,
 # the reports folder (OutputSettings) or the targets module.
 DEFAULTS: dict[str, Any] = {
     "device": "auto",  # CUDA when torch sees one
@@ -60,6 +60,9 @@ DEFAULTS: dict[str, Any] = {
 }
 
 ISOLATE = {"auto": None, "on": True, "off": False}  # --isolate -> TuneSettings.isolate
+# --compile-mode: torch.compile as a third side beside TileLang and PyTorch eager (compiled.py
+# says what each is given to Inductor); "none" skips it.
+COMPILE_MODES = ("max-autotune", "default", "none")
 STORE_FOLDER = "baselines"  # the baseline store's folder inside --reports when --store is not given
 
 
@@ -72,11 +75,15 @@ def device_defaults(device: str) -> dict[str, Any]:
     one on CPU, where each candidate is single-threaded C and a round costs the demo tens
     of seconds. isolate: what --isolate auto means (tuning.py decides the same way): a
     worker process on CUDA, where a bad candidate can poison the GPU context; in-process
-    on CPU, where the worker's imports would cost more than the candidates.
+    on CPU, where the worker's imports would cost more than the candidates. compile_mode:
+    the torch.compile side; max-autotune on a GPU, what a team tuning for speed would
+    compare with; default on a CPU, where max-autotune's GEMM templates do not apply and
+    only add minutes of C++ builds.
     """
     if device == "cuda":
-        return {"dtype": "float16", "soak_seconds": 60.0, "fine_rounds": 3, "isolate": True}
-    return {"dtype": "float32", "soak_seconds": 5.0, "fine_rounds": 1, "isolate": False}
+        return {"dtype": "float16", "soak_seconds": 60.0, "fine_rounds": 3, "isolate": True,
+                "compile_mode": "max-autotune"}
+    return {"dtype": "float32", "soak_seconds": 5.0, "fine_rounds": 1, "isolate": False, "compile_mode": "default"}
 
 
 def dtype_flag(dtype: str) -> str:
@@ -93,7 +100,7 @@ def _default_timing() -> TimingPolicy:
     """BenchSettings' timing policy: the timer's own, at DEFAULTS' reps and warm-up."""
     from .timing import TimingPolicy  # here, not at the top: it imports torch
 
-    return TimingPolicy(warmup=DEFAULTS["warmup"], reps=DEFAULTS["reps"])
+    return TimingPolicy(warmup=DEFAULTS["warmup"], reps=DEFAULTS["reps"], compile_mode=_CPU["compile_mode"])
 
 
 def default_label(spec: str) -> str:
@@ -232,6 +239,9 @@ class Config:
             "tune_gpus": len(self.tune.devices) if self.tune.devices else 1,
             "seeds": list(self.bench.seeds), "sweep": self.bench.sweep, "e2e": self.bench.e2e,
             "soak_s": self.bench.soak_s, "timing": self.bench.timing.describe(self.device),
+            # Apart from "timing": a third side adds a number and leaves the other two timed as
+            # before, so runs with and without it stay comparable.
+            "compile_mode": self.bench.timing.compile_mode,
             "regression_threshold": self.output.regression_threshold,
             "checklist": str(self.output.checklist), "upstream": self.upstream.repo, "fork": self.upstream.fork,
             "as_of": self.upstream.as_of.isoformat() if self.upstream.as_of else None,
@@ -383,6 +393,13 @@ def _check_choices(*, ops: int, batch_size: int | None, seq_len: int | None, fai
         raise ConfigError(f"--lang '{lang}' is not available; use en or zh")
 
 
+def check_compile_mode(mode: str | None) -> None:
+    """--compile-mode: one of COMPILE_MODES (None: not given, the device's default)."""
+    if mode is not None and mode not in COMPILE_MODES:
+        raise ConfigError(f"--compile-mode '{mode}' is not allowed; use {', '.join(COMPILE_MODES[:-1])} "
+                          f"or {COMPILE_MODES[-1]} (none skips the torch.compile comparison)")
+
+
 def _output_folders(reports: Path | None, store: str | Path | None, push: bool) -> tuple[Path, Path, str | None]:
     """(reports folder, the store's local folder, the shared store's remote or None), each
     checked writable: a run that cannot write its folder or its baseline would otherwise
@@ -431,7 +448,7 @@ def build(*, model: str, device: str = DEFAULTS["device"], batch_size: int | Non
           fail_on: str = DEFAULTS["fail_on"], seed: int = DEFAULTS["seed"],
           regression_threshold: float = DEFAULTS["regression_threshold"], fine_rounds: int | None = None,
           isolate: str = DEFAULTS["isolate"], label: str | None = None, targets: str | None = None,
-          push: bool = DEFAULTS["push"], gpus: str | None = None) -> Config:
+          push: bool = DEFAULTS["push"], gpus: str | None = None, compile_mode: str | None = None) -> Config:
     """The options by their command-line names (--name is `label`) -> a checked Config.
     fleet.py reads this signature's annotations to check a plan's options."""
     from . import checklist as checklist_mod, hardware, kernels
@@ -447,6 +464,7 @@ def build(*, model: str, device: str = DEFAULTS["device"], batch_size: int | Non
     check_count("--profile-iters", profile_iters, 1)
     check_seconds("--budget", budget)
     check_seconds("--soak-seconds", soak_seconds)
+    check_compile_mode(compile_mode)
     dev = hardware.resolve_device(device)
     by_device = device_defaults(dev)
     explicit_dtype = dtype is not None
@@ -474,7 +492,8 @@ def build(*, model: str, device: str = DEFAULTS["device"], batch_size: int | Non
         tune=TuneSettings(budget_s=budget, use_cache=not no_cache, isolate=ISOLATE[isolate],
                           fine_rounds=by_device["fine_rounds"] if fine_rounds is None else fine_rounds,
                           devices=_devices(gpus, dev, isolate)),
-        bench=BenchSettings(timing=TimingPolicy(warmup=warmup, reps=reps), sweep=sweep, e2e=e2e,
+        bench=BenchSettings(timing=TimingPolicy(warmup=warmup, reps=reps, compile_mode=compile_mode or by_device[
+                                "compile_mode"]), sweep=sweep, e2e=e2e,
                             soak_s=by_device["soak_seconds"] if soak_seconds is None else soak_seconds),
         upstream=UpstreamSettings(upstream, fork, as_of_time, branch),
         output=OutputSettings(reports=reports, store=store, checklist=checklist, lang=lang, pdf=pdf,

@@ -228,6 +228,26 @@ class Ratio:
 
 
 @dataclass(frozen=True)
+class Compiled:
+    """`torch.compile` of the PyTorch side, the comparison a team weighs against TileLang:
+    timed by the same timer in the same interleaved rounds as the other two sides.
+
+    Optional, so never a gate: where it could not run, `error` says why in one line and
+    the other numbers stand. None where a result has none: not asked for
+    (--compile-mode none), or a result written before this comparison existed."""
+
+    mode: str  # as --compile-mode names it: "max-autotune" | "default"
+    inductor_mode: str = ""  # what torch.compile was given ("max-autotune-no-cudagraphs" on CUDA)
+    timing: Timing | None = None  # None: it could not run, or had nothing to compare with (`error`)
+    # compiled time / TileLang time, paired per round with a 95% interval (> 1: TileLang is
+    # faster); None where either side has no time.
+    ratio: Ratio | None = None
+    compile_s: float | None = None  # wall seconds of the first calls, which trace, compile and autotune
+    error: str = ""  # why it could not run (inductor error, no C++ compiler, a graph break...), one line
+    note: str = ""  # what to know about a number that stands (graph breaks, outputs that differ from eager)
+
+
+@dataclass(frozen=True)
 class OpBench:
     family: str
     shape: Shape
@@ -254,6 +274,7 @@ class OpBench:
     torch_kernel_ms: float | None = None
     timer_note: str = ""
     flags: tuple[str, ...] = ()  # "unstable", "faster than the roofline allows", ...
+    compiled: Compiled | None = None  # torch.compile of the reference, the third side
 
 
 @dataclass(frozen=True)
@@ -313,6 +334,9 @@ class E2EBench:
     # Host cost of the operator router itself per forward pass (eager, every call falling
     # back): what routing adds to the eager path before any kernel runs.
     router_overhead_ms: float | None = None
+    # The whole model through torch.compile, timed as a third side of the view the verdict
+    # uses (graph replay on CUDA, wall clock on CPU); its ratio is compiled / swapped.
+    compiled: Compiled | None = None
 
 
 @dataclass(frozen=True)

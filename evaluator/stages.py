@@ -156,13 +156,30 @@ def _tune_one(ctx: Context, fam: kernels.KernelFamily, shape: Shape, source: str
     why = "" if vr.passed else "kernel failed verification: " + "; ".join(
         sorted({c.reason or "mismatch" for c in vr.cases if not c.passed}))[:200]
     table.add(fam.name, shape, tk.config, kernel, verified=vr.passed, why_not=why)
-    rep.update(f"{label}: benchmarking")
+    rep.update(f"{label}: benchmarking" + _against_compile(cfg.bench.timing.compile_mode, vr.passed))
     ob = bench.bench_op(fam, shape, cfg.model.dtype, kernel, cfg.device, source=source, config=tk.config,
                         policy=cfg.bench.timing, roof=(hw.measured_tflops, hw.measured_gbps),
                         verified=vr.passed, error=why)
     rep.info(f"{label}: TileLang {ob.tilelang.median_ms:.4g} ms vs PyTorch {ob.torch.median_ms:.4g} ms "
-             f"-> {ob.speedup:.3g}x" if ob.tilelang and ob.speedup else f"[red]{label}: {ob.error}[/]")
+             f"-> {ob.speedup:.3g}x{compiled_text(ob.compiled)}" if ob.tilelang and ob.speedup
+             else f"[red]{label}: {ob.error}[/]")
     return tk, vr, ob
+
+
+def _against_compile(mode: str, verified: bool) -> str:
+    """What the progress line adds while the torch.compile side compiles (seconds to minutes)."""
+    return f" (and torch.compile, {mode})" if mode != "none" and verified else ""
+
+
+def compiled_text(c) -> str:
+    """The torch.compile side in a progress line: its time and ratio, or why it has none.
+    Escaped for rich markup: Dynamo's reasons quote code, which may hold [brackets]."""
+    if c is None:
+        return ""
+    if c.timing is None:
+        return f"; torch.compile: {c.error}".replace("[", "\\[")
+    ratio = f", TileLang {c.ratio.value:.3g}x of it" if c.ratio is not None and math.isfinite(c.ratio.value) else ""
+    return f"; torch.compile {c.timing.median_ms:.4g} ms{ratio} (compiled in {c.compile_s:.1f} s)"
 
 
 def tune_verify_bench(ctx: Context, result: RunResult) -> RunResult:
@@ -223,7 +240,9 @@ def portability_check(ctx: Context, result: RunResult) -> RunResult:
 def end_to_end(ctx: Context, result: RunResult) -> RunResult:
     """The model as its authors wrote it, its calls routed to TileLang at the operator."""
     cfg, rep, loaded = ctx.cfg, ctx.rep, ctx.loaded
-    rep.stage("End-to-end: the model with its calls routed to TileLang")
+    mode = cfg.bench.timing.compile_mode
+    rep.stage("End-to-end: the model with its calls routed to TileLang"
+              + (f", and through torch.compile ({mode})" if mode != "none" else ""))
     router = swap.Router([kernels.get(f) for f in result.families], ctx.kernel_table(result))
     hot = result.hot_ops
     shares = {o.family: o.share for o in hot.ops}
@@ -242,7 +261,8 @@ def end_to_end(ctx: Context, result: RunResult) -> RunResult:
                            shares={**shares, **share_of}, policy=cfg.bench.timing)
     if e2e.speedup:
         rep.done(f"{e2e.tilelang_calls} calls in TileLang, {e2e.fallback_calls} fell back; "
-                 f"{e2e.speedup:.3g}x ({e2e.method}), outputs {'match' if e2e.outputs_match else 'DIFFER'}")
+                 f"{e2e.speedup:.3g}x ({e2e.method}), outputs {'match' if e2e.outputs_match else 'DIFFER'}"
+                 f"{compiled_text(e2e.compiled)}")
     else:
         rep.done(f"swap-in failed: {e2e.error}")
     # Fused variants have no single torch function to route: say so plainly rather than
@@ -358,6 +378,7 @@ def bench_family(family: str, shapes: list[Shape], dtype: str, device: str, hw: 
             verified = vr.passed
             why = "" if verified else "kernel failed verification: " + "; ".join(
                 sorted({c.reason or "mismatch" for c in vr.cases if not c.passed}))[:200]
+        rep.update(f"{label}: benchmarking" + _against_compile(policy.compile_mode, verified))
         ob: OpBench = bench.bench_op(fam, shape, dtype, kernel, device, source="standard", config=tk.config,
                                      policy=policy, roof=(hw.measured_tflops, hw.measured_gbps), error=why,
                                      verified=verified)

@@ -1,8 +1,9 @@
 """The device timer: both sides of a comparison in interleaved rounds, on the device.
 
-In: callables (one per rotated input set) for a reference and a candidate, a device and
-a `TimingPolicy`. Out: a `Timing` per side and a `Ratio` (reference / candidate) with a
-95% bootstrap interval over the rounds.
+In: callables (one per rotated input set) for a reference and a candidate (and, through
+`time_sides`, any further side: torch.compile), a device and a `TimingPolicy`. Out: a
+`Timing` per side and a `Ratio` (reference / candidate) with a 95% bootstrap interval
+over the rounds; with several sides, any two sides' ratio from the same rounds.
 
 On CUDA a side is a CUDA graph of many back-to-back calls, replayed and timed with
 events; per call = replay / calls. Per-call events around a 5 µs kernel read ~50 µs of
@@ -39,6 +40,13 @@ class TimingPolicy:
     max_cv_cuda: float = 0.05
     graph_ms: float = 2.0  # device time one CUDA-graph replay aims at
     sample_ms_cpu: float = 1.0  # wall time one CPU sample aims at (several calls if fast)
+    # torch.compile as a third side (bench.py): "max-autotune", "default" or "none". The
+    # timer's own default is "none": a library caller times what it asks for, and compiling
+    # costs seconds per shape. The command line's default depends on the device
+    # (config.device_defaults). Not part of `describe`: it adds a side to the rounds and
+    # leaves the other two timed as before (its spread never re-measures or flags them),
+    # so baselines with and without it stay comparable.
+    compile_mode: str = "none"
 
     def describe(self, device: str) -> dict:
         return {"timer": "cuda_graph" if device == "cuda" else "perf_counter_interleaved",
@@ -208,24 +216,58 @@ def interleaved(samplers: Sequence[Any], policy: TimingPolicy, device: str) -> t
     return [[r[i] for r in kept] for i in range(len(samplers))], len(rounds) - len(kept)
 
 
+@dataclass(frozen=True)
+class Sides:
+    """Several sides timed in the same interleaved rounds: a Timing per side and the
+    samples behind them (kept rounds only), so any two sides' ratio is paired per round."""
+
+    timings: tuple[Timing, ...]
+    samples: tuple[tuple[float, ...], ...]
+    notes: tuple[str, ...]  # per side: why the graph timer could not be used, or ""
+
+    def ratio(self, ref: int, cand: int) -> Ratio:
+        """Side `ref`'s time / side `cand`'s time, median of the per-round ratios with its interval."""
+        return bootstrap_ratio(self.samples[ref], self.samples[cand])
+
+
+def make_sampler(fns: Sequence[Callable[[], object]], device: str, policy: TimingPolicy, *,
+                 eager: bool = False) -> tuple[Any, str, str]:
+    """One side's sampler, its timer's name and a note (empty unless graph capture failed);
+    made apart from the timing so a caller can leave out a side whose sampler cannot be made."""
+    return _sampler(fns, device, policy, eager=eager)
+
+
+def time_sides(made: Sequence[tuple[Any, str, str]], device: str, policy: TimingPolicy = TimingPolicy(), *,
+               judged: int | None = None) -> Sides:
+    """Samplers (from `make_sampler`) timed in interleaved rounds; a spread over the policy's
+    limit on any of the first `judged` sides (all by default) is measured once more and the
+    calmer run kept. A side past `judged` (torch.compile's) is timed in the same rounds but
+    its spread never decides which run the others keep."""
+    sams = [m[0] for m in made]
+    limit = policy.max_cv_cuda if device == "cuda" else policy.max_cv_cpu
+    judged = len(made) if judged is None else judged
+
+    def measure() -> tuple[list[list[float]], list[Timing]]:
+        xs, dropped = interleaved(sams, policy, device)
+        return xs, [summarize(x, m[1], dropped) for x, m in zip(xs, made)]
+
+    xs, ts = measure()
+    if max(t.cv for t in ts[:judged]) > limit:  # measured once more; the calmer run is kept
+        xs2, ts2 = measure()
+        if max(t.cv for t in ts2[:judged]) < max(t.cv for t in ts[:judged]):
+            xs, ts = xs2, ts2
+    ts = [dataclasses.replace(t, unstable=t.cv > limit) for t in ts]
+    return Sides(tuple(ts), tuple(tuple(x) for x in xs), tuple(m[2] for m in made))
+
+
 def time_pair(ref: Sequence[Callable[[], object]], cand: Sequence[Callable[[], object]], device: str,
               policy: TimingPolicy = TimingPolicy(), *, eager: bool = False) -> tuple[Timing, Timing, Ratio, str]:
     """Reference and candidate (each a list of callables over rotated inputs) timed in
     interleaved rounds: their Timings, the ratio ref/cand with its interval, and a note
     (empty unless the graph timer could not be used)."""
-    s_ref, timer, note_r = _sampler(ref, device, policy, eager=eager)
-    s_cand, timer_c, note_c = _sampler(cand, device, policy, eager=eager)
-    (a, b), dropped = interleaved([s_ref, s_cand], policy, device)
-    limit = policy.max_cv_cuda if device == "cuda" else policy.max_cv_cpu
-    t_ref, t_cand = summarize(a, timer, dropped), summarize(b, timer_c, dropped)
-    if max(t_ref.cv, t_cand.cv) > limit:  # measured once more; the calmer run is kept
-        (a2, b2), dropped2 = interleaved([s_ref, s_cand], policy, device)
-        r2, c2 = summarize(a2, timer, dropped2), summarize(b2, timer_c, dropped2)
-        if max(r2.cv, c2.cv) < max(t_ref.cv, t_cand.cv):
-            a, b, t_ref, t_cand = a2, b2, r2, c2
-    t_ref = dataclasses.replace(t_ref, unstable=t_ref.cv > limit)
-    t_cand = dataclasses.replace(t_cand, unstable=t_cand.cv > limit)
-    return t_ref, t_cand, bootstrap_ratio(a, b), "; ".join(n for n in (note_r, note_c) if n)
+    made = [_sampler(ref, device, policy, eager=eager), _sampler(cand, device, policy, eager=eager)]
+    sides = time_sides(made, device, policy)
+    return (*sides.timings, sides.ratio(0, 1), "; ".join(n for n in sides.notes if n))
 
 
 def time_callable(fn: Callable[[], object], device: str, policy: TimingPolicy = TimingPolicy()) -> Timing:

@@ -252,9 +252,16 @@ def test_build_without_options_is_the_settings_defaults(tmp_path, monkeypatch):
 
 
 def test_the_timing_defaults_agree_with_the_timers_own():
+    import dataclasses
+
     from evaluator.timing import TimingPolicy
 
-    assert config.BenchSettings().timing == TimingPolicy()  # DEFAULTS' reps and warmup are timing.py's
+    # DEFAULTS' reps and warmup are timing.py's. The compile mode is the one exception: the
+    # timer compiles nothing unless asked ("none"), the command line's default is the device's.
+    settings = config.BenchSettings().timing
+    assert dataclasses.replace(settings, compile_mode="none") == TimingPolicy()
+    assert settings.compile_mode == config.device_defaults("cpu")["compile_mode"] == "default"
+    assert config.device_defaults("cuda")["compile_mode"] == "max-autotune"
 
 
 # ---------------------------------------------------------------- settings_dict records what changes a result

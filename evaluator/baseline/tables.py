@@ -26,7 +26,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from .. import __version__
-from ..results import SCHEMA_VERSION, Ratio, RunResult, Timing, shape_str, to_dict
+from ..results import SCHEMA_VERSION, Compiled, Ratio, RunResult, Timing, shape_str, to_dict
 from .compare import op_key
 
 Record = dict[str, Any]  # column -> value, one row of a table; the keys' order is the columns' order
@@ -55,6 +55,17 @@ def _ratio(r: Ratio | None, *, rounds: bool) -> Record:
     return {**out, "rounds": r.rounds if r else None} if rounds else out
 
 
+def _compiled(c: Compiled | None) -> Record:
+    """The torch.compile side's columns: its mode, time, TileLang's ratio to it (compiled /
+    TileLang time), compile seconds, and why there is no time where there is none. All
+    empty for a result from before the comparison, or a run with --compile-mode none."""
+    r = c.ratio if c else None
+    return {"compile_mode": c.mode if c else None, **_timing("compiled", c.timing if c else None),
+            "compiled_ratio": r.value if r else None, "compiled_ratio_low": r.low if r else None,
+            "compiled_ratio_high": r.high if r else None, "compile_s": c.compile_s if c else None,
+            "compile_error": c.error if c else None, "compile_note": c.note if c else None}
+
+
 def _hot_ops(r: RunResult) -> list[Record]:
     if not r.hot_ops:
         return []
@@ -64,8 +75,11 @@ def _hot_ops(r: RunResult) -> list[Record]:
 
 
 def _op_bench(r: RunResult) -> list[Record]:
+    # The torch.compile columns come right after `source`, so every column after them keeps
+    # the order (and position from the end) it has in every earlier baseline.
     return [{"family": b.family, "shape": shape_str(b.shape), "dtype": b.dtype, "source": b.source,
-             **_timing("tilelang", b.tilelang), **_timing("torch", b.torch), "speedup": b.speedup,
+             **_compiled(b.compiled), **_timing("tilelang", b.tilelang), **_timing("torch", b.torch),
+             "speedup": b.speedup,
              "flops": b.flops, "bytes": b.bytes, "tilelang_tflops": b.tilelang_tflops,
              "tilelang_gbps": b.tilelang_gbps, "torch_tflops": b.torch_tflops, "torch_gbps": b.torch_gbps,
              "config": b.config, "error": b.error} for b in r.op_bench]
@@ -100,7 +114,7 @@ def _e2e(r: RunResult) -> list[Record]:
              "speedup": e.speedup, "samples_per_s_reference": e.samples_per_s_reference,
              "samples_per_s_swapped": e.samples_per_s_swapped, "max_abs_err": e.max_abs_err,
              "outputs_match": e.outputs_match, "replaced_modules": e.replaced_modules, "coverage": e.coverage,
-             "amdahl_speedup": e.amdahl_speedup, "error": e.error}]
+             "amdahl_speedup": e.amdahl_speedup, "error": e.error, **_compiled(e.compiled)}]
 
 
 def _e2e_views(r: RunResult) -> list[Record]:

@@ -1,9 +1,9 @@
 """`evaluate bench` and `evaluate port`: one kernel family on its own.
 
-In: a family, shapes, a dtype; for bench a device and a tuning budget, for port the
-accelerators to lower for and optionally a tuned config. Out: bench tunes the family and
-times it against PyTorch on this machine; port lowers it for other accelerators, never
-running it there. A table, or JSON with --json; bad input is one line, exit 2.
+In: a family, shapes, a dtype; for bench a device, a tuning budget and a torch.compile
+mode, for port the accelerators to lower for and optionally a tuned config. Out: bench
+tunes the family and times it against PyTorch eager and torch.compile on this machine;
+port lowers it for other accelerators, never running it there. A table, or JSON with --json; bad input is one line, exit 2.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Optional
 import typer
 
 from ..config import DEFAULTS
-from .options import DTYPE_HELP, FAMILIES_HELP, GPU_DTYPE, TARGETS_HELP
+from .options import COMPILE_HELP, DTYPE_HELP, FAMILIES_HELP, GPU_DTYPE, TARGETS_HELP
 from .output import RichReporter, bench_table, console, err_console, portability_table, progress
 
 # Sizes that are flags or offsets rather than extents: attention's causal (0 or 1) and
@@ -47,9 +47,10 @@ def bench_command(
     budget: float = typer.Option(DEFAULTS["budget"], help="Tuning budget per shape, in seconds."),
     # bench's own default, not a run's --reps: a kernel alone is cheap to time for longer.
     reps: int = typer.Option(50, help="Timed repetitions."),
+    compile_mode: Optional[str] = typer.Option(None, "--compile-mode", help=COMPILE_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
-    """Tune and benchmark one kernel family alone against PyTorch."""
+    """Tune and benchmark one kernel family alone against PyTorch (and torch.compile)."""
     from .. import config as config_mod, hardware, kernels, pipeline
     from ..errors import ConfigError
     from ..kernels.base import DTYPE_ALIASES
@@ -59,14 +60,16 @@ def bench_command(
     fam = kernels.get(family)  # an unknown family: one line naming the known ones
     config_mod.check_count("--reps", reps, 1)
     config_mod.check_seconds("--budget", budget)
+    config_mod.check_compile_mode(compile_mode)
     shapes = [parse_shape(text, fam.shape_names, ConfigError) for text in shape]
     dev = hardware.resolve_device(device)
     dt = DTYPE_ALIASES.get(dtype or config_mod.device_defaults(dev)["dtype"])
     if dt is None:
         raise ConfigError(f"unknown dtype '{dtype}'; use fp32, fp16 or bf16")
+    policy = TimingPolicy(reps=reps, compile_mode=compile_mode or config_mod.device_defaults(dev)["compile_mode"])
     with progress(err_console) as p:
-        rows = pipeline.bench_family(family, shapes, dt, dev, budget_s=budget,
-                                     policy=TimingPolicy(reps=reps), reporter=RichReporter(p))
+        rows = pipeline.bench_family(family, shapes, dt, dev, budget_s=budget, policy=policy,
+                                     reporter=RichReporter(p))
     if json_out:
         print(json.dumps([{"tuned": to_dict(t), "bench": to_dict(b)} for t, b in rows], indent=1))
         return

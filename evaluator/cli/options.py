@@ -26,6 +26,9 @@ DTYPE_HELP = (f"fp32, fp16 or bf16 (default: {dtype_flag(_CPU['dtype'])} on CPU,
               f"{dtype_flag(_CUDA['dtype'])} on CUDA).")
 FINE_ROUNDS_HELP = (f"Rounds of neighbours around the best coarse config (default {_CUDA['fine_rounds']} on "
                     f"CUDA, {_CPU['fine_rounds']} on CPU; 0: coarse grid only).")
+COMPILE_HELP = (f"torch.compile of the PyTorch code as a third side beside TileLang and PyTorch eager, timed the "
+                f"same way: max-autotune, default, or none to skip it (default: {_CUDA['compile_mode']} on CUDA, "
+                f"{_CPU['compile_mode']} on CPU).")
 SOAK_HELP = f"Soak length (default {_CUDA['soak_seconds']:g} s on CUDA, {_CPU['soak_seconds']:g} s on CPU; 0 skips)."
 REPORTS_HELP = f"Output folder (default: {OutputSettings.reports}/)."
 RUN_STORE_HELP = ("Baseline store: a folder, or a shared remote's git URL or bare repository "

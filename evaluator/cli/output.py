@@ -67,6 +67,22 @@ def config_text(config: dict) -> str:
     return " ".join(f"{short.get(k, k.replace('block_', 'b'))}={v}" for k, v in config.items())
 
 
+def compiled_cells(c) -> tuple[str | Text, str, str]:
+    """The torch.compile side as (ms, TileLang vs compiled, compile seconds); where it did
+    not run, its reason stands in the first cell instead of a number."""
+    if c is None:
+        return "—", "—", "—"
+    if c.timing is None:
+        # Text, not markup: Dynamo's reasons quote code, which may hold [brackets].
+        return Text(c.error or "not measured"), "—", f"{c.compile_s:.1f}" if c.compile_s is not None else "—"
+    ratio = f"{c.ratio.value:.3g}x" if c.ratio is not None and c.ratio.value == c.ratio.value else "—"
+    return f"{c.timing.median_ms:.4g}", ratio, f"{c.compile_s:.1f}" if c.compile_s is not None else "—"
+
+
+def _has_compiled(rows) -> bool:
+    return any(getattr(b, "compiled", None) is not None for b in rows)
+
+
 # ---------------------------------------------------------------- evaluate --model: the summary
 
 
@@ -82,17 +98,34 @@ def _hot_ops_table(r) -> Table:
 
 
 def _op_bench_table(r) -> Table:
-    t = Table(title=f"Rewritten: {', '.join(r.families)} — TileLang against PyTorch")
-    for col in ("family", "shape", "TileLang ms", "PyTorch ms", "speedup", "correct", "config"):
+    with_compiled = _has_compiled(r.op_bench)
+    t = Table(title=f"Rewritten: {', '.join(r.families)} — TileLang against PyTorch"
+              + (" and torch.compile" if with_compiled else ""))
+    cols = ["family", "shape", "TileLang ms", "PyTorch ms", "speedup"]
+    cols += ["torch.compile ms", "vs torch.compile"] if with_compiled else []
+    for col in (*cols, "correct", "config"):
         t.add_column(col)
     for b in r.op_bench:
         passed = [v.passed for v in r.verify if v.family == b.family and any(c.shape == b.shape for c in v.cases)]
         t.add_row(b.family, "x".join(map(str, b.shape)),
                   f"{b.tilelang.median_ms:.4g}" if b.tilelang else "—", f"{b.torch.median_ms:.4g}",
                   f"{b.speedup:.3g}x" if b.speedup else "—",
+                  *(compiled_cells(b.compiled)[:2] if with_compiled else ()),
                   ("yes" if all(passed) else "NO") if passed else "—",
                   config_text(b.config) if b.config else (b.error or "—"))
     return t
+
+
+def compiled_line(c) -> str:
+    """End to end against torch.compile in one line, or why it could not be compared."""
+    if c is None:
+        return ""
+    if c.timing is None:
+        return f"torch.compile ({c.mode}): {c.error}"
+    vs = (f"TileLang is {c.ratio.value:.3g}x torch.compile end to end"
+          if c.ratio is not None and c.ratio.value == c.ratio.value else "torch.compile")
+    return (f"{vs} ({c.timing.median_ms:.3f} ms compiled, {c.mode}; compile {c.compile_s:.0f} s)"
+            + (f"; {c.note}" if c.note else ""))
 
 
 def print_summary(outcome) -> None:
@@ -110,6 +143,8 @@ def print_summary(outcome) -> None:
                       f"{e.swapped.median_ms:.3f} ms ({e.speedup:.3g}x), outputs "
                       f"{'match' if e.outputs_match else 'DIFFER'} (max abs err {e.max_abs_err:.2g})"
                       if e.swapped else f"End to end: swap-in failed ({e.error})")
+        if compiled_line(getattr(e, "compiled", None)):
+            console.print(compiled_line(e.compiled), markup=False, highlight=False)
     if r.verdict:
         colour = {"GO": "green", "CONDITIONAL GO": "yellow", "NO-GO": "red"}.get(r.verdict.decision, "white")
         console.print(f"\nVerdict: [bold {colour}]{r.verdict.decision}[/]  ({r.verdict.checklist})")
@@ -157,14 +192,20 @@ def portability_table(p) -> Table:
 
 
 def bench_table(family: str, dtype: str, rows) -> Table:
-    """`evaluate bench`: one row per shape, TileLang against PyTorch with rates and roofs."""
-    t = Table(title=f"{family} ({dtype}) — TileLang against PyTorch")
-    for col in ("shape", "TileLang ms", "PyTorch ms", "ratio", "TileLang TFLOP/s", "TileLang GB/s",
-                "% of roof (TL / PyTorch)", "config"):
+    """`evaluate bench`: one row per shape, TileLang against PyTorch (and torch.compile:
+    its time, TileLang's ratio to it and its compile seconds) with rates and roofs."""
+    with_compiled = _has_compiled([b for _, b in rows])
+    modes = sorted({b.compiled.mode for _, b in rows if b.compiled is not None})
+    t = Table(title=f"{family} ({dtype}) — TileLang against PyTorch"
+              + (f" and torch.compile ({', '.join(modes)})" if with_compiled else ""))
+    cols = ["shape", "TileLang ms", "PyTorch ms", "ratio"]
+    cols += ["torch.compile ms", "vs torch.compile", "compile s"] if with_compiled else []
+    for col in (*cols, "TileLang TFLOP/s", "TileLang GB/s", "% of roof (TL / PyTorch)", "config"):
         t.add_column(col)
     for tk, b in rows:
         t.add_row("x".join(map(str, b.shape)), f"{b.tilelang.median_ms:.4g}" if b.tilelang else "—",
                   f"{b.torch.median_ms:.4g}", f"{b.speedup:.3g}x" if b.speedup else "—",
+                  *(compiled_cells(b.compiled) if with_compiled else ()),
                   f"{b.tilelang_tflops:.3g}" if b.tilelang_tflops else "—",
                   f"{b.tilelang_gbps:.3g}" if b.tilelang_gbps else "—",
                   f"{b.tilelang_roof_pct or 0:.0f}% / {b.torch_roof_pct or 0:.0f}%" if b.torch_roof_pct else "—",

@@ -16,7 +16,8 @@ import typer
 
 from ..config import DEFAULTS
 from .errors import RunFolder, reported_errors, say_error
-from .options import DTYPE_HELP, FINE_ROUNDS_HELP, REPORTS_HELP, RUN_STORE_HELP, SOAK_HELP, TARGETS_HELP
+from .options import (COMPILE_HELP, DTYPE_HELP, FINE_ROUNDS_HELP, REPORTS_HELP, RUN_STORE_HELP, SOAK_HELP,
+                      TARGETS_HELP)
 from .output import RichReporter, console, print_summary, progress
 
 # Options of the main command that are not config.build keywords.
@@ -49,6 +50,7 @@ def main_command(
                                        "at once, one worker each: all, a count N, or indices 0,2 (1, for GPU 1 "
                                        "alone); the best configs are re-timed on the first. Default: one GPU."),
     reps: int = typer.Option(DEFAULTS["reps"], help="Timed repetitions per measurement."),
+    compile_mode: Optional[str] = typer.Option(None, "--compile-mode", help=COMPILE_HELP),
     sweep: bool = typer.Option(DEFAULTS["sweep"], help="Also benchmark each family's standard shapes."),
     e2e: bool = typer.Option(DEFAULTS["e2e"], "--e2e/--no-e2e", help="Measure the model with the kernels swapped in."),
     soak_seconds: Optional[float] = typer.Option(None, help=SOAK_HELP),
