@@ -235,6 +235,12 @@ class Fmt:
     def us(self, v: float | None) -> str:
         return self.na if v is None or not math.isfinite(v) else f"{_num(v)} µs"
 
+    def secs(self, v: float | None) -> str:
+        """Seconds as people say them: "29 s", "3.2 s", "0.8 s"."""
+        if v is None or not math.isfinite(v):
+            return self.na
+        return f"{v:.0f} s" if v >= 10 else f"{_strip(f'{v:.1f}')} s"
+
     def mb(self, v: float | None) -> str:
         return self.na if v is None or not math.isfinite(v) else f"{_num(v)} MB"
 

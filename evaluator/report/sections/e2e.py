@@ -4,21 +4,44 @@ In: a RunResult's e2e (timing views, call counts and fallbacks per family and sh
 output check), overhead and soak, and a language's `Strings`/`Fmt`. Out: the e2e
 section's key-value rows, views (the one the verdict uses marked), calls and coverage,
 output check and flags; the soak's rows and latency chart. `_view_name` (a timing
-method in words) is also used on page one and in the checklist evidence.
+method in words) is also used on page one and in the checklist evidence. Where the run
+compiled the model with torch.compile too, the verdict's view gains it as a third side,
+and `compiled_sentence` says plainly how TileLang compares with it (also on page one).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ... import charts
 from ...results import RunResult, shape_str
 from ..notes import _e2e_flags, _flag, _notes, _timing_flags
-from ..strings import Fmt, Strings, _ct, _num
+from ..strings import Fmt, Strings, _ct, _finite, _num
+from .kernels import compiled_cell
 
 
 def _view_name(method: str, t: Strings) -> str:
     return t.get(f"views.{method}.name", method or t("not_measured"))
+
+
+def compiled_sentence(result: RunResult, t: Strings, f: Fmt) -> str:
+    """TileLang against torch.compile in one plain sentence: end to end where the run
+    compiled the model, else the geometric mean over the operators; where torch.compile
+    could not run end to end, why. "" where it was not asked for (or the result predates it)."""
+    c = getattr(result.e2e, "compiled", None) if result.e2e is not None else None
+    if c is not None:
+        if c.timing is None:
+            return t("compiled.e2e_not_run", mode=c.mode, reason=(c.error or t("not_measured")).rstrip("."))
+        value = c.ratio.value if c.ratio is not None and _finite(c.ratio.value) else None
+        return t("compiled.e2e", x=f.x(value), s=f.secs(c.compile_s), mode=c.mode)
+    ratios = [b.compiled.ratio.value for b in result.op_bench if getattr(b, "compiled", None) is not None
+              and b.compiled.ratio is not None and _finite(b.compiled.ratio.value) and b.compiled.ratio.value > 0]
+    if ratios:
+        mean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        modes = sorted({b.compiled.mode for b in result.op_bench if getattr(b, "compiled", None) is not None})
+        return t("compiled.ops", x=f.x(mean), count=len(ratios), n=len(ratios), mode=", ".join(modes))
+    return ""
 
 
 def _e2e(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
@@ -42,10 +65,19 @@ def _e2e(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
     # Per-call host overhead explains a gap between the Amdahl estimate and the measured run.
     for o in result.overhead:
         kv.append((t("kv.launch", family=o.family), f"{f.us(o.tilelang_us)} / {f.us(o.torch_us)} ({shape_str(o.shape)})"))
+    comp = getattr(e, "compiled", None)
+    if comp is not None:
+        cell = compiled_cell(comp, t, f)
+        kv.append((t("kv.vs_compiled", mode=comp.mode),
+                   cell["reason"] or (f"{cell['ratio']} ({cell['ci']})" if cell["ci"] else cell["ratio"])))
+        if comp.compile_s is not None:
+            kv.append((t("kv.compile_time"), f.secs(comp.compile_s)))
+        if comp.note:
+            kv.append((t("kv.compiled_note"), comp.note))
     method = getattr(e, "method", "") or ""
     views = []
     for view in getattr(e, "views", ()) or ():
-        views.append({"name": _view_name(view.method, t), "meaning": t.get(f"views.{view.method}.meaning", ""),
+        views.append({"compiled": compiled_cell(comp, t, f) if comp is not None and view.method == method else None,"name": _view_name(view.method, t), "meaning": t.get(f"views.{view.method}.meaning", ""),
                       "used": view.method == method, "ref": f.ms(view.reference.median_ms if view.reference else None),
                       "swapped": f.ms(view.swapped.median_ms if view.swapped else None),
                       "ratio": f.x(view.ratio.value if view.ratio else None), "ci": f.interval(view.ratio),
@@ -76,6 +108,7 @@ def _e2e(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
     used = (t("text.e2e_method", method=_view_name(method, t), meaning=t.get(f"views.{method}.meaning", ""))
             if method else "")
     return {"kv": kv, "error": t("text.e2e_error", error=e.error) if e.error else "", "views": views,
+            "compiled": compiled_sentence(result, t, f) if comp is not None else "", "with_compiled": comp is not None,
             "method": used, "calls": calls, "calls_notes": any(c["notes"] for c in calls),
             "coverage": coverage_text, "check": check, "flags": [_flag(x, t) for x in _e2e_flags(result)]}
 

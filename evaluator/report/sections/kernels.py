@@ -4,7 +4,9 @@ In: a RunResult's hot_ops, verify, op_bench, tuned and environment.hardware (its
 measured and datasheet ceilings), and a language's `Strings`/`Fmt`. Out: the rows and
 chart SVGs (charts.py) of the hot-operator, correctness, per-op and roofline sections,
 and the tuning appendix (the best candidates and one example of each failure per
-kernel). Flagged numbers are marked, not coloured as good or bad.
+kernel). Flagged numbers are marked, not coloured as good or bad. Where the run timed
+torch.compile as a third side, the per-op table gains its time (with the compile time)
+and TileLang's ratio to it; where it could not run, the reason stands in the cell.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from ... import charts
 from ...checklist import op_rows, op_speedup
-from ...results import OpBench, RunResult, Timing, shape_str
+from ...results import Compiled, OpBench, RunResult, Timing, shape_str
 from ..notes import _flag, _notes, _op_flags
 from ..strings import Fmt, Strings, _ct, _finite, _num
 
@@ -50,6 +52,22 @@ def _speed_class(s: float | None) -> str:
     return "none" if s is None else ("good" if s >= 1 else ("warn" if s >= 0.5 else "bad"))
 
 
+def compiled_cell(c: Compiled | None, t: Strings, f: Fmt) -> dict[str, Any]:
+    """The torch.compile side of one comparison for a table: its time and compile time, and
+    TileLang's ratio to it with the interval; or, where it has no time, why, in place of
+    the number (never a blank: a blank would read as "not asked")."""
+    if c is None:
+        return {"ms": "—", "sub": "", "ratio": "—", "ci": "", "reason": "", "cls": "none"}
+    if c.timing is None:
+        return {"ms": "", "sub": "", "ratio": "—", "ci": "", "cls": "none",
+                "reason": t("text.compiled_not_run", reason=c.error or t("not_measured"))}
+    r = c.ratio
+    value = r.value if r is not None and _finite(r.value) else None
+    return {"ms": f.ms(c.timing.median_ms), "sub": t("text.compiled_in", s=f.secs(c.compile_s)) if _finite(
+                c.compile_s) else "", "ratio": f.x(value), "ci": f.interval(r), "reason": "",
+            "cls": _speed_class(value)}
+
+
 def _ops(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
     if not result.op_bench:
         return None
@@ -66,6 +84,8 @@ def _ops(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
             notes.append(t("text.timer_note", note=_notes(b.timer_note, t)))
         if b.error:
             notes.append(b.error)
+        if getattr(b, "compiled", None) is not None and b.compiled.note:
+            notes.append(t("text.compiled_note", note=b.compiled.note))
         # Optional columns show "—" when absent: "not measured" in every cell would crowd
         # out the numbers that were measured.
         rows.append({"family": b.family, "shape": shape_str(b.shape), "dtype": b.dtype,
@@ -74,13 +94,17 @@ def _ops(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
                      "speedup": f.x(s), "ci": f.interval(b.ratio) or "—",
                      "rounds": b.ratio.rounds if b.ratio is not None and b.ratio.rounds else 0,
                      "cls": "none" if flags else _speed_class(s), "flagged": bool(flags),
+                     "compiled": compiled_cell(getattr(b, "compiled", None), t, f),
                      "verified": f.yn(getattr(b, "verified", None)), "cross": cross,
                      "tflops": _num(b.tilelang_tflops) or "—", "gbps": _num(b.tilelang_gbps) or "—", "notes": notes})
     chart_rows = [(f"{b.family} {shape_str(b.shape)}" + ("" if b.source == "model" else " *"), op_speedup(b))
                   for b in ordered][:30]
     chart = charts.speedups(chart_rows, xlabel=_ct("chart.speedup", t), missing=_ct("not_measured", t))
     text = t("text.ops_rows", which=t("text.ops_model" if which == "model shapes" else "text.ops_standard"))
-    return {"rows": rows, "chart": chart, "text": text,
+    modes = sorted({b.compiled.mode for b in ordered if getattr(b, "compiled", None) is not None})
+    if modes:
+        text += " " + t("text.ops_compiled", mode=", ".join(modes))
+    return {"rows": rows, "chart": chart, "text": text, "compiled": bool(modes),
             "flagged": t("text.ops_flagged") if any(r["flagged"] for r in rows) else ""}
 
 

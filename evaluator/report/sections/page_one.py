@@ -3,7 +3,8 @@
 In: a RunResult (its verdict from checklist.evaluate, or none) and a language's
 `Strings`/`Fmt`. Out: `_summary`, the verdict banner's dict (decision, one sentence,
 every failed item in plain words, what would change the verdict, the CPU caveat,
-unmeasured, optional and waived items, next steps), and `_headlines`, the five key-number
+unmeasured, optional and waived items, next steps, and one line on how TileLang compares
+with torch.compile where the run measured it), and `_headlines`, the five key-number
 cards; a card is green only when its item passed and nothing casts doubt on the number.
 The helpers that name items and conditions (`_item_title`, `_SYMBOL`, ...) are shared
 with the checklist table (evidence.py).
@@ -18,7 +19,7 @@ from ...checklist import METRICS, kernel_status, op_label, op_rows, op_speedup
 from ...results import Outcome, Ratio, RunResult, Verdict
 from ..notes import _e2e_flags, _flag, _op_flags
 from ..strings import Fmt, Strings, _finite, _form, _num
-from .e2e import _view_name
+from .e2e import _view_name, compiled_sentence
 
 
 _SYMBOL = {">=": "≥", "<=": "≤", "==": "=", "!=": "≠", ">": ">", "<": "<"}
@@ -170,6 +171,8 @@ def _summary(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
         "optional_n": len(optional),
         "waived": [{"title": _item_title(o, t, f), "date": _waiver_date(o)} for o in waived],
         "steps": list(dict.fromkeys(steps)),  # several items can share one remedy
+        # The alternative a team weighs against TileLang, in one line; not a checklist item.
+        "compiled": compiled_sentence(result, t, f),
     }
 
 
