@@ -31,6 +31,8 @@ def evaluate(*args, cwd=ROOT, timeout=900):
     (["upstream", "--repo", "/tmp", "--as-of", "soon"], "--as-of 'soon' is not a date"),
     (["--model", "bert-tiny", "--reps", "0"], "--reps must be a positive integer"),  # was a StatisticsError traceback
     (["--model", "bert-tiny", "--reps", "many"], "Invalid value for '--reps'"),  # click's usage errors too
+    (["--model", "bert-tiny", "--compile-mode", "fast"], "--compile-mode 'fast' is not allowed; use max-autotune"),
+    (["bench", "--family", "gemm", "--compile-mode", "fast"], "--compile-mode 'fast' is not allowed"),
     (["baseline", "show", "no/such/id"], "no/such/id"),
     (["checklist", "validate", "missing.yaml"], "missing.yaml"),
 ])
@@ -78,6 +80,10 @@ def test_demo_end_to_end_on_bert_tiny(tmp_path):
     # TileLang really ran end to end: modules swapped, or (routing) calls sent to its kernels
     e2e = result["e2e"]
     assert e2e["outputs_match"] and (e2e["replaced_modules"] > 0 or e2e.get("tilelang_calls", 0) > 0)
+    # torch.compile (CPU: mode default) beside both, per op and end to end: a time or a reason
+    assert result["settings"]["compile_mode"] == "default"
+    for c in [b["compiled"] for b in result["op_bench"]] + [e2e["compiled"]]:
+        assert c["mode"] == "default" and (c["timing"] and c["ratio"] and c["compile_s"] > 0 or c["error"]), c
     assert {o["family"] for o in result["overhead"]} == set(fams)
     assert all(o["tilelang_us"] > 0 and o["torch_us"] > 0 for o in result["overhead"])
     decision = result["verdict"]["decision"]
@@ -89,6 +95,8 @@ def test_demo_end_to_end_on_bert_tiny(tmp_path):
     # report: HTML names the verdict and both families; the PDF is a real multi-page PDF
     html = (run / "report.html").read_text()
     assert decision in html and all(f in html for f in fams)
+    assert "torch.compile (ms)" in html and "Against torch.compile" in html
+    assert "torch.compile end to end" in out or "torch.compile (default):" in out  # the terminal's e2e line
     from tests.test_pdf_env import skip_reason
     if not skip_reason("en"):  # without pango/harfbuzz-subset the run says what to install instead
         from pypdf import PdfReader
@@ -108,15 +116,32 @@ def test_demo_end_to_end_on_bert_tiny(tmp_path):
     # a second run reuses the tuned configs and compares itself with the first baseline.
     # The same families explicitly: on CPU, attention and layernorm take 7-9% each and
     # the profile may rank them either way from one run to the next.
+    # --compile-mode none: no torch.compile side anywhere, and the settings say so.
     p2 = evaluate("--model", "bert-tiny", "--reports", str(tmp_path), "--soak-seconds", "0", "--no-e2e",
-                  "--no-pdf", "--families", ",".join(fams))
+                  "--no-pdf", "--families", ",".join(fams), "--compile-mode", "none")
     assert p2.returncode == 0, (p2.stdout + p2.stderr)[-3000:]
     run2 = max((tmp_path / "runs").iterdir(), key=lambda d: d.stat().st_mtime)
     r2 = json.loads((run2 / "results.json").read_text())
     assert r2["tuned"] and all(t["cached"] for t in r2["tuned"])
     assert r2["comparison"] and r2["comparison"]["reference"] == ref["tag"]
+    assert r2["settings"]["compile_mode"] == "none" and all(b["compiled"] is None for b in r2["op_bench"])
+    assert r2["comparison"]["comparable"]  # a run without the third side compares with one that had it
 
     # and the report can be re-rendered from the store alone
     p3 = evaluate("report", "--baseline", ref["tag"], "--store", ref["store"], "--out", str(tmp_path / "again"))
     assert p3.returncode == 0, p3.stderr
     assert decision in (tmp_path / "again" / "report.html").read_text()
+
+
+@pytest.mark.slow
+def test_bench_json_has_the_torch_compile_side_unless_none():
+    args = ("bench", "--family", "layernorm", "--shape", "16x32", "--device", "cpu", "--budget", "0", "--reps", "3",
+            "--json")
+    p = evaluate(*args)
+    assert p.returncode == 0, p.stderr[-3000:]
+    [row] = json.loads(p.stdout)
+    c = row["bench"]["compiled"]
+    assert c["mode"] == "default" and c["timing"]["median_ms"] > 0 and c["ratio"]["value"] > 0 and c["compile_s"] > 0
+    none = evaluate(*args, "--compile-mode", "none")
+    assert none.returncode == 0, none.stderr[-3000:]
+    assert json.loads(none.stdout)[0]["bench"]["compiled"] is None

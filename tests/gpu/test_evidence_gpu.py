@@ -82,3 +82,42 @@ def test_graph_timer_agrees_with_profiler_kernel_time():
     # A 5 µs kernel: graph replay within 30% (or 3 µs) of the kernel time, not ~50 µs of launch.
     assert abs(ob.tilelang.median_ms - ob.tilelang_kernel_ms) < max(0.3 * ob.tilelang_kernel_ms, 0.003)
     assert abs(ob.torch.median_ms - ob.torch_kernel_ms) < max(0.3 * ob.torch_kernel_ms, 0.003)
+
+
+# ---------------------------------------------------------------- torch.compile as the third side
+
+
+def test_compiled_side_of_one_op_is_graph_replayed_like_the_others():
+    """max-autotune on CUDA is Inductor's max-autotune-no-cudagraphs, captured in our own
+    graph beside TileLang and cuBLAS/cuDNN: same timer, same rounds, a ratio, a compile time."""
+    fam = kernels.get("layernorm")
+    hw = hardware.detect("cuda")
+    shape = (1024, 768)
+    kernel = fam.build(shape, "float16", fam.search_space(shape, "float16", hw)[0], hw.target)
+    ob = bench.bench_op(fam, shape, "float16", kernel, "cuda", source="standard", config={},
+                        policy=bench.TimingPolicy(reps=10, compile_mode="max-autotune"))
+    c = ob.compiled
+    assert c is not None and not c.error, c
+    assert c.mode == "max-autotune" and c.inductor_mode == "max-autotune-no-cudagraphs"
+    assert c.timing.timer == "cuda_graph" and ob.tilelang.timer == "cuda_graph"
+    assert c.timing.median_ms > 0 and c.ratio.value > 0 and c.ratio.rounds == ob.ratio.rounds
+    assert c.compile_s > 0 and "outputs differ" not in c.note
+    assert ob.tilelang_kernel_ms and ob.torch_kernel_ms  # the cross-check still runs after Dynamo's reset
+
+
+def test_compiled_bert_tiny_is_a_third_side_of_graph_replay():
+    from evaluator import models
+
+    loaded = models.load_model("bert-tiny", dtype="float16", device="cuda")
+    router = _route(loaded.module, loaded.inputs, ["gemm", "layernorm"])
+    router.reset()
+    e2e = bench.end_to_end(loaded.module, loaded.inputs, "cuda", loaded.spec.batch_size, router, dtype="float16",
+                           profiled_ms={}, total_profiled_ms=1.0, op_ratios={}, shares={},
+                           policy=bench.TimingPolicy(reps=5, max_seconds=1.0, compile_mode="max-autotune"))
+    assert e2e.outputs_match, (e2e.error, e2e.rel_l2_err)
+    c = e2e.compiled
+    assert c is not None and not c.error, c
+    assert e2e.method == "cuda_graph" and c.timing.timer == "cuda_graph"
+    assert c.ratio.value > 0 and c.compile_s > 0 and "outputs differ" not in c.note
+    # the other views still ran after the compiled model was released
+    assert [v.method for v in e2e.views][:2] == ["cuda_graph", "eager"]
