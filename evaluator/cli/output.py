@@ -67,6 +67,11 @@ def config_text(config: dict) -> str:
     return " ".join(f"{short.get(k, k.replace('block_', 'b'))}={v}" for k, v in config.items())
 
 
+def _seconds(s: float | None) -> str:
+    # Two digits below a second: a compile Inductor's on-disk cache served takes 0.05 s, not 0.0.
+    return "—" if s is None else (f"{s:.2g}" if s < 1 else f"{s:.1f}")
+
+
 def compiled_cells(c) -> tuple[str | Text, str, str]:
     """The torch.compile side as (ms, TileLang vs compiled, compile seconds); where it did
     not run, its reason stands in the first cell instead of a number."""
@@ -74,9 +79,9 @@ def compiled_cells(c) -> tuple[str | Text, str, str]:
         return "—", "—", "—"
     if c.timing is None:
         # Text, not markup: Dynamo's reasons quote code, which may hold [brackets].
-        return Text(c.error or "not measured"), "—", f"{c.compile_s:.1f}" if c.compile_s is not None else "—"
+        return Text(c.error or "not measured"), "—", _seconds(c.compile_s)
     ratio = f"{c.ratio.value:.3g}x" if c.ratio is not None and c.ratio.value == c.ratio.value else "—"
-    return f"{c.timing.median_ms:.4g}", ratio, f"{c.compile_s:.1f}" if c.compile_s is not None else "—"
+    return f"{c.timing.median_ms:.4g}", ratio, _seconds(c.compile_s)
 
 
 def _has_compiled(rows) -> bool:
@@ -102,7 +107,7 @@ def _op_bench_table(r) -> Table:
     t = Table(title=f"Rewritten: {', '.join(r.families)} — TileLang against PyTorch"
               + (" and torch.compile" if with_compiled else ""))
     cols = ["family", "shape", "TileLang ms", "PyTorch ms", "speedup"]
-    cols += ["torch.compile ms", "vs torch.compile"] if with_compiled else []
+    cols += ["compiled ms", "vs compiled"] if with_compiled else []
     for col in (*cols, "correct", "config"):
         t.add_column(col)
     for b in r.op_bench:
@@ -124,7 +129,7 @@ def compiled_line(c) -> str:
         return f"torch.compile ({c.mode}): {c.error}"
     vs = (f"TileLang is {c.ratio.value:.3g}x torch.compile end to end"
           if c.ratio is not None and c.ratio.value == c.ratio.value else "torch.compile")
-    return (f"{vs} ({c.timing.median_ms:.3f} ms compiled, {c.mode}; compile {c.compile_s:.0f} s)"
+    return (f"{vs} ({c.timing.median_ms:.3f} ms compiled, mode {c.mode}; compile {_seconds(c.compile_s)} s)"
             + (f"; {c.note}" if c.note else ""))
 
 
@@ -199,7 +204,7 @@ def bench_table(family: str, dtype: str, rows) -> Table:
     t = Table(title=f"{family} ({dtype}) — TileLang against PyTorch"
               + (f" and torch.compile ({', '.join(modes)})" if with_compiled else ""))
     cols = ["shape", "TileLang ms", "PyTorch ms", "ratio"]
-    cols += ["torch.compile ms", "vs torch.compile", "compile s"] if with_compiled else []
+    cols += ["compiled ms", "vs compiled", "compile s"] if with_compiled else []
     for col in (*cols, "TileLang TFLOP/s", "TileLang GB/s", "% of roof (TL / PyTorch)", "config"):
         t.add_column(col)
     for tk, b in rows:

@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 from ... import charts
+from ...checklist import op_rows
 from ...results import RunResult, shape_str
 from ..notes import _e2e_flags, _flag, _notes, _timing_flags
 from ..strings import Fmt, Strings, _ct, _finite, _num
@@ -35,12 +36,13 @@ def compiled_sentence(result: RunResult, t: Strings, f: Fmt) -> str:
             return t("compiled.e2e_not_run", mode=c.mode, reason=(c.error or t("not_measured")).rstrip("."))
         value = c.ratio.value if c.ratio is not None and _finite(c.ratio.value) else None
         return t("compiled.e2e", x=f.x(value), s=f.secs(c.compile_s), mode=c.mode)
-    ratios = [b.compiled.ratio.value for b in result.op_bench if getattr(b, "compiled", None) is not None
-              and b.compiled.ratio is not None and _finite(b.compiled.ratio.value) and b.compiled.ratio.value > 0]
-    if ratios:
-        mean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-        modes = sorted({b.compiled.mode for b in result.op_bench if getattr(b, "compiled", None) is not None})
-        return t("compiled.ops", x=f.x(mean), count=len(ratios), n=len(ratios), mode=", ".join(modes))
+    rows, _ = op_rows(result)  # the rows the op metrics use: the model's own shapes where there are any
+    timed = [b for b in rows if getattr(b, "compiled", None) is not None and b.compiled.ratio is not None
+             and _finite(b.compiled.ratio.value) and b.compiled.ratio.value > 0]
+    if timed:
+        mean = math.exp(sum(math.log(b.compiled.ratio.value) for b in timed) / len(timed))
+        modes = ", ".join(sorted({b.compiled.mode for b in timed}))
+        return t("compiled.ops", x=f.x(mean), count=len(timed), n=len(timed), mode=modes)
     return ""
 
 
