@@ -134,14 +134,12 @@ def test_demo_end_to_end_on_bert_tiny(tmp_path):
 
 
 @pytest.mark.slow
-def test_bench_json_has_the_torch_compile_side_unless_none():
-    args = ("bench", "--family", "layernorm", "--shape", "16x32", "--device", "cpu", "--budget", "0", "--reps", "3",
-            "--json")
-    p = evaluate(*args)
+def test_bench_json_has_the_torch_compile_side():
+    # The CPU's default mode, on the shape tests/test_compiled.py compiles (Inductor's cache
+    # makes it a load when that ran first); --compile-mode none is the demo's second run.
+    p = evaluate("bench", "--family", "layernorm", "--shape", "16x32", "--device", "cpu", "--budget", "0",
+                 "--reps", "3", "--json")
     assert p.returncode == 0, p.stderr[-3000:]
     [row] = json.loads(p.stdout)
     c = row["bench"]["compiled"]
     assert c["mode"] == "default" and c["timing"]["median_ms"] > 0 and c["ratio"]["value"] > 0 and c["compile_s"] > 0
-    none = evaluate(*args, "--compile-mode", "none")
-    assert none.returncode == 0, none.stderr[-3000:]
-    assert json.loads(none.stdout)[0]["bench"]["compiled"] is None

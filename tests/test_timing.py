@@ -15,7 +15,9 @@ def test_summarize_statistics():
 def test_time_callable_counts_reps_and_measures_sleep():
     import time
     t = bench.time_callable(lambda: time.sleep(0.002), "cpu", bench.TimingPolicy(warmup=1, reps=7))
-    assert t.reps == 7
+    # A round another job disturbed (over twice the median) is dropped and counted, not lost:
+    # on a loaded CI machine the kept rounds alone are not always 7.
+    assert t.reps + t.dropped == 7 and t.reps >= 3
     assert 1.5 < t.median_ms < 50
 
 
