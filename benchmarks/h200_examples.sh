@@ -8,6 +8,9 @@
 #
 #   benchmarks/h200_examples.sh OUT_DIR KEY...
 #   KEY: hf-bert hf-gpt2 timm-vit tv-resnet50 bert-base llama conv2d
+#        bert-base-defaults llama-defaults   (every option at its default; run cold, with
+#        an empty TileLang kernel cache and tuning cache, then warm; wall times go to
+#        OUT_DIR/wall_times.txt)
 #
 # Budgets are short because a session's GPU time is: --budget 8 --fine-rounds 0
 # --max-shapes 4 --soak-seconds 10 (the defaults, 60 s and 3 rounds, search further).
@@ -28,6 +31,16 @@ for key in "$@"; do
     tv-resnet50) run --model torchvision:resnet50 --batch-size 32 --name torchvision-resnet50 --max-shapes 24 \
                      --budget 6 ;;
     bert-base|llama) run --model "$key" ;;
+    bert-base-defaults|llama-defaults)
+      m="${key%-defaults}"
+      for pass in cold warm; do
+        [ "$pass" = cold ] && export TILELANG_CACHE_DIR="$(mktemp -d)"
+        t0=$(date +%s)
+        python3 -m evaluator.cli --model "$m" --device cuda --no-pdf --reports "$out/defaults" \
+          --store "$out/store" 2>&1 | grep -v "TileLang:" | tail -25
+        echo "$m $pass $(( $(date +%s) - t0 )) s" | tee -a "$out/wall_times.txt"
+      done
+      unset TILELANG_CACHE_DIR ;;
     conv2d)  # ResNet-50 stem and 1x1 layers at batch 32, NHWC: N x H x W x C x K x R x S x stride x pad
       python3 -m evaluator.cli bench --family conv2d --device cuda --budget 8 --json \
         --shape 32x224x224x3x64x7x7x2x3 --shape 32x56x56x64x64x1x1x1x0 --shape 32x56x56x64x256x1x1x1x0 \
