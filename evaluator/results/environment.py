@@ -1,0 +1,64 @@
+"""What was evaluated, and on what: the model, the device and the software versions.
+
+In: the model spec as loaded (models/), the device as probed (hardware.py) and the
+installed versions (pipeline.py). Out: `ModelSpec`, `Hardware` and `Environment`, the
+records a run starts from and a baseline is filed under (model, platform). A run's
+settings are not a record: `RunResult.settings` is the plain dict `Config.settings_dict`
+makes (every option that changes a measurement or the verdict), so a new option needs
+no change here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What was evaluated: enough to load the same model again."""
+
+    name: str  # "bert-tiny", "pkg.mod:factory", "path/file.py:factory"
+    source: str  # "zoo" | "module" | "file"
+    batch_size: int
+    seq_len: int | None
+    dtype: str  # "float32" | "float16" | "bfloat16"
+    parameters: int = 0
+    spec_hash: str = ""  # hash of the name, sizes and parameter shapes
+    origin: str = ""  # the --model spec as given, when `name` is a stable --name for it
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The device the kernels were compiled for and timed on."""
+
+    target: str  # TileLang target: "c" on CPU, "cuda" on NVIDIA
+    device: str  # "cpu" | "cuda"
+    name: str  # "NVIDIA H200", or the CPU model
+    platform: str  # short slug used in baseline paths: "h200", "cpu-x86_64"
+    cores: int = 0  # CPU cores, or streaming multiprocessors on a GPU
+    memory_gb: float = 0.0
+    smem_per_block: int = 0  # bytes; 0 on CPU
+    smem_per_sm: int = 0
+    regs_per_block: int = 0
+    regs_per_sm: int = 0
+    compute_capability: str = ""
+    driver: str = ""
+    cuda: str = ""
+    peak_tflops: float | None = None  # published dense fp16/bf16 peak
+    peak_gbps: float | None = None  # published memory bandwidth
+    measured_tflops: float | None = None  # a large matmul through PyTorch, this dtype
+    measured_gbps: float | None = None  # a large device-to-device copy (read + write)
+    ceilings_note: str = ""  # how the measured ceilings were obtained
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Versions of everything a measurement depends on (the baseline manifest)."""
+
+    evaluator: str
+    python: str
+    os: str
+    cpu: str
+    torch: str
+    tilelang: str
+    hardware: Hardware

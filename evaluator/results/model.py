@@ -1,0 +1,126 @@
+"""The whole model: where its time goes, and what the kernels do to it end to end and
+over minutes.
+
+In: the profiler's operator table (profiling.py), the model timed with and without the
+TileLang kernels swapped in and the router's call counts (bench.py, swap.py), and the
+soak. Out: `HotOps` with one `HotOp` per operator family (what was worth rewriting),
+`E2EBench` with its timing `E2EView`s and per-shape `CallCount`s, and `Soak` (drift,
+memory growth and clocks under sustained load).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Imported at run time, not only for type checkers: pydantic resolves the annotations
+# below in this module's namespace (codec.from_dict).
+from .measurement import Compiled, Ratio, Timing
+
+# ---------------------------------------------------------------- profiling
+
+
+@dataclass(frozen=True)
+class HotOp:
+    """One operator family's share of the profiled forward pass."""
+
+    family: str  # "gemm", "softmax", ..., or "other"
+    time_ms: float  # per forward pass
+    share: float  # of the profiled operator time
+    calls: int  # per forward pass
+    shapes: tuple[str, ...]  # distinct problem shapes, hottest first, e.g. "256x512x128"
+    aten_ops: tuple[str, ...]
+    has_kernel: bool
+    shape_ms: tuple[float, ...] = ()  # time per forward pass of each shape in `shapes`
+
+
+@dataclass(frozen=True)
+class HotOps:
+    device: str
+    total_ms: float  # operator time of one forward pass
+    ops: tuple[HotOp, ...]  # sorted by time, descending
+    selected: tuple[str, ...]  # families chosen for rewriting
+    wall_ms: float = 0.0  # wall time of one forward pass
+
+
+# ---------------------------------------------------------------- end to end
+
+
+@dataclass(frozen=True)
+class CallCount:
+    """What happened to one (family, shape) at the operator during the end-to-end run:
+    calls that ran the TileLang kernel, and calls that fell back to PyTorch, by reason."""
+
+    family: str
+    shape: str  # problem shape "AxBxC", or "" when the call could not be given one
+    tilelang: int
+    fallback: dict[str, int] = field(default_factory=dict)  # reason -> calls
+    profiled_ms: float = 0.0  # this shape's profiled device time per forward pass
+    notes: dict[str, int] = field(default_factory=dict)  # layout work on the way, e.g. "inputs copied to contiguous"
+
+
+@dataclass(frozen=True)
+class E2EView:
+    """One way of timing the model, both sides side by side in interleaved rounds."""
+
+    method: str  # "cuda_graph" (device), "eager" (host path), "kernel_sum" (profiler), "perf_counter" (CPU)
+    reference: Timing
+    swapped: Timing | None
+    ratio: Ratio | None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class E2EBench:
+    """The model with and without the TileLang kernels swapped in."""
+
+    families: tuple[str, ...]
+    reference: Timing
+    swapped: Timing | None
+    speedup: float | None
+    samples_per_s_reference: float
+    samples_per_s_swapped: float | None
+    max_abs_err: float | None
+    outputs_match: bool
+    replaced_modules: int = 0
+    coverage: float = 0.0  # share of profiled time whose calls actually ran in TileLang
+    amdahl_speedup: float | None = None
+    error: str = ""
+    # The views (graph replay, eager, profiler kernel sum; one interleaved perf_counter
+    # view on CPU). `method` names the one `speedup` and the verdict come from.
+    views: tuple[E2EView, ...] = ()
+    method: str = ""
+    ratio: Ratio | None = None  # speedup with its interval
+    calls: tuple[CallCount, ...] = ()
+    tilelang_calls: int = 0
+    fallback_calls: int = 0
+    # Output check: relative L2 error and max error relative to max|ref| over every
+    # floating-point leaf of the output structure, against the dtype's tolerances.
+    rel_l2_err: float | None = None
+    rel_max_err: float | None = None
+    tolerance: dict[str, float] = field(default_factory=dict)
+    flags: tuple[str, ...] = ()  # "unstable", "contradicts the Amdahl estimate", "graph capture failed: ..."
+    # Host cost of the operator router itself per forward pass (eager, every call falling
+    # back): what routing adds to the eager path before any kernel runs.
+    router_overhead_ms: float | None = None
+    # The whole model through torch.compile, timed as a third side of the view the verdict
+    # uses (graph replay on CUDA, wall clock on CPU); its ratio is compiled / swapped.
+    compiled: Compiled | None = None
+
+
+# ---------------------------------------------------------------- soak
+
+
+@dataclass(frozen=True)
+class Soak:
+    seconds: float
+    window_ms: tuple[float, ...]  # median latency per window
+    drift: float  # (last - first) / first
+    cv: float
+    memory_growth_mb: float
+    iterations: int
+    notes: tuple[str, ...] = ()
+    reserved_growth_mb: float | None = None  # CUDA caching allocator, reserved not just allocated
+    clocks_mhz: tuple[float, ...] = ()  # SM clock per window (NVIDIA, via nvidia-smi)
+    throttle_reasons: tuple[str, ...] = ()  # active clock-throttle reasons seen during the soak
+    timer: str = "perf_counter"  # "cuda_graph": each iteration is one graph replay (device time)
+    host_cv: float | None = None  # spread of host wall time per iteration (launch jitter), apart from device drift
