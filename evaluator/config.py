@@ -450,7 +450,7 @@ def build(*, model: str, device: str = DEFAULTS["device"], batch_size: int | Non
           isolate: str = DEFAULTS["isolate"], label: str | None = None, targets: str | None = None,
           push: bool = DEFAULTS["push"], gpus: str | None = None, compile_mode: str | None = None) -> Config:
     """The options by their command-line names (--name is `label`) -> a checked Config.
-    fleet.py reads this signature's annotations to check a plan's options."""
+    fleet/plan.py reads this signature's annotations to check a plan's options."""
     from . import checklist as checklist_mod, hardware, kernels
     from .kernels.base import DTYPE_ALIASES
     from .timing import TimingPolicy

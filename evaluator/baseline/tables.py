@@ -141,14 +141,14 @@ def _soak(r: RunResult) -> list[Record]:
 def _upstream(r: RunResult) -> list[Record]:
     if not r.upstream:
         return []
-    # One row per scalar metric: `details` and the typed sub-results (activity, authors,
-    # releases, fork, score inputs, caveats) hold series and records for the report, kept
-    # whole in result.json; as CSV cells they would be Python reprs, not diffable values.
+    # One row per scalar metric: the typed sub-results (activity, authors, releases, fork,
+    # score inputs, caveats) hold series and records for the report, kept whole in
+    # result.json; as CSV cells they would be Python reprs, not diffable values.
     return [{"metric": f.name, "value": getattr(r.upstream, f.name)} for f in dataclasses.fields(r.upstream)
             if f.name not in _UPSTREAM_RECORDS]
 
 
-_UPSTREAM_RECORDS = frozenset({"details", "activity", "authors", "releases", "fork", "score_inputs", "caveats"})
+_UPSTREAM_RECORDS = frozenset({"activity", "authors", "releases", "fork", "score_inputs", "caveats"})
 
 
 def _checklist(r: RunResult) -> list[Record]:

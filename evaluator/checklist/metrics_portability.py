@@ -1,7 +1,7 @@
 """The metrics of the portability matrix: the rewritten kernels lowered for other
 accelerators and judged against their published limits, never run there.
 
-In: a `RunResult`'s portability (evaluator/portability.py makes the numbers and their
+In: a `RunResult`'s portability (evaluator/portability/ makes the numbers and their
 evidence). Out: the `PORTABILITY` metrics: over all targets, and one per known target
 (`portability.<key>.kernels_ok`) so a checklist can require the accelerators a team
 deploys on; None when the stage did not run or did not check that target.

@@ -107,7 +107,7 @@ def port_command(
         raise ConfigError("--targets none leaves nothing to check; name targets, all, or leave --targets out "
                           "for the default set")
     tuned = _tuned_config(config)
-    # A line, not a spinner: lowering for HIP targets holds stderr for a moment (portability.py).
+    # A line, not a spinner: lowering for HIP targets holds stderr for a moment (portability/lowering.py).
     err_console.print(f"Lowering {family} {'x'.join(map(str, shp))} {dt} for {', '.join(keys)} "
                       "(compiled, not run)…", markup=False, highlight=False)
     p = portability.port(family, shp, dt, keys, config=tuned)

@@ -67,7 +67,7 @@ _NOTE_PATTERNS = [(kind, re.compile(rx)) for kind, rx in (
 # come from the changes, causes from the filtered environment changes).
 _DROPPED_NOTES = re.compile(r"^(likely causes: .*|(?:\d+ (?:regression|improvement|unchanged|new|gone)"
                             r"(?:, )?)+|nothing to compare|NOT COMPARABLE: .*)$")
-# The reasons portability.py gives for a cell, as (kind, pattern) for notes.<kind>: a
+# The reasons evaluator/portability/ gives for a cell, as (kind, pattern) for notes.<kind>: a
 # target's limit, a missing backend or matrix-core dtype. Compiler errors are shown as
 # TileLang wrote them.
 _PORT_PATTERNS = [(kind, re.compile(rx)) for kind, rx in (

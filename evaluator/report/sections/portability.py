@@ -1,6 +1,6 @@
 """Portability: whether the rewritten kernels build for other accelerators (lowered, not run).
 
-In: a RunResult's portability (portability.py's matrix: a cell per kernel, config kind
+In: a RunResult's portability (evaluator/portability/'s matrix: a cell per kernel, config kind
 and target; the targets' limits and their sources) and a language's `Strings`/`Fmt`.
 Out: the matrix section (cells that lower, need re-tuning or fail, each reason once as a
 numbered note with the config that fits), one sentence per target, the targets'
