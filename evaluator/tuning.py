@@ -60,7 +60,7 @@ FINE_RUNNER_UP = 1.10  # the second-fastest config's neighbours are tried too wh
 RETIME_RUNNER_UP = 1.05
 COMPILE_THREADS_PER_DEVICE = 16  # nvcc's memory and the H200 box's 16 cores per GPU
 
-# Candidate gets a `device` field once results.py has one; until then the DeviceLog carries it.
+# Candidate gets a `device` field once results/kernels.py has one; until then the DeviceLog carries it.
 _CANDIDATE_HAS_DEVICE = "device" in {f.name for f in dataclasses.fields(Candidate)}
 
 

@@ -24,7 +24,8 @@ from evaluator.errors import ConfigError
 FIXTURES = Path(__file__).parent / "fixtures"
 USER_MODEL = FIXTURES / "user_model.py"
 # The smallest evaluation that still goes through every stage (no soak, no PDF).
-TINY = "defaults: {budget: 2, fine_rounds: 0, soak_seconds: 0, pdf: false, max_shapes: 1, ops: 1, reps: 3}\n"
+TINY = ("defaults: {budget: 2, fine_rounds: 0, soak_seconds: 0, pdf: false, max_shapes: 1, ops: 1, reps: 3, "
+        "compile_mode: none}\n")
 
 
 def _plan(tmp_path: Path, text: str) -> Path:
@@ -116,7 +117,7 @@ platforms:
     # defaults, then the platform's options, then the model's overrides
     assert plan.options(mine, cpu) == {"budget": 2.0, "fine_rounds": 0, "soak_seconds": 0.0, "pdf": False,
                                        "max_shapes": 1, "ops": 1, "reps": 5, "batch_size": 2,
-                                       "families": "gemm,layernorm"}
+                                       "families": "gemm,layernorm", "compile_mode": "none"}
     assert plan.options(bert, h200)["reps"] == 3
     # The command line's --reports and --store win, relative to the working folder; the
     # plan's own shared store stays unless --store replaces it.

@@ -16,8 +16,9 @@ MODEL = "tests/fixtures/user_model.py:make"
 
 
 def _cfg(tmp_path, **kw):
+    # No torch.compile side: tests/test_compiled.py covers it, and each compile costs seconds here.
     opts = dict(model=MODEL, device="cpu", families="gemm,layernorm", budget=2, fine_rounds=0, soak_seconds=0,
-                pdf=False, reports=tmp_path / "reports", reps=3, max_shapes=2)
+                pdf=False, reports=tmp_path / "reports", reps=3, max_shapes=2, compile_mode="none")
     opts.update(kw)
     return config.build(**opts)
 

@@ -10,7 +10,7 @@ the first entry of its search space for that target) x target, each "lowers",
 and lowers where the cell's config does not, summary sentences per target, and the
 checklist numbers (`metrics`) and printable matrix (`rows`, `format_matrix`), and
 `target_facts`, the same matrix read per target as data (the report words it in its own
-language). `PortCell` and `Portability` live in results.py with the rest of a run (a
+language). `PortCell` and `Portability` live in results/kernels.py with the rest of a run (a
 run's results.json carries the matrix) and are re-exported here.
 
 How: TileLang lowers a program for a target that is not on the machine (its whole pass
@@ -32,7 +32,7 @@ Callers use the names re-exported here (`from evaluator import portability as P`
 
 from __future__ import annotations
 
-# The records live in results.py with the rest of a run; re-exported here, where they are made.
+# The records live in results/kernels.py with the rest of a run; re-exported here, where they are made.
 from ..results import KernelConfig, PortCell, Portability, Shape, parse_shape, shape_str  # noqa: F401
 from .cells import MAX_FIT_TRIES  # noqa: F401
 from .check import check, from_tuned, port  # noqa: F401
