@@ -98,6 +98,27 @@ def splitk_workspace(shape: Shape, cfg: dict[str, Any]) -> tuple[tuple[int, int,
     return (splits, tm * bM, tn * bN), tm * tn
 
 
+def _splitk_partial(T: Any, cfg: dict[str, Any]):
+    """The part both split-K programs share, as a TileLang macro (inlined where it is
+    called): block `bz` of a tile accumulates A @ W.T over its own range of whole
+    block_K tiles into C_f. The last range may run past K, where T.copy reads zeros.
+    K is an argument, not a closure name: the caller's body must use K, because
+    TileLang resolves its tensor annotations through the names the body uses."""
+    bM, bN, bK, splits, stages = cfg["block_M"], cfg["block_N"], cfg["block_K"], cfg["split_k"], cfg["num_stages"]
+    policy = _policy(T, cfg["policy"])
+
+    @T.macro
+    def partial_product(A, W, A_s, W_s, C_f, bx, by, bz, K):
+        T.clear(C_f)
+        k_tiles = T.ceildiv(T.ceildiv(K, bK), splits)
+        for ko in T.Pipelined(k_tiles, num_stages=stages):
+            T.copy(A[by * bM, (bz * k_tiles + ko) * bK], A_s)
+            T.copy(W[bx * bN, (bz * k_tiles + ko) * bK], W_s)
+            T.gemm(A_s, W_s, C_f, transpose_B=True, policy=policy)
+
+    return partial_product
+
+
 def _splitk_fused_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
     """Split-K in one kernel: each of `split_k` blocks of an output tile writes its fp32
     partial to a workspace, then counts itself in on the tile's counter; the block that
@@ -110,8 +131,8 @@ def _splitk_fused_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: st
 
     M, N, K = shape
     bM, bN, bK, splits = cfg["block_M"], cfg["block_N"], cfg["block_K"], cfg["split_k"]
-    stages, threads, swizzle = cfg["num_stages"], cfg["threads"], cfg["swizzle"]
-    panel, policy = cfg["panel"], _policy(T, cfg["policy"])
+    threads, swizzle, panel = cfg["threads"], cfg["swizzle"], cfg["panel"]
+    partial_product = _splitk_partial(T, cfg)
     n_tiles = -(-N // bN)
     # The annotations below spell the workspace shape (splitk_workspace) in names the
     # body uses: TileLang resolves annotation names through the body's closure.
@@ -132,12 +153,7 @@ def _splitk_fused_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: st
             C_s = T.alloc_shared((bM, bN), dtype)
             arrived = T.alloc_shared((1,), "int32")
             T.use_swizzle(panel_size=panel, enable=swizzle)
-            T.clear(C_f)
-            k_tiles = T.ceildiv(T.ceildiv(K, bK), splits)
-            for ko in T.Pipelined(k_tiles, num_stages=stages):
-                T.copy(A[by * bM, (bz * k_tiles + ko) * bK], A_s)
-                T.copy(W[bx * bN, (bz * k_tiles + ko) * bK], W_s)
-                T.gemm(A_s, W_s, C_f, transpose_B=True, policy=policy)
+            partial_product(A, W, A_s, W_s, C_f, bx, by, bz, K)
             T.copy(C_f, Ws[bz, by * bM, bx * bN])
             tid = T.get_thread_binding()
             # Every thread's partial is stored before one thread counts the block in,
@@ -208,8 +224,8 @@ def _splitk_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
 
     M, N, K = shape
     bM, bN, bK, splits = cfg["block_M"], cfg["block_N"], cfg["block_K"], cfg["split_k"]
-    stages, threads, swizzle = cfg["num_stages"], cfg["threads"], cfg["swizzle"]
-    panel, policy = cfg["panel"], _policy(T, cfg["policy"])
+    threads, swizzle, panel = cfg["threads"], cfg["swizzle"], cfg["panel"]
+    partial_product = _splitk_partial(T, cfg)
 
     @T.prim_func
     def linear_splitk(
@@ -222,14 +238,7 @@ def _splitk_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
             W_s = T.alloc_shared((bN, bK), dtype)
             C_f = T.alloc_fragment((bM, bN), ACCUM)
             T.use_swizzle(panel_size=panel, enable=swizzle)
-            T.clear(C_f)
-            # Written in terms of K inside the body: TileLang resolves the annotations'
-            # names through the closure, which only holds names the body uses.
-            k_tiles = T.ceildiv(T.ceildiv(K, bK), splits)
-            for ko in T.Pipelined(k_tiles, num_stages=stages):
-                T.copy(A[by * bM, (bz * k_tiles + ko) * bK], A_s)
-                T.copy(W[bx * bN, (bz * k_tiles + ko) * bK], W_s)
-                T.gemm(A_s, W_s, C_f, transpose_B=True, policy=policy)
+            partial_product(A, W, A_s, W_s, C_f, bx, by, bz, K)
             T.atomic_add(Y32[by * bM, bx * bN], C_f)
 
     return linear_splitk
