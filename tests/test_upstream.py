@@ -22,24 +22,11 @@ from evaluator.results import (
     AuthorCommits, ForkDrift, PathActivity, RecentCommit, Release, ScoreInputs, UpstreamCaveats, UpstreamHealth,
     from_dict, to_dict,
 )
-from upstream_repos import AS_OF, XSS, Builder, build_world, fast_import_repo, git
+from upstream_repos import AS_OF, XSS, Builder, fast_import_repo, git, health, world  # noqa: F401  (fixtures)
 
 
 def iso(days_before: float) -> str:
     return (AS_OF - timedelta(days=days_before)).isoformat()
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    root = tmp_path_factory.mktemp("upstream")
-    return root, build_world(root)
-
-
-@pytest.fixture(scope="module")
-def health(world):
-    root, _ = world
-    return upstream.measure(str(root / "up"), fork=str(root / "fork"), as_of=AS_OF,
-                            cache_dir=root / "cache")
 
 
 # ---------------------------------------------------------------- the headline fields

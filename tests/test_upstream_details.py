@@ -25,7 +25,7 @@ from evaluator.results import ForkDrift, RunResult, UpstreamHealth, from_dict, t
 from evaluator.upstream.details import Parts
 from report_samples import TODAY, html_of, section
 from samples import sample_result
-from upstream_repos import AS_OF, build_world, git
+from upstream_repos import AS_OF, git, health, world  # noqa: F401  (fixtures)
 
 TYPED = tuple(Parts._fields)  # activity, authors, releases, fork, score_inputs, caveats
 
@@ -82,18 +82,6 @@ def same_notes_as_old(h: UpstreamHealth) -> UpstreamHealth:
     """`h` as rebuilt from an old result: its note's sentences cannot be told apart once
     joined ("; " occurs inside some), so caveats.notes holds the whole note."""
     return dataclasses.replace(h, caveats=dataclasses.replace(h.caveats, notes=(h.note,) if h.note else ()))
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    root = tmp_path_factory.mktemp("upstream_details")
-    return root, build_world(root)
-
-
-@pytest.fixture(scope="module")
-def health(world):
-    root, _ = world
-    return upstream.measure(str(root / "up"), fork=str(root / "fork"), as_of=AS_OF, cache_dir=root / "cache")
 
 
 @pytest.fixture(scope="module")

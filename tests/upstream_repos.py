@@ -13,6 +13,8 @@ import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
+
 AS_OF = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 ALICE_OLD = ("Alice A.", "alice@old.example.org")  # joined to ALICE by .mailmap
@@ -188,3 +190,21 @@ def fast_import_repo(path: Path, commits: int = 2000, *, authors: int = 40, days
         if i % 100 == 99:
             parts.append(f"reset refs/tags/v0.{i // 100}.0\nfrom :{i + 1}\n\n".encode())
     subprocess.run(["git", "fast-import", "--quiet"], cwd=path, env=GIT_ENV, input=b"".join(parts), check=True)
+
+
+# ---------------------------------------------------------------- fixtures
+# Test modules import these two; pytest gives each importing module its own world.
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("upstream")
+    return root, build_world(root)
+
+
+@pytest.fixture(scope="module")
+def health(world):
+    from evaluator import upstream
+
+    root, _ = world
+    return upstream.measure(str(root / "up"), fork=str(root / "fork"), as_of=AS_OF, cache_dir=root / "cache")
