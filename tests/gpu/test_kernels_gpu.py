@@ -87,6 +87,19 @@ def test_gemm_split_k_and_awkward_tails_on_gpu(dtype, hw):
         assert res.passed, [c for c in res.cases if not c.passed]
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_softmax_flat_configs_on_gpu(dtype, hw):
+    # Rows of 197 halves (ViT attention) are not 16-byte multiples: the flat configs,
+    # offered first there, copy each block's rows as one span; 1001 rows (and verify's
+    # awkward 1009 x 204) end in a partial block.
+    fam = kernels.get("softmax")
+    flat = [c for c in fam.search_space((37824, 197), dtype, hw) if c.get("flat")]
+    assert flat
+    for cfg in flat:
+        res = verify.verify(fam, (1001, 197), dtype, cfg, hw.target, "cuda", seeds=(0, 1))
+        assert res.passed, [c for c in res.cases if not c.passed]
+
+
 @pytest.mark.parametrize("name", ["gemm_relu", "gemm_gelu", "gemm_silu"])
 def test_fused_epilogues_on_awkward_shapes_on_gpu(name, hw):
     fam = kernels.get(name)

@@ -1,5 +1,6 @@
 """Softmax family: the CPU schedules (TileLang's C backend) against torch.softmax, the
-search spaces, metadata, the CUDA schedules lowered for sm_90a, and the nn.Softmax swap-in.
+search spaces, metadata, the CUDA schedules lowered for sm_90a (the flat schedule's
+16-byte global accesses on rows that are not 16-byte multiples), and the nn.Softmax swap-in.
 
 In: shapes, seeds and configs. Out: pass/fail. Kernels are compiled once per process
 (the family's cache), so the seeds and the swap-in reuse the same builds.
@@ -7,15 +8,22 @@ In: shapes, seeds and configs. Out: pass/fail. Kernels are compiled once per pro
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import pytest
 import torch
 
 from evaluator.errors import KernelError
+from evaluator.kernels import _common as C
 from evaluator.kernels import get
 from kernels.test_rows import CPU, H200, SM90, check
 
 FAM = get("softmax")
 MODEL_SHAPE = (1024, 128)  # bert-tiny attention: batch 2 x 2 heads x 128 queries, 128 keys
+# ViT-B/16 attention scores (batch 64 x 3 heads x 197 queries, 197 keys): a row of 197
+# halves is 394 B, so the plain schedule's global accesses cannot be 16-byte vectors.
+VIT = (37824, 197)
 
 
 def test_wrong_result_is_detectable():
@@ -73,3 +81,57 @@ def test_softmax_routes_last_dim_calls_and_counts_other_dims():
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
     assert count(router, "softmax") == (2, 1)
     assert any("other than the last" in r for c in router.counts() for r in c.fallback)
+
+
+def _flat(shape, dtype):
+    return [c for c in FAM.search_space(shape, dtype, H200) if c.get("flat")]
+
+
+def _vector_access(src: str, buf: str) -> bool:
+    """Whether the lowered CUDA reads or writes global buffer `buf` 16 bytes at a time."""
+    return re.search(rf"\*\((uint4|float4)\*\)\({buf} \+", src) is not None
+
+
+@pytest.mark.parametrize("shape,dtype", [(VIT, "float16"), ((1001, 197), "float16"), ((1001, 197), "float32")])
+def test_flat_configs_lower_with_16_byte_global_accesses(shape, dtype):
+    # 1001 rows leave the last block of 8 (fp16) or 4 (fp32) rows partial: whole vectors
+    # stop one vector before the tensor's end (rows * cols elements), not at the span's.
+    last_vector = shape[0] * shape[1] - 16 // C.dtype_bytes(dtype)
+    for cfg in _flat(shape, dtype):
+        src = C.lower_source(FAM.program(shape, dtype, cfg, SM90), SM90)
+        assert _vector_access(src, "Xf") and _vector_access(src, "Yf"), cfg
+        if shape[0] % cfg["block_rows"]:
+            assert f"< {last_vector})" in src, cfg
+
+
+def test_plain_schedule_on_197_columns_has_no_vector_accesses():
+    # What the flat schedule is for: the whole-row schedule reads X element by element.
+    src = C.lower_source(FAM.program(VIT, "float16", {"block_rows": 4, "threads": 64}, SM90), SM90)
+    assert "X[" in src and not re.search(r"\*\(\w+\*\)\((X|Y) \+", src)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_flat_configs_come_first_only_for_rows_not_16_byte_aligned(dtype):
+    space = FAM.search_space(VIT, dtype, H200)
+    n = len(_flat(VIT, dtype))
+    assert 2 <= n <= 4 and all(c.get("flat") for c in space[:n]) and len(space) <= 12
+    # Valid on the shape and on verification's awkward shape (block_rows fits any cols).
+    for shape in (VIT, FAM.awkward_shape(VIT)):
+        assert all(FAM.reject_reason(shape, dtype, c, H200) is None for c in space[:n])
+    for shape in ((37824, 128), (4096, 4096)):
+        assert not _flat(shape, dtype)
+    assert not any("flat" in c for c in FAM.search_space(VIT, dtype, CPU))  # a GPU-only key
+
+
+def test_flat_config_checks():
+    # 4 rows x 197 fp16 = 1576 B: not whole 16-byte vectors (the rule, block_rows a
+    # multiple of 16 / element bytes, also keeps a tuned config valid on other cols).
+    with pytest.raises(KernelError, match="multiple of 8"):
+        FAM.program(VIT, "float16", {"flat": True, "block_rows": 4, "threads": 64}, SM90)
+    assert "multiple of 4" in FAM.reject_reason(VIT, "float32", {"flat": True, "block_rows": 2}, H200)
+    assert "whole rows" in FAM.reject_reason(VIT, "float16", {"flat": True, "chunk": 4096}, H200)
+    small = dataclasses.replace(H200, smem_per_block=2048)
+    assert "shared memory" in FAM.reject_reason(VIT, "float16", {"flat": True, "block_rows": 8, "threads": 128}, small)
+    assert "unknown config keys" in FAM.reject_reason(VIT, "float16", {"flat": True}, CPU)
+    # The shared keys keep their defaults and meaning: no key means the plain schedule.
+    assert FAM.resolve(VIT, "float16", {}, SM90).config == {"block_rows": 1, "threads": 256, "chunk": 0, "flat": False}
