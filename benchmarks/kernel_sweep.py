@@ -46,8 +46,12 @@ ATTENTION = [  # (B, H, Sq, Skv, D, causal)
 ROWS = {"layernorm": [(1024, 768), (2048, 768), (3152, 768), (16384, 4096)],
         "softmax": [(12288, 128), (24576, 512), (37824, 197), (16384, 4096)],
         "rmsnorm": [(1024, 768), (2048, 4096), (16384, 4096)]}
-CONV = [(32, 224, 224, 3, 64, 7, 7, 2, 3), (32, 56, 56, 64, 64, 1, 1, 1, 0), (32, 56, 56, 64, 256, 1, 1, 1, 0),
-        (32, 14, 14, 1024, 256, 1, 1, 1, 0), (32, 56, 56, 60, 60, 3, 3, 1, 1)]
+# (N, H, W, C, K, R, S, stride, pad, nchw): ResNet-50's stem, 1x1s and a 3x3 as torchvision
+# runs them (NCHW, 1) and as a channels_last model does (0); channels not a multiple of 8 last.
+CONV = [(32, 224, 224, 3, 64, 7, 7, 2, 3, 1), (32, 56, 56, 64, 64, 1, 1, 1, 0, 1), (32, 56, 56, 64, 256, 1, 1, 1, 0, 1),
+        (32, 14, 14, 1024, 256, 1, 1, 1, 0, 1), (32, 56, 56, 256, 512, 1, 1, 2, 0, 1), (32, 56, 56, 64, 64, 3, 3, 1, 1, 1),
+        (32, 224, 224, 3, 64, 7, 7, 2, 3, 0), (32, 56, 56, 64, 256, 1, 1, 1, 0, 0), (32, 14, 14, 1024, 256, 1, 1, 1, 0, 0),
+        (32, 56, 56, 60, 60, 3, 3, 1, 1, 1), (32, 56, 56, 60, 60, 3, 3, 1, 1, 0), (32, 28, 28, 100, 100, 1, 1, 1, 0, 1)]
 
 
 # (block_M, block_N, block_K, num_stages, threads)
@@ -104,6 +108,19 @@ def attention_grid(shape) -> list[dict]:
     return out
 
 
+def conv_grid(shape) -> list[dict]:
+    """NCHW: tiles over (output channels, pixels); the family's space is new and unmeasured."""
+    if not shape[9]:
+        return []
+    out = []
+    for bM, bN, bK, st, th in ((64, 64, 32, 4, 128), (64, 128, 32, 3, 128), (64, 128, 64, 4, 128),
+                               (64, 256, 32, 4, 256), (64, 256, 64, 3, 256), (128, 64, 32, 4, 128),
+                               (128, 128, 32, 3, 256), (128, 128, 64, 4, 256), (128, 256, 32, 3, 256),
+                               (64, 128, 16, 6, 128), (128, 128, 16, 6, 256), (64, 64, 64, 3, 128)):
+        out.append({"block_M": bM, "block_N": bN, "block_K": bK, "num_stages": st, "threads": th, "swizzle": True})
+    return out
+
+
 def _worth_compiling(fam, shape, cfg, hw) -> bool:
     why = fam.reject_reason(shape, DTYPE, cfg, hw)
     return why is None or "too small for" in why
@@ -126,7 +143,7 @@ def cases(only: set[str], hw, own_only: bool = False) -> list[tuple[str, tuple, 
     if "rows" in only:
         out += [(f, s, []) for f, shapes in ROWS.items() for s in shapes]
     if "conv2d" in only:
-        out += [("conv2d", s, []) for s in CONV]
+        out += [("conv2d", s, conv_grid(s)) for s in CONV]
     full = []
     for fam_name, shape, grid in out:
         fam = kernels.get(fam_name)

@@ -231,6 +231,19 @@ def _finish(ctx: Context, result: RunResult) -> RunOutcome:
     return RunOutcome(result=result, run_dir=ctx.run_dir, html=files.html, pdf=files.pdf, pdf_note=files.pdf_note)
 
 
+def fit_shape(fam: kernels.KernelFamily, shape: Shape) -> Shape:
+    """A --shape given on the command line as the family's checked shape (conv2d fills in
+    an omitted layout flag), or ConfigError saying what the family takes."""
+    text, names = "x".join(map(str, shape)), fam.shape_names
+    try:
+        return fam.check(shape)
+    except kernels.KernelError as exc:
+        if len(shape) != len(names):
+            raise ConfigError(f"--shape {text} does not fit {fam.name}: it takes {len(names)} sizes, "
+                              f"{'x'.join(names)}") from None
+        raise ConfigError(f"--shape {text}: {str(exc).splitlines()[0]}") from None
+
+
 def bench_family(family: str, shapes: list[Shape], dtype: str, device: str, *, budget_s: float = 60.0,
                  policy: bench.TimingPolicy | None = None, store: Path | None = None,
                  reporter: Reporter | None = None) -> list[tuple[TunedKernel, OpBench]]:
@@ -238,15 +251,7 @@ def bench_family(family: str, shapes: list[Shape], dtype: str, device: str, *, b
     rep = reporter or Reporter()
     quiet_tilelang()
     fam = kernels.get(family)
-    for shape in shapes:
-        if len(shape) != len(fam.shape_names):
-            raise ConfigError(f"--shape {'x'.join(map(str, shape))} does not fit {family}: it takes "
-                              f"{len(fam.shape_names)} sizes, {'x'.join(fam.shape_names)}")
-        # A trailing flag or padding (attention's causal, conv2d's pad) may be 0; sizes may not.
-        zero_ok = fam.shape_names[-1] in ("causal", "pad")
-        if min(shape[:-1] if zero_ok else shape) <= 0 or shape[-1] < 0:
-            raise ConfigError(f"--shape {'x'.join(map(str, shape))}: sizes must be positive integers "
-                              f"({'x'.join(fam.shape_names)})")
+    shapes = [fit_shape(fam, shape) for shape in shapes]
     hw = hardware.measure_ceilings(hardware.detect(device), dtype)
     return stages.bench_family(family, shapes, dtype, device, hw, tilelang_version(), budget_s=budget_s,
                                policy=policy or bench.TimingPolicy(), store=store, rep=rep)

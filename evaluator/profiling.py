@@ -61,15 +61,17 @@ def classify(name: str, input_shapes: list) -> str | None:
     return None
 
 
-def _problem_shape(family: str, op: str, shapes: list, concrete: list | None = None) -> str | None:
+def _problem_shape(family: str, op: str, shapes: list, concrete: list | None = None,
+                   strides: list | None = None) -> str | None:
     if family not in kernels.REGISTRY:
         if family in RAW_SHAPES:
             return ";".join(shape_str(s) for s in shapes if isinstance(s, (list, tuple)) and s)
         return None
     try:
         # Scalar arguments (attention's is_causal, a convolution's stride and padding)
-        # are not in the input shapes: the family reads them from the concrete inputs.
-        shape = kernels.REGISTRY[family].problem_shape(op, shapes, concrete)
+        # are not in the input shapes: the family reads them from the concrete inputs,
+        # and a memory layout (a convolution's NCHW or channels_last) from the strides.
+        shape = kernels.REGISTRY[family].problem_shape(op, shapes, concrete, input_strides=strides)
     except Exception:  # an odd call signature must not stop the profile
         return None
     return shape_str(shape) if shape else None
@@ -131,8 +133,9 @@ def profile_model(model: LoadedModel, *, iters: int = 3, warmup: int = 2) -> pd.
             continue  # an unrecognised helper inside an unrecognised top-level op: counted there
         t_us = evt.device_time_total if use_cuda else evt.cpu_time_total
         rows.append({"family": family or "other", "op": evt.name, "time_us": float(t_us),
-                     "shape": (_problem_shape(family, evt.name, evt.input_shapes,
-                                              evt.concrete_inputs) if family else None)})
+                     "shape": (_problem_shape(family, evt.name, evt.input_shapes, evt.concrete_inputs,
+                                              getattr(evt, "structured_input_strides", None))
+                               if family else None)})
     df = pd.DataFrame(rows, columns=["family", "op", "time_us", "shape"])
     df.attrs["iters"] = iters
     df.attrs["wall_ms"] = wall * 1e3

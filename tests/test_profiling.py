@@ -37,10 +37,11 @@ def test_resnet_is_dominated_by_conv_and_conv_shapes_carry_stride_and_padding():
     hot = profiling.hot_ops(load_model("resnet-tiny"), iters=1)
     conv = hot.ops[0]
     assert conv.family == "conv2d" and conv.has_kernel and hot.selected[0] == "conv2d"
-    # (N, H, W, C, K, R, S, stride, pad): the stem's 7x7 stride-2 pad-3 conv, from the
-    # profiler's concrete inputs (stride and padding are scalar arguments)
-    assert "2x64x64x3x8x7x7x2x3" in conv.shapes
-    assert any(s.endswith("x3x3x2x1") for s in conv.shapes)  # a stride-2 3x3 bottleneck conv
+    # (N, H, W, C, K, R, S, stride, pad, nchw): the stem's 7x7 stride-2 pad-3 conv, from the
+    # profiler's concrete inputs (stride and padding are scalar arguments), in NCHW (the
+    # input's strides, as the model was written)
+    assert "2x64x64x3x8x7x7x2x3x1" in conv.shapes
+    assert any(s.endswith("x3x3x2x1x1") for s in conv.shapes)  # a stride-2 3x3 bottleneck conv
 
 
 def test_matmul_by_a_weight_is_gemm_and_a_batched_one_is_bmm():

@@ -47,7 +47,7 @@ class ToyFamily(KernelFamily):
     functions = (F.hardtanh,)
     cpu_schedule = Schedule({"block_rows": 4}, _cpu_program)  # no GPU schedule: a GPU target is refused
 
-    def problem_shape(self, op, input_shapes, concrete_inputs=None):
+    def problem_shape(self, op, input_shapes, concrete_inputs=None, input_strides=None):
         # min_val and max_val (in concrete_inputs) are kernel parameters, not the shape.
         if op not in self.aten_ops or not input_shapes or not input_shapes[0]:
             return None

@@ -17,9 +17,9 @@ from ..config import DEFAULTS
 from .options import COMPILE_HELP, DTYPE_HELP, FAMILIES_HELP, GPU_DTYPE, TARGETS_HELP
 from .output import RichReporter, bench_table, console, err_console, portability_table, progress
 
-# Sizes that are flags or offsets rather than extents: attention's causal (0 or 1) and
-# conv2d's padding may be 0; every other size must be at least 1.
-_MAY_BE_ZERO = frozenset({"causal", "pad"})
+# Sizes that are flags or offsets rather than extents: attention's causal (0 or 1),
+# conv2d's padding and layout flag may be 0; every other size must be at least 1.
+_MAY_BE_ZERO = frozenset({"causal", "pad", "nchw"})
 
 
 def parse_shape(text: str, names: tuple[str, ...], error: type[Exception]):
@@ -89,16 +89,13 @@ def port_command(
 ) -> None:
     """Lower one kernel for accelerators that are not on this machine: the kernel x target
     matrix (lowers / needs re-tuning / fails, and why), lowered, never run."""
-    from .. import config as config_mod, kernels, portability
+    from .. import config as config_mod, kernels, pipeline, portability
     from ..errors import ConfigError
     from ..kernels.base import DTYPE_ALIASES
     from ..results import to_dict
 
     fam = kernels.get(family)  # an unknown family: one line naming the known ones
-    shp = parse_shape(shape, fam.shape_names, ConfigError)
-    if len(shp) != len(fam.shape_names):
-        raise ConfigError(f"--shape {shape} does not fit {family}: it takes {len(fam.shape_names)} sizes, "
-                          f"{'x'.join(fam.shape_names)}")
+    shp = pipeline.fit_shape(fam, parse_shape(shape, fam.shape_names, ConfigError))
     dt = DTYPE_ALIASES.get(dtype)
     if dt is None:
         raise ConfigError(f"unknown dtype '{dtype}'; use fp16, bf16 or fp32")

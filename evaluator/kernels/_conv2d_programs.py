@@ -1,10 +1,18 @@
 """The TileLang programs of the conv2d family (see conv2d.py for what they compute).
 
-In: shape (N, H, W, C, K, R, S, stride, pad), a dtype and a full config (the schedule's
-defaults filled in). Out: a TileLang PrimFunc computing the convolution as an implicit
-GEMM over NHWC x and KRSC weights: on CPU a loop nest over fp32 local tiles, on CUDA
-shared-memory tiles into tensor-core `T.gemm`. Checking configs and compiling are the
-family's (conv2d.py, base.py); nothing here runs a kernel.
+In: shape (N, H, W, C, K, R, S, stride, pad, nchw), a dtype and a full config (the
+schedule's defaults filled in). Out: a TileLang PrimFunc computing the convolution as an
+implicit GEMM in the layout the model holds its tensors in:
+- nchw = 0 (channels_last): NHWC x and KRSC weights, GEMM rows are output pixels
+  (M = N*P*Q), columns output channels; the A tile is gathered along C.
+- nchw = 1 (PyTorch's default layout): NCHW x and KCRS weights (nn.Conv2d's own), one
+  GEMM per image with rows = output channels and columns = output pixels, so the
+  weights are a plain (K, C*R*S) matrix and the output tile lands in NCHW directly: no
+  transpose on either side. A 1x1, stride-1 convolution is then a plain GEMM over the
+  image's (C, H*W) slab.
+On CPU a loop nest over fp32 local tiles, on CUDA shared-memory tiles into tensor-core
+`T.gemm`. Checking configs and compiling are the family's (conv2d.py, base.py); nothing
+here runs a kernel.
 """
 
 # No `from __future__ import annotations`: TileLang resolves the prim_func's tensor
@@ -20,24 +28,41 @@ ACCUM = "float32"
 
 def out_size(shape: Shape) -> tuple[int, int]:
     """(P, Q): the output height and width."""
-    _, H, W, _, _, R, S, stride, pad = shape
+    _, H, W, _, _, R, S, stride, pad = shape[:9]
     return (H + 2 * pad - R) // stride + 1, (W + 2 * pad - S) // stride + 1
+
+
+def is_nchw(shape: Shape) -> bool:
+    return len(shape) > 9 and bool(shape[9])
+
+
+def tensor_shapes(shape: Shape) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """(x, weight, y) shapes in the layout the shape names."""
+    N, H, W, Cin, K, R, S = shape[:7]
+    P, Q = out_size(shape)
+    if is_nchw(shape):
+        return (N, Cin, H, W), (K, Cin, R, S), (N, K, P, Q)
+    return (N, H, W, Cin), (K, R, S, Cin), (N, P, Q, K)
 
 
 def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     import tilelang.cpu.language as T
 
-    N, H, W, Cin, K, R, S, stride, pad = shape
+    N, H, W, Cin, K, R, S, stride, pad = shape[:9]
+    nchw = is_nchw(shape)
+    x_shape, w_shape, y_shape = tensor_shapes(shape)
     P, Q = out_size(shape)
     M = N * P * Q
     bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
     c_chunks = C.ceildiv(Cin, bK)
 
+    # One loop nest for both layouts: only the three tensors' index order differs (the
+    # `if nchw` branches are resolved when the program is built).
     @T.prim_func
     def conv2d_cpu(
-        X: T.Tensor((N, H, W, Cin), dtype),
-        Wt: T.Tensor((K, R, S, Cin), dtype),
-        Y: T.Tensor((N, P, Q, K), dtype),
+        X: T.Tensor(x_shape, dtype),
+        Wt: T.Tensor(w_shape, dtype),
+        Y: T.Tensor(y_shape, dtype),
     ):
         with T.Kernel(T.ceildiv(K, bN), T.ceildiv(M, bM)) as (bx, by):
             # fp32 tiles whatever the storage dtype: half.hpp arithmetic is scalar
@@ -51,13 +76,22 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
                     m = by * bM + i
                     h = (m % (P * Q)) // Q * stride - pad + r
                     w = m % Q * stride - pad + s
-                    A_l[i, k] = T.if_then_else(
-                        (m < M) and (h >= 0) and (h < H) and (w >= 0) and (w < W) and (co * bK + k < Cin),
-                        T.cast(X[m // (P * Q), h, w, co * bK + k], ACCUM), T.float32(0))
+                    inside = (m < M) and (h >= 0) and (h < H) and (w >= 0) and (w < W) and (co * bK + k < Cin)
+                    if nchw:
+                        A_l[i, k] = T.if_then_else(inside, T.cast(X[m // (P * Q), co * bK + k, h, w], ACCUM),
+                                                   T.float32(0))
+                    else:
+                        A_l[i, k] = T.if_then_else(inside, T.cast(X[m // (P * Q), h, w, co * bK + k], ACCUM),
+                                                   T.float32(0))
                 # Transposed on the way in so the inner loop streams rows of both tiles.
                 for k, j in T.grid(bK, bN):
-                    B_l[k, j] = T.if_then_else((bx * bN + j < K) and (co * bK + k < Cin),
-                                               T.cast(Wt[bx * bN + j, r, s, co * bK + k], ACCUM), T.float32(0))
+                    kept = (bx * bN + j < K) and (co * bK + k < Cin)
+                    if nchw:
+                        B_l[k, j] = T.if_then_else(kept, T.cast(Wt[bx * bN + j, co * bK + k, r, s], ACCUM),
+                                                   T.float32(0))
+                    else:
+                        B_l[k, j] = T.if_then_else(kept, T.cast(Wt[bx * bN + j, r, s, co * bK + k], ACCUM),
+                                                   T.float32(0))
                 # i-k-j order: the j loop is unit-stride in C_l and B_l, which gcc
                 # auto-vectorizes with -O3 -march=native.
                 for i, k in T.grid(bM, bK):
@@ -66,7 +100,10 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
             for i, j in T.grid(bM, bN):
                 m = by * bM + i
                 if (m < M) and (bx * bN + j < K):
-                    Y[m // (P * Q), (m % (P * Q)) // Q, m % Q, bx * bN + j] = T.cast(C_l[i, j], dtype)
+                    if nchw:
+                        Y[m // (P * Q), bx * bN + j, (m % (P * Q)) // Q, m % Q] = T.cast(C_l[i, j], dtype)
+                    else:
+                        Y[m // (P * Q), (m % (P * Q)) // Q, m % Q, bx * bN + j] = T.cast(C_l[i, j], dtype)
 
     return conv2d_cpu
 
@@ -74,7 +111,7 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
 def tc_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     import tilelang.language as T
 
-    N, H, W, Cin, K, R, S, stride, pad = shape
+    N, H, W, Cin, K, R, S, stride, pad = shape[:9]
     P, Q = out_size(shape)
     M, RSC = N * P * Q, R * S * Cin
     bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
@@ -140,3 +177,54 @@ def tc_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
             T.copy(C_s, Y2[by * bM, bx * bN])
 
     return conv2d_tc
+
+
+def nchw_tc_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
+    """NCHW x, KCRS weights, NCHW y: per image, Y[K, P*Q] = W[K, C*R*S] @ X_col[C*R*S, P*Q],
+    the grid's z axis over images so a pixel tile never straddles two of them."""
+    import tilelang.language as T
+
+    N, H, W, Cin, K, R, S, stride, pad = shape[:9]
+    P, Q = out_size(shape)
+    PQ, CRS = P * Q, Cin * R * S
+    bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
+    stages, threads, swizzle = cfg["num_stages"], cfg["threads"], cfg["swizzle"]
+    # A 1x1, stride-1, unpadded convolution reads X_col straight from the image: its
+    # rows are the channels' (H*W) planes, copied as tiles (vector loads, no index math).
+    direct = R == 1 and S == 1 and stride == 1 and pad == 0
+
+    @T.prim_func
+    def conv2d_nchw(
+        X: T.Tensor((N, Cin, H, W), dtype),
+        Wt: T.Tensor((K, Cin, R, S), dtype),
+        Y: T.Tensor((N, K, P, Q), dtype),
+    ):
+        with T.Kernel(T.ceildiv(PQ, bN), T.ceildiv(K, bM), N, threads=threads) as (bx, by, bz):
+            A_s = T.alloc_shared((bM, bK), dtype)
+            B_s = T.alloc_shared((bK, bN), dtype)
+            C_f = T.alloc_fragment((bM, bN), ACCUM)
+            C_s = T.alloc_shared((bM, bN), dtype)
+            W2 = T.reshape(Wt, (K, CRS))
+            X3 = T.reshape(X, (N, Cin, H * W))
+            Y3 = T.reshape(Y, (N, K, PQ))
+            T.use_swizzle(panel_size=10, enable=swizzle)
+            T.clear(C_f)
+            for ko in T.Pipelined(T.ceildiv(CRS, bK), num_stages=stages):
+                # Bounds-checked copies: rows past K and columns past C*R*S read as zeros.
+                T.copy(W2[by * bM, ko * bK], A_s)
+                if direct:
+                    T.copy(X3[bz, ko * bK, bx * bN], B_s)
+                else:
+                    for k, j in T.Parallel(bK, bN):
+                        kk = ko * bK + k
+                        pq = bx * bN + j
+                        h = pq // Q * stride - pad + kk // S % R
+                        w = pq % Q * stride - pad + kk % S
+                        B_s[k, j] = T.if_then_else(
+                            (kk < CRS) and (pq < PQ) and (h >= 0) and (h < H) and (w >= 0) and (w < W),
+                            X[bz, kk // (R * S), h, w], T.cast(0, dtype))
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C_s)
+            T.copy(C_s, Y3[bz, by * bM, bx * bN])
+
+    return conv2d_nchw

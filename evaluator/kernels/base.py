@@ -132,11 +132,13 @@ class KernelFamily(abc.ABC):
         return op in self.aten_ops
 
     def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]],
-                      concrete_inputs: Sequence[Any] | None = None) -> Shape | None:
+                      concrete_inputs: Sequence[Any] | None = None,
+                      input_strides: Sequence[Sequence[int]] | None = None) -> Shape | None:
         """The family's problem shape for one profiled call of aten `op`, or None when the
         kernel does not compute that call. `concrete_inputs` holds the call's scalar
-        arguments (attention's is_causal, a convolution's stride) where the profiler
-        recorded them. Default: None (a family with no aten op of its own)."""
+        arguments (attention's is_causal, a convolution's stride) and `input_strides` its
+        tensors' strides (a convolution's memory layout) where the profiler recorded
+        them. Default: None (a family with no aten op of its own)."""
         return None
 
     def awkward_shape(self, shape: Shape) -> Shape:

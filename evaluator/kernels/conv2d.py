@@ -1,18 +1,25 @@
-"""2-D convolution as an implicit GEMM over channels-last (NHWC) tensors, no bias.
+"""2-D convolution as an implicit GEMM, no bias, in the memory layout the model holds
+its tensors in.
 
-In: shape (N, H, W, C, K, R, S, stride, pad) — batch, input height and width, input
-channels, output channels, filter height and width, one stride and one zero padding for
-both spatial dims (dilation 1, groups 1); inputs x[N, H, W, C] (NHWC) and
-weight[K, R, S, C] (KRSC: each output channel's filter contiguous over C).
-Out: y[N, P, Q, K] (NHWC) in the input dtype, compared against `F.conv2d` run on the
-channels_last views of the same memory (what cuDNN / oneDNN run for an NHWC model).
-The GEMM view: M = N*P*Q output pixels, N = K output channels, K = R*S*C; the A operand
-is never materialised, each tile is gathered from x with the padding and tails masked.
-Schedules: on CUDA (fp16/bf16), shared-memory tiles, a pipelined loop over (r, s,
-c-chunk) or over the flattened R*S*C axis, tensor-core `T.gemm` into an fp32 fragment
-and the output written back through shared memory; on CPU (the C backend), the same
-loop nest over fp32 local tiles that gcc vectorizes. The programs themselves are in
-`_conv2d_programs.py`; this module sizes, checks, searches and routes them.
+In: shape (N, H, W, C, K, R, S, stride, pad, nchw) — batch, input height and width,
+input channels, output channels, filter height and width, one stride and one zero
+padding for both spatial dims (dilation 1, groups 1), and the layout: nchw = 1 for
+PyTorch's default contiguous tensors (x[N, C, H, W], weight[K, C, R, S], as nn.Conv2d
+holds them), nchw = 0 for channels_last ones (x[N, H, W, C], weight[K, R, S, C]). A
+9-int shape (from before layouts were told apart) means channels_last.
+Out: y in the input's layout and dtype, compared against `F.conv2d` on the same memory:
+what cuDNN / oneDNN run for that model, layout conversions included, so a ratio
+measured here is the one the model sees.
+The GEMM views: channels_last, M = N*P*Q output pixels x K output channels over R*S*C,
+the pixel tile gathered from x; NCHW, per image, K output channels x P*Q pixels over
+C*R*S, the weights a plain matrix and the pixel tile gathered (or, for 1x1 stride-1,
+copied) from x, the output tile stored straight into NCHW. The A/B operand is never
+materialised; padding and tails are masked.
+Schedules: on CUDA (fp16/bf16), shared-memory tiles, a pipelined K loop, tensor-core
+`T.gemm` into an fp32 fragment and the output written back through shared memory; on
+CPU (the C backend), one loop nest over fp32 local tiles that gcc vectorizes. The
+programs themselves are in `_conv2d_programs.py`; this module sizes, checks, searches
+and routes them.
 
 The stride and padding are not recoverable from the two tensors, so `make_inputs`
 tags x with its problem shape and `reference` reads it back (see `reference`).
@@ -31,7 +38,7 @@ from ..results import Hardware, KernelConfig, Shape
 from ..swap import DERIVED, Route, arg, dtype_mismatch
 from . import _common as C
 from . import _conv2d_programs as P
-from ._conv2d_programs import out_size  # (P, Q) of a shape: the programs need it too
+from ._conv2d_programs import is_nchw, out_size  # the programs need them too
 from .base import KernelFamily, Schedule
 
 # The attribute make_inputs sets on x so that reference(x, w) knows stride and padding.
@@ -44,19 +51,42 @@ CPU_DEFAULTS = {"block_M": 64, "block_N": 32, "block_K": 32}
 # The defaults are the search space's usual first pick (see _tc_space).
 TC_DEFAULTS = {"block_M": 64, "block_N": 128, "block_K": 64, "num_stages": 4, "threads": 128,
                "swizzle": True, "flat_k": False}
+# NCHW: block_M tiles the output channels, block_N the output pixels of one image.
+NCHW_DEFAULTS = {"block_M": 64, "block_N": 128, "block_K": 32, "num_stages": 4, "threads": 128, "swizzle": True}
 
 # ResNet-50's convolutions at batch 32 (torchvision v1.5: the stride sits in the 3x3),
-# the bottleneck 3x3s and 1x1s of every stage, as (N, H, W, C, K, R, S, stride, pad).
+# the bottleneck 3x3s and 1x1s of every stage, as (N, H, W, C, K, R, S, stride, pad,
+# nchw), in the NCHW layout torchvision's model runs in unless converted.
 RESNET50_LAYERS = [
-    (32, 56, 56, 64, 64, 3, 3, 1, 1),
-    (32, 28, 28, 128, 128, 3, 3, 1, 1),
-    (32, 14, 14, 256, 256, 3, 3, 1, 1),
-    (32, 7, 7, 512, 512, 3, 3, 1, 1),
-    (32, 56, 56, 128, 128, 3, 3, 2, 1),
-    (32, 56, 56, 64, 256, 1, 1, 1, 0),
-    (32, 14, 14, 1024, 256, 1, 1, 1, 0),
-    (32, 56, 56, 256, 512, 1, 1, 2, 0),
+    (32, 56, 56, 64, 64, 3, 3, 1, 1, 1),
+    (32, 28, 28, 128, 128, 3, 3, 1, 1, 1),
+    (32, 14, 14, 256, 256, 3, 3, 1, 1, 1),
+    (32, 7, 7, 512, 512, 3, 3, 1, 1, 1),
+    (32, 56, 56, 128, 128, 3, 3, 2, 1, 1),
+    (32, 56, 56, 64, 256, 1, 1, 1, 0, 1),
+    (32, 14, 14, 1024, 256, 1, 1, 1, 0, 1),
+    (32, 56, 56, 256, 512, 1, 1, 2, 0, 1),
 ]
+RESNET50_STEM = (32, 224, 224, 3, 64, 7, 7, 2, 3, 1)
+
+
+def channels_last(shape: Shape) -> Shape:
+    """The same convolution on channels_last tensors."""
+    return tuple(shape[:9]) + (0,)
+
+
+def strides_are_channels_last(sizes: Sequence[int], strides: Sequence[int]) -> bool:
+    """Whether a 4-D tensor of `sizes` with `strides` is channels_last and not also plainly
+    contiguous (C == 1 or H == W == 1 are both: those run as NCHW). The profiler and the
+    router decide the layout with this one rule, so a tuned kernel is the one routed."""
+    N, Cn, H, W = (int(v) for v in sizes)
+    contiguous = [Cn * H * W, H * W, W, 1]
+    last = [H * W * Cn, 1, W * Cn, Cn]
+
+    def same(a: Sequence[int]) -> bool:  # size-1 dims may carry any stride
+        return all(int(st) == want or int(n) == 1 for st, want, n in zip(strides, a, sizes))
+
+    return same(last) and not same(contiguous)
 
 # Local tiles become stack arrays in the generated C; keep them well inside a thread's stack.
 CPU_LOCAL_LIMIT_BYTES = 128 * 1024
@@ -106,7 +136,7 @@ class Conv2dFamily(KernelFamily):
     title = "Conv2d (implicit GEMM, NHWC)"
     aten_ops = frozenset({"aten::conv2d", "aten::convolution", "aten::_convolution", "aten::cudnn_convolution",
                           "aten::mkldnn_convolution"})
-    shape_names = ("N", "H", "W", "C", "K", "R", "S", "stride", "pad")
+    shape_names = ("N", "H", "W", "C", "K", "R", "S", "stride", "pad", "nchw")
     # The dims awkward_shape makes non-multiples of 16 (filter, stride and pad stay).
     awkward_dims = ("H", "W", "C", "K")
 
@@ -123,26 +153,32 @@ class Conv2dFamily(KernelFamily):
     # ------------------------------------------------------------ shapes
 
     def check(self, shape: Sequence[int]) -> Shape:
-        """The shape as 9 ints, or KernelError saying what a valid convolution shape is."""
+        """The shape as 10 ints, or KernelError saying what a valid convolution shape is.
+        9 ints are a channels_last shape (nchw = 0), as recorded before the layout was."""
         names = self.shape_names
         try:
             shape = tuple(int(s) for s in shape)
         except (TypeError, ValueError):
-            raise KernelError(f"conv2d: shape must be 9 ints ({', '.join(names)}), got {shape}") from None
-        if len(shape) != 9 or any(s <= 0 for s in shape[:8]) or shape[8] < 0:
-            raise KernelError(f"conv2d: shape must be 9 ints ({', '.join(names)}), all positive except "
-                              f"pad >= 0, got {shape}")
-        _, H, W, _, _, R, S, _, pad = shape
+            raise KernelError(f"conv2d: shape must be 10 ints ({', '.join(names)}), got {shape}") from None
+        if len(shape) == 9:
+            shape += (0,)
+        if len(shape) != 10 or any(s <= 0 for s in shape[:8]) or shape[8] < 0 or shape[9] not in (0, 1):
+            raise KernelError(f"conv2d: shape must be 10 ints ({', '.join(names)}), all positive except "
+                              f"pad >= 0 and nchw 0 (channels_last) or 1 (NCHW), got {shape}")
+        _, H, W, _, _, R, S, _, pad, _ = shape
         if H + 2 * pad < R or W + 2 * pad < S:
             raise KernelError(f"conv2d: the padded input {H + 2 * pad}x{W + 2 * pad} is smaller than the "
                               f"{R}x{S} filter in {shape}")
         return shape
 
     def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]],
-                      concrete_inputs: Sequence[Any] | None = None) -> Shape | None:
+                      concrete_inputs: Sequence[Any] | None = None,
+                      input_strides: Sequence[Sequence[int]] | None = None) -> Shape | None:
         """The shape of one profiled convolution call. Stride and padding are scalar
         arguments, which torch.profiler (record_shapes=True) reports in the event's
-        `concrete_inputs`; without them the call's shape is unknowable, so None."""
+        `concrete_inputs`; without them the call's shape is unknowable, so None. The
+        layout comes from x's strides (`structured_input_strides`); without them, NCHW,
+        PyTorch's default."""
         pos = self._ARG_POS.get(op)
         if pos is None or not concrete_inputs:
             return None
@@ -169,7 +205,11 @@ class Conv2dFamily(KernelFamily):
         if (stride is None or pad is None or dil != (1, 1) or groups != 1 or Cw != Cin
                 or stride[0] != stride[1] or pad[0] != pad[1]):
             return None
-        shape = (N, H, W, Cin, K, R, S, stride[0], pad[0])
+        try:
+            nchw = not strides_are_channels_last(x, input_strides[0]) if input_strides else True
+        except (IndexError, TypeError, ValueError):
+            nchw = True
+        shape = (N, H, W, Cin, K, R, S, stride[0], pad[0], int(nchw))
         try:
             return self.check(shape)
         except KernelError:
@@ -178,41 +218,45 @@ class Conv2dFamily(KernelFamily):
     def standard_shapes(self, device: str) -> list[Shape]:
         if device == "cpu":
             # Single-threaded C: each is a few MFLOP, milliseconds per call.
-            medium = (2, 14, 14, 32, 32, 3, 3, 1, 1)
-            return [medium, (2, 14, 14, 64, 32, 1, 1, 1, 0), (2, 15, 15, 32, 48, 3, 3, 2, 1),
+            medium = (2, 14, 14, 32, 32, 3, 3, 1, 1, 0)
+            return [medium, (2, 14, 14, 64, 32, 1, 1, 1, 0, 1), (2, 15, 15, 32, 48, 3, 3, 2, 1, 1),
                     self.awkward_shape(medium)]
-        # Four ResNet-50 layers (the rest of RESNET50_LAYERS measured alike) and a tail case.
-        return [RESNET50_LAYERS[0], RESNET50_LAYERS[2], RESNET50_LAYERS[4], RESNET50_LAYERS[6],
+        # ResNet-50 as torchvision runs it (NCHW): the stem, a 1x1 and a 3x3; one
+        # channels_last layer; a tail case.
+        return [RESNET50_STEM, RESNET50_LAYERS[5], RESNET50_LAYERS[0], channels_last(RESNET50_LAYERS[6]),
                 self.awkward_shape(RESNET50_LAYERS[1])]
 
     def awkward_shape(self, shape: Shape) -> Shape:
         """Odd H and W (so P, Q tails and odd stride-2 edges) and C, K not multiples of 16
         (channel-chunk and output-channel tails); the filter, stride and padding stay."""
-        N, H, W, Cin, K, R, S, stride, pad = self.check(shape)
+        N, H, W, Cin, K, R, S, stride, pad, nchw = self.check(shape)
 
         def odd(n: int) -> int:
             m = C.awkward(n, minimum=max(R, S) + 2)
             return m if m % 2 else m + 1
 
-        return (N, odd(H), odd(W), C.awkward(Cin), C.awkward(K), R, S, stride, pad)
+        return (N, odd(H), odd(W), C.awkward(Cin), C.awkward(K), R, S, stride, pad, nchw)
 
     # ------------------------------------------------------------ data
 
     def make_inputs(self, shape: Shape, dtype: str, device: str, seed: int) -> tuple[torch.Tensor, ...]:
-        """(x[N, H, W, C], w[K, R, S, C]); x carries `shape` as an attribute so that
-        `reference(x, w)` knows the stride and padding."""
+        """(x, w) in the shape's layout: NCHW x[N, C, H, W] and w[K, C, R, S], or
+        channels_last x[N, H, W, C] and w[K, R, S, C]; x carries `shape` as an attribute
+        so that `reference(x, w)` knows the stride and padding."""
         shape = self.check(shape)
-        N, H, W, Cin, K, R, S, _, _ = shape
+        _, _, _, Cin, _, R, S = shape[:7]
+        x_shape, w_shape, _ = P.tensor_shapes(shape)
         dtype = C.canonical_dtype(dtype)
         g = C.generator(seed)
-        x = C.randn((N, H, W, Cin), dtype, device, g)
+        x = C.randn(x_shape, dtype, device, g)
         # Kaiming-like scaling keeps outputs O(1) for every R*S*C, so one tolerance fits all.
-        w = C.randn((K, R, S, Cin), dtype, device, g, scale=1.0 / math.sqrt(R * S * Cin))
+        w = C.randn(w_shape, dtype, device, g, scale=1.0 / math.sqrt(R * S * Cin))
         setattr(x, SHAPE_ATTR, shape)
         return x, w
 
     def reference(self, *inputs: torch.Tensor) -> torch.Tensor:
-        """F.conv2d on the channels_last views, as NHWC. The protocol passes only the
+        """F.conv2d on the same memory: NCHW tensors as they are, channels_last ones
+        through their NCHW-shaped views (returned as NHWC). The protocol passes only the
         tensors, which do not determine stride and padding, so x must be the tensor
         `make_inputs` returned (it carries the problem shape)."""
         if len(inputs) != 2:
@@ -222,27 +266,30 @@ class Conv2dFamily(KernelFamily):
         if shape is None:
             raise KernelError("conv2d: reference needs x from make_inputs (it carries stride and padding); "
                               "for other tensors call conv2d_nhwc(x, w, stride, pad)")
-        N, H, W, Cin, K, R, S, stride, pad = shape
-        if tuple(x.shape) != (N, H, W, Cin) or tuple(w.shape) != (K, R, S, Cin):
+        x_shape, w_shape, _ = P.tensor_shapes(shape)
+        stride, pad = shape[7], shape[8]
+        if tuple(x.shape) != x_shape or tuple(w.shape) != w_shape:
+            names = "x [N, C, H, W] and w [K, C, R, S]" if is_nchw(shape) else "x [N, H, W, C] and w [K, R, S, C]"
             raise KernelError(f"conv2d: x {tuple(x.shape)} and w {tuple(w.shape)} do not match shape {shape}; "
-                              f"expected x [N, H, W, C] and w [K, R, S, C]")
+                              f"expected {names}")
+        if is_nchw(shape):
+            return F.conv2d(x, w, stride=stride, padding=pad)
         return conv2d_nhwc(x, w, stride, pad)
 
     def input_shapes(self, shape: Shape) -> list[tuple[int, ...]]:
-        N, H, W, Cin, K, R, S, _, _ = shape
-        return [(N, H, W, Cin), (K, R, S, Cin)]
+        return list(P.tensor_shapes(shape)[:2])
 
     # ------------------------------------------------------------ metrics
 
     def flops(self, shape: Shape) -> float:
-        N, H, W, Cin, K, R, S, _, _ = shape
-        P, Q = out_size(shape)
-        return 2.0 * N * P * Q * K * Cin * R * S
+        N, H, W, Cin, K, R, S = shape[:7]
+        P_, Q = out_size(shape)
+        return 2.0 * N * P_ * Q * K * Cin * R * S
 
     def bytes(self, shape: Shape, dtype: str) -> float:
-        N, H, W, Cin, K, R, S, _, _ = shape
-        P, Q = out_size(shape)
-        return float((N * H * W * Cin + K * R * S * Cin + N * P * Q * K) * C.dtype_bytes(C.canonical_dtype(dtype)))
+        N, H, W, Cin, K, R, S = shape[:7]
+        P_, Q = out_size(shape)
+        return float((N * H * W * Cin + K * R * S * Cin + N * P_ * Q * K) * C.dtype_bytes(C.canonical_dtype(dtype)))
 
     def tolerance(self, dtype: str, shape: Shape | None = None) -> tuple[float, float]:
         """Both sides accumulate in fp32 over the R*S*C reduction; the difference is the
@@ -264,6 +311,8 @@ class Conv2dFamily(KernelFamily):
             cands = self._cpu_space(shape)
         elif dtype == "float32":
             return []  # no fp32 CUDA schedule (see reject_reason); the caller falls back to PyTorch
+        elif is_nchw(shape):
+            cands = self._nchw_space(shape)
         else:
             cands = self._tc_space(shape)
         # Ordered best guess first; the tuner tries the rest.
@@ -280,7 +329,7 @@ class Conv2dFamily(KernelFamily):
         return None
 
     def _cpu_space(self, shape: Shape) -> list[KernelConfig]:
-        N, H, W, Cin, K, R, S, _, _ = shape
+        N, H, W, Cin, K, R, S = shape[:7]
         P, Q = out_size(shape)
         out = []
         for bM, bN, bK in ((64, 32, 32), (32, 64, 32), (64, 64, 16)):
@@ -290,7 +339,7 @@ class Conv2dFamily(KernelFamily):
         return C.dedupe(out)
 
     def _tc_space(self, shape: Shape) -> list[KernelConfig]:
-        N, H, W, Cin, K, R, S, _, _ = shape
+        N, H, W, Cin, K, R, S = shape[:7]
         # Ranked by H200 measurements on ResNet-50's layers at batch 32 (fp16 and bf16):
         # 64x128 with one warpgroup was fastest or within 3% on every layer with K >= 128.
         raw = [
@@ -329,14 +378,40 @@ class Conv2dFamily(KernelFamily):
             out.sort(key=lambda c: (c["block_K"], c["block_M"] * c["block_N"]))
         return out
 
+    def _nchw_space(self, shape: Shape) -> list[KernelConfig]:
+        """Tiles over (output channels, pixels of one image). Unmeasured on a GPU when
+        written: ordered by the channels_last space's lessons (a 64-row tile of one
+        warpgroup for narrow outputs, 128x128 on two for wide ones), then wider pixel
+        tiles, which the per-element gather of a k x k filter amortises over more MMA."""
+        N, H, W, Cin, K = shape[:5]
+        P_, Q = out_size(shape)
+        raw = [  # (block_M, block_N, block_K, num_stages, threads)
+            (64, 128, 32, 4, 128), (128, 128, 32, 4, 256), (64, 256, 32, 3, 256), (128, 128, 64, 3, 256),
+            (64, 64, 64, 4, 128), (128, 256, 32, 3, 256), (64, 128, 64, 3, 128), (128, 64, 64, 4, 128),
+        ]
+        if K > 64:
+            raw.insert(0, raw.pop(1))
+        pq = P_ * Q
+        out = []
+        for bM, bN, bK, stages, threads in raw:
+            bM = min(bM, max(64, C.next_pow2(K)))
+            bN = min(bN, max(64, C.next_pow2(pq)))
+            threads = min(threads, 128 * max(1, (bM // 64) * (bN // 64)))
+            out.append({"block_M": bM, "block_N": bN, "block_K": bK, "num_stages": stages, "threads": threads,
+                        "swizzle": True})
+        return C.dedupe(out)
+
     # ------------------------------------------------------------ build
 
     cpu_schedule = Schedule(CPU_DEFAULTS, P.cpu_program)
     gpu_schedule = Schedule(TC_DEFAULTS, P.tc_program)
+    nchw_schedule = Schedule(NCHW_DEFAULTS, P.nchw_tc_program)
 
     def schedule(self, shape: Shape, dtype: str, target: str) -> Schedule:
         if not C.is_cpu_target(target):
             _check_cuda_dtype(dtype)
+            if is_nchw(shape):
+                return self.nchw_schedule
         return super().schedule(shape, dtype, target)
 
     def config_error(self, shape: Shape, dtype: str, cfg: dict, target: str) -> str | None:
@@ -371,25 +446,32 @@ class Conv2dFamily(KernelFamily):
             return bad
         if N <= 0 or H + 2 * pad[0] < R or W + 2 * pad[1] < S:
             return "empty input or filter larger than the padded input"
-        nhwc = x.permute(0, 2, 3, 1)
-        # The kernel computes in NHWC. A channels_last input is already NHWC in memory
-        # (free); an NCHW input is transposed. The output comes back in the layout
-        # PyTorch's conv2d would have returned for this input, so the rest of the model
-        # runs exactly as its authors wrote it: handing an NCHW model channels_last
-        # tensors would speed up its remaining PyTorch convolutions (cuDNN's NHWC path)
-        # and credit TileLang with a layout change. Both copies count in the time.
-        channels_last = nhwc.is_contiguous()
-        notes = () if channels_last else ("NCHW input transposed to NHWC", "output transposed back to NCHW")
-        w_krsc = DERIVED.get(w, "krsc", lambda t: t.permute(0, 2, 3, 1).contiguous())
+        geometry = (N, H, W, Cin, K, R, S, stride[0], pad[0])
+        # The kernel runs in the layout the input arrives in, and the output comes back
+        # in the layout PyTorch's conv2d would have returned, so the rest of the model
+        # runs exactly as its authors wrote it (handing an NCHW model channels_last
+        # tensors would speed up its remaining PyTorch convolutions and credit TileLang
+        # with a layout change).
+        if strides_are_channels_last(x.shape, x.stride()):
+            nhwc = x.permute(0, 2, 3, 1)  # a free view of channels_last memory
+            w_krsc = DERIVED.get(w, "krsc", lambda t: t.permute(0, 2, 3, 1).contiguous())
 
-        def launch(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
-            y = kernel(nhwc.contiguous(), w_krsc)
-            if b is not None:
-                y = y + b  # broadcasts over the channel-last dim
-            y = y.permute(0, 3, 1, 2)
-            return y if channels_last else y.contiguous()
+            def launch_nhwc(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
+                y = kernel(nhwc, w_krsc)
+                if b is not None:
+                    y = y + b  # broadcasts over the channel-last dim
+                return y.permute(0, 3, 1, 2)
 
-        return Route((N, H, W, Cin, K, R, S, stride[0], pad[0]), launch, notes=notes)
+            return Route(geometry + (0,), launch_nhwc)
+        # Any other strides (a sliced or permuted view) are copied to NCHW, counted in the time.
+        notes = () if x.is_contiguous() else ("input copied to contiguous NCHW",)
+        w_kcrs = DERIVED.get(w, "kcrs", lambda t: t.contiguous())
+
+        def launch_nchw(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
+            y = kernel(x.contiguous(), w_kcrs)
+            return y if b is None else y + b.view(1, -1, 1, 1)
+
+        return Route(geometry + (1,), launch_nchw, notes=notes)
 
 
 def _on_cpu(hw: Hardware) -> bool:

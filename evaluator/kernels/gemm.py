@@ -162,7 +162,8 @@ class GemmFamily(KernelFamily):
                                        and _is_linear_matmul(input_shapes))
 
     def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]],
-                      concrete_inputs: Sequence[Any] | None = None) -> Shape | None:
+                      concrete_inputs: Sequence[Any] | None = None,
+                      input_strides: Sequence[Sequence[int]] | None = None) -> Shape | None:
         try:
             shapes = [list(s) for s in input_shapes]
             if op == "aten::linear":

@@ -1,6 +1,7 @@
-"""Conv2d family: the CPU schedule (TileLang's C backend) against F.conv2d, shape and
-config validation, the search spaces, problem shapes from a real profiler trace, the
-CUDA schedule lowered for sm_90a, and the nn.Conv2d swap-in.
+"""Conv2d family, both layouts (channels_last and NCHW): the CPU schedule (TileLang's C
+backend) against F.conv2d, shape and config validation, the search spaces, problem
+shapes and layouts from a real profiler trace, the CUDA schedules lowered for sm_90a,
+and the nn.Conv2d swap-in.
 
 In: shapes, seeds and configs. Out: pass/fail. Kernels are compiled once per process
 (the family's cache), so the seeds and the swap-in reuse the same builds.
@@ -24,7 +25,7 @@ H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200
                 smem_per_block=232448, compute_capability="9.0")
 SM90 = "cuda -arch=sm_90a"
 
-# (N, H, W, C, K, R, S, stride, pad)
+# (N, H, W, C, K, R, S, stride, pad): 9 ints are channels_last (nchw = 0)
 S3 = (2, 14, 14, 32, 32, 3, 3, 1, 1)  # 3x3 stride 1
 S1 = (2, 14, 14, 64, 32, 1, 1, 1, 0)  # 1x1 stride 1
 S3S2 = (2, 14, 14, 32, 48, 3, 3, 2, 1)  # 3x3 stride 2 (the swap-in model's second conv)
@@ -33,16 +34,24 @@ RESNET_3X3 = (32, 56, 56, 64, 64, 3, 3, 1, 1)
 RESNET_1X1 = (32, 56, 56, 256, 64, 1, 1, 1, 0)
 
 
+def nchw(shape):
+    return tuple(shape[:9]) + (1,)
+
+
 def check(shape, dtype, seeds=(0, 1, 2)):
     kernel = FAM.build(shape, dtype, FAM.search_space(shape, dtype, CPU)[0], "c")
     atol, rtol = FAM.tolerance(dtype, shape)
     for seed in seeds:
         x, w = FAM.make_inputs(shape, dtype, "cpu", seed)
         out = kernel(x, w)
-        # An independent reference: the plain NCHW convolution, not the family's own code path.
+        # An independent reference: the plain fp32 NCHW convolution, not the family's own code path.
         stride, pad = shape[7], shape[8]
-        ref = F.conv2d(x.permute(0, 3, 1, 2).float(), w.permute(0, 3, 1, 2).float(), stride=stride,
-                       padding=pad).permute(0, 2, 3, 1)
+        if len(shape) > 9 and shape[9]:
+            assert x.is_contiguous() and out.is_contiguous()
+            ref = F.conv2d(x.float(), w.float(), stride=stride, padding=pad)
+        else:
+            ref = F.conv2d(x.permute(0, 3, 1, 2).float(), w.permute(0, 3, 1, 2).float(), stride=stride,
+                           padding=pad).permute(0, 2, 3, 1)
         assert out.shape == ref.shape and out.dtype == x.dtype
         assert torch.isfinite(out).all()
         assert out.abs().max() > 0.1, "output is (nearly) all zeros"
@@ -69,10 +78,19 @@ def test_cpu_fp16(shape):
     check(shape, "float16")
 
 
+@pytest.mark.parametrize("shape, dtype", [
+    (nchw(S3), "float32"), (nchw(S1S2), "float32"), (nchw(S1), "float16"),
+    ((2, 15, 15, 3, 16, 7, 7, 2, 3, 1), "float16"),  # a 3-channel 7x7 stride-2 stem
+    (FAM.awkward_shape(nchw(S3S2)), "float16"),
+], ids=["3x3s1", "1x1s2", "1x1s1", "stem", "awkward-3x3s2"])
+def test_cpu_nchw(shape, dtype):
+    check(shape, dtype)
+
 def test_awkward_shape_has_tails():
-    N, H, W, Cin, K, R, S, stride, pad = FAM.awkward_shape(RESNET_3X3)
+    N, H, W, Cin, K, R, S, stride, pad, layout = FAM.awkward_shape(RESNET_3X3)
     assert H % 2 and W % 2 and Cin % 16 and K % 16
-    assert (N, R, S, stride, pad) == (32, 3, 3, 1, 1)
+    assert (N, R, S, stride, pad, layout) == (32, 3, 3, 1, 1, 0)
+    assert FAM.awkward_shape(nchw(RESNET_3X3))[9] == 1
 
 
 def test_cpu_bf16_is_refused_clearly():
@@ -106,6 +124,8 @@ def test_build_is_cached_per_key():
     (2, 14, 14, 32, 32, 3, 3, 1, -1),  # negative padding
     (2, 2, 14, 32, 32, 5, 5, 1, 1),  # padded input smaller than the filter
     (2, "a", 14, 32, 32, 3, 3, 1, 1),
+    (2, 14, 14, 32, 32, 3, 3, 1, 1, 2),  # layout flag neither 0 nor 1
+    (2, 14, 14, 32, 32, 3, 3, 1, 1, 1, 0),  # 11 values
 ])
 def test_bad_shapes_raise(bad):
     with pytest.raises(KernelError, match="conv2d"):
@@ -139,9 +159,18 @@ def test_make_inputs_and_reference():
         FAM.reference(x.clone(), w)
     with pytest.raises(KernelError, match="do not match"):
         FAM.reference(x, w[:, :, :, :16].contiguous())
+    # NCHW: nn.Conv2d's own layouts, and F.conv2d on them as they are.
+    assert FAM.check(S3S2) == S3S2 + (0,)
+    x, w = FAM.make_inputs(nchw(S3S2), "float32", "cpu", 3)
+    assert tuple(x.shape) == (2, 32, 14, 14) and tuple(w.shape) == (48, 32, 3, 3)
+    assert torch.equal(FAM.reference(x, w), F.conv2d(x, w, stride=2, padding=1))
+    assert FAM.input_shapes(nchw(S3S2)) == [(2, 32, 14, 14), (48, 32, 3, 3)]
+    with pytest.raises(KernelError, match=r"x \[N, C, H, W\]"):
+        FAM.reference(x, w[:, :16].contiguous())
 
 
 def test_metrics():
+    assert FAM.flops(nchw(S3S2)) == FAM.flops(S3S2) and FAM.bytes(nchw(S3S2), "float16") == FAM.bytes(S3S2, "float16")
     N, H, W, Cin, K, R, S, _, _ = S3S2
     P = Q = 7
     assert conv_module.out_size(S3S2) == (P, Q)
@@ -155,9 +184,12 @@ def test_standard_shapes():
     cpu = FAM.standard_shapes("cpu")
     assert 3 <= len(cpu) <= 5 and max(FAM.flops(s) for s in cpu) < 5e7
     cuda = FAM.standard_shapes("cuda")
-    assert 3 <= len(cuda) <= 5 and RESNET_3X3 in cuda
-    assert all(s in conv_module.RESNET50_LAYERS for s in cuda[:-1])
-    assert any(s[5] == 1 for s in cuda) and any(s[5] == 3 and s[7] == 2 for s in cuda)
+    assert 3 <= len(cuda) <= 5 and nchw(RESNET_3X3) in cuda and conv_module.RESNET50_STEM in cuda
+    layers = conv_module.RESNET50_LAYERS + [conv_module.RESNET50_STEM]
+    assert all(nchw(s) in layers for s in cuda[:-1])
+    # Both layouts: torchvision's NCHW model and a channels_last one.
+    assert {s[9] for s in cuda} == {0, 1} and {s[9] for s in cpu} == {0, 1}
+    assert any(s[5] == 1 for s in cuda) and any(s[5] == 7 and s[7] == 2 for s in cuda)
     for shapes in (cpu, cuda):
         assert all(FAM.check(s) == s for s in shapes)
         assert any(s[3] % 16 and s[4] % 16 and s[1] % 2 for s in shapes)
@@ -168,18 +200,27 @@ def test_standard_shapes():
 
 def test_problem_shape_from_concrete_inputs():
     x, w = [32, 64, 56, 56], [64, 64, 3, 3]
-    want = (32, 56, 56, 64, 64, 3, 3, 1, 1)
+    want = (32, 56, 56, 64, 64, 3, 3, 1, 1, 1)  # no strides recorded: NCHW, PyTorch's default
     # Argument lists as torch.profiler reports them (mkldnn and cudnn put padding first).
     assert FAM.problem_shape("aten::conv2d", [x, w, [], [], [], [], []],
                              concrete_inputs=[None, None, None, [1, 1], [1, 1], [1, 1], 1]) == want
     assert FAM.problem_shape("aten::convolution", [x, w, [], [], [], [], [], [], []],
                              [None, None, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1]) == want
     assert FAM.problem_shape("aten::mkldnn_convolution", [x, w, [], [], [], [], []],
-                             [None, None, None, [1, 1], [2, 2], [1, 1], 1]) == (32, 56, 56, 64, 64, 3, 3, 2, 1)
+                             [None, None, None, [1, 1], [2, 2], [1, 1], 1]) == (32, 56, 56, 64, 64, 3, 3, 2, 1, 1)
     assert FAM.problem_shape("aten::cudnn_convolution", [x, w, [], [], [], [], [], [], []],
-                             [None, None, [0, 0], [2, 2], [1, 1], 1, False, False, True]) == (32, 56, 56, 64, 64, 3, 3, 2, 0)
+                             [None, None, [0, 0], [2, 2], [1, 1], 1, False, False, True]) == (32, 56, 56, 64, 64, 3, 3, 2, 0, 1)
     assert FAM.problem_shape("aten::conv2d", [x, w, [], [], [], [], []],
                              [None, None, None, [1, 1], "same", [1, 1], 1]) == want
+    # The layout from x's strides: channels_last, plainly contiguous, and the ambiguous
+    # C == 1 case (both at once), which runs as NCHW.
+    args = [None, None, None, [1, 1], [1, 1], [1, 1], 1]
+    last = [[64 * 56 * 56, 1, 56 * 64, 64], [576, 1, 192, 64]]
+    assert FAM.problem_shape("aten::conv2d", [x, w], args, input_strides=last) == want[:9] + (0,)
+    assert FAM.problem_shape("aten::conv2d", [x, w], args, input_strides=[[200704, 3136, 56, 1]]) == want
+    assert conv_module.strides_are_channels_last([2, 1, 5, 5], [25, 25, 5, 1]) is False
+    assert conv_module.strides_are_channels_last([2, 1, 5, 5], [25, 1, 5, 1]) is False
+    assert conv_module.strides_are_channels_last([2, 3, 5, 5], [75, 1, 15, 3]) is True
     # Not computable by this kernel, or not knowable: None, never a guess.
     assert FAM.problem_shape("aten::conv2d", [x, w, [], [], [], [], []]) is None
     assert FAM.problem_shape("aten::conv2d", [x, [64, 32, 3, 3], [], [], [], [], []],
@@ -194,18 +235,26 @@ def test_problem_shape_from_concrete_inputs():
 
 
 def test_problem_shape_from_a_real_profiler_trace():
+    from evaluator.profiling import _problem_shape
+
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False),
                                 torch.nn.Conv2d(8, 4, 1, bias=True)).eval()
-    with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
-        model(torch.randn(2, 3, 17, 17))
-    found = {}
-    for evt in prof.events():
-        if evt.name in FAM.aten_ops:
-            shape = FAM.problem_shape(evt.name, evt.input_shapes, concrete_inputs=evt.concrete_inputs)
-            found.setdefault(evt.name, set()).add(shape)
-    assert found["aten::conv2d"] == {(2, 17, 17, 3, 8, 3, 3, 2, 1), (2, 9, 9, 8, 4, 1, 1, 1, 0)}
-    # Every level of the call chain agrees (the profiler attributes the call to the outermost).
-    assert all(shapes == found["aten::conv2d"] for shapes in found.values())
+    for layout in (1, 0):
+        x = torch.randn(2, 3, 17, 17)
+        if not layout:
+            model, x = model.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
+        with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            model(x)
+        found = {}
+        for evt in prof.events():
+            if evt.name in FAM.aten_ops:
+                # What profiling records: the family's shape from the event's shapes, scalars and strides.
+                shape = _problem_shape("conv2d", evt.name, evt.input_shapes, evt.concrete_inputs,
+                                       evt.structured_input_strides)
+                found.setdefault(evt.name, set()).add(shape)
+        assert found["aten::conv2d"] == {f"2x17x17x3x8x3x3x2x1x{layout}", f"2x9x9x8x4x1x1x1x0x{layout}"}
+        # Every level of the call chain agrees (the profiler attributes the call to the outermost).
+        assert all(shapes == found["aten::conv2d"] for shapes in found.values())
 
 
 # ---------------------------------------------------------------- search spaces
@@ -218,7 +267,8 @@ def test_search_space_cpu():
 
 
 def test_search_space_gpu_fits_device():
-    for shape in conv_module.RESNET50_LAYERS + FAM.standard_shapes("cuda") + [(32, 224, 224, 3, 64, 7, 7, 2, 3)]:
+    layers = conv_module.RESNET50_LAYERS + [conv_module.RESNET50_STEM]
+    for shape in layers + [conv_module.channels_last(s) for s in layers] + FAM.standard_shapes("cuda"):
         for dtype in ("float16", "bfloat16"):
             space = FAM.search_space(shape, dtype, H200)
             assert 4 <= len(space) <= 10, (shape, len(space))
@@ -241,6 +291,8 @@ def test_reject_reason():
     assert "multiples of 16" in FAM.reject_reason(RESNET_3X3, "float16", {**good, "block_K": 40}, H200)
     assert "unknown config" in FAM.reject_reason(RESNET_3X3, "float16", {"tile": 1}, H200)
     assert "float16 or bfloat16" in FAM.reject_reason(RESNET_3X3, "float32", good, H200)
+    # Each layout's schedule takes its own keys: flat_k is the channels_last gather's.
+    assert "unknown config" in FAM.reject_reason(nchw(RESNET_3X3), "float16", {"flat_k": True}, H200)
     assert "stack" in FAM.reject_reason(S3, "float32", {"block_M": 256, "block_N": 256, "block_K": 64}, CPU)
     assert FAM.reject_reason((2, 14), "float16", good, H200).startswith("conv2d: shape")
 
@@ -261,6 +313,22 @@ def test_every_cuda_config_lowers_for_sm90(shape):
         src = _lower(shape, "float16", cfg)
         # The gathered A tile streams through 16-byte async copies, the weights through TMA.
         assert "cp_async_gs" in src and "tma_load" in src, cfg
+
+
+@pytest.mark.parametrize("shape", [conv_module.RESNET50_STEM, conv_module.RESNET50_LAYERS[5],
+                                   conv_module.RESNET50_LAYERS[6], conv_module.RESNET50_LAYERS[0],
+                                   conv_module.RESNET50_LAYERS[7]],
+                         ids=["stem", "1x1-56", "1x1-14", "3x3", "1x1s2"])
+def test_every_nchw_cuda_config_lowers_for_sm90(shape):
+    direct = shape[5] == shape[6] == shape[7] == 1 and shape[8] == 0
+    for cfg in FAM.search_space(shape, "float16", H200):
+        src = _lower(shape, "float16", cfg)
+        # The weights are a plain (K, C*R*S) matrix: TMA where its rows are 16-byte
+        # aligned (not the stem's 147 halves). A 1x1 stride-1 layer copies whole pixel
+        # rows (vector loads, no per-element tap decoding); other filters gather.
+        assert ("tma_load" in src) is (shape[3] * shape[5] * shape[6] % 8 == 0), cfg
+        gathers = "% 7)" in src or "/ 7)" in src or "% 56)" in src or "% 28)" in src
+        assert gathers is not direct, cfg
 
 
 @pytest.mark.parametrize("dtype, flat_k, cin", [("bfloat16", False, 40), ("float16", True, 3)],
@@ -308,8 +376,9 @@ def test_conv2d_routes_nchw_and_channels_last_and_counts_grouped(channels_last):
     router, got, expected = route_model(["conv2d"], M(), (x,))
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
     assert count(router, "conv2d") == (2, 1)
-    notes = {n for c in router.counts() for n in c.notes}
-    assert ("NCHW input transposed to NHWC" in notes) is (not channels_last)
+    # Each layout runs its own kernel: no transposes either way.
+    assert {n for c in router.counts() for n in c.notes} == set()
+    assert {c.shape.split("x")[-1] for c in router.counts() if c.tilelang} == {"0" if channels_last else "1"}
     # The output keeps the layout PyTorch returns: the rest of the model runs as written.
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     assert got.is_contiguous(memory_format=fmt) and expected.is_contiguous(memory_format=fmt)
