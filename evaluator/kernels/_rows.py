@@ -149,7 +149,8 @@ class RowFamily(KernelFamily):
     row_inputs: int = 1
 
     def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]],
-                      concrete_inputs: Sequence[Any] | None = None) -> Shape | None:
+                      concrete_inputs: Sequence[Any] | None = None,
+                      input_strides: Sequence[Sequence[int]] | None = None) -> Shape | None:
         # The profiler does not record the dim argument; our zoo only reduces the last dim.
         if op not in self.aten_ops:
             return None
@@ -191,6 +192,11 @@ def row_route(x: torch.Tensor, cols: int, extras: tuple[torch.Tensor, ...], dtyp
     notes = () if x.is_contiguous() else ("input copied to contiguous",)
 
     def launch(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
-        return kernel(x.reshape(rows, cols).contiguous(), *extras).reshape(x.shape)
+        flat = x.reshape(rows, cols).contiguous()
+        if flat.data_ptr() % 16:
+            # The GPU schedules read whole 16-byte vectors from the start of the tensor:
+            # a view at an odd offset (a slice of a larger buffer) would fault, so it is copied.
+            flat = flat.clone()
+        return kernel(flat, *extras).reshape(x.shape)
 
     return Route((rows, cols), launch, params=dict(params or {}), notes=notes)
