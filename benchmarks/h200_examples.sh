@@ -41,10 +41,10 @@ for key in "$@"; do
         echo "$m $pass $(( $(date +%s) - t0 )) s" | tee -a "$out/wall_times.txt"
       done
       unset TILELANG_CACHE_DIR ;;
-    conv2d)  # ResNet-50 stem and 1x1 layers at batch 32, NHWC: N x H x W x C x K x R x S x stride x pad
+    conv2d)  # ResNet-50 stem and 1x1 layers at batch 32 as torchvision runs them (NCHW): N x H x W x C x K x R x S x stride x pad x nchw
       python3 -m evaluator.cli bench --family conv2d --device cuda --budget 8 --json \
-        --shape 32x224x224x3x64x7x7x2x3 --shape 32x56x56x64x64x1x1x1x0 --shape 32x56x56x64x256x1x1x1x0 \
-        --shape 32x56x56x64x64x3x3x1x1 --shape 32x14x14x1024x256x1x1x1x0 > "$out/conv2d_bench.json" ;;
+        --shape 32x224x224x3x64x7x7x2x3x1 --shape 32x56x56x64x64x1x1x1x0x1 --shape 32x56x56x64x256x1x1x1x0x1 \
+        --shape 32x56x56x64x64x3x3x1x1x1 --shape 32x14x14x1024x256x1x1x1x0x1 > "$out/conv2d_bench.json" ;;
     *) echo "unknown key $key" >&2; exit 2 ;;
   esac
 done

@@ -1,6 +1,6 @@
 """Test helper: run a model under the operator router with kernels built for the calls
 it makes (first config of each family's search space, C target), as the pipeline does
-after tuning. Out: the router (with its call counts), the routed output and PyTorch's."""
+after tuning (or, with target="cuda", built for the GPU). Out: the router (with its call counts), the routed output and PyTorch's."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from evaluator.results import parse_shape
 CPU_HW = hardware.detect("cpu")
 
 
-def route_model(families, model, inputs, *, dtype="float32", build=None, skip=()):
+def route_model(families, model, inputs, *, dtype="float32", build=None, skip=(), target="c"):
     """`build(family, shape)` -> bool says which shapes get a kernel (default: all but `skip`)."""
     fams = [kernels.get(f) for f in families]
-    table = swap.KernelTable(dtype, "c", build=lambda f, s, c: kernels.get(f).build(s, dtype, c, "c"))
+    hw = CPU_HW if target == "c" else hardware.detect("cuda")
+    table = swap.KernelTable(dtype, target, build=lambda f, s, c: kernels.get(f).build(s, dtype, c, target))
     router = swap.Router(fams, table)
     model = model.eval()
     with torch.inference_mode():
@@ -27,8 +28,8 @@ def route_model(families, model, inputs, *, dtype="float32", build=None, skip=()
         if (fam_name, shape) in skip or (build is not None and not build(fam_name, shape)):
             continue
         fam = kernels.get(fam_name)
-        conf = fam.search_space(shape, dtype, CPU_HW)[0]
-        table.add(fam_name, shape, conf, fam.build(shape, dtype, conf, "c"))
+        conf = fam.search_space(shape, dtype, hw)[0]
+        table.add(fam_name, shape, conf, fam.build(shape, dtype, conf, target))
     router.reset()
     with torch.inference_mode(), router:
         got = model(*inputs)

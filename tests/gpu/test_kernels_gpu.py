@@ -144,3 +144,35 @@ def test_fused_split_k_resets_its_counters_across_calls_and_graph_replays(hw):
         torch.cuda.synchronize()
         for out in outs:
             torch.testing.assert_close(out, ref, atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("shape", [(32, 56, 56, 64, 256, 1, 1, 1, 0, 1), (4, 14, 14, 1024, 256, 1, 1, 1, 0, 1),
+                                   (4, 56, 56, 256, 512, 1, 1, 2, 0, 1), (4, 56, 56, 60, 60, 3, 3, 1, 1, 1),
+                                   (4, 56, 56, 64, 256, 1, 1, 1, 0, 0)],
+                         ids=["1x1-nchw", "1x1-196px-nchw", "1x1s2-nchw", "3x3-60ch-nchw", "1x1-channels-last"])
+def test_conv2d_layouts_on_gpu(shape, hw):
+    # The NCHW schedule's direct 1x1 path (pixel rows of 196 halves are 8-byte aligned
+    # only), its gather for strided and 3x3 filters, and the channels_last schedule;
+    # verify adds an awkward shape (odd H and W, C and K off every tile) in the same layout.
+    fam = kernels.get("conv2d")
+    for cfg in fam.search_space(shape, "float16", hw)[:3]:
+        res = verify.verify(fam, shape, "float16", cfg, hw.target, "cuda", seeds=(0, 1))
+        assert res.passed, [c for c in res.cases if not c.passed]
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_conv2d_routes_each_layout_to_its_kernel_on_gpu(channels_last, hw):
+    from tests.routing import count, route_model
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 7, stride=2, padding=3), torch.nn.ReLU(),
+                                torch.nn.Conv2d(32, 64, 1, bias=False), torch.nn.Conv2d(64, 64, 3, padding=1))
+    model = model.half().cuda().eval()
+    x = torch.randn(4, 3, 64, 64, device="cuda", dtype=torch.float16)
+    if channels_last:
+        model, x = model.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
+    router, got, expected = route_model(["conv2d"], model, (x,), dtype="float16", target=hw.target)
+    torch.testing.assert_close(got, expected, atol=2e-2, rtol=2e-2)
+    assert count(router, "conv2d") == (3, 0)
+    assert {c.shape.split("x")[-1] for c in router.counts() if c.tilelang} == {"0" if channels_last else "1"}
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    assert got.is_contiguous(memory_format=fmt)
