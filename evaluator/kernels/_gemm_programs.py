@@ -178,13 +178,62 @@ def _splitk_fused_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: st
     return linear_splitk_fused
 
 
+def _tile_product(T: Any, cfg: dict[str, Any], act: str):
+    """One output tile, as a TileLang macro both whole-K programs call: the pipelined
+    A @ W.T over K into C_f, then bias and activation on the fp32 accumulator before the
+    single rounding, stored through shared memory. K is an argument (see _splitk_partial)."""
+    bM, bN, bK, stages = cfg["block_M"], cfg["block_N"], cfg["block_K"], cfg["num_stages"]
+    policy = _policy(T, cfg["policy"])
+
+    @T.macro
+    def tile_product(A, W, Bias, Y, A_s, W_s, C_f, C_s, bx, by, N, K):
+        T.clear(C_f)
+        for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
+            T.copy(A[by * bM, ko * bK], A_s)
+            T.copy(W[bx * bN, ko * bK], W_s)
+            T.gemm(A_s, W_s, C_f, transpose_B=True, policy=policy)
+        for i, j in T.Parallel(bM, bN):
+            C_f[i, j] = _act(C_f[i, j] + T.if_then_else(bx * bN + j < N, T.cast(Bias[bx * bN + j], ACCUM),
+                                                        T.float32(0)), act, T)
+        T.copy(C_f, C_s)
+        T.copy(C_s, Y[by * bM, bx * bN])
+
+    return tile_product
+
+
 def _tc_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
+    """Whole-K tiles: one block per output tile, or with `persistent` = P, P blocks (one
+    per SM) that walk the tiles in grouped order. A persistent block's TMA producer
+    starts loading its next tile while its consumers still run this tile's epilogue, so
+    the pipeline's fill is hidden: on short-K shapes (ViT's and BERT's K = 768, 12
+    k-steps of 64) the fill and the epilogue are a large share of each tile's time."""
     import tilelang.language as T
 
     M, N, K = shape
     bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
-    stages, threads, swizzle = cfg["num_stages"], cfg["threads"], cfg["swizzle"]
-    panel, policy = cfg["panel"], _policy(T, cfg["policy"])
+    threads, swizzle = cfg["threads"], cfg["swizzle"]
+    panel, persistent = cfg["panel"], cfg["persistent"]
+    tile_product = _tile_product(T, cfg, act)
+
+    if persistent:
+        @T.prim_func
+        def linear_tc_persistent(
+            A: T.Tensor((M, K), dtype),
+            W: T.Tensor((N, K), dtype),
+            Bias: T.Tensor((N,), dtype),
+            Y: T.Tensor((M, N), dtype),
+        ):
+            with T.Kernel(persistent, threads=threads) as block_id:
+                A_s = T.alloc_shared((bM, bK), dtype)
+                W_s = T.alloc_shared((bN, bK), dtype)
+                C_f = T.alloc_fragment((bM, bN), ACCUM)
+                C_s = T.alloc_shared((bM, bN), dtype)
+                # Groups of `panel` row-tiles walked column by column keep A and W panels in L2.
+                for by, bx in T.Persistent([T.ceildiv(M, bM), T.ceildiv(N, bN)], persistent, block_id,
+                                           group_size=panel):
+                    tile_product(A, W, Bias, Y, A_s, W_s, C_f, C_s, bx, by, N, K)
+
+        return linear_tc_persistent
 
     @T.prim_func
     def linear_tc(
@@ -200,18 +249,7 @@ def _tc_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
             C_s = T.alloc_shared((bM, bN), dtype)
             # Panel rasterization keeps neighbouring blocks on the same A/W panels in L2.
             T.use_swizzle(panel_size=panel, enable=swizzle)
-            T.clear(C_f)
-            for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
-                T.copy(A[by * bM, ko * bK], A_s)
-                T.copy(W[bx * bN, ko * bK], W_s)
-                T.gemm(A_s, W_s, C_f, transpose_B=True, policy=policy)
-            # Bias and activation in the epilogue, on the fp32 accumulator, before the
-            # single rounding.
-            for i, j in T.Parallel(bM, bN):
-                C_f[i, j] = _act(C_f[i, j] + T.if_then_else(bx * bN + j < N, T.cast(Bias[bx * bN + j], ACCUM),
-                                                            T.float32(0)), act, T)
-            T.copy(C_f, C_s)
-            T.copy(C_s, Y[by * bM, bx * bN])
+            tile_product(A, W, Bias, Y, A_s, W_s, C_f, C_s, bx, by, N, K)
 
     return linear_tc
 

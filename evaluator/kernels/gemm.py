@@ -43,7 +43,7 @@ ACT_FLOPS = {"none": 0, "relu": 1, "gelu": 8, "silu": 4}
 CPU_DEFAULTS = {"block_M": 128, "block_N": 64, "block_K": 32}
 # Tensor-core schedule (fp16/bf16).
 TC_DEFAULTS = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 3, "threads": 128, "swizzle": True,
-               "panel": 10, "policy": "square", "split_k": 1, "splitk_fused": False}
+               "panel": 10, "policy": "square", "split_k": 1, "splitk_fused": False, "persistent": 0}
 # Decode-like shapes (M <= 64): narrow tiles so enough blocks stream the weight, on the
 # mma path (wgmma needs 64 rows a warpgroup). Measured on the H200 (kernel_sweep.py):
 # 16x32x256 and 16x64x256 with 4 stages reach 1.08-1.19x cuBLAS at 16x4096x4096,
@@ -310,7 +310,8 @@ class GemmFamily(KernelFamily):
                     if C.smem_fits(_tc_smem(cfg, dtype), hw):
                         out.append(cfg)
                         break
-        return out
+        # The two best tiles again as one persistent block per SM (see _tc_program).
+        return out + [{**cfg, "persistent": sms} for cfg in out[:2]]
 
     @staticmethod
     def _skinny_space(M: int, dtype: str, hw: Hardware) -> list[KernelConfig]:
@@ -426,6 +427,8 @@ class GemmFamily(KernelFamily):
             return f"policy must be one of {', '.join(P.POLICIES)}, got {cfg['policy']!r}"
         if cfg["split_k"] < 1:
             return f"split_k must be >= 1, got {cfg['split_k']}"
+        if cfg["persistent"] < 0 or (cfg["persistent"] and cfg["split_k"] > 1):
+            return f"persistent must be 0 (off) or a block count, and whole-K only, got {cfg['persistent']}"
         return None
 
     def compile(self, resolved: Resolved, target: str) -> Callable[..., torch.Tensor]:

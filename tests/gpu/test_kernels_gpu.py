@@ -176,3 +176,13 @@ def test_conv2d_routes_each_layout_to_its_kernel_on_gpu(channels_last, hw):
     assert {c.shape.split("x")[-1] for c in router.counts() if c.tilelang} == {"0" if channels_last else "1"}
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     assert got.is_contiguous(memory_format=fmt)
+
+
+@pytest.mark.parametrize("shape", [(3152, 3072, 768), (1000, 770, 3001), (64, 4096, 512)])
+def test_gemm_persistent_tiles_on_gpu(shape, hw):
+    # One block per SM walking the output tiles; verify adds an awkward shape, and
+    # (64, 4096, 512) has fewer tiles than blocks (blocks with no tile do nothing).
+    fam = kernels.get("gemm_gelu")
+    for cfg in [c for c in fam.search_space(shape, "float16", hw) if c["persistent"]]:
+        res = verify.verify(fam, shape, "float16", cfg, hw.target, "cuda", seeds=(0, 1))
+        assert res.passed, [c for c in res.cases if not c.passed]

@@ -218,6 +218,20 @@ def test_model_shapes_start_from_tiles_that_fill_whole_waves(shape):
     assert "wgmma" in src
 
 
+@pytest.mark.parametrize("shape", [(3152, 3072, 768), (1000, 770, 3001)])
+def test_persistent_tiles_are_offered_and_lower_to_one_block_per_sm(shape):
+    persistent = [c for c in FAM.search_space(shape, "float16", H200) if c["persistent"]]
+    assert len(persistent) == 2 and all(c["persistent"] == 132 and c["split_k"] == 1 for c in persistent)
+    src = C.lower_source(FAM.program(shape, "float16", persistent[0], SM90), SM90)
+    # A loop over the block's tiles around wgmma (and a TMA producer where rows of K
+    # halves are 16-byte aligned, not at K = 3001).
+    tiles = C.ceildiv(shape[0], persistent[0]["block_M"]) * C.ceildiv(shape[1], persistent[0]["block_N"])
+    assert "wgmma" in src and ("for (int w = 0; w <" in src) is (tiles > 132)  # one tile each: no loop
+    assert ("tma_load" in src) is (shape[2] % 8 == 0)
+    assert "persistent" in FAM.reject_reason(shape, "float16", {**persistent[0], "split_k": 2}, H200)
+    assert "persistent" in FAM.reject_reason(shape, "float16", {**persistent[0], "persistent": -1}, H200)
+
+
 def test_decode_shapes_get_small_m_tiles_first():
     for shape in ((1, 4096, 11008), (16, 4096, 4096), (32, 1000, 2048)):
         space = FAM.search_space(shape, "float16", H200)
