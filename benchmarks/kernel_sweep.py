@@ -105,6 +105,13 @@ def attention_grid(shape) -> list[dict]:
         if th == 256 and bM < 128:
             continue
         out.append({"block_M": bM, "block_N": bN, "num_stages": st, "threads": th})
+    # FlashAttention-3-style overlap (async WGMMA, softmax under the PV gemm): one or two
+    # warpgroups, always two K/V buffers. Causal 64x128 is left out: ptxas serializes its
+    # wgmma (warning C7514), so it would only measure the overlap switched off.
+    for bM, bN, th in ((128, 128, 256), (128, 64, 256), (64, 128, 128), (64, 64, 128)):
+        if shape[5] and (bM, bN) == (64, 128):
+            continue
+        out.append({"block_M": bM, "block_N": bN, "num_stages": 2, "threads": th, "overlap": True})
     return out
 
 

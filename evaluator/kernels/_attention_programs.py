@@ -2,9 +2,13 @@
 
 In: shape (B, H, Sq, Skv, D, causal), a dtype and a full config (the schedule's defaults
 filled in). Out: a TileLang PrimFunc: on CPU an online-softmax loop over fp32 local
-tiles, one (batch, head, query block) per kernel block; on CUDA FlashAttention-2 with
-tensor-core `T.gemm` for QK^T and PV. Checking configs and compiling are the family's
-(attention.py, base.py); nothing here runs a kernel.
+tiles, one (batch, head, query block) per kernel block; on CUDA FlashAttention with
+tensor-core gemms for QK^T and PV, the K/V loop chosen by `overlap`: FlashAttention-2's
+loop with synchronous `T.gemm` (warp-specialized by TileLang), or a hand-ordered
+software pipeline with asynchronous WGMMA (FlashAttention-3's softmax/gemm overlap).
+Both mask only the key blocks on the causal diagonal or at the Skv tail (`kv_blocks`).
+Checking configs and compiling are the family's (attention.py, base.py); nothing here
+runs a kernel.
 """
 
 # No `from __future__ import annotations`: TileLang resolves the prim_func's tensor
@@ -109,17 +113,30 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     return attention_cpu
 
 
+def kv_blocks(bx, bM: int, bN: int, Skv: int, causal: bool, minimum=min):
+    """(key blocks to visit, leading key blocks that need no mask) for query block bx,
+    in ints or, with `minimum=T.min` and a TileLang bx, in TileLang expressions.
+    Causal (top-left): query row i sees keys j <= i, so blocks past the diagonal of
+    this query block contribute nothing and are never loaded. A block below the second
+    count has every key < Skv and, causal, <= the block's first query row: only the
+    diagonal block(s) and the Skv tail pay for the per-element mask."""
+    if causal:
+        return (minimum((Skv + bN - 1) // bN, ((bx + 1) * bM + bN - 1) // bN),
+                minimum(Skv // bN, (bx * bM + 1) // bN))
+    return (Skv + bN - 1) // bN, Skv // bN
+
+
 def gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
+    """FlashAttention forward for CUDA; `cfg["overlap"]` picks the K/V loop (see
+    `_ws_loop` and `_overlap_loop`), everything around the loop is shared."""
     import tilelang.language as T
 
     B, H, Sq, Skv, D, causal = shape
     causal = bool(causal)
-    bM, bN = cfg["block_M"], cfg["block_N"]
-    stages, threads = cfg["num_stages"], cfg["threads"]
-    # exp(x / sqrt(D)) == exp2(x * log2(e) / sqrt(D)): one FFMA + MUFU.EX2 per score.
-    scale = LOG2E / math.sqrt(D)
-    kv_tail = Skv % bN != 0
+    bM, threads = cfg["block_M"], cfg["threads"]
     n_q = C.ceildiv(Sq, bM)
+    parts = _gpu_parts(T, shape, dtype, cfg)
+    kv_loop = (_overlap_loop if cfg["overlap"] else _ws_loop)(T, shape, dtype, cfg, parts)
 
     @T.prim_func
     def attention_fwd(
@@ -133,16 +150,9 @@ def gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
             # longest go first and the short ones fill the tail of the last wave.
             bx = n_q - 1 - bq if causal else bq
             Q_s = T.alloc_shared((bM, D), dtype)
-            K_s = T.alloc_shared((bN, D), dtype)
-            V_s = T.alloc_shared((bN, D), dtype)
             O_s = T.alloc_shared((bM, D), dtype)
-            acc_s = T.alloc_fragment((bM, bN), ACCUM)
-            acc_p = T.alloc_fragment((bM, bN), dtype)
             acc_o = T.alloc_fragment((bM, D), ACCUM)
             m_cur = T.alloc_fragment((bM,), ACCUM)
-            m_prev = T.alloc_fragment((bM,), ACCUM)
-            r_scale = T.alloc_fragment((bM,), ACCUM)
-            r_sum = T.alloc_fragment((bM,), ACCUM)
             l_sum = T.alloc_fragment((bM,), ACCUM)
 
             # Rows past Sq read as zeros (bounds-checked copy) and are never stored.
@@ -150,48 +160,7 @@ def gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
             T.fill(acc_o, 0)
             T.fill(l_sum, 0)
             T.fill(m_cur, -T.infinity(ACCUM))
-
-            # Causal (top-left): query row i sees keys j <= i, so blocks past the
-            # diagonal of this query block contribute nothing and are never loaded.
-            n_blocks = (T.min(T.ceildiv(Skv, bN), T.ceildiv((bx + 1) * bM, bN)) if causal
-                        else T.ceildiv(Skv, bN))
-
-            for kb in T.Pipelined(n_blocks, num_stages=stages):
-                T.copy(K[bz, by, kb * bN:(kb + 1) * bN, :], K_s)
-                # The mask is the gemm's initial accumulator: 0 where visible, -inf where
-                # not (past the diagonal, or key rows past Skv in the tail block).
-                if causal:
-                    for i, j in T.Parallel(bM, bN):
-                        acc_s[i, j] = T.if_then_else(
-                            (kb * bN + j <= bx * bM + i) and (kb * bN + j < Skv), 0, -T.infinity(ACCUM))
-                elif kv_tail:
-                    for i, j in T.Parallel(bM, bN):
-                        acc_s[i, j] = T.if_then_else(kb * bN + j < Skv, 0, -T.infinity(ACCUM))
-                else:
-                    T.clear(acc_s)
-                T.gemm(Q_s, K_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-
-                T.copy(m_cur, m_prev)
-                T.fill(m_cur, -T.infinity(ACCUM))
-                T.reduce_max(acc_s, m_cur, dim=1, clear=False)
-                for i in T.Parallel(bM):
-                    m_cur[i] = T.max(m_cur[i], m_prev[i])
-                # Every row sees key 0 in the first block, so m_cur is finite from then
-                # on and exp2(-inf - finite) is a clean 0 for masked scores.
-                for i in T.Parallel(bM):
-                    r_scale[i] = T.exp2(m_prev[i] * scale - m_cur[i] * scale)
-                for i, j in T.Parallel(bM, bN):
-                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m_cur[i] * scale)
-                T.reduce_sum(acc_s, r_sum, dim=1)
-                for i in T.Parallel(bM):
-                    l_sum[i] = l_sum[i] * r_scale[i] + r_sum[i]
-                T.copy(acc_s, acc_p)
-                for i, j in T.Parallel(bM, D):
-                    acc_o[i, j] *= r_scale[i]
-                # Key rows past Skv read as zeros, and their P is 0: no NaN can leak in.
-                T.copy(V[bz, by, kb * bN:(kb + 1) * bN, :], V_s)
-                T.gemm(acc_p, V_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
-
+            kv_loop(K, V, Q_s, acc_o, m_cur, l_sum, bx, by, bz)
             for i, j in T.Parallel(bM, D):
                 acc_o[i, j] /= l_sum[i]
             # Staged through shared memory so the global store is coalesced (TMA on sm_90).
@@ -199,3 +168,208 @@ def gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
             T.copy(O_s, O[bz, by, bx * bM:(bx + 1) * bM, :])
 
     return attention_fwd
+
+
+def _gpu_parts(T, shape: Shape, dtype: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """The pieces both K/V loops share, as TileLang macros: the loop bounds, the score
+    tile's initial value (the mask), the online-softmax update and the O rescale."""
+    B, H, Sq, Skv, D, causal = shape
+    causal = bool(causal)
+    bM, bN = cfg["block_M"], cfg["block_N"]
+    # exp(x / sqrt(D)) == exp2(x * log2(e) / sqrt(D)): one FFMA + MUFU.EX2 per score.
+    scale = LOG2E / math.sqrt(D)
+    masked = causal or Skv % bN != 0
+
+    def bounds(bx):
+        return kv_blocks(bx, bM, bN, Skv, causal, T.min)
+
+    def visible(q, k):
+        return T.And(k <= q, k < Skv) if causal else k < Skv
+
+    @T.macro
+    def init_scores(acc_s, kb, n_full, bx):
+        # The mask is the QK gemm's initial accumulator: 0 where visible, -inf where not
+        # (past the diagonal, or key rows past Skv). The branch is uniform across the
+        # thread block, so unmasked blocks pay one compare.
+        if masked and kb >= n_full:
+            for i, j in T.Parallel(bM, bN):
+                acc_s[i, j] = T.if_then_else(visible(bx * bM + i, kb * bN + j), 0, -T.infinity(ACCUM))
+        else:
+            T.clear(acc_s)
+
+    @T.macro
+    def softmax(acc_s, m_cur, m_prev, r_scale, r_sum, l_sum):
+        # Exactly eight statements: `_overlap_loop` schedules them by position.
+        T.copy(m_cur, m_prev)
+        T.fill(m_cur, -T.infinity(ACCUM))
+        T.reduce_max(acc_s, m_cur, dim=1, clear=False)
+        for i in T.Parallel(bM):
+            m_cur[i] = T.max(m_cur[i], m_prev[i])
+        # Every row sees key 0 in the first block, so m_cur is finite from then on and
+        # exp2(-inf - finite) is a clean 0 for masked scores.
+        for i in T.Parallel(bM):
+            r_scale[i] = T.exp2(m_prev[i] * scale - m_cur[i] * scale)
+        for i, j in T.Parallel(bM, bN):
+            acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m_cur[i] * scale)
+        T.reduce_sum(acc_s, r_sum, dim=1)
+        for i in T.Parallel(bM):
+            l_sum[i] = l_sum[i] * r_scale[i] + r_sum[i]
+
+    @T.macro
+    def rescale(acc_o, r_scale):
+        for i, j in T.Parallel(bM, D):
+            acc_o[i, j] *= r_scale[i]
+
+    return {"bounds": bounds, "init_scores": init_scores, "softmax": softmax, "rescale": rescale}
+
+
+def _ws_loop(T, shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[str, Any]):
+    """FlashAttention-2's loop in program order (QK^T, softmax, rescale, PV) with
+    synchronous gemms. TileLang warp-specializes it on sm_90: a TMA producer warpgroup
+    feeds K and V through `num_stages` buffers to the consumer warpgroups."""
+    B, H, Sq, Skv, D, causal = shape
+    bM, bN, stages = cfg["block_M"], cfg["block_N"], cfg["num_stages"]
+    bounds, init_scores, softmax, rescale = parts["bounds"], parts["init_scores"], parts["softmax"], parts["rescale"]
+
+    @T.macro
+    def kv_loop(K, V, Q_s, acc_o, m_cur, l_sum, bx, by, bz):
+        K_s = T.alloc_shared((bN, D), dtype)
+        V_s = T.alloc_shared((bN, D), dtype)
+        acc_s = T.alloc_fragment((bM, bN), ACCUM)
+        acc_p = T.alloc_fragment((bM, bN), dtype)
+        m_prev = T.alloc_fragment((bM,), ACCUM)
+        r_scale = T.alloc_fragment((bM,), ACCUM)
+        r_sum = T.alloc_fragment((bM,), ACCUM)
+        n_blocks, n_full = bounds(bx)
+        for kb in T.Pipelined(n_blocks, num_stages=stages):
+            T.copy(K[bz, by, kb * bN:(kb + 1) * bN, :], K_s)
+            init_scores(acc_s, kb, n_full, bx)
+            T.gemm(Q_s, K_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+            softmax(acc_s, m_cur, m_prev, r_scale, r_sum, l_sum)
+            T.copy(acc_s, acc_p)
+            rescale(acc_o, r_scale)
+            # Key rows past Skv read as zeros (TMA fills them), and their P is 0.
+            T.copy(V[bz, by, kb * bN:(kb + 1) * bN, :], V_s)
+            T.gemm(acc_p, V_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+
+    return kv_loop
+
+
+# The overlap loop's statements in program order, as T.Pipelined counts them (one per
+# top-level statement, macros expanded), with the software-pipeline stage of each.
+# Stage 0 loads K one iteration ahead; stage 1 is block t's QK^T and softmax; stage 2
+# is block t's rescale and PV, run one iteration later, inside block t+1's stage 1.
+_OVERLAP_BODY = (
+    [("copy_k", 0), ("init_s", 1), ("qk", 1), ("commit", 1), ("wait_qk", 1), ("fence_s", 1)]
+    + [(f"softmax{i}", 1) for i in range(8)]
+    + [("wait_pv", 1), ("sync", 1), ("fence_o", 1), ("fence_p", 1), ("cast", 1), ("copy_v", 1), ("rescale", 2),
+       ("pv", 2)]
+)
+# The order each iteration issues them in: QK^T of block t+1 and PV of block t go to the
+# tensor cores before the softmax of block t+1 runs, so that softmax overlaps the PV gemm
+# (FlashAttention-3's intra-warpgroup pipelining).
+_OVERLAP_ISSUE = (["copy_k", "copy_v", "init_s", "qk", "commit", "rescale", "pv", "wait_qk", "fence_s"]
+                  + [f"softmax{i}" for i in range(8)] + ["wait_pv", "sync", "fence_o", "fence_p", "cast"])
+
+
+def _overlap_schedule() -> tuple[list[int], list[int]]:
+    """T.Pipelined's `order` and `stage` lists for `_overlap_loop`'s body. TileLang
+    0.1.15 takes one entry per scheduled statement (no `group=`), every order distinct;
+    it checks that a statement depending on another is in the same or a later stage."""
+    names = [name for name, _ in _OVERLAP_BODY]
+    assert sorted(names) == sorted(_OVERLAP_ISSUE)
+    return [_OVERLAP_ISSUE.index(n) for n in names], [stage for _, stage in _OVERLAP_BODY]
+
+
+def _overlap_loop(T, shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[str, Any]):
+    """The same arithmetic as `_ws_loop`, software-pipelined by hand so that the tensor
+    cores and the softmax overlap (see `_overlap_pipeline`). Manual order/stage
+    pipelines are not warp-specialized by TileLang (a `num_stages` would hand the loop
+    to the warp-specialization pass, which drops order/stage): all threads load K and V
+    with cp.async, two buffers each (`num_stages` = 2)."""
+    B, H, Sq, Skv, D, causal = shape
+    bM, bN = cfg["block_M"], cfg["block_N"]
+    bounds, init_scores, softmax = parts["bounds"], parts["init_scores"], parts["softmax"]
+    pipelined = _overlap_pipeline(T, shape, cfg, parts)
+    single_block = not causal and Skv <= bN
+
+    @T.macro
+    def one_block(K, V, Q_s, K_s, V_s, acc_s, acc_p, acc_o, m_cur, m_prev, r_scale, r_sum, l_sum, n_full, bx, by, bz):
+        T.copy(K[bz, by, 0:bN, :], K_s)
+        init_scores(acc_s, 0, n_full, bx)
+        T.gemm(Q_s, K_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+        softmax(acc_s, m_cur, m_prev, r_scale, r_sum, l_sum)
+        T.copy(acc_s, acc_p)
+        T.copy(V[bz, by, 0:bN, :], V_s)
+        T.gemm(acc_p, V_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+
+    @T.macro
+    def kv_loop(K, V, Q_s, acc_o, m_cur, l_sum, bx, by, bz):
+        K_s = T.alloc_shared((bN, D), dtype)
+        V_s = T.alloc_shared((bN, D), dtype)
+        acc_s = T.alloc_fragment((bM, bN), ACCUM)
+        acc_p = T.alloc_fragment((bM, bN), dtype)
+        m_prev = T.alloc_fragment((bM,), ACCUM)
+        r_scale = T.alloc_fragment((bM,), ACCUM)
+        r_sum = T.alloc_fragment((bM,), ACCUM)
+        n_blocks, n_full = bounds(bx)
+        # TileLang 0.1.15's pipeline runs stage 1 twice (once in its prologue, once in
+        # its epilogue) when the loop has a single iteration. A single key block is
+        # computed without the pipeline; a causal query block whose diagonal is in the
+        # first key block (a count known only at run time) visits one more, fully
+        # masked block instead: its scores are -inf, so it changes no bit of the output.
+        if single_block:
+            one_block(K, V, Q_s, K_s, V_s, acc_s, acc_p, acc_o, m_cur, m_prev, r_scale, r_sum, l_sum, n_full,
+                      bx, by, bz)
+        else:
+            pipelined(K, V, Q_s, K_s, V_s, acc_s, acc_p, acc_o, m_cur, m_prev, r_scale, r_sum, l_sum,
+                      T.max(n_blocks, 2) if causal else n_blocks, n_full, bx, by, bz)
+
+    return kv_loop
+
+
+def _overlap_pipeline(T, shape: Shape, cfg: dict[str, Any], parts: dict[str, Any]):
+    """The overlap K/V loop (at least two iterations): async WGMMA (`T.wgmma_gemm`, no
+    implicit wait) with explicit waits, in the order `_overlap_schedule` gives. Steady
+    state of iteration t: load K[t+1] and V[t]; issue S = QK^T of block t; rescale O and
+    issue O += P V of block t-1; wait for S only (wgmma groups retire in order, so
+    `wait_wgmma(1)` leaves PV in flight); softmax of block t while PV runs; wait for PV;
+    P = fp16(S)."""
+    B, H, Sq, Skv, D, causal = shape
+    bN, threads = cfg["block_N"], cfg["threads"]
+    init_scores, softmax, rescale = parts["init_scores"], parts["softmax"], parts["rescale"]
+    order, stage = _overlap_schedule()
+    # 32-bit registers per thread of each fragment, for the register fences.
+    s_regs, o_regs = cfg["block_M"] * bN // threads, cfg["block_M"] * D // threads
+
+    @T.macro
+    def pipelined(K, V, Q_s, K_s, V_s, acc_s, acc_p, acc_o, m_cur, m_prev, r_scale, r_sum, l_sum, n_blocks, n_full,
+                  bx, by, bz):
+        for kb in T.Pipelined(n_blocks, order=order, stage=stage):
+            # cp.async rows past Skv are zero-filled; their scores are masked and P is 0.
+            T.copy(K[bz, by, kb * bN:(kb + 1) * bN, :], K_s)
+            init_scores(acc_s, kb, n_full, bx)
+            T.wgmma_gemm(Q_s, K_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+            # An empty wgmma group after S: in the prologue, where no PV precedes the
+            # wait, `wait_wgmma(1)` then still retires S.
+            T.warpgroup_commit_batch()
+            T.wait_wgmma(1)
+            # Keep nvcc from reading wgmma accumulators before the wait (CUTLASS does the same).
+            T.warpgroup_fence_operand(acc_s, num_regs=s_regs)
+            softmax(acc_s, m_cur, m_prev, r_scale, r_sum, l_sum)
+            T.wait_wgmma(0)
+            # Every warpgroup's gemms of this iteration have read K_s and V_s before any
+            # thread's cp.async of the next iteration refills them: the pipeline's own
+            # barriers assume gemms that are complete when issued.
+            T.sync_threads()
+            T.warpgroup_fence_operand(acc_o, num_regs=o_regs)
+            T.warpgroup_fence_operand(acc_p, num_regs=s_regs // 2)
+            T.copy(acc_s, acc_p)
+            T.copy(V[bz, by, kb * bN:(kb + 1) * bN, :], V_s)
+            rescale(acc_o, r_scale)
+            T.wgmma_gemm(acc_p, V_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+        # The pipeline's epilogue issues the last PV without a wait.
+        T.wait_wgmma(0)
+        T.warpgroup_fence_operand(acc_o, num_regs=o_regs)
+
+    return pipelined

@@ -9,10 +9,16 @@ Schedules: on CUDA (fp16/bf16), FlashAttention-2: a block owns block_M query row
 (batch, head), keeps its Q tile in shared memory and streams K/V tiles through a
 pipelined loop; QK^T and PV run on tensor cores (`T.gemm`) into fp32 fragments with an
 online softmax (exp2 on log2(e)-prescaled scores) in between; causal blocks stop at the
-diagonal. fp32 is refused on CUDA (T.gemm on fp32 is TF32, which would not match
-PyTorch's fp32). On CPU (the C backend), the same online-softmax loop over fp32 local
-tiles, one (batch, head, query block) per kernel block. The programs themselves are in
-`_attention_programs.py`; this module sizes, checks, searches and routes them.
+diagonal, and only the key blocks that straddle it (or hold the Skv tail) build the
+per-element mask. Config keys: block_M, block_N, num_stages (K/V buffers), threads, and
+`overlap`: False is the loop above, warp-specialized by TileLang on sm_90 (a TMA
+producer warpgroup); True is FlashAttention-3's intra-warpgroup overlap, a hand-ordered
+software pipeline with asynchronous WGMMA in which block t's softmax runs while block
+t-1's PV gemm is on the tensor cores (sm_90 only, num_stages 2, cp.async loads, no
+producer warpgroup). fp32 is refused on CUDA (T.gemm on fp32 is TF32, which would not
+match PyTorch's fp32). On CPU (the C backend), the same online-softmax loop over fp32
+local tiles, one (batch, head, query block) per kernel block. The programs themselves
+are in `_attention_programs.py`; this module sizes, checks, searches and routes them.
 
 The causal flag is not recoverable from q, k and v, so `make_inputs` tags q with it and
 `reference` reads it back (see `CAUSAL_ATTR`).
@@ -38,13 +44,15 @@ SDPA = "aten::scaled_dot_product_attention"
 CAUSAL_ATTR = "attention_causal"
 
 CPU_DEFAULTS = {"block_M": 32, "block_N": 64}
-GPU_DEFAULTS = {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256}
+GPU_DEFAULTS = {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256, "overlap": False}
 
 # Local tiles become stack arrays in the generated C; keep them well inside a thread's stack.
 CPU_LOCAL_LIMIT_BYTES = 192 * 1024
 # Accumulator registers per thread (acc_s, its 16-bit copy, acc_o) above which the GPU
 # schedule spills. Checked with ptxas -v on the sm_90a build: every config of the space
 # (<= 160) has no spills; 128x128 tiles at D=128 with 128 threads (256) spill 848 bytes.
+# The overlap configs (no producer warpgroup, up to 255 registers a thread) use 250 at
+# 128x128, D=128, without spills at s4096; ViT's s197 (no loop left) spills 48 bytes.
 GPU_ACC_REGS_LIMIT = 168
 GPU_MAX_HEAD_DIM = 256
 GPU_SMEM_SLACK = 1024  # bytes: mbarriers and the 1 KB alignment of the dynamic buffer
@@ -91,6 +99,13 @@ def _gpu_config_error(cfg: dict[str, Any], D: int) -> str | None:
     if regs > GPU_ACC_REGS_LIMIT:
         return (f"{regs:.0f} accumulator registers per thread (block {bM}x{bN}, D={D}, {threads} threads) "
                 f"would spill; limit {GPU_ACC_REGS_LIMIT}")
+    if cfg["overlap"]:
+        # The overlap pipeline's three stages keep two K and two V buffers, and its
+        # asynchronous gemms are WGMMA, issued per warpgroup of 128 threads.
+        if cfg["num_stages"] != 2:
+            return f"overlap double-buffers K and V: num_stages must be 2, got {cfg['num_stages']}"
+        if threads % 128:
+            return f"overlap issues WGMMA per warpgroup: threads must be a multiple of 128, got {threads}"
     return None
 
 
@@ -120,7 +135,8 @@ class AttentionFamily(KernelFamily):
         return dims
 
     def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]],
-                      concrete_inputs: Sequence[Any] | None = None) -> Shape | None:
+                      concrete_inputs: Sequence[Any] | None = None,
+                      input_strides: Sequence[Sequence[int]] | None = None) -> Shape | None:
         """(B, H, Sq, Skv, D, causal) of one profiled aten::scaled_dot_product_attention.
 
         Input shapes alone cannot say whether the call was causal (is_causal is a
@@ -256,6 +272,10 @@ class AttentionFamily(KernelFamily):
             # two and three on every shape of benchmarks/kernel_sweep.py but GPT-2's s512
             # causal, where two led by 2% (reports/examples/h200/bench/kernel_sweep.json).
             (128, 128, 1, 256),
+            # FlashAttention-3-style overlap (see `overlap` in the module docstring):
+            # untested on the H200 when added, so behind the measured first config.
+            (128, 128, 2, 256, True),
+            (128, 64, 2, 256, True),
             (128, 64, 1, 256),
             (128, 128, 2, 256),
             (128, 64, 2, 256),
@@ -266,17 +286,20 @@ class AttentionFamily(KernelFamily):
             # Fits 48 KB of shared memory per block (older GPUs) even at D = 128.
             (64, 32, 1, 128),
         ]
-        cands = [{"block_M": m, "block_N": n, "num_stages": s, "threads": t} for m, n, s, t in raw]
+        cands = [{"block_M": m, "block_N": n, "num_stages": s, "threads": t, **({"overlap": True} if rest else {})}
+                 for m, n, s, t, *rest in raw]
         fitting = [c for c in cands if self.reject_reason(shape, dtype, c, hw) is None]
-        # Put first the largest query tile that still gives every SM a block.
+        # Put first the largest query tile that still gives every SM a block, from the
+        # measured schedules only (not the overlap ones).
         sms = max(1, int(hw.cores or 1))
         blocks = lambda c: B * H * C.ceildiv(Sq, c["block_M"])  # noqa: E731
-        full = [c for c in fitting if blocks(c) >= sms]
+        measured = [c for c in fitting if not c.get("overlap")]
+        full = [c for c in measured if blocks(c) >= sms]
         if full and full[0] is not fitting[0]:
             fitting.remove(full[0])
             fitting.insert(0, full[0])
-        elif not full and fitting:
-            first = max(fitting, key=lambda c: (blocks(c), -fitting.index(c)))
+        elif not full and measured:
+            first = max(measured, key=lambda c: (blocks(c), -fitting.index(c)))
             fitting.remove(first)
             fitting.insert(0, first)
         return fitting
@@ -290,6 +313,9 @@ class AttentionFamily(KernelFamily):
         smem = _gpu_smem(cfg, D, dtype)
         if not C.smem_fits(smem, hardware):
             return f"needs {smem} bytes of shared memory, the device allows {hardware.smem_per_block} per block"
+        cc = hardware.compute_capability or ""
+        if cfg.get("overlap") and cc and not cc.startswith("9."):
+            return f"overlap uses asynchronous WGMMA, which needs sm_90 (Hopper); this device is sm {cc}"
         return None
 
     # ------------------------------------------------------------ build

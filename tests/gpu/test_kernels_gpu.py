@@ -119,6 +119,21 @@ def test_gemm_small_m_tiles_on_gpu(shape, hw):
         assert res.passed, [c for c in res.cases if not c.passed]
 
 
+@pytest.mark.parametrize("shape", [(2, 4, 512, 512, 64, 1), (2, 4, 333, 517, 64, 1), (2, 4, 517, 333, 128, 1),
+                                   (4, 4, 197, 197, 64, 0), (4, 4, 128, 128, 64, 0)],
+                         ids=["causal", "causal-Sq<Skv", "causal-Sq>Skv", "kv-tail", "one-key-block"])
+def test_attention_masked_blocks_and_overlap_on_gpu(shape, hw):
+    # Only key blocks on the diagonal or at the Skv tail build the mask (the first
+    # config and the large-shape one), and the overlap configs (async WGMMA,
+    # hand-ordered pipeline).
+    fam = kernels.get("attention")
+    space = fam.search_space(shape, "float16", hw)
+    big = {"block_M": 128, "block_N": 128, "num_stages": 1, "threads": 256}
+    for cfg in [space[0]] + ([big] if big != space[0] else []) + [c for c in space if c.get("overlap")]:
+        res = verify.verify(fam, shape, "float16", cfg, hw.target, "cuda", seeds=(0, 1))
+        assert res.passed, (cfg, [c for c in res.cases if not c.passed])
+
+
 def test_fused_split_k_resets_its_counters_across_calls_and_graph_replays(hw):
     # The last block of a tile resets the tile's counter: calls back to back, and many
     # calls inside one CUDA graph replayed twice, must all give the same right answer.
