@@ -112,6 +112,24 @@ def _gpu_config_error(cfg: dict[str, Any], D: int) -> str | None:
 # ---------------------------------------------------------------- family
 
 
+def _measured_first(D: int, causal: bool, Skv: int) -> KernelConfig:
+    """The config measured fastest on the H200 for this kind of shape, fp16, against SDPA
+    (python3 benchmarks/kernel_sweep.py --only attention;
+    reports/examples/h200/bench/kernel_sweep_session5.json): at head dim 128 the
+    warp-specialized 128x128 tile with one K/V stage (0.93x non-causal, 0.83x causal at
+    4x32x4096²); at head dim 64 the overlap schedule on one warpgroup when causal (1.02x
+    at GPT-2's s512, 0.83x at s4096) or when the keys end in a partial block (0.91x at
+    ViT's s197), and 128x64 tiles otherwise (1.25x at BERT's s128, where the 64-row
+    tiles that give every SM a block reached 0.86x)."""
+    if D > 64:
+        return {"block_M": 128, "block_N": 128, "num_stages": 1, "threads": 256}
+    if causal:
+        return {"block_M": 64, "block_N": 128, "num_stages": 2, "threads": 128, "overlap": True}
+    if Skv % 64:
+        return {"block_M": 64, "block_N": 64, "num_stages": 2, "threads": 128, "overlap": True}
+    return {"block_M": 128, "block_N": 64, "num_stages": 1, "threads": 256}
+
+
 class AttentionFamily(KernelFamily):
     name = "attention"
     title = "Attention forward (flash)"
@@ -283,14 +301,20 @@ class AttentionFamily(KernelFamily):
             (128, 128, 3, 256),
             (64, 128, 2, 128),
             (64, 64, 2, 128),
+            (64, 128, 2, 128, True),
+            (64, 64, 2, 128, True),
             # Fits 48 KB of shared memory per block (older GPUs) even at D = 128.
             (64, 32, 1, 128),
         ]
         cands = [{"block_M": m, "block_N": n, "num_stages": s, "threads": t, **({"overlap": True} if rest else {})}
                  for m, n, s, t, *rest in raw]
         fitting = [c for c in cands if self.reject_reason(shape, dtype, c, hw) is None]
-        # Put first the largest query tile that still gives every SM a block, from the
-        # measured schedules only (not the overlap ones).
+        best = _measured_first(D, bool(causal), Skv)
+        if best in fitting:
+            fitting.remove(best)
+            return [best] + fitting
+        # Elsewhere (no sm_90, little shared memory): the largest query tile that still
+        # gives every SM a block, from the warp-specialized schedules.
         sms = max(1, int(hw.cores or 1))
         blocks = lambda c: B * H * C.ceildiv(Sq, c["block_M"])  # noqa: E731
         measured = [c for c in fitting if not c.get("overlap")]
