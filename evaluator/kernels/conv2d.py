@@ -38,6 +38,7 @@ from ..results import Hardware, KernelConfig, Shape
 from ..swap import DERIVED, Route, arg, dtype_mismatch
 from . import _common as C
 from . import _conv2d_programs as P
+from ._conv2d_calls import channels_last, pair as _pair, string_padding as _string_padding, strides_are_channels_last
 from ._conv2d_programs import is_nchw, out_size  # the programs need them too
 from .base import KernelFamily, Schedule
 
@@ -52,7 +53,12 @@ CPU_DEFAULTS = {"block_M": 64, "block_N": 32, "block_K": 32}
 TC_DEFAULTS = {"block_M": 64, "block_N": 128, "block_K": 64, "num_stages": 4, "threads": 128,
                "swizzle": True, "flat_k": False}
 # NCHW: block_M tiles the output channels, block_N the output pixels of one image.
-NCHW_DEFAULTS = {"block_M": 64, "block_N": 128, "block_K": 32, "num_stages": 4, "threads": 128, "swizzle": True}
+# via_nhwc: run the channels_last program instead (block_M then tiles pixels, block_N
+# output channels, flat_k as there) between a transpose of x and one of y back, both
+# in the call's time: on the H200 a k x k filter's per-element NCHW gather ran at
+# 0.24x cuDNN (3x3, 56x56x64) where the channels_last kernel ran at 1.04x its own.
+NCHW_DEFAULTS = {"block_M": 64, "block_N": 128, "block_K": 32, "num_stages": 4, "threads": 128, "swizzle": True,
+                 "via_nhwc": False, "flat_k": False}
 
 # ResNet-50's convolutions at batch 32 (torchvision v1.5: the stride sits in the 3x3),
 # the bottleneck 3x3s and 1x1s of every stage, as (N, H, W, C, K, R, S, stride, pad,
@@ -69,24 +75,6 @@ RESNET50_LAYERS = [
 ]
 RESNET50_STEM = (32, 224, 224, 3, 64, 7, 7, 2, 3, 1)
 
-
-def channels_last(shape: Shape) -> Shape:
-    """The same convolution on channels_last tensors."""
-    return tuple(shape[:9]) + (0,)
-
-
-def strides_are_channels_last(sizes: Sequence[int], strides: Sequence[int]) -> bool:
-    """Whether a 4-D tensor of `sizes` with `strides` is channels_last and not also plainly
-    contiguous (C == 1 or H == W == 1 are both: those run as NCHW). The profiler and the
-    router decide the layout with this one rule, so a tuned kernel is the one routed."""
-    N, Cn, H, W = (int(v) for v in sizes)
-    contiguous = [Cn * H * W, H * W, W, 1]
-    last = [H * W * Cn, 1, W * Cn, Cn]
-
-    def same(a: Sequence[int]) -> bool:  # size-1 dims may carry any stride
-        return all(int(st) == want or int(n) == 1 for st, want, n in zip(strides, a, sizes))
-
-    return same(last) and not same(contiguous)
 
 # Local tiles become stack arrays in the generated C; keep them well inside a thread's stack.
 CPU_LOCAL_LIMIT_BYTES = 128 * 1024
@@ -379,17 +367,24 @@ class Conv2dFamily(KernelFamily):
         return out
 
     def _nchw_space(self, shape: Shape) -> list[KernelConfig]:
-        """Tiles over (output channels, pixels of one image). Unmeasured on a GPU when
-        written: ordered by the channels_last space's lessons (a 64-row tile of one
-        warpgroup for narrow outputs, 128x128 on two for wide ones), then wider pixel
-        tiles, which the per-element gather of a k x k filter amortises over more MMA."""
-        N, H, W, Cin, K = shape[:5]
+        """Tiles over (output channels, pixels of one image), ordered by an H200 sweep
+        against cuDNN on NCHW tensors (benchmarks/kernel_sweep.py --only conv2d;
+        reports/examples/h200/bench/kernel_sweep_session5.json): 64-deep K chunks
+        (2.75x at the 7x7 stem, 1.36x at a 14x14 1x1, against 1.05x and 1.24x with 32),
+        128 output channels a tile where there are that many (1.78x at the stride-2 1x1),
+        and for a memory-bound 1x1 over large images a 256-pixel tile (0.60-0.66x at
+        56x56, the best there). A k x k filter over 8 or more channels goes through the
+        channels_last kernel first (see NCHW_DEFAULTS)."""
+        N, H, W, Cin, K, R, S, stride, pad = shape[:9]
         P_, Q = out_size(shape)
         raw = [  # (block_M, block_N, block_K, num_stages, threads)
-            (64, 128, 32, 4, 128), (128, 128, 32, 4, 256), (64, 256, 32, 3, 256), (128, 128, 64, 3, 256),
-            (64, 64, 64, 4, 128), (128, 256, 32, 3, 256), (64, 128, 64, 3, 128), (128, 64, 64, 4, 128),
+            (64, 128, 64, 4, 128), (128, 64, 64, 4, 128), (64, 64, 64, 3, 128), (128, 128, 64, 4, 256),
+            (64, 256, 32, 3, 256), (128, 256, 32, 3, 256), (64, 128, 32, 4, 128), (64, 64, 32, 4, 128),
         ]
-        if K > 64:
+        direct = R == S == stride == 1 and pad == 0
+        if direct and P_ * Q >= 2048:
+            raw.insert(0, raw.pop(5 if K > 64 else 4))
+        elif K >= 128:
             raw.insert(0, raw.pop(1))
         pq = P_ * Q
         out = []
@@ -399,13 +394,17 @@ class Conv2dFamily(KernelFamily):
             threads = min(threads, 128 * max(1, (bM // 64) * (bN // 64)))
             out.append({"block_M": bM, "block_N": bN, "block_K": bK, "num_stages": stages, "threads": threads,
                         "swizzle": True})
-        return C.dedupe(out)
+        if R * S > 1 and Cin >= 8:
+            via = [{**c, "via_nhwc": True} for c in self._tc_space(channels_last(shape))[:3]]
+            out = via + out
+        return C.dedupe(out)[:10]
 
     # ------------------------------------------------------------ build
 
     cpu_schedule = Schedule(CPU_DEFAULTS, P.cpu_program)
     gpu_schedule = Schedule(TC_DEFAULTS, P.tc_program)
-    nchw_schedule = Schedule(NCHW_DEFAULTS, P.nchw_tc_program)
+    nchw_schedule = Schedule(NCHW_DEFAULTS, lambda shape, dtype, cfg: (
+        P.tc_program(channels_last(shape), dtype, cfg) if cfg["via_nhwc"] else P.nchw_tc_program(shape, dtype, cfg)))
 
     def schedule(self, shape: Shape, dtype: str, target: str) -> Schedule:
         if not C.is_cpu_target(target):
@@ -419,7 +418,16 @@ class Conv2dFamily(KernelFamily):
             if min(cfg["block_M"], cfg["block_N"], cfg["block_K"]) <= 0:
                 return f"block sizes must be positive, got {cfg}"
             return None
+        if cfg.get("flat_k") and is_nchw(shape) and not cfg["via_nhwc"]:
+            return "flat_k is the channels_last gather's: it needs via_nhwc on an NCHW shape"
         return _tc_problem(cfg)
+
+    def compile(self, resolved: Any, target: str) -> Callable[..., torch.Tensor]:
+        if is_nchw(resolved.shape) and resolved.config.get("via_nhwc"):
+            inputs = list(P.tensor_shapes(channels_last(resolved.shape))[:2])
+            return ViaChannelsLast(C.build_cached(self.name, resolved.shape, resolved.dtype, resolved.config, target,
+                                                  resolved.program, out_idx=[2], input_shapes=inputs))
+        return super().compile(resolved, target)
 
     # ------------------------------------------------------------ swap-in (at the operator)
 
@@ -474,6 +482,28 @@ class Conv2dFamily(KernelFamily):
         return Route(geometry + (1,), launch_nchw, notes=notes)
 
 
+class ViaChannelsLast:
+    """An NCHW convolution run by the channels_last kernel: x transposed to NHWC and y
+    back to NCHW inside the call, so both copies are in every time measured for it. The
+    weight's KRSC copy is made once per weight tensor (swap.DERIVED), as a model's
+    weights are constants."""
+
+    def __init__(self, launcher: C.Launcher):
+        self.launcher = launcher
+        self.config = launcher.config
+        self.dtype = launcher.dtype
+        self.compile_s = launcher.compile_s
+
+    @property
+    def source(self) -> str:
+        return self.launcher.source
+
+    def __call__(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        w_krsc = DERIVED.get(w, "krsc", lambda t: t.permute(0, 2, 3, 1).contiguous())
+        y = self.launcher(x.permute(0, 2, 3, 1).contiguous(), w_krsc)
+        return y.permute(0, 3, 1, 2).contiguous()
+
+
 def _on_cpu(hw: Hardware) -> bool:
     return C.targets_cpu(hw) or hw.device == "cpu"
 
@@ -482,27 +512,6 @@ def _check_cuda_dtype(dtype: str) -> None:
     if dtype not in ("float16", "bfloat16"):
         # T.gemm on fp32 operands runs TF32 tensor cores; a SIMT fp32 schedule is not written.
         raise KernelError(f"conv2d: the CUDA schedule takes float16 or bfloat16, got {dtype}")
-
-
-def _pair(value: Any) -> tuple[int, int] | None:
-    if isinstance(value, (list, tuple)):
-        if len(value) == 1:
-            return int(value[0]), int(value[0])
-        if len(value) == 2:
-            return int(value[0]), int(value[1])
-        return None
-    if isinstance(value, int):
-        return value, value
-    return None
-
-
-def _string_padding(mode: str, R: int, S: int, stride: tuple[int, int] | None) -> tuple[int, int] | None:
-    if mode == "valid":
-        return 0, 0
-    # "same" is symmetric only for odd filters (PyTorch allows it only at stride 1).
-    if mode == "same" and stride == (1, 1) and R % 2 and S % 2:
-        return (R - 1) // 2, (S - 1) // 2
-    return None
 
 
 FAMILY = Conv2dFamily()

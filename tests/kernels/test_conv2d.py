@@ -291,8 +291,10 @@ def test_reject_reason():
     assert "multiples of 16" in FAM.reject_reason(RESNET_3X3, "float16", {**good, "block_K": 40}, H200)
     assert "unknown config" in FAM.reject_reason(RESNET_3X3, "float16", {"tile": 1}, H200)
     assert "float16 or bfloat16" in FAM.reject_reason(RESNET_3X3, "float32", good, H200)
-    # Each layout's schedule takes its own keys: flat_k is the channels_last gather's.
-    assert "unknown config" in FAM.reject_reason(nchw(RESNET_3X3), "float16", {"flat_k": True}, H200)
+    # flat_k is the channels_last gather's: on an NCHW shape only with via_nhwc.
+    assert "via_nhwc" in FAM.reject_reason(nchw(RESNET_3X3), "float16", {"flat_k": True}, H200)
+    assert FAM.reject_reason(nchw(RESNET_3X3), "float16", {"flat_k": True, "via_nhwc": True}, H200) is None
+    assert "unknown config" in FAM.reject_reason(RESNET_3X3, "float16", {"via_nhwc": True}, H200)
     assert "stack" in FAM.reject_reason(S3, "float32", {"block_M": 256, "block_N": 256, "block_K": 64}, CPU)
     assert FAM.reject_reason((2, 14), "float16", good, H200).startswith("conv2d: shape")
 
@@ -313,6 +315,18 @@ def test_every_cuda_config_lowers_for_sm90(shape):
         src = _lower(shape, "float16", cfg)
         # The gathered A tile streams through 16-byte async copies, the weights through TMA.
         assert "cp_async_gs" in src and "tma_load" in src, cfg
+
+
+def test_nchw_space_puts_the_measured_best_first():
+    stem, one, one_s2, three = (conv_module.RESNET50_STEM, conv_module.RESNET50_LAYERS[5],
+                                conv_module.RESNET50_LAYERS[7], conv_module.RESNET50_LAYERS[0])
+    first = {s: FAM.search_space(s, "float16", H200)[0] for s in (stem, one, one_s2, three)}
+    assert first[stem]["block_K"] == 64 and not first[stem].get("via_nhwc")  # the NCHW gather: 2.75x
+    assert first[one]["block_N"] == 256  # memory-bound 1x1 over 56x56 pixels
+    assert first[one_s2]["block_M"] == 128
+    # A 3x3 goes through the channels_last kernel, transposes included in its time.
+    assert first[three].get("via_nhwc") and not first[three]["flat_k"]
+    assert not [c for c in FAM.search_space(stem, "float16", H200) if c.get("via_nhwc")]  # 3 channels
 
 
 @pytest.mark.parametrize("shape", [conv_module.RESNET50_STEM, conv_module.RESNET50_LAYERS[5],
