@@ -278,6 +278,12 @@ class GemmFamily(KernelFamily):
         cands += [{**cands[1], "policy": "fullrow"}, {**cands[1], "panel": 4}]
         fitting = [c for c in cands if C.smem_fits(_tc_smem(c, dtype), hw)]
         ordered = self._order_by_waves(fitting, M, N, hw)
+        big = {**cands[1], "panel": 4}
+        if big in fitting and C.ceildiv(M, 128) * C.ceildiv(N, 256) >= 8 * max(1, int(hw.cores or 1)):
+            # Eight waves or more: the last wave's idle SMs cost little, and the
+            # power-of-two 128x256 tile on narrow panels won (8192³: 1.10x cuBLAS against
+            # 0.97-0.98x for the wave-sized tiles; kernel_sweep_session5.json).
+            skinny = [big] + skinny
         return C.dedupe(skinny + ordered + self._splitk_space(M, N, K, dtype, hw))
 
     @staticmethod

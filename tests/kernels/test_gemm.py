@@ -232,6 +232,12 @@ def test_persistent_tiles_are_offered_and_lower_to_one_block_per_sm(shape):
     assert "persistent" in FAM.reject_reason(shape, "float16", {**persistent[0], "persistent": -1}, H200)
 
 
+def test_large_problems_start_from_the_power_of_two_tile():
+    first = FAM.search_space((8192, 8192, 8192), "float16", H200)[0]
+    assert (first["block_M"], first["block_N"], first["panel"]) == (128, 256, 4)
+    assert FAM.search_space((3152, 3072, 768), "float16", H200)[0]["block_N"] % 16 == 0  # wave tiles stay
+
+
 def test_decode_shapes_get_small_m_tiles_first():
     for shape in ((1, 4096, 11008), (16, 4096, 4096), (32, 1000, 2048)):
         space = FAM.search_space(shape, "float16", H200)
