@@ -175,6 +175,17 @@ def test_numerical_hook_runs_for_the_local_device_only():
     assert seen and set(seen) == {"gemm"}
 
 
+def test_an_mma_tile_measured_on_this_device_carries_no_instruction_note_here():
+    # A 16-row decode tile runs mma.sync on Hopper by design. Measured on the local
+    # device, its speed is that device's; on another Hopper the note says the speed was
+    # measured with another instruction than the target's best.
+    local = T.with_limits(T.TARGETS["h100"], key="local", name="NVIDIA H100 (this machine)")
+    skinny = {"block_M": 16, "block_N": 32, "block_K": 256, "num_stages": 4, "threads": 128, "policy": "fullcol"}
+    p = P.check([("gemm", (16, 4096, 4096), "fp16", skinny)], [local, "h100"])
+    assert one(p, "local", "tuned").status == "lowers" and one(p, "local", "tuned").note == ""
+    assert "mma.sync" in one(p, "h100", "tuned").note
+
+
 # ---------------------------------------------------------------- cache, inputs, outputs
 
 
