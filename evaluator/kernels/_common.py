@@ -243,6 +243,22 @@ class Launcher:
         return self.kernel(*self.check_inputs(inputs))
 
 
+class LauncherWrapper:
+    """A kernel that wraps one compiled launcher with work of its own around the call
+    (split-K's reduction, a layout change): it reports the launcher's config, dtype,
+    compile time and source as the tuner and the report read them from any kernel."""
+
+    def __init__(self, launcher: Launcher):
+        self.launcher = launcher
+        self.config = launcher.config
+        self.dtype = launcher.dtype
+        self.compile_s = launcher.compile_s
+
+    @property
+    def source(self) -> str:
+        return self.launcher.source
+
+
 class OnceCache:
     """key -> value, made once per process: concurrent callers of one key wait for the
     first instead of making it twice (a compile or a lowering takes seconds). Failures

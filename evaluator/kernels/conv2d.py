@@ -482,21 +482,11 @@ class Conv2dFamily(KernelFamily):
         return Route(geometry + (1,), launch_nchw, notes=notes)
 
 
-class ViaChannelsLast:
+class ViaChannelsLast(C.LauncherWrapper):
     """An NCHW convolution run by the channels_last kernel: x transposed to NHWC and y
     back to NCHW inside the call, so both copies are in every time measured for it. The
     weight's KRSC copy is made once per weight tensor (swap.DERIVED), as a model's
     weights are constants."""
-
-    def __init__(self, launcher: C.Launcher):
-        self.launcher = launcher
-        self.config = launcher.config
-        self.dtype = launcher.dtype
-        self.compile_s = launcher.compile_s
-
-    @property
-    def source(self) -> str:
-        return self.launcher.source
 
     def __call__(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         w_krsc = DERIVED.get(w, "krsc", lambda t: t.permute(0, 2, 3, 1).contiguous())

@@ -58,24 +58,17 @@ SIMT_DEFAULTS = {"block_M": 128, "block_N": 128, "block_K": 16, "thread_M": 8, "
 CPU_LOCAL_LIMIT_BYTES = 128 * 1024
 
 
-class FusedSplitKLinear:
+class FusedSplitKLinear(C.LauncherWrapper):
     """Calls the one-kernel split-K (see `_gemm_programs._splitk_fused_program`): owns
     its fp32 partials and per-tile counters, allocated once per device; the counters
     start at zero and the kernel leaves them at zero, so a call (or a CUDA-graph replay
     of many) needs nothing else. Calls must not overlap on two streams at once."""
 
     def __init__(self, launcher: C.Launcher, shape: Shape):
-        self.launcher = launcher
+        super().__init__(launcher)
         self.shape = shape
-        self.config = launcher.config
-        self.dtype = launcher.dtype
-        self.compile_s = launcher.compile_s
         self.ws_shape, self.tiles = P.splitk_workspace(shape, launcher.config)
         self._buffers: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-
-    @property
-    def source(self) -> str:
-        return self.launcher.source
 
     def __call__(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         x, w, b = self.launcher.check_inputs((x, w, b))
@@ -87,22 +80,15 @@ class FusedSplitKLinear:
         return self.launcher.kernel(x, w, b, ws, cnt)
 
 
-class SplitKLinear:
+class SplitKLinear(C.LauncherWrapper):
     """Calls a compiled split-K kernel with nn.Linear's convention: zeroes the fp32
     output, runs the kernel, then adds the bias, applies the activation and rounds in
     PyTorch (two small elementwise kernels; the price of splitting K)."""
 
     def __init__(self, launcher: C.Launcher, shape: Shape, act: str):
-        self.launcher = launcher
+        super().__init__(launcher)
         self.shape = shape
         self.act = act
-        self.config = launcher.config
-        self.dtype = launcher.dtype
-        self.compile_s = launcher.compile_s
-
-    @property
-    def source(self) -> str:
-        return self.launcher.source
 
     def __call__(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         M, N, _ = self.shape
