@@ -1,0 +1,39 @@
+"""Each family's first config against the committed H200 sweep: a run with little or no
+tuning budget gets the first config, so it must be one the sweep measured within 3% of
+the best reachable on the shapes real models run.
+
+In: reports/examples/h200/bench/kernel_sweep_session5_reordered.json (attention and
+conv2d, both layouts: every config compiled, verified and timed against PyTorch by
+benchmarks/kernel_sweep.py) and the families' search spaces for an H200. Out: pass/fail.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evaluator import kernels
+from evaluator.results import Hardware
+
+H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
+                smem_per_block=232448, compute_capability="9.0")
+SWEEP = Path(__file__).parents[2] / "reports/examples/h200/bench/kernel_sweep_session5_reordered.json"
+ROWS = json.loads(SWEEP.read_text())["rows"]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[f"{r['family']}-{'x'.join(map(str, r['shape']))}" for r in ROWS])
+def test_first_config_was_measured_near_the_best(row):
+    fam = kernels.get(row["family"])
+    shape = tuple(row["shape"])
+    defaults = fam.schedule(shape, "float16", "cuda").defaults
+
+    def full(cfg):
+        return {**defaults, **cfg}
+
+    first = full(fam.search_space(shape, "float16", H200)[0])
+    measured = {json.dumps(full(c), sort_keys=True): ratio for c, ratio in row["top"]}
+    key = json.dumps(first, sort_keys=True)
+    assert key in measured, f"the first config {first} is not among the sweep's eight fastest"
+    assert measured[key] >= 0.97 * row["ratio_best"], (first, measured[key], row["ratio_best"])
