@@ -83,6 +83,14 @@ def _graph_breaks() -> tuple[int, str]:
     return sum(breaks.values()), first.splitlines()[0].strip() if first else ""
 
 
+def _cache_counts() -> tuple[int, int]:
+    """Inductor FX-graph cache hits and misses since the last reset."""
+    from torch._dynamo.utils import counters
+
+    inductor = counters.get("inductor", {})
+    return int(inductor.get("fxgraph_cache_hit", 0)), int(inductor.get("fxgraph_cache_miss", 0))
+
+
 def release() -> None:
     """Forget every compiled graph: frees its memory and leaves no state for later stages."""
     try:
@@ -126,5 +134,11 @@ def prepare(fn: Callable[..., Any], calls: Sequence[tuple], device: str, mode: s
     n, why = _graph_breaks()
     if n:
         prep.notes.append(f"{n} graph break{'s' if n != 1 else ''} ({why}): those parts ran eagerly")
+    hits, misses = _cache_counts()
+    if hits:
+        # A rerun on the same machine loads Inductor's compiled graphs from disk: the
+        # seconds are real, but they are not what a first compile costs.
+        prep.notes.append(f"{hits} of {hits + misses} graph{'s' if hits + misses != 1 else ''} came from "
+                          f"Inductor's on-disk cache: {prep.compile_s:.1f} s is a warm compile, not a cold one")
     prep.fns = [(lambda args=args: compiled(*args)) for args in calls]
     return prep

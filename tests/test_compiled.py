@@ -137,6 +137,20 @@ def test_a_model_inductor_cannot_build_keeps_its_end_to_end_result(measured):
     assert not any("compile" in f for f in e.flags)
 
 
+def test_a_compile_served_from_inductors_cache_says_so():
+    # The same graph compiled twice: the second comes from Inductor's on-disk cache, and
+    # its compile time is labelled a warm one (a rerun's "1.5 s" is not a cold compile).
+    def fn(x):
+        return x * 3 + 2
+
+    x = torch.randn(8)
+    compiled.prepare(fn, [(x,)], "cpu", "default", fullgraph=True)
+    again = compiled.prepare(fn, [(x,)], "cpu", "default", fullgraph=True)
+    compiled.release()
+    assert not again.error and again.compile_s > 0
+    assert any("on-disk cache" in n and "warm compile" in n for n in again.notes), again.notes
+
+
 def test_compile_mode_none_skips_the_side_without_compiling():
     fam, conf, kernel = _kernel()
     ob = bench.bench_op(fam, SHAPE, "float32", kernel, "cpu", source="model", config=conf,
