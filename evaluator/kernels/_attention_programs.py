@@ -223,6 +223,15 @@ def _gpu_parts(T, shape: Shape, dtype: str, cfg: dict[str, Any]) -> dict[str, An
     return {"bounds": bounds, "init_scores": init_scores, "softmax": softmax, "rescale": rescale}
 
 
+def _kv_buffers(T, bM: int, bN: int, D: int, dtype: str) -> tuple:
+    """What both K/V loops allocate, called while their macro is parsed: the K and V
+    tiles, the scores (fp32, then in the input dtype for the PV gemm) and the per-row
+    previous max, rescale factor and block sum."""
+    return (T.alloc_shared((bN, D), dtype), T.alloc_shared((bN, D), dtype), T.alloc_fragment((bM, bN), ACCUM),
+            T.alloc_fragment((bM, bN), dtype), T.alloc_fragment((bM,), ACCUM), T.alloc_fragment((bM,), ACCUM),
+            T.alloc_fragment((bM,), ACCUM))
+
+
 def _ws_loop(T, shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[str, Any]):
     """FlashAttention-2's loop in program order (QK^T, softmax, rescale, PV) with
     synchronous gemms. TileLang warp-specializes it on sm_90: a TMA producer warpgroup
@@ -233,13 +242,7 @@ def _ws_loop(T, shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[str, 
 
     @T.macro
     def kv_loop(K, V, Q_s, acc_o, m_cur, l_sum, bx, by, bz):
-        K_s = T.alloc_shared((bN, D), dtype)
-        V_s = T.alloc_shared((bN, D), dtype)
-        acc_s = T.alloc_fragment((bM, bN), ACCUM)
-        acc_p = T.alloc_fragment((bM, bN), dtype)
-        m_prev = T.alloc_fragment((bM,), ACCUM)
-        r_scale = T.alloc_fragment((bM,), ACCUM)
-        r_sum = T.alloc_fragment((bM,), ACCUM)
+        K_s, V_s, acc_s, acc_p, m_prev, r_scale, r_sum = _kv_buffers(T, bM, bN, D, dtype)
         n_blocks, n_full = bounds(bx)
         for kb in T.Pipelined(n_blocks, num_stages=stages):
             T.copy(K[bz, by, kb * bN:(kb + 1) * bN, :], K_s)
@@ -305,13 +308,7 @@ def _overlap_loop(T, shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
 
     @T.macro
     def kv_loop(K, V, Q_s, acc_o, m_cur, l_sum, bx, by, bz):
-        K_s = T.alloc_shared((bN, D), dtype)
-        V_s = T.alloc_shared((bN, D), dtype)
-        acc_s = T.alloc_fragment((bM, bN), ACCUM)
-        acc_p = T.alloc_fragment((bM, bN), dtype)
-        m_prev = T.alloc_fragment((bM,), ACCUM)
-        r_scale = T.alloc_fragment((bM,), ACCUM)
-        r_sum = T.alloc_fragment((bM,), ACCUM)
+        K_s, V_s, acc_s, acc_p, m_prev, r_scale, r_sum = _kv_buffers(T, bM, bN, D, dtype)
         n_blocks, n_full = bounds(bx)
         # TileLang 0.1.15's pipeline runs stage 1 twice (once in its prologue, once in
         # its epilogue) when the loop has a single iteration. A single key block is
