@@ -9,7 +9,8 @@ implicit GEMM in the layout the model holds its tensors in:
   GEMM per image with rows = output channels and columns = output pixels, so the
   weights are a plain (K, C*R*S) matrix and the output tile lands in NCHW directly: no
   transpose on either side. A 1x1, stride-1 convolution is then a plain GEMM over the
-  image's (C, H*W) slab.
+  image's (C, H*W) slab; its `stream` schedule keeps one weight tile in shared memory
+  and streams pixel tiles through a fixed grid of blocks.
 On CPU a loop nest over fp32 local tiles, on CUDA shared-memory tiles into tensor-core
 `T.gemm`. Checking configs and compiling are the family's (conv2d.py, base.py); nothing
 here runs a kernel.
@@ -228,3 +229,74 @@ def nchw_tc_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
             T.copy(C_s, Y3[bz, by * bM, bx * bN])
 
     return conv2d_nchw
+
+
+# The stream schedule holds a whole (C, block_N) pixel tile per pipeline stage: C is
+# bounded so that two or more stages fit in shared memory next to the weight tile.
+STREAM_MAX_C = 128
+
+
+def stream_problem(shape: Shape) -> str | None:
+    """Why the stream schedule cannot take `shape`, or None."""
+    N, H, W, Cin, K, R, S, stride, pad = shape[:9]
+    if not is_nchw(shape) or not (R == S == stride == 1 and pad == 0):
+        return "stream is for 1x1, stride-1, unpadded NCHW convolutions (a plain GEMM per image)"
+    if Cin > STREAM_MAX_C:
+        return f"stream keeps all C input channels in one tile: C must be at most {STREAM_MAX_C}, got {Cin}"
+    return None
+
+
+def stream_channels(Cin: int) -> int:
+    """C rounded up to the tensor cores' 16-deep reduction step (the extra rows read as zeros)."""
+    return C.round_up(Cin, 16)
+
+
+def nchw_stream_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
+    """1x1 stride-1 NCHW as a stream of pixel tiles: Y[n][K, HW] = W[K, C] @ X[n][C, HW].
+    With C <= 128 the reduction is one or two MMA steps, so the tiled GEMM spends its
+    time in the prologue and epilogue of each short K loop (2.0 TB/s against cuDNN's 3.1
+    on the H200). Here a fixed grid of `stream` blocks per output-channel tile each load
+    their W tile [block_M, C] once and walk the (image, pixel tile) pairs t = bx,
+    bx + stream, ...; the walk is the pipelined loop, so the next X tile loads (TMA,
+    a producer warpgroup) while the current one's MMA and store run."""
+    import tilelang.language as T
+
+    N, H, W, Cin, K = shape[:5]
+    HW = H * W
+    bM, bN = cfg["block_M"], cfg["block_N"]
+    stages, threads, blocks = cfg["num_stages"], cfg["threads"], cfg["stream"]
+    Cp = stream_channels(Cin)
+    per_image = C.ceildiv(HW, bN)
+    tiles = N * per_image
+    steps = C.ceildiv(tiles, blocks)
+
+    @T.prim_func
+    def conv2d_nchw_stream(
+        X: T.Tensor((N, Cin, H, W), dtype),
+        Wt: T.Tensor((K, Cin, 1, 1), dtype),
+        Y: T.Tensor((N, K, H, W), dtype),
+    ):
+        with T.Kernel(blocks, T.ceildiv(K, bM), threads=threads) as (bx, by):
+            W_s = T.alloc_shared((bM, Cp), dtype)
+            X_s = T.alloc_shared((Cp, bN), dtype)
+            C_f = T.alloc_fragment((bM, bN), ACCUM)
+            C_s = T.alloc_shared((bM, bN), dtype)
+            W2 = T.reshape(Wt, (K, Cin))
+            X3 = T.reshape(X, (N, Cin, HW))
+            Y3 = T.reshape(Y, (N, K, HW))
+            # Bounds-checked: rows past K and channels past C read as zeros.
+            T.copy(W2[by * bM, 0], W_s)
+            for i in T.Pipelined(steps, num_stages=stages):
+                # The last step's blocks past the end redo the last tile: the same values
+                # written twice, cheaper than a branch in the pipelined loop.
+                t = T.min(bx + i * blocks, tiles - 1)
+                # The 3-D view bounds the copy per image: a pixel tile's tail and the
+                # channels past C read as zeros, never the next image or channel.
+                T.copy(X3[t // per_image, 0, t % per_image * bN], X_s)
+                T.gemm(W_s, X_s, C_f, clear_accum=True)
+                # Through shared memory: one TMA store of the tile (a store straight from
+                # the fragment lowered to 4-byte scattered writes).
+                T.copy(C_f, C_s)
+                T.copy(C_s, Y3[t // per_image, by * bM, t % per_image * bN])
+
+    return conv2d_nchw_stream
