@@ -5,7 +5,7 @@ own call timed in the same interleaved rounds. It answers two questions the tune
 numbers cannot: what the best reachable ratio is, and whether the family's search
 space (and its first config) contains that best.
 
-    python3 benchmarks/kernel_sweep.py [--only gemm,skinny,attention,rows,conv2d] [--json OUT.json]
+    python3 benchmarks/kernel_sweep.py [--only gemm,skinny,attention,views,rows,conv2d] [--json OUT.json]
 
 Each row: family, shape, PyTorch µs, best TileLang µs and config, the ratio
 (PyTorch / TileLang), and the ratios of the family's own first config and of the best
@@ -43,6 +43,12 @@ ATTENTION = [  # (B, H, Sq, Skv, D, causal)
     (4, 32, 4096, 4096, 128, 0), (4, 32, 4096, 4096, 128, 1), (4, 32, 4096, 4096, 64, 1),
     (8, 12, 128, 128, 64, 0), (4, 12, 512, 512, 64, 1), (16, 12, 197, 197, 64, 0),
 ]
+# The same model shapes on the views the models hand SDPA (row pitches q, k, v; see
+# attention.py): BERT's per-projection views, GPT-2's split c_attn and timm's packed qkv
+# (3H), llama's (its rotary embedding keeps q and k in [B, S, H, D] order). Timed on the
+# family's own space only.
+ATTENTION_VIEWS = [(8, 12, 128, 128, 64, 0, 12, 12, 12), (4, 12, 512, 512, 64, 1, 36, 36, 36),
+                   (16, 12, 197, 197, 64, 0, 36, 36, 36), (1, 32, 512, 512, 64, 1, 32, 32, 32)]
 ROWS = {"layernorm": [(1024, 768), (2048, 768), (3152, 768), (16384, 4096)],
         "softmax": [(12288, 128), (24576, 512), (37824, 197), (16384, 4096)],
         "rmsnorm": [(1024, 768), (2048, 4096), (16384, 4096)]}
@@ -145,6 +151,8 @@ def cases(only: set[str], hw, own_only: bool = False) -> list[tuple[str, tuple, 
         out += [("gemm", s, gemm_grid(s)) for s in GEMM_SKINNY]
     if "attention" in only:
         out += [("attention", s, attention_grid(s)) for s in ATTENTION]
+    if "views" in only:
+        out += [("attention", s, []) for s in ATTENTION_VIEWS]
     if "splitk" in only:  # the shapes where split-K may pay: long K, short output
         out += [("gemm", s, gemm_grid(s)) for s in GEMM_MODEL if s[2] >= 2048]
     if "rows" in only:

@@ -15,8 +15,9 @@ def test_bert_tiny_hot_ops_find_gemm_first_and_pick_two_kernel_families():
     # every nn.Linear of bert-tiny (embedding-free): 6 per layer, 2 layers
     assert fams["gemm"].calls == 12
     assert set(fams["gemm"].shapes) == {"128x128x128", "128x512x128", "128x128x512"}
-    # batch 2 x heads 2 x 64 queries x 64 keys x head dim 64, not causal
-    assert fams["attention"].shapes == ("2x2x64x64x64x0",)
+    # batch 2 x heads 2 x 64 queries x 64 keys x head dim 64, not causal; q, k and v are
+    # the [B, S, H, D] views of their projections (row pitch H = 2), read from the strides
+    assert fams["attention"].shapes == ("2x2x64x64x64x0x2x2x2",)
     assert len(hot.selected) == 2 and all(fams[f].has_kernel for f in hot.selected)
     assert abs(sum(o.share for o in hot.ops) - 1.0) < 1e-6
     assert hot.ops == tuple(sorted(hot.ops, key=lambda o: o.time_ms, reverse=True))
@@ -29,8 +30,9 @@ def test_explicit_families_override_the_choice():
     assert hot.selected == ("rmsnorm",)
     fams = {o.family: o for o in hot.ops}
     assert "32x128" in fams["rmsnorm"].shapes
-    # is_causal is a scalar argument: read from the profiler's concrete inputs
-    assert fams["attention"].shapes == ("1x4x32x32x32x1",)
+    # is_causal is a scalar argument: read from the profiler's concrete inputs; the rotary
+    # embedding keeps q and k in their projections' [B, S, H, D] order (row pitch H = 4)
+    assert fams["attention"].shapes == ("1x4x32x32x32x1x4x4x4",)
 
 
 def test_resnet_is_dominated_by_conv_and_conv_shapes_carry_stride_and_padding():

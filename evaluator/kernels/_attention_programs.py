@@ -1,7 +1,12 @@
 """The TileLang programs of the attention family (see attention.py for what they compute).
 
-In: shape (B, H, Sq, Skv, D, causal), a dtype and a full config (the schedule's defaults
-filled in). Out: a TileLang PrimFunc: on CPU an online-softmax loop over fp32 local
+In: shape (B, H, Sq, Skv, D, causal[, q_pitch, k_pitch, v_pitch]), a dtype and a full
+config (the schedule's defaults filled in). A pitch of 0 declares that operand contiguous
+[B, H, S, D]; a pitch p >= H declares it the transposed view a model hands SDPA, heads of a
+row-major [B, S, p, D] buffer (strides S*p*D, D, p*D, 1): p = H for `x.view(B, S, H,
+D).transpose(1, 2)`, 3H for timm's packed qkv. The programs read such views in place
+(TileLang strided buffers), and with a strided q write O as [B, Sq, H, D], which the
+family hands back transposed, as PyTorch's flash SDPA does. Out: a TileLang PrimFunc: on CPU an online-softmax loop over fp32 local
 tiles, one (batch, head, query block) per kernel block; on CUDA FlashAttention with
 tensor-core gemms for QK^T and PV, the K/V loop chosen by `overlap`: FlashAttention-2's
 loop with synchronous `T.gemm` (warp-specialized by TileLang), or a hand-ordered
@@ -27,10 +32,30 @@ LOG2E = 1.4426950408889634
 CPU_NEG = -1.0e30
 
 
+def pitches(shape: Shape) -> tuple[int, int, int]:
+    """(q, k, v) row pitches in head dims; 0 is contiguous [B, H, S, D]."""
+    return tuple(shape[6:9]) if len(shape) > 6 else (0, 0, 0)
+
+
+def operand(T, pitch: int, B: int, H: int, S: int, D: int, dtype: str):
+    """The TileLang parameter type of one [B, H, S, D] operand with this row pitch."""
+    if not pitch:
+        return T.Tensor((B, H, S, D), dtype)
+    return T.StridedTensor((B, H, S, D), (S * pitch * D, D, pitch * D, 1), dtype)
+
+
+def output_shape(shape: Shape) -> tuple[int, int, int, int]:
+    """The kernel's output tensor: [B, H, Sq, D], or [B, Sq, H, D] when q is a strided view."""
+    B, H, Sq, _, D = shape[:5]
+    return (B, Sq, H, D) if pitches(shape)[0] else (B, H, Sq, D)
+
+
 def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     import tilelang.cpu.language as T
 
-    B, H, Sq, Skv, D, causal = shape
+    B, H, Sq, Skv, D, causal = shape[:6]
+    pq, pk, pv = pitches(shape)
+    bshd_out = bool(pq)
     causal = bool(causal)
     bM, bN = cfg["block_M"], cfg["block_N"]
     scale = 1.0 / math.sqrt(D)
@@ -39,10 +64,10 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
 
     @T.prim_func
     def attention_cpu(
-        Q: T.Tensor((B, H, Sq, D), dtype),
-        K: T.Tensor((B, H, Skv, D), dtype),
-        V: T.Tensor((B, H, Skv, D), dtype),
-        O: T.Tensor((B, H, Sq, D), dtype),
+        Q: operand(T, pq, B, H, Sq, D, dtype),
+        K: operand(T, pk, B, H, Skv, D, dtype),
+        V: operand(T, pv, B, H, Skv, D, dtype),
+        O: T.Tensor(output_shape(shape), dtype),
     ):
         with T.Kernel(T.ceildiv(Sq, bM), B * H) as (bx, bh):
             # fp32 tiles whatever the storage dtype: half.hpp arithmetic is scalar and slow.
@@ -108,7 +133,10 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
                             acc[i, d] += S_l[i, j] * V_l[j, d]
             for i, d in T.grid(bM, D):
                 if q0 + i < Sq:
-                    O[b, h, q0 + i, d] = T.cast(acc[i, d] / l_l[i], dtype)
+                    if bshd_out:
+                        O[b, q0 + i, h, d] = T.cast(acc[i, d] / l_l[i], dtype)
+                    else:
+                        O[b, h, q0 + i, d] = T.cast(acc[i, d] / l_l[i], dtype)
 
     return attention_cpu
 
@@ -131,7 +159,8 @@ def gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     `_ws_loop` and `_overlap_loop`), everything around the loop is shared."""
     import tilelang.language as T
 
-    B, H, Sq, Skv, D, causal = shape
+    B, H, Sq, Skv, D, causal = shape[:6]
+    pq, pk, pv = pitches(shape)
     causal = bool(causal)
     bM, threads = cfg["block_M"], cfg["threads"]
     n_q = C.ceildiv(Sq, bM)
@@ -140,10 +169,10 @@ def gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
 
     @T.prim_func
     def attention_fwd(
-        Q: T.Tensor((B, H, Sq, D), dtype),
-        K: T.Tensor((B, H, Skv, D), dtype),
-        V: T.Tensor((B, H, Skv, D), dtype),
-        O: T.Tensor((B, H, Sq, D), dtype),
+        Q: operand(T, pq, B, H, Sq, D, dtype),
+        K: operand(T, pk, B, H, Skv, D, dtype),
+        V: operand(T, pv, B, H, Skv, D, dtype),
+        O: T.Tensor(output_shape(shape), dtype),
     ):
         with T.Kernel(n_q, H, B, threads=threads) as (bq, by, bz):
             # Causal work grows with the query block; blocks launch in x order, so the
@@ -165,7 +194,10 @@ def gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
                 acc_o[i, j] /= l_sum[i]
             # Staged through shared memory so the global store is coalesced (TMA on sm_90).
             T.copy(acc_o, O_s)
-            T.copy(O_s, O[bz, by, bx * bM:(bx + 1) * bM, :])
+            if pq:
+                T.copy(O_s, O[bz, bx * bM:(bx + 1) * bM, by, :])
+            else:
+                T.copy(O_s, O[bz, by, bx * bM:(bx + 1) * bM, :])
 
     return attention_fwd
 
@@ -173,7 +205,7 @@ def gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
 def _gpu_parts(T, shape: Shape, dtype: str, cfg: dict[str, Any]) -> dict[str, Any]:
     """The pieces both K/V loops share, as TileLang macros: the loop bounds, the score
     tile's initial value (the mask), the online-softmax update and the O rescale."""
-    B, H, Sq, Skv, D, causal = shape
+    B, H, Sq, Skv, D, causal = shape[:6]
     causal = bool(causal)
     bM, bN = cfg["block_M"], cfg["block_N"]
     # exp(x / sqrt(D)) == exp2(x * log2(e) / sqrt(D)): one FFMA + MUFU.EX2 per score.
@@ -236,7 +268,7 @@ def _ws_loop(T, shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[str, 
     """FlashAttention-2's loop in program order (QK^T, softmax, rescale, PV) with
     synchronous gemms. TileLang warp-specializes it on sm_90: a TMA producer warpgroup
     feeds K and V through `num_stages` buffers to the consumer warpgroups."""
-    B, H, Sq, Skv, D, causal = shape
+    B, H, Sq, Skv, D, causal = shape[:6]
     bM, bN, stages = cfg["block_M"], cfg["block_N"], cfg["num_stages"]
     bounds, init_scores, softmax, rescale = parts["bounds"], parts["init_scores"], parts["softmax"], parts["rescale"]
 
@@ -290,7 +322,7 @@ def _overlap_loop(T, shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
     pipelines are not warp-specialized by TileLang (a `num_stages` would hand the loop
     to the warp-specialization pass, which drops order/stage): all threads load K and V
     with cp.async, two buffers each (`num_stages` = 2)."""
-    B, H, Sq, Skv, D, causal = shape
+    B, H, Sq, Skv, D, causal = shape[:6]
     bM, bN = cfg["block_M"], cfg["block_N"]
     bounds, init_scores, softmax = parts["bounds"], parts["init_scores"], parts["softmax"]
     pipelined = _overlap_pipeline(T, shape, cfg, parts)
@@ -332,7 +364,7 @@ def _overlap_pipeline(T, shape: Shape, cfg: dict[str, Any], parts: dict[str, Any
     issue O += P V of block t-1; wait for S only (wgmma groups retire in order, so
     `wait_wgmma(1)` leaves PV in flight); softmax of block t while PV runs; wait for PV;
     P = fp16(S)."""
-    B, H, Sq, Skv, D, causal = shape
+    B, H, Sq, Skv, D, causal = shape[:6]
     bN, threads = cfg["block_N"], cfg["threads"]
     init_scores, softmax, rescale = parts["init_scores"], parts["softmax"], parts["rescale"]
     order, stage = _overlap_schedule()

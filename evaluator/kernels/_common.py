@@ -225,8 +225,9 @@ class Launcher:
     def source(self) -> str:
         return self.kernel.get_kernel_source()
 
-    def check_inputs(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        """The inputs as the compiled kernel needs them, or KernelError saying what differs."""
+    def check_inputs(self, inputs: Sequence[torch.Tensor], keep_strides: Sequence[bool] = ()) -> list[torch.Tensor]:
+        """The inputs as the compiled kernel needs them, or KernelError saying what differs.
+        Inputs flagged in `keep_strides` go as they are (the kernel declared their strides)."""
         if len(inputs) != len(self.input_shapes):
             raise KernelError(f"{self.family}: expected {len(self.input_shapes)} inputs, got {len(inputs)}")
         args = []
@@ -236,7 +237,8 @@ class Launcher:
             if t.dtype != self._torch_dtype:
                 raise KernelError(f"{self.family}: input {i} is {t.dtype}, kernel was built for {self.dtype}")
             # TileLang reads raw row-major memory and refuses tensors that need grad.
-            args.append(t.detach().contiguous())
+            keep = i < len(keep_strides) and keep_strides[i]
+            args.append(t.detach() if keep else t.detach().contiguous())
         return args
 
     def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:

@@ -1,8 +1,13 @@
 """Attention forward (FlashAttention): o = softmax(q k^T / sqrt(D), causal mask) v.
 
-In: shape (B, H, Sq, Skv, D, causal); inputs q[B, H, Sq, D], k[B, H, Skv, D],
-v[B, H, Skv, D] (PyTorch's layout, contiguous); causal is 0 or 1 and follows PyTorch's
-top-left alignment (query i sees keys j <= i). Out: o[B, H, Sq, D] in the input dtype,
+In: shape (B, H, Sq, Skv, D, causal[, q_pitch, k_pitch, v_pitch]); inputs q[B, H, Sq, D],
+k[B, H, Skv, D], v[B, H, Skv, D]; causal is 0 or 1 and follows PyTorch's top-left
+alignment (query i sees keys j <= i). Each operand is either contiguous (pitch 0, the
+default, six ints) or, as Hugging Face, timm and llama-style blocks hand it to SDPA, the
+transposed view of a row-major [B, S, pitch, D] projection (`x.view(B, S, H,
+D).transpose(1, 2)` has pitch H, timm's packed qkv 3H): the kernel reads such views in
+place, as PyTorch's flash SDPA does, instead of copying them (`row_pitch`). Out:
+o[B, H, Sq, D] in the input dtype (a transposed [B, Sq, H, D] view when q is strided),
 compared against `torch.nn.functional.scaled_dot_product_attention(q, k, v,
 is_causal=causal)` with its default scale 1/sqrt(D).
 Schedules: on CUDA (fp16/bf16), FlashAttention-2: a block owns block_M query rows of one
@@ -134,7 +139,7 @@ class AttentionFamily(KernelFamily):
     name = "attention"
     title = "Attention forward (flash)"
     aten_ops = frozenset({SDPA})
-    shape_names = ("B", "H", "Sq", "Skv", "D", "causal")
+    shape_names = ("B", "H", "Sq", "Skv", "D", "causal", "q_pitch", "k_pitch", "v_pitch")
     # The dims `awkward_shape` moves off tile multiples: D stays (it is the tensor-core
     # K and N, a multiple of 16 on GPU), causal is a flag.
     awkward_dims = ("Sq", "Skv")
@@ -142,15 +147,19 @@ class AttentionFamily(KernelFamily):
     # ------------------------------------------------------------ shapes
 
     def check(self, shape: Sequence[int]) -> Shape:
-        """The shape as ints, or KernelError: five positive sizes and causal 0 or 1."""
+        """The shape as ints, or KernelError: five positive sizes, causal 0 or 1, and
+        optionally three row pitches, each 0 or at least H. All-zero pitches are
+        dropped, so a contiguous call has one key whichever way it was written."""
         try:
             dims = tuple(int(s) for s in shape)
         except (TypeError, ValueError):
             dims = ()
-        if len(dims) != 6 or dims[5] not in (0, 1) or any(d <= 0 for d in dims[:5]):
-            raise KernelError(f"attention: shape must be (B, H, Sq, Skv, D, causal): five positive ints and "
-                              f"causal 0 or 1, got {tuple(shape)}")
-        return dims
+        if (len(dims) not in (6, 9) or dims[5] not in (0, 1) or any(d <= 0 for d in dims[:5])
+                or any(p != 0 and p < dims[1] for p in dims[6:])):
+            raise KernelError(f"attention: shape must be (B, H, Sq, Skv, D, causal[, q_pitch, k_pitch, v_pitch]): "
+                              f"five positive ints, causal 0 or 1, and pitches 0 (contiguous) or >= H, got "
+                              f"{tuple(shape)}")
+        return dims[:6] if not any(dims[6:]) else dims
 
     def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]],
                       concrete_inputs: Sequence[Any] | None = None,
@@ -174,6 +183,10 @@ class AttentionFamily(KernelFamily):
                 return None
             if len(input_shapes) > ARG_MASK and list(input_shapes[ARG_MASK] or []):
                 return None  # an attn_mask tensor
+            # The layouts the routed call will run: strided views in place, others copied.
+            strides = list(input_strides or [])[:3]
+            found = [row_pitch(s, st) if st else 0 for s, st in zip((q, k, v), strides + [None] * 3)]
+            layout = tuple(p or 0 for p in found)
             causal = 0
             if concrete_inputs is not None:
                 args = list(concrete_inputs) + [None] * 8
@@ -183,8 +196,7 @@ class AttentionFamily(KernelFamily):
                                                                     rel_tol=1e-6):
                     return None
                 causal = 1 if args[ARG_CAUSAL] else 0
-            shape = (B, H, Sq, k[2], D, causal)
-            return self.check(shape)
+            return self.check((B, H, Sq, k[2], D, causal) + layout)
         except (IndexError, TypeError, ValueError, KernelError):
             return None
 
@@ -199,14 +211,20 @@ class AttentionFamily(KernelFamily):
     # ------------------------------------------------------------ data
 
     def make_inputs(self, shape: Shape, dtype: str, device: str, seed: int) -> tuple[torch.Tensor, ...]:
-        B, H, Sq, Skv, D, causal = self.check(shape)
+        shape = self.check(shape)
+        B, H, Sq, Skv, D, causal = shape[:6]
+        pq, pk, pv = P.pitches(shape)
         dtype = C.canonical_dtype(dtype)
         g = C.generator(seed)
         # Unit-variance q, k give unit-variance scores after 1/sqrt(D): softmax rows
         # neither collapse to one key nor flatten to a plain average.
-        q = C.randn((B, H, Sq, D), dtype, device, g)
-        k = C.randn((B, H, Skv, D), dtype, device, g)
-        v = C.randn((B, H, Skv, D), dtype, device, g)
+        if pq == pk == pv >= 3 * H and Sq == Skv:
+            # timm's packed qkv: three head ranges of one [B, S, pitch, D] projection.
+            qkv = C.randn((B, Sq, pq, D), dtype, device, g)
+            q, k, v = (qkv[:, :, i * H:(i + 1) * H].transpose(1, 2) for i in range(3))
+        else:
+            q, k, v = (C.randn((B, S, p, D), dtype, device, g)[:, :, :H].transpose(1, 2) if p else
+                       C.randn((B, H, S, D), dtype, device, g) for S, p in ((Sq, pq), (Skv, pk), (Skv, pv)))
         setattr(q, CAUSAL_ATTR, bool(causal))
         return q, k, v
 
@@ -221,7 +239,7 @@ class AttentionFamily(KernelFamily):
         return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
 
     def input_shapes(self, shape: Shape) -> list[tuple[int, ...]]:
-        B, H, Sq, Skv, D, _ = shape
+        B, H, Sq, Skv, D = shape[:5]
         return [(B, H, Sq, D), (B, H, Skv, D), (B, H, Skv, D)]
 
     # ------------------------------------------------------------ metrics
@@ -229,12 +247,12 @@ class AttentionFamily(KernelFamily):
     def flops(self, shape: Shape) -> float:
         """Two matmuls of 2*Sq*Skv*D each per head; causal counts half, as
         FlashAttention's own benchmarks do."""
-        B, H, Sq, Skv, D, causal = self.check(shape)
+        B, H, Sq, Skv, D, causal = self.check(shape)[:6]
         f = 4.0 * B * H * Sq * Skv * D
         return f / 2 if causal else f
 
     def bytes(self, shape: Shape, dtype: str) -> float:
-        B, H, Sq, Skv, D, _ = self.check(shape)
+        B, H, Sq, Skv, D = self.check(shape)[:5]
         return float(B * H * (2 * Sq + 2 * Skv) * D * C.dtype_bytes(C.canonical_dtype(dtype)))
 
     def tolerance(self, dtype: str, shape: Shape | None = None) -> tuple[float, float]:
@@ -259,7 +277,7 @@ class AttentionFamily(KernelFamily):
     # ------------------------------------------------------------ tuning
 
     def search_space(self, shape: Shape, dtype: str, hardware: Hardware) -> list[KernelConfig]:
-        B, H, Sq, Skv, D, causal = self.check(shape)
+        B, H, Sq, Skv, D, causal = self.check(shape)[:6]
         dtype = C.canonical_dtype(dtype)
         if C.is_cpu_target(hardware.target) or hardware.device == "cpu":
             return self._cpu_space(Sq, Skv, D)
@@ -282,7 +300,7 @@ class AttentionFamily(KernelFamily):
         return fitting(((32, 64), (64, 64), (16, 128), (32, 32))) or fitting(((16, 16), (8, 8)))
 
     def _gpu_space(self, shape: Shape, dtype: str, hw: Hardware) -> list[KernelConfig]:
-        B, H, Sq, Skv, D, causal = shape
+        B, H, Sq, Skv, D, causal = shape[:6]
         raw = [
             # (block_M, block_N, num_stages, threads): 128x128 with two consumer warpgroups
             # is what reaches peak on Hopper; smaller tiles serve short sequences (more
@@ -359,6 +377,10 @@ class AttentionFamily(KernelFamily):
             return None
         return _gpu_config_error(cfg, shape[4])
 
+    def compile(self, resolved: Any, target: str) -> Callable[..., torch.Tensor]:
+        launcher = super().compile(resolved, target)
+        return StridedAttention(launcher) if any(P.pitches(resolved.shape)) else launcher
+
     # ------------------------------------------------------------ swap-in (at the operator)
 
     functions = (F.scaled_dot_product_attention,)
@@ -389,16 +411,61 @@ class AttentionFamily(KernelFamily):
             return bad
         if min(B, H, Sq, Skv, D) <= 0:
             return "empty input"
-        copied = not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous())
+        # Hugging Face and timm blocks hand SDPA transposed views of their projections: the
+        # kernel reads those in place. Any other layout is copied, in the measured time.
+        found = [row_pitch(t.shape, t.stride()) if t.data_ptr() % 16 == 0 else None for t in (q, k, v)]
+        layout = tuple(p or 0 for p in found)
+        copied = any(p is None for p in found)
 
         def launch(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
-            return kernel(q.contiguous(), k.contiguous(), v.contiguous())
+            return kernel(*(t if p is not None else t.contiguous() for t, p in zip((q, k, v), found)))
 
-        # Hugging Face and timm blocks hand SDPA transposed views of their projections:
-        # the kernel reads contiguous [B, H, S, D], so those are copied, and the copy
-        # is part of the measured time.
-        return Route((B, H, Sq, Skv, D, int(causal)), launch,
-                     notes=("q/k/v copied to contiguous",) if copied else ())
+        shape = (B, H, Sq, Skv, D, int(causal)) + (layout if any(layout) else ())
+        return Route(shape, launch, notes=("q/k/v copied to contiguous",) if copied else ())
+
+
+def row_pitch(shape: Sequence[int], strides: Sequence[int]) -> int | None:
+    """How one [B, H, S, D] operand lies in memory: 0 when contiguous, p when it is heads
+    of a row-major [B, S, p, D] buffer (strides S*p*D, D, p*D, 1 with p >= H), None for
+    anything else (the route copies it). Size-1 dims may have any stride, as in PyTorch."""
+    try:
+        B, H, S, D = (int(n) for n in shape)
+        sB, sH, sS, sD = (int(n) for n in strides)
+    except (TypeError, ValueError):
+        return None
+
+    def fits(size: int, stride: int, want: int) -> bool:
+        return size == 1 or stride == want
+
+    if not fits(D, sD, 1):
+        return None
+    if fits(S, sS, D) and fits(H, sH, S * D) and fits(B, sB, H * S * D):
+        return 0
+    pitch = sS // D if S > 1 else H
+    if fits(H, sH, D) and S > 1 and sS % D == 0 and pitch >= H and fits(B, sB, S * pitch * D):
+        return pitch
+    return None
+
+
+class StridedAttention(C.LauncherWrapper):
+    """The kernel of a shape with row pitches: q, k and v reach it as the views they are
+    (TileLang checks their strides against the pitches the kernel was built for), and a
+    strided q's output, written as [B, Sq, H, D], comes back as its [B, H, Sq, D] view,
+    the layout PyTorch's flash SDPA returns for such a q."""
+
+    def __init__(self, launcher: C.Launcher):
+        super().__init__(launcher)
+        self.pitches = P.pitches(launcher.shape)
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        for i, (t, p) in enumerate(zip((q, k, v), self.pitches)):
+            got = row_pitch(t.shape, t.stride())
+            if p and got != p:
+                raise KernelError(f"attention: input {i} has strides {tuple(t.stride())} (row pitch {got}); "
+                                  f"the kernel was built for row pitch {p}")
+        args = self.launcher.check_inputs((q, k, v), keep_strides=[bool(p) for p in self.pitches])
+        out = self.launcher.kernel(*args)
+        return out.transpose(1, 2) if self.pitches[0] else out
 
 
 _FP32_GPU = ("attention: float32 has no GPU schedule (T.gemm on fp32 runs as TF32 and would not match "

@@ -134,6 +134,22 @@ def test_attention_masked_blocks_and_overlap_on_gpu(shape, hw):
         assert res.passed, (cfg, [c for c in res.cases if not c.passed])
 
 
+@pytest.mark.parametrize("shape", [(2, 4, 197, 197, 64, 0, 12, 12, 12), (2, 4, 333, 517, 64, 1, 4, 4, 4),
+                                   (1, 8, 512, 512, 128, 1, 0, 0, 8)], ids=["timm-packed", "hf-causal", "llama-v"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_attention_reads_strided_views_in_place_on_gpu(shape, dtype, hw):
+    # q, k, v as the transposed views models hand SDPA: TMA descriptors carry the
+    # strides, and a strided q's output comes back in [B, Sq, H, D] memory.
+    fam = kernels.get("attention")
+    space = fam.search_space(shape, dtype, hw)
+    for cfg in [space[0]] + [c for c in space if c.get("overlap")][:1]:
+        res = verify.verify(fam, shape, dtype, cfg, hw.target, "cuda", seeds=(0, 1))
+        assert res.passed, (cfg, [c for c in res.cases if not c.passed])
+    q, k, v = fam.make_inputs(shape, dtype, "cuda", 0)
+    out = fam.build(shape, dtype, space[0], hw.target)(q, k, v)
+    assert out.transpose(1, 2).is_contiguous() == bool(shape[6])
+
+
 def test_fused_split_k_resets_its_counters_across_calls_and_graph_replays(hw):
     # The last block of a tile resets the tile's counter: calls back to back, and many
     # calls inside one CUDA graph replayed twice, must all give the same right answer.
