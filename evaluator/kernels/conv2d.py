@@ -18,8 +18,9 @@ materialised; padding and tails are masked.
 Schedules: on CUDA (fp16/bf16), shared-memory tiles, a pipelined K loop, tensor-core
 `T.gemm` into an fp32 fragment and the output written back through shared memory; on
 CPU (the C backend), one loop nest over fp32 local tiles that gcc vectorizes. The
-programs themselves are in `_conv2d_programs.py`; this module sizes, checks, searches
-and routes them.
+programs themselves are in `_conv2d_programs.py`, the NCHW search space and the
+via-channels_last kernel (with its TileLang layout changes) in `_conv2d_layout.py`;
+this module sizes, checks, searches and routes them.
 
 The stride and padding are not recoverable from the two tensors, so `make_inputs`
 tags x with its problem shape and `reference` reads it back (see `reference`).
@@ -38,6 +39,7 @@ from ..results import Hardware, KernelConfig, Shape
 from ..swap import DERIVED, Route, arg, dtype_mismatch
 from . import _common as C
 from . import _conv2d_programs as P
+from ._conv2d_layout import ViaChannelsLast, nchw_space
 from ._conv2d_calls import channels_last, pair as _pair, string_padding as _string_padding, strides_are_channels_last
 from ._conv2d_programs import is_nchw, out_size  # the programs need them too
 from .base import KernelFamily, Schedule
@@ -54,11 +56,14 @@ TC_DEFAULTS = {"block_M": 64, "block_N": 128, "block_K": 64, "num_stages": 4, "t
                "swizzle": True, "flat_k": False}
 # NCHW: block_M tiles the output channels, block_N the output pixels of one image.
 # via_nhwc: run the channels_last program instead (block_M then tiles pixels, block_N
-# output channels, flat_k as there) between a transpose of x and one of y back, both
-# in the call's time: on the H200 a k x k filter's per-element NCHW gather ran at
+# output channels, flat_k as there) between a TileLang transpose of x and one of y
+# back (_conv2d_layout), both in the call's time: on the H200 a k x k filter's per-element NCHW gather ran at
 # 0.24x cuDNN (3x3, 56x56x64) where the channels_last kernel ran at 1.04x its own.
+# stream > 0 (1x1 stride-1, C <= 128 only): that many blocks per output-channel tile,
+# each loading its weight tile once and streaming pixel tiles through a pipelined loop
+# (_conv2d_programs.nchw_stream_program; block_K is unused there, C is one tile).
 NCHW_DEFAULTS = {"block_M": 64, "block_N": 128, "block_K": 32, "num_stages": 4, "threads": 128, "swizzle": True,
-                 "via_nhwc": False, "flat_k": False}
+                 "via_nhwc": False, "flat_k": False, "stream": 0}
 
 # ResNet-50's convolutions at batch 32 (torchvision v1.5: the stride sits in the 3x3),
 # the bottleneck 3x3s and 1x1s of every stage, as (N, H, W, C, K, R, S, stride, pad,
@@ -88,8 +93,11 @@ def conv2d_nhwc(x: torch.Tensor, w: torch.Tensor, stride: int, pad: int) -> torc
     return y.permute(0, 2, 3, 1)
 
 
-def _tc_smem(cfg: dict[str, Any], dtype: str) -> int:
+def _tc_smem(cfg: dict[str, Any], dtype: str, cin: int = 0) -> int:
     b = C.dtype_bytes(dtype)
+    if cfg.get("stream"):  # the weight tile, the pixel-tile ring, the output tile
+        cp = P.stream_channels(cin)
+        return (cfg["block_M"] * cp + cfg["num_stages"] * cp * cfg["block_N"] + cfg["block_M"] * cfg["block_N"]) * b
     tiles = (cfg["block_M"] + cfg["block_N"]) * cfg["block_K"] * b * max(1, cfg["num_stages"])
     return tiles + cfg["block_M"] * cfg["block_N"] * b
 
@@ -300,7 +308,7 @@ class Conv2dFamily(KernelFamily):
         elif dtype == "float32":
             return []  # no fp32 CUDA schedule (see reject_reason); the caller falls back to PyTorch
         elif is_nchw(shape):
-            cands = self._nchw_space(shape)
+            cands = nchw_space(shape, hardware.cores or 132, self._tc_space)
         else:
             cands = self._tc_space(shape)
         # Ordered best guess first; the tuner tries the rest.
@@ -311,7 +319,7 @@ class Conv2dFamily(KernelFamily):
             if _cpu_local(cfg) > CPU_LOCAL_LIMIT_BYTES:
                 return f"local tiles need {_cpu_local(cfg)} B, more than the {CPU_LOCAL_LIMIT_BYTES} B stack budget"
             return None
-        smem = _tc_smem(cfg, dtype)
+        smem = _tc_smem(cfg, dtype, shape[3])
         if not C.smem_fits(smem, hw):
             return f"needs {smem} B of shared memory, the device allows {hw.smem_per_block} B per block"
         return None
@@ -366,45 +374,13 @@ class Conv2dFamily(KernelFamily):
             out.sort(key=lambda c: (c["block_K"], c["block_M"] * c["block_N"]))
         return out
 
-    def _nchw_space(self, shape: Shape) -> list[KernelConfig]:
-        """Tiles over (output channels, pixels of one image), ordered by an H200 sweep
-        against cuDNN on NCHW tensors (benchmarks/kernel_sweep.py --only conv2d;
-        reports/examples/h200/bench/kernel_sweep_session5.json): 64-deep K chunks
-        (2.75x at the 7x7 stem, 1.36x at a 14x14 1x1, against 1.05x and 1.24x with 32),
-        128 output channels a tile where there are that many (1.78x at the stride-2 1x1),
-        and for a memory-bound 1x1 over large images a 256-pixel tile (0.60-0.66x at
-        56x56, the best there). A k x k filter over 8 or more channels goes through the
-        channels_last kernel first (see NCHW_DEFAULTS)."""
-        N, H, W, Cin, K, R, S, stride, pad = shape[:9]
-        P_, Q = out_size(shape)
-        raw = [  # (block_M, block_N, block_K, num_stages, threads)
-            (64, 128, 64, 4, 128), (128, 64, 64, 4, 128), (64, 64, 64, 3, 128), (128, 128, 64, 4, 256),
-            (64, 256, 32, 3, 256), (128, 256, 32, 3, 256), (64, 128, 32, 4, 128), (64, 64, 32, 4, 128),
-        ]
-        direct = R == S == stride == 1 and pad == 0
-        if direct and P_ * Q >= 2048:
-            raw.insert(0, raw.pop(5 if K > 64 else 4))
-        elif K >= 128:
-            raw.insert(0, raw.pop(1))
-        pq = P_ * Q
-        out = []
-        for bM, bN, bK, stages, threads in raw:
-            bM = min(bM, max(64, C.next_pow2(K)))
-            bN = min(bN, max(64, C.next_pow2(pq)))
-            threads = min(threads, 128 * max(1, (bM // 64) * (bN // 64)))
-            out.append({"block_M": bM, "block_N": bN, "block_K": bK, "num_stages": stages, "threads": threads,
-                        "swizzle": True})
-        if R * S > 1 and Cin >= 8:
-            via = [{**c, "via_nhwc": True} for c in self._tc_space(channels_last(shape))[:3]]
-            out = via + out
-        return C.dedupe(out)[:10]
-
     # ------------------------------------------------------------ build
 
     cpu_schedule = Schedule(CPU_DEFAULTS, P.cpu_program)
     gpu_schedule = Schedule(TC_DEFAULTS, P.tc_program)
     nchw_schedule = Schedule(NCHW_DEFAULTS, lambda shape, dtype, cfg: (
-        P.tc_program(channels_last(shape), dtype, cfg) if cfg["via_nhwc"] else P.nchw_tc_program(shape, dtype, cfg)))
+        P.tc_program(channels_last(shape), dtype, cfg) if cfg["via_nhwc"]
+        else P.nchw_stream_program(shape, dtype, cfg) if cfg["stream"] else P.nchw_tc_program(shape, dtype, cfg)))
 
     def schedule(self, shape: Shape, dtype: str, target: str) -> Schedule:
         if not C.is_cpu_target(target):
@@ -420,13 +396,18 @@ class Conv2dFamily(KernelFamily):
             return None
         if cfg.get("flat_k") and is_nchw(shape) and not cfg["via_nhwc"]:
             return "flat_k is the channels_last gather's: it needs via_nhwc on an NCHW shape"
+        if cfg.get("stream"):
+            if cfg["via_nhwc"]:
+                return "stream and via_nhwc are two different schedules: pick one"
+            return P.stream_problem(shape)
         return _tc_problem(cfg)
 
     def compile(self, resolved: Any, target: str) -> Callable[..., torch.Tensor]:
         if is_nchw(resolved.shape) and resolved.config.get("via_nhwc"):
             inputs = list(P.tensor_shapes(channels_last(resolved.shape))[:2])
             return ViaChannelsLast(C.build_cached(self.name, resolved.shape, resolved.dtype, resolved.config, target,
-                                                  resolved.program, out_idx=[2], input_shapes=inputs))
+                                                  resolved.program, out_idx=[2], input_shapes=inputs),
+                                   resolved.shape, target)
         return super().compile(resolved, target)
 
     # ------------------------------------------------------------ swap-in (at the operator)
@@ -480,18 +461,6 @@ class Conv2dFamily(KernelFamily):
             return y if b is None else y + b.view(1, -1, 1, 1)
 
         return Route(geometry + (1,), launch_nchw, notes=notes)
-
-
-class ViaChannelsLast(C.LauncherWrapper):
-    """An NCHW convolution run by the channels_last kernel: x transposed to NHWC and y
-    back to NCHW inside the call, so both copies are in every time measured for it. The
-    weight's KRSC copy is made once per weight tensor (swap.DERIVED), as a model's
-    weights are constants."""
-
-    def __call__(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        w_krsc = DERIVED.get(w, "krsc", lambda t: t.permute(0, 2, 3, 1).contiguous())
-        y = self.launcher(x.permute(0, 2, 3, 1).contiguous(), w_krsc)
-        return y.permute(0, 3, 1, 2).contiguous()
 
 
 def _on_cpu(hw: Hardware) -> bool:

@@ -16,6 +16,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from evaluator.errors import KernelError
 from evaluator.kernels import _common as C
+from evaluator.kernels import _conv2d_layout as conv_layout
 from evaluator.kernels import conv2d as conv_module
 from evaluator.results import Hardware
 
@@ -271,7 +272,8 @@ def test_search_space_gpu_fits_device():
     for shape in layers + [conv_module.channels_last(s) for s in layers] + FAM.standard_shapes("cuda"):
         for dtype in ("float16", "bfloat16"):
             space = FAM.search_space(shape, dtype, H200)
-            assert 4 <= len(space) <= 10, (shape, len(space))
+            # Ten, plus the two stream configs of a 1x1 over large images.
+            assert 4 <= len(space) <= 12, (shape, len(space))
             assert all(FAM.reject_reason(shape, dtype, c, H200) is None for c in space)
     # A 3-channel stem packs the taps densely instead of wasting most of each chunk.
     assert all(c["flat_k"] for c in FAM.search_space((32, 224, 224, 3, 64, 7, 7, 2, 3), "float16", H200))
@@ -352,6 +354,92 @@ def test_cuda_masked_paths_lower(dtype, flat_k, cin):
     # flattened R*S*C loop with per-element tap decoding.
     cfg = {"block_M": 64, "block_N": 64, "block_K": 32, "num_stages": 2, "threads": 128, "flat_k": flat_k}
     _lower((4, 9, 9, cin, 24, 3, 3, 2, 1), dtype, cfg)
+
+
+# ---------------------------------------------------------------- 1x1 stream schedule
+
+
+ONE_56, ONE_56_WIDE, ONE_28 = (32, 56, 56, 64, 64, 1, 1, 1, 0, 1), (32, 56, 56, 64, 256, 1, 1, 1, 0, 1), \
+    (32, 28, 28, 100, 100, 1, 1, 1, 0, 1)
+
+
+def test_stream_is_second_for_large_1x1_and_rejected_elsewhere():
+    for shape in (ONE_56, ONE_56_WIDE, (32, 56, 56, 128, 128, 1, 1, 1, 0, 1)):
+        space = FAM.search_space(shape, "float16", H200)
+        assert not space[0].get("stream")  # the measured best stays first
+        assert space[1].get("stream"), shape
+        # One wave of blocks over the SMs: stream blocks per output-channel tile.
+        for c in space:
+            if c.get("stream"):
+                assert c["stream"] * -(-shape[4] // c["block_M"]) <= H200.cores
+    cfg = {"stream": 132, "block_M": 64, "block_N": 256, "num_stages": 3, "threads": 256}
+    assert FAM.reject_reason(ONE_56, "float16", cfg, H200) is None
+    assert FAM.reject_reason(ONE_28, "bfloat16", {**cfg, "block_M": 128, "num_stages": 2}, H200) is None
+    # Everywhere else: not in the space, and a one-line reason for the config.
+    for shape, why in [(nchw(RESNET_3X3), "1x1, stride-1"), ((32, 56, 56, 64, 64, 1, 1, 2, 0, 1), "1x1, stride-1"),
+                       (nchw(RESNET_1X1), "at most 128"), (conv_module.RESNET50_STEM, "1x1, stride-1")]:
+        assert not [c for c in FAM.search_space(shape, "float16", H200) if c.get("stream")], shape
+        reason = FAM.reject_reason(shape, "float16", cfg, H200)
+        assert why in reason and "\n" not in reason, (shape, reason)
+    assert "unknown config" in FAM.reject_reason(RESNET_1X1, "float16", cfg, H200)  # channels_last
+    assert "pick one" in FAM.reject_reason(ONE_56, "float16", {**cfg, "via_nhwc": True}, H200)
+    assert not [c for c in FAM.search_space((32, 28, 28, 64, 64, 1, 1, 1, 0, 1), "float16", H200) if c.get("stream")]
+    # Shared memory counts the whole C x block_N pixel tile per stage.
+    assert "shared memory" in FAM.reject_reason((32, 56, 56, 128, 128, 1, 1, 1, 0, 1), "float16",
+                                                {**cfg, "block_M": 128, "num_stages": 4}, H200)
+
+
+@pytest.mark.parametrize("shape", [ONE_56, ONE_56_WIDE, ONE_28], ids=["64-64", "64-256", "28x28-100"])
+def test_stream_lowers_for_sm90(shape):
+    # Lowering only (under a second each): TMA loads into a pipelined ring that a
+    # producer warpgroup fills (mbarrier waits), wgmma, a TMA store of each tile.
+    cfgs = [c for c in FAM.search_space(shape, "float16", H200) if c.get("stream")] or [
+        {"stream": 132, "block_M": 128, "block_N": 256, "num_stages": 2, "threads": 256}]
+    for cfg in cfgs:
+        for dtype in ("float16", "bfloat16"):
+            src = _lower(shape, dtype, cfg)
+            assert "tma_load" in src and "tma_store" in src and ".wait(" in src, cfg
+            assert "min(" in src  # tiles past the end clamp to the last one
+
+
+# ---------------------------------------------------------------- via_nhwc layout changes
+
+
+@pytest.mark.parametrize("dims", [(2, 60, 143), (3, 33, 17), (1, 64, 784), (2, 5, 70)])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_cpu_transpose_matches_permute(dims, dtype):
+    # The CPU counterpart of the CUDA transposes: tails in both dims of the tile.
+    kernel = conv_layout.transpose_launcher(*dims, dtype, "c")
+    x = torch.randn(*dims).to(C.torch_dtype(dtype))
+    assert torch.equal(kernel(x), x.permute(0, 2, 1))
+
+
+@pytest.mark.parametrize("shape", [(2, 9, 11, 12, 20, 3, 3, 1, 1, 1), (1, 13, 10, 7, 5, 3, 3, 2, 1, 1)],
+                         ids=["3x3s1", "3x3s2-odd"])
+def test_via_channels_last_wrapper_on_cpu(shape):
+    # The via_nhwc call path (transpose x, channels_last kernel, transpose y) on the C
+    # backend: the CPU channels_last kernel between the CPU transposes.
+    last = conv_module.channels_last(shape)
+    inner = FAM.build(last, "float32", FAM.search_space(last, "float32", CPU)[0], "c")
+    kernel = conv_layout.ViaChannelsLast(inner, shape, "c")
+    x, w = FAM.make_inputs(shape, "float32", "cpu", 0)
+    out = kernel(x, w)
+    assert out.is_contiguous() and out.shape == FAM.reference(x, w).shape
+    torch.testing.assert_close(out, FAM.reference(x, w), atol=1e-4, rtol=1e-4)
+    assert "batched_transpose" in kernel.source
+
+
+@pytest.mark.parametrize("shape", [(32, 56, 56, 64, 64, 3, 3, 1, 1, 1), (32, 56, 56, 60, 60, 3, 3, 1, 1, 1)],
+                         ids=["64", "60"])
+def test_transposes_lower_for_sm90(shape):
+    N, H, W, Cin, K = shape[:5]
+    for dtype in ("float16", "bfloat16"):
+        for dims in ((N, Cin, H * W), (N, H * W, K)):  # x to NHWC, y back to NCHW
+            src = C.lower_source(conv_layout.transpose_program(*dims, dtype), SM90)
+            assert "__global__" in src and "__syncthreads" in src
+            # Row-contiguous vectors on both sides: 16-byte loads or a TMA store where
+            # the rows allow it (60 channels: 120-byte rows, narrower vectors).
+            assert "uint4" in src or "uint2" in src or "tma_store" in src, dims
 
 
 # ---------------------------------------------------------------- swap-in
