@@ -1,0 +1,95 @@
+"""conv2d's two NCHW schedules that only run on CUDA, against F.conv2d on the GPU: the
+1x1 `stream` schedule (weight tile kept in shared memory, pixel tiles streamed through a
+pipelined loop) and the via_nhwc path with its TileLang layout changes (x to NHWC, the
+channels_last kernel, y back to NCHW), at the sweep's shapes and awkward ones, fp16 and
+bf16; and the transposes alone against torch.permute on tails in both tile dims.
+
+In: a CUDA device (the folder's conftest skips these without one). Out: pass/fail.
+Compiling dominates (nvcc, 10-30 s a kernel), so a fixture compiles every kernel the
+tests need in parallel first; the tests then hit the in-process cache.
+"""
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+from evaluator import hardware
+from evaluator.kernels import _conv2d_layout as layout
+from evaluator.kernels import conv2d as conv_module
+
+FAM = conv_module.FAMILY
+DTYPES = ("float16", "bfloat16")
+# Sweep shapes, then awkward ones: a pixel count that is not a multiple of 8 (no TMA
+# on the X rows, a pixel-tile tail), C and K not multiples of 16.
+STREAM_SHAPES = [(32, 56, 56, 64, 64, 1, 1, 1, 0, 1), (32, 56, 56, 64, 256, 1, 1, 1, 0, 1),
+                 (32, 28, 28, 100, 100, 1, 1, 1, 0, 1), (3, 29, 31, 60, 72, 1, 1, 1, 0, 1)]
+VIA_SHAPES = [(32, 56, 56, 64, 64, 3, 3, 1, 1, 1), (32, 56, 56, 60, 60, 3, 3, 1, 1, 1),
+              (32, 28, 28, 64, 64, 3, 3, 1, 1, 1), (3, 27, 29, 60, 44, 3, 3, 2, 1, 1)]
+# A stream config for shapes the search space gives none (small images).
+STREAM_FALLBACK = {"stream": 132, "block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256}
+
+
+@pytest.fixture(scope="module")
+def hw():
+    return hardware.detect("cuda")
+
+
+def stream_configs(shape, dtype, hw):
+    return [c for c in FAM.search_space(shape, dtype, hw) if c.get("stream")] or [STREAM_FALLBACK]
+
+
+def via_config(shape, dtype, hw):
+    return next(c for c in FAM.search_space(shape, dtype, hw) if c.get("via_nhwc"))
+
+
+@pytest.fixture(scope="module")
+def precompiled(hw):
+    jobs = [(s, d, c) for s in STREAM_SHAPES for d in DTYPES for c in stream_configs(s, d, hw)]
+    jobs += [(s, d, via_config(s, d, hw)) for s in VIA_SHAPES for d in DTYPES]
+
+    def build(job):
+        try:
+            FAM.build(*job, hw.target)
+        except Exception:
+            pass  # the test that needs it compiles again and reports the error
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        list(pool.map(build, jobs))
+    return True
+
+
+def _check(shape, dtype, cfg, hw, seeds=(0, 1)):
+    kernel = FAM.build(shape, dtype, cfg, hw.target)
+    atol, rtol = FAM.tolerance(dtype, shape)
+    for seed in seeds:
+        x, w = FAM.make_inputs(shape, dtype, "cuda", seed)
+        out = kernel(x, w)
+        ref = torch.nn.functional.conv2d(x.float(), w.float(), stride=shape[7], padding=shape[8])
+        assert out.shape == ref.shape and out.dtype == x.dtype and out.is_contiguous()
+        assert out.abs().max() > 0.1, "output is (nearly) all zeros"
+        torch.testing.assert_close(out.float(), ref, atol=atol, rtol=rtol)
+        torch.testing.assert_close(out, FAM.reference(x, w), atol=atol, rtol=rtol)
+    return kernel
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", STREAM_SHAPES, ids=["64-64", "64-256", "28x28-100", "awkward"])
+def test_stream_matches_conv2d(shape, dtype, hw, precompiled):
+    for cfg in stream_configs(shape, dtype, hw):
+        _check(shape, dtype, cfg, hw)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", VIA_SHAPES, ids=["64", "60", "28x28", "awkward-s2"])
+def test_via_nhwc_with_tilelang_transposes_matches_conv2d(shape, dtype, hw, precompiled):
+    kernel = _check(shape, dtype, via_config(shape, dtype, hw), hw)
+    assert isinstance(kernel, layout.ViaChannelsLast)
+    assert "batched_transpose" in kernel.source  # the layout changes are TileLang kernels
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dims", [(32, 60, 3136), (32, 3136, 60), (2, 61, 143), (3, 143, 61), (1, 64, 784)])
+def test_transpose_matches_permute(dims, dtype, hw):
+    kernel = layout.transpose_launcher(*dims, dtype, hw.target)
+    x = torch.randn(*dims, device="cuda").to(conv_module.C.torch_dtype(dtype))
+    assert torch.equal(kernel(x), x.permute(0, 2, 1))
