@@ -5,7 +5,7 @@ own call timed in the same interleaved rounds. It answers two questions the tune
 numbers cannot: what the best reachable ratio is, and whether the family's search
 space (and its first config) contains that best.
 
-    python3 benchmarks/kernel_sweep.py [--only gemm,skinny,attention,views,rows,conv2d] [--json OUT.json]
+    python3 benchmarks/kernel_sweep.py [--only gemm,llama,skinny,attention,views,rows,conv2d] [--json OUT.json]
 
 Each row: family, shape, PyTorch µs, best TileLang µs and config, the ratio
 (PyTorch / TileLang), and the ratios of the family's own first config and of the best
@@ -38,6 +38,7 @@ GEMM_MODEL = [  # (M, N, K) as nn.Linear: bert-base b8 s128, GPT-2 b4 s512, ViT-
     (3152, 2304, 768), (3152, 768, 768), (3152, 3072, 768), (3152, 768, 3072),
     (8192, 8192, 8192),
 ]
+GEMM_LLAMA = [(512, 5632, 2048), (512, 2048, 2048), (512, 2048, 5632)]  # the zoo's llama, batch 1, 512 tokens
 GEMM_SKINNY = [(16, 4096, 4096), (1, 4096, 11008), (32, 1000, 2048)]
 ATTENTION = [  # (B, H, Sq, Skv, D, causal)
     (4, 32, 4096, 4096, 128, 0), (4, 32, 4096, 4096, 128, 1), (4, 32, 4096, 4096, 64, 1),
@@ -147,6 +148,8 @@ def cases(only: set[str], hw, own_only: bool = False) -> list[tuple[str, tuple, 
     out = []
     if "gemm" in only:
         out += [("gemm", s, gemm_grid(s)) for s in GEMM_MODEL]
+    if "llama" in only:
+        out += [("gemm", s, gemm_grid(s)) for s in GEMM_LLAMA]
     if "skinny" in only:
         out += [("gemm", s, gemm_grid(s)) for s in GEMM_SKINNY]
     if "attention" in only:
