@@ -11,6 +11,13 @@ call (device time on CUDA, CPU time otherwise). Which ops belong to a family wit
 kernel, and the problem shape of each call, come from the kernel registry alone (each
 family's `covers` and `problem_shape`); the tables here name the operator families we
 account for but have no kernel for.
+
+The memory layout of a call (attention's q/k/v views, a convolution's NCHW or
+channels_last) comes from the profiler's recorded strides, which torch before 2.12 does
+not record. So the shapes are also checked against one forward pass under the router
+with no kernels, which sees the real tensors: where a profiled shape differs from the
+routed one only in layout, the routed one is kept, since that is the shape a kernel
+will be asked for.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import contextlib
 import os
 import sys
 import time
+from collections import Counter, defaultdict
 
 import pandas as pd
 import torch
@@ -27,7 +35,7 @@ from torch.profiler import ProfilerActivity, profile
 from . import kernels
 from .errors import ConfigError, ModelLoadError
 from .models import LoadedModel
-from .results import HotOp, HotOps, shape_str
+from .results import HotOp, HotOps, parse_shape, shape_str
 
 # Operator families we account for but have no kernel for; ops a registered family
 # covers never get here (a matmul by a weight is gemm's, a batched one lands here).
@@ -134,12 +142,51 @@ def profile_model(model: LoadedModel, *, iters: int = 3, warmup: int = 2) -> pd.
         t_us = evt.device_time_total if use_cuda else evt.cpu_time_total
         rows.append({"family": family or "other", "op": evt.name, "time_us": float(t_us),
                      "shape": (_problem_shape(family, evt.name, evt.input_shapes, evt.concrete_inputs,
-                                              getattr(evt, "structured_input_strides", None))
+                                              _event_strides(evt))
                                if family else None)})
+    if rows:
+        _layouts_as_routed(rows, _routed_shapes(model))
     df = pd.DataFrame(rows, columns=["family", "op", "time_us", "shape"])
     df.attrs["iters"] = iters
     df.attrs["wall_ms"] = wall * 1e3
     return df
+
+
+def _event_strides(evt) -> list | None:
+    """The call's input strides where this torch records them (2.12 and later)."""
+    return getattr(evt, "structured_input_strides", None)
+
+
+def _routed_shapes(model: LoadedModel) -> dict[tuple[str, tuple], Counter]:
+    """(family, layout-free shape) -> Counter of the shapes the routes see, from one
+    forward pass under a router with no kernels (every call falls back, counted)."""
+    from . import swap
+
+    dtype = next((str(p.dtype).removeprefix("torch.") for p in model.module.parameters() if p.is_floating_point()),
+                 "float32")
+    fams = [f for f in kernels.REGISTRY.values() if f.functions]
+    router = swap.Router(fams, swap.KernelTable(dtype, "c"))
+    try:
+        with torch.inference_mode(), router:
+            model.module(*model.inputs)
+    except Exception:  # the profile stands on its own; this only refines layouts
+        return {}
+    out: dict[tuple[str, tuple], Counter] = defaultdict(Counter)
+    for (name, text), reasons in router.fell_back.items():
+        if text:
+            shape = parse_shape(text)
+            out[(name, kernels.REGISTRY[name].layout_free(shape))][text] += sum(reasons.values())
+    return out
+
+
+def _layouts_as_routed(rows: list[dict], routed: dict[tuple[str, tuple], Counter]) -> None:
+    for row in rows:
+        fam, text = row["family"], row["shape"]
+        if fam not in kernels.REGISTRY or not text:
+            continue
+        seen = routed.get((fam, kernels.REGISTRY[fam].layout_free(parse_shape(text))))
+        if seen and text not in seen:
+            row["shape"] = seen.most_common(1)[0][0]
 
 
 def hot_ops(model: LoadedModel, *, top: int = 2, families: tuple[str, ...] = (), iters: int = 3) -> HotOps:

@@ -4,6 +4,8 @@ choices checked against what the model calls.
 
 In: zoo models at small sizes. Out: pass/fail.
 """
+import torch
+
 from evaluator import profiling
 from evaluator.models import load_model
 
@@ -81,3 +83,21 @@ def test_a_forward_that_raises_is_a_model_error(tmp_path):
     m = LoadedModel(ModelSpec("broken", "file", 1, None, "float32"), Broken(), (torch.randn(1),), "cpu")
     with pytest.raises(ModelLoadError, match="the model's forward raised ValueError: shapes do not line up"):
         profiling.hot_ops(m, iters=1)
+
+
+def test_layouts_match_the_route_when_the_profiler_records_no_strides(monkeypatch):
+    """torch before 2.12 records no input strides: the profiled shapes then say
+    contiguous / NCHW, while the route sees the model's views and channels_last
+    tensors. One forward pass under a router with no kernels puts the routed layout
+    back, so the kernel tuned is the one the model's calls will ask for."""
+    monkeypatch.setattr(profiling, "_event_strides", lambda evt: None)
+    hot = profiling.hot_ops(load_model("llama-tiny", seq_len=32), families=("rmsnorm",), iters=1)
+    assert {o.family: o for o in hot.ops}["attention"].shapes == ("1x4x32x32x32x1x4x4x4",)
+
+    model = load_model("resnet-tiny")
+    model.module.to(memory_format=torch.channels_last)
+    model = type(model)(model.spec, model.module, tuple(t.to(memory_format=torch.channels_last)
+                                                          for t in model.inputs), model.device)
+    conv = profiling.hot_ops(model, iters=1).ops[0]
+    assert conv.family == "conv2d" and "2x64x64x3x8x7x7x2x3x0" in conv.shapes
+    assert not any(s.endswith("x1") and s.count("x") == 9 for s in conv.shapes)

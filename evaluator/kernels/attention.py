@@ -117,7 +117,7 @@ def _gpu_config_error(cfg: dict[str, Any], D: int) -> str | None:
 # ---------------------------------------------------------------- family
 
 
-def _measured_first(D: int, causal: bool, Skv: int) -> KernelConfig:
+def _measured_first(D: int, causal: bool, Skv: int, one_wave: bool = False) -> KernelConfig:
     """The config measured fastest on the H200 for this kind of shape, fp16, against SDPA
     (python3 benchmarks/kernel_sweep.py --only attention;
     reports/examples/h200/bench/kernel_sweep_session5.json): at head dim 128 the
@@ -125,8 +125,11 @@ def _measured_first(D: int, causal: bool, Skv: int) -> KernelConfig:
     4x32x4096²); at head dim 64 the overlap schedule on one warpgroup when causal (1.02x
     at GPT-2's s512, 0.83x at s4096) or when the keys end in a partial block (0.91x at
     ViT's s197), and 128x64 tiles otherwise (1.25x at BERT's s128, where the 64-row
-    tiles that give every SM a block reached 0.86x)."""
-    if D > 64:
+    tiles that give every SM a block reached 0.86x). Causal at head dim 64 with no more
+    128-row query blocks than SMs (`one_wave`: llama's 1x32 heads at s512) the 128x128
+    warp-specialized tile again: 1.08x against 0.88x for the overlap schedule
+    (kernel_sweep_session6.json)."""
+    if D > 64 or (causal and one_wave):
         return {"block_M": 128, "block_N": 128, "num_stages": 1, "threads": 256}
     if causal:
         return {"block_M": 64, "block_N": 128, "num_stages": 2, "threads": 128, "overlap": True}
@@ -199,6 +202,9 @@ class AttentionFamily(KernelFamily):
             return self.check((B, H, Sq, k[2], D, causal) + layout)
         except (IndexError, TypeError, ValueError, KernelError):
             return None
+
+    def layout_free(self, shape: Shape) -> Shape:
+        return tuple(shape[:6])
 
     def standard_shapes(self, device: str) -> list[Shape]:
         if device == "cpu":
@@ -327,7 +333,8 @@ class AttentionFamily(KernelFamily):
         cands = [{"block_M": m, "block_N": n, "num_stages": s, "threads": t, **({"overlap": True} if rest else {})}
                  for m, n, s, t, *rest in raw]
         fitting = [c for c in cands if self.reject_reason(shape, dtype, c, hw) is None]
-        best = _measured_first(D, bool(causal), Skv)
+        one_wave = B * H * C.ceildiv(Sq, 128) <= max(1, int(hw.cores or 1))
+        best = _measured_first(D, bool(causal), Skv, one_wave)
         if best in fitting:
             fitting.remove(best)
             return [best] + fitting

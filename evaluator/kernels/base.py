@@ -141,6 +141,13 @@ class KernelFamily(abc.ABC):
         them. Default: None (a family with no aten op of its own)."""
         return None
 
+    def layout_free(self, shape: Shape) -> Shape:
+        """`shape` without the fields that say how the operands lie in memory (a
+        convolution's NCHW flag, attention's row pitches): what a profiler that records
+        no strides can still see, so its shape can be matched to the one the route sees
+        (`profiling.profile_model`). Default: the whole shape."""
+        return tuple(shape)
+
     def awkward_shape(self, shape: Shape) -> Shape:
         """A shape near `shape` that is not a multiple of any tile, for verification:
         each of `awkward_dims` moved to a size that is not a multiple of 16."""

@@ -222,6 +222,9 @@ class Conv2dFamily(KernelFamily):
         return [RESNET50_STEM, RESNET50_LAYERS[5], RESNET50_LAYERS[0], channels_last(RESNET50_LAYERS[6]),
                 self.awkward_shape(RESNET50_LAYERS[1])]
 
+    def layout_free(self, shape: Shape) -> Shape:
+        return tuple(shape[:9])
+
     def awkward_shape(self, shape: Shape) -> Shape:
         """Odd H and W (so P, Q tails and odd stride-2 edges) and C, K not multiples of 16
         (channel-chunk and output-channel tails); the filter, stride and padding stay."""
