@@ -363,11 +363,12 @@ ONE_56, ONE_56_WIDE, ONE_28 = (32, 56, 56, 64, 64, 1, 1, 1, 0, 1), (32, 56, 56, 
     (32, 28, 28, 100, 100, 1, 1, 1, 0, 1)
 
 
-def test_stream_is_second_for_large_1x1_and_rejected_elsewhere():
+def test_stream_is_first_for_large_1x1_and_rejected_elsewhere():
     for shape in (ONE_56, ONE_56_WIDE, (32, 56, 56, 128, 128, 1, 1, 1, 0, 1)):
         space = FAM.search_space(shape, "float16", H200)
-        assert not space[0].get("stream")  # the measured best stays first
-        assert space[1].get("stream"), shape
+        # Measured best on the H200 at 56x56 (0.95x / 0.90x cuDNN against 0.66x / 0.61x tiled).
+        assert space[0].get("stream"), shape
+        assert not space[-1].get("stream")  # the tiled configs stay in the space
         # One wave of blocks over the SMs: stream blocks per output-channel tile.
         for c in space:
             if c.get("stream"):
