@@ -137,3 +137,24 @@ def test_comparing_needs_no_git():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "the store needs git, the comparison does not"
+
+
+def test_a_call_keyed_in_another_layout_is_compared_as_one():
+    """An older baseline keyed a convolution by 9 sizes and attention by 6; this version
+    adds the memory layout (NCHW flag, q/k/v row pitches). The same call on both sides
+    is one row, compared, with a note, not a 'gone' and a 'new'."""
+    def with_ops(result, shapes):
+        b = result.op_bench[0]
+        return replace(result, op_bench=tuple(dataclasses.replace(b, family=f, shape=s) for f, s in shapes))
+
+    old = [("attention", (1, 32, 512, 512, 64, 1)), ("conv2d", (32, 56, 56, 64, 64, 1, 1, 1, 0, 0))]
+    new = [("attention", (1, 32, 512, 512, 64, 1, 32, 32, 32)), ("conv2d", (32, 56, 56, 64, 64, 1, 1, 1, 0, 1))]
+    c = compare(with_ops(sample_result(), old), with_ops(sample_result(scale=1.3), new))
+    ops = {ch.key: ch for ch in c.changes if ch.kind == "op"}
+    assert set(ops) == {"attention 1x32x512x512x64x1x32x32x32 float32", "conv2d 32x56x56x64x64x1x1x1x0x1 float32"}
+    assert all(ch.status == "regression" and abs(ch.ratio - 1.3) < 1e-9 for ch in ops.values())
+    assert "same call in another memory layout: attention 1x32x512x512x64x1 float32 is now" in c.note
+    # Two candidates for one old key: ambiguous, so both sides stay as they are.
+    two = new + [("attention", (1, 32, 512, 512, 64, 1, 0, 0, 32))]
+    statuses = {ch.key: ch.status for ch in compare(with_ops(sample_result(), old), with_ops(sample_result(), two)).changes}
+    assert statuses["attention 1x32x512x512x64x1 float32"] == "gone"

@@ -39,6 +39,34 @@ def op_key(b: Any) -> str:
     return f"{b.family} {shape_str(b.shape)} {b.dtype}"
 
 
+def layout_moves(ref_t: dict[str, Timing], cand_t: dict[str, Timing]) -> dict[str, str]:
+    """Reference op keys that are the candidate's under another layout -> the candidate's
+    key. A newer evaluator may key the same model call with its memory layout (a
+    convolution's NCHW flag, attention's q/k/v row pitches) where an older one did not;
+    such a pair is one call, compared as one, when exactly one key on each side matches."""
+    from .. import kernels
+
+    def free(key: str) -> tuple | None:
+        parts = key.split(" ")
+        if len(parts) != 3 or parts[0] not in kernels.REGISTRY:
+            return None
+        try:
+            shape = tuple(int(x) for x in parts[1].split("x"))
+        except ValueError:
+            return None
+        return parts[0], kernels.REGISTRY[parts[0]].layout_free(shape), parts[2]
+
+    gone = [k for k in ref_t if k not in cand_t]
+    new = [k for k in cand_t if k not in ref_t]
+    by_free: dict[tuple, tuple[list[str], list[str]]] = {}
+    for side, keys in ((0, gone), (1, new)):
+        for k in keys:
+            f = free(k)
+            if f is not None:
+                by_free.setdefault(f, ([], []))[side].append(k)
+    return {old[0]: cand[0] for old, cand in by_free.values() if len(old) == 1 and len(cand) == 1}
+
+
 def _valid(t: Timing | None) -> bool:
     return t is not None and t.median_ms is not None and math.isfinite(t.median_ms) and t.median_ms > 0
 
@@ -157,13 +185,17 @@ def compare(reference: RunResult, candidate: RunResult, *, threshold: float = 0.
     if threshold < 0 or noise_k < 0:
         raise BaselineError(f"regression threshold {threshold} and noise multiple {noise_k} must be >= 0; "
                             "pass e.g. --threshold 0.05")
-    changes = _changes(timings(reference), timings(candidate), threshold, noise_k)
+    ref_t, cand_t = timings(reference), timings(candidate)
+    moved = layout_moves(ref_t, cand_t)
+    ref_t = {moved.get(k, k): v for k, v in ref_t.items()}
+    changes = _changes(ref_t, cand_t, threshold, noise_k)
     env_a, env_b = _environment(reference), _environment(candidate)
     env_changes = tuple((k, env_a.get(k, ""), env_b.get(k, "")) for k in [*env_a, *(k for k in env_b
                         if k not in env_a)] if env_a.get(k, "") != env_b.get(k, ""))
     # Timings taken under different policies (timer, warm-up, repetitions) are not the same quantity.
     comparable = (reference.settings or {}).get("timing") == (candidate.settings or {}).get("timing")
     notes = _notes(reference, candidate, changes, env_changes, comparable, threshold, noise_k)
+    notes += [f"same call in another memory layout: {old} is now {new}" for old, new in moved.items()]
     return Comparison(reference=_label(reference, reference_id), candidate=_label(candidate, candidate_id),
                       comparable=comparable, note="; ".join(notes), changes=tuple(changes),
                       environment_changes=env_changes)
