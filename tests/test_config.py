@@ -1,3 +1,4 @@
+import os
 import subprocess
 from pathlib import Path
 
@@ -121,8 +122,8 @@ def test_unwritable_folders(tmp_path, monkeypatch):
     # tests/test_bad_inputs.py runs the CLI on a really read-only store).
     ro = tmp_path / "ro"
     ro.mkdir()
-    real_access = config.os.access
-    monkeypatch.setattr(config.os, "access", lambda p, mode: False if Path(p) == ro else real_access(p, mode))
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p) == ro else real_access(p, mode))
     with pytest.raises(EvaluatorError, match=r"--store .*ro is not writable"):
         config.build(model="bert-tiny", store=ro)
     with pytest.raises(EvaluatorError, match=r"--reports .*ro/reports cannot be created: .*ro is not writable"):
