@@ -238,9 +238,11 @@ def fit_shape(fam: kernels.KernelFamily, shape: Shape) -> Shape:
     try:
         return fam.check(shape)
     except kernels.KernelError as exc:
-        if len(shape) != len(names):
-            raise ConfigError(f"--shape {text} does not fit {fam.name}: it takes {len(names)} sizes, "
-                              f"{'x'.join(names)}") from None
+        least = len(names) - fam.optional_dims
+        if not least <= len(shape) <= len(names):
+            more = (f" (or {len(names)}, adding {'x'.join(names[least:])})" if fam.optional_dims else "")
+            raise ConfigError(f"--shape {text} does not fit {fam.name}: it takes {least} sizes, "
+                              f"{'x'.join(names[:least])}{more}") from None
         raise ConfigError(f"--shape {text}: {str(exc).splitlines()[0]}") from None
 
 

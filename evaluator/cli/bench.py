@@ -19,7 +19,7 @@ from .output import RichReporter, bench_table, console, err_console, portability
 
 # Sizes that are flags or offsets rather than extents: attention's causal (0 or 1),
 # conv2d's padding and layout flag may be 0; every other size must be at least 1.
-_MAY_BE_ZERO = frozenset({"causal", "pad", "nchw"})
+_MAY_BE_ZERO = frozenset({"causal", "pad", "nchw", "q_pitch", "k_pitch", "v_pitch"})
 
 
 def parse_shape(text: str, names: tuple[str, ...], error: type[Exception]):

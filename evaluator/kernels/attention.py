@@ -143,6 +143,7 @@ class AttentionFamily(KernelFamily):
     title = "Attention forward (flash)"
     aten_ops = frozenset({SDPA})
     shape_names = ("B", "H", "Sq", "Skv", "D", "causal", "q_pitch", "k_pitch", "v_pitch")
+    optional_dims = 3  # contiguous q, k, v
     # The dims `awkward_shape` moves off tile multiples: D stays (it is the tensor-core
     # K and N, a multiple of 16 on GPU), causal is a flag.
     awkward_dims = ("Sq", "Skv")

@@ -64,6 +64,9 @@ class KernelFamily(abc.ABC):
     name: str  # registry key, e.g. "gemm"
     title: str  # for reports, e.g. "GEMM / linear (+bias)"
     shape_names: tuple[str, ...]  # meaning of the shape tuple, e.g. ("M", "N", "K")
+    # How many of the last shape_names may be left out (a layout: conv2d's nchw,
+    # attention's row pitches), for the command line's message on a wrong count.
+    optional_dims: int = 0
     # Profiled aten ops this family covers, e.g. {"aten::addmm"}. Profiling maps ops to
     # families from these alone; a fused variant has none (see `profile_family`).
     aten_ops: frozenset[str] = frozenset()

@@ -133,6 +133,7 @@ class Conv2dFamily(KernelFamily):
     aten_ops = frozenset({"aten::conv2d", "aten::convolution", "aten::_convolution", "aten::cudnn_convolution",
                           "aten::mkldnn_convolution"})
     shape_names = ("N", "H", "W", "C", "K", "R", "S", "stride", "pad", "nchw")
+    optional_dims = 1  # channels_last
     # The dims awkward_shape makes non-multiples of 16 (filter, stride and pad stay).
     awkward_dims = ("H", "W", "C", "K")
 
