@@ -1,22 +1,8 @@
-"""The op benchmark, roofline and Amdahl guards, launch overhead and the soak."""
+"""The op benchmark, roofline and Amdahl guards and launch overhead (the soak: test_soak.py)."""
 import math
 
 
 from evaluator import bench
-
-
-def test_soak_reports_windows_and_drift():
-    import time
-    calls = []
-
-    def slowing():
-        calls.append(1)
-        time.sleep(0.001 * (1 + len(calls) / 50))
-
-    s = bench.soak(slowing, "cpu", seconds=1.0, windows=4)
-    assert len(s.window_ms) == 4 and 0 < s.iterations < len(calls)  # warm-up calls are not counted
-    assert s.drift > 0.05  # a steady slide is visible
-    assert any("drifted" in n for n in s.notes)
 
 
 def test_launch_overhead_of_a_real_kernel():
