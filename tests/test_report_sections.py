@@ -96,3 +96,16 @@ def test_regression_causes_name_only_changes_that_matter(tmp_path):
     causes = re.search(r'<p class="causes">(.*?)</p>', cmp).group(1)
     assert "torch 2.12.0 → 2.13.0" in causes and "upstream" not in causes and "checklist" not in causes
     assert report.plausible_cause("settings.dtype") and not report.plausible_cause("settings.upstream")
+
+
+def test_per_op_table_says_how_shapes_are_written(tmp_path):
+    """A layout-carrying shape (attention on q/k/v views, 9 sizes) is explained under
+    the table: the legend per family, and what the pitches mean."""
+    base = evidence_result()
+    b = base.op_bench[0]
+    views = dataclasses.replace(b, family="attention", shape=(1, 32, 512, 512, 64, 1, 32, 32, 32))
+    ops = section(html_of(dataclasses.replace(base, op_bench=base.op_bench + (views,)), tmp_path), "ops")
+    assert "Shapes are written attention B×H×Sq×Skv×D×causal[×q_pitch×k_pitch×v_pitch]; gemm M×N×K;" in ops
+    assert "row pitches of q, k and v" in ops and "1x32x512x512x64x1x32x32x32" in ops
+    plain = section(html_of(base, tmp_path / "plain"), "ops")
+    assert "gemm M×N×K" in plain and "row pitches" not in plain

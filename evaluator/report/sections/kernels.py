@@ -101,11 +101,38 @@ def _ops(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
                   for b in ordered][:30]
     chart = charts.speedups(chart_rows, xlabel=_ct("chart.speedup", t), missing=_ct("not_measured", t))
     text = t("text.ops_rows", which=t("text.ops_model" if which == "model shapes" else "text.ops_standard"))
+    legend = shape_legend(sorted({b.family for b in ordered}), [b.shape for b in ordered], t)
+    if legend:
+        text += " " + legend
     modes = sorted({b.compiled.mode for b in ordered if getattr(b, "compiled", None) is not None})
     if modes:
         text += " " + t("text.ops_compiled", mode=", ".join(modes))
     return {"rows": rows, "chart": chart, "text": text, "compiled": bool(modes),
             "flagged": t("text.ops_flagged") if any(r["flagged"] for r in rows) else ""}
+
+
+def shape_legend(families: list[str], shapes: list, t: Strings) -> str:
+    """What the sizes of each family's shapes are, in the order they are written, and
+    what the layout sizes mean where a shape carries them: a manager reading
+    1x32x512x512x64x1x32x32x32 should not have to guess."""
+    from ... import kernels  # noqa: PLC0415 - the registry imports torch; only a rendered table needs it
+
+    parts = []
+    for name in families:
+        fam = kernels.REGISTRY.get(name)
+        if fam is None:
+            continue
+        names = fam.shape_names
+        least = len(names) - fam.optional_dims
+        parts.append(f"{name} {'×'.join(names[:least])}" + (f"[×{'×'.join(names[least:])}]" if fam.optional_dims else ""))
+    if not parts:
+        return ""
+    text = t("text.shape_legend", legend="; ".join(parts))
+    if "attention" in families and any(len(s) == 9 for s in shapes):
+        text += " " + t("text.pitch_note")
+    if "conv2d" in families:
+        text += " " + t("text.nchw_note")
+    return text
 
 
 def _tflops(b: OpBench, tm: Timing | None, given: float | None) -> float | None:
