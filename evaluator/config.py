@@ -322,7 +322,7 @@ def _devices(gpus: str | None, device: str, isolate: str) -> tuple[int, ...] | N
         return None
     if device != "cuda":
         raise ConfigError(f"--gpus {gpus} needs --device cuda; this run is on {device}")
-    from .tuning import parse_gpus, visible_gpus
+    from .gpus import parse_gpus, visible_gpus
 
     devices = tuple(parse_gpus(gpus, visible_gpus()))
     if len(devices) > 1 and isolate == "off":
