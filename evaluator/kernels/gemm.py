@@ -32,11 +32,10 @@ from ..results import Hardware, KernelConfig, Shape
 from ..swap import DERIVED, Route, arg, dtype_mismatch
 from . import _common as C
 from . import _gemm_programs as P
+from ._gemm_calls import TORCH_ACTS, FusedSplitKLinear, SplitKLinear
 from .base import KernelFamily, Resolved, Schedule
 
 ACTIVATIONS = ("none", "relu", "gelu", "silu")
-# nn modules whose output a fused family computes (nn.GELU only in its exact erf form).
-TORCH_ACTS = {"none": lambda y: y, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}
 # Epilogue cost per output element, for the FLOP count.
 ACT_FLOPS = {"none": 0, "relu": 1, "gelu": 8, "silu": 4}
 
@@ -56,46 +55,6 @@ SIMT_DEFAULTS = {"block_M": 128, "block_N": 128, "block_K": 16, "thread_M": 8, "
 
 # Local tiles become stack arrays in the generated C; keep them well inside a thread's stack.
 CPU_LOCAL_LIMIT_BYTES = 128 * 1024
-
-
-class FusedSplitKLinear(C.LauncherWrapper):
-    """Calls the one-kernel split-K (see `_gemm_programs._splitk_fused_program`): owns
-    its fp32 partials and per-tile counters, allocated once per device; the counters
-    start at zero and the kernel leaves them at zero, so a call (or a CUDA-graph replay
-    of many) needs nothing else. Calls must not overlap on two streams at once."""
-
-    def __init__(self, launcher: C.Launcher, shape: Shape):
-        super().__init__(launcher)
-        self.shape = shape
-        self.ws_shape, self.tiles = P.splitk_workspace(shape, launcher.config)
-        self._buffers: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-
-    def __call__(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        x, w, b = self.launcher.check_inputs((x, w, b))
-        key = str(x.device)
-        if key not in self._buffers:
-            self._buffers[key] = (torch.empty(self.ws_shape, dtype=torch.float32, device=x.device),
-                                  torch.zeros((self.tiles,), dtype=torch.int32, device=x.device))
-        ws, cnt = self._buffers[key]
-        return self.launcher.kernel(x, w, b, ws, cnt)
-
-
-class SplitKLinear(C.LauncherWrapper):
-    """Calls a compiled split-K kernel with nn.Linear's convention: zeroes the fp32
-    output, runs the kernel, then adds the bias, applies the activation and rounds in
-    PyTorch (two small elementwise kernels; the price of splitting K)."""
-
-    def __init__(self, launcher: C.Launcher, shape: Shape, act: str):
-        super().__init__(launcher)
-        self.shape = shape
-        self.act = act
-
-    def __call__(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        M, N, _ = self.shape
-        self.launcher.check_inputs((x, w))
-        y32 = torch.zeros((M, N), dtype=torch.float32, device=x.device)
-        self.launcher.kernel(x.detach().contiguous(), w.detach().contiguous(), y32)
-        return TORCH_ACTS[self.act](y32.add_(b.detach())).to(x.dtype)
 
 
 def _tc_smem(cfg: dict[str, Any], dtype: str) -> int:
