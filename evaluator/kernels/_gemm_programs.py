@@ -2,8 +2,9 @@
 
 In: shape (M, N, K), a dtype, a full config (the schedule's defaults filled in) and the
 activation fused in the epilogue. Out: a TileLang PrimFunc: on CPU a blocked loop nest
-over fp32 local tiles; on CUDA tensor-core tiles (whole-K or split-K) for fp16/bf16, and
-a register-blocked SIMT (FFMA) schedule for fp32. Checking configs and compiling are
+over fp32 local tiles; on CUDA tensor-core tiles (whole-K, split-K, or whole-K in
+2-block clusters that share A by TMA multicast) for fp16/bf16, and a register-blocked
+SIMT (FFMA) schedule for fp32. Checking configs and compiling are
 the family's (gemm.py, base.py); nothing here runs a kernel.
 """
 
@@ -86,6 +87,8 @@ def tensor_core_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str)
         if cfg["splitk_fused"]:
             return _splitk_fused_program(shape, dtype, cfg, act)
         return _splitk_program(shape, dtype, cfg)
+    if cfg["cluster"]:
+        return _cluster_program(shape, dtype, cfg, act)
     return _tc_program(shape, dtype, cfg, act)
 
 
@@ -252,6 +255,72 @@ def _tc_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
             tile_product(A, W, Bias, Y, A_s, W_s, C_f, C_s, bx, by, N, K)
 
     return linear_tc
+
+
+def _cluster_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
+    """Experimental (config `cluster` = 2, sm_90 only): whole-K tiles launched in clusters
+    of two blocks along N. Both blocks of a cluster need the same A tile, so rank 0 loads
+    it once from L2 with a TMA multicast into both blocks' shared memory, halving A's L2
+    traffic (cuBLAS's Hopper kernels do this on the short-M llama shapes).
+    T.Pipelined with T.copy_cluster lowers, but its barriers are per block (the producer
+    waits for its own consumers only, and nothing syncs the cluster after the barriers
+    are initialized), so rank 0 could overwrite a stage rank 1 still reads. The pipeline is therefore written out, as in CUTLASS: one
+    producer warpgroup issues the loads, `threads` consumer threads run T.gemm, a stage's
+    `full` barrier is local (its bytes arrive from both blocks' loads) and its `empty`
+    barrier counts the consumers of both blocks, each consumer arriving on its own block's
+    and the peer's. The cluster syncs at the start (barriers initialized before a peer
+    multicasts into them) and at the end (no block exits while its peer still arrives on
+    its barriers). Rasterization stays off: remapping block indices would split a pair."""
+    import tilelang.language as T
+
+    M, N, K = shape
+    bM, bN, bK, stages = cfg["block_M"], cfg["block_N"], cfg["block_K"], cfg["num_stages"]
+    threads, size = cfg["threads"], cfg["cluster"]
+    policy = _policy(T, cfg["policy"])
+    producers, peers = 128, (1 << size) - 1  # one producer warpgroup; the multicast mask
+
+    @T.prim_func
+    def linear_tc_cluster(
+        A: T.Tensor((M, K), dtype),
+        W: T.Tensor((N, K), dtype),
+        Bias: T.Tensor((N,), dtype),
+        Y: T.Tensor((M, N), dtype),
+    ):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads + producers,
+                      cluster_dims=(size, 1, 1)) as (bx, by):
+            A_s = T.alloc_shared((stages, bM, bK), dtype)
+            W_s = T.alloc_shared((stages, bN, bK), dtype)
+            C_f = T.alloc_fragment((bM, bN), ACCUM)
+            C_s = T.alloc_shared((bM, bN), dtype)
+            full = T.alloc_barrier([producers] * stages)  # every producer thread arrives; one loads
+            empty = T.alloc_cluster_barrier([size * threads] * stages)
+            tid = T.get_thread_binding()
+            T.cluster_sync()
+            if tid >= threads:
+                for ko in T.serial(T.ceildiv(K, bK)):
+                    s = ko % stages
+                    T.mbarrier_wait_parity(empty[s], ((ko // stages) & 1) ^ 1)
+                    # Every block expects A's bytes on its own `full`; only rank 0 loads them.
+                    T.tma_copy(A[by * bM:(by + 1) * bM, ko * bK:(ko + 1) * bK], A_s[s, :, :], barrier=full[s],
+                               cluster_mask=peers)
+                    T.tma_copy(W[bx * bN:(bx + 1) * bN, ko * bK:(ko + 1) * bK], W_s[s, :, :], barrier=full[s])
+                    T.barrier_arrive(full[s])
+            else:
+                T.clear(C_f)
+                for ko in T.serial(T.ceildiv(K, bK)):
+                    s = ko % stages
+                    T.mbarrier_wait_parity(full[s], (ko // stages) & 1)
+                    T.gemm(A_s[s, :, :], W_s[s, :, :], C_f, transpose_B=True, policy=policy)
+                    for r in T.unroll(size):
+                        T.mbarrier_arrive(empty[s], r)
+                for i, j in T.Parallel(bM, bN):
+                    C_f[i, j] = _act(C_f[i, j] + T.if_then_else(bx * bN + j < N, T.cast(Bias[bx * bN + j], ACCUM),
+                                                                T.float32(0)), act, T)
+                T.copy(C_f, C_s)
+                T.copy(C_s, Y[by * bM, bx * bN])
+            T.cluster_sync()
+
+    return linear_tc_cluster
 
 
 def _splitk_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
