@@ -93,6 +93,14 @@ def gemm_grid(shape) -> list[dict]:
     for bM, bN, bK, st, th in tiles:
         out.append({**base, "block_M": bM, "block_N": bN, "block_K": bK, "num_stages": st, "threads": th})
     out.append({**out[0], "swizzle": False})
+    if M * N * K < 4096**3:
+        # Experimental 2-block clusters along N sharing A by TMA multicast (not in the
+        # family's space until measured): the llama M=512 shapes ran at 0.80-0.84x cuBLAS,
+        # which multicasts on Hopper. Shapes whose column tiles do not pair are rejected.
+        for bM, bN, bK, st, th in ((64, 128, 128, 3, 128), (64, 128, 64, 4, 128), (64, 128, 64, 5, 128),
+                                   (128, 128, 64, 4, 256), (128, 128, 128, 2, 256), (128, 128, 64, 3, 128)):
+            out.append({**base, "block_M": bM, "block_N": bN, "block_K": bK, "num_stages": st, "threads": th,
+                        "swizzle": False, "cluster": 2})
     if K >= 2048 and M * N <= 4096 * 4096:  # split-K reduced inside the kernel: long K, short output
         for bM, bN, st, th, splits in ((128, 256, 3, 256, 2), (128, 256, 3, 256, 3), (128, 128, 4, 256, 2),
                                        (128, 128, 4, 256, 3), (64, 128, 4, 128, 2), (64, 128, 4, 128, 4),
