@@ -30,8 +30,9 @@ def hw():
 def _check(res):
     awkward = res.cases[-1]  # verify's own awkward shape comes last
     assert all(c.passed for c in res.cases[:-1]), [c for c in res.cases[:-1] if not c.passed]
-    # Refused by config_error (K off multiples of 8, or an odd number of column tiles).
-    assert not awkward.passed and "gemm: cluster" in awkward.reason, awkward
+    # Refused by config_error (K off multiples of 8, or an odd number of column tiles),
+    # under the family's own name (gemm, gemm_gelu).
+    assert not awkward.passed and f"{res.family}: cluster" in awkward.reason, awkward
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
