@@ -1,0 +1,211 @@
+"""Where a model's end-to-end time goes inside one CUDA-graph replay: kernel time and the
+device time between kernels, for the model as is and with a run's tuned TileLang kernels
+routed in.
+
+In: a finished run's results.json (its model, batch, dtype and tuned configs). Out: a
+table per side (kernels, kernel time, time between kernels, overlapped starts, i.e.
+kernels that began before the previous one ended, as a programmatic dependent launch
+lets them) and, for the routed side, the same split for the TileLang kernels alone;
+`--json` writes it with the 30 largest gaps and the kernels they precede.
+
+Why: the end-to-end view replays a CUDA graph, which counts the device's idle time
+between kernels, while the op benchmarks replay one kernel many times. When the two
+disagree (llama on the H200: per-op 0.80-1.04x, kernel sum 0.914x, graph 0.879x) this
+says whether the difference is kernel time or gaps, and before which kernels.
+
+With `--ab`, the routed side is built twice, with and without the grid-dependency waits
+(programmatic dependent launch, kernels/_common.grid_dependency), and the three sides are
+also timed on graph replay, interleaved, as the end-to-end view times them.
+
+    python3 benchmarks/graph_gaps.py RUN/results.json [--replays 20] [--ab] [--json OUT.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from evaluator import kernels, models, swap  # noqa: E402
+from evaluator.kernels import _common as C  # noqa: E402
+from evaluator.timing import TimingPolicy, _GraphSampler  # noqa: E402
+
+
+def router_from(results: dict, target: str) -> swap.Router:
+    dtype = results["settings"]["dtype"]
+    table = swap.KernelTable(dtype, target, build=lambda f, s, c: kernels.get(f).build(s, dtype, c, target))
+    fams = set()
+    for t in results["tuned"]:
+        if t["config"] is None:
+            continue
+        fams.add(t["family"])
+        table.add(t["family"], tuple(t["shape"]), t["config"],
+                  kernels.get(t["family"]).build(tuple(t["shape"]), t["dtype"], t["config"], target))
+    return swap.Router([kernels.get(f) for f in sorted(fams)], table)
+
+
+def kernel_events(fn, replays: int) -> list[list[dict]]:
+    """Kernel events (name, ts, dur in µs) of each replay of `fn` captured as a graph."""
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    for _ in range(5):
+        graph.replay()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(replays):
+            graph.replay()
+            torch.cuda.synchronize()
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        path = f.name
+    prof.export_chrome_trace(path)
+    with open(path) as f:
+        trace = json.load(f)
+    os.unlink(path)
+    evs = sorted((e for e in trace["traceEvents"] if e.get("cat") == "kernel" and e.get("ph") == "X"),
+                 key=lambda e: e["ts"])
+    # Each replay is one whole forward: split by count (host synchronisation between
+    # replays may leave only microseconds between them).
+    n = len(evs) // replays if replays else 0
+    if not n or n * replays != len(evs):
+        raise SystemExit(f"{len(evs)} kernel events over {replays} replays: not whole forwards")
+    return [[{"name": e["name"], "ts": e["ts"], "dur": e["dur"]} for e in evs[i * n:(i + 1) * n]]
+            for i in range(replays)]
+
+
+def short(name: str) -> str:
+    """A kernel name cut to what tells kernels apart: templates and arguments dropped."""
+    name = name.replace("void ", "")
+    for sep in ("<", "("):
+        name = name.split(sep)[0]
+    return name[:60]
+
+
+def by_name(replay: list[dict]) -> dict[str, dict]:
+    """Per kernel (short name): calls, kernel µs, gap µs before it, starts overlapping
+    the previous kernel."""
+    out: dict[str, dict] = {}
+    for prev, e in zip([None] + replay[:-1], replay):
+        row = out.setdefault(short(e["name"]), {"calls": 0, "kernel_us": 0.0, "gap_before_us": 0.0, "overlapped": 0})
+        row["calls"] += 1
+        row["kernel_us"] += e["dur"]
+        if prev is not None:
+            g = e["ts"] - (prev["ts"] + prev["dur"])
+            row["gap_before_us"] += max(g, 0.0)
+            row["overlapped"] += g < 0
+    return out
+
+
+def split(replay: list[dict], ours: set[str] | None = None) -> dict:
+    span = replay[-1]["ts"] + replay[-1]["dur"] - replay[0]["ts"]
+    ksum = sum(e["dur"] for e in replay)
+    gaps, overlapped, mine_gap, mine_k, mine_n = [], 0, 0.0, 0.0, 0
+    for prev, e in zip(replay, replay[1:]):
+        g = e["ts"] - (prev["ts"] + prev["dur"])
+        overlapped += g < 0
+        gaps.append((g, e["name"]))
+        if ours is not None and e["name"] in ours:
+            mine_gap += max(g, 0.0)
+    if ours is not None:
+        mine = [e for e in replay if e["name"] in ours]
+        mine_k, mine_n = sum(e["dur"] for e in mine), len(mine)
+    return {"kernels": len(replay), "span_us": span, "kernel_us": ksum,
+            "between_us": sum(max(g, 0.0) for g, _ in gaps), "overlapped_starts": overlapped,
+            "tilelang_kernels": mine_n, "tilelang_kernel_us": mine_k, "gap_before_tilelang_us": mine_gap,
+            "largest_gaps": sorted(gaps, reverse=True)[:30]}
+
+
+def median_split(replays: list[list[dict]], ours: set[str] | None = None) -> dict:
+    rows = [split(r, ours) for r in replays if r]
+    n = statistics.median_low(sorted(r["kernels"] for r in rows))
+    rows = [r for r in rows if r["kernels"] == n]  # whole forwards only
+    keys = ("span_us", "kernel_us", "between_us", "overlapped_starts", "tilelang_kernel_us", "gap_before_tilelang_us")
+    out = {k: statistics.median(r[k] for r in rows) for k in keys}
+    out.update(kernels=n, tilelang_kernels=rows[0]["tilelang_kernels"], replays=len(rows),
+               largest_gaps=rows[len(rows) // 2]["largest_gaps"], by_name=by_name(replays[len(replays) // 2]))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("results")
+    ap.add_argument("--replays", type=int, default=20)
+    ap.add_argument("--ab", action="store_true", help="also the routed side without PDL, and graph-replay times")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    with open(args.results) as f:
+        results = json.load(f)
+    s = results["settings"]
+    m = results["model"]
+    loaded = models.load_model(m.get("origin") or m["name"], batch_size=m["batch_size"], seq_len=m["seq_len"],
+                               dtype=s["dtype"], device="cuda", seed=s["seed"])
+    module, inputs = loaded.module, loaded.inputs
+    sides = {}
+    if args.ab:
+        C.PDL_ENABLED = False
+        sides["routed, no PDL"] = router_from(results, "cuda")
+        C.PDL_ENABLED = True
+    sides["routed"] = router_from(results, "cuda")
+
+    def ref():
+        return module(*inputs)
+
+    def routed(router):
+        def fn():
+            with router:
+                return module(*inputs)
+        return fn
+
+    fns = {"reference": ref, **{k: routed(r) for k, r in sides.items()}}
+    with torch.inference_mode():
+        events = {k: kernel_events(f, args.replays) for k, f in fns.items()}
+        ref_names = {e["name"] for r in events["reference"] for e in r}
+        ours = {e["name"] for r in events["routed"] for e in r} - ref_names
+        out = {"model": m["name"], "tilelang_kernel_names": sorted(ours)}
+        for k, ev in events.items():
+            out[k] = median_split(ev, None if k == "reference" else ours)
+        if args.ab:  # graph replay, interleaved, reversed every other round
+            samplers = {k: _GraphSampler([f], TimingPolicy()) for k, f in fns.items()}
+            times = {k: [] for k in fns}
+            for r in range(15):
+                order = list(samplers) if r % 2 == 0 else list(samplers)[::-1]
+                for k in order:
+                    times[k].append(samplers[k].sample())
+            out["graph_replay_ms"] = {k: statistics.median(v) for k, v in times.items()}
+    print(f"{'side':16s} {'kernels':>8s} {'span us':>9s} {'kernel us':>10s} {'between us':>11s} {'overlapped':>10s}")
+    names = list(fns)
+    for side in names:
+        r = out[side]
+        print(f"{side:16s} {r['kernels']:8d} {r['span_us']:9.1f} {r['kernel_us']:10.1f} {r['between_us']:11.1f} "
+              f"{r['overlapped_starts']:10.0f}")
+    if "graph_replay_ms" in out:
+        g = out["graph_replay_ms"]
+        print("graph replay, interleaved: " + ", ".join(f"{k} {v:.3f} ms ({g['reference'] / v:.3f}x)"
+                                                         for k, v in g.items()))
+    r = out["routed"]
+    print(f"TileLang kernels: {r['tilelang_kernels']}, {r['tilelang_kernel_us']:.1f} us, "
+          f"{r['gap_before_tilelang_us']:.1f} us of gaps before them")
+    for side in names:
+        print(f"{side}: per kernel (calls, kernel us, gap before us, overlapped starts), by kernel time")
+        rows = sorted(out[side]["by_name"].items(), key=lambda kv: -kv[1]["kernel_us"])
+        for name, r in rows[:14]:
+            print(f"  {name:60s} {r['calls']:5d} {r['kernel_us']:9.1f} {r['gap_before_us']:8.1f} {r['overlapped']:5d}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
