@@ -13,11 +13,12 @@ between kernels, while the op benchmarks replay one kernel many times. When the 
 disagree (llama on the H200: per-op 0.80-1.04x, kernel sum 0.914x, graph 0.879x) this
 says whether the difference is kernel time or gaps, and before which kernels.
 
-With `--ab`, the routed side is built twice, with and without the grid-dependency waits
-(programmatic dependent launch, kernels/_common.grid_dependency), and the three sides are
-also timed on graph replay, interleaved, as the end-to-end view times them.
+Both sides are also timed on graph replay, interleaved, as the end-to-end view times them.
+Programmatic dependent launch (every kernel of ours waiting on the previous grid and
+letting the next launch early) was tried against these gaps at commit f46c94c
+(`--ab` there) and made llama slower: 4.585 against 4.438 ms.
 
-    python3 benchmarks/graph_gaps.py RUN/results.json [--replays 20] [--ab] [--json OUT.json]
+    python3 benchmarks/graph_gaps.py RUN/results.json [--replays 20] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from evaluator import kernels, models, swap  # noqa: E402
-from evaluator.kernels import _common as C  # noqa: E402
 from evaluator.timing import TimingPolicy, _GraphSampler  # noqa: E402
 
 
@@ -142,7 +142,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("results")
     ap.add_argument("--replays", type=int, default=20)
-    ap.add_argument("--ab", action="store_true", help="also the routed side without PDL, and graph-replay times")
+    ap.add_argument("--no-time", dest="time", action="store_false", help="skip the interleaved graph-replay times")
     ap.add_argument("--json")
     args = ap.parse_args()
     with open(args.results) as f:
@@ -152,12 +152,7 @@ def main() -> None:
     loaded = models.load_model(m.get("origin") or m["name"], batch_size=m["batch_size"], seq_len=m["seq_len"],
                                dtype=s["dtype"], device="cuda", seed=s["seed"])
     module, inputs = loaded.module, loaded.inputs
-    sides = {}
-    if args.ab:
-        C.PDL_ENABLED = False
-        sides["routed, no PDL"] = router_from(results, "cuda")
-        C.PDL_ENABLED = True
-    sides["routed"] = router_from(results, "cuda")
+    sides = {"routed": router_from(results, "cuda")}
 
     def ref():
         return module(*inputs)
@@ -176,7 +171,7 @@ def main() -> None:
         out = {"model": m["name"], "tilelang_kernel_names": sorted(ours)}
         for k, ev in events.items():
             out[k] = median_split(ev, None if k == "reference" else ours)
-        if args.ab:  # graph replay, interleaved, reversed every other round
+        if args.time:  # graph replay, interleaved, reversed every other round
             samplers = {k: _GraphSampler([f], TimingPolicy()) for k, f in fns.items()}
             times = {k: [] for k in fns}
             for r in range(15):

@@ -175,7 +175,6 @@ def gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
         O: T.Tensor(output_shape(shape), dtype),
     ):
         with T.Kernel(n_q, H, B, threads=threads) as (bq, by, bz):
-            C.grid_dependency(T)()  # wait for the previous grid (PDL, sm_90+)
             # Causal work grows with the query block; blocks launch in x order, so the
             # longest go first and the short ones fill the tail of the last wave.
             bx = n_q - 1 - bq if causal else bq

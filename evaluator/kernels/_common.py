@@ -10,7 +10,6 @@ no other part of the evaluator, so `base` (the family base class) can build on i
 
 from __future__ import annotations
 
-import contextvars
 import json
 import threading
 import time
@@ -154,73 +153,6 @@ def normalize_target(target: str) -> str | dict[str, Any]:
         key, _, value = opt.lstrip("-").partition("=")
         spec[key.replace("-", "_")] = value if value else True
     return spec
-
-
-# ---------------------------------------------------------------- grid dependency (PDL)
-
-# Whether CUDA programs built now open with a grid-dependency wait (see
-# `grid_dependency`). Set around `program()` by `with_grid_dependency`, from the target.
-_PDL = contextvars.ContextVar("evaluator_pdl", default=False)
-# Off only to measure what the waits are worth (benchmarks/graph_gaps.py --no-pdl); the
-# in-process kernel cache keys on it.
-PDL_ENABLED = True
-
-
-def target_arch(target: str) -> int | None:
-    """The SM version (90 for sm_90a) a CUDA target builds for: from `-arch=`, else this
-    machine's GPU; None for other targets or when neither says."""
-    spec = normalize_target(target)
-    kind = spec.get("kind") if isinstance(spec, dict) else spec
-    if kind != "cuda":
-        return None
-    arch = str(spec.get("arch", "")) if isinstance(spec, dict) else ""
-    digits = "".join(ch for ch in arch.replace("sm_", "") if ch.isdigit())
-    if digits:
-        return int(digits)
-    if torch.cuda.is_available():
-        major, minor = torch.cuda.get_device_capability()
-        return major * 10 + minor
-    return None
-
-
-def uses_pdl(target: str) -> bool:
-    """Programmatic dependent launch needs sm_90 or newer (TileLang refuses it below)."""
-    arch = target_arch(target) if PDL_ENABLED else None
-    return arch is not None and arch >= 90
-
-
-def with_grid_dependency(target: str, make: Callable[[], Any]) -> Any:
-    """Build a program (`make()`) with grid-dependency waits on when `target` has them."""
-    token = _PDL.set(uses_pdl(target))
-    try:
-        return make()
-    finally:
-        _PDL.reset(token)
-
-
-def grid_dependency(T: Any) -> Any:
-    """A macro every CUDA kernel calls first, before it touches global memory.
-
-    Inside a CUDA graph, the kernel after one of ours started about 1 µs after ours ended,
-    while after cuBLAS it started at once (reports/examples/h200/session7/GAPS.md:
-    benchmarks/graph_gaps.py on llama). With programmatic dependent launch (sm_90+) the
-    next grid may be scheduled before this one finishes, and this one before the
-    previous finishes: `pdl_sync` (cudaGridDependencySynchronize) waits until the
-    previous grid has completed and its writes are visible, so reading inputs after it
-    is safe; `pdl_trigger` lets the next grid launch once every block of this one has
-    started (it waits for our completion the same way before reading our output).
-    TileLang launches a kernel that waits with the programmatic-serialization attribute.
-    Off (an empty macro; the lowered source is byte-identical) below sm_90 and on CPU."""
-    if _PDL.get():
-        @T.macro
-        def wait_for_previous_grid():
-            T.pdl_sync()
-            T.pdl_trigger()
-    else:
-        @T.macro
-        def wait_for_previous_grid():
-            T.evaluate(0)
-    return wait_for_previous_grid
 
 
 def check_dtype_for_target(family: str, dtype: str, target: str) -> None:
@@ -367,7 +299,7 @@ _LAUNCHERS = OnceCache()
 
 
 def cache_key(family: str, shape: Sequence[int], dtype: str, config: dict[str, Any], target: str) -> tuple:
-    return (family, tuple(int(s) for s in shape), dtype, tuple(sorted(config.items())), str(target), PDL_ENABLED)
+    return (family, tuple(int(s) for s in shape), dtype, tuple(sorted(config.items())), str(target))
 
 
 def cached_launcher(key: tuple, make: Callable[[], Launcher]) -> Launcher:

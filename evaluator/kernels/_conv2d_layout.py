@@ -45,7 +45,6 @@ def transpose_program(B: int, R: int, Cc: int, dtype: str):
     @T.prim_func
     def batched_transpose(In: T.Tensor((B, R, Cc), dtype), Out: T.Tensor((B, Cc, R), dtype)):
         with T.Kernel(T.ceildiv(Cc, TILE), T.ceildiv(R, TILE), B, threads=THREADS) as (bx, by, bz):
-            C.grid_dependency(T)()  # wait for the previous grid (PDL, sm_90+)
             # Through registers rather than a second shared tile: one shared-memory pass,
             # and the column-wise shared reads of a shared-to-shared transpose conflicted
             # on every bank (rows of 128 bytes).
@@ -83,8 +82,7 @@ def transpose_launcher(B: int, R: int, Cc: int, dtype: str, target: str) -> C.La
     """The compiled transpose In[B, R, Cc] -> Out[B, Cc, R], once per process and key."""
     cfg = {"tile": CPU_TILE if C.is_cpu_target(target) else TILE, "threads": THREADS}
     return C.build_cached("conv2d_transpose", (B, R, Cc), dtype, cfg, target,
-                          lambda: C.with_grid_dependency(target, lambda: transpose_program_for(B, R, Cc, dtype, target)),
-                          out_idx=[1],
+                          lambda: transpose_program_for(B, R, Cc, dtype, target), out_idx=[1],
                           input_shapes=[(B, R, Cc)])
 
 

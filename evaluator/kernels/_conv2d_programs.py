@@ -129,7 +129,6 @@ def tc_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
         Y: T.Tensor((N, P, Q, K), dtype),
     ):
         with T.Kernel(T.ceildiv(K, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
-            C.grid_dependency(T)()  # wait for the previous grid (PDL, sm_90+)
             A_s = T.alloc_shared((bM, bK), dtype)
             B_s = T.alloc_shared((bN, bK), dtype)
             C_f = T.alloc_fragment((bM, bN), ACCUM)
@@ -202,7 +201,6 @@ def nchw_tc_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
         Y: T.Tensor((N, K, P, Q), dtype),
     ):
         with T.Kernel(T.ceildiv(PQ, bN), T.ceildiv(K, bM), N, threads=threads) as (bx, by, bz):
-            C.grid_dependency(T)()  # wait for the previous grid (PDL, sm_90+)
             A_s = T.alloc_shared((bM, bK), dtype)
             B_s = T.alloc_shared((bK, bN), dtype)
             C_f = T.alloc_fragment((bM, bN), ACCUM)
@@ -279,7 +277,6 @@ def nchw_stream_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
         Y: T.Tensor((N, K, H, W), dtype),
     ):
         with T.Kernel(blocks, T.ceildiv(K, bM), threads=threads) as (bx, by):
-            C.grid_dependency(T)()  # wait for the previous grid (PDL, sm_90+)
             W_s = T.alloc_shared((bM, Cp), dtype)
             X_s = T.alloc_shared((Cp, bN), dtype)
             C_f = T.alloc_fragment((bM, bN), ACCUM)

@@ -14,7 +14,6 @@ import math
 from typing import Any
 
 from ..results import Shape
-from . import _common as C
 
 ACCUM = "float32"
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -151,7 +150,6 @@ def _splitk_fused_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: st
         Y: T.Tensor((M, N), dtype),
     ):
         with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), splits, threads=threads) as (bx, by, bz):
-            C.grid_dependency(T)()  # wait for the previous grid (PDL, sm_90+)
             A_s = T.alloc_shared((bM, bK), dtype)
             W_s = T.alloc_shared((bN, bK), dtype)
             C_f = T.alloc_fragment((bM, bN), ACCUM)
@@ -229,7 +227,6 @@ def _tc_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
             Y: T.Tensor((M, N), dtype),
         ):
             with T.Kernel(persistent, threads=threads) as block_id:
-                C.grid_dependency(T)()  # wait for the previous grid (PDL, sm_90+)
                 A_s = T.alloc_shared((bM, bK), dtype)
                 W_s = T.alloc_shared((bN, bK), dtype)
                 C_f = T.alloc_fragment((bM, bN), ACCUM)
@@ -249,7 +246,6 @@ def _tc_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
         Y: T.Tensor((M, N), dtype),
     ):
         with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
-            C.grid_dependency(T)()  # wait for the previous grid (PDL, sm_90+)
             A_s = T.alloc_shared((bM, bK), dtype)
             W_s = T.alloc_shared((bN, bK), dtype)
             C_f = T.alloc_fragment((bM, bN), ACCUM)
@@ -292,7 +288,6 @@ def _cluster_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
     ):
         with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads + producers,
                       cluster_dims=(size, 1, 1)) as (bx, by):
-            C.grid_dependency(T)()  # wait for the previous grid (PDL, sm_90+)
             A_s = T.alloc_shared((stages, bM, bK), dtype)
             W_s = T.alloc_shared((stages, bN, bK), dtype)
             C_f = T.alloc_fragment((bM, bN), ACCUM)
@@ -346,7 +341,6 @@ def _splitk_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
         Y32: T.Tensor((M, N), ACCUM),
     ):
         with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), splits, threads=threads) as (bx, by, bz):
-            C.grid_dependency(T)()  # wait for the previous grid (PDL, sm_90+)
             A_s = T.alloc_shared((bM, bK), dtype)
             W_s = T.alloc_shared((bN, bK), dtype)
             C_f = T.alloc_fragment((bM, bN), ACCUM)
@@ -376,7 +370,6 @@ def simt_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
         Y: T.Tensor((M, N), dtype),
     ):
         with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
-            C.grid_dependency(T)()  # wait for the previous grid (PDL, sm_90+)
             # K-major tiles so each thread reads its tM (tN) operands as one vector.
             A_s = T.alloc_shared((bK, bM + pad), dtype)
             W_s = T.alloc_shared((bK, bN + pad), dtype)

@@ -204,9 +204,7 @@ class KernelFamily(abc.ABC):
         if error:
             raise KernelError(f"{self.name}: {error}")
         cfg.update(params)
-        # CUDA programs for sm_90+ open with a grid-dependency wait (C.grid_dependency).
-        return Resolved(shape, dtype, cfg,
-                        lambda: C.with_grid_dependency(target, lambda: sched.program(shape, dtype, cfg)))
+        return Resolved(shape, dtype, cfg, lambda: sched.program(shape, dtype, cfg))
 
     def program(self, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Any:
         """The TileLang PrimFunc `build` compiles (for inspection and lowering tests)."""

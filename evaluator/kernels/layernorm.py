@@ -121,7 +121,6 @@ def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool =
         @T.macro
         def rows_body(X, Rz, Wt, B, Y):
             with T.Kernel(T.ceildiv(rows, BR), threads=threads) as bx:
-                C.grid_dependency(T)()  # wait for the previous grid (PDL, sm_90+)
                 x = T.alloc_fragment((BR, BN), ACCUM)
                 sq = T.alloc_fragment((BR, BN), ACCUM)
                 mean = T.alloc_fragment((BR,), ACCUM)
@@ -151,7 +150,6 @@ def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool =
     @T.macro
     def stream_body(X, Rz, Wt, B, Y):
         with T.Kernel(rows, threads=threads) as bx:
-            C.grid_dependency(T)()  # wait for the previous grid (PDL, sm_90+)
             x = T.alloc_fragment((chunk,), ACCUM)
             part = T.alloc_fragment((1,), ACCUM)
             total = T.alloc_fragment((1,), ACCUM)

@@ -83,7 +83,6 @@ def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
         def rmsnorm_rows(X: T.Tensor((rows, cols), dtype), Wt: T.Tensor((cols,), dtype),
                          Y: T.Tensor((rows, cols), dtype)):
             with T.Kernel(T.ceildiv(rows, BR), threads=threads) as bx:
-                C.grid_dependency(T)()  # wait for the previous grid (PDL, sm_90+)
                 x = T.alloc_fragment((BR, BN), ACCUM)
                 sq = T.alloc_fragment((BR, BN), ACCUM)
                 rstd = T.alloc_fragment((BR,), ACCUM)
@@ -106,7 +105,6 @@ def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     def rmsnorm_stream(X: T.Tensor((rows, cols), dtype), Wt: T.Tensor((cols,), dtype),
                        Y: T.Tensor((rows, cols), dtype)):
         with T.Kernel(rows, threads=threads) as bx:
-            C.grid_dependency(T)()  # wait for the previous grid (PDL, sm_90+)
             x = T.alloc_fragment((chunk,), ACCUM)
             part = T.alloc_fragment((1,), ACCUM)
             total = T.alloc_fragment((1,), ACCUM)

@@ -118,7 +118,6 @@ def _rows_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     @T.prim_func
     def softmax_rows(X: T.Tensor((rows, cols), dtype), Y: T.Tensor((rows, cols), dtype)):
         with T.Kernel(T.ceildiv(rows, BR), threads=threads) as bx:
-            C.grid_dependency(T)()  # wait for the previous grid (PDL, sm_90+)
             x = T.alloc_fragment((BR, BN), ACCUM)
             row_max = T.alloc_fragment((BR,), ACCUM)
             row_sum = T.alloc_fragment((BR,), ACCUM)
@@ -168,7 +167,6 @@ def _flat_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     @T.prim_func
     def softmax_flat(X: T.Tensor((rows, cols), dtype), Y: T.Tensor((rows, cols), dtype)):
         with T.Kernel(T.ceildiv(rows, BR), threads=threads) as bx:
-            C.grid_dependency(T)()  # wait for the previous grid (PDL, sm_90+)
             # The block's rows are one contiguous span of the flat tensor, 16-byte aligned
             # where a single row is not; shared memory turns it back into rows.
             Xf = T.reshape(X, (total,))
@@ -201,7 +199,6 @@ def _online_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     @T.prim_func
     def softmax_online(X: T.Tensor((rows, cols), dtype), Y: T.Tensor((rows, cols), dtype)):
         with T.Kernel(rows, threads=threads) as bx:
-            C.grid_dependency(T)()  # wait for the previous grid (PDL, sm_90+)
             x = T.alloc_fragment((chunk,), ACCUM)
             c_max = T.alloc_fragment((1,), ACCUM)
             c_sum = T.alloc_fragment((1,), ACCUM)
