@@ -5,7 +5,7 @@ own call timed in the same interleaved rounds. It answers two questions the tune
 numbers cannot: what the best reachable ratio is, and whether the family's search
 space (and its first config) contains that best.
 
-    python3 benchmarks/kernel_sweep.py [--only gemm,llama,skinny,attention,views,rows,conv2d] [--json OUT.json]
+    python3 benchmarks/kernel_sweep.py [--only gemm,llama,skinny,attention,views,rows,conv2d,resnet50] [--json OUT.json]
 
 Each row: family, shape, PyTorch µs, best TileLang µs and config, the ratio
 (PyTorch / TileLang), and the ratios of the family's own first config and of the best
@@ -28,6 +28,7 @@ import torch
 
 from evaluator import bench, hardware, kernels
 from evaluator.kernels import _common as C
+from evaluator.kernels._conv2d_programs import stream_problem
 from evaluator.measure import check_output
 
 DTYPE = "float16"
@@ -59,6 +60,19 @@ CONV = [(32, 224, 224, 3, 64, 7, 7, 2, 3, 1), (32, 56, 56, 64, 64, 1, 1, 1, 0, 1
         (32, 14, 14, 1024, 256, 1, 1, 1, 0, 1), (32, 56, 56, 256, 512, 1, 1, 2, 0, 1), (32, 56, 56, 64, 64, 3, 3, 1, 1, 1),
         (32, 224, 224, 3, 64, 7, 7, 2, 3, 0), (32, 56, 56, 64, 256, 1, 1, 1, 0, 0), (32, 14, 14, 1024, 256, 1, 1, 1, 0, 0),
         (32, 56, 56, 60, 60, 3, 3, 1, 1, 1), (32, 56, 56, 60, 60, 3, 3, 1, 1, 0), (32, 28, 28, 100, 100, 1, 1, 1, 0, 1)]
+# Every convolution torchvision's resnet50 runs at batch 32 (NCHW), as its session-7 H200
+# run profiled them (reports/examples/h200/session7/torchvision-resnet50-partial/): with
+# 3 s of tuning a shape most ran their first config, and 28x28 128->512 ran 0.42x cuDNN.
+RESNET50 = [(32, 224, 224, 3, 64, 7, 7, 2, 3, 1),
+            (32, 56, 56, 64, 64, 1, 1, 1, 0, 1), (32, 56, 56, 64, 64, 3, 3, 1, 1, 1), (32, 56, 56, 64, 256, 1, 1, 1, 0, 1),
+            (32, 56, 56, 256, 64, 1, 1, 1, 0, 1), (32, 56, 56, 128, 128, 3, 3, 2, 1, 1),
+            (32, 56, 56, 256, 512, 1, 1, 2, 0, 1),
+            (32, 28, 28, 128, 128, 3, 3, 1, 1, 1), (32, 28, 28, 128, 512, 1, 1, 1, 0, 1),
+            (32, 28, 28, 256, 256, 3, 3, 2, 1, 1), (32, 28, 28, 512, 1024, 1, 1, 2, 0, 1),
+            (32, 14, 14, 256, 256, 3, 3, 1, 1, 1), (32, 14, 14, 256, 1024, 1, 1, 1, 0, 1),
+            (32, 14, 14, 1024, 256, 1, 1, 1, 0, 1), (32, 14, 14, 1024, 512, 1, 1, 1, 0, 1),
+            (32, 14, 14, 512, 512, 3, 3, 2, 1, 1), (32, 14, 14, 1024, 2048, 1, 1, 2, 0, 1),
+            (32, 7, 7, 512, 512, 3, 3, 1, 1, 1), (32, 7, 7, 512, 2048, 1, 1, 1, 0, 1), (32, 7, 7, 2048, 512, 1, 1, 1, 0, 1)]
 
 
 # (block_M, block_N, block_K, num_stages, threads)
@@ -90,6 +104,12 @@ def gemm_grid(shape) -> list[dict]:
                         "split_k": sk})
         return out
     tiles = MID_TILES if M * N * K < 4096**3 else BIG_TILES
+    if M <= 1024 and M * N * K < 4096**3:
+        # cuBLAS runs llama's 512-row GEMMs as 128x64 tiles 8 stages deep
+        # (nvjet_sm90_hsh_128x64_64x8_1x2, reports/examples/h200/session7/bench/graph_gaps_llama.json);
+        # the family's tiles stop at 5 stages.
+        tiles = tiles + [(128, 64, 64, 6, 256), (128, 64, 64, 8, 256), (128, 64, 64, 8, 128),
+                         (64, 128, 64, 6, 128), (64, 128, 64, 8, 128)]
     for bM, bN, bK, st, th in tiles:
         out.append({**base, "block_M": bM, "block_N": bN, "block_K": bK, "num_stages": st, "threads": th})
     out.append({**out[0], "swizzle": False})
@@ -131,10 +151,18 @@ def attention_grid(shape) -> list[dict]:
 
 
 def conv_grid(shape) -> list[dict]:
-    """NCHW: tiles over (output channels, pixels); the family's space is new and unmeasured."""
+    """NCHW: tiles over (output channels, pixels), and for a 1x1 over at most 128 channels
+    the stream schedule at every image size (the family offers it from 2048 pixels)."""
     if not shape[9]:
         return []
     out = []
+    if stream_problem(shape) is None:
+        K = shape[4]
+        for bM, bN, st, th in ((64, 64, 4, 128), (64, 128, 4, 128), (128, 128, 3, 256), (128, 256, 3, 256),
+                               (64, 256, 3, 256)):
+            if bM <= max(64, K):
+                out.append({"block_M": bM, "block_N": bN, "block_K": 32, "num_stages": st, "threads": th,
+                            "swizzle": True, "stream": max(1, 132 // C.ceildiv(K, bM))})  # the H200's 132 SMs
     for bM, bN, bK, st, th in ((64, 64, 32, 4, 128), (64, 128, 32, 3, 128), (64, 128, 64, 4, 128),
                                (64, 256, 32, 4, 256), (64, 256, 64, 3, 256), (128, 64, 32, 4, 128),
                                (128, 128, 32, 3, 256), (128, 128, 64, 4, 256), (128, 256, 32, 3, 256),
@@ -170,6 +198,8 @@ def cases(only: set[str], hw, own_only: bool = False) -> list[tuple[str, tuple, 
         out += [(f, s, []) for f, shapes in ROWS.items() for s in shapes]
     if "conv2d" in only:
         out += [("conv2d", s, conv_grid(s)) for s in CONV]
+    if "resnet50" in only:
+        out += [("conv2d", s, conv_grid(s)) for s in RESNET50 if s not in CONV or "conv2d" not in only]
     full = []
     for fam_name, shape, grid in out:
         fam = kernels.get(fam_name)
