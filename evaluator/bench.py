@@ -31,7 +31,7 @@ import torch
 from . import compiled as compiled_mod
 from .kernels.base import KernelFamily
 from .outputs import OUTPUT_TOLERANCE, OutputCheck, compare_outputs, leaves  # noqa: F401  (re-exported)
-from .results import Compiled, E2EBench, E2EView, LaunchOverhead, OpBench, Ratio, Shape, Timing
+from .results import Compiled, E2EBench, E2EView, FamilyTime, LaunchOverhead, OpBench, Ratio, Shape, Timing
 from .soak import THROTTLE_BITS, soak  # noqa: F401  (re-exported: the soak stage and tests reach it here)
 from .timing import (  # noqa: F401  (re-exported: callers time through bench)
     Sides, TimingPolicy, _GraphSampler, bootstrap_ratio, interleaved, kernel_time_ms, make_sampler, summarize,
@@ -260,6 +260,38 @@ def _kernel_sum_view(ref: Callable, cand: Callable, rounds: int = 5) -> E2EView:
     return E2EView("kernel_sum", summarize(a, "profiler"), summarize(b, "profiler"), bootstrap_ratio(a, b))
 
 
+def _in_model(ref_fn: Callable, cand_fn: Callable, families: tuple[str, ...], device: str,
+              ran: dict[str, int], op_ratios: dict[str, Ratio | float]) -> tuple[tuple[FamilyTime, ...], list[str]]:
+    """Each routed family's operator time per forward pass inside the model, PyTorch's
+    calls against the routed ones, both profiled the same way (profiling.family_times),
+    and flags: a family whose TileLang calls got no time (the profiler could not see
+    them), and one that does clearly worse in the model than its op benchmarks said
+    (they time cold inputs; in the model the inputs were just written)."""
+    from . import kernels
+    from .profiling import family_times
+
+    try:
+        ref, _ = family_times(ref_fn, device)
+        swapped, routed = family_times(cand_fn, device)
+    except Exception as exc:  # supplementary evidence: its failure is said, the run stands
+        return (), [f"in-model family times not measured: {type(exc).__name__}: {str(exc)[:150]}"]
+    rows, flags = [], []
+    for f in families:
+        pf = kernels.get(f).profile_family  # fallbacks are attributed under it, routed calls under f
+        tl = routed.get(f, 0.0)
+        if ran.get(f) and tl <= 0:
+            flags.append(f"the profiler attributed no time to {f}'s TileLang calls: no in-model time for {f}")
+            continue
+        row = FamilyTime(f, ref.get(pf, 0.0), swapped.get(pf, 0.0) + (tl if pf != f else 0.0), tl)
+        rows.append(row)
+        op = op_ratios.get(f)
+        op_value = op.value if isinstance(op, Ratio) else op
+        if row.ratio and op_value and math.isfinite(op_value) and row.ratio * 1.1 < op_value:
+            flags.append(f"{f} runs {row.ratio:.2f}x of PyTorch's kernels inside the model against {op_value:.2f}x "
+                         "in the op benchmarks")
+    return tuple(rows), flags
+
+
 def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device: str, batch_size: int,
                router: Any, *, dtype: str, profiled_ms: dict[tuple[str, str], float], total_profiled_ms: float,
                op_ratios: dict[str, Ratio | float], shares: dict[str, float],
@@ -269,7 +301,8 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
     Outputs are compared leaf by leaf with tolerances relative to the reference's
     magnitude. Calls are counted on one forward pass. On CUDA the verdict's number is
     CUDA-graph replay; eager (host path) and the profiler's kernel sum are shown beside
-    it, all interleaved. On CPU one interleaved perf_counter view.
+    it, all interleaved. On CPU one interleaved perf_counter view. Each routed family's
+    operator time inside the model is profiled on both sides (`in_model`).
 
     With `policy.compile_mode` the whole model through torch.compile (graph breaks
     allowed, as users compile it) is a third side of the view the verdict uses; its
@@ -355,6 +388,11 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
             views.append(E2EView(method, t_ref, t_sw, ratio, "interleaved rounds; disturbed rounds dropped"))
     tl_calls = sum(c.tilelang for c in counts)
     fb_calls = sum(sum(c.fallback.values()) for c in counts)
+    ran: dict[str, int] = {}
+    for c in counts:
+        ran[c.family] = ran.get(c.family, 0) + c.tilelang
+    in_model, in_flags = _in_model(ref_fn, cand_fn, families, device, ran, op_ratios)
+    flags.extend(in_flags)
     if tl_calls == 0:
         flags.append("no call ran in TileLang")
     if t_ref.unstable or t_sw.unstable:
@@ -378,7 +416,7 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
         error=check.reason if not check.ok else (
             "" if tl_calls else "no call ran in TileLang: the model was compared with itself"), views=tuple(views), method=method, ratio=ratio, calls=counts,
         tilelang_calls=tl_calls, fallback_calls=fb_calls, rel_l2_err=check.rel_l2, rel_max_err=check.rel_max,
-        tolerance=dict(tol), flags=tuple(flags), router_overhead_ms=overhead, compiled=comp,
+        tolerance=dict(tol), flags=tuple(flags), router_overhead_ms=overhead, compiled=comp, in_model=in_model,
     )
 
 

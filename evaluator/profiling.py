@@ -27,6 +27,7 @@ import os
 import sys
 import time
 from collections import Counter, defaultdict
+from typing import Callable
 
 import pandas as pd
 import torch
@@ -36,6 +37,7 @@ from . import kernels
 from .errors import ConfigError, ModelLoadError
 from .models import LoadedModel
 from .results import HotOp, HotOps, parse_shape, shape_str
+from .swap import ROUTED_PREFIX
 
 # Operator families we account for but have no kernel for; ops a registered family
 # covers never get here (a matmul by a weight is gemm's, a batched one lands here).
@@ -100,13 +102,13 @@ def _quiet_stderr():
         os.close(saved)
 
 
-def profile_model(model: LoadedModel, *, iters: int = 3, warmup: int = 2) -> pd.DataFrame:
-    """Profile `iters` forward passes; one row per attributed aten call."""
-    use_cuda = model.device == "cuda"
+def _profiled(fn: Callable[[], object], use_cuda: bool, iters: int, warmup: int):
+    """`iters` calls of `fn` under torch.profiler (after `warmup` unprofiled ones):
+    the profile and the wall time of one call."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if use_cuda else [])
     with torch.inference_mode():
         for _ in range(warmup):
-            model.module(*model.inputs)
+            fn()
         if use_cuda:
             torch.cuda.synchronize()
         t0 = time.perf_counter()
@@ -115,19 +117,29 @@ def profile_model(model: LoadedModel, *, iters: int = 3, warmup: int = 2) -> pd.
             prof.start()
         try:
             for _ in range(iters):
-                model.module(*model.inputs)
+                fn()
             if use_cuda:
                 torch.cuda.synchronize()
         finally:
             with _quiet_stderr():
                 prof.stop()
-        wall = (time.perf_counter() - t0) / iters
+    return prof, (time.perf_counter() - t0) / iters
+
+
+def _attributed(prof, use_cuda: bool, shapes: bool = True) -> list[dict]:
+    """One row per attributed call: the outermost aten op we recognise, or a routed
+    TileLang call (the router's `tilelang::<family>` range, which claims the aten ops its
+    launch makes inside it, as aten::linear claims aten::addmm)."""
     rows = []
     for evt in prof.events():
-        if not evt.name.startswith("aten::"):
+        routed = evt.name.startswith(ROUTED_PREFIX)
+        if not (routed or evt.name.startswith("aten::")):
             continue
         parent, claimed, top = evt.cpu_parent, False, True
         while parent is not None:
+            if parent.name.startswith(ROUTED_PREFIX):
+                claimed = True
+                break
             if parent.name.startswith("aten::"):
                 top = False
                 if classify(parent.name, parent.input_shapes) is not None:
@@ -136,20 +148,46 @@ def profile_model(model: LoadedModel, *, iters: int = 3, warmup: int = 2) -> pd.
             parent = parent.cpu_parent
         if claimed:
             continue
-        family = classify(evt.name, evt.input_shapes)
+        family = evt.name[len(ROUTED_PREFIX):] if routed else classify(evt.name, evt.input_shapes)
         if family is None and not top:
             continue  # an unrecognised helper inside an unrecognised top-level op: counted there
         t_us = evt.device_time_total if use_cuda else evt.cpu_time_total
-        rows.append({"family": family or "other", "op": evt.name, "time_us": float(t_us),
-                     "shape": (_problem_shape(family, evt.name, evt.input_shapes, evt.concrete_inputs,
-                                              _event_strides(evt))
-                               if family else None)})
+        shape = None
+        if family and shapes and not routed:
+            shape = _problem_shape(family, evt.name, evt.input_shapes, evt.concrete_inputs, _event_strides(evt))
+        rows.append({"family": family or "other", "op": evt.name, "time_us": float(t_us), "shape": shape,
+                     "routed": routed})
+    return rows
+
+
+def profile_model(model: LoadedModel, *, iters: int = 3, warmup: int = 2) -> pd.DataFrame:
+    """Profile `iters` forward passes; one row per attributed aten call."""
+    use_cuda = model.device == "cuda"
+    prof, wall = _profiled(lambda: model.module(*model.inputs), use_cuda, iters, warmup)
+    rows = [{k: v for k, v in r.items() if k != "routed"} for r in _attributed(prof, use_cuda)]
     if rows:
         _layouts_as_routed(rows, _routed_shapes(model))
     df = pd.DataFrame(rows, columns=["family", "op", "time_us", "shape"])
     df.attrs["iters"] = iters
     df.attrs["wall_ms"] = wall * 1e3
     return df
+
+
+def family_times(fn: Callable[[], object], device: str, *, iters: int = 3,
+                 warmup: int = 1) -> tuple[dict[str, float], dict[str, float]]:
+    """Operator time per call of `fn` (a forward pass, maybe under a swap.Router) by
+    family, in ms: device time on CUDA, CPU time otherwise. Returns (all calls, the part
+    that ran in TileLang): inside a router, a family's time is its TileLang calls plus
+    the calls that fell back to PyTorch, attributed the same way as the profile stage's."""
+    use_cuda = device == "cuda"
+    prof, _ = _profiled(fn, use_cuda, iters, warmup)
+    total: dict[str, float] = defaultdict(float)
+    routed: dict[str, float] = defaultdict(float)
+    for r in _attributed(prof, use_cuda, shapes=False):
+        total[r["family"]] += r["time_us"] / 1e3 / iters
+        if r["routed"]:
+            routed[r["family"]] += r["time_us"] / 1e3 / iters
+    return dict(total), dict(routed)
 
 
 def _event_strides(evt) -> list | None:

@@ -264,6 +264,9 @@ def end_to_end(ctx: Context, result: RunResult) -> RunResult:
         rep.done(f"{e2e.tilelang_calls} calls in TileLang, {e2e.fallback_calls} fell back; "
                  f"{e2e.speedup:.3g}x ({e2e.method}), outputs {'match' if e2e.outputs_match else 'DIFFER'}"
                  f"{compiled_text(e2e.compiled)}")
+        inside = ", ".join(f"{r.family} {r.ratio:.3g}x" for r in e2e.in_model if r.ratio)
+        if inside:
+            rep.info(f"inside the model, each family's time against PyTorch's own calls: {inside}")
     else:
         rep.done(f"swap-in failed: {e2e.error}")
     # Fused variants have no single torch function to route: say so plainly rather than

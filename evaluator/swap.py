@@ -106,6 +106,12 @@ class KernelTable:
         return (None, got) if isinstance(got, str) else (got, "")
 
 
+# Under torch.profiler each routed call runs inside a range named ROUTED_PREFIX + family,
+# so the profile attributes its kernels (and any copies its launch makes) to the family,
+# as it attributes an aten call's kernels to the aten op (profiling.family_times).
+ROUTED_PREFIX = "tilelang::"
+
+
 class Router(TorchFunctionMode):
     """Routes the families' torch functions to TileLang kernels while active.
 
@@ -144,7 +150,11 @@ class Router(TorchFunctionMode):
         if kernel is None:
             self.fell_back[key][why] += 1
             return func(*args, **kwargs)
-        out = route.launch(kernel)
+        if torch.autograd._profiler_enabled():
+            with torch.profiler.record_function(ROUTED_PREFIX + fam.name):
+                out = route.launch(kernel)
+        else:
+            out = route.launch(kernel)
         self.ran[key] += 1
         for note in route.notes:
             self.notes[key][note] += 1

@@ -56,3 +56,30 @@ def test_amdahl_interval_from_op_ratios():
     mid, low, high = est
     assert abs(mid - 1 / (0.5 + 0.25)) < 1e-9 and low < mid < high
     assert bench.amdahl({}, {}) is None
+
+
+def test_in_model_family_times_and_their_flags():
+    from test_profiling import _routed_layernorm_model
+    model, x, router = _routed_layernorm_model()
+
+    def routed():
+        with router:
+            return model(x)
+
+    rows, flags = bench._in_model(lambda: model(x), routed, ("layernorm", "gemm"), "cpu",
+                                  {"layernorm": 1, "gemm": 3}, {"layernorm": 1e6})
+    (ln,) = rows
+    assert ln.family == "layernorm" and ln.reference_ms > 0 and ln.swapped_ms == ln.tilelang_ms > 0
+    assert ln.ratio == ln.reference_ms / ln.swapped_ms
+    # Clearly worse inside the model than the op benchmarks said: flagged with both numbers.
+    assert any(f.startswith("layernorm runs ") and "against 1000000.00x in the op benchmarks" in f for f in flags)
+    # Calls counted as TileLang's that the profiler gave no time: said, and no row made up.
+    assert "the profiler attributed no time to gemm's TileLang calls: no in-model time for gemm" in flags
+
+
+def test_in_model_failure_is_a_flag_not_a_crash():
+    def boom():
+        raise RuntimeError("device lost")
+
+    rows, flags = bench._in_model(boom, boom, ("gemm",), "cpu", {}, {})
+    assert rows == () and flags == ["in-model family times not measured: RuntimeError: device lost"]

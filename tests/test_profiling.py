@@ -101,3 +101,35 @@ def test_layouts_match_the_route_when_the_profiler_records_no_strides(monkeypatc
     conv = profiling.hot_ops(model, iters=1).ops[0]
     assert conv.family == "conv2d" and "2x64x64x3x8x7x7x2x3x0" in conv.shapes
     assert not any(s.endswith("x1") and s.count("x") == 9 for s in conv.shapes)
+
+
+def _routed_layernorm_model():
+    """LayerNorm then Linear on CPU, layernorm routed to a real TileLang kernel."""
+    from evaluator import hardware, kernels, swap
+    fam = kernels.get("layernorm")
+    shape = (6, 16)
+    conf = fam.search_space(shape, "float32", hardware.detect("cpu"))[0]
+    table = swap.KernelTable("float32", "c")
+    table.add("layernorm", shape, conf, fam.build(shape, "float32", conf, "c"))
+    model = torch.nn.Sequential(torch.nn.LayerNorm(16), torch.nn.Linear(16, 32)).eval()
+    return model, torch.randn(2, 3, 16), swap.Router([fam], table)
+
+
+def test_family_times_attribute_routed_calls_to_their_family_once():
+    model, x, router = _routed_layernorm_model()
+
+    def routed():
+        with router:
+            return model(x)
+
+    ref_total, ref_routed = profiling.family_times(lambda: model(x), "cpu")
+    total, tl = profiling.family_times(routed, "cpu")
+    assert ref_routed == {} and ref_total["layernorm"] > 0 and ref_total["gemm"] > 0
+    # The routed call's own aten ops (allocations, copies) belong to it, not to "other".
+    assert set(tl) == {"layernorm"} and tl["layernorm"] > 0
+    assert total["layernorm"] == tl["layernorm"] and total["gemm"] > 0
+    assert router.ran  # the router really ran the TileLang kernel under the profiler
+    # The profile stage sees the routed call as the family too, and nothing twice.
+    rows = profiling._attributed(profiling._profiled(routed, False, 1, 0)[0], False)
+    assert [r["family"] for r in rows if r["routed"]] == ["layernorm"]
+    assert not any(r["op"] == "aten::layer_norm" for r in rows)

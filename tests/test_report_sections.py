@@ -109,3 +109,24 @@ def test_per_op_table_says_how_shapes_are_written(tmp_path):
     assert "row pitches of q, k and v" in ops and "1x32x512x512x64x1x32x32x32" in ops
     plain = section(html_of(base, tmp_path / "plain"), "ops")
     assert "gemm M×N×K" in plain and "row pitches" not in plain
+
+
+def test_in_model_table_sets_each_family_beside_its_op_benchmarks(tmp_path):
+    from evaluator.results import FamilyTime
+    r = evidence_result()  # gemm's model-shape op benchmarks: 1.1x
+    gemm_op = [b.speedup for b in r.op_bench if b.family == "gemm" and b.source == "model"]
+    in_model = (FamilyTime("gemm", 2.0, 2.5, 2.4), FamilyTime("softmax", 0.3, 0.2, 0.2))
+    r = dataclasses.replace(r, e2e=dataclasses.replace(r.e2e, in_model=in_model))
+    e2e = section(html_of(r, tmp_path), "e2e")
+    assert "Inside the model, per family" in e2e and "inputs are where the model leaves them" in e2e
+    table = e2e.split('class="data in-model"', 1)[1].split("</table>", 1)[0]
+    row = re.search(r'<tr class="([^"]*)"><td>gemm</td>(.*?)</tr>', table, re.S)
+    assert row and "0.80×" in row.group(2) and "2.40" in row.group(2)
+    # Worse in the model than on its own (0.80x against the op benchmarks' ratio): marked.
+    assert gemm_op and min(gemm_op) > 0.88 and row.group(1) == "row-fail"
+    soft = re.search(r'<tr class="([^"]*)"><td>softmax</td>', table)
+    assert soft and soft.group(1) == ""
+    zh = section(html_of(r, tmp_path, lang="zh"), "e2e")
+    assert "模型内部各算子族的时间" in zh
+    # A run from before this table renders without it.
+    assert "Inside the model" not in section(html_of(evidence_result(), tmp_path), "e2e")

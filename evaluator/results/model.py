@@ -4,7 +4,8 @@ over minutes.
 In: the profiler's operator table (profiling.py), the model timed with and without the
 TileLang kernels swapped in and the router's call counts (bench.py, swap.py), and the
 soak. Out: `HotOps` with one `HotOp` per operator family (what was worth rewriting),
-`E2EBench` with its timing `E2EView`s and per-shape `CallCount`s, and `Soak` (drift,
+`E2EBench` with its timing `E2EView`s, per-shape `CallCount`s and per-family
+`FamilyTime`s inside the model, and `Soak` (drift,
 memory growth and clocks under sustained load).
 """
 
@@ -70,6 +71,23 @@ class E2EView:
 
 
 @dataclass(frozen=True)
+class FamilyTime:
+    """One family's operator time per forward pass inside the model, from the profiler
+    (device time on CUDA, CPU time otherwise): PyTorch's own calls against the routed
+    model's, which are its TileLang calls (`tilelang_ms` of it) plus the calls that fell
+    back. Unlike the op benchmarks, the inputs are where the model leaves them (in L2)."""
+
+    family: str
+    reference_ms: float
+    swapped_ms: float
+    tilelang_ms: float = 0.0
+
+    @property
+    def ratio(self) -> float | None:
+        return self.reference_ms / self.swapped_ms if self.swapped_ms > 0 and self.reference_ms > 0 else None
+
+
+@dataclass(frozen=True)
 class E2EBench:
     """The model with and without the TileLang kernels swapped in."""
 
@@ -105,6 +123,8 @@ class E2EBench:
     # The whole model through torch.compile, timed as a third side of the view the verdict
     # uses (graph replay on CUDA, wall clock on CPU); its ratio is compiled / swapped.
     compiled: Compiled | None = None
+    # Each routed family's operator time inside the model, both sides profiled the same way.
+    in_model: tuple[FamilyTime, ...] = ()
 
 
 # ---------------------------------------------------------------- soak

@@ -3,7 +3,7 @@
 In: a RunResult's e2e (timing views, call counts and fallbacks per family and shape, the
 output check), overhead and soak, and a language's `Strings`/`Fmt`. Out: the e2e
 section's key-value rows, views (the one the verdict uses marked), calls and coverage,
-output check and flags; the soak's rows and latency chart. `_view_name` (a timing
+each routed family's time inside the model against its op benchmarks, output check and flags; the soak's rows and latency chart. `_view_name` (a timing
 method in words) is also used on page one and in the checklist evidence. Where the run
 compiled the model with torch.compile too, the verdict's view gains it as a third side,
 and `compiled_sentence` says plainly how TileLang compares with it (also on page one).
@@ -110,9 +110,25 @@ def _e2e(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
     used = (t("text.e2e_method", method=_view_name(method, t), meaning=t.get(f"views.{method}.meaning", ""))
             if method else "")
     return {"kv": kv, "error": t("text.e2e_error", error=e.error) if e.error else "", "views": views,
+            "in_model": _in_model_rows(result, f),
             "compiled": compiled_sentence(result, t, f) if comp is not None else "", "with_compiled": comp is not None,
             "method": used, "calls": calls, "calls_notes": any(c["notes"] for c in calls),
             "coverage": coverage_text, "check": check, "flags": [_flag(x, t) for x in _e2e_flags(result)]}
+
+
+def _in_model_rows(result: RunResult, f: Fmt) -> list[dict[str, Any]]:
+    """Each routed family's time inside the model beside its op benchmarks' ratio (the
+    geometric mean over the model's shapes); a row is marked where the model shows the
+    family clearly worse than the op benchmarks did (as bench._in_model flags it)."""
+    rows = []
+    for r in getattr(result.e2e, "in_model", ()) or ():
+        speedups = [b.speedup for b in result.op_bench if b.family == r.family and b.source == "model" and b.speedup]
+        op = math.exp(sum(math.log(x) for x in speedups) / len(speedups)) if speedups else None
+        worse = r.ratio is not None and op is not None and r.ratio * 1.1 < op
+        rows.append({"family": r.family, "ref": f.ms(r.reference_ms), "swapped": f.ms(r.swapped_ms),
+                     "tilelang": f.ms(r.tilelang_ms), "ratio": f.x(r.ratio), "op": f.x(op),
+                     "cls": "row-fail" if worse else ""})
+    return rows
 
 
 def _soak(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
