@@ -95,11 +95,14 @@ def nchw_space(shape: Shape, sms: int, tc_space: Callable[[Shape], list[dict]]) 
     and for a memory-bound 1x1 over large images a 256-pixel tile (0.60-0.66x at
     56x56, the best there). A k x k filter over 8 or more channels goes through the
     channels_last kernel first (see conv2d.NCHW_DEFAULTS; `tc_space` is that kernel's
-    space). A 1x1 over large images with at most 128 channels runs the stream schedule
+    space). A 1x1 with at most 128 channels runs the stream schedule
     first (one wave of blocks on `sms` SMs walking the pixel tiles, the X loads
     pipelined under the gemm and the store): 0.95x and 0.90x cuDNN at 56x56 64->64 and
     64->256, against 0.66x and 0.61x for the best tiled config
-    (reports/examples/h200/bench/kernel_sweep_session6.json); two more configs on top of the ten."""
+    (reports/examples/h200/bench/kernel_sweep_session6.json); two more configs on top of the ten.
+    Over small images too: at 28x28 128->512 (ResNet-50's layer2) the stream schedule
+    with 128x128 tiles ran 1.05x cuDNN against 0.66x for the best tiled config
+    (reports/examples/h200/session8/bench/kernel_sweep_r50_llama.json)."""
     N, H, W, Cin, K, R, S, stride, pad = shape[:9]
     P_, Q = out_size(shape)
     raw = [  # (block_M, block_N, block_K, num_stages, threads)
@@ -109,6 +112,8 @@ def nchw_space(shape: Shape, sms: int, tc_space: Callable[[Shape], list[dict]]) 
     direct = R == S == stride == 1 and pad == 0
     if direct and P_ * Q >= 2048:
         raw.insert(0, raw.pop(5 if K > 64 else 4))
+        if K <= 64:  # 56x56 256->64: four stages 0.90x cuDNN, three 0.83x (session 8's sweep)
+            raw.insert(0, (64, 256, 32, 4, 256))
     elif K >= 128:
         raw.insert(0, raw.pop(1))
     pq = P_ * Q
@@ -123,11 +128,22 @@ def nchw_space(shape: Shape, sms: int, tc_space: Callable[[Shape], list[dict]]) 
         via = [{**c, "via_nhwc": True} for c in tc_space(channels_last(shape))[:3]]
         out = via + out
     out = C.dedupe(out)[:10]
-    if direct and P_ * Q >= 2048 and stream_problem(shape) is None:
-        tiles = ((64, 128, 4, 128), (64, 256, 3, 256)) if K <= 64 else ((128, 256, 3, 256), (256, 128, 3, 256))
-        out[0:0] = [{"block_M": bM, "block_N": bN, "block_K": 32, "num_stages": stages, "threads": threads,
-                     "swizzle": True, "stream": max(1, sms // C.ceildiv(K, bM))}
-                    for bM, bN, stages, threads in tiles]
+    if stream_problem(shape) is None:
+        large = pq >= 2048
+        if K <= 64:
+            tiles = ((64, 128, 4, 128), (64, 256, 3, 256)) if large else ((64, 128, 4, 128), (64, 64, 4, 128))
+        else:
+            # 56x56 64->256: 64x256 0.92x, 128x256 0.89x (session 8; 0.896x in session 6). Over
+            # more than 64 channels three stages of a 256-pixel tile no longer fit in shared memory.
+            tiles = (((64, 256, 3, 256), (128, 256, 3, 256)) if Cin <= 64 else ((256, 128, 3, 256), (64, 128, 4, 128))
+                     ) if large else ((128, 128, 3, 256), (64, 128, 4, 128))
+        stream = [{"block_M": bM, "block_N": bN, "block_K": 32, "num_stages": stages, "threads": threads,
+                   "swizzle": True, "stream": max(1, sms // C.ceildiv(K, bM))}
+                  for bM, bN, stages, threads in tiles]
+        # First where the H200 measured it best (small images: 28x28 128->512); at 28x28
+        # 100->100 the tiled kernel ran 1.77x cuDNN (session 6) and stays first.
+        at = 0 if large or K >= 256 else 1
+        out[at:at] = stream
     return out
 
 

@@ -363,7 +363,7 @@ ONE_56, ONE_56_WIDE, ONE_28 = (32, 56, 56, 64, 64, 1, 1, 1, 0, 1), (32, 56, 56, 
     (32, 28, 28, 100, 100, 1, 1, 1, 0, 1)
 
 
-def test_stream_is_first_for_large_1x1_and_rejected_elsewhere():
+def test_stream_is_first_for_1x1_over_few_channels_and_rejected_elsewhere():
     for shape in (ONE_56, ONE_56_WIDE, (32, 56, 56, 128, 128, 1, 1, 1, 0, 1)):
         space = FAM.search_space(shape, "float16", H200)
         # Measured best on the H200 at 56x56 (0.95x / 0.90x cuDNN against 0.66x / 0.61x tiled).
@@ -384,7 +384,12 @@ def test_stream_is_first_for_large_1x1_and_rejected_elsewhere():
         assert why in reason and "\n" not in reason, (shape, reason)
     assert "unknown config" in FAM.reject_reason(RESNET_1X1, "float16", cfg, H200)  # channels_last
     assert "pick one" in FAM.reject_reason(ONE_56, "float16", {**cfg, "via_nhwc": True}, H200)
-    assert not [c for c in FAM.search_space((32, 28, 28, 64, 64, 1, 1, 1, 0, 1), "float16", H200) if c.get("stream")]
+    # Small images: first at 28x28 128->512 (1.05x against 0.66x tiled on the H200), offered
+    # after the first tiled config with fewer output channels (tiled measured best there).
+    small = FAM.search_space((32, 28, 28, 128, 512, 1, 1, 1, 0, 1), "float16", H200)
+    assert small[0].get("stream") and (small[0]["block_M"], small[0]["block_N"]) == (128, 128)
+    narrow = FAM.search_space((32, 28, 28, 64, 64, 1, 1, 1, 0, 1), "float16", H200)
+    assert not narrow[0].get("stream") and narrow[1].get("stream")
     # Shared memory counts the whole C x block_N pixel tile per stage.
     assert "shared memory" in FAM.reject_reason((32, 56, 56, 128, 128, 1, 1, 1, 0, 1), "float16",
                                                 {**cfg, "block_M": 128, "num_stages": 4}, H200)
