@@ -2,8 +2,9 @@
 
 In: shape (M, N, K), a dtype, a full config (the schedule's defaults filled in) and the
 activation fused in the epilogue. Out: a TileLang PrimFunc: on CPU a blocked loop nest
-over fp32 local tiles; on CUDA tensor-core tiles (whole-K, split-K, or whole-K in
-2-block clusters that share A by TMA multicast) for fp16/bf16, and a register-blocked
+over fp32 local tiles; on CUDA tensor-core tiles (whole-K, split-K, whole-K in
+2-block clusters that share A by TMA multicast, or the ping-pong schedule of
+_gemm_pingpong.py) for fp16/bf16, and a register-blocked
 SIMT (FFMA) schedule for fp32. Checking configs and compiling are
 the family's (gemm.py, base.py); nothing here runs a kernel.
 """
@@ -14,6 +15,7 @@ import math
 from typing import Any
 
 from ..results import Shape
+from ._gemm_pingpong import pingpong_program
 
 ACCUM = "float32"
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -89,6 +91,8 @@ def tensor_core_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str)
         return _splitk_program(shape, dtype, cfg)
     if cfg["cluster"]:
         return _cluster_program(shape, dtype, cfg, act)
+    if cfg["pingpong"]:
+        return pingpong_program(shape, dtype, cfg, act, _act)
     return _tc_program(shape, dtype, cfg, act)
 
 

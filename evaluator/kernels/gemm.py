@@ -13,7 +13,8 @@ when M*N gives too few tiles to fill the GPU and K is long, a split-K variant ha
 `split_k` blocks share one output tile and add fp32 partials atomically, and the bias,
 activation and rounding follow in PyTorch. Experimental, outside the search space until
 measured: `cluster` = 2 launches whole-K tiles as block pairs along N that load their shared
-A tile once, by TMA multicast (sm_90+). fp32 uses a register-blocked SIMT (FFMA)
+A tile once, by TMA multicast (sm_90+); `pingpong` = 1 runs persistent tiles taken in turn
+by two consumer warpgroups, one's epilogue under the other's k-loop (sm_90+). fp32 uses a register-blocked SIMT (FFMA)
 schedule, because `T.gemm` on fp32 lowers to TF32 tensor cores, which would not match
 PyTorch's full-fp32 reference. On CPU (the C backend), a blocked loop nest over fp32
 local tiles that gcc vectorizes. The programs themselves are in `_gemm_programs.py`;
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from typing import Any, Callable, Sequence
 
 import torch
@@ -34,6 +34,8 @@ from ..errors import KernelError
 from ..results import Hardware, KernelConfig, Shape
 from ..swap import DERIVED, Route, arg, dtype_mismatch
 from . import _common as C
+from . import _gemm_checks as K
+from . import _gemm_pingpong as PP
 from . import _gemm_programs as P
 from ._gemm_calls import TORCH_ACTS, FusedSplitKLinear, SplitKLinear
 from .base import KernelFamily, Resolved, Schedule
@@ -48,7 +50,10 @@ TC_DEFAULTS = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 3, "
                "panel": 10, "policy": "square", "split_k": 1, "splitk_fused": False, "persistent": 0,
                # Experimental, unmeasured, so never in the search space: blocks per thread-block
                # cluster sharing A by TMA multicast (0 = off; see _gemm_programs._cluster_program).
-               "cluster": 0}
+               "cluster": 0,
+               # Experimental, unmeasured: persistent tiles taken in turn by two consumer
+               # warpgroups, so one's epilogue runs under the other's k-loop (_gemm_pingpong).
+               "pingpong": 0}
 # Decode-like shapes (M <= 64): narrow tiles so enough blocks stream the weight, on the
 # mma path (wgmma needs 64 rows a warpgroup). Measured on the H200 (kernel_sweep.py):
 # 16x32x256 and 16x64x256 with 4 stages reach 1.08-1.19x cuBLAS at 16x4096x4096,
@@ -65,6 +70,8 @@ CPU_LOCAL_LIMIT_BYTES = 128 * 1024
 
 def _tc_smem(cfg: dict[str, Any], dtype: str) -> int:
     b = C.dtype_bytes(dtype)
+    if cfg.get("pingpong"):
+        return PP.smem_bytes(cfg, b)
     tiles = (cfg["block_M"] + cfg["block_N"]) * cfg["block_K"] * b * max(1, cfg["num_stages"])
     # The atomic split-K variant adds its fragment to global memory directly, without a C tile.
     atomic = cfg.get("split_k", 1) > 1 and not cfg.get("splitk_fused", False)
@@ -88,28 +95,6 @@ def _is_linear_matmul(input_shapes: Sequence[Sequence[int]]) -> bool:
     batched operands it is attention-style bmm, which this family does not compute."""
     dims = [len(s) for s in input_shapes[:2] if isinstance(s, (list, tuple))]
     return len(dims) == 2 and dims[1] == 2
-
-
-def _cluster_error(shape: Shape, cfg: dict[str, Any], target: str) -> str | None:
-    """Why a `cluster` config cannot run: the program is whole-K tiles in pairs along N
-    that share A by TMA multicast, which needs sm_90+ and TMA-aligned rows. A plain
-    'cuda' target names no arch, so only an explicit older arch is refused here."""
-    spec = C.normalize_target(target)
-    kind, arch = (spec, "") if isinstance(spec, str) else (spec.get("kind"), str(spec.get("arch", "")))
-    sm = re.fullmatch(r"sm_(\d+)a?", arch)
-    if cfg["cluster"] != 2:
-        return f"cluster must be 0 (off) or 2 (block pairs along N sharing A), got {cfg['cluster']}"
-    if kind != "cuda" or (arch and (sm is None or int(sm.group(1)) < 90)):
-        return f"cluster launches and TMA multicast need CUDA sm_90 or newer, target is '{target}'"
-    if cfg["split_k"] > 1 or cfg["persistent"]:
-        return "cluster runs whole-K tiles, one per block: not with split_k or persistent"
-    if cfg["swizzle"]:
-        return "cluster needs swizzle off: rasterization would remap the blocks of a pair to different A tiles"
-    if C.ceildiv(shape[1], cfg["block_N"]) % cfg["cluster"]:
-        return f"cluster {cfg['cluster']} must divide the grid's {C.ceildiv(shape[1], cfg['block_N'])} column tiles"
-    if shape[2] % 8 or cfg["block_M"] < 64:
-        return "cluster needs K a multiple of 8 (TMA rows 16-byte aligned) and block_M >= 64 (wgmma)"
-    return None
 
 
 class GemmFamily(KernelFamily):
@@ -408,7 +393,9 @@ class GemmFamily(KernelFamily):
             return f"split_k must be >= 1, got {cfg['split_k']}"
         if cfg["persistent"] < 0 or (cfg["persistent"] and cfg["split_k"] > 1):
             return f"persistent must be 0 (off) or a block count, and whole-K only, got {cfg['persistent']}"
-        return _cluster_error(shape, cfg, target) if cfg["cluster"] else None
+        if cfg["pingpong"]:
+            return K.pingpong_error(shape, cfg, target)
+        return K.cluster_error(shape, cfg, target) if cfg["cluster"] else None
 
     def compile(self, resolved: Resolved, target: str) -> Callable[..., torch.Tensor]:
         if resolved.config.get("split_k", 1) > 1 and resolved.config.get("splitk_fused"):

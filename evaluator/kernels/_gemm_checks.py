@@ -1,0 +1,72 @@
+"""Why a gemm config with one of the hand-written Hopper pipelines cannot run.
+
+In: the problem shape (M, N, K), a full gemm config (defaults filled in) and the target
+string. Out: None when the program can run, else one line saying what it needs. The two
+pipelines are written out with TMA loads and mbarriers instead of TileLang's automatic
+pipelining, so they need what those instructions need: sm_90 or newer, rows TMA can
+address, and the tile shapes a warpgroup's wgmma covers.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..results import Shape
+from . import _common as C
+from . import _gemm_pingpong as PP
+
+
+def _hopper_error(needs: str, target: str) -> str | None:
+    """`needs` is the sentence's subject and verb. A plain 'cuda' target names no arch,
+    so only an explicit older arch is refused."""
+    spec = C.normalize_target(target)
+    kind, arch = (spec, "") if isinstance(spec, str) else (spec.get("kind"), str(spec.get("arch", "")))
+    sm = re.fullmatch(r"sm_(\d+)a?", arch)
+    if kind != "cuda" or (arch and (sm is None or int(sm.group(1)) < 90)):
+        return f"{needs} CUDA sm_90 or newer, target is '{target}'"
+    return None
+
+
+def cluster_error(shape: Shape, cfg: dict[str, Any], target: str) -> str | None:
+    """The `cluster` program is whole-K tiles in pairs along N that share A by TMA multicast."""
+    if cfg["cluster"] != 2:
+        return f"cluster must be 0 (off) or 2 (block pairs along N sharing A), got {cfg['cluster']}"
+    bad = _hopper_error("cluster launches and TMA multicast need", target)
+    if bad:
+        return bad
+    if cfg["split_k"] > 1 or cfg["persistent"] or cfg["pingpong"]:
+        return "cluster runs whole-K tiles, one per block: not with split_k, persistent or pingpong"
+    if cfg["swizzle"]:
+        return "cluster needs swizzle off: rasterization would remap the blocks of a pair to different A tiles"
+    if C.ceildiv(shape[1], cfg["block_N"]) % cfg["cluster"]:
+        return f"cluster {cfg['cluster']} must divide the grid's {C.ceildiv(shape[1], cfg['block_N'])} column tiles"
+    if shape[2] % 8 or cfg["block_M"] < 64:
+        return "cluster needs K a multiple of 8 (TMA rows 16-byte aligned) and block_M >= 64 (wgmma)"
+    return None
+
+
+def pingpong_error(shape: Shape, cfg: dict[str, Any], target: str) -> str | None:
+    """The `pingpong` program: persistent blocks, a producer warpgroup and two consumer
+    warpgroups taking the block's tiles in turn (see _gemm_pingpong)."""
+    if cfg["pingpong"] not in (0, 1, True, False):
+        return f"pingpong must be 0 (off) or 1 (two consumer warpgroups in turn), got {cfg['pingpong']!r}"
+    bad = _hopper_error("pingpong (wgmma without waits, setmaxnreg) needs", target)
+    if bad:
+        return bad
+    if cfg["split_k"] > 1 or cfg["cluster"]:
+        return "pingpong runs whole-K tiles: not with split_k or cluster"
+    if cfg["persistent"] < 1:
+        return "pingpong is a persistent schedule: set persistent to the block count (one per SM)"
+    if cfg["threads"] != 128:
+        return (f"pingpong gives each tile one consumer warpgroup: threads must be 128 "
+                f"(the block runs {PP.threads_of(cfg)}), got {cfg['threads']}")
+    if cfg["block_M"] not in (64, 128):
+        return f"pingpong's block_M must be 64 or 128 (one or two wgmma rows of a warpgroup), got {cfg['block_M']}"
+    regs = cfg["block_M"] * cfg["block_N"] // 128
+    if cfg["block_N"] > 256 or regs > PP.MAX_ACCUM_REGS:
+        return (f"pingpong's {cfg['block_M']}x{cfg['block_N']} accumulator needs {regs} fp32 registers a thread; "
+                f"at most {PP.MAX_ACCUM_REGS} fit beside the epilogue under the {PP.CONSUMER_REGS}-register cap")
+    if shape[1] % 8 or shape[2] % 8:
+        return "pingpong needs N and K multiples of 8 (TMA rows 16-byte aligned)"
+    return None

@@ -1,0 +1,222 @@
+"""GEMM's experimental `pingpong` config on CPU: the program lowers for sm_90a to a
+producer and two consumer warpgroups (register reallocation, wgmma kept one step in
+flight, one named barrier and one output tile each), its barrier protocol is safe under
+every interleaving a random scheduler finds (and unsafe without its order barrier, which
+is why the program has one), its tile order covers every tile once, config_error refuses
+what it cannot run in one line, and the family's search space leaves it off.
+
+In: shapes and configs. Out: pass/fail. Nothing runs a kernel (tests/gpu does).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from evaluator.errors import KernelError
+from evaluator.kernels import _common as C
+from evaluator.kernels import _gemm_pingpong as PP
+from evaluator.kernels import get
+from evaluator.results import Hardware
+
+FAM = get("gemm")
+SM90 = "cuda -arch=sm_90a"
+H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
+                smem_per_block=232448, compute_capability="9.0")
+PING = {"pingpong": 1, "persistent": 132, "threads": 128, "block_K": 64}
+T128 = {**PING, "block_M": 128, "block_N": 128, "num_stages": 4}
+T64 = {**PING, "block_M": 64, "block_N": 256, "num_stages": 4}
+AWKWARD = (1000, 1000, 3000)  # no tile divides M, N or K; rows TMA can address
+
+
+def _lower(shape, dtype, cfg, family=FAM):
+    return C.lower_source(family.program(shape, dtype, cfg, SM90), SM90)
+
+
+# Fewer blocks than tiles where the tiles would not give every block two (64 tiles of
+# 128x128 on 132 blocks leave the second consumer nothing, and TileLang drops its loop).
+@pytest.mark.parametrize("shape,dtype,cfg", [((3152, 3072, 768), "float16", T128), ((3152, 3072, 768), "bfloat16", T64),
+                                             (AWKWARD, "float16", {**T128, "persistent": 20}),
+                                             ((512, 2048, 2048), "bfloat16", {**T128, "persistent": 24})])
+def test_pingpong_lowers_to_a_producer_and_two_consumer_warpgroups(shape, dtype, cfg):
+    src = _lower(shape, dtype, cfg)
+    assert "__launch_bounds__(384, 1)" in src
+    assert src.count(f"warpgroup_reg_alloc<{PP.CONSUMER_REGS}>") == 2
+    assert src.count(f"warpgroup_reg_dealloc<{PP.PRODUCER_REGS}>") == 1
+    # Each step's wgmma stays in flight while the step before releases its stage.
+    assert "wait_wgmma<1>" in src and "warpgroup_wait<0>" not in src
+    assert "tma_load(" in src and "tma_store(" in src and "wgmma" in src
+    # The two epilogues sync on different named barriers: one id shared by two
+    # warpgroups of 128 would let one consumer's threads complete the other's barrier.
+    ids = set(re.findall(r"__sync_thread_partial\((\d+), 128\)", src))
+    assert len(ids) == 2, ids
+    # Each consumer waits for the other's k-loop on its own order barrier.
+    assert "order[0].wait(" in src and "order[1].wait(" in src
+
+
+def test_pingpong_output_tiles_do_not_alias_the_ring():
+    # TileLang reuses shared memory whose lifetimes do not overlap; here everything is live
+    # in one persistent loop, so the ring and the two output tiles must be disjoint.
+    src = _lower((3152, 3072, 768), "float16", T128)
+    offsets = {name: int(off) for name, off in re.findall(r"void\* (\w+) = \(\(void\*\)\(\(char\*\)buf_dyn_shmem \+ (\d+)\)\)", src)}
+    ring = (128 + 128) * 64 * 2 * 4
+    assert sorted(offsets.values()) == [0, 65536, ring, ring + 128 * 128 * 2], offsets
+
+
+def test_pingpong_variant_of_a_fused_family_keeps_its_epilogue():
+    assert "erf" in _lower((1024, 3072, 768), "float16", T128, family=get("gemm_gelu"))
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_pingpong_source_compiles_for_sm90a(tmp_path):
+    import tilelang
+
+    cu, ptx = tmp_path / "k.cu", tmp_path / "k.ptx"
+    cu.write_text(_lower((3152, 3072, 768), "float16", T128))
+    root = Path(tilelang.__file__).parent
+    subprocess.run(["nvcc", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-ptx", "-O3", "-w",
+                    f"-I{root / 'src'}", f"-I{root / '3rdparty/cutlass/include'}", str(cu), "-o", str(ptx)],
+                   check=True, timeout=300)
+    text = ptx.read_text()
+    assert "wgmma.mma_async" in text and "setmaxnreg" in text
+
+
+@pytest.mark.parametrize("tm,tn,panel", [(25, 24, 10), (4, 16, 10), (3, 7, 2), (1, 1, 10), (11, 3, 4)])
+def test_tile_order_covers_every_tile_once(tm, tn, panel):
+    seen = [PP.tile_coords(t, tm, tn, panel) for t in range(tm * tn)]
+    assert sorted(seen) == [(r, c) for r in range(tm) for c in range(tn)]
+
+
+# ---------------------------------------------------------------- the barrier protocol
+
+class _Barrier:
+    """An mbarrier: a phase completes when `count` arrivals are in; a wait on parity p
+    passes once the phase of that parity has completed, i.e. while the current
+    (incomplete) phase's parity differs from p. That is all the hardware checks."""
+
+    def __init__(self, count):
+        self.count, self.arrived, self.phase = count, 0, 0
+
+    def arrive(self):
+        self.arrived += 1
+        if self.arrived == self.count:
+            self.arrived, self.phase = 0, self.phase + 1
+
+    def passes(self, parity):
+        return (self.phase & 1) != parity
+
+
+def _simulate(tiles, kt, stages, rng, ordered=True):
+    """Runs the program's protocol (its parity functions, one arrival per warpgroup) under
+    a random interleaving; returns the first violation: a consumer reading a stage that
+    does not hold its use, or the producer refilling a stage a consumer still reads."""
+    full = [_Barrier(1) for _ in range(stages)]
+    empty = [_Barrier(1) for _ in range(stages)]
+    order = [_Barrier(1) for _ in range(PP.CONSUMERS)]
+    holds = [None] * stages  # the ring use whose bytes a stage holds
+    reading = [set() for _ in range(stages)]
+
+    def producer():
+        for n in range(tiles * kt):
+            s = n % stages
+            yield lambda: empty[s].passes(PP.empty_parity(n, stages))
+            if reading[s]:
+                yield f"producer refilled stage {s} with use {n} while use {sorted(reading[s])} is read"
+            holds[s] = n
+            full[s].arrive()
+
+    def consumer(me):
+        for i in range(me, tiles, PP.CONSUMERS):
+            if ordered and i > 0:
+                yield lambda: order[me].passes(PP.order_parity(i))
+            for ko in range(kt):
+                n = i * kt + ko
+                s = n % stages
+                yield lambda: full[s].passes(PP.full_parity(n, stages))
+                if holds[s] != n:
+                    yield f"consumer {me} read use {n} from stage {s}, which holds use {holds[s]}"
+                reading[s].add(n)
+                yield lambda: True  # the wgmma of this step runs while the others move
+                if ko > 0:
+                    prev = n - 1
+                    reading[prev % stages].discard(prev)
+                    empty[prev % stages].arrive()
+            last = i * kt + kt - 1
+            reading[last % stages].discard(last)
+            empty[last % stages].arrive()
+            order[1 - me].arrive()
+
+    agents = [producer(), consumer(0), consumer(1)]
+    waiting = [lambda: True] * len(agents)
+    while agents:
+        ready = [j for j, w in enumerate(waiting) if w()]
+        if not ready:
+            return "deadlock"
+        j = rng.choice(ready)
+        try:
+            step = next(agents[j])
+        except StopIteration:
+            del agents[j], waiting[j]
+            continue
+        if isinstance(step, str):
+            return step
+        waiting[j] = step
+    return None
+
+
+@pytest.mark.parametrize("tiles,kt,stages", [(5, 12, 4), (6, 3, 4), (4, 1, 2), (7, 12, 5), (1, 8, 3), (9, 2, 8)])
+def test_barrier_protocol_holds_under_random_interleavings(tiles, kt, stages):
+    rng = random.Random(0)
+    for _ in range(300):
+        assert _simulate(tiles, kt, stages, rng) is None
+
+
+def test_without_the_order_barrier_a_consumer_can_read_a_stage_early():
+    # The reason the program has an order barrier: with 12 k-steps over 4 stages a
+    # consumer can wait on a phase two ahead of the barrier and pass on the older one.
+    rng = random.Random(0)
+    found = [_simulate(4, 12, 4, rng, ordered=False) for _ in range(300)]
+    assert any(f and "read use" in f for f in found)
+
+
+# ---------------------------------------------------------------- checks and the space
+
+@pytest.mark.parametrize("change,target,reason", [
+    ({"pingpong": 2}, SM90, "pingpong must be 0 (off) or 1"),
+    ({}, "cuda -arch=sm_80", "needs CUDA sm_90 or newer"),
+    ({}, "hip", "needs CUDA sm_90 or newer"),
+    ({"split_k": 2}, SM90, "whole-K only"),
+    ({"cluster": 2, "swizzle": False}, SM90, "not with split_k or cluster"),
+    ({"persistent": 0}, SM90, "set persistent to the block count"),
+    ({"threads": 256}, SM90, "threads must be 128"),
+    ({"block_M": 256}, SM90, "block_M must be 64 or 128"),
+    ({"block_N": 256}, SM90, "needs 256 fp32 registers a thread"),
+])
+def test_config_error_names_what_a_pingpong_config_cannot_run(change, target, reason):
+    with pytest.raises(KernelError, match="gemm: ") as err:
+        FAM.resolve((3152, 3072, 768), "float16", {**T128, **change}, target)
+    assert reason in str(err.value) and "\n" not in str(err.value)
+
+
+def test_pingpong_refuses_rows_tma_cannot_address():
+    assert FAM.awkward_shape((3152, 3072, 768))[2] % 8
+    why = FAM.reject_reason((3152, 3072, 775), "float16", T128, H200)
+    assert why and "multiples of 8" in why
+
+
+def test_pingpong_counts_both_output_tiles_in_shared_memory():
+    # 5 stages of 128x128x64 plus two 128x128 output tiles: 229,376 B, inside the H200's 232,448.
+    assert FAM.reject_reason((3152, 3072, 768), "float16", {**T128, "num_stages": 5}, H200) is None
+    why = FAM.reject_reason((3152, 3072, 768), "float16", {**T128, "num_stages": 6}, H200)
+    assert why and "shared memory" in why
+
+
+def test_search_space_leaves_pingpong_off():
+    for shape in ((3152, 3072, 768), (512, 2048, 2048), (1024, 768, 3072), (16, 4096, 4096), (8192, 8192, 8192)):
+        assert all(not c["pingpong"] for c in FAM.search_space(shape, "float16", H200))
+    assert FAM.schedule((3152, 3072, 768), "float16", "cuda").defaults["pingpong"] == 0
