@@ -5,7 +5,7 @@ own call timed in the same interleaved rounds. It answers two questions the tune
 numbers cannot: what the best reachable ratio is, and whether the family's search
 space (and its first config) contains that best.
 
-    python3 benchmarks/kernel_sweep.py [--only gemm,llama,skinny,attention,views,rows,conv2d,resnet50] [--json OUT.json]
+    python3 benchmarks/kernel_sweep.py [--only gemm,llama,pingpong,skinny,attention,views,rows,conv2d,resnet50] [--json OUT.json]
 
 Each row: family, shape, PyTorch µs, best TileLang µs and config, the ratio
 (PyTorch / TileLang), and the ratios of the family's own first config and of the best
@@ -134,6 +134,20 @@ def gemm_grid(shape) -> list[dict]:
     return out
 
 
+# The experimental ping-pong schedule (persistent tiles taken in turn by two consumer
+# warpgroups; not in the family's space until measured): (block_M, block_N, block_K,
+# num_stages), one consumer warpgroup's tile, the deepest rings that fit beside two
+# output tiles, on one block per SM.
+PINGPONG_TILES = [(128, 128, 64, 4), (128, 128, 64, 5), (128, 128, 128, 2), (128, 64, 64, 6), (128, 64, 64, 8),
+                  (64, 128, 64, 6), (64, 128, 128, 3), (64, 256, 64, 4), (128, 160, 64, 4), (128, 192, 64, 3)]
+
+
+def pingpong_grid(shape) -> list[dict]:
+    base = dict(kernels.get("gemm").schedule(shape, DTYPE, "cuda").defaults)
+    return [{**base, "block_M": bM, "block_N": bN, "block_K": bK, "num_stages": st, "threads": 128,
+             "pingpong": 1, "persistent": 132} for bM, bN, bK, st in PINGPONG_TILES]  # the H200's 132 SMs
+
+
 def attention_grid(shape) -> list[dict]:
     out = []
     for bM, bN, st, th in itertools.product((64, 128), (64, 128), (1, 2), (128, 256)):
@@ -186,6 +200,8 @@ def cases(only: set[str], hw, own_only: bool = False) -> list[tuple[str, tuple, 
         out += [("gemm", s, gemm_grid(s)) for s in GEMM_MODEL]
     if "llama" in only:
         out += [("gemm", s, gemm_grid(s)) for s in GEMM_LLAMA]
+    if "pingpong" in only:  # the ping-pong grid beside the family's own space, every model shape
+        out += [("gemm", s, pingpong_grid(s)) for s in GEMM_MODEL + GEMM_LLAMA]
     if "skinny" in only:
         out += [("gemm", s, gemm_grid(s)) for s in GEMM_SKINNY]
     if "attention" in only:
@@ -222,6 +238,11 @@ def _build(job):
 
 def _compile_only(job) -> str:
     return _build(job)[1]
+
+
+def _best_ratio(torch_ms: float, med: dict, pingpong: bool) -> float | None:
+    times = [v for k, v in med.items() if bool(json.loads(k).get("pingpong")) == pingpong]
+    return torch_ms / min(times) if times else None
 
 
 def copy_bandwidth() -> float:
@@ -308,6 +329,9 @@ def main() -> None:
                "ratio_own_first": torch_ms / first if first else None,
                "top": [[json.loads(k), torch_ms / v] for k, v in ranked[:8]],
                "tried": len(configs), "timed": len(med), "errors": dict(list(errors.items())[:6]),
+               # The best with and without the experimental ping-pong schedule, side by side.
+               "ratio_best_pingpong": _best_ratio(torch_ms, med, True),
+               "ratio_best_other": _best_ratio(torch_ms, med, False),
                "flops": fam.flops(shape), "bytes": fam.bytes(shape, DTYPE)}
         if ranked:  # whether the best config runs on Hopper's wgmma path (HGMMA), or mma
             best_k = dict(zip([json.dumps(c, sort_keys=True) for c in configs], [k for k, _ in mine]))[ranked[0][0]]
@@ -323,6 +347,9 @@ def main() -> None:
               f"{(row['best_us'] or 0):8.1f} us {row['ratio_best'] or 0:5.2f}x ({tb:5.0f} GB/s) | own space "
               f"{row['ratio_own_best'] or 0:5.2f}x first {row['ratio_own_first'] or 0:5.2f}x | "
               f"{len(med)}/{len(configs)} | {row['best_config']}", flush=True)
+        if row["ratio_best_pingpong"]:
+            print(f"{'':36s} pingpong best {row['ratio_best_pingpong']:5.2f}x, others {row['ratio_best_other'] or 0:5.2f}x",
+                  flush=True)
         del samplers, sets
         torch.cuda.empty_cache()
     print(f"total {time.perf_counter() - t0:.0f} s")
