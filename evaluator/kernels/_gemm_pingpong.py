@@ -92,6 +92,12 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, ac
     tm, tn = -(-M // bM), -(-N // bN)
     tiles, kt = tm * tn, -(-K // bK)
     blocks = min(cfg["persistent"], tiles)  # a block with no tile would only launch
+    # The loops run a fixed count of rounds, each guarded by whether the block has that
+    # tile. A loop of `mine // 2` rounds (mine = the block's tile count) lowered
+    # to one unguarded round at 1024x3072x768 with 128x128 tiles (192 tiles, 132 blocks:
+    # mine // 2 is 1 or 0), so consumer 1 of a one-tile block waited for a tile the
+    # producer never loads, and the kernel hung on the H200.
+    rounds = -(-(-(-tiles // blocks)) // CONSUMERS)
 
     def tile_of(t):
         return tile_coords(t, tm, tn, panel, T.min)
@@ -142,24 +148,27 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, ac
             mine = T.ceildiv(tiles - bid, blocks)  # this block's tiles: bid, bid + blocks, ...
             if tx >= CONSUMERS * 128:
                 T.set_max_nreg(PRODUCER_REGS, 0)
-                for i in T.serial(mine):
-                    by, bx = tile_of(bid + i * blocks)
-                    for ko in T.serial(T.ceildiv(K, bK)):
-                        n = i * kt + ko
-                        s = n % stages
-                        T.mbarrier_wait_parity(empty[s], empty_parity(n, stages))
-                        T.tma_copy(A[by * bM:(by + 1) * bM, ko * bK:(ko + 1) * bK], A_s[s, :, :], barrier=full[s])
-                        T.tma_copy(W[bx * bN:(bx + 1) * bN, ko * bK:(ko + 1) * bK], W_s[s, :, :], barrier=full[s])
-                        T.barrier_arrive(full[s])
+                for i in T.serial(rounds * CONSUMERS):
+                    if i < mine:
+                        by, bx = tile_of(bid + i * blocks)
+                        for ko in T.serial(T.ceildiv(K, bK)):
+                            n = i * kt + ko
+                            s = n % stages
+                            T.mbarrier_wait_parity(empty[s], empty_parity(n, stages))
+                            T.tma_copy(A[by * bM:(by + 1) * bM, ko * bK:(ko + 1) * bK], A_s[s, :, :],
+                                       barrier=full[s])
+                            T.tma_copy(W[bx * bN:(bx + 1) * bN, ko * bK:(ko + 1) * bK], W_s[s, :, :],
+                                       barrier=full[s])
+                            T.barrier_arrive(full[s])
             elif tx < 128:
                 T.set_max_nreg(CONSUMER_REGS, 1)
-                for j in T.serial(T.ceildiv(mine, CONSUMERS)):
-                    consume(A_s, W_s, C_f0, C_s0, Bias, Y, full, empty, order, 0, bid, j * CONSUMERS,
-                            N, K)
+                for j in T.serial(rounds):
+                    if j * CONSUMERS < mine:
+                        consume(A_s, W_s, C_f0, C_s0, Bias, Y, full, empty, order, 0, bid, j * CONSUMERS, N, K)
             else:
                 T.set_max_nreg(CONSUMER_REGS, 1)
-                for j in T.serial(mine // CONSUMERS):
-                    consume(A_s, W_s, C_f1, C_s1, Bias, Y, full, empty, order, 1, bid,
-                            j * CONSUMERS + 1, N, K)
+                for j in T.serial(rounds):
+                    if j * CONSUMERS + 1 < mine:
+                        consume(A_s, W_s, C_f1, C_s1, Bias, Y, full, empty, order, 1, bid, j * CONSUMERS + 1, N, K)
 
     return linear_tc_pingpong

@@ -220,7 +220,7 @@ def test_model_shapes_start_from_tiles_that_fill_whole_waves(shape):
 
 @pytest.mark.parametrize("shape", [(3152, 3072, 768), (1000, 770, 3001)])
 def test_persistent_tiles_are_offered_and_lower_to_one_block_per_sm(shape):
-    persistent = [c for c in FAM.search_space(shape, "float16", H200) if c["persistent"]]
+    persistent = [c for c in FAM.search_space(shape, "float16", H200) if c["persistent"] and not c["pingpong"]]
     assert len(persistent) == 2 and all(c["persistent"] == 132 and c["split_k"] == 1 for c in persistent)
     src = C.lower_source(FAM.program(shape, "float16", persistent[0], SM90), SM90)
     # A loop over the block's tiles around wgmma (and a TMA producer where rows of K
@@ -313,7 +313,9 @@ def test_fused_variants_route_nothing_and_say_so():
 def test_the_tile_score_ranks_the_measured_best_early():
     # The H200 sweep (benchmarks/kernel_sweep.py --only gemm,attention --own) timed every
     # config of the space on each model shape; the measured best tile must be among the
-    # first four configs, so a short --budget still reaches it.
+    # first four configs of that schedule (the ping-pong tiles that follow the first pick
+    # are another schedule, which that sweep predates), all inside the first batch a
+    # short --budget compiles.
     import json
     from pathlib import Path
 
@@ -323,5 +325,6 @@ def test_the_tile_score_ranks_the_measured_best_early():
     assert len(rows) >= 8
     for r in rows:
         best = (r["best_config"]["block_M"], r["best_config"]["block_N"])
-        early = [(c["block_M"], c["block_N"]) for c in FAM.search_space(tuple(r["shape"]), "float16", H200)[:4]]
+        space = FAM.search_space(tuple(r["shape"]), "float16", H200)
+        early = [(c["block_M"], c["block_N"]) for c in space[:8] if not c["pingpong"]][:4]
         assert best in early, (r["shape"], best, early)

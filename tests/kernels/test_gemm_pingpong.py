@@ -21,6 +21,7 @@ import pytest
 from evaluator.errors import KernelError
 from evaluator.kernels import _common as C
 from evaluator.kernels import _gemm_pingpong as PP
+from evaluator.kernels import gemm as G
 from evaluator.kernels import get
 from evaluator.results import Hardware
 
@@ -57,6 +58,16 @@ def test_pingpong_lowers_to_a_producer_and_two_consumer_warpgroups(shape, dtype,
     assert len(ids) == 2, ids
     # Each consumer waits for the other's k-loop on its own order barrier.
     assert "order[0].wait(" in src and "order[1].wait(" in src
+
+
+def test_a_consumer_without_a_tile_skips_its_round():
+    # 192 tiles on 132 blocks: blocks 0-59 have two tiles, the rest one, so consumer 1 of
+    # block 60 and up has none. Written as a loop of `mine // 2` rounds, TileLang lowered
+    # it to one unguarded round and the kernel hung on the H200 (consumer 1 waited for a
+    # tile the producer never loads). Each round is now guarded by the block's tile count.
+    src = _lower((1024, 3072, 768), "float16", T128)
+    consumer1 = src[src.index("order[1].wait(") - 200:src.index("order[1].wait(")]
+    assert "if (((int)blockIdx.x) < 60) {" in consumer1
 
 
 def test_pingpong_output_tiles_do_not_alias_the_ring():
@@ -216,7 +227,17 @@ def test_pingpong_counts_both_output_tiles_in_shared_memory():
     assert why and "shared memory" in why
 
 
-def test_search_space_leaves_pingpong_off():
-    for shape in ((3152, 3072, 768), (512, 2048, 2048), (1024, 768, 3072), (16, 4096, 4096), (8192, 8192, 8192)):
-        assert all(not c["pingpong"] for c in FAM.search_space(shape, "float16", H200))
+def test_search_space_offers_pingpong_after_the_first_pick_on_hopper_only():
+    a100 = Hardware(target="cuda", device="cuda", name="NVIDIA A100", platform="a100", cores=108,
+                    smem_per_block=166912, compute_capability="8.0")
+    for shape in ((3152, 3072, 768), (512, 2048, 2048), (1024, 768, 3072)):
+        space = FAM.search_space(shape, "float16", H200)
+        assert not space[0]["pingpong"]
+        ping = [c for c in space[1:5] if c["pingpong"]]
+        assert len(ping) == len(G.PINGPONG_TILES) and all(c["persistent"] == 132 for c in ping)
+        assert all(FAM.reject_reason(shape, "float16", c, H200) is None for c in ping)
+        assert not any(c["pingpong"] for c in FAM.search_space(shape, "float16", a100))
+    # Decode shapes (M <= 64) and rows TMA cannot address get none.
+    for shape in ((16, 4096, 4096), (1024, 770, 768), (1024, 768, 770)):
+        assert not any(c["pingpong"] for c in FAM.search_space(shape, "float16", H200))
     assert FAM.schedule((3152, 3072, 768), "float16", "cuda").defaults["pingpong"] == 0

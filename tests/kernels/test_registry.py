@@ -54,7 +54,7 @@ def test_family_satisfies_protocol(name):
     cpu_space = fam.search_space(shape, "float32", CPU)
     assert 1 <= len(cpu_space) <= 4 and all(isinstance(c, dict) for c in cpu_space)
     gpu_space = fam.search_space(fam.standard_shapes("cuda")[1], "float16", H200)
-    assert 1 <= len(gpu_space) <= 24
+    assert 1 <= len(gpu_space) <= 28  # gemm's: 24 and four Hopper ping-pong tiles
     for device in ("cpu", "cuda"):
         assert 3 <= len(fam.standard_shapes(device)) <= 5
 
