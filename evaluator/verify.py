@@ -3,7 +3,10 @@
 In: a family, the model's problem shape, the tuned config, a dtype, a target, seeds.
 Out: `VerifyResult` — one case per (shape, seed): the model shape on every seed and a
 nearby shape that is not a multiple of any tile (tails are where tiled kernels break),
-each with max abs/rel error and the tolerance used. NaN, Inf and all-zero outputs fail
+each with max abs/rel error and the tolerance used. The nearby shape is the family's
+first awkward shape the config accepts: a schedule that loads rows by TMA refuses K off
+multiples of 8 and is checked on tails at multiples of 8 instead; a config that accepts
+none fails on the first, with its reason. NaN, Inf and all-zero outputs fail
 even where allclose would not notice.
 """
 
@@ -11,15 +14,27 @@ from __future__ import annotations
 
 import torch
 
+from .errors import KernelError
 from .kernels.base import KernelFamily
 from .measure import check_output
 from .results import KernelConfig, Shape, VerifyCase, VerifyResult
 
 
+def _awkward_for(family: KernelFamily, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Shape:
+    shapes = [tuple(s) for s in family.awkward_shapes(shape)]
+    for s in shapes:
+        try:
+            family.resolve(s, dtype, config, target)
+            return s
+        except KernelError:
+            continue
+    return shapes[0]
+
+
 def verify(family: KernelFamily, shape: Shape, dtype: str, config: KernelConfig, target: str, device: str,
            *, seeds: tuple[int, ...] = (0, 1, 2)) -> VerifyResult:
     cases = []
-    awkward = tuple(family.awkward_shape(tuple(shape)))
+    awkward = _awkward_for(family, tuple(shape), dtype, config, target)
     plan = [(tuple(shape), s) for s in seeds] + [(awkward, seeds[0] + 100)]
     kernels: dict[Shape, object] = {}
     for shp, seed in plan:

@@ -24,3 +24,32 @@ def test_a_wrong_config_fails_verification_with_a_reason():
     res = verify.verify(fam, (33, 17, 9), "float32", {"block_M": -1, "block_N": 8, "block_K": 8}, "c", "cpu",
                         seeds=(0,))
     assert not res.passed and all(c.reason for c in res.cases)
+
+
+class _RowAlignedGemm(type(kernels.get("gemm"))):
+    """The real gemm family with a schedule that refuses rows off multiples of 8, as the
+    TMA-loading pingpong and cluster programs do on CUDA."""
+
+    def config_error(self, shape, dtype, cfg, target):
+        return "rows must be multiples of 8" if shape[2] % 8 else super().config_error(shape, dtype, cfg, target)
+
+
+def test_a_config_that_needs_aligned_rows_is_checked_on_aligned_tails():
+    fam, cfg = _RowAlignedGemm(), {"block_M": 32, "block_N": 32, "block_K": 32}
+    assert fam.awkward_shapes((64, 64, 64)) == [(71, 71, 71), (72, 72, 72)]
+    res = verify.verify(fam, (64, 64, 64), "float32", cfg, "c", "cpu", seeds=(0,))
+    assert res.passed and res.cases[-1].shape == (72, 72, 72)
+    # A config the first awkward shape suits is checked there, unaligned.
+    res = verify.verify(kernels.get("gemm"), (64, 64, 64), "float32", cfg, "c", "cpu", seeds=(0,))
+    assert res.passed and res.cases[-1].shape == (71, 71, 71)
+
+
+def test_a_config_no_awkward_shape_suits_fails_on_the_first_with_its_reason():
+    class Never(_RowAlignedGemm):
+        def config_error(self, shape, dtype, cfg, target):
+            return "only the model's own shape" if shape != (64, 64, 64) else None
+
+    res = verify.verify(Never(), (64, 64, 64), "float32", {"block_M": 32, "block_N": 32, "block_K": 32}, "c", "cpu",
+                        seeds=(0,))
+    assert res.cases[0].passed and not res.cases[-1].passed
+    assert res.cases[-1].shape == (71, 71, 71) and "only the model's own shape" in res.cases[-1].reason

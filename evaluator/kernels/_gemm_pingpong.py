@@ -29,7 +29,7 @@ persistent schedule does, so neighbouring blocks share A and W panels in L2.
 
 # No `from __future__ import annotations`: TileLang evaluates the prim_func's tensor
 # annotations through the names its body uses, and this body never names M.
-from typing import Any
+from typing import Any, Callable
 
 from ..results import Shape
 
@@ -41,6 +41,31 @@ PRODUCER_REGS, CONSUMER_REGS = 40, 232
 # A consumer's fp32 accumulator (block_M x block_N over 128 threads) must leave room for
 # addresses and the epilogue under that cap.
 MAX_ACCUM_REGS = 192
+
+# Ping-pong tiles (block_M, block_N, num_stages; block_K 64) for sm_90+, one consumer
+# warpgroup's tile each; the H200 sweep's winners (kernel_sweep_pingpong.json). The first
+# two lead the space where they won: 128x64 8 stages deep where its tiles fit one wave
+# (1.03-1.12x cuBLAS at 1024x768x{768,3072} and llama's 512x2048x{2048,5632}, against
+# 0.81-1.06x for the other schedules), 128x128 where its tiles fill three waves or more
+# (3152x{2304,3072}x768, 8192^3: 0.84-1.04x against 0.75-1.00x). Between the two it lost
+# (2048x2304x768 0.83x against 0.87x, 3152x768x768 0.71x against 0.87x).
+TILES = ((128, 64, 8), (128, 128, 5), (128, 128, 4), (128, 160, 4), (64, 128, 6))
+
+
+def space(M: int, N: int, K: int, hw: Any, defaults: dict[str, Any], fits: Callable[[dict], bool]
+          ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ping-pong configs of the gemm search space on Hopper and newer (`hw` a
+    Hardware; `defaults` the tensor-core config; `fits` whether a config's shared memory
+    fits), one block per SM, and the one to lead the space with (or none)."""
+    major = int((hw.compute_capability or "0").split(".")[0] or 0)
+    if major < 9 or M <= 64 or N % 8 or K % 8:
+        return [], []
+    sms = max(1, int(hw.cores or 1))
+    out = [c for c in ({**defaults, "block_M": bM, "block_N": bN, "block_K": 64, "num_stages": st, "threads": 128,
+                        "pingpong": 1, "persistent": sms} for bM, bN, st in TILES) if fits(c)]
+    tiles = lambda bM, bN: -(-M // bM) * -(-N // bN)  # noqa: E731
+    lead = out[:1] if out and tiles(128, 64) <= sms else out[1:2] if len(out) > 1 and tiles(128, 128) >= 3 * sms else []
+    return lead, out
 
 
 def threads_of(cfg: dict[str, Any]) -> int:

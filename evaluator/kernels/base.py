@@ -158,6 +158,27 @@ class KernelFamily(abc.ABC):
         moved = set(self.awkward_dims)
         return tuple(C.awkward(d) if n in moved else d for n, d in zip(self.shape_names, shape))
 
+    # A row alignment (in elements) some of the family's schedules need (TMA rows are
+    # 16-byte aligned); 0 = none. Such a family's awkward shapes add one with tails at
+    # that alignment, for the configs that refuse unaligned rows.
+    awkward_align = 0
+
+    def awkward_shapes(self, shape: Shape) -> list[Shape]:
+        """Shapes near `shape` that no tile divides, most awkward first; verify checks
+        the first one a config accepts. With `awkward_align`, the second keeps each moved
+        dim a multiple of it but not of 16, so a schedule that needs aligned rows still
+        meets tails in every dim."""
+        awk = self.awkward_shape(shape)
+        if not self.awkward_align:
+            return [awk]
+        moved, a = set(self.awkward_dims), self.awkward_align
+
+        def aligned(d: int) -> int:
+            up = C.round_up(d, a)
+            return up + a if up % 16 == 0 else up
+
+        return [awk, tuple(aligned(d) if n in moved else d for n, d in zip(self.shape_names, awk))]
+
     def route(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Any:
         """One call of one of `functions` as a `swap.Route` (problem shape, kernel
         parameters, launch), or a one-line reason it stays in PyTorch."""

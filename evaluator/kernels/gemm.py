@@ -60,9 +60,6 @@ TC_DEFAULTS = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 3, "
 # 1x4096x11008 and 32x1000x2048, where the 64-row tiles reached 0.63-0.83x.
 SKINNY_TILES = ((16, 32, 256, 4), (16, 64, 256, 4), (16, 32, 256, 3), (16, 64, 256, 3), (16, 32, 128, 4),
                 (32, 64, 256, 3), (32, 32, 256, 4), (64, 64, 128, 4))
-# Ping-pong tiles (block_M, block_N, num_stages; block_K 64) for sm_90+, one consumer
-# warpgroup's tile each.
-PINGPONG_TILES = ((128, 128, 4), (128, 64, 8), (64, 128, 6), (64, 256, 4))
 # SIMT schedule (fp32): each thread owns a thread_M x thread_N register tile.
 SIMT_DEFAULTS = {"block_M": 128, "block_N": 128, "block_K": 16, "thread_M": 8, "thread_N": 8,
                  "num_stages": 2, "swizzle": True}
@@ -102,6 +99,7 @@ def _is_linear_matmul(input_shapes: Sequence[Sequence[int]]) -> bool:
 
 class GemmFamily(KernelFamily):
     shape_names = ("M", "N", "K")
+    awkward_align = 8  # the pingpong and cluster programs load rows by TMA
     # Profiling sees nn.Linear as one op whatever follows it: every variant takes its
     # shapes from the plain family's profiled calls.
     profile_family = "gemm"
@@ -216,8 +214,11 @@ class GemmFamily(KernelFamily):
 
     def _tc_space(self, M: int, N: int, K: int, dtype: str, hw: Hardware) -> list[KernelConfig]:
         skinny = self._skinny_space(M, dtype, hw) if M <= 64 else self._wave_space(M, N, dtype, hw)
-        # The ping-pong tiles go right after the first pick, so a short tuning budget tries them.
-        skinny = skinny[:1] + self._pingpong_space(M, N, K, dtype, hw) + skinny[1:]
+        # The ping-pong tiles go first where they won, else right after the first pick, so a
+        # short tuning budget tries them.
+        sms = max(1, int(hw.cores or 1))
+        lead, ping = PP.space(M, N, K, hw, TC_DEFAULTS, lambda c: C.smem_fits(_tc_smem(c, dtype), hw))
+        skinny = skinny[:1] + ping + skinny[1:]
         raw = [
             # (block_M, block_N, block_K, num_stages, threads)
             (128, 128, 64, 3, 128),
@@ -242,12 +243,12 @@ class GemmFamily(KernelFamily):
         fitting = [c for c in cands if C.smem_fits(_tc_smem(c, dtype), hw)]
         ordered = self._order_by_waves(fitting, M, N, hw)
         big = {**cands[1], "panel": 4}
-        if big in fitting and C.ceildiv(M, 128) * C.ceildiv(N, 256) >= 8 * max(1, int(hw.cores or 1)):
+        if big in fitting and C.ceildiv(M, 128) * C.ceildiv(N, 256) >= 8 * sms:
             # Eight waves or more: the last wave's idle SMs cost little, and the
             # power-of-two 128x256 tile on narrow panels won (8192³: 1.10x cuBLAS against
             # 0.97-0.98x for the wave-sized tiles; kernel_sweep_session5.json).
             skinny = [big] + skinny
-        return C.dedupe(skinny + ordered + self._splitk_space(M, N, K, dtype, hw))
+        return C.dedupe(lead + skinny + ordered + self._splitk_space(M, N, K, dtype, hw))
 
     @staticmethod
     def _wave_space(M: int, N: int, dtype: str, hw: Hardware) -> list[KernelConfig]:
@@ -281,19 +282,6 @@ class GemmFamily(KernelFamily):
                         break
         # The two best tiles again as one persistent block per SM (see _tc_program).
         return out + [{**cfg, "persistent": sms} for cfg in out[:2]]
-
-    @staticmethod
-    def _pingpong_space(M: int, N: int, K: int, dtype: str, hw: Hardware) -> list[KernelConfig]:
-        """Persistent tiles taken in turn by two consumer warpgroups (_gemm_pingpong), on
-        Hopper and newer only, one block per SM: the tiles and rings the H200 sweep timed
-        (benchmarks/kernel_sweep.py --only pingpong)."""
-        major = int((hw.compute_capability or "0").split(".")[0] or 0)
-        if major < 9 or M <= 64 or N % 8 or K % 8:
-            return []
-        sms = max(1, int(hw.cores or 1))
-        out = [{**TC_DEFAULTS, "block_M": bM, "block_N": bN, "block_K": 64, "num_stages": st, "threads": 128,
-                "pingpong": 1, "persistent": sms} for bM, bN, st in PINGPONG_TILES]
-        return [c for c in out if C.smem_fits(_tc_smem(c, dtype), hw)]
 
     @staticmethod
     def _skinny_space(M: int, dtype: str, hw: Hardware) -> list[KernelConfig]:

@@ -5,8 +5,8 @@ epilogue once; and the same inputs run 20 times giving the same bits, which a ra
 ring stage or an output tile would break.
 
 In: the GPU (skipped without CUDA, or before sm_90). Out: pass/fail. verify() adds the
-family's awkward shape, whose K (not a multiple of 8) TMA cannot address: the config
-must be refused there by config_error, not run.
+family's awkward shape the config accepts: the first (K off multiples of 8) is refused,
+since TMA cannot address its rows, so it checks tails at multiples of 8.
 """
 
 import pytest
@@ -34,9 +34,9 @@ def hw():
 
 
 def _check(res):
-    awkward = res.cases[-1]  # verify's own awkward shape comes last
-    assert all(c.passed for c in res.cases[:-1]), [c for c in res.cases[:-1] if not c.passed]
-    assert not awkward.passed and f"{res.family}: pingpong" in awkward.reason, awkward
+    assert res.passed, [c for c in res.cases if not c.passed]
+    awkward = res.cases[-1]  # verify's own awkward shape comes last: tails at multiples of 8
+    assert all(d % 16 and d % 8 == 0 for d in awkward.shape), awkward
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

@@ -227,17 +227,28 @@ def test_pingpong_counts_both_output_tiles_in_shared_memory():
     assert why and "shared memory" in why
 
 
-def test_search_space_offers_pingpong_after_the_first_pick_on_hopper_only():
+def test_search_space_offers_pingpong_early_on_hopper_only():
     a100 = Hardware(target="cuda", device="cuda", name="NVIDIA A100", platform="a100", cores=108,
                     smem_per_block=166912, compute_capability="8.0")
-    for shape in ((3152, 3072, 768), (512, 2048, 2048), (1024, 768, 3072)):
+    for shape in ((3152, 3072, 768), (512, 2048, 2048), (1024, 768, 3072), (2048, 2304, 768), (3152, 768, 768)):
         space = FAM.search_space(shape, "float16", H200)
-        assert not space[0]["pingpong"]
-        ping = [c for c in space[1:5] if c["pingpong"]]
-        assert len(ping) == len(G.PINGPONG_TILES) and all(c["persistent"] == 132 for c in ping)
+        ping = [c for c in space if c["pingpong"]]
+        assert len(ping) == len(PP.TILES) and all(c["persistent"] == 132 for c in ping)
         assert all(FAM.reject_reason(shape, "float16", c, H200) is None for c in ping)
+        # All next to the first pick, inside the first batch a short budget compiles.
+        assert ping == [c for c in space[:len(PP.TILES) + 1] if c["pingpong"]]
         assert not any(c["pingpong"] for c in FAM.search_space(shape, "float16", a100))
     # Decode shapes (M <= 64) and rows TMA cannot address get none.
     for shape in ((16, 4096, 4096), (1024, 770, 768), (1024, 768, 770)):
         assert not any(c["pingpong"] for c in FAM.search_space(shape, "float16", H200))
     assert FAM.schedule((3152, 3072, 768), "float16", "cuda").defaults["pingpong"] == 0
+
+
+@pytest.mark.parametrize("shape,lead", [
+    ((1024, 768, 768), (128, 64)), ((512, 2048, 2048), (128, 64)), ((512, 2048, 5632), (128, 64)),  # one wave of 128x64
+    ((3152, 3072, 768), (128, 128)), ((3152, 2304, 768), (128, 128)),  # three waves of 128x128 or more
+    ((2048, 2304, 768), None), ((3152, 768, 768), None), ((512, 5632, 2048), None),  # between: where it lost
+])
+def test_pingpong_leads_the_space_where_the_sweep_measured_it_ahead(shape, lead):
+    first = FAM.search_space(shape, "float16", H200)[0]
+    assert (((first["block_M"], first["block_N"]) if first["pingpong"] else None)) == lead

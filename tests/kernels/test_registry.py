@@ -51,6 +51,9 @@ def test_family_satisfies_protocol(name):
     # flags and strides are small ints): families name the ones that can.
     dims = fam.awkward_dims
     assert len(awk) == len(shape) and all(awk[fam.shape_names.index(n)] % 16 for n in dims)
+    shapes = fam.awkward_shapes(shape)
+    assert shapes[0] == awk and all(s[fam.shape_names.index(n)] % 16 for s in shapes for n in dims)
+    assert all(s[fam.shape_names.index(n)] % fam.awkward_align == 0 for s in shapes[1:] for n in dims)
     cpu_space = fam.search_space(shape, "float32", CPU)
     assert 1 <= len(cpu_space) <= 4 and all(isinstance(c, dict) for c in cpu_space)
     gpu_space = fam.search_space(fam.standard_shapes("cuda")[1], "float16", H200)
