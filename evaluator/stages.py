@@ -136,10 +136,11 @@ def _tune_one(ctx: Context, fam: kernels.KernelFamily, shape: Shape, source: str
                              devices=cfg.tune.devices, device_log=tuning.DeviceLog() if cfg.tune.devices else None,
                              on_candidate=lambda c: rep.update(f"{label}: tuning ({c.phase}, {c.status})"))
     if lookup is not None and not tk.cached:
-        changed = tuning_cache.changes(cfg.output.store, tuning.cache_key(fam.name, shape, cfg.model.dtype, hw,
-                                                                          env.tilelang))
+        changed = tuning_cache.changes(cfg.output.store, tuning.cache_key(
+            fam.name, shape, cfg.model.dtype, hw, env.tilelang, fam.search_space(shape, cfg.model.dtype, hw)))
         if changed:
-            rep.info(f"{label}: re-tuned because the toolchain changed: "
+            what = "the search space" if {f for f, _, _ in changed} == {"space"} else "the toolchain"
+            rep.info(f"{label}: re-tuned because {what} changed: "
                      + ", ".join(f"{f} {a} -> {b}" for f, a, b in changed))
     table = ctx.table  # filled by tune_verify_bench before the first kernel
     if kernel is None:

@@ -34,6 +34,8 @@ single-worker one.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import queue
 import threading
 import time
@@ -76,9 +78,17 @@ class DeviceLog:
     retimed: list[dict] = field(default_factory=list)
 
 
-def cache_key(family: str, shape: Shape, dtype: str, hw: Hardware, tilelang_version: str) -> dict:
-    return {"family": family, "shape": list(shape), "dtype": dtype, "device": hw.name, "driver": hw.driver,
-            "cuda": hw.cuda, "tilelang": tilelang_version, "target": hw.target}
+def cache_key(family: str, shape: Shape, dtype: str, hw: Hardware, tilelang_version: str,
+              space: Sequence[KernelConfig] | None = None) -> dict:
+    """The tuning cache's key. With `space` (the family's search space for this shape), a
+    digest of it too: a newer evaluator whose family offers new schedules (session 9's
+    GEMM ping-pong) must re-tune, not reuse a best config found without them."""
+    key = {"family": family, "shape": list(shape), "dtype": dtype, "device": hw.name, "driver": hw.driver,
+           "cuda": hw.cuda, "tilelang": tilelang_version, "target": hw.target}
+    if space is not None:
+        text = json.dumps([dict(c) for c in space], sort_keys=True, default=str)
+        key["space"] = hashlib.sha256(text.encode()).hexdigest()[:12]
+    return key
 
 
 def neighbours(config: KernelConfig) -> list[KernelConfig]:
@@ -115,7 +125,8 @@ def tune(family: KernelFamily, shape: Shape, dtype: str, hw: Hardware, *, budget
     slots = _slots(devices, hw)
     if len(slots) > 1 and isolate is False:
         raise ConfigError("timing on several devices needs isolated workers; use --isolate on or auto, or one GPU")
-    key = cache_key(family.name, shape, dtype, hw, tilelang_version)
+    space = list(family.search_space(shape, dtype, hw))
+    key = cache_key(family.name, shape, dtype, hw, tilelang_version, space)
     cached = lookup(key) if lookup else None
     if cached:
         try:
@@ -130,7 +141,7 @@ def tune(family: KernelFamily, shape: Shape, dtype: str, hw: Hardware, *, budget
 
     search = _Search(family, tuple(shape), dtype, hw, policy, budget_s, t_start, on_candidate,
                      _isolation_spec(family, hw, isolate, slots), candidate_timeout_s, slots)
-    search.batch(list(family.search_space(shape, dtype, hw)), "coarse")
+    search.batch(space, "coarse")
     expanded: set[tuple] = set()
     for rnd in range(1, fine_rounds + 1):
         before = search.best_latency()

@@ -53,6 +53,20 @@ def test_tuning_cache_hit_and_miss_on_a_changed_toolchain(store):
     assert_clean(store)
 
 
+def test_a_changed_search_space_is_a_miss_that_names_the_space(store):
+    # A newer evaluator whose family offers other schedules re-tunes instead of reusing
+    # the best config found without them.
+    space = [{"block_M": 128, "block_N": 128}, {"block_M": 64, "block_N": 128}]
+    key = cache_key("gemm", (256, 128, 128), "float16", HW, "0.1.15", space)
+    tuning_cache.save(store, key, space[0])
+    assert tuning_cache.lookup(store, cache_key("gemm", (256, 128, 128), "float16", HW, "0.1.15",
+                                                [dict(c) for c in space])) == space[0]
+    wider = cache_key("gemm", (256, 128, 128), "float16", HW, "0.1.15", space + [{"block_M": 128, "pingpong": 1}])
+    assert tuning_cache.lookup(store, wider) is None
+    [(field, before, now)] = tuning_cache.changes(store, wider)
+    assert field == "space" and before == key["space"] and now == wider["space"] != before
+
+
 def test_a_miss_on_another_shape_names_no_change_and_the_closest_entry_wins(store):
     old = cache_key("gemm", (256, 128, 128), "float16", HW, "0.1.14")
     closer = cache_key("gemm", (256, 128, 128), "float16", dataclasses.replace(HW, driver="560.1"), "0.1.15")
