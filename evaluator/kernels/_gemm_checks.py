@@ -17,14 +17,17 @@ from . import _common as C
 from . import _gemm_pingpong as PP
 
 
-def _hopper_error(needs: str, target: str) -> str | None:
+def _hopper_error(needs: str, target: str, hopper_only: bool = False) -> str | None:
     """`needs` is the sentence's subject and verb. A plain 'cuda' target names no arch,
-    so only an explicit older arch is refused."""
+    so only an explicit other arch is refused: older than sm_90, or with `hopper_only`
+    (wgmma, which Blackwell replaced with tcgen05) anything but sm_90."""
     spec = C.normalize_target(target)
     kind, arch = (spec, "") if isinstance(spec, str) else (spec.get("kind"), str(spec.get("arch", "")))
     sm = re.fullmatch(r"sm_(\d+)a?", arch)
     if kind != "cuda" or (arch and (sm is None or int(sm.group(1)) < 90)):
-        return f"{needs} CUDA sm_90 or newer, target is '{target}'"
+        return f"{needs} CUDA sm_90{'' if hopper_only else ' or newer'}, target is '{target}'"
+    if hopper_only and arch and int(sm.group(1)) != 90:
+        return f"{needs} CUDA sm_90 (Hopper's wgmma), target is '{target}'"
     return None
 
 
@@ -51,7 +54,7 @@ def pingpong_error(shape: Shape, cfg: dict[str, Any], target: str) -> str | None
     warpgroups taking the block's tiles in turn (see _gemm_pingpong)."""
     if cfg["pingpong"] not in (0, 1, True, False):
         return f"pingpong must be 0 (off) or 1 (two consumer warpgroups in turn), got {cfg['pingpong']!r}"
-    bad = _hopper_error("pingpong (wgmma without waits, setmaxnreg) needs", target)
+    bad = _hopper_error("pingpong (wgmma without waits, setmaxnreg) needs", target, hopper_only=True)
     if bad:
         return bad
     if cfg["split_k"] > 1 or cfg["cluster"]:

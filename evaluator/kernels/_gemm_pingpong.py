@@ -29,6 +29,7 @@ persistent schedule does, so neighbouring blocks share A and W panels in L2.
 
 # No `from __future__ import annotations`: TileLang evaluates the prim_func's tensor
 # annotations through the names its body uses, and this body never names M.
+import re
 from typing import Any, Callable
 
 from ..results import Shape
@@ -54,11 +55,12 @@ TILES = ((128, 64, 8), (128, 128, 5), (128, 128, 4), (128, 160, 4), (64, 128, 6)
 
 def space(M: int, N: int, K: int, hw: Any, defaults: dict[str, Any], fits: Callable[[dict], bool]
           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The ping-pong configs of the gemm search space on Hopper and newer (`hw` a
+    """The ping-pong configs of the gemm search space on Hopper (`hw` a
     Hardware; `defaults` the tensor-core config; `fits` whether a config's shared memory
     fits), one block per SM, and the one to lead the space with (or none)."""
-    major = int((hw.compute_capability or "0").split(".")[0] or 0)
-    if major < 9 or M <= 64 or N % 8 or K % 8:
+    # wgmma is Hopper's alone (compute capability 9.x; Blackwell has tcgen05, AMD's
+    # targets name a gfx arch here).
+    if not re.fullmatch(r"9\.\d+", str(hw.compute_capability or "")) or M <= 64 or N % 8 or K % 8:
         return [], []
     sms = max(1, int(hw.cores or 1))
     out = [c for c in ({**defaults, "block_M": bM, "block_N": bN, "block_K": 64, "num_stages": st, "threads": 128,

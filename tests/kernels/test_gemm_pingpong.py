@@ -24,6 +24,7 @@ from evaluator.kernels import _gemm_pingpong as PP
 from evaluator.kernels import gemm as G
 from evaluator.kernels import get
 from evaluator.results import Hardware
+from evaluator.targets import TARGETS
 
 FAM = get("gemm")
 SM90 = "cuda -arch=sm_90a"
@@ -199,8 +200,9 @@ def test_without_the_order_barrier_a_consumer_can_read_a_stage_early():
 
 @pytest.mark.parametrize("change,target,reason", [
     ({"pingpong": 2}, SM90, "pingpong must be 0 (off) or 1"),
-    ({}, "cuda -arch=sm_80", "needs CUDA sm_90 or newer"),
-    ({}, "hip", "needs CUDA sm_90 or newer"),
+    ({}, "cuda -arch=sm_80", "needs CUDA sm_90, target"),
+    ({}, "cuda -arch=sm_100a", "needs CUDA sm_90 (Hopper's wgmma)"),
+    ({}, "hip", "needs CUDA sm_90, target"),
     ({"split_k": 2}, SM90, "whole-K only"),
     ({"cluster": 2, "swizzle": False}, SM90, "not with split_k or cluster"),
     ({"persistent": 0}, SM90, "set persistent to the block count"),
@@ -238,6 +240,8 @@ def test_search_space_offers_pingpong_early_on_hopper_only():
         # All next to the first pick, inside the first batch a short budget compiles.
         assert ping == [c for c in space[:len(PP.TILES) + 1] if c["pingpong"]]
         assert not any(c["pingpong"] for c in FAM.search_space(shape, "float16", a100))
+        for other in ("b200", "mi300x"):  # Blackwell has no wgmma; AMD's capability is a gfx arch
+            assert not any(c["pingpong"] for c in FAM.search_space(shape, "float16", TARGETS[other].hardware()))
     # Decode shapes (M <= 64) and rows TMA cannot address get none.
     for shape in ((16, 4096, 4096), (1024, 770, 768), (1024, 768, 770)):
         assert not any(c["pingpong"] for c in FAM.search_space(shape, "float16", H200))
