@@ -140,7 +140,12 @@ def test_resume_after_a_kill_skips_finished_stages_and_matches_an_uninterrupted_
     assert after["tuned"] == before["tuned"] and after["op_bench"] == before["op_bench"]
     # and the run ends where an uninterrupted one does (timings aside)
     assert after["hot_ops"]["selected"] == expected["hot_ops"]["selected"]
-    assert [t["config"] for t in after["tuned"]] == [t["config"] for t in expected["tuned"]]
+    # Keyed by shape: the model's two GEMMs (4x96x48, 4x48x96) take the same time, so the
+    # profiler's order between them is noise (a CI run with two test workers swapped them).
+    def configs(res):
+        return {(t["family"], tuple(t["shape"])): t["config"] for t in res["tuned"]}
+
+    assert configs(after) == configs(expected)
     assert [v["cases"][0]["passed"] for v in after["verify"]] == [v["cases"][0]["passed"] for v in expected["verify"]]
     for key in ("outputs_match", "tilelang_calls", "fallback_calls"):
         assert after["e2e"][key] == expected["e2e"][key]
