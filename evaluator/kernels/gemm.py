@@ -11,11 +11,12 @@ Schedules: on CUDA, fp16/bf16 use shared-memory tiles, a pipelined K loop, tenso
 `T.gemm` into a fp32 fragment, block rasterization and the epilogue on the fragment;
 when M*N gives too few tiles to fill the GPU and K is long, a split-K variant has
 `split_k` blocks share one output tile and add fp32 partials atomically, and the bias,
-activation and rounding follow in PyTorch. Experimental, outside the search space until
-measured: `cluster` = 2 launches whole-K tiles as block pairs along N that load their shared
-A tile once, by TMA multicast (sm_90+); `pingpong` = 1 runs persistent tiles taken in turn
-by two consumer warpgroups, one's epilogue under the other's k-loop (sm_90+). fp32 uses a register-blocked SIMT (FFMA)
-schedule, because `T.gemm` on fp32 lowers to TF32 tensor cores, which would not match
+activation and rounding follow in PyTorch. On Hopper (sm_90), `pingpong` = 1 runs
+persistent tiles taken in turn by two consumer warpgroups, one's epilogue under the
+other's k-loop; it leads the search space where the H200 sweep measured it ahead.
+Experimental and outside the search space (measured slower): `cluster` = 2 launches
+whole-K tiles as block pairs along N that load their shared A tile once, by TMA
+multicast (sm_90+). fp32 uses a register-blocked SIMT (FFMA) schedule, because `T.gemm` on fp32 lowers to TF32 tensor cores, which would not match
 PyTorch's full-fp32 reference. On CPU (the C backend), a blocked loop nest over fp32
 local tiles that gcc vectorizes. The programs themselves are in `_gemm_programs.py`;
 this module sizes, checks, searches, builds (split-K's PyTorch epilogue) and routes them.
@@ -48,11 +49,12 @@ CPU_DEFAULTS = {"block_M": 128, "block_N": 64, "block_K": 32}
 # Tensor-core schedule (fp16/bf16).
 TC_DEFAULTS = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 3, "threads": 128, "swizzle": True,
                "panel": 10, "policy": "square", "split_k": 1, "splitk_fused": False, "persistent": 0,
-               # Experimental, unmeasured, so never in the search space: blocks per thread-block
-               # cluster sharing A by TMA multicast (0 = off; see _gemm_programs._cluster_program).
+               # Experimental, never in the search space (0.78-0.80x against 0.86-0.87x without,
+               # session 7): blocks per thread-block cluster sharing A by TMA multicast (0 = off;
+               # see _gemm_programs._cluster_program).
                "cluster": 0,
-               # Experimental, unmeasured: persistent tiles taken in turn by two consumer
-               # warpgroups, so one's epilogue runs under the other's k-loop (_gemm_pingpong).
+               # 1 = persistent tiles taken in turn by two consumer warpgroups, so one's
+               # epilogue runs under the other's k-loop (sm_90 only; _gemm_pingpong.space).
                "pingpong": 0}
 # Decode-like shapes (M <= 64): narrow tiles so enough blocks stream the weight, on the
 # mma path (wgmma needs 64 rows a warpgroup). Measured on the H200 (kernel_sweep.py):
