@@ -124,6 +124,25 @@ def test_tuned_config_over_mi300x_lds_needs_retuning_and_a_fitting_config_is_nam
     assert m["portability.kernels_ok"] == 1.0
 
 
+# What the tuner picked for ViT-B's 3152x3072x768 on the H200 (session 10): the ping-pong
+# schedule, which only sm_90 runs.
+H200_PINGPONG = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 5, "threads": 128, "swizzle": True,
+                 "panel": 10, "policy": "square", "split_k": 1, "splitk_fused": False, "persistent": 132,
+                 "cluster": 0, "pingpong": 1}
+
+
+def test_a_pingpong_config_is_refused_on_sm80_in_a_sentence_and_lowers_on_sm90():
+    p = P.port("gemm", (3152, 3072, 768), "fp16", ["a100", "h100"], config=H200_PINGPONG)
+    assert one(p, "h100", "tuned").status == "lowers"
+    cell = one(p, "a100", "tuned")
+    # The family's own check answers before TileLang's lowering would raise its internal
+    # "TMA is not available" error: the reason names the arch the config needs.
+    assert cell.status == "needs_retuning" and cell.failure_class == "feature"
+    assert "needs CUDA sm_90" in cell.reason and "sm_80" in cell.reason
+    assert "InternalError" not in cell.reason
+    assert cell.fitting_config is not None and not cell.fitting_config.get("pingpong")
+
+
 def test_huge_tiles_break_the_lowered_kernel_limit_too():
     huge = {**H200_GEMM, "block_M": 256, "block_N": 256}
     cell = one(P.port("gemm", (4096, 4096, 4096), "fp16", ["mi300x"], config=huge), "mi300x", "tuned")

@@ -30,6 +30,9 @@ def _kb(n: int) -> str:
 
 
 _NEED_BYTES = re.compile(r"needs (\d+) (?:B|bytes) of shared memory")
+# A config written for one architecture (the sm_90 ping-pong GEMM) refused by the family
+# on another: the target lacks what that config uses, but another config may build.
+_NEEDS_ARCH = re.compile(r"needs CUDA sm_\d+")
 
 
 def _limit_phrase(spec: T.TargetSpec) -> str:
@@ -48,6 +51,8 @@ def _judge(family: Any, shape: Shape, dtype: str, config: KernelConfig, spec: T.
             reject = first_line(exc)
     low = _lower_cached(family, shape, dtype, config, spec)
     if not low.ok:
+        if _NEEDS_ARCH.search(low.error):
+            return "needs_retuning", "feature", low.error, low, ""
         return "fails", low.error_class, low.error, low, ""
     # It lowers; can it launch there?
     limits = []
@@ -121,8 +126,9 @@ def _cells_for(family: Any, shape: Shape, dtype: str, tuned: KernelConfig | None
         status, cls, reason, low, note = _judge(family, shape, dtype, config, spec, numerics)
         fit = None
         # Another config cannot give the target a dtype or a backend it lacks: search
-        # only for limits, code-generation gaps and numerical mismatches.
-        if status != "lowers" and cls != "feature":
+        # only for limits, code-generation gaps, numerical mismatches and configs
+        # written for another architecture.
+        if status != "lowers" and (cls != "feature" or status == "needs_retuning"):
             if fitting is False:
                 fitting = _find_fitting(family, shape, dtype, space, spec, numerics)
             fit = fitting if fitting and fitting != config else None

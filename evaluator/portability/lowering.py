@@ -80,7 +80,10 @@ def _lower(family: Any, shape: Shape, dtype: str, config: KernelConfig, spec: T.
 def _lower_once(family: Any, shape: Shape, dtype: str, config: KernelConfig, spec: T.TargetSpec) -> _Lowered:
     t0 = time.perf_counter()
     try:
-        prim = family.program(shape, dtype, config, spec.kind)
+        # The arch goes with the kind, so a config that needs one (the sm_90-only ping-pong
+        # GEMM on an A100) is refused by the family's own check in a sentence, before
+        # TileLang's lowering fails on it with an internal error.
+        prim = family.program(shape, dtype, config, _family_target(spec))
     except Exception as exc:  # the family refuses the config for this kind of target
         msg = first_line(exc)
         return _Lowered(ok=False, error=msg, error_class=classify(msg), seconds=time.perf_counter() - t0)
@@ -101,6 +104,12 @@ def _lower_once(family: Any, shape: Shape, dtype: str, config: KernelConfig, spe
     smem, threads = _launch_needs(artifact, source)
     return _Lowered(ok=True, instruction=matrix_instruction(source), uses_gemm=_uses_gemm(prim),
                     smem_bytes=smem, threads=threads, seconds=time.perf_counter() - t0)
+
+
+def _family_target(spec: T.TargetSpec) -> str:
+    """The target string families take ("cuda -arch=sm_80"); the plain kind where the
+    spec names no arch (a local CPU)."""
+    return f"{spec.kind} -arch={spec.arch}" if spec.arch and spec.kind not in ("c", "llvm") else spec.kind
 
 
 @functools.lru_cache(maxsize=None)
@@ -183,7 +192,7 @@ def first_line(exc: BaseException) -> str:
 
 _FEATURE_WORDS = re.compile(
     r"dtype|float32|float16|bfloat16|\bfp(16|32)\b|\bbf16\b|not supported|unsupported|no \w+ schedule|"
-    r"no gpu schedule|backend|target kind", re.IGNORECASE)
+    r"no gpu schedule|backend|target kind|needs cuda sm_\d+", re.IGNORECASE)
 _RESOURCE_WORDS = re.compile(
     r"shared memory|\blds\b|register|spill|threads|warpgroup|stack|exceed|too (many|small|large)|out of",
     re.IGNORECASE)
