@@ -268,6 +268,13 @@ def end_to_end(ctx: Context, result: RunResult) -> RunResult:
         inside = ", ".join(f"{r.family} {r.ratio:.3g}x" for r in e2e.in_model if r.ratio)
         if inside:
             rep.info(f"inside the model, each family's time against PyTorch's own calls: {inside}")
+        alone = ", ".join(f"{r.family} {r.alone.value:.3g}x" for r in e2e.in_model if r.alone)
+        if alone:
+            rep.info(f"the model with each family routed alone, end to end: {alone}")
+        if e2e.kept:
+            k = e2e.kept
+            rep.info(f"with {', '.join(k.left)} left to PyTorch, the model is {k.ratio.value:.3g}x "
+                     f"[{k.ratio.low:.3g}-{k.ratio.high:.3g}] end to end ({', '.join(k.families)} in TileLang)")
     else:
         rep.done(f"swap-in failed: {e2e.error}")
     # Fused variants have no single torch function to route: say so plainly rather than

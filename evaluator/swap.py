@@ -173,6 +173,10 @@ class Router(TorchFunctionMode):
     def families(self) -> set[str]:
         return {fam.name for fam in self.handlers.values()}
 
+    def only(self, *families: str) -> "Router":
+        """The same kernels with only these families' calls routed: the others run PyTorch's."""
+        return Router([f for f in dict.fromkeys(self.handlers.values()) if f.name in families], self.table)
+
     def passthrough(self) -> "Router":
         """The same interception with no kernels: every call falls back. Timing it
         against the plain model gives the router's own host cost."""

@@ -77,6 +77,44 @@ def test_in_model_family_times_and_their_flags():
     assert "the profiler attributed no time to gemm's TileLang calls: no in-model time for gemm" in flags
 
 
+def test_each_family_alone_end_to_end_flags_one_that_makes_the_model_slower():
+    import time
+
+    import torch.nn.functional as F
+
+    from evaluator import kernels, swap
+    from evaluator.results import FamilyTime
+    from test_profiling import _routed_layernorm_model
+    model, x, router = _routed_layernorm_model()
+    # The model's Linear (M 6, N 32, K 16) routed to a kernel that is right but slow: 20 ms
+    # of host time a call, as a launch path can cost a small model.
+
+    def slow_linear(a, w, b):
+        time.sleep(0.02)
+        return F.linear(a, w, b)
+
+    router.table.add("gemm", (6, 32, 16), {}, slow_linear)
+    both = swap.Router([kernels.get("layernorm"), kernels.get("gemm")], router.table)
+    rows = (FamilyTime("layernorm", 0.02, 0.02, 0.02), FamilyTime("gemm", 0.01, 0.009, 0.009))
+    out, flags, kept = bench._alone(lambda: model(x), both, rows, "cpu", bench.TimingPolicy(warmup=1, reps=7))
+    ln, gemm = out
+    assert ln.alone is not None and gemm.alone is not None
+    assert gemm.alone.high < 0.9  # 20 ms added to a forward pass of a few ms at most
+    assert both.only("gemm").families() == {"gemm"} and both.only("layernorm").families() == {"layernorm"}
+    flag = next(f for f in flags if f.startswith("routing gemm alone makes the model"))
+    # Its profiled operators looked faster (0.01 against 0.009 ms): the flag says so.
+    assert "its operators run at 1.11x PyTorch's speed inside the model" in flag
+    assert flag.endswith("leaving gemm to PyTorch would be faster")
+    if not ln.slows_model:  # the TileLang layernorm on a busy CPU may be slower too; then nothing is kept
+        # The model with gemm left to PyTorch: no 20 ms a call, so far faster than gemm's alone.
+        assert kept is not None and kept.families == ("layernorm",) and kept.left == ("gemm",)
+        assert kept.ratio.low > gemm.alone.high
+    else:
+        assert kept is None
+    # One routed family: its end-to-end ratio is the run's own; nothing more is timed.
+    assert bench._alone(lambda: model(x), both, rows[:1], "cpu", bench.TimingPolicy()) == (rows[:1], [], None)
+
+
 def test_in_model_failure_is_a_flag_not_a_crash():
     def boom():
         raise RuntimeError("device lost")

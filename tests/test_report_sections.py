@@ -130,3 +130,34 @@ def test_in_model_table_sets_each_family_beside_its_op_benchmarks(tmp_path):
     assert "模型内部各算子族的时间" in zh
     # A run from before this table renders without it.
     assert "Inside the model" not in section(html_of(evidence_result(), tmp_path), "e2e")
+    # A run from before the "alone" column renders without it.
+    assert "this family alone" not in e2e
+
+
+def test_in_model_table_marks_a_faster_family_that_makes_the_model_slower(tmp_path):
+    from evaluator.results import FamilyTime, KeptFamilies, Ratio, RunResult, from_dict, to_dict
+    r = evidence_result()
+    # bert-base on the H200 with attention routed (session 10): its kernels ran faster by
+    # the profiler, the model with attention alone routed did not.
+    in_model = (FamilyTime("gemm", 2.0, 1.9, 1.9, alone=Ratio(1.03, 1.02, 1.04, 20)),
+                FamilyTime("softmax", 0.3, 0.28, 0.28, alone=Ratio(0.92, 0.91, 0.93, 20)))
+    flag = ("routing softmax alone makes the model 0.92x end to end [0.91-0.93] although its operators run at "
+            "1.07x PyTorch's speed inside the model (profiled): the time it adds between operators outweighs what "
+            "its kernels save; leaving softmax to PyTorch would be faster")
+    kept = KeptFamilies(families=("gemm",), left=("softmax",), ratio=Ratio(1.05, 1.04, 1.06, 20))
+    r = dataclasses.replace(r, e2e=dataclasses.replace(r.e2e, in_model=in_model, flags=(flag,), kept=kept))
+    back = from_dict(RunResult, to_dict(r)).e2e
+    assert back.in_model == in_model and back.kept == kept  # stored and read back with its interval
+    e2e = section(html_of(r, tmp_path), "e2e")
+    assert "Model, this family alone" in e2e and "can still make the model slower" in e2e
+    table = e2e.split('class="data in-model"', 1)[1].split("</table>", 1)[0]
+    soft = re.search(r'<tr class="([^"]*)"><td>softmax</td>(.*?)</tr>', table, re.S)
+    assert soft and soft.group(1) == "row-fail" and "0.92×" in soft.group(2) and "0.91" in soft.group(2)
+    gemm = re.search(r'<tr class="([^"]*)"><td>gemm</td>(.*?)</tr>', table, re.S)
+    assert gemm and "1.03×" in gemm.group(2)
+    assert "leaving softmax to PyTorch would be faster" in e2e
+    assert ("With softmax left to PyTorch and gemm in TileLang, the model is 1.05× (1.04–1.06×) end to end" in e2e
+            and "The verdict uses every routed family" in e2e)
+    zh = section(html_of(r, tmp_path / "zh", lang="zh"), "e2e")
+    assert "仅路由该算子族时的整模型" in zh and "把 softmax 留给 PyTorch 会更快" in zh and "leaving" not in zh
+    assert "把 softmax 留给 PyTorch、gemm 使用 TileLang 时" in zh

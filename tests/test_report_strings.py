@@ -114,7 +114,7 @@ def test_note_patterns_match_their_own_english_strings():
               "n": "3", "days": "40", "fetched": "12", "url": "https://x/y.git", "why": "timeout", "date": "2026-01-02",
               "cand": "h200", "cand_name": "NVIDIA H200", "ref": "cpu-x86_64", "ref_name": "Test CPU",
               "floor": "5%", "k": "3", "side": "TileLang", "roof": "compute", "est": "0.81", "lo": "2.55",
-              "hi": "2.71", "ms": "0.12"}
+              "hi": "2.71", "ms": "0.12", "fam": "attention", "x": "0.92", "ops": "1.06"}
     for kind, rx in report._NOTE_PATTERNS:
         text = t(f"notes.{kind}", **sample)
         if kind in ("up_fork_not", "up_fork_reason"):

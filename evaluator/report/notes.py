@@ -61,6 +61,12 @@ _NOTE_PATTERNS = [(kind, re.compile(rx)) for kind, rx in (
                  r"difference is device time between kernels \(many small launches\), which graph replay "
                  r"includes and the kernel sum does not"),
     ("view_cpu", r"interleaved rounds"),
+    ("alone_ops_faster", r"routing (?P<fam>\w+) alone makes the model (?P<x>[\d.]+)x end to end \[(?P<lo>[\d.]+)-"
+                         r"(?P<hi>[\d.]+)\] although its operators run at (?P<ops>[\d.]+)x PyTorch's speed inside the "
+                         r"model \(profiled\): the time it adds between operators outweighs what its kernels save; "
+                         r"leaving (?P=fam) to PyTorch would be faster"),
+    ("alone_slower", r"routing (?P<fam>\w+) alone makes the model (?P<x>[\d.]+)x end to end \[(?P<lo>[\d.]+)-"
+                     r"(?P<hi>[\d.]+)\]; leaving (?P=fam) to PyTorch would be faster"),
     ("view_dropped", r"disturbed rounds dropped"),
 )]
 # Segments of baseline.compare's note the report replaces with its own words (counts

@@ -11,6 +11,7 @@ memory growth and clocks under sustained load).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 # Imported at run time, not only for type checkers: pydantic resolves the annotations
@@ -81,10 +82,32 @@ class FamilyTime:
     reference_ms: float
     swapped_ms: float
     tilelang_ms: float = 0.0
+    # The whole model with only this family routed, against the model as is, timed as the
+    # verdict's view (graph replay on CUDA) in interleaved rounds: what this family alone
+    # does end to end, device time between kernels included, which the profiled operator
+    # time above leaves out. None where one family was routed (the end-to-end ratio is it).
+    alone: Ratio | None = None
+
+    @property
+    def slows_model(self) -> bool:
+        """Routed alone, the model is slower by more than 2%, beyond the interval's noise
+        (identical graphs replay within about 1% of each other)."""
+        return self.alone is not None and math.isfinite(self.alone.high) and self.alone.high < 0.98
 
     @property
     def ratio(self) -> float | None:
         return self.reference_ms / self.swapped_ms if self.swapped_ms > 0 and self.reference_ms > 0 else None
+
+
+@dataclass(frozen=True)
+class KeptFamilies:
+    """The model with only the routed families that do not slow it down on their own
+    (`FamilyTime.slows_model`), against the model as is: the end-to-end number a team
+    gets keeping PyTorch's calls where TileLang's make the model slower."""
+
+    families: tuple[str, ...]  # routed
+    left: tuple[str, ...]  # left to PyTorch
+    ratio: Ratio
 
 
 @dataclass(frozen=True)
@@ -125,6 +148,8 @@ class E2EBench:
     compiled: Compiled | None = None
     # Each routed family's operator time inside the model, both sides profiled the same way.
     in_model: tuple[FamilyTime, ...] = ()
+    # Set where some routed families slow the model on their own and others do not.
+    kept: KeptFamilies | None = None
 
 
 # ---------------------------------------------------------------- soak

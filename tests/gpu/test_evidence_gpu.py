@@ -121,3 +121,47 @@ def test_compiled_bert_tiny_is_a_third_side_of_graph_replay():
     assert c.ratio.value > 0 and c.compile_s > 0 and "outputs differ" not in c.note
     # the other views still ran after the compiled model was released
     assert [v.method for v in e2e.views][:2] == ["cuda_graph", "eager"]
+
+
+class _LinearThenAttention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(64, 64)
+
+    def forward(self, x):
+        y = self.lin(x)  # [2, 4, 128, 64]: heads already split, contiguous
+        return torch.nn.functional.scaled_dot_product_attention(y, y, y)
+
+
+def test_each_family_alone_is_timed_by_graph_replay_on_gpu():
+    """bench._alone on CUDA: each family routed alone is captured and replayed beside the
+    model as is. PyTorch's own calls stand in for the kernels, one of them made slow by
+    device work (the linear run 30 times), so the test needs no TileLang build."""
+    import torch.nn.functional as F
+
+    from evaluator.results import FamilyTime
+    model = _LinearThenAttention().cuda().half().eval()
+    x = torch.randn(2, 4, 128, 64, device="cuda", dtype=torch.float16)
+
+    def slow_linear(a, w, b):
+        for _ in range(29):
+            F.linear(a, w, b)
+        return F.linear(a, w, b)
+
+    table = swap.KernelTable("float16", hardware.detect("cuda").target)
+    table.add("gemm", (1024, 64, 64), {}, slow_linear)
+    table.add("attention", (2, 4, 128, 128, 64, 0), {}, lambda q, k, v: F.scaled_dot_product_attention(q, k, v))
+    router = swap.Router([kernels.get("gemm"), kernels.get("attention")], table)
+    rows = (FamilyTime("gemm", 0.01, 0.3, 0.3), FamilyTime("attention", 0.02, 0.02, 0.02))
+    with torch.inference_mode():
+        out, flags, kept = bench._alone(lambda: model(x), router, rows, "cuda",
+                                        bench.TimingPolicy(reps=7, max_seconds=1.0))
+    gemm, attention = out
+    assert router.only("gemm").families() == {"gemm"}
+    assert gemm.alone is not None and gemm.alone.high < 0.8, gemm.alone  # 29 extra linears a forward
+    assert attention.alone is not None and 0.8 < attention.alone.value < 1.25, attention.alone  # the same call
+    assert any(f.startswith("routing gemm alone makes the model") for f in flags), flags
+    assert not any("attention" in f for f in flags), flags
+    # Attention kept, gemm left to PyTorch: the model as is, give or take the noise.
+    assert kept is not None and kept.families == ("attention",) and kept.left == ("gemm",)
+    assert 0.8 < kept.ratio.value < 1.25, kept.ratio

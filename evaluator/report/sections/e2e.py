@@ -111,6 +111,9 @@ def _e2e(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
             if method else "")
     return {"kv": kv, "error": t("text.e2e_error", error=e.error) if e.error else "", "views": views,
             "in_model": _in_model_rows(result, f),
+            "in_model_alone": any(getattr(r, "alone", None) for r in getattr(e, "in_model", ()) or ()),
+            "kept": (t("text.e2e_kept", left=", ".join(e.kept.left), families=", ".join(e.kept.families),
+                       x=f.x_ci(e.kept.ratio.value, e.kept.ratio)) if getattr(e, "kept", None) else ""),
             "compiled": compiled_sentence(result, t, f) if comp is not None else "", "with_compiled": comp is not None,
             "method": used, "calls": calls, "calls_notes": any(c["notes"] for c in calls),
             "coverage": coverage_text, "check": check, "flags": [_flag(x, t) for x in _e2e_flags(result)]}
@@ -125,9 +128,12 @@ def _in_model_rows(result: RunResult, f: Fmt) -> list[dict[str, Any]]:
         speedups = [b.speedup for b in result.op_bench if b.family == r.family and b.source == "model" and b.speedup]
         op = math.exp(sum(math.log(x) for x in speedups) / len(speedups)) if speedups else None
         worse = r.ratio is not None and op is not None and r.ratio * 1.1 < op
+        alone = getattr(r, "alone", None)
+        hurts = r.slows_model  # as bench._alone flags it
         rows.append({"family": r.family, "ref": f.ms(r.reference_ms), "swapped": f.ms(r.swapped_ms),
                      "tilelang": f.ms(r.tilelang_ms), "ratio": f.x(r.ratio), "op": f.x(op),
-                     "cls": "row-fail" if worse else ""})
+                     "alone": f.x_ci(alone.value, alone) if alone else f.na,
+                     "cls": "row-fail" if worse or hurts else ""})
     return rows
 
 
