@@ -14,13 +14,25 @@
 #
 # Budgets are short because a session's GPU time is: --budget 8 --fine-rounds 0
 # --max-shapes 4 --soak-seconds 10 (the defaults, 60 s and 3 rounds, search further).
+# EVAL_FLAGS="--ops 3 ..." is appended to every model run (after the model's own options,
+# so it wins), e.g. to rewrite a third family.
+#
+#   ncu-gemm: Nsight Compute on ViT-B's two slowest GEMMs, each beside cuBLAS, with the
+#   configs the tuner picked on the H200 (session 10): OUT_DIR/ncu_gemm_*.txt
 set -uo pipefail
 out="${1:?usage: h200_examples.sh OUT_DIR KEY...}"; shift
 mkdir -p "$out"
 common=(--device cuda --budget 8 --fine-rounds 0 --max-shapes 4 --soak-seconds 10 --no-pdf
         --reports "$out/reports" --store "$out/store")
 # Model options come last, so a model may override a common one (the last one wins).
-run() { echo "== evaluate $*"; python3 -m evaluator.cli "${common[@]}" "$@" 2>&1 | grep -v "TileLang:" | tail -40; }
+read -ra extra <<< "${EVAL_FLAGS:-}"
+run() { echo "== evaluate $* ${extra[*]}"; python3 -m evaluator.cli "${common[@]}" "$@" "${extra[@]}" 2>&1 | grep -v "TileLang:" | tail -40; }
+ncu_one() {  # NAME SHAPE CONFIG_JSON
+  ncu --clock-control none --nvtx --nvtx-include "evidence/" --section SpeedOfLight --section Occupancy \
+    --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section LaunchStats \
+    python3 benchmarks/ncu_target.py gemm "$2" "$3" > "$out/ncu_gemm_$1.txt" 2>&1
+  echo "ncu $1 rc $?"
+}
 for key in "$@"; do
   case "$key" in
     hf-bert) run --model hf:BertModel --batch-size 8 --seq-len 128 --name hf-bert-base ;;
@@ -45,6 +57,12 @@ for key in "$@"; do
       python3 -m evaluator.cli bench --family conv2d --device cuda --budget 8 --json \
         --shape 32x224x224x3x64x7x7x2x3x1 --shape 32x56x56x64x64x1x1x1x0x1 --shape 32x56x56x64x256x1x1x1x0x1 \
         --shape 32x56x56x64x64x3x3x1x1x1 --shape 32x14x14x1024x256x1x1x1x0x1 > "$out/conv2d_bench.json" ;;
+    ncu-gemm)
+      t='"block_K": 64, "num_stages": 5, "swizzle": true, "panel": 10, "split_k": 1, "splitk_fused": false, "cluster": 0'
+      ncu_one pingpong_3152x3072x768 3152x3072x768 \
+        "{\"block_M\": 128, \"block_N\": 128, \"threads\": 128, \"policy\": \"square\", \"persistent\": 132, \"pingpong\": 1, $t}"
+      ncu_one wave_3152x768x768 3152x768x768 \
+        "{\"block_M\": 128, \"block_N\": 160, \"threads\": 256, \"policy\": \"fullrow\", \"persistent\": 0, \"pingpong\": 0, $t}" ;;
     *) echo "unknown key $key" >&2; exit 2 ;;
   esac
 done
