@@ -26,7 +26,14 @@ common=(--device cuda --budget 8 --fine-rounds 0 --max-shapes 4 --soak-seconds 1
         --reports "$out/reports" --store "$out/store")
 # Model options come last, so a model may override a common one (the last one wins).
 read -ra extra <<< "${EVAL_FLAGS:-}"
-run() { echo "== evaluate $* ${extra[*]}"; python3 -m evaluator.cli "${common[@]}" "$@" "${extra[@]}" 2>&1 | grep -v "TileLang:" | tail -40; }
+# The whole terminal output goes to OUT_DIR/terminal_<key>.log as it is written (a run cut
+# by a time limit keeps what it printed); the last 40 lines are echoed.
+run() {
+  local log="$out/terminal_${key}.log"
+  echo "== evaluate $* ${extra[*]}"
+  python3 -m evaluator.cli "${common[@]}" "$@" "${extra[@]}" 2>&1 | grep --line-buffered -v "TileLang:" > "$log"
+  tail -40 "$log"
+}
 ncu_one() {  # NAME SHAPE CONFIG_JSON
   ncu --clock-control none --nvtx --nvtx-include "evidence/" --section SpeedOfLight --section Occupancy \
     --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section LaunchStats \
