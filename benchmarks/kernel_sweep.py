@@ -5,7 +5,7 @@ own call timed in the same interleaved rounds. It answers two questions the tune
 numbers cannot: what the best reachable ratio is, and whether the family's search
 space (and its first config) contains that best.
 
-    python3 benchmarks/kernel_sweep.py [--only gemm,llama,pingpong,skinny,attention,views,rows,conv2d,resnet50] [--json OUT.json]
+    python3 benchmarks/kernel_sweep.py [--only gemm,llama,pingpong,streamk,skinny,attention,views,rows,conv2d,resnet50] [--json OUT.json]
 
 Each row: family, shape, PyTorch µs, best TileLang µs and config, the ratio
 (PyTorch / TileLang), and the ratios of the family's own first config and of the best
@@ -28,6 +28,7 @@ import torch
 
 from evaluator import bench, hardware, kernels
 from evaluator.kernels import _common as C
+from evaluator.kernels import _gemm_pingpong as PP
 from evaluator.kernels._conv2d_programs import stream_problem
 from evaluator.measure import check_output
 
@@ -148,6 +149,16 @@ def pingpong_grid(shape) -> list[dict]:
              "pingpong": 1, "persistent": 132} for bM, bN, bK, st in PINGPONG_TILES]  # the H200's 132 SMs
 
 
+def streamk_grid(shape) -> list[dict]:
+    """The ping-pong tiles that leave a partial last wave at this shape, each as it is and
+    with that wave split by K (`stream_k`, experimental; _gemm_pingpong's docstring)."""
+    out = []
+    for cfg in pingpong_grid(shape):
+        if PP.sk_splits(shape, {**cfg, "stream_k": 1}):
+            out += [cfg, {**cfg, "stream_k": 1}]
+    return out
+
+
 def attention_grid(shape) -> list[dict]:
     out = []
     for bM, bN, st, th in itertools.product((64, 128), (64, 128), (1, 2), (128, 256)):
@@ -202,6 +213,8 @@ def cases(only: set[str], hw, own_only: bool = False) -> list[tuple[str, tuple, 
         out += [("gemm", s, gemm_grid(s)) for s in GEMM_LLAMA]
     if "pingpong" in only:  # the ping-pong grid beside the family's own space, every model shape
         out += [("gemm", s, pingpong_grid(s)) for s in GEMM_MODEL + GEMM_LLAMA]
+    if "streamk" in only:  # ping-pong with and without its last wave split by K, beside the family's space
+        out += [("gemm", s, streamk_grid(s)) for s in GEMM_MODEL + GEMM_LLAMA if streamk_grid(s)]
     if "skinny" in only:
         out += [("gemm", s, gemm_grid(s)) for s in GEMM_SKINNY]
     if "attention" in only:

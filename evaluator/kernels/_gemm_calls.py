@@ -43,6 +43,26 @@ class FusedSplitKLinear(C.LauncherWrapper):
         return self.launcher.kernel(x, w, b, ws, cnt)
 
 
+class StreamKLinear(C.LauncherWrapper):
+    """Calls the ping-pong program with `stream_k` (see `_gemm_pingpong`): owns its fp32
+    partials and tail-tile counters, allocated once per device; the counters start at zero
+    and the kernel leaves them at zero. Calls must not overlap on two streams at once."""
+
+    def __init__(self, launcher: C.Launcher, ws_shape: tuple[int, int, int], tiles: int):
+        super().__init__(launcher)
+        self.ws_shape, self.tiles = ws_shape, tiles
+        self._buffers: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def __call__(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        x, w, b = self.launcher.check_inputs((x, w, b))
+        key = str(x.device)
+        if key not in self._buffers:
+            self._buffers[key] = (torch.empty(self.ws_shape, dtype=torch.float32, device=x.device),
+                                  torch.zeros((self.tiles,), dtype=torch.int32, device=x.device))
+        ws, cnt = self._buffers[key]
+        return self.launcher.kernel(x, w, b, ws, cnt)
+
+
 class SplitKLinear(C.LauncherWrapper):
     """Calls a compiled split-K kernel with nn.Linear's convention: zeroes the fp32
     output, runs the kernel, then adds the bias, applies the activation and rounds in

@@ -25,6 +25,21 @@ This is CUTLASS's ping-pong kernel written out in TileLang instead:
   ahead of the barrier, which mbarrier parity cannot tell from the phase before.
 Tiles are walked in groups of `panel` row-tiles, column by column, as the other
 persistent schedule does, so neighbouring blocks share A and W panels in L2.
+
+`stream_k` = 1 (experimental, not in the search space, not yet run on a GPU) splits the
+last, partial wave by K instead of leaving SMs idle. Nsight Compute at ViT-B's
+3152x3072x768 (reports/examples/h200/session10) showed our SMs active 81% of the time
+against cuBLAS's 90%, with the same active cycles: 600 tiles on 132 blocks is 4.55 a
+block, so 60 blocks sit out the fifth round. With `stream_k` every block takes
+W = tiles // blocks whole tiles, and the k-steps of the R = tiles - W * blocks tiles left
+are dealt out evenly, I = ceil(R * kt / blocks) to a block (at 3152x3072x768: 7 of each
+tail tile's 12 k-steps, so a block runs 55 k-steps instead of 60). A block's share spans
+at most two tail tiles (I < kt), its two segments, which go to its two consumers as the
+units after its whole tiles. A segment's fp32 partial goes to its own slot of a
+workspace; the contributor that counts itself in last on the tile's counter adds the
+other slots, runs the epilogue and resets the counter (the one-kernel split-K's
+serial reduction, `_gemm_programs._splitk_fused_program`). `sk_plan` and `sk_segments`
+are that arithmetic on ints; the program builds the same from TileLang expressions.
 """
 
 # No `from __future__ import annotations`: TileLang evaluates the prim_func's tensor
@@ -110,6 +125,53 @@ def tile_coords(t: Any, tm: int, tn: int, panel: int, minimum: Any = min) -> tup
     return first + (t % group) % rows, (t % group) // rows
 
 
+def sk_plan(tiles: int, blocks: int, kt: int) -> tuple[int, int, int]:
+    """(W, R, I): whole tiles per block, tail tiles, tail k-steps per block (0 when the
+    tiles fill whole rounds: nothing to split)."""
+    W = tiles // blocks
+    R = tiles - W * blocks
+    return W, R, -(-(R * kt) // blocks) if R else 0
+
+
+def sk_segments(b: Any, R: int, kt: int, I: int, minimum: Any = min) -> tuple[tuple[Any, Any], tuple[Any, Any]]:
+    """Block b's two tail segments as (first, stop) tail k-step indices (tail tile s holds
+    steps s * kt ... s * kt + kt - 1); a segment with first >= stop is empty. The second
+    is non-empty only where the first is and the block's share crosses a tile's end."""
+    total = R * kt
+    lo = minimum(b * I, total)
+    hi = minimum(lo + I, total)
+    end0 = minimum((lo // kt + 1) * kt, hi)
+    return (lo, end0), (end0, hi)
+
+
+def sk_contributors(s: Any, kt: int, I: int) -> tuple[Any, Any]:
+    """(first block, count) of the blocks whose shares cover tail tile s."""
+    first = (s * kt) // I
+    return first, ((s + 1) * kt - 1) // I - first + 1
+
+
+def sk_workspace(shape: Shape, cfg: dict[str, Any]) -> tuple[tuple[int, int, int], int]:
+    """The fp32 partials [tail tiles x slots, block_M, block_N] (a slot per contributor)
+    and the tail tiles' counters, at least one row of each where nothing is split."""
+    M, N, K = shape
+    bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
+    tiles, kt = -(-M // bM) * -(-N // bN), -(-K // bK)
+    _, R, I = sk_plan(tiles, min(cfg["persistent"], tiles), kt)
+    return (max(1, R * _sk_slots(R, kt, I)), bM, bN), max(1, R)
+
+
+def sk_splits(shape: Shape, cfg: dict[str, Any]) -> bool:
+    """Whether `stream_k` has a tail to split at this shape (else it is plain ping-pong)."""
+    M, N, K = shape
+    tiles = -(-M // cfg["block_M"]) * -(-N // cfg["block_N"])
+    return bool(cfg.get("stream_k")) and tiles % min(cfg["persistent"], tiles) != 0
+
+
+def _sk_slots(R: int, kt: int, I: int) -> int:
+    """The most contributors any tail tile has: the workspace's slots per tile."""
+    return max((sk_contributors(s, kt, I)[1] for s in range(R)), default=1)
+
+
 def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, act_fn: Any):
     import tilelang.language as T
 
@@ -119,48 +181,112 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, ac
     tm, tn = -(-M // bM), -(-N // bN)
     tiles, kt = tm * tn, -(-K // bK)
     blocks = min(cfg["persistent"], tiles)  # a block with no tile would only launch
+    Wr, R, I = sk_plan(tiles, blocks, kt) if cfg.get("stream_k") else (0, 0, 0)
+    # With a tail to split, the whole tiles are the first Wr * blocks, Wr to every block.
+    whole = Wr * blocks if R else tiles
+    slots = _sk_slots(R, kt, I) if R else 1
     # The loops run a fixed count of rounds, each guarded by whether the block has that
     # tile. A loop of `mine // 2` rounds (mine = the block's tile count) lowered
     # to one unguarded round at 1024x3072x768 with 128x128 tiles (192 tiles, 132 blocks:
     # mine // 2 is 1 or 0), so consumer 1 of a one-tile block waited for a tile the
     # producer never loads, and the kernel hung on the H200.
-    rounds = -(-(-(-tiles // blocks)) // CONSUMERS)
+    rounds = -(-(-(-whole // blocks)) // CONSUMERS)
 
     def tile_of(t):
         return tile_coords(t, tm, tn, panel, T.min)
 
+    def segment(bid, q):
+        # Tail segment q of block bid: (first, stop, ring use of its first k-step). A
+        # plain function: TileLang rewrites a conditional expression inside a macro.
+        (lo, end0), (_, hi) = sk_segments(bid, R, kt, I, T.min)
+        first, stop = [(lo, end0), (end0, hi)][q]
+        return first, stop, Wr * kt + (first - lo)
+
     @T.macro
-    def consume(A_s, W_s, C_f, C_s, Bias, Y, full, empty, order, me, bid, i, N, K):
-        # Tile i of this block (t = bid + i * blocks); its k-steps are ring uses i*kt ...
-        by, bx = tile_of(bid + i * blocks)
-        if i > 0:
-            # The other consumer finished its k-loop of tile i-1 (its (i-1)//2-th tile).
-            T.mbarrier_wait_parity(order[me], order_parity(i))
+    def produce(A, W, A_s, W_s, full, empty, t, k0, klen, base):
+        # One unit's k-steps k0 ... k0 + klen - 1 of tile t, ring uses base ... (klen <= kt).
+        by, bx = tile_of(t)
+        for ko in T.serial(kt):
+            if ko < klen:
+                n = base + ko
+                st = n % stages
+                T.mbarrier_wait_parity(empty[st], empty_parity(n, stages))
+                T.tma_copy(A[by * bM:(by + 1) * bM, (k0 + ko) * bK:(k0 + ko + 1) * bK], A_s[st, :, :],
+                           barrier=full[st])
+                T.tma_copy(W[bx * bN:(bx + 1) * bN, (k0 + ko) * bK:(k0 + ko + 1) * bK], W_s[st, :, :],
+                           barrier=full[st])
+                T.barrier_arrive(full[st])
+
+    @T.macro
+    def k_loop(A_s, W_s, C_f, full, empty, order, me, u, klen, base):
+        # Unit u of this block (its consumer is u % 2): ring uses base ... base + klen - 1.
+        if u > 0:
+            # The other consumer finished its k-loop of unit u-1 (its (u-1)//2-th).
+            T.mbarrier_wait_parity(order[me], order_parity(u))
         T.clear(C_f)
-        for ko in T.serial(T.ceildiv(K, bK)):
-            n = i * kt + ko
-            T.mbarrier_wait_parity(full[n % stages], full_parity(n, stages))
-            T.wgmma_gemm(A_s[n % stages, :, :], W_s[n % stages, :, :], C_f, transpose_B=True)
-            # At most this step's wgmma in flight: the step before has read its stage.
-            T.wait_wgmma(1)
-            if ko > 0:
-                T.mbarrier_arrive(empty[(n - 1) % stages])
+        for ko in T.serial(kt):
+            if ko < klen:
+                n = base + ko
+                T.mbarrier_wait_parity(full[n % stages], full_parity(n, stages))
+                T.wgmma_gemm(A_s[n % stages, :, :], W_s[n % stages, :, :], C_f, transpose_B=True)
+                # At most this step's wgmma in flight: the step before has read its stage.
+                T.wait_wgmma(1)
+                if ko > 0:
+                    T.mbarrier_arrive(empty[(n - 1) % stages])
         T.wait_wgmma(0)
-        T.mbarrier_arrive(empty[(i * kt + kt - 1) % stages])
+        T.mbarrier_arrive(empty[(base + klen - 1) % stages])
         T.mbarrier_arrive(order[1 - me])
+
+    @T.macro
+    def epilogue(C_f, C_s, Bias, Y, t, N):
+        by, bx = tile_of(t)
         for r, c in T.Parallel(bM, bN):
             C_f[r, c] = act_fn(C_f[r, c] + T.if_then_else(bx * bN + c < N, T.cast(Bias[bx * bN + c], ACCUM),
                                                           T.float32(0)), act, T)
         T.copy(C_f, C_s)
         T.copy(C_s, Y[by * bM, bx * bN])
 
-    @T.prim_func
-    def linear_tc_pingpong(
-        A: T.Tensor((M, K), dtype),
-        W: T.Tensor((N, K), dtype),
-        Bias: T.Tensor((N,), dtype),
-        Y: T.Tensor((M, N), dtype),
-    ):
+    @T.macro
+    def consume(A_s, W_s, C_f, C_s, Bias, Y, full, empty, order, me, bid, i, N):
+        # Whole tile i of this block (t = bid + i * blocks); its k-steps are ring uses i*kt ...
+        k_loop(A_s, W_s, C_f, full, empty, order, me, i, kt, i * kt)
+        epilogue(C_f, C_s, Bias, Y, bid + i * blocks, N)
+
+    @T.macro
+    def consume_tail(A_s, W_s, C_f, C_s, Bias, Y, Ws, Cnt, last, full, empty, order, me, q, bid, tx, N):
+        # Tail segment q of this block (unit Wr + q), then the tile's serial reduction.
+        first, stop, base = segment(bid, q)
+        s = first // kt
+        k_loop(A_s, W_s, C_f, full, empty, order, me, Wr + q, stop - first, base)
+        head, count = sk_contributors(s, kt, I)
+        slot = bid - head
+        T.copy(C_f, Ws[s * slots + slot, 0, 0])
+        # Every thread's partial is stored before one thread counts the segment in, with
+        # release-acquire order at device scope; the barrier is this warpgroup's alone.
+        T.sync_threads(5 + me, 128)
+        if tx == me * 128:
+            last[me] = T.atomic_add(Cnt[s], 1, memory_order="acq_rel", return_prev=True)
+        T.sync_threads(5 + me, 128)
+        if last[me] == count - 1:
+            for c in T.serial(slots):
+                if c < count and c != slot:
+                    for r, cc in T.Parallel(bM, bN):
+                        C_f[r, cc] += Ws[s * slots + c, r, cc]
+            epilogue(C_f, C_s, Bias, Y, whole + s, N)
+            if tx == me * 128:
+                Cnt[s] = 0
+
+    @T.macro
+    def tail(A_s, W_s, C_f, C_s, Bias, Y, Ws, Cnt, full, empty, order, me, bid, tx, N):
+        # Consumer me takes the tail segment that is unit Wr + q, (Wr + q) % 2 == me.
+        last = T.alloc_shared((CONSUMERS,), "int32")
+        q = (me - Wr) % CONSUMERS
+        first, stop, _ = segment(bid, q)
+        if first < stop:
+            consume_tail(A_s, W_s, C_f, C_s, Bias, Y, Ws, Cnt, last, full, empty, order, me, q, bid, tx, N)
+
+    @T.macro
+    def body(A, W, Bias, Y, Ws, Cnt):
         with T.Kernel(blocks, threads=CONSUMERS * 128 + PRODUCERS) as bid:
             A_s = T.alloc_shared((stages, bM, bK), dtype)
             W_s = T.alloc_shared((stages, bN, bK), dtype)
@@ -172,30 +298,57 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, ac
             empty = T.alloc_barrier([128] * stages)  # the one consumer of that use arrives
             order = T.alloc_barrier([128] * CONSUMERS)  # order[c]: consumer c may start its next k-loop
             tx = T.get_thread_binding()
-            mine = T.ceildiv(tiles - bid, blocks)  # this block's tiles: bid, bid + blocks, ...
+            mine = T.ceildiv(whole - bid, blocks)  # this block's whole tiles: bid, bid + blocks, ...
             if tx >= CONSUMERS * 128:
                 T.set_max_nreg(PRODUCER_REGS, 0)
                 for i in T.serial(rounds * CONSUMERS):
                     if i < mine:
-                        by, bx = tile_of(bid + i * blocks)
-                        for ko in T.serial(T.ceildiv(K, bK)):
-                            n = i * kt + ko
-                            s = n % stages
-                            T.mbarrier_wait_parity(empty[s], empty_parity(n, stages))
-                            T.tma_copy(A[by * bM:(by + 1) * bM, ko * bK:(ko + 1) * bK], A_s[s, :, :],
-                                       barrier=full[s])
-                            T.tma_copy(W[bx * bN:(bx + 1) * bN, ko * bK:(ko + 1) * bK], W_s[s, :, :],
-                                       barrier=full[s])
-                            T.barrier_arrive(full[s])
+                        produce(A, W, A_s, W_s, full, empty, bid + i * blocks, 0, kt, i * kt)
+                if R:
+                    first0, stop0, base0 = segment(bid, 0)
+                    if first0 < stop0:
+                        produce(A, W, A_s, W_s, full, empty, whole + first0 // kt, first0 % kt, stop0 - first0, base0)
+                    first1, stop1, base1 = segment(bid, 1)
+                    if first1 < stop1:
+                        produce(A, W, A_s, W_s, full, empty, whole + first1 // kt, first1 % kt, stop1 - first1, base1)
             elif tx < 128:
                 T.set_max_nreg(CONSUMER_REGS, 1)
                 for j in T.serial(rounds):
                     if j * CONSUMERS < mine:
-                        consume(A_s, W_s, C_f0, C_s0, Bias, Y, full, empty, order, 0, bid, j * CONSUMERS, N, K)
+                        consume(A_s, W_s, C_f0, C_s0, Bias, Y, full, empty, order, 0, bid, j * CONSUMERS, N)
+                if R:
+                    tail(A_s, W_s, C_f0, C_s0, Bias, Y, Ws, Cnt, full, empty, order, 0, bid, tx, N)
             else:
                 T.set_max_nreg(CONSUMER_REGS, 1)
                 for j in T.serial(rounds):
                     if j * CONSUMERS + 1 < mine:
-                        consume(A_s, W_s, C_f1, C_s1, Bias, Y, full, empty, order, 1, bid, j * CONSUMERS + 1, N, K)
+                        consume(A_s, W_s, C_f1, C_s1, Bias, Y, full, empty, order, 1, bid, j * CONSUMERS + 1, N)
+                if R:
+                    tail(A_s, W_s, C_f1, C_s1, Bias, Y, Ws, Cnt, full, empty, order, 1, bid, tx, N)
+
+    ws_rows = max(1, R * slots)
+
+    if R:
+        @T.prim_func
+        def linear_tc_pingpong_sk(
+            A: T.Tensor((M, K), dtype),
+            W: T.Tensor((N, K), dtype),
+            Bias: T.Tensor((N,), dtype),
+            Ws: T.Tensor((ws_rows, bM, bN), ACCUM),
+            Cnt: T.Tensor((R,), "int32"),
+            Y: T.Tensor((M, N), dtype),
+        ):
+            body(A, W, Bias, Y, Ws, Cnt)
+
+        return linear_tc_pingpong_sk
+
+    @T.prim_func
+    def linear_tc_pingpong(
+        A: T.Tensor((M, K), dtype),
+        W: T.Tensor((N, K), dtype),
+        Bias: T.Tensor((N,), dtype),
+        Y: T.Tensor((M, N), dtype),
+    ):
+        body(A, W, Bias, Y, None, None)
 
     return linear_tc_pingpong

@@ -38,7 +38,7 @@ from . import _common as C
 from . import _gemm_checks as K
 from . import _gemm_pingpong as PP
 from . import _gemm_programs as P
-from ._gemm_calls import TORCH_ACTS, FusedSplitKLinear, SplitKLinear
+from ._gemm_calls import TORCH_ACTS, FusedSplitKLinear, SplitKLinear, StreamKLinear
 from .base import KernelFamily, Resolved, Schedule
 
 ACTIVATIONS = ("none", "relu", "gelu", "silu")
@@ -55,7 +55,11 @@ TC_DEFAULTS = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 3, "
                "cluster": 0,
                # 1 = persistent tiles taken in turn by two consumer warpgroups, so one's
                # epilogue runs under the other's k-loop (sm_90 only; _gemm_pingpong.space).
-               "pingpong": 0}
+               "pingpong": 0,
+               # Experimental, never in the search space, not yet run on a GPU: with
+               # pingpong, the last partial wave's k-steps dealt out over every block
+               # (stream-K; _gemm_pingpong's docstring says why).
+               "stream_k": 0}
 # Decode-like shapes (M <= 64): narrow tiles so enough blocks stream the weight, on the
 # mma path (wgmma needs 64 rows a warpgroup). Measured on the H200 (kernel_sweep.py):
 # 16x32x256 and 16x64x256 with 4 stages reach 1.08-1.19x cuBLAS at 16x4096x4096,
@@ -401,11 +405,19 @@ class GemmFamily(KernelFamily):
             return f"split_k must be >= 1, got {cfg['split_k']}"
         if cfg["persistent"] < 0 or (cfg["persistent"] and cfg["split_k"] > 1):
             return f"persistent must be 0 (off) or a block count, and whole-K only, got {cfg['persistent']}"
+        if cfg.get("stream_k") and not cfg["pingpong"]:
+            return K.stream_k_error(cfg)
         if cfg["pingpong"]:
             return K.pingpong_error(shape, cfg, target)
         return K.cluster_error(shape, cfg, target) if cfg["cluster"] else None
 
     def compile(self, resolved: Resolved, target: str) -> Callable[..., torch.Tensor]:
+        if resolved.config.get("pingpong") and PP.sk_splits(resolved.shape, resolved.config):
+            M, N, K = resolved.shape
+            ws, cnt = PP.sk_workspace(resolved.shape, resolved.config)
+            inner = C.build_cached(self.name, resolved.shape, resolved.dtype, resolved.config, target,
+                                   resolved.program, out_idx=[5], input_shapes=[(M, K), (N, K), (N,)])
+            return StreamKLinear(inner, ws, cnt)
         if resolved.config.get("split_k", 1) > 1 and resolved.config.get("splitk_fused"):
             M, N, K = resolved.shape
             inner = C.build_cached(self.name, resolved.shape, resolved.dtype, resolved.config, target,

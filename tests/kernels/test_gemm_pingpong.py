@@ -1,9 +1,11 @@
-"""GEMM's experimental `pingpong` config on CPU: the program lowers for sm_90a to a
-producer and two consumer warpgroups (register reallocation, wgmma kept one step in
-flight, one named barrier and one output tile each), its barrier protocol is safe under
-every interleaving a random scheduler finds (and unsafe without its order barrier, which
-is why the program has one), its tile order covers every tile once, config_error refuses
-what it cannot run in one line, and the family's search space leaves it off.
+"""GEMM's `pingpong` config on CPU: the program lowers for sm_90a to a producer and two
+consumer warpgroups (register reallocation, wgmma kept one step in flight, one named
+barrier and one output tile each), its barrier protocol is safe under every interleaving
+a random scheduler finds (and unsafe without its order barrier, which is why the program
+has one), its tile order covers every tile once, config_error refuses what it cannot run
+in one line, and the family's search space leaves it off where it lost. The experimental
+`stream_k` tail: every tail k-step dealt to one block, the protocol kept over its shorter
+units, a serial reduction per consumer in the lowered source, PTX that nvcc accepts.
 
 In: shapes and configs. Out: pass/fail. Nothing runs a kernel (tests/gpu does).
 """
@@ -123,10 +125,15 @@ class _Barrier:
         return (self.phase & 1) != parity
 
 
-def _simulate(tiles, kt, stages, rng, ordered=True):
+def _simulate(tiles, kt, stages, rng, ordered=True, lens=None):
     """Runs the program's protocol (its parity functions, one arrival per warpgroup) under
     a random interleaving; returns the first violation: a consumer reading a stage that
-    does not hold its use, or the producer refilling a stage a consumer still reads."""
+    does not hold its use, or the producer refilling a stage a consumer still reads.
+    `lens` gives each unit's k-steps (default: `tiles` whole tiles of kt), as stream-K's
+    tail segments are shorter."""
+    lens = lens if lens is not None else [kt] * tiles
+    tiles = len(lens)
+    starts = [sum(lens[:i]) for i in range(tiles)]
     full = [_Barrier(1) for _ in range(stages)]
     empty = [_Barrier(1) for _ in range(stages)]
     order = [_Barrier(1) for _ in range(PP.CONSUMERS)]
@@ -134,7 +141,7 @@ def _simulate(tiles, kt, stages, rng, ordered=True):
     reading = [set() for _ in range(stages)]
 
     def producer():
-        for n in range(tiles * kt):
+        for n in range(sum(lens)):
             s = n % stages
             yield lambda: empty[s].passes(PP.empty_parity(n, stages))
             if reading[s]:
@@ -146,8 +153,8 @@ def _simulate(tiles, kt, stages, rng, ordered=True):
         for i in range(me, tiles, PP.CONSUMERS):
             if ordered and i > 0:
                 yield lambda: order[me].passes(PP.order_parity(i))
-            for ko in range(kt):
-                n = i * kt + ko
+            for ko in range(lens[i]):
+                n = starts[i] + ko
                 s = n % stages
                 yield lambda: full[s].passes(PP.full_parity(n, stages))
                 if holds[s] != n:
@@ -158,7 +165,7 @@ def _simulate(tiles, kt, stages, rng, ordered=True):
                     prev = n - 1
                     reading[prev % stages].discard(prev)
                     empty[prev % stages].arrive()
-            last = i * kt + kt - 1
+            last = starts[i] + lens[i] - 1
             reading[last % stages].discard(last)
             empty[last % stages].arrive()
             order[1 - me].arrive()
@@ -196,6 +203,94 @@ def test_without_the_order_barrier_a_consumer_can_read_a_stage_early():
     assert any(f and "read use" in f for f in found)
 
 
+# ---------------------------------------------------------------- stream-K's tail
+
+def _units(b, tiles, blocks, kt):
+    """Block b's units under stream_k, as the program walks them: its whole tiles, then its
+    non-empty tail segments, each (tail tile or None, first k-step, k-steps)."""
+    W, R, I = PP.sk_plan(tiles, blocks, kt)
+    out = [(None, 0, kt)] * W
+    for first, stop in PP.sk_segments(b, R, kt, I):
+        if first < stop:
+            out.append((first // kt, first % kt, stop - first))
+    return out
+
+
+@pytest.mark.parametrize("tiles,blocks,kt", [(600, 132, 12), (450, 132, 12), (150, 132, 12), (150, 132, 48),
+                                             (192, 132, 12), (133, 132, 5), (263, 132, 1), (7, 3, 16)])
+def test_stream_k_deals_every_tail_step_to_one_block(tiles, blocks, kt):
+    W, R, I = PP.sk_plan(tiles, blocks, kt)
+    assert W == tiles // blocks and R == tiles % blocks and 0 < I <= kt
+    got = {}
+    for b in range(blocks):
+        units = _units(b, tiles, blocks, kt)
+        assert len(units) <= W + 2  # a share spans at most two tail tiles
+        assert sum(n for _, _, n in units) <= W * kt + I  # no block runs more than its share
+        for s, k0, n in units[W:]:
+            assert n > 0 and k0 + n <= kt
+            for k in range(k0, k0 + n):
+                got.setdefault((s, k), []).append(b)
+    # Every k-step of every tail tile, once, by the blocks sk_contributors names.
+    assert sorted(got) == [(s, k) for s in range(R) for k in range(kt)]
+    assert all(len(v) == 1 for v in got.values())
+    for s in range(R):
+        first, count = PP.sk_contributors(s, kt, I)
+        assert sorted({got[(s, k)][0] for k in range(kt)}) == list(range(first, first + count))
+
+
+def test_stream_k_at_vit_3152x3072x768_takes_five_k_steps_off_the_longest_block():
+    # 600 tiles of 128x128 on 132 blocks: 72 blocks ran 5 tiles (60 k-steps), 60 ran 4.
+    tiles, kt = 25 * 24, 12
+    longest = max(sum(n for _, _, n in _units(b, tiles, 132, kt)) for b in range(132))
+    assert longest == 4 * kt + 7
+    (ws, rows, cols), cnt = PP.sk_workspace((3152, 3072, 768), {**T128, "stream_k": 1})
+    assert (rows, cols, cnt) == (128, 128, 72) and ws == 72 * 3  # at most 3 contributors a tile
+
+
+@pytest.mark.parametrize("tiles,blocks,kt,stages", [(600, 132, 12, 5), (150, 132, 12, 4), (263, 132, 1, 3),
+                                                    (7, 3, 16, 4)])
+def test_stream_k_units_keep_the_barrier_protocol(tiles, blocks, kt, stages):
+    rng = random.Random(1)
+    for b in sorted({0, 1, blocks // 2, blocks - 1}):
+        lens = [n for _, _, n in _units(b, tiles, blocks, kt)]
+        for _ in range(100):
+            assert _simulate(0, kt, stages, rng, lens=lens) is None, (b, lens)
+
+
+SK = {**T128, "num_stages": 5, "stream_k": 1}
+
+
+def test_stream_k_lowers_to_a_serial_reduction_per_consumer():
+    src = _lower((3152, 3072, 768), "float16", SK)
+    # The partials and counters are the kernel's own arguments; each consumer counts its
+    # segment in with one acq_rel atomic behind a barrier of its own warpgroup (5, 6).
+    assert re.search(r"float\* __restrict__ Ws", src) and re.search(r"int\* __restrict__ Cnt", src)
+    assert src.count("AtomicAddRet(") == 2 and "__sync_thread_partial(5, 128)" in src \
+        and "__sync_thread_partial(6, 128)" in src
+    assert len(re.findall(r"Cnt\[[^\]]+\] = 0;", src)) == 2  # the last contributor resets the counter
+
+
+def test_stream_k_without_a_tail_is_the_plain_pingpong_kernel():
+    # 1024x768x768 at 128x64: 96 tiles on 96 blocks, one round, nothing to split.
+    cfg = {**PING, "block_M": 128, "block_N": 64, "num_stages": 8}
+    assert not PP.sk_splits((1024, 768, 768), {**cfg, "stream_k": 1})
+    assert _lower((1024, 768, 768), "float16", {**cfg, "stream_k": 1}) == _lower((1024, 768, 768), "float16", cfg)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_stream_k_source_compiles_for_sm90a(tmp_path):
+    import tilelang
+
+    cu, ptx = tmp_path / "k.cu", tmp_path / "k.ptx"
+    cu.write_text(_lower((3000, 1000, 1000), "float16", SK))  # tails in M, N and K
+    root = Path(tilelang.__file__).parent
+    subprocess.run(["nvcc", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-ptx", "-O3", "-w",
+                    f"-I{root / 'src'}", f"-I{root / '3rdparty/cutlass/include'}", str(cu), "-o", str(ptx)],
+                   check=True, timeout=300)
+    text = ptx.read_text()
+    assert "wgmma.mma_async" in text and "acq_rel" in text
+
+
 # ---------------------------------------------------------------- checks and the space
 
 @pytest.mark.parametrize("change,target,reason", [
@@ -209,6 +304,8 @@ def test_without_the_order_barrier_a_consumer_can_read_a_stage_early():
     ({"threads": 256}, SM90, "threads must be 128"),
     ({"block_M": 256}, SM90, "block_M must be 64 or 128"),
     ({"block_N": 256}, SM90, "needs 256 fp32 registers a thread"),
+    ({"stream_k": 2}, SM90, "stream_k must be 0 (off) or 1"),
+    ({"stream_k": 1, "pingpong": 0, "persistent": 0, "threads": 256}, SM90, "set pingpong = 1"),
 ])
 def test_config_error_names_what_a_pingpong_config_cannot_run(change, target, reason):
     with pytest.raises(KernelError, match="gemm: ") as err:
