@@ -318,6 +318,10 @@ def _alone(ref_fn: Callable, router: Any, rows: tuple[FamilyTime, ...], device: 
     try:
         made = [make_sampler([ref_fn], device, policy)] + [make_sampler([routed_only(r.family)], device, policy)
                                                           for r in rows]
+        notes = [m[2] for m in made if m[2]]
+        if notes:
+            # Timed eagerly, the router's own host cost would count against every family.
+            return rows, [f"each family alone not measured: {notes[0]}"], None
         sides = time_sides(made, device, policy)
     except Exception as exc:  # supplementary evidence: its failure is said, the run stands
         return rows, [f"each family alone not measured: {type(exc).__name__}: {str(exc)[:150]}"], None

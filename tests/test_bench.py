@@ -115,6 +115,23 @@ def test_each_family_alone_end_to_end_flags_one_that_makes_the_model_slower():
     assert bench._alone(lambda: model(x), both, rows[:1], "cpu", bench.TimingPolicy()) == (rows[:1], [], None)
 
 
+def test_each_family_alone_is_not_timed_eagerly_where_graph_capture_failed(monkeypatch):
+    from evaluator.results import FamilyTime
+    real = bench.make_sampler
+
+    def failing(fns, device, policy, **kw):
+        sampler, timer, _ = real(fns, device, policy, **kw)
+        return sampler, timer, "graph capture failed (RuntimeError: capture)"
+
+    monkeypatch.setattr(bench, "make_sampler", failing)
+    rows = (FamilyTime("layernorm", 0.02, 0.02, 0.02), FamilyTime("gemm", 0.01, 0.009, 0.009))
+    from evaluator import swap
+    router = swap.Router([], swap.KernelTable("float32", "c"))
+    out, flags, kept = bench._alone(lambda: None, router, rows, "cpu", bench.TimingPolicy(warmup=1, reps=3))
+    assert out == rows and kept is None
+    assert flags == ["each family alone not measured: graph capture failed (RuntimeError: capture)"]
+
+
 def test_in_model_failure_is_a_flag_not_a_crash():
     def boom():
         raise RuntimeError("device lost")
