@@ -212,8 +212,11 @@ def test_conv2d_routes_each_layout_to_its_kernel_on_gpu(channels_last, hw):
 @pytest.mark.parametrize("shape", [(3152, 3072, 768), (1000, 770, 3001), (64, 4096, 512)])
 def test_gemm_persistent_tiles_on_gpu(shape, hw):
     # One block per SM walking the output tiles; verify adds an awkward shape, and
-    # (64, 4096, 512) has fewer tiles than blocks (blocks with no tile do nothing).
+    # (64, 4096, 512) has fewer tiles than blocks (blocks with no tile do nothing). The
+    # ping-pong configs, persistent too, have their own file (test_gemm_pingpong_gpu.py):
+    # with them this test compiled 14 kernels at 3152x3072x768 and never finished inside
+    # a session's call (sessions 9 and 10).
     fam = kernels.get("gemm_gelu")
-    for cfg in [c for c in fam.search_space(shape, "float16", hw) if c["persistent"]]:
+    for cfg in [c for c in fam.search_space(shape, "float16", hw) if c["persistent"] and not c["pingpong"]]:
         res = verify.verify(fam, shape, "float16", cfg, hw.target, "cuda", seeds=(0, 1))
         assert res.passed, [c for c in res.cases if not c.passed]
