@@ -118,6 +118,11 @@ def profile(ctx: Context, result: RunResult) -> RunResult:
     ctx.rep.stage("Profiling with torch.profiler")
     hot = profiling.hot_ops(ctx.loaded, top=cfg.profile.ops, families=cfg.profile.families, iters=cfg.profile.iters)
     ctx.rep.done(f"{len(hot.ops)} operator families; rewriting {', '.join(hot.selected) or 'none'}")
+    missed = profiling.left_out(hot) if not cfg.profile.families else ()
+    if missed:
+        ctx.rep.info("not rewritten, with a kernel: " + ", ".join(f"{o.family} ({o.share:.0%} of the time)"
+                                                                  for o in missed)
+                     + f"; --ops {len(hot.selected) + len(missed)} rewrites {'it' if len(missed) == 1 else 'them'} too")
     return dataclasses.replace(result, hot_ops=hot)
 
 

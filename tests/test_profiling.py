@@ -4,6 +4,8 @@ choices checked against what the model calls.
 
 In: zoo models at small sizes. Out: pass/fail.
 """
+import dataclasses
+
 import torch
 
 from evaluator import profiling
@@ -135,3 +137,17 @@ def test_family_times_attribute_routed_calls_to_their_family_once():
     rows = profiling._attributed(profiling._profiled(routed, False, 1, 0)[0], False)
     assert [r["family"] for r in rows if r["routed"]] == ["layernorm"]
     assert not any(r["op"] == "aten::layer_norm" for r in rows)
+
+
+def test_left_out_names_the_hot_families_with_a_kernel_the_selection_skipped():
+    from evaluator.results import HotOp, HotOps
+    # ViT-B on the H200 (session 10), shares rounded: `--ops 2` took gemm and conv2d.
+    ops = (HotOp("gemm", 0.90, 0.486, 49, ("3152x3072x768",), ("aten::linear",), True),
+           HotOp("conv2d", 0.29, 0.157, 1, ("16x224x224x3x768x16x16x16x0x1",), ("aten::conv2d",), True),
+           HotOp("elementwise", 0.26, 0.139, 37, (), ("aten::add",), False),
+           HotOp("layernorm", 0.21, 0.115, 25, ("3152x768",), ("aten::layer_norm",), True),
+           HotOp("attention", 0.17, 0.093, 12, ("16x12x197x197x64x0x36x36x36",), ("aten::sdpa",), True),
+           HotOp("softmax", 0.01, 0.004, 1, ("16x10",), ("aten::softmax",), True))
+    hot = HotOps(device="cuda", total_ms=1.84, wall_ms=2.0, selected=("gemm", "conv2d"), ops=ops)
+    assert [o.family for o in profiling.left_out(hot)] == ["layernorm", "attention"]  # not softmax's 0.4%
+    assert profiling.left_out(dataclasses.replace(hot, selected=("gemm", "conv2d", "layernorm", "attention"))) == ()
