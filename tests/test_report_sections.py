@@ -158,6 +158,7 @@ def test_in_model_table_marks_a_faster_family_that_makes_the_model_slower(tmp_pa
     assert "leaving softmax to PyTorch would be faster" in e2e
     assert ("With softmax left to PyTorch and gemm in TileLang, the model is 1.05× (1.04–1.06×) end to end" in e2e
             and "The verdict uses every routed family" in e2e)
+    assert "1.05× with softmax left to PyTorch" in html_of(r, tmp_path / "p1")  # page one's end-to-end card
     zh = section(html_of(r, tmp_path / "zh", lang="zh"), "e2e")
     assert "仅路由该算子族时的整模型" in zh and "把 softmax 留给 PyTorch 会更快" in zh and "leaving" not in zh
     assert "把 softmax 留给 PyTorch、gemm 使用 TileLang 时" in zh

@@ -254,6 +254,8 @@ def _headlines(result: RunResult, t: Strings, f: Fmt) -> list[dict[str, str]]:
         sub = t("headline.e2e_sub", method=_view_name(e.method, t)) if e.method else t("headline.e2e_sub_plain")
         if _finite(e.amdahl_speedup):
             sub += t("list_semi") + t("headline.amdahl", x=f.x(e.amdahl_speedup))
+        if getattr(e, "kept", None):
+            sub += t("list_semi") + t("headline.kept", x=f.x(e.kept.ratio.value), left=", ".join(e.kept.left))
     cards.append(_card(t("headline.e2e"), f.x(e2e_value), sub, _metric_status(v, "e2e.speedup"), t=t,
                        ci=f.interval(e.ratio) if e is not None else "",
                        crosses=_crosses(_outcome(v, "e2e.speedup"), e.ratio if e is not None else None),
