@@ -1,9 +1,10 @@
-"""The split-K launchers of the gemm family: the compiled split-K kernels behind
-nn.Linear's calling convention (x, w, b) -> y.
+"""The gemm family's launchers with work around the kernel: the compiled split-K and
+stream-K kernels behind nn.Linear's calling convention (x, w, b) -> y.
 
-In: a compiled `Launcher` of a split-K program (`_gemm_programs`), the problem shape and,
-for the plain split-K, the epilogue's activation. Out: callables the tuner, the
-benchmark and the router use like any kernel: the one-kernel split-K with its fp32
+In: a compiled `Launcher` of a split-K program (`_gemm_programs`) or of the ping-pong
+program with `stream_k` (`_gemm_pingpong`), the problem shape or workspace size and, for
+the plain split-K, the epilogue's activation. Out: callables the tuner, the benchmark
+and the router use like any kernel: the one-kernel split-K and stream-K with their fp32
 partials and per-tile counters owned here, or the atomic split-K followed by the bias,
 activation and rounding in PyTorch.
 """
@@ -21,32 +22,11 @@ from . import _gemm_programs as P
 TORCH_ACTS = {"none": lambda y: y, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}
 
 
-class FusedSplitKLinear(C.LauncherWrapper):
-    """Calls the one-kernel split-K (see `_gemm_programs._splitk_fused_program`): owns
-    its fp32 partials and per-tile counters, allocated once per device; the counters
-    start at zero and the kernel leaves them at zero, so a call (or a CUDA-graph replay
-    of many) needs nothing else. Calls must not overlap on two streams at once."""
-
-    def __init__(self, launcher: C.Launcher, shape: Shape):
-        super().__init__(launcher)
-        self.shape = shape
-        self.ws_shape, self.tiles = P.splitk_workspace(shape, launcher.config)
-        self._buffers: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-
-    def __call__(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        x, w, b = self.launcher.check_inputs((x, w, b))
-        key = str(x.device)
-        if key not in self._buffers:
-            self._buffers[key] = (torch.empty(self.ws_shape, dtype=torch.float32, device=x.device),
-                                  torch.zeros((self.tiles,), dtype=torch.int32, device=x.device))
-        ws, cnt = self._buffers[key]
-        return self.launcher.kernel(x, w, b, ws, cnt)
-
-
-class StreamKLinear(C.LauncherWrapper):
-    """Calls the ping-pong program with `stream_k` (see `_gemm_pingpong`): owns its fp32
-    partials and tail-tile counters, allocated once per device; the counters start at zero
-    and the kernel leaves them at zero. Calls must not overlap on two streams at once."""
+class _WorkspaceLinear(C.LauncherWrapper):
+    """A kernel that owns fp32 partials and per-tile counters, allocated once per device;
+    the counters start at zero and the kernel leaves them at zero, so a call (or a
+    CUDA-graph replay of many) needs nothing else. Calls must not overlap on two streams
+    at once."""
 
     def __init__(self, launcher: C.Launcher, ws_shape: tuple[int, int, int], tiles: int):
         super().__init__(launcher)
@@ -61,6 +41,19 @@ class StreamKLinear(C.LauncherWrapper):
                                   torch.zeros((self.tiles,), dtype=torch.int32, device=x.device))
         ws, cnt = self._buffers[key]
         return self.launcher.kernel(x, w, b, ws, cnt)
+
+
+class FusedSplitKLinear(_WorkspaceLinear):
+    """Calls the one-kernel split-K (see `_gemm_programs._splitk_fused_program`)."""
+
+    def __init__(self, launcher: C.Launcher, shape: Shape):
+        super().__init__(launcher, *P.splitk_workspace(shape, launcher.config))
+        self.shape = shape
+
+
+class StreamKLinear(_WorkspaceLinear):
+    """Calls the ping-pong program with `stream_k` (see `_gemm_pingpong`): its partials
+    are a slot per contributor of each tail tile, its counters one per tail tile."""
 
 
 class SplitKLinear(C.LauncherWrapper):
