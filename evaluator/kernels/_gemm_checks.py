@@ -33,6 +33,8 @@ def _hopper_error(needs: str, target: str, hopper_only: bool = False) -> str | N
 
 def stream_k_error(cfg: dict[str, Any]) -> str | None:
     """`stream_k` splits the persistent ping-pong schedule's last wave: only with pingpong."""
+    if cfg.get("stream_k", 0) not in (0, 1, True, False):
+        return f"stream_k must be 0 (off) or 1 (the last partial wave split by K), got {cfg['stream_k']!r}"
     if cfg.get("stream_k") and not cfg["pingpong"]:
         return "stream_k splits the ping-pong schedule's last wave by K: set pingpong = 1"
     return None
@@ -66,8 +68,6 @@ def pingpong_error(shape: Shape, cfg: dict[str, Any], target: str) -> str | None
         return bad
     if cfg["split_k"] > 1 or cfg["cluster"]:
         return "pingpong runs whole-K tiles: not with split_k or cluster"
-    if cfg.get("stream_k", 0) not in (0, 1, True, False):
-        return f"stream_k must be 0 (off) or 1 (the last partial wave split by K), got {cfg['stream_k']!r}"
     if cfg["persistent"] < 1:
         return "pingpong is a persistent schedule: set persistent to the block count (one per SM)"
     if cfg["threads"] != 128:

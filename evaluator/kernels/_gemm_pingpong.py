@@ -150,21 +150,26 @@ def sk_contributors(s: Any, kt: int, I: int) -> tuple[Any, Any]:
     return first, ((s + 1) * kt - 1) // I - first + 1
 
 
+def _geometry(shape: Shape, cfg: dict[str, Any]) -> tuple[int, int, int]:
+    """(output tiles, persistent blocks, k-steps a tile): a block with no tile would only
+    launch, so there are never more blocks than tiles."""
+    M, N, K = shape
+    tiles = -(-M // cfg["block_M"]) * -(-N // cfg["block_N"])
+    return tiles, min(cfg["persistent"], tiles), -(-K // cfg["block_K"])
+
+
 def sk_workspace(shape: Shape, cfg: dict[str, Any]) -> tuple[tuple[int, int, int], int]:
     """The fp32 partials [tail tiles x slots, block_M, block_N] (a slot per contributor)
     and the tail tiles' counters, at least one row of each where nothing is split."""
-    M, N, K = shape
-    bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
-    tiles, kt = -(-M // bM) * -(-N // bN), -(-K // bK)
-    _, R, I = sk_plan(tiles, min(cfg["persistent"], tiles), kt)
-    return (max(1, R * _sk_slots(R, kt, I)), bM, bN), max(1, R)
+    tiles, blocks, kt = _geometry(shape, cfg)
+    _, R, I = sk_plan(tiles, blocks, kt)
+    return (max(1, R * _sk_slots(R, kt, I)), cfg["block_M"], cfg["block_N"]), max(1, R)
 
 
 def sk_splits(shape: Shape, cfg: dict[str, Any]) -> bool:
     """Whether `stream_k` has a tail to split at this shape (else it is plain ping-pong)."""
-    M, N, K = shape
-    tiles = -(-M // cfg["block_M"]) * -(-N // cfg["block_N"])
-    return bool(cfg.get("stream_k")) and tiles % min(cfg["persistent"], tiles) != 0
+    tiles, blocks, _ = _geometry(shape, cfg)
+    return bool(cfg.get("stream_k")) and tiles % blocks != 0
 
 
 def _sk_slots(R: int, kt: int, I: int) -> int:
@@ -179,8 +184,7 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, ac
     bM, bN, bK, stages = cfg["block_M"], cfg["block_N"], cfg["block_K"], cfg["num_stages"]
     panel = cfg["panel"]
     tm, tn = -(-M // bM), -(-N // bN)
-    tiles, kt = tm * tn, -(-K // bK)
-    blocks = min(cfg["persistent"], tiles)  # a block with no tile would only launch
+    tiles, blocks, kt = _geometry(shape, cfg)
     Wr, R, I = sk_plan(tiles, blocks, kt) if cfg.get("stream_k") else (0, 0, 0)
     # With a tail to split, the whole tiles are the first Wr * blocks, Wr to every block.
     whole = Wr * blocks if R else tiles

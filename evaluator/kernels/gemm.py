@@ -405,8 +405,9 @@ class GemmFamily(KernelFamily):
             return f"split_k must be >= 1, got {cfg['split_k']}"
         if cfg["persistent"] < 0 or (cfg["persistent"] and cfg["split_k"] > 1):
             return f"persistent must be 0 (off) or a block count, and whole-K only, got {cfg['persistent']}"
-        if cfg.get("stream_k") and not cfg["pingpong"]:
-            return K.stream_k_error(cfg)
+        bad = K.stream_k_error(cfg)
+        if bad:
+            return bad
         if cfg["pingpong"]:
             return K.pingpong_error(shape, cfg, target)
         return K.cluster_error(shape, cfg, target) if cfg["cluster"] else None
