@@ -68,6 +68,8 @@ def test_end_to_end_counts_calls_and_compares_model_outputs():
     assert e2e.outputs_match and e2e.tilelang_calls > 0 and e2e.fallback_calls == 0
     assert e2e.views and e2e.views[0].method == "perf_counter" and e2e.ratio is not None
     assert e2e.rel_l2_err is not None and e2e.rel_l2_err < 1e-4 and e2e.tolerance["rel_l2"] == 1e-4
+    # Two families routed: the transformers model is also timed with each one alone.
+    assert {r.family for r in e2e.in_model if r.alone is not None} == {"gemm", "layernorm"}
 
 
 @pytest.mark.slow
