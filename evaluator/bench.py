@@ -263,17 +263,29 @@ def _kernel_sum_view(ref: Callable, cand: Callable, rounds: int = 5) -> E2EView:
 
 
 def _in_model(ref_fn: Callable, cand_fn: Callable, families: tuple[str, ...], device: str,
-              ran: dict[str, int], op_ratios: dict[str, Ratio | float]) -> tuple[tuple[FamilyTime, ...], list[str]]:
+              ran: dict[str, int], op_ratios: dict[str, Ratio | float],
+              table: Any = None) -> tuple[tuple[FamilyTime, ...], list[str]]:
     """Each routed family's operator time per forward pass inside the model, PyTorch's
     calls against the routed ones, both profiled the same way (profiling.family_times),
     and flags: a family whose TileLang calls got no time (the profiler could not see
     them), and one that does clearly worse in the model than its op benchmarks said
-    (they time cold inputs; in the model the inputs were just written)."""
-    from . import kernels
+    (they time cold inputs; in the model the inputs were just written). A fused family's
+    PyTorch side is the pairs of calls its kernel replaces (linear and GELU), found on the
+    reference side by the router's scan where `table` has the fused kernel, so neither
+    its base family nor the elementwise ops count them twice."""
+    from . import kernels, swap
     from .profiling import family_times
 
+    fused = [kernels.get(f) for f in families if kernels.get(f).fuses]
+    ref_side = ref_fn
+    if fused and table is not None:
+        marker = swap.Router(fused, swap.KernelTable(table.dtype, table.target), scan=True, where=table)
+
+        def ref_side():
+            with marker:
+                return ref_fn()
     try:
-        ref, _ = family_times(ref_fn, device)
+        ref, _ = family_times(ref_side, device)
         swapped, routed = family_times(cand_fn, device)
     except Exception as exc:  # supplementary evidence: its failure is said, the run stands
         return (), [f"in-model family times not measured: {type(exc).__name__}: {str(exc)[:150]}"]
@@ -284,7 +296,10 @@ def _in_model(ref_fn: Callable, cand_fn: Callable, families: tuple[str, ...], de
         if ran.get(f) and tl <= 0:
             flags.append(f"the profiler attributed no time to {f}'s TileLang calls: no in-model time for {f}")
             continue
-        row = FamilyTime(f, ref.get(pf, 0.0), swapped.get(pf, 0.0) + (tl if pf != f else 0.0), tl)
+        if kernels.get(f).fuses:  # its TileLang calls against the PyTorch pairs they replace
+            row = FamilyTime(f, ref.get(f, 0.0), tl, tl)
+        else:
+            row = FamilyTime(f, ref.get(pf, 0.0), swapped.get(pf, 0.0) + (tl if pf != f else 0.0), tl)
         rows.append(row)
         op = op_ratios.get(f)
         op_value = op.value if isinstance(op, Ratio) else op
@@ -449,7 +464,7 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
     ran: dict[str, int] = {}
     for c in counts:
         ran[c.family] = ran.get(c.family, 0) + c.tilelang
-    in_model, in_flags = _in_model(ref_fn, cand_fn, families, device, ran, op_ratios)
+    in_model, in_flags = _in_model(ref_fn, cand_fn, families, device, ran, op_ratios, table=router.table)
     flags.extend(in_flags)
     kept = None
     if check.ok and tl_calls:

@@ -44,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "ops": 2,  # the two hottest families with a kernel
     "profile_iters": 3,
     "max_shapes": 6,  # per family, hottest first; the rest fall back, counted
+    "fuse": True,  # with a chosen family, its fused variants where the model has their pattern
     "budget": 60.0,  # tuning seconds per shape
     "no_cache": False,
     "isolate": "auto",  # see device_defaults
@@ -138,6 +139,7 @@ class ProfileSettings:
     families: tuple[str, ...] = ()  # explicit choice, overrides `ops`
     iters: int = DEFAULTS["profile_iters"]
     max_shapes: int = DEFAULTS["max_shapes"]  # per family, the hottest distinct shapes first
+    fuse: bool = DEFAULTS["fuse"]  # add the fused variants of the chosen families (profiling.fusions)
 
 
 @dataclass(frozen=True)
@@ -233,7 +235,7 @@ class Config:
             "device": self.device, "batch_size": self.model.batch_size, "seq_len": self.model.seq_len,
             "dtype": self.model.dtype, "seed": self.model.seed, "ops": self.profile.ops,
             "families": list(self.profile.families), "profile_iters": self.profile.iters,
-            "max_shapes": self.profile.max_shapes, "tune_budget_s": self.tune.budget_s,
+            "max_shapes": self.profile.max_shapes, "fuse": self.profile.fuse, "tune_budget_s": self.tune.budget_s,
             "fine_rounds": self.tune.fine_rounds, "isolate": isolate, "use_cache": self.tune.use_cache,
             "tune_gpus": len(self.tune.devices) if self.tune.devices else 1,
             "seeds": list(self.bench.seeds), "sweep": self.bench.sweep, "e2e": self.bench.e2e,
@@ -333,7 +335,8 @@ def _devices(gpus: str | None, device: str, isolate: str) -> tuple[int, ...] | N
 def build(*, model: str, device: str = DEFAULTS["device"], batch_size: int | None = None,
           seq_len: int | None = None, dtype: str | None = None, ops: int = DEFAULTS["ops"],
           families: str | None = None, profile_iters: int = DEFAULTS["profile_iters"],
-          max_shapes: int = DEFAULTS["max_shapes"], budget: float = DEFAULTS["budget"],
+          max_shapes: int = DEFAULTS["max_shapes"], fuse: bool = DEFAULTS["fuse"],
+          budget: float = DEFAULTS["budget"],
           no_cache: bool = DEFAULTS["no_cache"], reps: int = DEFAULTS["reps"], warmup: int = DEFAULTS["warmup"],
           sweep: bool = DEFAULTS["sweep"], e2e: bool = DEFAULTS["e2e"], soak_seconds: float | None = None,
           upstream: str | None = None, fork: str | None = None, as_of: str | None = None,
@@ -382,7 +385,8 @@ def build(*, model: str, device: str = DEFAULTS["device"], batch_size: int | Non
     return Config(
         model=ModelSettings(model, batch_size, seq_len, DTYPE_ALIASES[dtype], seed, label),
         device=dev,
-        profile=ProfileSettings(ops=ops, families=fams, iters=profile_iters, max_shapes=max_shapes),
+        profile=ProfileSettings(ops=ops, families=fams, iters=profile_iters, max_shapes=max_shapes,
+                                fuse=fuse),
         tune=TuneSettings(budget_s=budget, use_cache=not no_cache, isolate=ISOLATE[isolate],
                           fine_rounds=by_device["fine_rounds"] if fine_rounds is None else fine_rounds,
                           devices=_devices(gpus, dev, isolate)),

@@ -18,6 +18,10 @@ not record. So the shapes are also checked against one forward pass under the ro
 with no kernels, which sees the real tensors: where a profiled shape differs from the
 routed one only in layout, the routed one is kept, since that is the shape a kernel
 will be asked for.
+
+Fused variants (gemm_gelu, layernorm_residual) have no aten op of their own. Where a chosen
+family has one, a forward pass under the router's scan (`fusions`) says whether the model
+has its pattern and at which shapes; those variants join the selection with those shapes.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import os
 import sys
 import time
 from collections import Counter, defaultdict
-from typing import Callable
+from typing import Callable, Sequence
 
 import pandas as pd
 import torch
@@ -36,7 +40,7 @@ from torch.profiler import ProfilerActivity, profile
 from . import kernels
 from .errors import ConfigError, ModelLoadError
 from .models import LoadedModel
-from .results import HotOp, HotOps, parse_shape, shape_str
+from .results import Fusion, HotOp, HotOps, parse_shape, shape_str
 from .swap import ROUTED_PREFIX
 
 # Operator families we account for but have no kernel for; ops a registered family
@@ -200,10 +204,8 @@ def _routed_shapes(model: LoadedModel) -> dict[tuple[str, tuple], Counter]:
     forward pass under a router with no kernels (every call falls back, counted)."""
     from . import swap
 
-    dtype = next((str(p.dtype).removeprefix("torch.") for p in model.module.parameters() if p.is_floating_point()),
-                 "float32")
     fams = [f for f in kernels.REGISTRY.values() if f.functions]
-    router = swap.Router(fams, swap.KernelTable(dtype, "c"))
+    router = swap.Router(fams, swap.KernelTable(_model_dtype(model), "c"))
     try:
         with torch.inference_mode(), router:
             model.module(*model.inputs)
@@ -215,6 +217,50 @@ def _routed_shapes(model: LoadedModel) -> dict[tuple[str, tuple], Counter]:
             shape = parse_shape(text)
             out[(name, kernels.REGISTRY[name].layout_free(shape))][text] += sum(reasons.values())
     return out
+
+
+def _model_dtype(model: LoadedModel) -> str:
+    return next((str(p.dtype).removeprefix("torch.") for p in model.module.parameters() if p.is_floating_point()),
+                "float32")
+
+
+def fusions(model: LoadedModel, selected: Sequence[str]) -> tuple[Fusion, ...]:
+    """The fused variants of the chosen families (or chosen themselves) whose pattern the
+    model has, from one forward pass with the patterns found and run in PyTorch
+    (swap.fusible): per variant, the shapes where it can be fused, most calls first, and
+    those where it cannot because the first call's result is read again after the second
+    (a pre-norm model's residual sum is also the next block's input: fusing the norm
+    would compute the sum twice)."""
+    from . import swap
+
+    fams = [f for f in kernels.REGISTRY.values() if f.fuses and (f.profile_family in selected or f.name in selected)]
+    if not fams:
+        return ()
+    try:
+        with torch.inference_mode():
+            seen, reused = swap.fusible(lambda: model.module(*model.inputs), fams, _model_dtype(model))
+    except Exception:  # the profile stands on its own; fusion only adds to it
+        return ()
+    out = []
+    for fam in fams:
+        calls = Counter({s: n for (f, s), n in seen.items() if f == fam.name})
+        again = tuple(sorted(s for s in calls if reused.get((fam.name, s))))
+        good = tuple(s for s, _ in calls.most_common() if s not in again)
+        if good or again:
+            out.append(Fusion(family=fam.name, shapes=good, calls=sum(calls[s] for s in good), reused=again))
+    return tuple(out)
+
+
+def with_fusions(selected: tuple[str, ...], found: Sequence[Fusion]) -> tuple[str, ...]:
+    """The selection with each fused variant that has shapes right after its base family."""
+    out = list(selected)
+    for fu in found:
+        if not fu.shapes or fu.family in out:
+            continue
+        base = kernels.get(fu.family).profile_family
+        at = max((i for i, f in enumerate(out) if f == base or kernels.get(f).profile_family == base), default=len(out) - 1)
+        out.insert(at + 1, fu.family)
+    return tuple(out)
 
 
 def _layouts_as_routed(rows: list[dict], routed: dict[tuple[str, tuple], Counter]) -> None:
@@ -235,7 +281,8 @@ def left_out(hot: HotOps, min_share: float = 0.05) -> tuple[HotOp, ...]:
                  and o.family not in hot.selected)
 
 
-def hot_ops(model: LoadedModel, *, top: int = 2, families: tuple[str, ...] = (), iters: int = 3) -> HotOps:
+def hot_ops(model: LoadedModel, *, top: int = 2, families: tuple[str, ...] = (), iters: int = 3,
+            fuse: bool = True) -> HotOps:
     for name in families:
         kernels.get(name)  # raises UnknownFamilyError with the known names
     try:
@@ -268,5 +315,8 @@ def hot_ops(model: LoadedModel, *, top: int = 2, families: tuple[str, ...] = (),
         selected = tuple(families)
     else:
         selected = tuple(o.family for o in ops if o.has_kernel and o.shapes)[:top]
-    return HotOps(device=model.device, total_ms=total, ops=tuple(ops), selected=selected,
-                  wall_ms=df.attrs["wall_ms"])
+    found = fusions(model, selected) if fuse or any(kernels.get(f).fuses for f in selected) else ()
+    if not fuse:  # only the fused families named in --families
+        found = tuple(fu for fu in found if fu.family in selected)
+    return HotOps(device=model.device, total_ms=total, ops=tuple(ops), selected=with_fusions(selected, found),
+                  wall_ms=df.attrs["wall_ms"], fusions=found)

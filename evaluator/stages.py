@@ -102,8 +102,13 @@ def geomean_ratio(rows: list) -> "Ratio | float":
 def shapes_for(family: kernels.KernelFamily, hot: profiling.HotOps, cfg: Config) -> list[tuple[Shape, str]]:
     """The model's shapes for a family, hottest first (fused variants take the shapes of
     the family they extend), plus the standard shapes when none or with --sweep."""
-    op = next((o for o in hot.ops if o.family == profile_family(family.name)), None)
-    model_shapes = [parse_shape(s) for s in (op.shapes if op else ())][: cfg.profile.max_shapes]
+    fused = next((fu for fu in hot.fusions if fu.family == family.name), None)
+    if fused is not None:  # where the scan saw its pattern, not every shape of the base family
+        found = fused.shapes
+    else:
+        op = next((o for o in hot.ops if o.family == profile_family(family.name)), None)
+        found = op.shapes if op else ()
+    model_shapes = [parse_shape(s) for s in found][: cfg.profile.max_shapes]
     shapes = [(s, "model") for s in model_shapes]
     if not shapes or cfg.bench.sweep:
         shapes += [(tuple(s), "standard") for s in family.standard_shapes(cfg.device) if tuple(s) not in model_shapes]
@@ -116,8 +121,16 @@ def shapes_for(family: kernels.KernelFamily, hot: profiling.HotOps, cfg: Config)
 def profile(ctx: Context, result: RunResult) -> RunResult:
     cfg = ctx.cfg
     ctx.rep.stage("Profiling with torch.profiler")
-    hot = profiling.hot_ops(ctx.loaded, top=cfg.profile.ops, families=cfg.profile.families, iters=cfg.profile.iters)
+    hot = profiling.hot_ops(ctx.loaded, top=cfg.profile.ops, families=cfg.profile.families, iters=cfg.profile.iters,
+                            fuse=cfg.profile.fuse)
     ctx.rep.done(f"{len(hot.ops)} operator families; rewriting {', '.join(hot.selected) or 'none'}")
+    for fu in hot.fusions:
+        if fu.shapes:
+            ctx.rep.info(f"{fu.family}: the model has its pattern {fu.calls} times a forward pass "
+                         f"({', '.join(fu.shapes)}); each runs as one fused kernel")
+        if fu.reused:
+            ctx.rep.info(f"{fu.family} not fused at {', '.join(fu.reused)}: the first call's result is read "
+                         "again after the second (a pre-norm residual), so fusing would compute it twice")
     missed = profiling.left_out(hot) if not cfg.profile.families else ()
     if missed:
         ctx.rep.info("not rewritten, with a kernel: " + ", ".join(f"{o.family} ({o.share:.0%} of the time)"
@@ -253,8 +266,9 @@ def end_to_end(ctx: Context, result: RunResult) -> RunResult:
     router = swap.Router([kernels.get(f) for f in result.families], ctx.kernel_table(result))
     hot = result.hot_ops
     shares = {o.family: o.share for o in hot.ops}
+    fused_at = {fu.family: set(fu.shapes) for fu in hot.fusions}  # a fused family: only where it fuses
     profiled = {(f, s): ms for o in hot.ops for f in result.families if profile_family(f) == o.family
-                for s, ms in zip(o.shapes, o.shape_ms)}
+                for s, ms in zip(o.shapes, o.shape_ms) if f not in fused_at or s in fused_at[f]}
     ratios = {}
     for f in result.families:
         rows = [b for b in result.op_bench if b.family == f and b.source == "model"]
@@ -284,11 +298,11 @@ def end_to_end(ctx: Context, result: RunResult) -> RunResult:
         rep.done(f"swap-in failed: {e2e.error}")
     # Fused variants have no single torch function to route: say so plainly rather than
     # let a tuned, benchmarked kernel look as if it ran in the model.
-    unrouted = [f for f in result.families if not kernels.get(f).functions]
+    unrouted = [f for f in result.families if not kernels.get(f).functions and not kernels.get(f).fuses]
     if unrouted:
         e2e = dataclasses.replace(e2e, flags=e2e.flags + tuple(
-            f"{f} was not swapped in: a fused pattern is two torch calls, and the first has run before "
-            "the second is seen; its kernel was tuned and benchmarked only" for f in unrouted))
+            f"{f} was not swapped in: it has no torch function or pattern the router can take; its kernel "
+            "was tuned and benchmarked only" for f in unrouted))
     for flag in e2e.flags:
         rep.info(f"[yellow]end to end: {flag}[/]")
     return dataclasses.replace(result, e2e=e2e)

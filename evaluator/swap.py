@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves
 
 from .results import CallCount, KernelConfig, Shape, shape_str
 
@@ -42,6 +43,21 @@ class Route:
     launch: Callable[[Callable[..., torch.Tensor]], torch.Tensor]
     params: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    # What the call returns (size, dtype, device), where the family can say without
+    # running it: a fused pattern's first call is held back on this (`Start.out`).
+    out: tuple | None = None
+
+
+@dataclass(frozen=True)
+class Start:
+    """A fused pattern's first call as its family sees it (`KernelFamily.first`): the
+    fused kernel's problem shape, what the call returns (size, dtype, device), for the
+    placeholder the router hands back while it waits for the second, and what the
+    second needs from the first (`state`: gemm's route, the add's operands)."""
+
+    shape: Shape
+    out: tuple
+    state: Any = None
 
 
 @dataclass
@@ -112,31 +128,114 @@ class KernelTable:
 ROUTED_PREFIX = "tilelang::"
 
 
+# Calls that read only what a held placeholder already has right (its size, dtype,
+# device): they leave a held first call held.
+_METADATA = frozenset({
+    torch.Tensor.shape.__get__, torch.Tensor.dtype.__get__, torch.Tensor.device.__get__,
+    torch.Tensor.ndim.__get__, torch.Tensor.is_cuda.__get__, torch.Tensor.layout.__get__,
+    torch.Tensor.requires_grad.__get__, torch.Tensor.size, torch.Tensor.dim, torch.Tensor.numel,
+    torch.Tensor.stride, torch.Tensor.is_contiguous, torch.Tensor.__len__,
+})
+
+
+def _mutates(func: Callable, kwargs: dict) -> bool:
+    """Whether a call may write one of its tensor arguments (x.add_(...), x[i] = v, out=)."""
+    name = getattr(func, "__name__", "")
+    return (kwargs.get("out") is not None or kwargs.get("inplace") is True or name == "__setitem__"
+            or name.startswith("__i") or (name.endswith("_") and not name.endswith("__")))
+
+
+def _tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    return [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+
+
+class _Held:
+    """A first call of a fused pattern, not yet run: its placeholder (by weak reference, so
+    a result nobody keeps is never computed), the call itself, and the patterns it may start."""
+
+    __slots__ = ("ref", "func", "args", "kwargs", "starts", "inputs", "spent", "done")
+
+    def __init__(self, ref, func, args, kwargs, starts, inputs):
+        self.ref, self.func, self.args, self.kwargs = ref, func, args, kwargs
+        self.starts, self.inputs = starts, inputs
+        self.spent: tuple = ()  # (fused family, shape) whose kernel consumed it, once one has
+        self.done = False  # scan: computed already, watched only for a late read
+
+
 class Router(TorchFunctionMode):
     """Routes the families' torch functions to TileLang kernels while active.
 
     Inside `__torch_function__` the mode is switched off by PyTorch, so the kernels'
     own torch calls (output allocation, reshapes) and the PyTorch fallbacks are not
-    intercepted again."""
+    intercepted again.
 
-    def __init__(self, families: Iterable[Any], table: KernelTable):
+    Fused families (gemm_gelu: LINEAR then GELU; layernorm_residual: ADD then LAYER_NORM)
+    are two calls, and the first has run before the second is seen. So a call that can
+    start a pattern whose fused kernel is in the table is held back: the router returns
+    a placeholder of the right size, dtype and device, with nothing computed, and waits.
+    The next call that reads the placeholder either completes the pattern (the fused
+    kernel runs once, on the first call's inputs) or does anything else, and then the
+    first call runs as it would have, into the placeholder (`Tensor.set_`, no copy),
+    before that call goes on. A call that may write one of the held call's inputs runs
+    it first; leaving the mode runs whatever is still held. So a held call changes when
+    a kernel is launched, never what any call reads. A placeholder that the fused kernel
+    consumed and something reads later (a pre-norm model's residual sum, also the next
+    block's input) is computed then, late: correct, and slower than no fusion, which is
+    why the profile stage fuses a pattern only where its scan saw no such read
+    (`scan=True`: patterns run in PyTorch under the fused family's profiler range and
+    are counted in `fusible`, with late reads in `reused`)."""
+
+    def __init__(self, families: Iterable[Any], table: KernelTable, *, scan: bool = False,
+                 where: KernelTable | None = None):
         super().__init__()
         self.table = table
+        self.scan = scan
+        self.where = where  # scan: hold only where this table has the fused kernel (None: everywhere)
+        self.all = tuple(dict.fromkeys(families))
         self.handlers: dict[Any, Any] = {}
-        for fam in families:
+        self.starters: dict[Any, list] = defaultdict(list)
+        for fam in self.all:
             for fn in fam.functions:
                 self.handlers.setdefault(fn, fam)
+            for fn in getattr(fam, "fuses", ()):
+                self.starters[fn].append(fam)
         self.reset()
 
     def reset(self) -> None:
         self.ran: Counter = Counter()
         self.fell_back: dict[tuple[str, str], Counter] = defaultdict(Counter)
         self.notes: dict[tuple[str, str], Counter] = defaultdict(Counter)
+        self.fusible: Counter = Counter()  # scan: (fused family, shape) -> patterns seen
+        self.reused: Counter = Counter()  # (fused family, shape) -> consumed results read later
+        self._held: dict[int, _Held] = {}
+
+    def __exit__(self, *exc):
+        out = super().__exit__(*exc)
+        held = list(self._held.values())
+        if exc[0] is None:
+            # The model returned: a placeholder still alive is referenced by what it
+            # returns (the rest died with the forward's frames), so it must be computed.
+            for h in held:
+                self._run_held(h)
+        self._held = {}
+        return out
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self._held and func not in _METADATA:
+            done, out = self._settle(func, args, kwargs)
+            if done:
+                return out
+        starters = self.starters.get(func)
+        if starters:
+            placeholder = self._hold(starters, func, args, kwargs)
+            if placeholder is not None:
+                return placeholder
+        return self._call(func, args, kwargs)
+
+    def _call(self, func, args, kwargs):
         fam = self.handlers.get(func)
-        if fam is None:
+        if fam is None or self.scan:
             return func(*args, **kwargs)
         try:
             route = fam.route(func, args, kwargs, self.table.dtype)
@@ -150,20 +249,113 @@ class Router(TorchFunctionMode):
         if kernel is None:
             self.fell_back[key][why] += 1
             return func(*args, **kwargs)
-        if torch.autograd._profiler_enabled():
-            with torch.profiler.record_function(ROUTED_PREFIX + fam.name):
-                out = route.launch(kernel)
-        else:
-            out = route.launch(kernel)
+        out = self._launch(fam, route, kernel)
         self.ran[key] += 1
         for note in route.notes:
             self.notes[key][note] += 1
         return out
 
+    @staticmethod
+    def _launch(fam, route: Route, kernel: Callable) -> torch.Tensor:
+        if torch.autograd._profiler_enabled():
+            with torch.profiler.record_function(ROUTED_PREFIX + fam.name):
+                return route.launch(kernel)
+        return route.launch(kernel)
+
+    # ------------------------------------------------------------ fused patterns
+
+    def _hold(self, starters: list, func, args, kwargs) -> torch.Tensor | None:
+        starts = []
+        for fam in starters:
+            try:
+                start = fam.first(func, args, kwargs, self.table.dtype)
+            except Exception:  # not this pattern's call: it runs as any other
+                continue
+            table = self.where if self.scan else self.table
+            if isinstance(start, Start) and (table is None or table.lookup(fam.name, start.shape, {},
+                                                                           fam.params)[0] is not None):
+                starts.append((fam, start))
+        if not starts:
+            return None
+        size, dtype, device = starts[0][1].out
+        placeholder = torch.empty(size, dtype=dtype, device=device)
+        key = id(placeholder)
+        ref = weakref.ref(placeholder, lambda _r, k=key, held=self._held: held.pop(k, None))
+        self._held[key] = _Held(ref, func, args, kwargs, tuple(starts), tuple(id(t) for t in _tensors(args, kwargs)))
+        return placeholder
+
+    def _settle(self, func, args, kwargs) -> tuple[bool, Any]:
+        """Before any call while something is held: complete a pattern (True and the fused
+        result), or run the held calls this one reads or may write the inputs of."""
+        seen = {id(t) for t in _tensors(args, kwargs)}
+        mutating = _mutates(func, kwargs)
+        for key in [k for k in self._held if k in seen]:
+            h = self._held.get(key)
+            placeholder = h.ref() if h is not None else None
+            if placeholder is None:
+                continue
+            if not h.spent:
+                for fam, start in h.starts:
+                    try:
+                        route = fam.second(func, args, kwargs, start, placeholder)
+                    except Exception:
+                        route = None
+                    if isinstance(route, Route):
+                        return True, self._fuse(h, fam, route, func, args, kwargs)
+            self._run_held(h)
+        if mutating:
+            for h in [h for h in self._held.values() if not h.spent and seen & set(h.inputs)]:
+                self._run_held(h)
+        return False, None
+
+    def _fuse(self, h: _Held, fam, route: Route, func, args, kwargs) -> torch.Tensor:
+        key = (fam.name, shape_str(route.shape))
+        if self.scan:
+            self.fusible[key] += 1
+            with torch.profiler.record_function(ROUTED_PREFIX + fam.name):
+                self._run_held(h)
+                out = self._call(func, args, kwargs)
+            h.spent, h.done = key, True  # watched for a later read of the first call's result
+            placeholder = h.ref()
+            if placeholder is not None:
+                self._held[id(placeholder)] = h
+            return out
+        kernel, why = self.table.lookup(fam.name, route.shape, route.params, fam.params)
+        if kernel is None:  # another eps than the tuned kernel's, and no build for it
+            self.fell_back[key][why] += 1
+            self._run_held(h)
+            return self._call(func, args, kwargs)
+        out = self._launch(fam, route, kernel)
+        self.ran[key] += 1
+        for note in route.notes:
+            self.notes[key][note] += 1
+        base = self.handlers.get(h.func)
+        if base is not None:  # the first call's own row says where it went
+            self.notes[(base.name, key[1])][f"fused into {fam.name}"] += 1
+        h.spent = key  # kept: a later read of the first call's result computes it then
+        return out
+
+    def _run_held(self, h: _Held) -> None:
+        """Run a held first call as it would have run, into its placeholder."""
+        placeholder = h.ref()
+        key = id(placeholder)
+        if self._held.get(key) is h:
+            del self._held[key]
+        if placeholder is None:
+            return
+        if h.spent:
+            self.reused[h.spent] += 1
+        if h.done:
+            return
+        real = self._call(h.func, h.args, h.kwargs)
+        with torch.no_grad():
+            placeholder.set_(real)
+
     def counts(self, profiled_ms: dict[tuple[str, str], float] | None = None) -> tuple[CallCount, ...]:
         """Calls per (family, shape) since the last reset, with each shape's profiled time."""
         profiled_ms = profiled_ms or {}
-        keys = set(self.ran) | set(self.fell_back) | {k for k in profiled_ms if k[0] in self.families()}
+        keys = set(self.ran) | set(self.fell_back) | set(self.notes) | {k for k in profiled_ms
+                                                                        if k[0] in self.families()}
         rows = [CallCount(family=f, shape=s, tilelang=int(self.ran.get((f, s), 0)),
                           fallback=dict(self.fell_back.get((f, s), {})), profiled_ms=float(profiled_ms.get((f, s), 0.0)),
                           notes=dict(self.notes.get((f, s), {})))
@@ -171,16 +363,26 @@ class Router(TorchFunctionMode):
         return tuple(sorted(rows, key=lambda c: (c.family, -c.profiled_ms, c.shape)))
 
     def families(self) -> set[str]:
-        return {fam.name for fam in self.handlers.values()}
+        return {fam.name for fam in self.all}
 
     def only(self, *families: str) -> "Router":
-        """The same kernels with only these families' calls routed: the others run PyTorch's."""
-        return Router([f for f in dict.fromkeys(self.handlers.values()) if f.name in families], self.table)
+        """The same kernels with only these families' calls routed: the others run PyTorch's
+        (a fused family alone still holds its first calls back; unfused, they run PyTorch's)."""
+        return Router([f for f in self.all if f.name in families], self.table)
 
     def passthrough(self) -> "Router":
         """The same interception with no kernels: every call falls back. Timing it
         against the plain model gives the router's own host cost."""
-        return Router(dict.fromkeys(self.handlers.values()), KernelTable(self.table.dtype, self.table.target))
+        return Router(self.all, KernelTable(self.table.dtype, self.table.target))
+
+
+def fusible(fn: Callable[[], Any], families: Iterable[Any], dtype: str) -> tuple[Counter, Counter]:
+    """Run `fn` (a forward pass) once with the fused families' patterns found and run in
+    PyTorch: (fused family, shape) -> patterns seen, and -> consumed results read later."""
+    router = Router(families, KernelTable(dtype, "c"), scan=True)
+    with router:
+        fn()
+    return router.fusible, router.reused
 
 
 def coverage(counts: Iterable[CallCount], total_profiled_ms: float) -> float:

@@ -23,7 +23,13 @@ def route_model(families, model, inputs, *, dtype="float32", build=None, skip=()
         expected = model(*inputs)
         with router:  # dry run: which (family, shape) the model calls
             model(*inputs)
-    for fam_name, shape_text in {k for k in router.fell_back if k[1]}:
+    wanted = {k for k in router.fell_back if k[1]}
+    fused = [f for f in fams if f.fuses]
+    if fused:  # a fused family's shapes: where the scan saw its pattern
+        with torch.inference_mode():
+            seen, _ = swap.fusible(lambda: model(*inputs), fused, dtype)
+        wanted |= set(seen)
+    for fam_name, shape_text in wanted:
         shape = parse_shape(shape_text)
         if (fam_name, shape) in skip or (build is not None and not build(fam_name, shape)):
             continue

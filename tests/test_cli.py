@@ -72,7 +72,10 @@ def test_demo_end_to_end_on_bert_tiny(tmp_path):
     run = runs[0]
     result = json.loads((run / "results.json").read_text())
     fams = result["hot_ops"]["selected"]
-    assert len(fams) == 2 and "gemm" in fams
+    # the two hottest families, and the fused variants whose pattern bert-tiny has
+    fused = {fu["family"] for fu in result["hot_ops"]["fusions"] if fu["shapes"]}
+    assert "gemm" in fams and "gemm_gelu" in fused and len(set(fams) - fused) == 2 and fused <= set(fams)
+    assert {c["family"] for c in result["e2e"]["calls"] if c["tilelang"]} >= fused  # each ran in the model
     # every rewritten family was verified on several seeds and an awkward shape, and timed
     assert {v["family"] for v in result["verify"]} == set(fams)
     assert all(c["passed"] for v in result["verify"] for c in v["cases"])

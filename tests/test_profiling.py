@@ -8,7 +8,7 @@ import dataclasses
 
 import torch
 
-from evaluator import profiling
+from evaluator import kernels, profiling
 from evaluator.models import load_model
 
 
@@ -22,11 +22,47 @@ def test_bert_tiny_hot_ops_find_gemm_first_and_pick_two_kernel_families():
     # batch 2 x heads 2 x 64 queries x 64 keys x head dim 64, not causal; q, k and v are
     # the [B, S, H, D] views of their projections (row pitch H = 2), read from the strides
     assert fams["attention"].shapes == ("2x2x64x64x64x0x2x2x2",)
-    assert len(hot.selected) == 2 and all(fams[f].has_kernel for f in hot.selected)
+    # The two hottest families (attention and layernorm trade places on a noisy CPU), each
+    # followed by the fused variant whose pattern bert-tiny has: GELU(fc1(x)) in both
+    # layers, LN(sublayer + x) after attention and after the MLP.
+    bases = tuple(o.family for o in hot.ops if o.has_kernel and o.shapes)[:2]
+    assert bases[0] == "gemm" and hot.selected[:2] == ("gemm", "gemm_gelu")
+    want = {"gemm_gelu": (("128x512x128",), 2, ())}
+    if "layernorm" in bases:
+        want["layernorm_residual"] = (("128x128",), 4, ())
+        assert hot.selected[hot.selected.index("layernorm") + 1] == "layernorm_residual"
+    assert {fu.family: (fu.shapes, fu.calls, fu.reused) for fu in hot.fusions} == want
+    assert len(hot.selected) == 2 + len(want)
     assert abs(sum(o.share for o in hot.ops) - 1.0) < 1e-6
     assert hot.ops == tuple(sorted(hot.ops, key=lambda o: o.time_ms, reverse=True))
     # families without a kernel still show, marked as such
     assert not fams["embedding"].has_kernel
+
+
+def test_no_fuse_keeps_the_two_hottest_families_alone():
+    hot = profiling.hot_ops(load_model("bert-tiny", seq_len=64), top=2, iters=1, fuse=False)
+    bases = tuple(o.family for o in hot.ops if o.has_kernel and o.shapes)[:2]
+    assert hot.selected == bases and "gemm" in bases and hot.fusions == ()
+
+
+def test_a_pre_norm_residual_is_not_fused_because_the_sum_is_read_again():
+    # llama-tiny: the residual sum h = x + attn(norm(x)) is the next norm's input and the
+    # next residual's operand; its norm is an RMSNorm anyway. A pre-norm LayerNorm model:
+    class PreNorm(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.norm = torch.nn.Linear(32, 32), torch.nn.LayerNorm(32)
+
+        def forward(self, x):
+            for _ in range(2):
+                x = x + self.fc(self.norm(x))
+            return self.norm(x) + x
+
+    model = dataclasses.replace(load_model("bert-tiny", seq_len=8), module=PreNorm().eval(),
+                                inputs=(torch.randn(4, 8, 32),))
+    found = {fu.family: fu for fu in profiling.fusions(model, ("gemm", "layernorm"))}
+    assert found["layernorm_residual"].shapes == () and found["layernorm_residual"].reused == ("32x32",)
+    assert "gemm_gelu" not in found
 
 
 def test_explicit_families_override_the_choice():

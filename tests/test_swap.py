@@ -86,3 +86,113 @@ def test_derived_weights_are_made_once_and_remade_after_an_update():
         w.add_(1)
     c = swap.DERIVED.get(w, "t", make)
     assert len(made) == 2 and torch.equal(c, w.detach().t())
+
+
+# ---------------------------------------------------------------- fused patterns held back
+
+from tests.routing import count, route_model  # noqa: E402
+
+F = torch.nn.functional
+
+
+class _Block(torch.nn.Module):
+    """A post-norm MLP block, as BERT writes it: LN(fc2(GELU(fc1(x))) + x)."""
+
+    def __init__(self, late_read: bool = False):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(16, 48), torch.nn.Linear(48, 16)
+        self.act, self.norm = torch.nn.GELU(), torch.nn.LayerNorm(16)
+        self.late_read = late_read
+
+    def forward(self, x):
+        h = self.fc1(x)
+        out = self.norm(self.fc2(self.act(h)) + x)
+        return out + h[..., :16] if self.late_read else out  # the pre-activation read again
+
+
+def _inputs(seed=0):
+    return (torch.randn(3, 5, 16, generator=torch.Generator().manual_seed(seed)),)
+
+
+def test_a_linear_then_gelu_and_an_add_then_layer_norm_each_run_as_one_fused_kernel():
+    router, got, want = route_model(["gemm", "gemm_gelu", "layernorm", "layernorm_residual"], _Block(), _inputs())
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    assert count(router, "gemm_gelu") == (1, 0) and count(router, "layernorm_residual") == (1, 0)
+    assert count(router, "gemm") == (1, 0)  # fc2; fc1 went into gemm_gelu
+    assert count(router, "layernorm") == (0, 0)
+    rows = {(c.family, c.shape): c for c in router.counts()}
+    assert rows[("gemm", "15x48x16")].notes == {"fused into gemm_gelu": 1}
+
+
+def test_a_held_result_read_again_after_the_fused_call_is_computed_then():
+    router, got, want = route_model(["gemm", "gemm_gelu"], _Block(late_read=True), _inputs(1))
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    assert count(router, "gemm_gelu") == (1, 0)
+    assert router.reused == {("gemm_gelu", "15x48x16"): 1}
+
+
+class _Other(torch.nn.Module):
+    """fc1's result read by something other than GELU first, an input written in place
+    while a linear waits, a metadata read in between, and a held result returned."""
+
+    def __init__(self, case):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(16, 48)
+        self.case = case
+
+    def forward(self, x):
+        h = self.fc1(x)
+        if self.case == "read":
+            return h * 2, F.gelu(h)
+        if self.case == "write":
+            x.mul_(3)  # fc1 must have read x before this
+            return F.gelu(h)
+        if self.case == "shape":
+            assert h.shape[-1] == h.size(-1) == 48 and h.dim() == 3
+            return F.gelu(h)
+        if self.case == "tanh":
+            return F.gelu(h, approximate="tanh")  # not gemm_gelu's (exact) GELU
+        return h  # "return": nothing completes the pattern
+
+
+def _gemm_table(shape=(15, 48, 16)):
+    table = swap.KernelTable("float32", "c")
+    for name in ("gemm", "gemm_gelu"):
+        conf = kernels.get(name).search_space(shape, "float32", hardware.detect("cpu"))[0]
+        table.add(name, shape, conf, kernels.get(name).build(shape, "float32", conf, "c"))
+    return table
+
+
+def test_a_held_linear_runs_as_it_would_have_whenever_anything_else_reads_or_writes_around_it():
+    table, fams = _gemm_table(), [kernels.get("gemm"), kernels.get("gemm_gelu")]
+    for case, fused in (("read", 0), ("write", 0), ("shape", 1), ("tanh", 0), ("return", 0)):
+        model = _Other(case).eval()
+        x = _inputs(3)[0]
+        with torch.inference_mode():
+            want = model(x.clone())
+            router = swap.Router(fams, table)
+            with router:
+                got = model(x.clone())
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4, msg=case)
+        assert count(router, "gemm_gelu")[0] == fused, case
+        assert count(router, "gemm")[0] == 1 - fused, case
+        assert not router._held, case
+
+
+def test_a_fused_family_alone_fuses_its_pairs_and_leaves_the_other_calls_to_pytorch():
+    model, x = _Block().eval(), _inputs(4)[0]
+    with torch.inference_mode():
+        want = model(x)
+        only = swap.Router([kernels.get("gemm"), kernels.get("gemm_gelu")], _gemm_table()).only("gemm_gelu")
+        with only:
+            got = model(x)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    assert count(only, "gemm_gelu") == (1, 0) and count(only, "gemm") == (0, 0)
+
+
+def test_the_scan_counts_patterns_and_the_results_read_again():
+    fams = [kernels.get("gemm_gelu"), kernels.get("layernorm_residual")]
+    with torch.inference_mode():
+        seen, again = swap.fusible(lambda: _Block(late_read=True).eval()(*_inputs()), fams, "float32")
+    assert seen == {("gemm_gelu", "15x48x16"): 1, ("layernorm_residual", "15x16"): 1}
+    assert again == {("gemm_gelu", "15x48x16"): 1}

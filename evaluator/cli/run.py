@@ -39,6 +39,8 @@ def main_command(
     ops: int = typer.Option(DEFAULTS["ops"], help="How many hot operator families to rewrite."),
     families: Optional[str] = typer.Option(None, help="Comma-separated families to rewrite (overrides --ops)."),
     max_shapes: int = typer.Option(DEFAULTS["max_shapes"], help="At most this many distinct shapes per family."),
+    fuse: bool = typer.Option(DEFAULTS["fuse"], "--fuse/--no-fuse", help="Also rewrite the chosen families' "
+                              "fused variants (linear+GELU, add+LayerNorm, ...) where the model has the pattern."),
     profile_iters: int = typer.Option(DEFAULTS["profile_iters"], help="Profiled forward passes (after one warm-up)."),
     budget: float = typer.Option(DEFAULTS["budget"], help="Tuning budget per shape, in seconds."),
     no_cache: bool = typer.Option(DEFAULTS["no_cache"], "--no-cache",

@@ -178,6 +178,16 @@ class RowFamily(KernelFamily):
         return None
 
 
+def aligned_rows(x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """x as a contiguous (rows, cols) matrix whose data starts on 16 bytes."""
+    flat = x.reshape(rows, cols).contiguous()
+    if flat.data_ptr() % 16:
+        # The GPU schedules read whole 16-byte vectors from the start of the tensor:
+        # a view at an odd offset (a slice of a larger buffer) would fault, so it is copied.
+        flat = flat.clone()
+    return flat
+
+
 def row_route(x: torch.Tensor, cols: int, extras: tuple[torch.Tensor, ...], dtype: str,
               params: dict | None = None) -> Route | str:
     """The route of a last-dim row op: x viewed as (rows, cols), per-column vectors after it."""
@@ -192,11 +202,6 @@ def row_route(x: torch.Tensor, cols: int, extras: tuple[torch.Tensor, ...], dtyp
     notes = () if x.is_contiguous() else ("input copied to contiguous",)
 
     def launch(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
-        flat = x.reshape(rows, cols).contiguous()
-        if flat.data_ptr() % 16:
-            # The GPU schedules read whole 16-byte vectors from the start of the tensor:
-            # a view at an odd offset (a slice of a larger buffer) would fault, so it is copied.
-            flat = flat.clone()
-        return kernel(flat, *extras).reshape(x.shape)
+        return kernel(aligned_rows(x, rows, cols), *extras).reshape(x.shape)
 
     return Route((rows, cols), launch, params=dict(params or {}), notes=notes)

@@ -76,6 +76,13 @@ class KernelFamily(abc.ABC):
     # The torch functions the router (evaluator.swap) hands to `route`. Empty for fused
     # variants: their pattern is two calls, and the first has run before the second is seen.
     functions: tuple = ()
+    # A fused family's pattern is two torch calls: a first whose result only a second reads
+    # (gemm_gelu: an F.linear, then F.gelu on its output). `fuses` are the functions a
+    # pattern starts with; the router holds such a call back (evaluator.swap.Router) and
+    # runs the fused kernel when `second` says the next call on its result completes it.
+    fuses: tuple = ()
+    # The second call's aten op, whose PyTorch time the fused kernel also replaces.
+    fused_op: str = ""
     # The schedules `schedule` picks from by default; a family whose choice depends on
     # the dtype or the config overrides `schedule` instead.
     cpu_schedule: Schedule | None = None
@@ -183,6 +190,18 @@ class KernelFamily(abc.ABC):
         """One call of one of `functions` as a `swap.Route` (problem shape, kernel
         parameters, launch), or a one-line reason it stays in PyTorch."""
         return f"{self.name} takes over no torch function"
+
+    def first(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Any:
+        """A call of one of `fuses` as a `swap.Start` (the fused problem shape, what the call
+        returns, what the second call needs from it), or a one-line reason it cannot start
+        this family's pattern."""
+        return f"{self.name} fuses no pattern"
+
+    def second(self, func: Callable, args: tuple, kwargs: dict, start: Any, held: torch.Tensor) -> Any:
+        """The call that completes the pattern `start` began, as the fused kernel's
+        `swap.Route`, or None when this call (which reads `held`, the first call's held-back
+        result) is not this family's second."""
+        return None
 
     def check(self, shape: Sequence[int]) -> Shape:
         """The shape as ints, or KernelError saying what a valid shape is."""

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 
 from ..errors import KernelError
 from ..results import Hardware, KernelConfig, Shape
-from ..swap import DERIVED, Route, arg, dtype_mismatch
+from ..swap import DERIVED, Route, Start, arg, dtype_mismatch
 from . import _common as C
 from . import _gemm_checks as K
 from . import _gemm_pingpong as PP
@@ -436,13 +436,38 @@ class GemmFamily(KernelFamily):
 
     @property
     def functions(self) -> tuple:
-        # The fused variants have no torch function of their own: a Linear and the
-        # activation after it are two calls, and the first has run before the second
-        # is seen. They are tuned and benchmarked, and the report says they were not
-        # swapped in.
-        if self.activation != "none":
-            return ()
-        return (F.linear, torch.addmm, torch.mm)
+        # A fused variant has no torch function of its own: its pattern is a linear and
+        # then the activation on its result, which the router holds back (`fuses`).
+        return (F.linear, torch.addmm, torch.mm) if self.activation == "none" else ()
+
+    @property
+    def fuses(self) -> tuple:
+        return (F.linear, torch.addmm, torch.mm) if self.activation != "none" else ()
+
+    @property
+    def fused_op(self) -> str:
+        return "" if self.activation == "none" else f"aten::{self.activation}"
+
+    def first(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Any:
+        if self.activation == "none":
+            return super().first(func, args, kwargs, dtype)
+        route = self.route(func, args, kwargs, dtype)
+        return route if isinstance(route, str) else Start(route.shape, route.out, route)
+
+    def second(self, func: Callable, args: tuple, kwargs: dict, start: Any, held: torch.Tensor) -> Any:
+        """This family's activation on the held linear's result and nothing else: F.gelu
+        in its exact (erf) form for gemm_gelu (nn.GELU(), transformers' "gelu"), F.relu /
+        torch.relu / Tensor.relu out of place, F.silu out of place (nn.SiLU, llama's act)."""
+        if len(args) != 1 or args[0] is not held:
+            return None
+        if func not in _SECOND.get(self.activation, ()):
+            return None
+        if self.activation == "gelu" and kwargs.get("approximate", "none") != "none":
+            return None
+        if any(k not in ("approximate", "inplace") for k in kwargs) or kwargs.get("inplace"):
+            return None
+        first: Route = start.state
+        return Route(first.shape, first.launch, notes=first.notes)
 
     def route(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Route | str:
         """One F.linear / torch.addmm / torch.mm call as (M, N, K) and a launch, or why not."""
@@ -490,8 +515,11 @@ class GemmFamily(KernelFamily):
         def launch(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
             return kernel(x.reshape(M, K).contiguous(), w_nk, bias).reshape(*lead, N)
 
-        return Route((M, N, K), launch, notes=notes)
+        return Route((M, N, K), launch, notes=notes, out=((*lead, N), x.dtype, x.device))
 
+
+# The torch functions that apply each fused activation (`GemmFamily.second`).
+_SECOND = {"gelu": (F.gelu,), "relu": (F.relu, torch.relu, torch.Tensor.relu), "silu": (F.silu,)}
 
 FAMILY = GemmFamily()
 FUSED = tuple(GemmFamily(act) for act in ACTIVATIONS if act != "none")

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from ..results import Shape
 from . import _common as C
 from . import _rows as R
-from ..swap import DERIVED, arg
+from ..swap import DERIVED, Route, Start, arg, dtype_mismatch
 from .base import Schedule
 
 ACCUM = "float32"
@@ -279,10 +279,45 @@ class LayerNormResidualFamily(LayerNormFamily):
         atol, rtol = super().tolerance(dtype, shape)
         return (2 * atol, 2 * rtol) if C.canonical_dtype(dtype) != "float32" else (atol, rtol)
 
-    # LN(x + r) is two calls, an add and a layer_norm, and the add has run before the
-    # norm is seen: no function of its own to route. Tuned and benchmarked; the report
-    # says it was not swapped in.
+    # LN(x + r) is two calls, an add and a layer_norm: no function of its own; the router
+    # holds the add back (`fuses`) until the norm reads its result.
     functions = ()
+    fuses = (torch.Tensor.add, torch.add)
+    fused_op = "aten::layer_norm"
+
+    def first(self, func: Callable, args: tuple, kwargs: dict, dtype: str):
+        """x + r of two tensors of one shape, dtype and device, no alpha: the residual join."""
+        if len(args) != 2 or kwargs:
+            return "not a plain add of two tensors"
+        x, r = args
+        if not (isinstance(x, torch.Tensor) and isinstance(r, torch.Tensor)) or x.shape != r.shape \
+                or x.dim() == 0 or x.numel() == 0 or x.device != r.device:
+            return "not two tensors of one shape"
+        bad = dtype_mismatch(dtype, x, r)
+        if bad:
+            return bad
+        cols = int(x.shape[-1])
+        return Start((x.numel() // cols, cols), (tuple(x.shape), x.dtype, x.device), (x, r))
+
+    def second(self, func: Callable, args: tuple, kwargs: dict, start: Any, held: torch.Tensor):
+        """F.layer_norm over the last dim of the held sum (nn.LayerNorm after a residual)."""
+        if func is not F.layer_norm or arg(args, kwargs, 0, "input") is not held:
+            return None
+        route = LayerNormFamily.route(self, func, args, kwargs, str(held.dtype).removeprefix("torch."))
+        if isinstance(route, str) or tuple(route.shape) != tuple(start.shape):
+            return None
+        x, r = start.state
+        rows, cols = start.shape
+        w, b = (arg(args, kwargs, 2, "weight"), arg(args, kwargs, 3, "bias"))
+        w = w if w is not None else DERIVED.constant("ones", cols, x.dtype, x.device, 1.0)
+        b = b if b is not None else DERIVED.constant("zeros", cols, x.dtype, x.device, 0.0)
+
+        def launch(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
+            fx, fr = (R.aligned_rows(t, rows, cols) for t in (x, r))
+            return kernel(fx, fr, w, b).reshape(x.shape)
+
+        notes = () if x.is_contiguous() and r.is_contiguous() else ("input copied to contiguous",)
+        return Route(start.shape, launch, params=route.params, notes=notes)
 
 
 FAMILY = LayerNormFamily()

@@ -36,12 +36,25 @@ class HotOp:
 
 
 @dataclass(frozen=True)
+class Fusion:
+    """A fused family's pattern as one forward pass showed it (swap.fusible): its shapes,
+    most calls first, and how many of its results something read after the fused call
+    would have consumed them (a pre-norm model's residual sum), which rules a shape out."""
+
+    family: str  # "gemm_gelu", "layernorm_residual", ...
+    shapes: tuple[str, ...]  # the shapes where the pattern is fused
+    calls: int  # patterns per forward pass at those shapes
+    reused: tuple[str, ...] = ()  # shapes seen but left unfused: their first call's result is read again
+
+
+@dataclass(frozen=True)
 class HotOps:
     device: str
     total_ms: float  # operator time of one forward pass
     ops: tuple[HotOp, ...]  # sorted by time, descending
     selected: tuple[str, ...]  # families chosen for rewriting
     wall_ms: float = 0.0  # wall time of one forward pass
+    fusions: tuple[Fusion, ...] = ()  # fused families selected with their base family, and where
 
 
 # ---------------------------------------------------------------- end to end

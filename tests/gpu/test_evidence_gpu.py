@@ -17,7 +17,12 @@ def _route(model, inputs, families, dtype="float16"):
     router = swap.Router(fams, table)
     with torch.inference_mode(), router:
         model(*inputs)
-    for f, s in {k for k in router.fell_back if k[1]}:
+    wanted = {k for k in router.fell_back if k[1]}
+    fused = [f for f in fams if f.fuses]
+    if fused:  # where the scan sees a fused family's pattern
+        with torch.inference_mode():
+            wanted |= set(swap.fusible(lambda: model(*inputs), fused, dtype)[0])
+    for f, s in wanted:
         shape = parse_shape(s)
         fam = kernels.get(f)
         try:
@@ -45,6 +50,23 @@ def test_hf_bert_routes_captures_and_matches_on_gpu():
     assert {c.family for c in e2e.calls if c.tilelang} == {"gemm", "attention", "layernorm"}
     methods = [v.method for v in e2e.views]
     assert methods[0] == "cuda_graph" and "eager" in methods and "kernel_sum" in methods, e2e.flags
+
+
+def test_hf_bert_with_fused_patterns_captures_replays_and_matches_on_gpu():
+    """Held-back linears and adds (placeholders, Tensor.set_) inside CUDA-graph capture:
+    BERT's GELU(intermediate) and LayerNorm(output + residual) as fused kernels."""
+    model, inputs = _hf_bert()
+    router = _route(model, inputs, ["gemm", "gemm_gelu", "layernorm", "layernorm_residual"])
+    e2e = bench.end_to_end(model, inputs, "cuda", 4, router, dtype="float16", profiled_ms={},
+                           total_profiled_ms=1.0, op_ratios={}, shares={},
+                           policy=bench.TimingPolicy(reps=5, max_seconds=1.0))
+    assert e2e.outputs_match, (e2e.error, e2e.rel_l2_err, e2e.rel_max_err)
+    ran = {c.family: c.tilelang for c in e2e.calls if c.tilelang}
+    # 2 layers: one GELU(intermediate) each; LN(attention output + x), LN(output + x) each
+    assert ran.get("gemm_gelu") == 2 and ran.get("layernorm_residual") == 4, ran
+    assert e2e.views[0].method == "cuda_graph", e2e.flags
+    rows = {r.family: r for r in e2e.in_model}
+    assert rows["gemm_gelu"].reference_ms > 0 and rows["gemm_gelu"].tilelang_ms > 0, e2e.in_model
 
 
 @pytest.mark.parametrize("name", ["timm", "torchvision"])
