@@ -224,6 +224,13 @@ class GemmFamily(KernelFamily):
         # short tuning budget tries them.
         sms = max(1, int(hw.cores or 1))
         lead, ping = PP.space(M, N, K, hw, TC_DEFAULTS, lambda c: C.smem_fits(_tc_smem(c, dtype), hw))
+        late = []
+        if self.activation in ("gelu", "silu"):
+            # An erf or exp per element on a ping-pong consumer's 128x128 tile outlasts the
+            # other consumer's k-loop at K = 768: gemm_gelu 3152x3072x768 ran 0.58x the
+            # unfused pair with the ping-pong lead, where bert's 1024x3072x768 ran 1.15x
+            # with a 128x192 two-warpgroup tile (H200, session 11). Tried last, not first.
+            lead, ping, late = [], [], ping
         skinny = skinny[:1] + ping + skinny[1:]
         raw = [
             # (block_M, block_N, block_K, num_stages, threads)
@@ -254,7 +261,7 @@ class GemmFamily(KernelFamily):
             # power-of-two 128x256 tile on narrow panels won (8192³: 1.10x cuBLAS against
             # 0.97-0.98x for the wave-sized tiles; kernel_sweep_session5.json).
             skinny = [big] + skinny
-        return C.dedupe(lead + skinny + ordered + self._splitk_space(M, N, K, dtype, hw))
+        return C.dedupe(lead + skinny + ordered + late + self._splitk_space(M, N, K, dtype, hw))
 
     @staticmethod
     def _wave_space(M: int, N: int, dtype: str, hw: Hardware) -> list[KernelConfig]:

@@ -178,6 +178,18 @@ def test_unknown_activation_is_refused():
         GemmFamily("tanh")
 
 
+def test_an_erf_or_exp_epilogue_tries_the_ping_pong_tiles_after_the_others():
+    # gemm_gelu 3152x3072x768 with the ping-pong lead ran 0.58x the unfused pair on the
+    # H200; the plain gemm keeps its measured ping-pong lead there.
+    shape = (3152, 3072, 768)
+    assert FAM.search_space(shape, "float16", H200)[0]["pingpong"] == 1
+    for act in ("gemm_gelu", "gemm_silu"):
+        space = get(act).search_space(shape, "float16", H200)
+        first_ping = next(i for i, c in enumerate(space) if c["pingpong"])
+        assert not space[0]["pingpong"] and first_ping > len(space) // 2, act
+    assert get("gemm_relu").search_space(shape, "float16", H200)[0]["pingpong"] == 1  # a max() costs nothing
+
+
 # ---------------------------------------------------------------- split-K and admissibility
 
 
