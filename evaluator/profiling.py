@@ -35,6 +35,7 @@ from typing import Callable, Sequence
 
 import pandas as pd
 import torch
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 from . import kernels
@@ -138,6 +139,11 @@ def _attributed(prof, use_cuda: bool, shapes: bool = True) -> list[dict]:
     for evt in prof.events():
         routed = evt.name.startswith(ROUTED_PREFIX)
         if not (routed or evt.name.startswith("aten::")):
+            continue
+        if routed and evt.device_type != DeviceType.CPU:
+            # The GPU's copy of a record_function range (a user annotation) spans its first
+            # kernel's start to its last one's end, host gaps included; the CPU range's
+            # device time is the sum of its kernels, which is what is attributed.
             continue
         parent, claimed, top = evt.cpu_parent, False, True
         while parent is not None:
