@@ -26,6 +26,7 @@ has its pattern and at which shapes; those variants join the selection with thos
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import sys
@@ -136,15 +137,27 @@ def _attributed(prof, use_cuda: bool, shapes: bool = True) -> list[dict]:
     TileLang call (the router's `tilelang::<family>` range, which claims the aten ops its
     launch makes inside it, as aten::linear claims aten::addmm)."""
     rows = []
-    for evt in prof.events():
+    events = prof.events()
+    if use_cuda:
+        # A routed range's device time is the kernels that ran inside the GPU's copy of it
+        # (a user annotation, from its first kernel's start to its last one's end). Its
+        # CPU side holds only the kernels the profiler correlated with it, and TileLang's
+        # own launches are not among them; the span itself counts the host's gaps between
+        # kernels, which a pair of PyTorch calls held back and run together has (58 us a
+        # linear+GELU pair on the H200, where its two kernels take 16).
+        ranges = [e for e in events if e.device_type != DeviceType.CPU and e.name.startswith(ROUTED_PREFIX)]
+        kernels = [(e.time_range.start, e.time_range.end) for e in events
+                   if e.device_type != DeviceType.CPU and not getattr(e, "is_user_annotation", False)
+                   and not e.name.startswith(ROUTED_PREFIX)]
+        inside = kernel_time_in([(e.time_range.start, e.time_range.end) for e in ranges], kernels)
+        rows += [{"family": e.name[len(ROUTED_PREFIX):], "op": e.name, "time_us": float(t), "shape": None,
+                  "routed": True} for e, t in zip(ranges, inside)]
+    for evt in events:
         routed = evt.name.startswith(ROUTED_PREFIX)
         if not (routed or evt.name.startswith("aten::")):
             continue
-        if routed and evt.device_type != DeviceType.CPU:
-            # The GPU's copy of a record_function range (a user annotation) spans its first
-            # kernel's start to its last one's end, host gaps included; the CPU range's
-            # device time is the sum of its kernels, which is what is attributed.
-            continue
+        if evt.device_type != DeviceType.CPU or (routed and use_cuda):
+            continue  # on CUDA a routed range is counted above; its CPU side only claims its ops
         parent, claimed, top = evt.cpu_parent, False, True
         while parent is not None:
             if parent.name.startswith(ROUTED_PREFIX):
@@ -168,6 +181,17 @@ def _attributed(prof, use_cuda: bool, shapes: bool = True) -> list[dict]:
         rows.append({"family": family or "other", "op": evt.name, "time_us": float(t_us), "shape": shape,
                      "routed": routed})
     return rows
+
+
+def kernel_time_in(spans: Sequence[tuple[float, float]], kernels: Sequence[tuple[float, float]]) -> list[float]:
+    """Per span (start, end), the summed duration of the kernels that start inside it."""
+    starts = sorted(kernels)
+    keys = [k[0] for k in starts]
+    out = []
+    for lo, hi in spans:
+        i, j = bisect.bisect_left(keys, lo), bisect.bisect_right(keys, hi)
+        out.append(sum(e - b for b, e in starts[i:j]))
+    return out
 
 
 def profile_model(model: LoadedModel, *, iters: int = 3, warmup: int = 2) -> pd.DataFrame:
