@@ -37,7 +37,7 @@ from .results import (
 from .soak import THROTTLE_BITS, soak  # noqa: F401  (re-exported: the soak stage and tests reach it here)
 from .timing import (  # noqa: F401  (re-exported: callers time through bench)
     Sides, TimingPolicy, _GraphSampler, bootstrap_ratio, interleaved, kernel_time_ms, make_sampler, summarize,
-    time_callable, time_pair, time_sides,
+    spread, time_callable, time_pair, time_sides,
 )
 
 __all__ = [
@@ -128,7 +128,7 @@ def compiled_result(prep: compiled_mod.Prepared | None, sides: Sides | None = No
     if sides is not None and index is not None:
         timing = sides.timings[index]
         if timing.unstable:  # said here, never a flag: an optional side does not gate anything
-            notes.append(f"unstable (spread {100 * timing.cv:.0f}%)")
+            notes.append(f"unstable (spread {100 * spread(timing):.0f}%)")
         if versus is not None:
             ratio = sides.ratio(index, versus)
     error = prep.error or (why if timing is None else "")
