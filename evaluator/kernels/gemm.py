@@ -56,7 +56,7 @@ TC_DEFAULTS = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 3, "
                # 1 = persistent tiles taken in turn by two consumer warpgroups, so one's
                # epilogue runs under the other's k-loop (sm_90 only; _gemm_pingpong.space).
                "pingpong": 0,
-               # Experimental, never in the search space, not yet run on a GPU: with
+               # Experimental, never in the search space, correct on the H200 but not yet timed: with
                # pingpong, the last partial wave's k-steps dealt out over every block
                # (stream-K; _gemm_pingpong's docstring says why).
                "stream_k": 0}
