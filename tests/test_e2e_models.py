@@ -22,6 +22,12 @@ CASES = [
     ("gpt2", lambda: hf_models.gpt2(), ["gemm", "attention", "layernorm"]),
     ("vit", lambda: hf_models.vit(), ["gemm", "attention", "layernorm", "conv2d"]),
     ("resnet", lambda: tv_resnet.resnet(), ["conv2d", "gemm"]),
+    # Fused patterns held back and completed in third-party code: BERT's GELU and post-norm
+    # LN(x + residual); ViT's pre-norm sums, fused and then read again as the residual
+    # (computed late); llama's SiLU on the gate projection, with the up projection between.
+    ("bert-fused", lambda: hf_models.bert(), ["gemm", "gemm_gelu", "layernorm", "layernorm_residual"]),
+    ("vit-fused", lambda: hf_models.vit(), ["gemm", "gemm_gelu", "layernorm", "layernorm_residual"]),
+    ("llama-fused", lambda: hf_models.llama(), ["gemm", "gemm_silu"]),
 ]
 
 
@@ -36,6 +42,8 @@ def test_every_chosen_family_runs_in_tilelang_and_outputs_match(name, make, fami
     for fam in families:
         ran, _ = count(router, fam)
         assert ran > 0, f"{name}: no {fam} call ran in TileLang: {router.counts()}"
+    if name == "vit-fused":  # pre-norm: each fused sum was read again and computed then
+        assert router.reused and set(f for f, _ in router.reused) == {"layernorm_residual"}, router.reused
 
 
 @pytest.mark.slow
