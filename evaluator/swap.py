@@ -5,7 +5,9 @@ were built for. Out: a `Router` — a `torch.overrides.TorchFunctionMode` under 
 chosen families' torch functions (`F.linear`, `torch.addmm`, `F.scaled_dot_product_attention`,
 `F.softmax`, `F.layer_norm`, `F.rms_norm`, `F.conv2d`, ...) run the TileLang kernel when
 shape, dtype and layout match, and PyTorch otherwise — and `CallCount`s saying, per
-family and shape, how many calls ran in TileLang and how many fell back, and why.
+family and shape, how many calls ran in TileLang and how many fell back, and why. Fused
+families' two-call patterns (a linear then its GELU; an add then its LayerNorm) are
+taken by holding the first call back until the next call on its result (`Router`).
 
 Why a function mode and not module replacement: the profiler sees aten operators
 whoever called them (`nn.Linear`, transformers' `Conv1D` calling `torch.addmm`, SDPA
