@@ -162,3 +162,17 @@ def test_in_model_table_marks_a_faster_family_that_makes_the_model_slower(tmp_pa
     zh = section(html_of(r, tmp_path / "zh", lang="zh"), "e2e")
     assert "仅路由该算子族时的整模型" in zh and "把 softmax 留给 PyTorch 会更快" in zh and "leaving" not in zh
     assert "把 softmax 留给 PyTorch、gemm 使用 TileLang 时" in zh
+
+
+def test_the_profile_section_says_which_patterns_run_fused_and_which_were_left_unfused(tmp_path):
+    from evaluator.results import Fusion
+
+    r = rich_result()
+    hot = dataclasses.replace(r.hot_ops, selected=r.hot_ops.selected + ("gemm_gelu",), fusions=(
+        Fusion("gemm_gelu", ("1024x3072x768",), 12), Fusion("layernorm_residual", (), 0, ("3152x768",))))
+    html = html_of(dataclasses.replace(r, hot_ops=hot), tmp_path)
+    assert ("gemm_gelu runs as one fused kernel where the model has its pattern: 12 a forward pass, "
+            "at 1024x3072x768.") in html
+    assert "layernorm_residual is left unfused at 3152x768" in html
+    zh = html_of(dataclasses.replace(r, hot_ops=hot), tmp_path / "zh", lang="zh")
+    assert "gemm_gelu 在模型出现其模式处作为一个融合内核运行" in zh

@@ -31,9 +31,14 @@ def _hot_ops(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
             for o in h.ops]
     chart = charts.hot_ops([(o.family, o.share, o.family in h.selected) for o in h.ops[:15]],
                            xlabel=_ct("chart.share", t), rewritten=_ct("selected", t), kept=_ct("kept", t))
-    return {"rows": rows, "chart": chart,
-            "text": t("text.hot_ops_total", total=f.ms(h.total_ms), wall=f.ms(h.wall_ms),
-                      selected=", ".join(h.selected) or t("none"))}
+    text = [t("text.hot_ops_total", total=f.ms(h.total_ms), wall=f.ms(h.wall_ms),
+              selected=", ".join(h.selected) or t("none"))]
+    for fu in h.fusions:
+        if fu.shapes and fu.family in h.selected:
+            text.append(t("text.hot_ops_fused", family=fu.family, calls=f.num(fu.calls), shapes=", ".join(fu.shapes)))
+        if fu.reused:
+            text.append(t("text.hot_ops_unfused", family=fu.family, shapes=", ".join(fu.reused)))
+    return {"rows": rows, "chart": chart, "text": " ".join(text)}
 
 
 def _verify(result: RunResult, t: Strings, f: Fmt) -> list[dict[str, str]]:
