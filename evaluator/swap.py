@@ -147,6 +147,20 @@ def _mutates(func: Callable, kwargs: dict) -> bool:
             or name.startswith("__i") or (name.endswith("_") and not name.endswith("__")))
 
 
+# Elementwise calls a held activation chain may take (operands: the chain's own results
+# and Python numbers); `0.5 * x` arrives as Tensor.mul(x, 0.5), `1 - x` as Tensor.__rsub__.
+_CHAIN = frozenset(f for f in (
+    *(getattr(torch.Tensor, n, None) for n in ("mul", "add", "sub", "div", "pow", "neg", "tanh", "sigmoid", "exp",
+                                                 "erf", "__rsub__", "__rdiv__", "__rtruediv__", "__rpow__")),
+    *(getattr(torch, n, None) for n in ("mul", "add", "sub", "div", "pow", "neg", "tanh", "sigmoid", "exp", "erf")),
+) if f is not None)
+# Shape-only steps (transformers' Conv1D views torch.addmm's result before its activation).
+_CHAIN_VIEWS = frozenset({torch.Tensor.view, torch.Tensor.reshape})
+_CHAIN_STEPS = 24  # longer chains run as written
+# Where a chain is compared with an activation: fp32, across every region of the curves.
+_PROBE = torch.linspace(-6.0, 6.0, 241)
+
+
 def _tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
     return [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
 
@@ -155,13 +169,25 @@ class _Held:
     """A first call of a fused pattern, not yet run: its placeholder (by weak reference, so
     a result nobody keeps is never computed), the call itself, and the patterns it may start."""
 
-    __slots__ = ("ref", "func", "args", "kwargs", "starts", "inputs", "spent", "done")
+    __slots__ = ("ref", "func", "args", "kwargs", "starts", "inputs", "spent", "done", "chain", "links")
 
     def __init__(self, ref, func, args, kwargs, starts, inputs):
         self.ref, self.func, self.args, self.kwargs = ref, func, args, kwargs
         self.starts, self.inputs = starts, inputs
         self.spent: tuple = ()  # (fused family, shape) whose kernel consumed it, once one has
         self.done = False  # scan: computed already, watched only for a late read
+        # Elementwise calls on the result, held back too (an activation written out, as
+        # GPT-2's gelu_new is): (func, args with ("m", k) for chain member k; 0 is the
+        # result itself), and a weak reference to each call's placeholder.
+        self.chain: list[tuple[Any, tuple]] = []
+        self.links: list[weakref.ref] = []
+
+    def member_ids(self) -> set[int]:
+        out = {id(m) for m in (r() for r in [self.ref, *self.links]) if m is not None}
+        return out
+
+    def alive(self) -> list[int]:
+        return [k for k, r in enumerate([self.ref, *self.links]) if r() is not None]
 
 
 class Router(TorchFunctionMode):
@@ -210,21 +236,26 @@ class Router(TorchFunctionMode):
         self.fusible: Counter = Counter()  # scan: (fused family, shape) -> patterns seen
         self.reused: Counter = Counter()  # (fused family, shape) -> consumed results read later
         self._held: dict[int, _Held] = {}
+        self._links: dict[int, tuple[_Held, int]] = {}  # a chain call's placeholder -> (its held call, k)
 
     def __exit__(self, *exc):
         out = super().__exit__(*exc)
-        held = list(self._held.values())
+        held = self._pending()
         if exc[0] is None:
             # The model returned: a placeholder still alive is referenced by what it
             # returns (the rest died with the forward's frames), so it must be computed.
             for h in held:
                 self._run_held(h)
-        self._held = {}
+        self._held, self._links = {}, {}
         return out
+
+    def _pending(self) -> list[_Held]:
+        """Every held call: those whose placeholder is alive, and those only a chain keeps."""
+        return list({id(h): h for h in [*self._held.values(), *(h for h, _ in self._links.values())]}.values())
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if self._held and func not in _METADATA:
+        if (self._held or self._links) and func not in _METADATA:
             done, out = self._settle(func, args, kwargs)
             if done:
                 return out
@@ -291,12 +322,18 @@ class Router(TorchFunctionMode):
         result), or run the held calls this one reads or may write the inputs of."""
         seen = {id(t) for t in _tensors(args, kwargs)}
         mutating = _mutates(func, kwargs)
-        for key in [k for k in self._held if k in seen]:
-            h = self._held.get(key)
-            placeholder = h.ref() if h is not None else None
-            if placeholder is None:
+        read: dict[int, tuple[_Held, set]] = {}  # held call -> which of its chain members this call reads
+        for tid in seen:
+            if tid in self._links:
+                h, k = self._links[tid]
+            elif tid in self._held and self._held[tid].ref() is not None:
+                h, k = self._held[tid], 0
+            else:
                 continue
-            if not h.spent:
+            read.setdefault(id(h), (h, set()))[1].add(k)
+        for h, ks in read.values():
+            if ks == {0} and not h.spent and not h.chain:
+                placeholder = h.ref()
                 for fam, start in h.starts:
                     try:
                         route = fam.second(func, args, kwargs, start, placeholder)
@@ -304,11 +341,100 @@ class Router(TorchFunctionMode):
                         route = None
                     if isinstance(route, Route):
                         return True, self._fuse(h, fam, route, func, args, kwargs)
-            self._run_held(h)
+            if not h.spent and self._extends(h, func, args, kwargs, seen):
+                return True, self._extend(h, func, args, kwargs)
+            self._complete(h, ks)
         if mutating:
-            for h in [h for h in self._held.values() if not h.spent and seen & set(h.inputs)]:
+            for h in [h for h in self._pending() if not h.spent and seen & set(h.inputs)]:
                 self._run_held(h)
         return False, None
+
+    def _extends(self, h: _Held, func, args, kwargs, seen: set[int]) -> bool:
+        """Whether this call is one more step of an activation chain on `h`: elementwise on
+        the chain's results (one shape) and Python numbers, or a view of one result."""
+        if kwargs or len(h.chain) >= _CHAIN_STEPS or not seen <= h.member_ids() \
+                or not any(getattr(fam, "chains", False) for fam, _ in h.starts):
+            return False
+        if func in _CHAIN_VIEWS:
+            return bool(args) and isinstance(args[0], torch.Tensor) and all(
+                isinstance(a, int) or (isinstance(a, (tuple, list, torch.Size)) and all(isinstance(d, int) for d in a))
+                for a in args[1:])
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        return (func in _CHAIN and len({tuple(t.shape) for t in tensors}) == 1
+                and all(isinstance(a, torch.Tensor) or (isinstance(a, (int, float)) and not isinstance(a, bool))
+                        for a in args))
+
+    def _extend(self, h: _Held, func, args, kwargs) -> torch.Tensor:
+        members = {id(r()): k for k, r in enumerate([h.ref, *h.links]) if r() is not None}
+        template = tuple(("m", members[id(a)]) if isinstance(a, torch.Tensor) else a for a in args)
+        first = args[0] if isinstance(args[0], torch.Tensor) else next(a for a in args if isinstance(a, torch.Tensor))
+        size, dtype, device = tuple(first.shape), first.dtype, first.device
+        if func in _CHAIN_VIEWS:  # the view's shape, worked out on a tensor with no storage
+            size = tuple(func(torch.empty(size, device="meta"), *args[1:]).shape)
+        placeholder = torch.empty(size, dtype=dtype, device=device)
+        key = id(placeholder)
+        h.chain.append((func, template))
+        h.links.append(weakref.ref(placeholder, lambda _r, k=key, links=self._links: links.pop(k, None)))
+        self._links[key] = (h, len(h.chain))
+        return placeholder
+
+    def _complete(self, h: _Held, ks: set) -> None:
+        """A chain member read by a call that is not one more step: where nothing else of
+        the chain is alive and the chain computes a fused family's activation, the fused
+        kernel writes that member; otherwise everything held runs as written."""
+        k = next(iter(ks))
+        # Members that are views of one value are that value: a view of the chain's last
+        # result may be what the next call reads while the result itself is still in scope.
+        value = [0]
+        for func, template in h.chain:
+            value.append(value[template[0][1]] if func in _CHAIN_VIEWS else len(value))
+        if h.chain and value[k] > 0 and {value[j] for j in h.alive()} == {value[k]}:
+            vals = [_PROBE]
+            for func, template in h.chain[:k]:  # on the probe a view is the values unchanged
+                vals.append(vals[template[0][1]] if func in _CHAIN_VIEWS else
+                            func(*(vals[a[1]] if isinstance(a, tuple) and a[:1] == ("m",) else a for a in template)))
+            for fam, start in h.starts:
+                try:
+                    route = fam.ends_chain(_PROBE, vals[k], start)
+                except Exception:
+                    route = None
+                if isinstance(route, Route) and self._fuse_chain(h, k, fam, route):
+                    return
+        self._run_held(h)
+
+    def _fuse_chain(self, h: _Held, k: int, fam, route: Route) -> bool:
+        key = (fam.name, shape_str(route.shape))
+        if self.scan:
+            self.fusible[key] += 1
+            with torch.profiler.record_function(ROUTED_PREFIX + fam.name):
+                self._run_held(h)
+            return True
+        kernel, why = self.table.lookup(fam.name, route.shape, route.params, fam.params)
+        if kernel is None:
+            self.fell_back[key][why] += 1
+            return False
+        out = self._launch(fam, route, kernel)
+        with torch.no_grad():
+            for m in (r() for r in h.links):  # the result, and any views of it still in scope
+                if m is not None:
+                    m.set_(out.reshape(m.shape))
+        self._forget(h)
+        self.ran[key] += 1
+        for note in route.notes:
+            self.notes[key][note] += 1
+        base = self.handlers.get(h.func)
+        if base is not None:
+            self.notes[(base.name, key[1])][f"fused into {fam.name}"] += 1
+        return True
+
+    def _forget(self, h: _Held) -> None:
+        placeholder = h.ref()
+        if placeholder is not None and self._held.get(id(placeholder)) is h:
+            del self._held[id(placeholder)]
+        for r in h.links:
+            m = r()
+            if m is not None:
+                self._links.pop(id(m), None)
 
     def _fuse(self, h: _Held, fam, route: Route, func, args, kwargs) -> torch.Tensor:
         key = (fam.name, shape_str(route.shape))
@@ -338,20 +464,26 @@ class Router(TorchFunctionMode):
         return out
 
     def _run_held(self, h: _Held) -> None:
-        """Run a held first call as it would have run, into its placeholder."""
+        """Run a held first call as it would have run, into its placeholder, and its
+        chain's calls after it, into theirs."""
         placeholder = h.ref()
-        key = id(placeholder)
-        if self._held.get(key) is h:
-            del self._held[key]
-        if placeholder is None:
+        links = [r() for r in h.links]
+        self._forget(h)
+        if placeholder is None and not any(m is not None for m in links):
             return
         if h.spent:
             self.reused[h.spent] += 1
         if h.done:
             return
         real = self._call(h.func, h.args, h.kwargs)
+        vals = [real]
+        for func, template in h.chain:
+            vals.append(func(*(vals[a[1]] if isinstance(a, tuple) and a[:1] == ("m",) else a for a in template)))
+        h.chain, h.links = [], []
         with torch.no_grad():
-            placeholder.set_(real)
+            for m, v in zip([placeholder, *links], vals):
+                if m is not None:
+                    m.set_(v)
 
     def counts(self, profiled_ms: dict[tuple[str, str], float] | None = None) -> tuple[CallCount, ...]:
         """Calls per (family, shape) since the last reset, with each shape's profiled time."""

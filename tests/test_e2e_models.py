@@ -28,6 +28,9 @@ CASES = [
     ("bert-fused", lambda: hf_models.bert(), ["gemm", "gemm_gelu", "layernorm", "layernorm_residual"]),
     ("vit-fused", lambda: hf_models.vit(), ["gemm", "gemm_gelu", "layernorm", "layernorm_residual"]),
     ("llama-fused", lambda: hf_models.llama(), ["gemm", "gemm_silu"]),
+    # GPT-2's gelu_new is eight elementwise calls on the c_fc result: held as a chain,
+    # recognised as the tanh GELU and run in c_fc's epilogue.
+    ("gpt2-fused", lambda: hf_models.gpt2(), ["gemm", "gemm_gelu_tanh"]),
 ]
 
 

@@ -155,9 +155,11 @@ class _Other(torch.nn.Module):
         return h  # "return": nothing completes the pattern
 
 
-def _gemm_table(shape=(15, 48, 16)):
+def _gemm_table(shape=(15, 48, 16), names=("gemm", "gemm_gelu")):
     table = swap.KernelTable("float32", "c")
-    for name in ("gemm", "gemm_gelu"):
+    conf = kernels.get("gemm").search_space((15, 16, 48), "float32", hardware.detect("cpu"))[0]
+    table.add("gemm", (15, 16, 48), conf, kernels.get("gemm").build((15, 16, 48), "float32", conf, "c"))
+    for name in names:
         conf = kernels.get(name).search_space(shape, "float32", hardware.detect("cpu"))[0]
         table.add(name, shape, conf, kernels.get(name).build(shape, "float32", conf, "c"))
     return table
@@ -196,3 +198,62 @@ def test_the_scan_counts_patterns_and_the_results_read_again():
         seen, again = swap.fusible(lambda: _Block(late_read=True).eval()(*_inputs()), fams, "float32")
     assert seen == {("gemm_gelu", "15x48x16"): 1, ("layernorm_residual", "15x16"): 1}
     assert again == {("gemm_gelu", "15x48x16"): 1}
+
+
+class _WrittenOut(torch.nn.Module):
+    """An activation written as elementwise calls, as transformers' NewGELUActivation
+    (GPT-2's gelu_new) and a hand-written SiLU are, between two linears."""
+
+    def __init__(self, act: str):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(16, 48), torch.nn.Linear(48, 16)
+        self.act = act
+
+    def forward(self, x):
+        h = self.fc1(x)
+        if self.act == "gelu_new":
+            import math
+            h = 0.5 * h * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * torch.pow(h, 3.0))))
+        elif self.act == "silu":
+            h = h * torch.sigmoid(h)
+        elif self.act == "scaled":  # elementwise, but no activation of ours
+            h = (h * 2.0).tanh()
+        elif self.act == "kept":  # the chain's first result is read again: runs as written
+            g = h * torch.sigmoid(h)
+            return self.fc2(g) + h[..., :16]
+        return self.fc2(h)
+
+
+def test_an_activation_written_out_as_elementwise_calls_runs_as_one_fused_kernel():
+    names = ("gemm", "gemm_gelu_tanh", "gemm_silu", "gemm_gelu")
+    table, fams = _gemm_table(names=names), [kernels.get(f) for f in names]
+    for act, fused in (("gelu_new", "gemm_gelu_tanh"), ("silu", "gemm_silu"), ("scaled", None), ("kept", None)):
+        model, x = _WrittenOut(act).eval(), _inputs(5)[0]
+        with torch.inference_mode():
+            want = model(x)
+            router = swap.Router(fams, table)
+            with router:
+                got = model(x)
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4, msg=act)
+        ran = {f: count(router, f)[0] for f in names}
+        # fc2 (15x16x48) is a plain gemm either way; fc1 is fused, or runs as written
+        assert ran == {**dict.fromkeys(names, 0), "gemm": 1 if fused else 2, **({fused: 1} if fused else {})}, act
+        assert not router._held and not router._links, act
+    with torch.inference_mode():
+        seen, _ = swap.fusible(lambda: _WrittenOut("gelu_new").eval()(*_inputs()), fams, "float32")
+        kept, _ = swap.fusible(lambda: _WrittenOut("kept").eval()(*_inputs()), fams, "float32")
+    assert seen == {("gemm_gelu_tanh", "15x48x16"): 1} and kept == {}
+
+
+def test_a_tanh_gelu_in_one_call_is_gemm_gelu_tanh_and_not_the_exact_one():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(16, 48)
+
+        def forward(self, x):
+            return F.gelu(self.fc(x), approximate="tanh")
+
+    router, got, want = route_model(["gemm", "gemm_gelu", "gemm_gelu_tanh"], M(), _inputs(6))
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    assert {c.family: c.tilelang for c in router.counts() if c.tilelang} == {"gemm_gelu_tanh": 1}

@@ -19,7 +19,8 @@ from . import _common as C
 from . import _gemm_programs as P
 
 # nn modules whose output a fused family computes (nn.GELU only in its exact erf form).
-TORCH_ACTS = {"none": lambda y: y, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}
+TORCH_ACTS = {"none": lambda y: y, "relu": F.relu, "gelu": F.gelu, "silu": F.silu,
+              "gelu_tanh": lambda y: F.gelu(y, approximate="tanh")}
 
 
 class _WorkspaceLinear(C.LauncherWrapper):

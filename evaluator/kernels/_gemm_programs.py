@@ -19,6 +19,7 @@ from ._gemm_pingpong import pingpong_program
 
 ACCUM = "float32"
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
+_SQRT_2_PI = math.sqrt(2.0 / math.pi)
 
 # Swizzle panels and warp partitions, by config value.
 POLICIES = ("square", "fullrow", "fullcol")
@@ -33,6 +34,9 @@ def _act(x: Any, act: str, T: Any) -> Any:
         return x * T.float32(0.5) * (T.float32(1) + T.erf(x * T.float32(_SQRT1_2)))
     if act == "silu":
         return x / (T.float32(1) + T.exp(-x))
+    if act == "gelu_tanh":  # GPT-2's gelu_new, F.gelu(approximate="tanh")
+        return x * T.float32(0.5) * (T.float32(1) + T.tanh(T.float32(_SQRT_2_PI) * (
+            x + T.float32(0.044715) * x * x * x)))
     return x
 
 

@@ -83,6 +83,8 @@ class KernelFamily(abc.ABC):
     fuses: tuple = ()
     # The second call's aten op, whose PyTorch time the fused kernel also replaces.
     fused_op: str = ""
+    # Whether the second may also be written out as elementwise calls (`ends_chain`).
+    chains: bool = False
     # The schedules `schedule` picks from by default; a family whose choice depends on
     # the dtype or the config overrides `schedule` instead.
     cpu_schedule: Schedule | None = None
@@ -201,6 +203,13 @@ class KernelFamily(abc.ABC):
         """The call that completes the pattern `start` began, as the fused kernel's
         `swap.Route`, or None when this call (which reads `held`, the first call's held-back
         result) is not this family's second."""
+        return None
+
+    def ends_chain(self, probe: torch.Tensor, result: torch.Tensor, start: Any) -> Any:
+        """Where the held result went through a chain of elementwise calls instead of one
+        second call: `result` is that chain replayed on `probe` (fp32 values across the
+        activation's range). The fused kernel's `swap.Route` when the chain computes this
+        family's second, else None."""
         return None
 
     def check(self, shape: Sequence[int]) -> Shape:

@@ -3,10 +3,10 @@ exactly nn.Linear's layout.
 
 In: shape (M, N, K); inputs x[M, K], weight[N, K], bias[N] (as nn.Linear stores them).
 Out: y[M, N] in the input dtype, compared against `torch.nn.functional.linear` followed
-by the activation. Four registered families share this module: `gemm` (no activation,
+by the activation. Five registered families share this module: `gemm` (no activation,
 what profiling maps nn.Linear to) and `gemm_relu`, `gemm_gelu` (exact erf form, as
-nn.GELU) and `gemm_silu`, whose activation runs on the fp32 accumulator in the epilogue
-before the single rounding to the output dtype.
+nn.GELU), `gemm_silu` and `gemm_gelu_tanh` (GPT-2's gelu_new), whose activation runs on
+the fp32 accumulator in the epilogue before the single rounding to the output dtype.
 Schedules: on CUDA, fp16/bf16 use shared-memory tiles, a pipelined K loop, tensor-core
 `T.gemm` into a fp32 fragment, block rasterization and the epilogue on the fragment;
 when M*N gives too few tiles to fill the GPU and K is long, a split-K variant has
@@ -41,9 +41,9 @@ from . import _gemm_programs as P
 from ._gemm_calls import TORCH_ACTS, FusedSplitKLinear, SplitKLinear, StreamKLinear
 from .base import KernelFamily, Resolved, Schedule
 
-ACTIVATIONS = ("none", "relu", "gelu", "silu")
+ACTIVATIONS = ("none", "relu", "gelu", "silu", "gelu_tanh")
 # Epilogue cost per output element, for the FLOP count.
-ACT_FLOPS = {"none": 0, "relu": 1, "gelu": 8, "silu": 4}
+ACT_FLOPS = {"none": 0, "relu": 1, "gelu": 8, "silu": 4, "gelu_tanh": 9}
 
 CPU_DEFAULTS = {"block_M": 128, "block_N": 64, "block_K": 32}
 # Tensor-core schedule (fp16/bf16).
@@ -225,7 +225,7 @@ class GemmFamily(KernelFamily):
         sms = max(1, int(hw.cores or 1))
         lead, ping = PP.space(M, N, K, hw, TC_DEFAULTS, lambda c: C.smem_fits(_tc_smem(c, dtype), hw))
         late = []
-        if self.activation in ("gelu", "silu"):
+        if self.activation in ("gelu", "silu", "gelu_tanh"):
             # An erf or exp per element on a ping-pong consumer's 128x128 tile outlasts the
             # other consumer's k-loop at K = 768: gemm_gelu 3152x3072x768 ran 0.58x the
             # unfused pair with the ping-pong lead, where bert's 1024x3072x768 ran 1.15x
@@ -452,8 +452,12 @@ class GemmFamily(KernelFamily):
         return (F.linear, torch.addmm, torch.mm) if self.activation != "none" else ()
 
     @property
+    def chains(self) -> bool:
+        return self.activation != "none"
+
+    @property
     def fused_op(self) -> str:
-        return "" if self.activation == "none" else f"aten::{self.activation}"
+        return "" if self.activation == "none" else f"aten::{self.activation.removesuffix('_tanh')}"
 
     def first(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Any:
         if self.activation == "none":
@@ -469,9 +473,19 @@ class GemmFamily(KernelFamily):
             return None
         if func not in _SECOND.get(self.activation, ()):
             return None
-        if self.activation == "gelu" and kwargs.get("approximate", "none") != "none":
+        if kwargs.get("approximate", "none") != ("tanh" if self.activation == "gelu_tanh" else "none"):
             return None
         if any(k not in ("approximate", "inplace") for k in kwargs) or kwargs.get("inplace"):
+            return None
+        first: Route = start.state
+        return Route(first.shape, first.launch, notes=first.notes)
+
+    def ends_chain(self, probe: torch.Tensor, result: torch.Tensor, start: Any) -> Any:
+        """This family's activation written out as elementwise calls (GPT-2's gelu_new,
+        `0.5 * x * (1 + tanh(...))`; `x * sigmoid(x)`), recognised by what the chain
+        computes on `probe`: the fused kernel's route, or None."""
+        if self.activation == "none" or not torch.allclose(result, TORCH_ACTS[self.activation](probe),
+                                                           rtol=1e-4, atol=1e-5):
             return None
         first: Route = start.state
         return Route(first.shape, first.launch, notes=first.notes)
@@ -526,7 +540,8 @@ class GemmFamily(KernelFamily):
 
 
 # The torch functions that apply each fused activation (`GemmFamily.second`).
-_SECOND = {"gelu": (F.gelu,), "relu": (F.relu, torch.relu, torch.Tensor.relu), "silu": (F.silu,)}
+_SECOND = {"gelu": (F.gelu,), "relu": (F.relu, torch.relu, torch.Tensor.relu), "silu": (F.silu,),
+           "gelu_tanh": (F.gelu,)}
 
 FAMILY = GemmFamily()
 FUSED = tuple(GemmFamily(act) for act in ACTIVATIONS if act != "none")

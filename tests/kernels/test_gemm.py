@@ -151,7 +151,7 @@ def test_cuda_schedule_compiles_for_sm90(dtype):
 # ---------------------------------------------------------------- fused activations
 
 
-@pytest.mark.parametrize("act", ["relu", "gelu", "silu"])
+@pytest.mark.parametrize("act", ["relu", "gelu", "silu", "gelu_tanh"])
 def test_fused_activation_matches_torch_on_cpu(act):
     fam = get(f"gemm_{act}")
     assert fam.activation == act and not fam.aten_ops and fam.profile_family == "gemm"
@@ -183,7 +183,7 @@ def test_an_erf_or_exp_epilogue_tries_the_ping_pong_tiles_after_the_others():
     # H200; the plain gemm keeps its measured ping-pong lead there.
     shape = (3152, 3072, 768)
     assert FAM.search_space(shape, "float16", H200)[0]["pingpong"] == 1
-    for act in ("gemm_gelu", "gemm_silu"):
+    for act in ("gemm_gelu", "gemm_silu", "gemm_gelu_tanh"):
         space = get(act).search_space(shape, "float16", H200)
         first_ping = next(i for i, c in enumerate(space) if c["pingpong"])
         assert not space[0]["pingpong"] and first_ping > len(space) // 2, act
