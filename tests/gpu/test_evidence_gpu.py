@@ -74,6 +74,22 @@ def test_hf_bert_with_fused_patterns_captures_replays_and_matches_on_gpu():
         assert 0.4 < rows[fam].reference_ms / rows[fam].tilelang_ms < 2.5, (fam, rows[fam])
 
 
+def test_hf_gpt2_gelu_new_chain_runs_fused_under_graph_capture_on_gpu():
+    """GPT-2's gelu_new, eight elementwise calls on a view of torch.addmm's result, held as
+    a chain and run as gemm_gelu_tanh's epilogue inside CUDA-graph capture."""
+    from transformers import GPT2Config, GPT2Model
+    cfg = GPT2Config(n_layer=2, n_embd=256, n_head=4, n_inner=1024, use_cache=False, attn_implementation="sdpa")
+    model = GPT2Model(cfg).cuda().half().eval()
+    inputs = (torch.randint(0, 1000, (4, 128), device="cuda"),)
+    router = _route(model, inputs, ["gemm", "gemm_gelu_tanh"])
+    e2e = bench.end_to_end(model, inputs, "cuda", 4, router, dtype="float16", profiled_ms={},
+                           total_profiled_ms=1.0, op_ratios={}, shares={},
+                           policy=bench.TimingPolicy(reps=5, max_seconds=1.0))
+    assert e2e.outputs_match, (e2e.error, e2e.rel_l2_err, e2e.rel_max_err)
+    assert {c.family: c.tilelang for c in e2e.calls if c.tilelang}.get("gemm_gelu_tanh") == 2, e2e.calls
+    assert e2e.views[0].method == "cuda_graph", e2e.flags
+
+
 @pytest.mark.parametrize("name", ["timm", "torchvision"])
 def test_vision_models_route_on_gpu(name):
     if name == "timm":
