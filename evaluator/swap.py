@@ -183,8 +183,18 @@ class _Held:
         self.links: list[weakref.ref] = []
 
     def member_ids(self) -> set[int]:
-        out = {id(m) for m in (r() for r in [self.ref, *self.links]) if m is not None}
-        return out
+        return {id(m) for m in (r() for r in [self.ref, *self.links]) if m is not None}
+
+    def replay(self, first: torch.Tensor, upto: int | None = None, *, probe: bool = False) -> list[torch.Tensor]:
+        """The chain's calls run on `first` in place of the held call's result: every
+        member's value (on a probe, a view is the values unchanged)."""
+        vals = [first]
+        for func, template in self.chain[:upto]:
+            if probe and func in _CHAIN_VIEWS:
+                vals.append(vals[template[0][1]])
+            else:
+                vals.append(func(*(vals[a[1]] if isinstance(a, tuple) and a[:1] == ("m",) else a for a in template)))
+        return vals
 
     def alive(self) -> list[int]:
         return [k for k, r in enumerate([self.ref, *self.links]) if r() is not None]
@@ -283,10 +293,17 @@ class Router(TorchFunctionMode):
             self.fell_back[key][why] += 1
             return func(*args, **kwargs)
         out = self._launch(fam, route, kernel)
+        self._count(key, route)
+        return out
+
+    def _count(self, key: tuple[str, str], route: Route, held: "_Held | None" = None) -> None:
+        """One call ran in TileLang; a fused one also says so on its first call's row."""
         self.ran[key] += 1
         for note in route.notes:
             self.notes[key][note] += 1
-        return out
+        base = self.handlers.get(held.func) if held is not None else None
+        if base is not None:
+            self.notes[(base.name, key[1])][f"fused into {key[0]}"] += 1
 
     @staticmethod
     def _launch(fam, route: Route, kernel: Callable) -> torch.Tensor:
@@ -389,10 +406,7 @@ class Router(TorchFunctionMode):
         for func, template in h.chain:
             value.append(value[template[0][1]] if func in _CHAIN_VIEWS else len(value))
         if h.chain and value[k] > 0 and {value[j] for j in h.alive()} == {value[k]}:
-            vals = [_PROBE]
-            for func, template in h.chain[:k]:  # on the probe a view is the values unchanged
-                vals.append(vals[template[0][1]] if func in _CHAIN_VIEWS else
-                            func(*(vals[a[1]] if isinstance(a, tuple) and a[:1] == ("m",) else a for a in template)))
+            vals = h.replay(_PROBE, k, probe=True)
             for fam, start in h.starts:
                 try:
                     route = fam.ends_chain(_PROBE, vals[k], start)
@@ -419,12 +433,7 @@ class Router(TorchFunctionMode):
                 if m is not None:
                     m.set_(out.reshape(m.shape))
         self._forget(h)
-        self.ran[key] += 1
-        for note in route.notes:
-            self.notes[key][note] += 1
-        base = self.handlers.get(h.func)
-        if base is not None:
-            self.notes[(base.name, key[1])][f"fused into {fam.name}"] += 1
+        self._count(key, route, h)
         return True
 
     def _forget(self, h: _Held) -> None:
@@ -454,12 +463,7 @@ class Router(TorchFunctionMode):
             self._run_held(h)
             return self._call(func, args, kwargs)
         out = self._launch(fam, route, kernel)
-        self.ran[key] += 1
-        for note in route.notes:
-            self.notes[key][note] += 1
-        base = self.handlers.get(h.func)
-        if base is not None:  # the first call's own row says where it went
-            self.notes[(base.name, key[1])][f"fused into {fam.name}"] += 1
+        self._count(key, route, h)
         h.spent = key  # kept: a later read of the first call's result computes it then
         return out
 
@@ -475,10 +479,7 @@ class Router(TorchFunctionMode):
             self.reused[h.spent] += 1
         if h.done:
             return
-        real = self._call(h.func, h.args, h.kwargs)
-        vals = [real]
-        for func, template in h.chain:
-            vals.append(func(*(vals[a[1]] if isinstance(a, tuple) and a[:1] == ("m",) else a for a in template)))
+        vals = h.replay(self._call(h.func, h.args, h.kwargs))
         h.chain, h.links = [], []
         with torch.no_grad():
             for m, v in zip([placeholder, *links], vals):
