@@ -2,7 +2,7 @@
 
 In: shape (M, N, K), a dtype, a full gemm config with `pingpong` set (block_M x
 block_N is one consumer warpgroup's tile; `persistent` is the block count, one per
-SM) and the activation. Out: a TileLang PrimFunc; checking and compiling are gemm.py's.
+SM) and the epilogue (gemm's `bias_act`, activation bound). Out: a TileLang PrimFunc; checking and compiling are gemm.py's.
 
 Why: on the H200 our whole-K tiles reach 0.76-0.92x cuBLAS on the K = 768 shapes of
 BERT, GPT-2 and ViT-B (12 k-steps of 64), and the lowered CUDA shows why. The two
@@ -177,12 +177,14 @@ def _sk_slots(R: int, kt: int, I: int) -> int:
     return max((sk_contributors(s, kt, I)[1] for s in range(R)), default=1)
 
 
-def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, act_fn: Any):
+def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], bias_act: Any):
+    """`bias_act(T, bM, bN)` is the epilogue's bias-and-activation macro (gemm's)."""
     import tilelang.language as T
 
     M, N, K = shape
     bM, bN, bK, stages = cfg["block_M"], cfg["block_N"], cfg["block_K"], cfg["num_stages"]
     panel = cfg["panel"]
+    add_bias_act = bias_act(T, bM, bN)
     tm, tn = -(-M // bM), -(-N // bN)
     tiles, blocks, kt = _geometry(shape, cfg)
     Wr, R, I = sk_plan(tiles, blocks, kt) if cfg.get("stream_k") else (0, 0, 0)
@@ -244,9 +246,7 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, ac
     @T.macro
     def epilogue(C_f, C_s, Bias, Y, t, N):
         by, bx = tile_of(t)
-        for r, c in T.Parallel(bM, bN):
-            C_f[r, c] = act_fn(C_f[r, c] + T.if_then_else(bx * bN + c < N, T.cast(Bias[bx * bN + c], ACCUM),
-                                                          T.float32(0)), act, T)
+        add_bias_act(C_f, Bias, bx, N)
         T.copy(C_f, C_s)
         T.copy(C_s, Y[by * bM, bx * bN])
 

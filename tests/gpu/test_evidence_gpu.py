@@ -69,9 +69,11 @@ def test_hf_bert_with_fused_patterns_captures_replays_and_matches_on_gpu():
     assert rows["gemm_gelu"].reference_ms > 0 and rows["gemm_gelu"].tilelang_ms > 0, e2e.in_model
     # The reference pair's kernels, not the span of its range (the host's gap between the
     # held linear and its GELU made that 3-4x the kernels' time): within a factor of the
-    # fused kernel's time either way.
-    for fam in ("gemm_gelu", "layernorm_residual", "gemm"):
-        assert 0.4 < rows[fam].reference_ms / rows[fam].tilelang_ms < 2.5, (fam, rows[fam])
+    # fused kernel's time either way. PyTorch's side of layernorm_residual is two kernels
+    # (add, layer_norm) of about 2 us each at this tiny width against one of 1.35 us: on
+    # the H200 that pair measured 2.9x, the bug would read about 10x.
+    for fam, most in (("gemm_gelu", 2.5), ("layernorm_residual", 5.0), ("gemm", 2.5)):
+        assert 0.4 < rows[fam].reference_ms / rows[fam].tilelang_ms < most, (fam, rows[fam])
 
 
 def test_hf_gpt2_gelu_new_chain_runs_fused_under_graph_capture_on_gpu():
