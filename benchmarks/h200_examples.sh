@@ -34,10 +34,10 @@ run() {
   python3 -m evaluator.cli "${common[@]}" "$@" "${extra[@]}" 2>&1 | grep --line-buffered -v "TileLang:" > "$log"
   tail -40 "$log"
 }
-ncu_one() {  # NAME SHAPE CONFIG_JSON
+ncu_one() {  # NAME SHAPE CONFIG_JSON [FAMILY]
   ncu --clock-control none --nvtx --nvtx-include "evidence/" --section SpeedOfLight --section Occupancy \
     --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section LaunchStats \
-    python3 benchmarks/ncu_target.py gemm "$2" "$3" > "$out/ncu_gemm_$1.txt" 2>&1
+    --section InstructionStats python3 benchmarks/ncu_target.py "${4:-gemm}" "$2" "$3" > "$out/ncu_${4:-gemm}_$1.txt" 2>&1
   echo "ncu $1 rc $?"
 }
 for key in "$@"; do
@@ -70,6 +70,13 @@ for key in "$@"; do
         "{\"block_M\": 128, \"block_N\": 128, \"threads\": 128, \"policy\": \"square\", \"persistent\": 132, \"pingpong\": 1, $t}"
       ncu_one wave_3152x768x768 3152x768x768 \
         "{\"block_M\": 128, \"block_N\": 160, \"threads\": 256, \"policy\": \"fullrow\", \"persistent\": 0, \"pingpong\": 0, $t}" ;;
+    ncu-gelu)
+      t='"block_K": 64, "swizzle": true, "panel": 10, "split_k": 1, "splitk_fused": false, "cluster": 0'
+      pp="{\"block_M\": 128, \"block_N\": 128, \"num_stages\": 5, \"threads\": 128, \"policy\": \"square\", \"persistent\": 132, \"pingpong\": 1, $t}"
+      ncu_one pingpong_3152x3072x768 3152x3072x768 "$pp" gemm_gelu
+      ncu_one pingpong_3152x3072x768 3152x3072x768 "$pp" gemm
+      ncu_one wave_3152x3072x768 3152x3072x768 \
+        "{\"block_M\": 128, \"block_N\": 208, \"num_stages\": 4, \"threads\": 256, \"policy\": \"fullrow\", \"persistent\": 0, \"pingpong\": 0, $t}" gemm_gelu ;;
     *) echo "unknown key $key" >&2; exit 2 ;;
   esac
 done

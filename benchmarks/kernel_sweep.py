@@ -42,7 +42,8 @@ GEMM_MODEL = [  # (M, N, K) as nn.Linear: bert-base b8 s128, GPT-2 b4 s512, ViT-
 ]
 GEMM_LLAMA = [(512, 5632, 2048), (512, 2048, 2048), (512, 2048, 5632)]  # the zoo's llama, batch 1, 512 tokens
 # The fused patterns the models run (their first call's shape): bert-base's and ViT-B's
-# GELU(fc1(x)), GPT-2's gelu_new(c_fc(x)); against F.linear then the activation.
+# GELU(fc1(x)), GPT-2's gelu_new(c_fc(x)); against F.linear then the activation. The plain
+# GEMM at ViT-B's shape beside them: what the activation adds to the same tiles.
 GEMM_FUSED = [("gemm_gelu", (1024, 3072, 768)), ("gemm_gelu", (3152, 3072, 768)), ("gemm_gelu_tanh", (2048, 3072, 768))]
 GEMM_SKINNY = [(16, 4096, 4096), (1, 4096, 11008), (32, 1000, 2048)]
 ATTENTION = [  # (B, H, Sq, Skv, D, causal)
@@ -219,7 +220,7 @@ def cases(only: set[str], hw, own_only: bool = False) -> list[tuple[str, tuple, 
     if "streamk" in only:  # ping-pong with and without its last wave split by K, beside the family's space
         out += [("gemm", s, streamk_grid(s)) for s in GEMM_MODEL + GEMM_LLAMA if streamk_grid(s)]
     if "fused" in only:  # the epilogue's activation beside the ping-pong grid
-        out += [(f, s, pingpong_grid(s)) for f, s in GEMM_FUSED]
+        out += [(f, s, pingpong_grid(s)) for f, s in GEMM_FUSED + [("gemm", (3152, 3072, 768))]]
     if "skinny" in only:
         out += [("gemm", s, gemm_grid(s)) for s in GEMM_SKINNY]
     if "attention" in only:
