@@ -58,6 +58,20 @@ def test_amdahl_interval_from_op_ratios():
     assert bench.amdahl({}, {}) is None
 
 
+def test_amdahl_from_the_operator_times_inside_the_model():
+    from evaluator.results import FamilyTime
+    # GPT-2 on the H200 (session 12): gemm_gelu_tanh replaced addmm and gelu_new's eight
+    # elementwise kernels; its op benchmark (against one F.gelu) said 1.1x, the model 1.36x.
+    rows = (FamilyTime("gemm", 0.40, 0.43, 0.43), FamilyTime("gemm_gelu_tanh", 0.60, 0.24, 0.24))
+    (est, low, high) = bench.amdahl_in_model(rows, 1.6, {"gemm": 36, "gemm_gelu_tanh": 12})
+    assert abs(est - 1.6 / (1.6 - (-0.03 + 0.36))) < 1e-9 and low == est == high
+    # A family that ran in TileLang without a row: no estimate from these rows.
+    assert bench.amdahl_in_model(rows, 1.6, {"gemm": 36, "gemm_gelu_tanh": 12, "layernorm": 25}) is None
+    assert bench.amdahl_in_model(rows, 1.6, {"gemm": 36, "gemm_gelu_tanh": 12, "layernorm": 0}) is not None
+    assert bench.amdahl_in_model(rows, 0.0, {"gemm": 36}) is None
+    assert bench.amdahl_in_model((), 1.6, {}) is None
+
+
 def test_in_model_family_times_and_their_flags():
     from test_profiling import _routed_layernorm_model
     model, x, router = _routed_layernorm_model()
@@ -66,11 +80,12 @@ def test_in_model_family_times_and_their_flags():
         with router:
             return model(x)
 
-    rows, flags = bench._in_model(lambda: model(x), routed, ("layernorm", "gemm"), "cpu",
-                                  {"layernorm": 1, "gemm": 3}, {"layernorm": 1e6})
+    rows, flags, total = bench._in_model(lambda: model(x), routed, ("layernorm", "gemm"), "cpu",
+                                         {"layernorm": 1, "gemm": 3}, {"layernorm": 1e6})
     (ln,) = rows
     assert ln.family == "layernorm" and ln.reference_ms > 0 and ln.swapped_ms == ln.tilelang_ms > 0
     assert ln.ratio == ln.reference_ms / ln.swapped_ms
+    assert total >= ln.reference_ms  # every family's operator time, layernorm's among them
     # Clearly worse inside the model than the op benchmarks said: flagged with both numbers.
     assert any(f.startswith("layernorm runs ") and "against 1000000.00x in the op benchmarks" in f for f in flags)
     # Calls counted as TileLang's that the profiler gave no time: said, and no row made up.
@@ -138,5 +153,5 @@ def test_in_model_failure_is_a_flag_not_a_crash():
     def boom():
         raise RuntimeError("device lost")
 
-    rows, flags = bench._in_model(boom, boom, ("gemm",), "cpu", {}, {})
-    assert rows == () and flags == ["in-model family times not measured: RuntimeError: device lost"]
+    rows, flags, total = bench._in_model(boom, boom, ("gemm",), "cpu", {}, {})
+    assert total == 0.0 and rows == () and flags == ["in-model family times not measured: RuntimeError: device lost"]

@@ -224,13 +224,15 @@ class GemmFamily(KernelFamily):
         # short tuning budget tries them.
         sms = max(1, int(hw.cores or 1))
         lead, ping = PP.space(M, N, K, hw, TC_DEFAULTS, lambda c: C.smem_fits(_tc_smem(c, dtype), hw))
-        late = []
-        if self.activation in ("gelu", "silu", "gelu_tanh"):
-            # An erf or exp per element on a ping-pong consumer's 128x128 tile outlasts the
-            # other consumer's k-loop at K = 768: gemm_gelu 3152x3072x768 ran 0.58x the
-            # unfused pair with the ping-pong lead, where bert's 1024x3072x768 ran 1.15x
-            # with a 128x192 two-warpgroup tile (H200, session 11). Tried last, not first.
-            lead, ping, late = [], [], ping
+        # The fused variants keep the same order. Session 11 put ping-pong last for them
+        # (gemm_gelu 3152x3072x768 ran 0.58x the unfused pair on the ping-pong lead); that
+        # was erff's 34 instructions a value and a bias load repeated in the epilogue. With
+        # act_macro's epilogue the ping-pong lead is the best there (1.02x, wave tiles
+        # 0.92x), and where it does not lead it loses as the plain GEMM's does (H200,
+        # session 12, kernel_sweep --only fused). Their lead ring is a stage shorter: 128x128
+        # with 4 stages ran 1.02x there, with 5 (the plain GEMM's best) 0.98x.
+        if self.activation != "none" and lead:
+            lead = [c for c in ping if (c["block_M"], c["block_N"], c["num_stages"]) == (128, 128, 4)] or lead
         skinny = skinny[:1] + ping + skinny[1:]
         raw = [
             # (block_M, block_N, block_K, num_stages, threads)
@@ -261,7 +263,7 @@ class GemmFamily(KernelFamily):
             # power-of-two 128x256 tile on narrow panels won (8192³: 1.10x cuBLAS against
             # 0.97-0.98x for the wave-sized tiles; kernel_sweep_session5.json).
             skinny = [big] + skinny
-        return C.dedupe(lead + skinny + ordered + late + self._splitk_space(M, N, K, dtype, hw))
+        return C.dedupe(lead + skinny + ordered + self._splitk_space(M, N, K, dtype, hw))
 
     @staticmethod
     def _wave_space(M: int, N: int, dtype: str, hw: Hardware) -> list[KernelConfig]:

@@ -51,6 +51,8 @@ _NOTE_PATTERNS = [(kind, re.compile(rx)) for kind, rx in (
     ("roof", r"(?P<side>TileLang|PyTorch) faster than the (?P<roof>compute|memory) roof allows"),
     ("amdahl", r"contradicts the Amdahl estimate \((?P<est>[\d.]+)x from the op speedups, measured "
                r"(?P<lo>[\d.]+)-(?P<hi>[\d.]+)x\)"),
+    ("amdahl_in_model", r"contradicts the Amdahl estimate \((?P<est>[\d.]+)x from the operator times inside the "
+                        r"model, measured (?P<lo>[\d.]+)-(?P<hi>[\d.]+)x\)"),
     ("capture_failed", r"graph capture failed \((?P<why>[^;]*)\)"),
     ("launch_gaps", r"the device number includes launch gaps"),
     ("timer_disagree", r"(?P<side>TileLang|PyTorch): graph replay (?P<a>[\d.]+) µs vs profiler kernel time "

@@ -9,7 +9,9 @@ stream and TileLang-transpose configs, and attention on the q/k/v views models p
 whose rows replace session 5's for the same shape, and session 8's ResNet-50 sweep
 (../session8/bench/kernel_sweep_r50_llama.json, its conv2d rows); the families' search
 spaces for an H200; and session 9's GEMM sweep of every model shape with the ping-pong
-schedule beside the family's own space (../session9/bench/kernel_sweep_pingpong.json).
+schedule beside the family's own space (../session9/bench/kernel_sweep_pingpong.json),
+and session 12's sweep of the fused GEMM patterns models run (gemm_gelu, gemm_gelu_tanh,
+with the plain GEMM at ViT-B's 3152x3072x768; ../session12/bench/kernel_sweep_fused.json).
 Out: pass/fail.
 """
 
@@ -31,7 +33,8 @@ BENCH = Path(__file__).parents[2] / "reports/examples/h200/bench"
 # 0.84x at 512x2048x5632; the closing note of session 8 says so).
 SWEEPS = [("kernel_sweep_session5_reordered.json", None), ("kernel_sweep_session6.json", None),
           ("../session8/bench/kernel_sweep_r50_llama.json", {"conv2d"}),
-          ("../session9/bench/kernel_sweep_pingpong.json", {"gemm"})]
+          ("../session9/bench/kernel_sweep_pingpong.json", {"gemm"}),
+          ("../session12/bench/kernel_sweep_fused.json", None)]
 ROWS = list({(r["family"], tuple(r["shape"])): r for name, families in SWEEPS
              for r in json.loads((BENCH / name).read_text())["rows"]
              if families is None or r["family"] in families}.values())
