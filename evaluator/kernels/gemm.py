@@ -224,15 +224,19 @@ class GemmFamily(KernelFamily):
         # short tuning budget tries them.
         sms = max(1, int(hw.cores or 1))
         lead, ping = PP.space(M, N, K, hw, TC_DEFAULTS, lambda c: C.smem_fits(_tc_smem(c, dtype), hw))
-        # The fused variants keep the same order. Session 11 put ping-pong last for them
-        # (gemm_gelu 3152x3072x768 ran 0.58x the unfused pair on the ping-pong lead); that
-        # was erff's 34 instructions a value and a bias load repeated in the epilogue. With
-        # act_macro's epilogue the ping-pong lead is the best there (1.02x, wave tiles
-        # 0.92x), and where it does not lead it loses as the plain GEMM's does (H200,
-        # session 12, kernel_sweep --only fused). Their lead ring is a stage shorter: 128x128
-        # with 4 stages ran 1.02x there, with 5 (the plain GEMM's best) 0.98x.
-        if self.activation != "none" and lead:
-            lead = [c for c in ping if (c["block_M"], c["block_N"], c["num_stages"]) == (128, 128, 4)] or lead
+        late = []
+        if self.activation in ("gelu", "silu", "gelu_tanh"):
+            # Tried last: in the model a ping-pong tile with an erf or exp epilogue runs far
+            # slower than in its op benchmark. ViT-B's gemm_gelu at 3152x3072x768 on the
+            # H200 (session 12): ping-pong 36.1 us in the op sweep (1.02x the unfused pair)
+            # and 48.7 us inside the model, where the wave tile 128x208 ran 39.4 us in both;
+            # the model ran 1.033x with the first and 1.107x with the second (graph_gaps.py).
+            # Nsight Compute, caches flushed, also reads 48.4 us, against 28.7 us for the
+            # plain ping-pong GEMM. The likely cause is code size: the two consumers each
+            # carry their own fully unrolled epilogue (128 values a thread), fetched cold on
+            # every SM when other kernels ran in between. Session 11's erff epilogue made it
+            # 64 us (0.58x); act_macro's took that to 36 us in the op benchmark only.
+            lead, ping, late = [], [], ping
         skinny = skinny[:1] + ping + skinny[1:]
         raw = [
             # (block_M, block_N, block_K, num_stages, threads)
@@ -263,7 +267,7 @@ class GemmFamily(KernelFamily):
             # power-of-two 128x256 tile on narrow panels won (8192³: 1.10x cuBLAS against
             # 0.97-0.98x for the wave-sized tiles; kernel_sweep_session5.json).
             skinny = [big] + skinny
-        return C.dedupe(lead + skinny + ordered + self._splitk_space(M, N, K, dtype, hw))
+        return C.dedupe(lead + skinny + ordered + late + self._splitk_space(M, N, K, dtype, hw))
 
     @staticmethod
     def _wave_space(M: int, N: int, dtype: str, hw: Hardware) -> list[KernelConfig]:

@@ -198,15 +198,18 @@ def test_unknown_activation_is_refused():
         GemmFamily("tanh")
 
 
-@pytest.mark.parametrize("shape,lead", [((3152, 3072, 768), True), ((1024, 3072, 768), False),
-                                        ((2048, 3072, 768), False)])
-def test_a_fused_epilogue_leads_with_ping_pong_where_the_plain_gemm_does(shape, lead):
-    # H200, session 12 (kernel_sweep --only fused): ping-pong 1.02x against 0.92x for the
-    # best wave tile at ViT-B's 3152x3072x768; 1.02x against 1.21x at bert-base's
-    # 1024x3072x768, 1.08x against 1.09x at GPT-2's 2048x3072x768 (gemm_gelu_tanh).
-    assert bool(FAM.search_space(shape, "float16", H200)[0]["pingpong"]) == lead
-    for act in ("gemm_gelu", "gemm_silu", "gemm_gelu_tanh", "gemm_relu"):
-        assert bool(get(act).search_space(shape, "float16", H200)[0]["pingpong"]) == lead, act
+def test_an_erf_or_exp_epilogue_tries_the_ping_pong_tiles_after_the_others():
+    # ViT-B's gemm_gelu at 3152x3072x768 on the H200 (session 12): the ping-pong lead ran
+    # 1.02x in the op sweep and 48.7 us inside the model against 39.4 us for the wave
+    # tile (the model 1.033x against 1.107x, graph_gaps.py); the plain gemm keeps its
+    # measured ping-pong lead there, and a max() epilogue costs nothing.
+    shape = (3152, 3072, 768)
+    assert FAM.search_space(shape, "float16", H200)[0]["pingpong"] == 1
+    for act in ("gemm_gelu", "gemm_silu", "gemm_gelu_tanh"):
+        space = get(act).search_space(shape, "float16", H200)
+        first_ping = next(i for i, c in enumerate(space) if c["pingpong"])
+        assert not space[0]["pingpong"] and first_ping > len(space) // 2, act
+    assert get("gemm_relu").search_space(shape, "float16", H200)[0]["pingpong"] == 1
 
 
 # ---------------------------------------------------------------- split-K and admissibility

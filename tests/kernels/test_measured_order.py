@@ -35,9 +35,15 @@ SWEEPS = [("kernel_sweep_session5_reordered.json", None), ("kernel_sweep_session
           ("../session8/bench/kernel_sweep_r50_llama.json", {"conv2d"}),
           ("../session9/bench/kernel_sweep_pingpong.json", {"gemm"}),
           ("../session12/bench/kernel_sweep_fused.json", None)]
+# Rows where the model, not the op sweep, decided the first config: at ViT-B's
+# 3152x3072x768 the sweep's best gemm_gelu tile (ping-pong, 1.02x) ran 48.7 us inside the
+# model against 39.4 us for the wave tile the family leads with (0.92x in the sweep);
+# the model ran 1.033x against 1.107x (session 12, bench/graph_gaps_*.log).
+IN_MODEL = {("gemm_gelu", (3152, 3072, 768))}
 ROWS = list({(r["family"], tuple(r["shape"])): r for name, families in SWEEPS
              for r in json.loads((BENCH / name).read_text())["rows"]
-             if families is None or r["family"] in families}.values())
+             if (families is None or r["family"] in families)
+             and (r["family"], tuple(r["shape"])) not in IN_MODEL}.values())
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[f"{r['family']}-{'x'.join(map(str, r['shape']))}" for r in ROWS])
