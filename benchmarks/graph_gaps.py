@@ -28,14 +28,13 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from evaluator import kernels, models, swap  # noqa: E402
-from evaluator.timing import TimingPolicy, _GraphSampler  # noqa: E402
+from evaluator.timing import TimingPolicy, _GraphSampler, graph_kernel_events  # noqa: E402
 
 
 def router_from(results: dict, target: str) -> swap.Router:
@@ -49,40 +48,6 @@ def router_from(results: dict, target: str) -> swap.Router:
         table.add(t["family"], tuple(t["shape"]), t["config"],
                   kernels.get(t["family"]).build(tuple(t["shape"]), t["dtype"], t["config"], target))
     return swap.Router([kernels.get(f) for f in sorted(fams)], table)
-
-
-def kernel_events(fn, replays: int) -> list[list[dict]]:
-    """Kernel events (name, ts, dur in µs) of each replay of `fn` captured as a graph."""
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    for _ in range(5):
-        graph.replay()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(replays):
-            graph.replay()
-            torch.cuda.synchronize()
-    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
-        path = f.name
-    prof.export_chrome_trace(path)
-    with open(path) as f:
-        trace = json.load(f)
-    os.unlink(path)
-    evs = sorted((e for e in trace["traceEvents"] if e.get("cat") == "kernel" and e.get("ph") == "X"),
-                 key=lambda e: e["ts"])
-    # Each replay is one whole forward: split by count (host synchronisation between
-    # replays may leave only microseconds between them).
-    n = len(evs) // replays if replays else 0
-    if not n or n * replays != len(evs):
-        raise SystemExit(f"{len(evs)} kernel events over {replays} replays: not whole forwards")
-    return [[{"name": e["name"], "ts": e["ts"], "dur": e["dur"]} for e in evs[i * n:(i + 1) * n]]
-            for i in range(replays)]
 
 
 def short(name: str) -> str:
@@ -165,7 +130,7 @@ def main() -> None:
 
     fns = {"reference": ref, **{k: routed(r) for k, r in sides.items()}}
     with torch.inference_mode():
-        events = {k: kernel_events(f, args.replays) for k, f in fns.items()}
+        events = {k: graph_kernel_events(f, args.replays) for k, f in fns.items()}
         ref_names = {e["name"] for r in events["reference"] for e in r}
         ours = {e["name"] for r in events["routed"] for e in r} - ref_names
         out = {"model": m["name"], "tilelang_kernel_names": sorted(ours)}

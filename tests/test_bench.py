@@ -155,3 +155,21 @@ def test_in_model_failure_is_a_flag_not_a_crash():
 
     rows, flags, total = bench._in_model(boom, boom, ("gemm",), "cpu", {}, {})
     assert total == 0.0 and rows == () and flags == ["in-model family times not measured: RuntimeError: device lost"]
+
+
+def test_timers_disagree_says_whether_the_captured_forward_runs_other_kernels(monkeypatch):
+    # transformers' BertModel on the H200 (session 12): graph replay 2.131 ms, eager kernel
+    # sum 0.810 ms, and one captured replay 1.773 ms of kernels in 413: another program,
+    # not time between kernels.
+    monkeypatch.setattr(bench, "graph_kernel_ms", lambda fn: (1.773, 413))
+    note = bench._timers_disagree(lambda: None, 2.131, 0.810)
+    assert note.startswith("graph replay runs 1.773 ms of kernels (413 kernels) against 0.810 ms eagerly")
+    assert "another path while a CUDA graph is captured" in note
+    # The same kernels captured as eagerly: the difference is the time between them.
+    monkeypatch.setattr(bench, "graph_kernel_ms", lambda fn: (0.83, 290))
+    assert "device time between kernels" in bench._timers_disagree(lambda: None, 2.131, 0.810)
+
+    def no_capture(fn):
+        raise RuntimeError("capture failed")
+    monkeypatch.setattr(bench, "graph_kernel_ms", no_capture)
+    assert "device time between kernels" in bench._timers_disagree(lambda: None, 2.131, 0.810)

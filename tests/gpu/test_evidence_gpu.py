@@ -6,7 +6,7 @@ kernel time where per-call events do not."""
 import pytest
 import torch
 
-from evaluator import bench, hardware, kernels, swap
+from evaluator import bench, hardware, kernels, swap, timing
 from evaluator.results import parse_shape
 
 
@@ -210,3 +210,19 @@ def test_each_family_alone_is_timed_by_graph_replay_on_gpu():
     # Attention kept, gemm left to PyTorch: the model as is, give or take the noise.
     assert kept is not None and kept.families == ("attention",) and kept.left == ("gemm",)
     assert 0.8 < kept.ratio.value < 1.25, kept.ratio
+
+
+def test_transformers_bert_runs_other_kernels_while_a_graph_is_captured_on_gpu():
+    """transformers counts a capturing stream as tracing and keeps the attention mask it
+    drops eagerly, so one captured replay of BertModel runs another program than its
+    eager forward; the end-to-end view's note must say so rather than call the
+    difference time between kernels."""
+    from transformers import BertConfig, BertModel
+    model = BertModel(BertConfig(attn_implementation="sdpa")).cuda().half().eval()
+    ids = torch.randint(0, 1000, (8, 128), device="cuda")
+    with torch.inference_mode():
+        eager = timing.kernel_time_ms(lambda: model(ids), calls=3)
+        captured, n = timing.graph_kernel_ms(lambda: model(ids))
+        note = bench._timers_disagree(lambda: model(ids), 2 * captured, eager)
+    assert captured > 1.25 * eager, (captured, eager, n)
+    assert "another path while a CUDA graph is captured" in note, note
