@@ -82,7 +82,7 @@ def act_macro(T: Any, act: str, fast: bool):
     return apply
 
 
-def bias_act(T: Any, bM: int, bN: int, act: str):
+def bias_act(T: Any, bM: int, bN: int, act: str, fast: bool = True):
     """A TileLang macro: bias, then the activation, on a tile's fp32 accumulator, in two
     passes. In one pass the activation's expression names x twice (x * Phi(x)), and
     TileLang substitutes the biased sum, bias load and bounds test included, into both
@@ -97,7 +97,7 @@ def bias_act(T: Any, bM: int, bN: int, act: str):
     if act == "none":
         return add_bias
 
-    apply = act_macro(T, act, fast=True)
+    apply = act_macro(T, act, fast=fast)
 
     @T.macro
     def add_bias_act(C_f, Bias, bx, N):
@@ -157,18 +157,20 @@ def _policy(T: Any, name: str) -> Any:
             "fullcol": T.GemmWarpPolicy.FullCol}[name]
 
 
-def tensor_core_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
+def tensor_core_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: bool = True):
     """The tensor-core schedule: split-K when the config asks for it (reduced in the
-    kernel itself, or atomically with the epilogue in PyTorch), else whole-K tiles."""
+    kernel itself, or atomically with the epilogue in PyTorch), else whole-K tiles.
+    `fast`: the epilogue may use CUDA's MUFU intrinsics (__expf, rcp.approx); TileLang's
+    HIP backend has no tl.fast_rcp, so AMD targets get exp and a division."""
     if cfg["split_k"] > 1:
         if cfg["splitk_fused"]:
-            return _splitk_fused_program(shape, dtype, cfg, act)
+            return _splitk_fused_program(shape, dtype, cfg, act, fast)
         return _splitk_program(shape, dtype, cfg)
     if cfg["cluster"]:
-        return _cluster_program(shape, dtype, cfg, act)
+        return _cluster_program(shape, dtype, cfg, act, fast)
     if cfg["pingpong"]:
-        return pingpong_program(shape, dtype, cfg, functools.partial(bias_act, act=act))
-    return _tc_program(shape, dtype, cfg, act)
+        return pingpong_program(shape, dtype, cfg, functools.partial(bias_act, act=act, fast=fast))
+    return _tc_program(shape, dtype, cfg, act, fast)
 
 
 def splitk_workspace(shape: Shape, cfg: dict[str, Any]) -> tuple[tuple[int, int, int], int]:
@@ -201,7 +203,7 @@ def _splitk_partial(T: Any, cfg: dict[str, Any]):
     return partial_product
 
 
-def _splitk_fused_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
+def _splitk_fused_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: bool):
     """Split-K in one kernel: each of `split_k` blocks of an output tile writes its fp32
     partial to a workspace, then counts itself in on the tile's counter; the block that
     arrives last adds the partials, applies bias and activation once, rounds, stores the
@@ -216,7 +218,7 @@ def _splitk_fused_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: st
     threads, swizzle, panel = cfg["threads"], cfg["swizzle"], cfg["panel"]
     partial_product = _splitk_partial(T, cfg)
     n_tiles = -(-N // bN)
-    epilogue = bias_act(T, bM, bN, act)
+    epilogue = bias_act(T, bM, bN, act, fast)
     # The annotations below spell the workspace shape (splitk_workspace) in names the
     # body uses: TileLang resolves annotation names through the body's closure.
 
@@ -259,13 +261,13 @@ def _splitk_fused_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: st
     return linear_splitk_fused
 
 
-def _tile_product(T: Any, cfg: dict[str, Any], act: str):
+def _tile_product(T: Any, cfg: dict[str, Any], act: str, fast: bool):
     """One output tile, as a TileLang macro both whole-K programs call: the pipelined
     A @ W.T over K into C_f, then bias and activation on the fp32 accumulator before the
     single rounding, stored through shared memory. K is an argument (see _splitk_partial)."""
     bM, bN, bK, stages = cfg["block_M"], cfg["block_N"], cfg["block_K"], cfg["num_stages"]
     policy = _policy(T, cfg["policy"])
-    epilogue = bias_act(T, bM, bN, act)
+    epilogue = bias_act(T, bM, bN, act, fast)
 
     @T.macro
     def tile_product(A, W, Bias, Y, A_s, W_s, C_f, C_s, bx, by, N, K):
@@ -281,7 +283,7 @@ def _tile_product(T: Any, cfg: dict[str, Any], act: str):
     return tile_product
 
 
-def _tc_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
+def _tc_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: bool):
     """Whole-K tiles: one block per output tile, or with `persistent` = P, P blocks (one
     per SM) that walk the tiles in grouped order. A persistent block's TMA producer
     starts loading its next tile while its consumers still run this tile's epilogue, so
@@ -293,7 +295,7 @@ def _tc_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
     bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
     threads, swizzle = cfg["threads"], cfg["swizzle"]
     panel, persistent = cfg["panel"], cfg["persistent"]
-    tile_product = _tile_product(T, cfg, act)
+    tile_product = _tile_product(T, cfg, act, fast)
 
     if persistent:
         @T.prim_func
@@ -334,7 +336,7 @@ def _tc_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
     return linear_tc
 
 
-def _cluster_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
+def _cluster_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: bool):
     """Experimental (config `cluster` = 2, sm_90 only): whole-K tiles launched in clusters
     of two blocks along N. Both blocks of a cluster need the same A tile, so rank 0 loads
     it once from L2 with a TMA multicast into both blocks' shared memory, halving A's L2
@@ -355,7 +357,7 @@ def _cluster_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
     threads, size = cfg["threads"], cfg["cluster"]
     policy = _policy(T, cfg["policy"])
     producers, peers = 128, (1 << size) - 1  # one producer warpgroup; the multicast mask
-    epilogue = bias_act(T, bM, bN, act)
+    epilogue = bias_act(T, bM, bN, act, fast)
 
     @T.prim_func
     def linear_tc_cluster(
@@ -427,7 +429,7 @@ def _splitk_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     return linear_splitk
 
 
-def simt_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
+def simt_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: bool = True):
     import tilelang.language as T
 
     M, N, K = shape
@@ -437,7 +439,7 @@ def simt_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
     cols = bN // tN
     threads = (bM // tM) * cols
     pad = 4  # breaks the 32-way bank conflict of the transposed shared-memory stores
-    apply = act_macro(T, act, fast=True) if act != "none" else None
+    apply = act_macro(T, act, fast=fast) if act != "none" else None
 
     @T.prim_func
     def linear_simt(

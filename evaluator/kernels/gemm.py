@@ -396,9 +396,10 @@ class GemmFamily(KernelFamily):
         act = self.activation
         if C.is_cpu_target(target):
             return Schedule(CPU_DEFAULTS, functools.partial(P.cpu_program, act=act))
+        fast = target.split()[0] == "cuda"  # MUFU intrinsics in the epilogue: CUDA's only
         if dtype == "float32":
-            return Schedule(SIMT_DEFAULTS, functools.partial(P.simt_program, act=act))
-        return Schedule(TC_DEFAULTS, functools.partial(P.tensor_core_program, act=act))
+            return Schedule(SIMT_DEFAULTS, functools.partial(P.simt_program, act=act, fast=fast))
+        return Schedule(TC_DEFAULTS, functools.partial(P.tensor_core_program, act=act, fast=fast))
 
     def config_error(self, shape: Shape, dtype: str, cfg: dict, target: str) -> str | None:
         for key in ("block_M", "block_N", "block_K"):
