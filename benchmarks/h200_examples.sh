@@ -77,6 +77,11 @@ for key in "$@"; do
       ncu_one pingpong_3152x3072x768 3152x3072x768 "$pp" gemm
       ncu_one wave_3152x3072x768 3152x3072x768 \
         "{\"block_M\": 128, \"block_N\": 208, \"num_stages\": 4, \"threads\": 256, \"policy\": \"fullrow\", \"persistent\": 0, \"pingpong\": 0, $t}" gemm_gelu ;;
+    in-sequence-gelu)
+      t='"block_K": 64, "swizzle": true, "panel": 10, "split_k": 1, "splitk_fused": false, "cluster": 0, "stream_k": 0'
+      python3 benchmarks/in_sequence.py gemm_gelu 3152x3072x768 --json "$out/in_sequence_gelu.json" \
+        "{\"block_M\": 128, \"block_N\": 128, \"num_stages\": 4, \"threads\": 128, \"policy\": \"square\", \"persistent\": 132, \"pingpong\": 1, $t}" \
+        "{\"block_M\": 128, \"block_N\": 208, \"num_stages\": 4, \"threads\": 256, \"policy\": \"fullrow\", \"persistent\": 0, \"pingpong\": 0, $t}" ;;
     *) echo "unknown key $key" >&2; exit 2 ;;
   esac
 done
