@@ -16,6 +16,7 @@ after its last finished kernel). The stages themselves are in `stages.py`.
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import json
 import platform
 import re
@@ -64,10 +65,25 @@ def tilelang_version() -> str:
         return f"unavailable ({type(exc).__name__})"
 
 
+MODEL_LIBRARIES = ("transformers", "timm", "torchvision", "triton")
+
+
+def library_versions() -> dict[str, str]:
+    """The installed model libraries' versions, from their package metadata (nothing imported)."""
+    out = {}
+    for name in MODEL_LIBRARIES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return out
+
+
 def environment(hw: Hardware) -> Environment:
     return Environment(evaluator=__version__, python=platform.python_version(),
                        os=f"{platform.system()} {platform.release()}", cpu=hardware._cpu_name(),
-                       torch=torch.__version__, tilelang=tilelang_version(), hardware=hw)
+                       torch=torch.__version__, tilelang=tilelang_version(), hardware=hw,
+                       libraries=library_versions())
 
 
 def slug(name: str) -> str:

@@ -157,3 +157,17 @@ def test_resume_refuses_what_it_cannot_continue(tmp_path):
     from evaluator.errors import ConfigError
     with pytest.raises(ConfigError, match="not a run folder"):
         pipeline.resume(tmp_path)
+
+
+def test_environment_records_the_model_libraries_installed():
+    import importlib.metadata
+
+    from evaluator import hardware, pipeline
+    from evaluator.results import Environment, from_dict, to_dict
+    env = pipeline.environment(hardware.detect("cpu"))
+    assert env.libraries["transformers"] == importlib.metadata.version("transformers")
+    assert set(env.libraries) <= set(pipeline.MODEL_LIBRARIES)
+    # A baseline written before the field existed still loads, with none recorded.
+    old = to_dict(env)
+    del old["libraries"]
+    assert from_dict(Environment, old).libraries == {}

@@ -29,7 +29,7 @@ _P10_P90_SIGMAS = 2.5631
 # change of anything else (the upstream repository, the checklist, a threshold) is
 # never named as a cause.
 _CAUSE_FIELDS = frozenset({"driver", "cuda", "torch", "tilelang", "evaluator", "device", "target", "model",
-                           "clocks", "gpu_clocks", "power_limit"})
+                           "clocks", "gpu_clocks", "power_limit", "transformers", "timm", "torchvision", "triton"})
 _CAUSE_SETTINGS = frozenset({"device", "dtype", "batch_size", "seq_len", "ops", "families", "max_shapes",
                              "tune_budget_s", "fine_rounds", "isolate", "timing", "clocks"})
 
@@ -110,6 +110,7 @@ def _environment(r: RunResult) -> dict[str, str]:
               "evaluator": env.evaluator, "python": env.python, "device": hw.name, "os": env.os,
               "target": hw.target, "model": f"{r.model.name} ({r.model.spec_hash})" if r.model.spec_hash
               else r.model.name}
+    fields.update({name: version for name, version in (getattr(env, "libraries", None) or {}).items()})
     fields.update(_flatten(r.settings or {}, "settings"))
     return fields
 

@@ -37,6 +37,7 @@ def show_rows(result: RunResult) -> list[tuple[str, str]]:
         ("driver", hw.driver or "-"), ("cuda", hw.cuda or "-"), ("torch", env.torch),
         ("tilelang", env.tilelang), ("evaluator", env.evaluator), ("python", env.python), ("os", env.os),
         ("cpu", env.cpu),
+        *sorted((getattr(env, "libraries", None) or {}).items()),
         ("timing", json.dumps((result.settings or {}).get("timing"), sort_keys=True)),
         ("verdict", result.verdict.decision if result.verdict else "-"),
         ("families", ", ".join(result.families) or "-"),

@@ -10,7 +10,7 @@ no change here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -62,3 +62,7 @@ class Environment:
     torch: str
     tilelang: str
     hardware: Hardware
+    # The model libraries' versions (transformers, timm, torchvision, triton; those
+    # installed): their code decides which kernels a model runs. transformers' BertModel
+    # ran 1773 µs of kernels in one captured replay against 810 µs eagerly on the H200.
+    libraries: dict[str, str] = field(default_factory=dict)

@@ -30,6 +30,7 @@ def _environment(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
     env, hw, m = result.environment, result.environment.hardware, result.model
     software = [("evaluator", env.evaluator), ("python", env.python), ("os", env.os), ("cpu", env.cpu),
                 ("torch", env.torch), ("tilelang", env.tilelang)]
+    software += sorted((getattr(env, "libraries", None) or {}).items())
     overrides = resources.template_overrides()
     if overrides:  # a report that looks or reads differently says where that came from
         software.append((t("text.template_overrides"), ", ".join(str(p) for p in overrides)))
