@@ -61,7 +61,7 @@ _NOTE_PATTERNS = [(kind, re.compile(rx)) for kind, rx in (
     ("view_router", r"the router itself adds (?P<ms>[\d.]+) ms per forward"),
     ("view_captured", r"graph replay runs (?P<a>[\d.]+) ms of kernels \((?P<n>\d+) kernels\) against (?P<b>[\d.]+) ms "
                       r"eagerly for the unmodified model: the model takes another path while a CUDA graph is "
-                      r"captured \(transformers keeps attention masks it drops eagerly\), and graph replay times "
+                      r"captured \(transformers counts a capturing stream as tracing\), and graph replay times "
                       r"that path on both sides; the eager view times the eager path"),
     ("view_gap", r"graph replay (?P<a>[\d.]+) ms vs kernel sum (?P<b>[\d.]+) ms for the unmodified model: the "
                  r"difference is device time between kernels \(many small launches\), which graph replay "

@@ -213,8 +213,8 @@ def test_each_family_alone_is_timed_by_graph_replay_on_gpu():
 
 
 def test_transformers_bert_runs_other_kernels_while_a_graph_is_captured_on_gpu():
-    """transformers counts a capturing stream as tracing and keeps the attention mask it
-    drops eagerly, so one captured replay of BertModel runs another program than its
+    """transformers counts a capturing stream as tracing and takes its traced paths then,
+    so one captured replay of BertModel runs another program than its
     eager forward; the end-to-end view's note must say so rather than call the
     difference time between kernels."""
     from transformers import BertConfig, BertModel
