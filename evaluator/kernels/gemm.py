@@ -224,19 +224,19 @@ class GemmFamily(KernelFamily):
         # short tuning budget tries them.
         sms = max(1, int(hw.cores or 1))
         lead, ping = PP.space(M, N, K, hw, TC_DEFAULTS, lambda c: C.smem_fits(_tc_smem(c, dtype), hw))
-        late = []
         if self.activation in ("gelu", "silu", "gelu_tanh"):
-            # Tried last: in the model a ping-pong tile with an erf or exp epilogue runs far
-            # slower than in its op benchmark. ViT-B's gemm_gelu at 3152x3072x768 on the
-            # H200 (session 12): ping-pong 36.1 us in the op sweep (1.02x the unfused pair)
-            # and 48.7 us inside the model, where the wave tile 128x208 ran 39.4 us in both;
-            # the model ran 1.033x with the first and 1.107x with the second (graph_gaps.py).
-            # Nsight Compute, caches flushed, also reads 48.4 us, against 28.7 us for the
-            # plain ping-pong GEMM. The likely cause is code size: the two consumers each
-            # carry their own fully unrolled epilogue (128 values a thread), fetched cold on
-            # every SM when other kernels ran in between. Session 11's erff epilogue made it
-            # 64 us (0.58x); act_macro's took that to 36 us in the op benchmark only.
-            lead, ping, late = [], [], ping
+            # Left out: in the model a ping-pong tile with an erf or exp epilogue runs far
+            # slower than its op benchmark says, so a tuner that reached it would pick it
+            # and lose. ViT-B's gemm_gelu at 3152x3072x768 on the H200 (session 12):
+            # ping-pong 36.1 us in the op sweep (1.02x the unfused pair, the wave tile
+            # 0.92x) and 48.7 us inside the model, where the wave tile 128x208 ran 39.4 us
+            # in both; the model ran 1.033x with the first and 1.107x with the second
+            # (graph_gaps.py). Nsight Compute, caches flushed, also reads 48.4 us, against
+            # 28.7 us for the plain ping-pong GEMM. The suspect is code size: each of the two
+            # consumers carries its own fully unrolled epilogue, fetched cold on every SM
+            # when other kernels ran in between. benchmarks/in_sequence.py is the test;
+            # kernel_sweep --only fused still times these tiles.
+            lead, ping = [], []
         skinny = skinny[:1] + ping + skinny[1:]
         raw = [
             # (block_M, block_N, block_K, num_stages, threads)
@@ -267,7 +267,7 @@ class GemmFamily(KernelFamily):
             # power-of-two 128x256 tile on narrow panels won (8192³: 1.10x cuBLAS against
             # 0.97-0.98x for the wave-sized tiles; kernel_sweep_session5.json).
             skinny = [big] + skinny
-        return C.dedupe(lead + skinny + ordered + late + self._splitk_space(M, N, K, dtype, hw))
+        return C.dedupe(lead + skinny + ordered + self._splitk_space(M, N, K, dtype, hw))
 
     @staticmethod
     def _wave_space(M: int, N: int, dtype: str, hw: Hardware) -> list[KernelConfig]:

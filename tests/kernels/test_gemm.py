@@ -198,17 +198,16 @@ def test_unknown_activation_is_refused():
         GemmFamily("tanh")
 
 
-def test_an_erf_or_exp_epilogue_tries_the_ping_pong_tiles_after_the_others():
-    # ViT-B's gemm_gelu at 3152x3072x768 on the H200 (session 12): the ping-pong lead ran
+def test_an_erf_or_exp_epilogue_leaves_the_ping_pong_tiles_out():
+    # ViT-B's gemm_gelu at 3152x3072x768 on the H200 (session 12): the ping-pong tile ran
     # 1.02x in the op sweep and 48.7 us inside the model against 39.4 us for the wave
-    # tile (the model 1.033x against 1.107x, graph_gaps.py); the plain gemm keeps its
-    # measured ping-pong lead there, and a max() epilogue costs nothing.
+    # tile (the model 1.033x against 1.107x, graph_gaps.py). A tuner that reached it
+    # would pick it. The plain gemm keeps its measured ping-pong lead there, and a max()
+    # epilogue costs nothing.
     shape = (3152, 3072, 768)
     assert FAM.search_space(shape, "float16", H200)[0]["pingpong"] == 1
     for act in ("gemm_gelu", "gemm_silu", "gemm_gelu_tanh"):
-        space = get(act).search_space(shape, "float16", H200)
-        first_ping = next(i for i, c in enumerate(space) if c["pingpong"])
-        assert not space[0]["pingpong"] and first_ping > len(space) // 2, act
+        assert not any(c["pingpong"] for c in get(act).search_space(shape, "float16", H200)), act
     assert get("gemm_relu").search_space(shape, "float16", H200)[0]["pingpong"] == 1
 
 
