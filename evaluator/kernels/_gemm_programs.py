@@ -5,8 +5,10 @@ activation fused in the epilogue. Out: a TileLang PrimFunc: on CPU a blocked loo
 over fp32 local tiles; on CUDA tensor-core tiles (whole-K, split-K, whole-K in
 2-block clusters that share A by TMA multicast, or the ping-pong schedule of
 _gemm_pingpong.py) for fp16/bf16, and a register-blocked
-SIMT (FFMA) schedule for fp32. Checking configs and compiling are
-the family's (gemm.py, base.py); nothing here runs a kernel.
+SIMT (FFMA) schedule for fp32. Every schedule shares one epilogue: the bias, then the
+activation (`act_macro`: the same formulas on every target, on CUDA with its MUFU exp and
+reciprocal), on the fp32 accumulator before the one rounding. Checking configs and
+compiling are the family's (gemm.py, base.py); nothing here runs a kernel.
 """
 
 from __future__ import annotations
