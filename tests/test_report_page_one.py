@@ -102,3 +102,20 @@ def test_production_item_evidence_in_both_languages(tmp_path):
     assert "2 of 2 rewritten kernels build for NVIDIA H100." in en_row
     zh_row = words(section(html_of(r, tmp_path / "zh", "zh"), "checklist"))
     assert "能为 NVIDIA H100 编译的内核占比 ≥ 100%" in zh_row and "2 个重写内核中有 2 个能为 NVIDIA H100 编译。" in zh_row
+
+
+def test_an_item_failed_on_a_flagged_number_says_why_not_that_it_was_too_slow(tmp_path):
+    # GPT-2 on the H200 (session 12): e2e-speed failed at 1.36x against >= 0.95x because the
+    # number was flagged; page one had read "runs at 1.36x (required >= 0.95x)" as a failure.
+    r = evidence_result(e2e_speedup=1.36, amdahl=1.02, e2e_flags=(
+        "contradicts the Amdahl estimate (1.02x from the op speedups, measured 1.32-1.40x)",))
+    [e2e] = [o for o in r.verdict.outcomes if o.id == "e2e-speed"]
+    assert e2e.status == "fail" and e2e.value >= e2e.threshold
+    for lang, said, cond in (("en", "but that number cannot be trusted, so the item fails",
+                              "on a number that can be trusted (now 1.36×, flagged)"),
+                             ("zh", "但这个数值不可信，因此该项未通过", "在可信的数值上")):
+        one = htmllib.unescape(page_one(html_of(r, tmp_path / lang, lang)))
+        assert said in one and cond in one, lang
+        assert ("failed on a flagged number" in one) == (lang == "en") and "Profile the swapped-in model" not in one
+    assert "contradicts the Amdahl estimate (1.02x from the op speedups" in htmllib.unescape(
+        page_one(html_of(r, tmp_path / "en2")))
