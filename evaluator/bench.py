@@ -38,8 +38,7 @@ from .results import (
 from .soak import THROTTLE_BITS, soak  # noqa: F401  (re-exported: the soak stage and tests reach it here)
 from .timing import (  # noqa: F401  (re-exported: callers time through bench)
     Sides, TimingPolicy, _GraphSampler, bootstrap_ratio, graph_kernel_ms, interleaved, kernel_time_ms, make_sampler,
-    summarize,
-    spread, time_callable, time_pair, time_sides,
+    spread, summarize, time_callable, time_pair, time_sides,
 )
 
 __all__ = [

@@ -43,9 +43,10 @@ def act_macro(T: Any, act: str, fast: bool):
     expression tree repeats every use of x or t in the generated code. Why not erff:
     fp32 erff computes two polynomials and selects one, about 34 instructions a value
     (the PTX of gemm_gelu's epilogue); on the H200 that epilogue cost 15 us over a 28.5 us
-    GEMM at ViT-B's 3152x3072x768. A&S is 14 instructions and two MUFU ops. `fast`
-    (CUDA) takes the MUFU forms of exp and 1/x (__expf, rcp.approx, both within 2 ulp of
-    fp32); on CPU the same formulas use exp and division, so CI checks their accuracy."""
+    GEMM at ViT-B's 3152x3072x768. With A&S the epilogue's PTX is 18 instructions a value,
+    two of them MUFU ops. `fast` (CUDA) takes the MUFU forms of exp and 1/x (__expf,
+    rcp.approx, both within 2 ulp of fp32); on CPU, AMD and MACA targets the same formulas
+    use exp and division, and CI checks their accuracy on CPU."""
     ex = T.__exp if fast else T.exp
     rcp = T.fast_rcp if fast else (lambda d: T.float32(1) / d)
     absf = T.abs if fast else (lambda v: T.max(v, -v))  # TileLang's C backend has no fabs
