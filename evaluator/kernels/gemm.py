@@ -44,6 +44,8 @@ from .base import KernelFamily, Resolved, Schedule
 ACTIVATIONS = ("none", "relu", "gelu", "silu", "gelu_tanh")
 # Epilogue cost per output element, for the FLOP count.
 ACT_FLOPS = {"none": 0, "relu": 1, "gelu": 8, "silu": 4, "gelu_tanh": 9}
+# The torch calls that are a linear layer: the plain family routes them, a fused one holds them.
+LINEAR_CALLS = (F.linear, torch.addmm, torch.mm)
 
 CPU_DEFAULTS = {"block_M": 128, "block_N": 64, "block_K": 32}
 # Tensor-core schedule (fp16/bf16).
@@ -452,11 +454,11 @@ class GemmFamily(KernelFamily):
     def functions(self) -> tuple:
         # A fused variant has no torch function of its own: its pattern is a linear and
         # then the activation on its result, which the router holds back (`fuses`).
-        return (F.linear, torch.addmm, torch.mm) if self.activation == "none" else ()
+        return LINEAR_CALLS if self.activation == "none" else ()
 
     @property
     def fuses(self) -> tuple:
-        return (F.linear, torch.addmm, torch.mm) if self.activation != "none" else ()
+        return LINEAR_CALLS if self.activation != "none" else ()
 
     @property
     def chains(self) -> bool:
