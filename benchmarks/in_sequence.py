@@ -7,7 +7,9 @@ in two CUDA graphs, and their ratio:
 - `alone`: the kernel `--calls` times back to back, as the op benchmark replays it;
 - `after`: each call right after the family's PyTorch reference on other inputs (for a
   fused GEMM: cuBLAS and the activation's elementwise kernel), so every call starts with
-  other code and other data in the caches, as in a model.
+  other code and other data in the caches, as in a model;
+- `flushed`: each call right after a write over twice the L2's size, so its code and data
+  start from DRAM but no other kernel's code ran on the SMs (Nsight Compute's cold cache).
 
 Why: at ViT-B's 3152x3072x768 on the H200 (session 12) the ping-pong gemm_gelu ran
 36.1 µs in the op sweep and 48.7 µs a call inside the model (Nsight Compute, caches
@@ -25,6 +27,8 @@ import json
 import os
 import statistics
 import sys
+
+import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -51,9 +55,17 @@ def measure(fam, shape, dtype: str, cfg: dict, target: str, calls: int, replays:
             fam.reference(*other)
             kernel(*mine)
 
-    a, b = durations(alone, names, replays), durations(after, names, replays)
-    return {"config": cfg, "kernels": sorted(names), "alone_us": statistics.median(a),
-            "after_us": statistics.median(b), "after_over_alone": statistics.median(b) / statistics.median(a)}
+    scrub = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size // 4 + 1, dtype=torch.float32,
+                        device="cuda")
+
+    def flushed():
+        for _ in range(calls):
+            scrub.zero_()
+            kernel(*mine)
+
+    a, b, f = (statistics.median(durations(fn, names, replays)) for fn in (alone, after, flushed))
+    return {"config": cfg, "kernels": sorted(names), "alone_us": a, "after_us": b, "flushed_us": f,
+            "after_over_alone": b / a, "flushed_over_alone": f / a}
 
 
 def main() -> None:
@@ -72,7 +84,8 @@ def main() -> None:
     rows = [measure(fam, shape, args.dtype, json.loads(c), hw.target, args.calls, args.replays) for c in args.configs]
     for r in rows:
         print(f"{args.family} {args.shape}: alone {r['alone_us']:7.1f} us, after the reference {r['after_us']:7.1f} us "
-              f"({r['after_over_alone']:.2f}x) | {r['config']}", flush=True)
+              f"({r['after_over_alone']:.2f}x), after an L2 flush {r['flushed_us']:7.1f} us "
+              f"({r['flushed_over_alone']:.2f}x) | {r['config']}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": hw.name, "family": args.family, "shape": list(shape), "rows": rows}, f, indent=1)

@@ -20,3 +20,4 @@ def test_in_sequence_reads_the_kernels_own_durations_on_gpu():
     assert row["kernels"] and all(not k.startswith(("nvjet", "void at::")) for k in row["kernels"]), row
     assert 2.0 < row["alone_us"] < 200.0 and 2.0 < row["after_us"] < 200.0, row
     assert 0.5 < row["after_over_alone"] < 3.0, row
+    assert 2.0 < row["flushed_us"] < 200.0 and 0.5 < row["flushed_over_alone"] < 3.0, row

@@ -1,0 +1,145 @@
+"""What a model calls eagerly and what it calls while a CUDA graph is being captured.
+
+In: a model spec as `evaluate --model` takes it (hf:BertModel, timm:..., a zoo name), its
+batch and sequence length, a dtype. Out: per side (eager, capturing), every torch function
+the forward pass calls with its input dtypes, counted; for each scaled_dot_product_attention
+call its mask (type, dtype, shape), is_causal and the backend PyTorch's dispatcher picks for
+it (`torch._fused_sdp_choice`); then the difference between the sides and the kernels of
+one captured replay by time. `--json` writes it all.
+
+Why: on the H200 (session 12) transformers' BertModel replayed 413 kernels and 1773 µs as a
+graph where its eager forward's kernels summed to 810 µs, with 24 fp32 GEMMs and no cuDNN
+attention kernel under capture. transformers counts a capturing stream as tracing
+(`is_tracing`), so a model may take another path while the timer captures it; this says
+which calls differ, rather than guessing from kernel names.
+
+    python3 benchmarks/capture_path.py hf:BertModel --batch-size 8 --seq-len 128 [--json OUT.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import sys
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from evaluator import models  # noqa: E402
+from evaluator.timing import graph_kernel_events  # noqa: E402
+
+SDPA = torch.nn.functional.scaled_dot_product_attention
+
+
+def _dtypes(args, kwargs) -> str:
+    seen = [a.dtype for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
+    return ",".join(str(d).replace("torch.", "") for d in seen)
+
+
+def _backend(q, k, v, mask, dropout_p, is_causal, scale) -> str:
+    try:
+        choice = torch._fused_sdp_choice(q, k, v, mask, dropout_p, is_causal, scale=scale)
+        return torch.nn.attention.SDPBackend(choice).name
+    except Exception as exc:  # the private hook moved: say so rather than guess
+        return f"unknown ({type(exc).__name__})"
+
+
+class Recorder(TorchFunctionMode):
+    """Counts (function, input dtypes) and describes each SDPA call."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: collections.Counter = collections.Counter()
+        self.sdpa: list[dict] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__qualname__", None) or getattr(func, "__name__", str(func))
+        if "__get__" not in name and not name.endswith((".dim", ".size")):
+            self.calls[f"{name}({_dtypes(args, kwargs)})"] += 1
+        if func is SDPA:
+            q, k, v = args[:3]
+            mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
+            dropout_p = kwargs.get("dropout_p", args[4] if len(args) > 4 else 0.0)
+            is_causal = kwargs.get("is_causal", args[5] if len(args) > 5 else False)
+            self.sdpa.append({
+                "q": [list(q.shape), list(q.stride()), str(q.dtype)],
+                "mask": None if mask is None else [str(mask.dtype), list(mask.shape), list(mask.stride())],
+                "dropout_p": float(dropout_p), "is_causal": bool(is_causal), "scale": kwargs.get("scale"),
+                "enable_gqa": kwargs.get("enable_gqa", False),
+                "backend": _backend(q, k, v, mask, dropout_p, is_causal, kwargs.get("scale")),
+            })
+        return func(*args, **kwargs)
+
+
+def record(fn, capture: bool) -> Recorder:
+    rec = Recorder()
+    if not capture:
+        with rec:
+            fn()
+        torch.cuda.synchronize()
+        return rec
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()  # warm up on the side stream, as torch.cuda.graphs asks
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        with rec:
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    return rec
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("--batch-size", type=int)
+    ap.add_argument("--seq-len", type=int)
+    ap.add_argument("--dtype", default="float16")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    loaded = models.load_model(args.model, batch_size=args.batch_size, seq_len=args.seq_len,
+                               dtype=args.dtype, device="cuda", seed=0)
+    module, inputs = loaded.module, loaded.inputs
+
+    def fn():
+        return module(*inputs)
+
+    out: dict = {"model": args.model, "torch": torch.__version__}
+    with torch.inference_mode():
+        sides = {"eager": record(fn, False), "capturing": record(fn, True)}
+        replay = graph_kernel_events(fn, 3)[-1]
+    for side, rec in sides.items():
+        out[side] = {"calls": dict(rec.calls), "sdpa": rec.sdpa}
+        backends = collections.Counter(c["backend"] for c in rec.sdpa)
+        masks = collections.Counter(str(c["mask"]) for c in rec.sdpa)
+        print(f"{side}: {sum(rec.calls.values())} torch calls; SDPA {len(rec.sdpa)} calls, backends {dict(backends)}, "
+              f"masks {dict(masks)}")
+    e, c = sides["eager"].calls, sides["capturing"].calls
+    diff = {k: [e.get(k, 0), c.get(k, 0)] for k in sorted(set(e) | set(c)) if e.get(k, 0) != c.get(k, 0)}
+    out["differ"] = diff
+    print(f"calls that differ (eager, capturing): {len(diff)}")
+    for k, (a, b) in list(diff.items())[:40]:
+        print(f"  {a:5d} {b:5d}  {k}")
+    by = collections.defaultdict(lambda: [0, 0.0])
+    for ev in replay:
+        by[ev["name"][:90]][0] += 1
+        by[ev["name"][:90]][1] += ev["dur"]
+    out["captured_kernels"] = {k: v for k, v in sorted(by.items(), key=lambda kv: -kv[1][1])}
+    print(f"one captured replay: {len(replay)} kernels, {sum(ev['dur'] for ev in replay):.1f} us")
+    for k, (n, us) in list(out["captured_kernels"].items())[:15]:
+        print(f"  {n:4d} {us:8.1f} us  {k}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
