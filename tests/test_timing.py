@@ -74,3 +74,21 @@ def test_disturbed_rounds_are_dropped_and_counted():
     b = Fake([2.0, 2.0, 2.0, 2.0, 2.0, 2.0])
     (xa, xb), dropped = bench.interleaved([a, b], bench.TimingPolicy(reps=6), "cpu")
     assert dropped == 1 and 9.0 not in xa and len(xa) == len(xb) == 5
+
+
+def test_a_capture_is_hidden_from_the_model_unless_it_must_see_it(monkeypatch):
+    """transformers asks torch.cuda whether a stream is capturing and then takes another
+    path (H200: BertModel's SDPA on the MATH backend); the timer's capture answers False,
+    and the retry for a model whose eager path cannot be captured answers as torch does."""
+    import torch
+
+    from evaluator import timing
+
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    with timing.unobserved_capture():
+        assert torch.cuda.is_current_stream_capturing() is False
+    assert torch.cuda.is_current_stream_capturing() is True
+    with timing.model_sees_capture(), timing.unobserved_capture():
+        assert torch.cuda.is_current_stream_capturing() is True
+    with timing.unobserved_capture():
+        assert torch.cuda.is_current_stream_capturing() is False
