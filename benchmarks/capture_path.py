@@ -25,55 +25,12 @@ import os
 import sys
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from evaluator import models  # noqa: E402
+from evaluator.paths import Recorder, differing_calls  # noqa: E402
 from evaluator.timing import graph_kernel_events  # noqa: E402
-
-SDPA = torch.nn.functional.scaled_dot_product_attention
-
-
-def _dtypes(args, kwargs) -> str:
-    seen = [a.dtype for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
-    return ",".join(str(d).replace("torch.", "") for d in seen)
-
-
-def _backend(q, k, v, mask, dropout_p, is_causal, scale) -> str:
-    try:
-        choice = torch._fused_sdp_choice(q, k, v, mask, dropout_p, is_causal, scale=scale)
-        return torch.nn.attention.SDPBackend(choice).name
-    except Exception as exc:  # the private hook moved: say so rather than guess
-        return f"unknown ({type(exc).__name__})"
-
-
-class Recorder(TorchFunctionMode):
-    """Counts (function, input dtypes) and describes each SDPA call."""
-
-    def __init__(self):
-        super().__init__()
-        self.calls: collections.Counter = collections.Counter()
-        self.sdpa: list[dict] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        name = getattr(func, "__qualname__", None) or getattr(func, "__name__", str(func))
-        if "__get__" not in name and not name.endswith((".dim", ".size")):
-            self.calls[f"{name}({_dtypes(args, kwargs)})"] += 1
-        if func is SDPA:
-            q, k, v = args[:3]
-            mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
-            dropout_p = kwargs.get("dropout_p", args[4] if len(args) > 4 else 0.0)
-            is_causal = kwargs.get("is_causal", args[5] if len(args) > 5 else False)
-            self.sdpa.append({
-                "q": [list(q.shape), list(q.stride()), str(q.dtype)],
-                "mask": None if mask is None else [str(mask.dtype), list(mask.shape), list(mask.stride())],
-                "dropout_p": float(dropout_p), "is_causal": bool(is_causal), "scale": kwargs.get("scale"),
-                "enable_gqa": kwargs.get("enable_gqa", False),
-                "backend": _backend(q, k, v, mask, dropout_p, is_causal, kwargs.get("scale")),
-            })
-        return func(*args, **kwargs)
 
 
 def record(fn, capture: bool) -> Recorder:
@@ -123,7 +80,7 @@ def main() -> None:
         print(f"{side}: {sum(rec.calls.values())} torch calls; SDPA {len(rec.sdpa)} calls, backends {dict(backends)}, "
               f"masks {dict(masks)}")
     e, c = sides["eager"].calls, sides["capturing"].calls
-    diff = {k: [e.get(k, 0), c.get(k, 0)] for k in sorted(set(e) | set(c)) if e.get(k, 0) != c.get(k, 0)}
+    diff = differing_calls(e, c)
     out["differ"] = diff
     print(f"calls that differ (eager, capturing): {len(diff)}")
     for k, (a, b) in list(diff.items())[:40]:

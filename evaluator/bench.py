@@ -30,6 +30,7 @@ from typing import Any, Callable
 import torch
 
 from . import compiled as compiled_mod
+from . import paths
 from .kernels.base import KernelFamily
 from .outputs import OUTPUT_TOLERANCE, OutputCheck, compare_outputs, leaves  # noqa: F401  (re-exported)
 from .results import (
@@ -459,6 +460,9 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
         prep = None
         if policy.compile_mode != "none":
             prep = compiled_mod.prepare(module, [tuple(inputs)], device, policy.compile_mode, fullgraph=False)
+            if prep.ok:  # first among its notes: it changes how the ratio reads
+                path = paths.compile_path_note(ref_fn, shown=2)
+                prep.notes[:0] = [path] if path else []
         same = compare_outputs(prep.first_output, ref_out, dtype) if prep is not None and prep.ok else None
         made = [make_sampler([ref_fn], device, policy), make_sampler([cand_fn], device, policy)]
         sides, at, why = time_with_compiled(made, prep, device, policy)

@@ -4,7 +4,7 @@ to end, timed with the others; where it cannot run, a recorded reason and the ru
 Real compiles, not mocks, but only two in this file (Inductor on a CPU builds C++: about
 a second each with its on-disk cache warm, ~15 s for the first one on a fresh machine),
 made once in a module-scoped fixture: LayerNorm 16x32 alone, and a Linear + LayerNorm
-model end to end. The failures cost nothing to compile: Dynamo stops before Inductor.
+model end to end (one that branches on torch.compiler.is_compiling(), as transformers\nmodels do). The failures cost nothing to compile: Dynamo stops before Inductor.
 Report, baseline and settings tests read tests/compile_samples.py.
 """
 
@@ -67,6 +67,17 @@ class Model(torch.nn.Module):
         return self.norm(self.lin(x))
 
 
+class Guarded(Model):
+    """The model with a branch for tracing, as transformers writes them: the same result from
+    another program, which the compiled side's note has to name."""
+
+    def forward(self, x):
+        h = self.lin(x)
+        if torch.compiler.is_compiling():
+            h = h.contiguous()
+        return self.norm(h)
+
+
 def _e2e(model, mode="default"):
     x = torch.randn(16, 32)
     router, _, _ = route_model(["layernorm"], model, (x,))
@@ -88,7 +99,7 @@ def measured():
         mp.setattr(inductor_config.cpp, "cxx", (None, "no-such-c++-compiler"))
         refused = _e2e(Model())
     op = bench.bench_op(fam, SHAPE, "float32", kernel, "cpu", source="model", config=conf, policy=policy)
-    e2e = _e2e(Model())
+    e2e = _e2e(Guarded())
     return {"broken": broken, "refused": refused, "op": op, "e2e": e2e}
 
 
@@ -117,6 +128,9 @@ def test_the_model_end_to_end_gets_a_third_side_with_its_compile_time(measured):
     assert c.timing.median_ms > 0 and c.compile_s > 0 and c.ratio.value > 0
     assert "outputs differ" not in c.note  # the compiled model's outputs were compared with eager's
     assert c.ratio.rounds == e.ratio.rounds  # the same rounds as the verdict's view
+    # the model branches on torch.compiler.is_compiling(): the note says the program differs
+    assert c.note.startswith("the model runs another program under torch.compile") and \
+        "calls Tensor.contiguous(float32) x1" in c.note, c.note
 
 
 def test_an_operator_dynamo_cannot_trace_is_a_reason_and_its_numbers_stand(measured):
