@@ -26,7 +26,8 @@ This is CUTLASS's ping-pong kernel written out in TileLang instead:
 Tiles are walked in groups of `panel` row-tiles, column by column, as the other
 persistent schedule does, so neighbouring blocks share A and W panels in L2.
 
-`stream_k` = 1 (experimental, not in the search space; correct on the H200, not yet timed) splits the
+`stream_k` = 1 (in the search space only for long K and many rounds, where it measured ahead: 1.089x
+cuBLAS at 8192^3; slower at every model shape, session 14) splits the
 last, partial wave by K instead of leaving SMs idle. Nsight Compute at ViT-B's
 3152x3072x768 (reports/examples/h200/session10) showed our SMs active 81% of the time
 against cuBLAS's 90%, with the same active cycles: 600 tiles on 132 blocks is 4.55 a
@@ -66,6 +67,8 @@ MAX_ACCUM_REGS = 192
 # (3152x{2304,3072}x768, 8192^3: 0.84-1.04x against 0.75-1.00x). Between the two it lost
 # (2048x2304x768 0.83x against 0.87x, 3152x768x768 0.71x against 0.87x).
 TILES = ((128, 64, 8), (128, 128, 5), (128, 128, 4), (128, 160, 4), (64, 128, 6))
+# stream-K joins the space only past both (see `space`).
+SK_MIN_KSTEPS, SK_MIN_ROUNDS = 64, 8
 
 
 def space(M: int, N: int, K: int, hw: Any, defaults: dict[str, Any], fits: Callable[[dict], bool]
@@ -82,6 +85,16 @@ def space(M: int, N: int, K: int, hw: Any, defaults: dict[str, Any], fits: Calla
                         "pingpong": 1, "persistent": sms} for bM, bN, st in TILES) if fits(c)]
     tiles = lambda bM, bN: -(-M // bM) * -(-N // bN)  # noqa: E731
     lead = out[:1] if out and tiles(128, 64) <= sms else out[1:2] if len(out) > 1 and tiles(128, 128) >= 3 * sms else []
+    # stream-K where it measured ahead: many rounds of long-K tiles, the last one partial.
+    # kernel_sweep --only streamk on the H200 (session 14): 8192^3 with 128x128x5 1.089x
+    # cuBLAS against 1.047x for the best without it; at every model shape (12-48 k-steps,
+    # 1-5 rounds) it was slower than the same tile without it, the tail's partial sums
+    # costing more than the idle SMs they save.
+    if lead and lead[0]["block_N"] == 128 and K // 64 >= SK_MIN_KSTEPS and tiles(128, 128) >= SK_MIN_ROUNDS * sms:
+        split = {**lead[0], "stream_k": 1}
+        if sk_splits((M, N, K), split):
+            lead = [split, *lead]
+            out = [split, *out]
     return lead, out
 
 

@@ -58,9 +58,9 @@ TC_DEFAULTS = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 3, "
                # 1 = persistent tiles taken in turn by two consumer warpgroups, so one's
                # epilogue runs under the other's k-loop (sm_90 only; _gemm_pingpong.space).
                "pingpong": 0,
-               # Experimental, never in the search space, correct on the H200 but not yet timed: with
-               # pingpong, the last partial wave's k-steps dealt out over every block
-               # (stream-K; _gemm_pingpong's docstring says why).
+               # With pingpong, the last partial wave's k-steps dealt out over every block
+               # (stream-K; _gemm_pingpong's docstring says why). In the space only for long
+               # K over many rounds, where the H200 measured it ahead (_gemm_pingpong.space).
                "stream_k": 0}
 # Decode-like shapes (M <= 64): narrow tiles so enough blocks stream the weight, on the
 # mma path (wgmma needs 64 rows a warpgroup). Measured on the H200 (kernel_sweep.py):

@@ -268,9 +268,11 @@ def test_persistent_tiles_are_offered_and_lower_to_one_block_per_sm(shape):
 
 
 def test_large_problems_start_from_the_power_of_two_tile():
-    # After the ping-pong 128x128 tile, which session 9's sweep measured ahead of it
-    # (1.04x cuBLAS against 0.97x; kernel_sweep_pingpong.json).
-    lead, first = FAM.search_space((8192, 8192, 8192), "float16", H200)[:2]
+    # After the ping-pong 128x128 tile with and without its last round split by K, which
+    # the sweeps measured ahead of it (session 9: 1.04x cuBLAS against 0.97x,
+    # kernel_sweep_pingpong.json; session 14: 1.089x with stream-K, kernel_sweep_streamk.json).
+    split, lead, first = FAM.search_space((8192, 8192, 8192), "float16", H200)[:3]
+    assert split == {**lead, "stream_k": 1}
     assert lead["pingpong"] and (lead["block_M"], lead["block_N"]) == (128, 128)
     assert (first["block_M"], first["block_N"], first["panel"]) == (128, 256, 4)
     assert FAM.search_space((3152, 3072, 768), "float16", H200)[0]["block_N"] % 16 == 0  # wave tiles stay

@@ -368,3 +368,17 @@ def test_search_space_offers_pingpong_early_on_hopper_only():
 def test_pingpong_leads_the_space_where_the_sweep_measured_it_ahead(shape, lead):
     first = FAM.search_space(shape, "float16", H200)[0]
     assert (((first["block_M"], first["block_N"]) if first["pingpong"] else None)) == lead
+
+
+def test_stream_k_leads_only_long_k_over_many_rounds_where_it_measured_ahead():
+    # 8192^3: 4096 tiles of 128x128 on 132 blocks (31 rounds and 4 tiles), 128 k-steps.
+    big = FAM.search_space((8192, 8192, 8192), "float16", H200)
+    assert big[0]["pingpong"] and big[0]["stream_k"] == 1 and (big[0]["block_M"], big[0]["block_N"]) == (128, 128)
+    assert {**big[0], "stream_k": 0} in big  # the same tile without it, to compare
+    assert PP.sk_splits((8192, 8192, 8192), big[0]) and FAM.reject_reason((8192, 8192, 8192), "float16",
+                                                                           big[0], H200) is None
+    # Every model shape (12-48 k-steps, 1-5 rounds) measured it slower: not offered.
+    for shape in ((3152, 3072, 768), (3152, 768, 3072), (512, 5632, 2048), (1024, 3072, 768), (2048, 2304, 768)):
+        assert not any(c.get("stream_k") for c in FAM.search_space(shape, "float16", H200)), shape
+    # Rounds that divide evenly leave no tail to split: 8192x8448x8192 is 64x66 = 4224 = 32 x 132 tiles.
+    assert not any(c.get("stream_k") for c in FAM.search_space((8192, 8448, 8192), "float16", H200))
