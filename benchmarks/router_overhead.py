@@ -7,21 +7,30 @@ call goes to PyTorch) on a transformers BertModel, eager, interleaved rounds:
   Python-level arguments (eps, scale, is_causal);
 - TorchDispatchMode: sees every aten op below autograd, already decomposed;
 - patching the few functions on their modules: cheapest, but misses call sites that
-  imported the function by name before the patch.
+  imported the function by name before the patch;
+and evaluator's own `Router` with no kernels (`Router.passthrough`: every call of the
+routed families parsed, looked up and sent back to PyTorch), which is the bare function
+mode plus the routing itself. On the H200 (session 14) the router added 10.25 ms to
+transformers GPT-2's 10.28 ms eager forward (reports/examples/h200/session14/d2/hf-gpt2);
+`--model gpt2` times that model's structure.
 
-    python3 benchmarks/router_overhead.py [--device cpu|cuda] [--layers 12]
+    python3 benchmarks/router_overhead.py [--device cpu|cuda] [--layers 12] [--model bert|gpt2] [--width 768]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import sys
 import time
 
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class FunctionPass(TorchFunctionMode):
@@ -52,15 +61,32 @@ def main() -> None:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--model", choices=("bert", "gpt2"), default="bert")
+    ap.add_argument("--width", type=int, default=768, help="hidden size; small widths leave only host time on a CPU")
     args = ap.parse_args()
-    from transformers import BertConfig, BertModel
+    import transformers
+
+    from evaluator import kernels, paths, swap
 
     dtype = torch.float16 if args.device == "cuda" else torch.float32
-    model = BertModel(BertConfig(num_hidden_layers=args.layers, attn_implementation="sdpa")).to(args.device, dtype).eval()
+    heads = max(1, args.width // 64)
+    if args.model == "bert":
+        cfg = transformers.BertConfig(num_hidden_layers=args.layers, hidden_size=args.width, num_attention_heads=heads,
+                                      intermediate_size=4 * args.width, attn_implementation="sdpa")
+        model, names = transformers.BertModel(cfg), ("gemm", "gemm_gelu", "attention", "layernorm", "layernorm_residual")
+    else:
+        cfg = transformers.GPT2Config(n_layer=args.layers, n_embd=args.width, n_head=heads, attn_implementation="sdpa")
+        model, names = transformers.GPT2Model(cfg), ("gemm", "gemm_gelu_tanh", "attention", "layernorm")
+    model = model.to(args.device, dtype).eval()
+    table = swap.KernelTable(str(dtype).removeprefix("torch."), "cuda" if args.device == "cuda" else "c")
+    router = swap.Router([kernels.get(n) for n in names], table).passthrough()
     seq = 128 if args.device == "cuda" else 32
     ids = torch.randint(0, 1000, (8 if args.device == "cuda" else 1, seq), device=args.device)
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
-    modes = {"plain": None, "TorchFunctionMode": FunctionPass, "TorchDispatchMode": DispatchPass, "patching": PatchPass}
+    modes = {"plain": None, "TorchFunctionMode": FunctionPass, "TorchDispatchMode": DispatchPass, "patching": PatchPass,
+             "evaluator Router": lambda: router}
+    with torch.inference_mode():
+        n_calls = sum(paths.record(lambda: model(ids)).calls.values())
 
     def once(mode) -> float:
         sync()
@@ -82,10 +108,11 @@ def main() -> None:
         for name, mode in modes.items():
             samples[name].append(once(mode))
     base = statistics.median(samples["plain"])
-    print(f"transformers BertModel, {args.layers} layers, {args.device}, eager, median of {args.rounds} interleaved rounds")
+    print(f"transformers {type(model).__name__}, {args.layers} layers, width {args.width}, {args.device}, eager, "
+          f"{n_calls} torch calls a forward, median of {args.rounds} interleaved rounds")
     for name, xs in samples.items():
         m = statistics.median(xs)
-        print(f"  {name:18s} {m:8.2f} ms per forward  (+{m - base:6.2f} ms)")
+        print(f"  {name:18s} {m:8.2f} ms per forward  (+{m - base:6.2f} ms, {1e3 * (m - base) / n_calls:5.1f} us a call)")
 
 
 if __name__ == "__main__":

@@ -60,6 +60,10 @@ class Start:
     shape: Shape
     out: tuple
     state: Any = None
+    # The call as the plain family's route, where the family made one on the way (gemm's
+    # fused variants route the linear first): when the pattern is not taken, the router
+    # launches the call from it instead of routing the same call a second time.
+    route: Route | None = None
 
 
 @dataclass
@@ -83,13 +87,18 @@ class KernelTable:
         self._entries: dict[tuple[str, Shape], Entry] = {}
         self._variants: dict[tuple, Callable | str] = {}
         self._lock = threading.Lock()
+        self._families: set[str] | None = None
 
     def add(self, family: str, shape: Shape, config: KernelConfig | None, kernel: Callable | None, *,
             verified: bool = True, why_not: str = "") -> None:
         self._entries[(family, tuple(shape))] = Entry(dict(config or {}), kernel, verified, why_not)
+        self._families = None
 
     def families(self) -> set[str]:
-        return {f for f, _ in self._entries}
+        # Asked on every call a fused pattern could start: built once per change.
+        if self._families is None:
+            self._families = {f for f, _ in self._entries}
+        return self._families
 
     def entries(self) -> dict[tuple[str, Shape], Entry]:
         return dict(self._entries)
@@ -270,24 +279,29 @@ class Router(TorchFunctionMode):
             if done:
                 return out
         starters = self.starters.get(func)
+        routed = None
         if starters:
-            placeholder = self._hold(starters, func, args, kwargs)
+            placeholder, routed = self._hold(starters, func, args, kwargs)
             if placeholder is not None:
                 return placeholder
-        return self._call(func, args, kwargs)
+        return self._call(func, args, kwargs, routed)
 
-    def _call(self, func, args, kwargs):
+    def _call(self, func, args, kwargs, routed: "Route | None" = None):
+        """`routed`: this call's route as a starter of the handler's own class made it."""
         fam = self.handlers.get(func)
         if fam is None or self.scan:
             return func(*args, **kwargs)
-        try:
-            route = fam.route(func, args, kwargs, self.table.dtype)
-        except Exception as exc:  # an odd call signature falls back, counted, never crashes the model
-            route = f"unrecognised call ({type(exc).__name__})"
+        if routed is not None and type(routed[0]) is type(fam):
+            route = routed[1]
+        else:
+            try:
+                route = fam.route(func, args, kwargs, self.table.dtype)
+            except Exception as exc:  # an odd call signature falls back, counted, never crashes the model
+                route = f"unrecognised call ({type(exc).__name__})"
         if isinstance(route, str):
             self.fell_back[(fam.name, "")][route] += 1
             return func(*args, **kwargs)
-        key = (fam.name, shape_str(route.shape))
+        key = (fam.name, _shape_key(route.shape))
         kernel, why = self.table.lookup(fam.name, route.shape, route.params, fam.params)
         if kernel is None:
             self.fell_back[key][why] += 1
@@ -314,25 +328,31 @@ class Router(TorchFunctionMode):
 
     # ------------------------------------------------------------ fused patterns
 
-    def _hold(self, starters: list, func, args, kwargs) -> torch.Tensor | None:
-        starts = []
+    def _hold(self, starters: list, func, args, kwargs) -> tuple[torch.Tensor | None, tuple | None]:
+        """The placeholder of a held call (or None), and a (family, Route) one of the
+        starters made of the call on the way, for `_call` to launch it from."""
+        starts, routed = [], None
+        table = self.where if self.scan else self.table
         for fam in starters:
+            if table is not None and fam.name not in table.families():
+                continue  # no fused kernel at any shape: not worth routing the call to find out
             try:
                 start = fam.first(func, args, kwargs, self.table.dtype)
             except Exception:  # not this pattern's call: it runs as any other
                 continue
-            table = self.where if self.scan else self.table
+            if isinstance(start, Start) and start.route is not None and routed is None:
+                routed = (fam, start.route)
             if isinstance(start, Start) and (table is None or table.lookup(fam.name, start.shape, {},
                                                                            fam.params)[0] is not None):
                 starts.append((fam, start))
         if not starts:
-            return None
+            return None, routed
         size, dtype, device = starts[0][1].out
         placeholder = torch.empty(size, dtype=dtype, device=device)
         key = id(placeholder)
         ref = weakref.ref(placeholder, lambda _r, k=key, held=self._held: held.pop(k, None))
         self._held[key] = _Held(ref, func, args, kwargs, tuple(starts), tuple(id(t) for t in _tensors(args, kwargs)))
-        return placeholder
+        return placeholder, routed
 
     def _settle(self, func, args, kwargs) -> tuple[bool, Any]:
         """Before any call while something is held: complete a pattern (True and the fused
@@ -417,7 +437,7 @@ class Router(TorchFunctionMode):
         self._run_held(h)
 
     def _fuse_chain(self, h: _Held, k: int, fam, route: Route) -> bool:
-        key = (fam.name, shape_str(route.shape))
+        key = (fam.name, _shape_key(route.shape))
         if self.scan:
             self.fusible[key] += 1
             with torch.profiler.record_function(ROUTED_PREFIX + fam.name):
@@ -446,7 +466,7 @@ class Router(TorchFunctionMode):
                 self._links.pop(id(m), None)
 
     def _fuse(self, h: _Held, fam, route: Route, func, args, kwargs) -> torch.Tensor:
-        key = (fam.name, shape_str(route.shape))
+        key = (fam.name, _shape_key(route.shape))
         if self.scan:
             self.fusible[key] += 1
             with torch.profiler.record_function(ROUTED_PREFIX + fam.name):
@@ -582,10 +602,24 @@ def arg(args: tuple, kwargs: dict, index: int, name: str, default: Any = None) -
     return kwargs.get(name, default)
 
 
-def dtype_mismatch(dtype: str, *tensors: torch.Tensor | None) -> str | None:
-    from .kernels.base import torch_dtype
+_TORCH_DTYPES: dict[str, torch.dtype] = {}
+_SHAPE_KEYS: dict[tuple, str] = {}
 
-    want = torch_dtype(dtype)
+
+def _shape_key(shape: Shape) -> str:
+    """shape_str, remembered: a model calls the same few shapes on every forward pass."""
+    key = _SHAPE_KEYS.get(shape)
+    if key is None:
+        key = _SHAPE_KEYS[shape] = shape_str(shape)
+    return key
+
+
+def dtype_mismatch(dtype: str, *tensors: torch.Tensor | None) -> str | None:
+    want = _TORCH_DTYPES.get(dtype)
+    if want is None:  # kernels.base imports this module: imported here, once per dtype
+        from .kernels.base import torch_dtype
+
+        want = _TORCH_DTYPES[dtype] = torch_dtype(dtype)
     for t in tensors:
         if t is not None and t.dtype != want:
             return f"dtype {str(t.dtype).replace('torch.', '')} (kernels are {dtype})"

@@ -257,3 +257,24 @@ def test_a_tanh_gelu_in_one_call_is_gemm_gelu_tanh_and_not_the_exact_one():
     router, got, want = route_model(["gemm", "gemm_gelu", "gemm_gelu_tanh"], M(), _inputs(6))
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
     assert {c.family: c.tilelang for c in router.counts() if c.tilelang} == {"gemm_gelu_tanh": 1}
+
+
+def test_each_linear_is_routed_once_and_a_fused_family_without_kernels_is_not_asked(monkeypatch):
+    # The router's host cost per call is Python (benchmarks/router_overhead.py): a linear
+    # that a fused family looked at and did not take is launched from the route that
+    # family made, not routed again; with no fused kernel at any shape it is not looked at.
+    from evaluator.kernels import gemm as G
+
+    seen = []
+    real = G.GemmFamily.route
+    monkeypatch.setattr(G.GemmFamily, "route", lambda self, *a: seen.append(self.name) or real(self, *a))
+    model, inputs = _Block(), _inputs(2)
+    router, got, want = route_model(["gemm", "gemm_gelu"], model, inputs)
+    for r, routes in ((router, ["gemm_gelu", "gemm_gelu"]), (router.passthrough(), ["gemm", "gemm"])):
+        seen.clear()
+        r.reset()
+        with torch.inference_mode(), r:
+            again = model(*inputs)
+        torch.testing.assert_close(again, want, atol=1e-4, rtol=1e-4)
+        assert seen == routes, seen  # fc1 and fc2, once each
+    assert count(router, "gemm_gelu") == (1, 0) and count(router, "gemm") == (1, 0)

@@ -472,7 +472,7 @@ class GemmFamily(KernelFamily):
         if self.activation == "none":
             return super().first(func, args, kwargs, dtype)
         route = self.route(func, args, kwargs, dtype)
-        return route if isinstance(route, str) else Start(route.shape, route.out, route)
+        return route if isinstance(route, str) else Start(route.shape, route.out, route, route=route)
 
     def second(self, func: Callable, args: tuple, kwargs: dict, start: Any, held: torch.Tensor) -> Any:
         """This family's activation on the held linear's result and nothing else: F.gelu
