@@ -107,7 +107,7 @@ def unobserved_capture():
     model never runs. PyTorch's own capture checks are in C++ and are unaffected. A model
     whose eager path synchronises (a data-dependent branch) then fails to capture, and the
     sampler retries with the capture visible (`_sampler`)."""
-    if not _HIDE_CAPTURE[0]:
+    if not _hide_capture:
         yield
         return
     saved = torch.cuda.is_current_stream_capturing
@@ -118,18 +118,19 @@ def unobserved_capture():
         torch.cuda.is_current_stream_capturing = saved
 
 
-# [hide?]: flipped off only by `_sampler`'s retry and `model_sees_capture`.
-_HIDE_CAPTURE = [True]
+# Switched off only inside `model_sees_capture` (the sampler's retry).
+_hide_capture = True
 
 
 @contextlib.contextmanager
 def model_sees_capture():
     """Captures inside see the capture (the model's own capture path)."""
-    _HIDE_CAPTURE[0] = False
+    global _hide_capture
+    saved, _hide_capture = _hide_capture, False
     try:
         yield
     finally:
-        _HIDE_CAPTURE[0] = True
+        _hide_capture = saved
 
 
 class _GraphSampler:
@@ -356,10 +357,12 @@ def kernel_time_ms(fn: Callable[[], object], calls: int = 10) -> float | None:
 
 def graph_kernel_events(fn: Callable[[], object], replays: int) -> list[list[dict]]:
     """Kernel events (name, ts, dur in µs) of each replay of `fn` captured as one CUDA
-    graph. A captured call need not run the kernels the eager call runs: transformers
-    counts a capturing stream as tracing (utils.import_utils.is_tracing) and takes its
-    traced paths then; its BertModel replayed 1773 µs of kernels where eagerly it ran 810,
-    with 24 fp32 GEMMs and no cuDNN attention kernel among them (H200, session 12)."""
+    graph, the capture hidden from the model as the timer hides it (`unobserved_capture`).
+    Inside `model_sees_capture` the model sees it, and a captured call need not run the
+    kernels the eager call runs: transformers counts a capturing stream as tracing
+    (utils.import_utils.is_tracing) and takes its traced paths then; its BertModel replayed
+    1773 µs of kernels where eagerly it ran 810, with 24 fp32 GEMMs and no cuDNN attention
+    kernel among them (H200, session 12)."""
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):
         for _ in range(3):
