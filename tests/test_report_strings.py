@@ -18,6 +18,7 @@ import yaml
 
 from evaluator import checklist as cl
 from evaluator import report
+from evaluator.report import notes as report_notes
 from evaluator.results import LaunchOverhead
 from report_samples import evaluate, evidence_result, html_of, page_one, rich_result, section
 from samples import sample_result
@@ -106,6 +107,21 @@ def test_zh_evidence_notes_and_comparison_are_chinese(tmp_path):
     assert "a change counts" not in cmp and "regression," not in cmp
 
 
+def test_the_capture_path_and_compiled_program_notes_read_in_chinese(tmp_path):
+    own = "graph captured on the model's own capture path (its eager path did not capture: AcceleratorError)"
+    r = evidence_result(e2e_flags=(own,))
+    html = html_of(r, tmp_path, "zh")
+    assert "CUDA Graph 按模型自己的捕获路径捕获（其即时执行路径无法捕获：AcceleratorError）" in section(html, "e2e")
+    assert "own capture path" not in html
+    note = ("the model runs another program under torch.compile than eagerly (it asks torch.compiler.is_compiling()): "
+            "it calls scaled_dot_product_attention(float16,float16,float16,bool) with a bool mask [4, 1, 512, 512] x12; "
+            "Tensor.add(int64) x2 ..., instead of scaled_dot_product_attention(float16,float16,float16) with no mask, "
+            "causal x12; torch.compile's time is of that program; 3 graph breaks (x): those parts ran eagerly")
+    got = report_notes._notes(note, report.Strings("zh"))
+    assert got.startswith("模型在 torch.compile 下运行的程序与即时执行不同") and "with a bool mask [4, 1, 512, 512] x12" in got
+    assert "那个程序的时间" in got and "3 graph breaks (x)" in got, got  # the piece after it is kept
+
+
 def test_note_patterns_match_their_own_english_strings():
     """The English note strings reproduce the stages' notes, so each pattern matches the
     note it translates (a stage that rewords its note breaks this test, not the report)."""
@@ -114,7 +130,8 @@ def test_note_patterns_match_their_own_english_strings():
               "n": "3", "days": "40", "fetched": "12", "url": "https://x/y.git", "why": "timeout", "date": "2026-01-02",
               "cand": "h200", "cand_name": "NVIDIA H200", "ref": "cpu-x86_64", "ref_name": "Test CPU",
               "floor": "5%", "k": "3", "side": "TileLang", "roof": "compute", "est": "0.81", "lo": "2.55",
-              "hi": "2.71", "ms": "0.12", "fam": "attention", "x": "0.92", "ops": "1.06"}
+              "hi": "2.71", "ms": "0.12", "fam": "attention", "x": "0.92", "ops": "1.06",
+              "diff": "calls torch.sigmoid(float32) x1, instead of silu(float32) x1"}
     for kind, rx in report._NOTE_PATTERNS:
         text = t(f"notes.{kind}", **sample)
         if kind in ("up_fork_not", "up_fork_reason"):

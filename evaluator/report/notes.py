@@ -55,6 +55,11 @@ _NOTE_PATTERNS = [(kind, re.compile(rx)) for kind, rx in (
                         r"model, measured (?P<lo>[\d.]+)-(?P<hi>[\d.]+)x\)"),
     ("capture_failed", r"graph capture failed \((?P<why>[^;]*)\)"),
     ("launch_gaps", r"the device number includes launch gaps"),
+    ("own_capture", r"graph captured on the model's own capture path \(its eager path did not capture: "
+                    r"(?P<why>[^)]*)\)"),
+    ("compile_path", r"the model runs another program under torch\.compile than eagerly \(it asks "
+                     r"torch\.compiler\.is_compiling\(\)\): it (?P<diff>.+?); torch\.compile's time is of "
+                     r"that program"),
     ("timer_disagree", r"(?P<side>TileLang|PyTorch): graph replay (?P<a>[\d.]+) µs vs profiler kernel time "
                        r"(?P<b>[\d.]+) µs per call"),
     ("view_eager", r"host path: each forward synchronised, launches included"),

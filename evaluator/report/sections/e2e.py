@@ -75,7 +75,7 @@ def _e2e(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
         if comp.compile_s is not None:
             kv.append((t("kv.compile_time"), f.secs(comp.compile_s)))
         if comp.note:
-            kv.append((t("kv.compiled_note"), comp.note))
+            kv.append((t("kv.compiled_note"), _notes(comp.note, t)))
     method = getattr(e, "method", "") or ""
     views = []
     for view in getattr(e, "views", ()) or ():

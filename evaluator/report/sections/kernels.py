@@ -90,7 +90,7 @@ def _ops(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
         if b.error:
             notes.append(b.error)
         if getattr(b, "compiled", None) is not None and b.compiled.note:
-            notes.append(t("text.compiled_note", note=b.compiled.note))
+            notes.append(t("text.compiled_note", note=_notes(b.compiled.note, t)))
         # Optional columns show "—" when absent: "not measured" in every cell would crowd
         # out the numbers that were measured.
         rows.append({"family": b.family, "shape": shape_str(b.shape), "dtype": b.dtype,
