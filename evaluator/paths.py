@@ -27,6 +27,8 @@ from torch.overrides import TorchFunctionMode
 
 SDPA = torch.nn.functional.scaled_dot_product_attention
 _QUALNAMES = (("_VariableFunctionsClass.", "torch."), ("TensorBase.", "Tensor."))
+# How compile_path_note begins: the report finds the note by it (report/sections/e2e.py).
+OTHER_PROGRAM = "the model runs another program under torch.compile"
 
 
 def _dtypes(args, kwargs) -> str:
@@ -146,5 +148,5 @@ def compile_path_note(fn: Callable[[], object], shown: int = 3) -> str:
         parts.append("calls " + "; ".join(only_traced[:shown]) + (" ..." if len(only_traced) > shown else ""))
     if only_eager:
         parts.append("instead of " + "; ".join(only_eager[:shown]) + (" ..." if len(only_eager) > shown else ""))
-    return ("the model runs another program under torch.compile than eagerly (it asks torch.compiler."
-            "is_compiling()): it " + ", ".join(parts) + "; torch.compile's time is of that program")
+    return (f"{OTHER_PROGRAM} than eagerly (it asks torch.compiler.is_compiling()): it "
+            + ", ".join(parts) + "; torch.compile's time is of that program")

@@ -249,6 +249,23 @@ def test_the_report_shows_the_column_the_e2e_ratio_and_one_line_on_page_one(tmp_
     assert "TileLang vs torch.compile (default) 0.93× (0.90–0.96×)" in e2e
 
 
+def test_page_one_says_when_the_compiled_model_is_another_program(tmp_path):
+    # The note compile_path_note writes for transformers GPT-2 (H200, session 14).
+    note = ("the model runs another program under torch.compile than eagerly (it asks torch.compiler.is_compiling()): "
+            "it calls scaled_dot_product_attention(float16,float16,float16,bool) with a bool mask [4, 1, 512, 512] x12, "
+            "instead of scaled_dot_product_attention(float16,float16,float16) with no mask, causal x12; "
+            "torch.compile's time is of that program")
+    r = compiled_result()
+    r = dataclasses.replace(r, e2e=dataclasses.replace(r.e2e, compiled=dataclasses.replace(r.e2e.compiled, note=note)))
+    html = html_of(r, tmp_path)
+    assert "this compares two programs, not TileLang's kernels with Inductor's" in words(page_one(html))
+    assert "with a bool mask [4, 1, 512, 512] x12" in words(section(html, "e2e"))
+    zh = html_of(r, tmp_path / "zh", "zh")
+    assert "这里比较的是两个程序" in page_one(zh) and "two programs" not in zh
+    # without the note, page one says nothing of it
+    assert "two programs" not in html_of(compiled_result(), tmp_path / "plain")
+
+
 def test_the_e2e_views_table_gets_the_side_in_the_verdicts_view(tmp_path):
     r = evidence_result()
     r = dataclasses.replace(r, e2e=dataclasses.replace(r.e2e, compiled=compiled_result().e2e.compiled))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ... import charts
+from ... import charts, paths
 from ...checklist import op_rows
 from ...results import RunResult, shape_str
 from ..notes import _e2e_flags, _flag, _notes, _timing_flags
@@ -35,7 +35,10 @@ def compiled_sentence(result: RunResult, t: Strings, f: Fmt) -> str:
         if c.timing is None:
             return t("compiled.e2e_not_run", mode=c.mode, reason=(c.error or t("not_measured")).rstrip("."))
         value = c.ratio.value if c.ratio is not None and _finite(c.ratio.value) else None
-        return t("compiled.e2e", x=f.x(value), s=f.secs(c.compile_s), mode=c.mode)
+        sentence = t("compiled.e2e", x=f.x(value), s=f.secs(c.compile_s), mode=c.mode)
+        if paths.OTHER_PROGRAM in (c.note or ""):  # said where the ratio is read, not only in a note
+            sentence = f"{sentence} {t('compiled.other_program')}"
+        return sentence
     rows, _ = op_rows(result)  # the rows the op metrics use: the model's own shapes where there are any
     timed = [b for b in rows if getattr(b, "compiled", None) is not None and b.compiled.ratio is not None
              and _finite(b.compiled.ratio.value) and b.compiled.ratio.value > 0]
