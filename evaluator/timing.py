@@ -243,7 +243,8 @@ def _sampler(fns: Sequence[Callable[[], object]], device: str, policy: TimingPol
         with model_sees_capture():
             sampler = _GraphSampler(fns, policy)
         return sampler, "cuda_graph", (f"graph captured on the model's own capture path (its eager path did not "
-                                       f"capture: {type(first).__name__})")
+                                       f"capture: {type(first).__name__}): the device number is of the program the "
+                                       f"model runs while captured, the eager view's of the one it runs eagerly")
     except Exception as exc:  # not capturable: timed back-to-back instead, and said so
         with contextlib.suppress(Exception):
             torch.cuda.synchronize()

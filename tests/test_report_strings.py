@@ -108,10 +108,11 @@ def test_zh_evidence_notes_and_comparison_are_chinese(tmp_path):
 
 
 def test_the_capture_path_and_compiled_program_notes_read_in_chinese(tmp_path):
-    own = "graph captured on the model's own capture path (its eager path did not capture: AcceleratorError)"
+    own = ("graph captured on the model's own capture path (its eager path did not capture: AcceleratorError): the "
+           "device number is of the program the model runs while captured, the eager view's of the one it runs eagerly")
     r = evidence_result(e2e_flags=(own,))
     html = html_of(r, tmp_path, "zh")
-    assert "CUDA Graph 按模型自己的捕获路径捕获（其即时执行路径无法捕获：AcceleratorError）" in section(html, "e2e")
+    assert "CUDA Graph 按模型自己的捕获路径捕获（其即时执行路径无法捕获：AcceleratorError）：设备时间是" in section(html, "e2e")
     assert "own capture path" not in html
     note = ("the model runs another program under torch.compile than eagerly (it asks torch.compiler.is_compiling()): "
             "it calls scaled_dot_product_attention(float16,float16,float16,bool) with a bool mask [4, 1, 512, 512] x12; "

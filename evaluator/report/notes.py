@@ -56,7 +56,8 @@ _NOTE_PATTERNS = [(kind, re.compile(rx)) for kind, rx in (
     ("capture_failed", r"graph capture failed \((?P<why>[^;]*)\)"),
     ("launch_gaps", r"the device number includes launch gaps"),
     ("own_capture", r"graph captured on the model's own capture path \(its eager path did not capture: "
-                    r"(?P<why>[^)]*)\)"),
+                    r"(?P<why>[^)]*)\): the device number is of the program the model runs while captured, the "
+                    r"eager view's of the one it runs eagerly"),
     ("compile_path", r"the model runs another program under torch\.compile than eagerly \(it asks "
                      r"torch\.compiler\.is_compiling\(\)\): it (?P<diff>.+?); torch\.compile's time is of "
                      r"that program"),
