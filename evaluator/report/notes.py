@@ -47,6 +47,7 @@ _NOTE_PATTERNS = [(kind, re.compile(rx)) for kind, rx in (
                        r"(?P<ref>\S+) \((?P<ref_name>.*?)\)"),
     ("rule", r"a change counts beyond max\((?P<floor>[\d.]+%), (?P<k>[\d.]+) x combined spread\)"),
     ("soak_eager", r"the model could not be captured in a CUDA graph: soaked eagerly, so host jitter is included"),
+    ("soak_own_capture", r"soaked on the model's own capture path \(its eager path did not capture: (?P<why>[^)]*)\)"),
     # flags and timer notes the bench stage attaches to numbers
     ("roof", r"(?P<side>TileLang|PyTorch) faster than the (?P<roof>compute|memory) roof allows"),
     ("amdahl", r"contradicts the Amdahl estimate \((?P<est>[\d.]+)x from the op speedups, measured "
