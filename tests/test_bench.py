@@ -149,6 +149,26 @@ def test_each_family_alone_is_not_timed_eagerly_where_graph_capture_failed(monke
     assert flags == ["each family alone not measured: graph capture failed (RuntimeError: capture)"]
 
 
+def test_each_family_alone_is_timed_where_the_graph_took_the_models_own_capture_path(monkeypatch):
+    # transformers GPT-2 on the H200 (session 14): its eager path did not capture, its own
+    # capture path did; that is graph replay still, so each family alone is timed.
+    from evaluator.results import FamilyTime
+    real = bench.make_sampler
+    own = "graph captured on the model's own capture path (its eager path did not capture: AcceleratorError)"
+
+    def own_path(fns, device, policy, **kw):
+        sampler, _, _ = real(fns, device, policy, **kw)
+        return sampler, "cuda_graph", own
+
+    monkeypatch.setattr(bench, "make_sampler", own_path)
+    rows = (FamilyTime("layernorm", 0.02, 0.02, 0.02), FamilyTime("gemm", 0.01, 0.009, 0.009))
+    from evaluator import swap
+    router = swap.Router([], swap.KernelTable("float32", "c"))
+    out, flags, _ = bench._alone(lambda: None, router, rows, "cpu", bench.TimingPolicy(warmup=1, reps=3))
+    assert not any("not measured" in f for f in flags), flags
+    assert all(r.alone is not None and r.alone.rounds >= 3 for r in out)
+
+
 def test_in_model_failure_is_a_flag_not_a_crash():
     def boom():
         raise RuntimeError("device lost")
