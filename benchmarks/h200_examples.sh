@@ -8,7 +8,7 @@
 #
 #   benchmarks/h200_examples.sh OUT_DIR KEY...
 #   KEY: hf-bert hf-gpt2 timm-vit tv-resnet50 bert-base llama conv2d
-#        capture-path in-sequence-gelu ncu-gemm ncu-gelu
+#        capture-path in-sequence-gelu ncu-gemm ncu-gelu ncu-streamk
 #        bert-base-defaults llama-defaults   (every option at its default; run cold, with
 #        an empty TileLang kernel cache and tuning cache, then warm; wall times go to
 #        OUT_DIR/wall_times.txt)
@@ -85,6 +85,12 @@ for key in "$@"; do
         "{\"block_M\": 128, \"block_N\": 208, \"num_stages\": 4, \"threads\": 256, \"policy\": \"fullrow\", \"persistent\": 0, \"pingpong\": 0, $t}"
       python3 benchmarks/in_sequence.py gemm 3152x3072x768 --json "$out/in_sequence_gemm.json" \
         "{\"block_M\": 128, \"block_N\": 128, \"num_stages\": 5, \"threads\": 128, \"policy\": \"square\", \"persistent\": 132, \"pingpong\": 1, $t}" ;;
+    ncu-streamk)  # why stream-K loses at ViT-B's 3152x3072x768 (12 k-steps) and wins at 8192^3 (session 14)
+      t='"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 5, "threads": 128, "policy": "square", "persistent": 132, "pingpong": 1, "swizzle": true, "panel": 10, "split_k": 1, "splitk_fused": false, "cluster": 0'
+      for shape in 3152x3072x768 8192x8192x8192; do
+        ncu_one "pingpong_${shape}" "$shape" "{$t, \"stream_k\": 0}"
+        ncu_one "streamk_${shape}" "$shape" "{$t, \"stream_k\": 1}"
+      done ;;
     capture-path)  # what transformers' BertModel calls eagerly and while a graph is captured
       python3 benchmarks/capture_path.py hf:BertModel --batch-size 8 --seq-len 128 --json "$out/capture_path_hf-bert.json" ;;
     *) echo "unknown key $key" >&2; exit 2 ;;
