@@ -1,7 +1,10 @@
 """What a model calls eagerly and what it calls while a CUDA graph is being captured.
 
 In: a model spec as `evaluate --model` takes it (hf:BertModel, timm:..., a zoo name), its
-batch and sequence length, a dtype. Out: per side (eager, capturing), every torch function
+batch and sequence length, a dtype. Out: per side (eager; captured with the capture seen by
+the model; captured with it hidden, as the timer captures, with the call that was running
+where that capture fails; eager with torch.compiler.is_compiling() True, what Dynamo's
+trace sees), every torch function
 the forward pass calls with its input dtypes, counted; for each scaled_dot_product_attention
 call its mask (type, dtype, shape), is_causal and the backend PyTorch's dispatcher picks for
 it (`torch._fused_sdp_choice`); then the difference between the sides and the kernels of
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import sys
@@ -29,12 +33,17 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from evaluator import models  # noqa: E402
-from evaluator.paths import Recorder, differing_calls  # noqa: E402
-from evaluator.timing import graph_kernel_events  # noqa: E402
+from evaluator.paths import Recorder, believed_compiling, differing_calls  # noqa: E402
+from evaluator.timing import graph_kernel_events, model_sees_capture, unobserved_capture  # noqa: E402
 
 
-def record(fn, capture: bool) -> Recorder:
+def record(fn, capture: bool, hidden: bool = False) -> Recorder:
+    """One pass under the recorder: eagerly, or captured in a CUDA graph with the capture
+    seen by the model or (`hidden`) hidden from it as the timer hides it. A capture that
+    fails leaves `error` and `failed_at` (the torch call running when it failed) on the
+    recorder: transformers' GPT-2 on the H200 (session 14) did not capture hidden."""
     rec = Recorder()
+    rec.error = rec.failed_at = ""
     if not capture:
         with rec:
             fn()
@@ -46,9 +55,15 @@ def record(fn, capture: bool) -> Recorder:
         fn()  # warm up on the side stream, as torch.cuda.graphs asks
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        with rec:
-            fn()
+    try:
+        with torch.cuda.graph(g), unobserved_capture() if hidden else contextlib.nullcontext():
+            with rec:
+                fn()
+    except Exception as exc:
+        rec.error, rec.failed_at = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}", rec.last
+        with contextlib.suppress(Exception):
+            torch.cuda.synchronize()
+        return rec
     g.replay()
     torch.cuda.synchronize()
     return rec
@@ -71,20 +86,30 @@ def main() -> None:
 
     out: dict = {"model": args.model, "torch": torch.__version__}
     with torch.inference_mode():
-        sides = {"eager": record(fn, False), "capturing": record(fn, True)}
-        replay = graph_kernel_events(fn, 3)[-1]
+        sides = {"eager": record(fn, False), "capturing": record(fn, True), "hidden": record(fn, True, hidden=True)}
+        with believed_compiling():  # what Dynamo's trace sees (paths.compile_path_note)
+            sides["compiling"] = record(fn, False)
+        try:
+            replay = graph_kernel_events(fn, 3)[-1]
+        except Exception:  # its eager path does not capture: the model's own capture path
+            with contextlib.suppress(Exception):
+                torch.cuda.synchronize()
+            with model_sees_capture():
+                replay = graph_kernel_events(fn, 3)[-1]
     for side, rec in sides.items():
-        out[side] = {"calls": dict(rec.calls), "sdpa": rec.sdpa}
+        out[side] = {"calls": dict(rec.calls), "sdpa": rec.sdpa, "error": rec.error, "failed_at": rec.failed_at}
+        if rec.error:
+            print(f"{side}: capture failed ({rec.error}) during {rec.failed_at or 'the first call'}")
         backends = collections.Counter(c["backend"] for c in rec.sdpa)
         masks = collections.Counter(str(c["mask"]) for c in rec.sdpa)
         print(f"{side}: {sum(rec.calls.values())} torch calls; SDPA {len(rec.sdpa)} calls, backends {dict(backends)}, "
               f"masks {dict(masks)}")
-    e, c = sides["eager"].calls, sides["capturing"].calls
-    diff = differing_calls(e, c)
-    out["differ"] = diff
-    print(f"calls that differ (eager, capturing): {len(diff)}")
-    for k, (a, b) in list(diff.items())[:40]:
-        print(f"  {a:5d} {b:5d}  {k}")
+    for other in ("capturing", "compiling"):
+        diff = differing_calls(sides["eager"].calls, sides[other].calls)
+        out["differ" if other == "capturing" else f"differ_{other}"] = diff
+        print(f"calls that differ (eager, {other}): {len(diff)}")
+        for k, (a, b) in list(diff.items())[:40]:
+            print(f"  {a:5d} {b:5d}  {k}")
     by = collections.defaultdict(lambda: [0, 0.0])
     for ev in replay:
         by[ev["name"][:90]][0] += 1

@@ -8,7 +8,7 @@
 #
 #   benchmarks/h200_examples.sh OUT_DIR KEY...
 #   KEY: hf-bert hf-gpt2 timm-vit tv-resnet50 bert-base llama conv2d
-#        capture-path in-sequence-gelu ncu-gemm ncu-gelu ncu-streamk
+#        capture-path capture-path-gpt2 in-sequence-gelu ncu-gemm ncu-gelu ncu-streamk
 #        bert-base-defaults llama-defaults   (every option at its default; run cold, with
 #        an empty TileLang kernel cache and tuning cache, then warm; wall times go to
 #        OUT_DIR/wall_times.txt)
@@ -93,6 +93,8 @@ for key in "$@"; do
       done ;;
     capture-path)  # what transformers' BertModel calls eagerly and while a graph is captured
       python3 benchmarks/capture_path.py hf:BertModel --batch-size 8 --seq-len 128 --json "$out/capture_path_hf-bert.json" ;;
+    capture-path-gpt2)  # which call stops GPT-2's capture when it is hidden from the model (session 14)
+      python3 benchmarks/capture_path.py hf:GPT2Model --batch-size 4 --seq-len 512 --json "$out/capture_path_hf-gpt2.json" ;;
     *) echo "unknown key $key" >&2; exit 2 ;;
   esac
 done

@@ -58,6 +58,7 @@ class Recorder(TorchFunctionMode):
         super().__init__()
         self.calls: collections.Counter = collections.Counter()
         self.sdpa: list[dict] = []
+        self.last = ""  # the call running or last run: where a failing pass stopped
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -82,6 +83,7 @@ class Recorder(TorchFunctionMode):
         # Attribute reads and size queries are bookkeeping, not work the device does.
         if "__get__" not in name and not name.endswith((".dim", ".size")):
             self.calls[key] += 1
+            self.last = key
         return func(*args, **kwargs)
 
 

@@ -103,3 +103,13 @@ def test_a_model_that_fails_when_it_believes_it_is_compiled_gets_a_line_not_an_e
 
     x = torch.randn(2)
     assert paths.compile_path_note(lambda: Fails()(x)).startswith("could not check")
+
+
+def test_the_recorder_names_the_call_a_failing_pass_stopped_in():
+    # capture_path.py reports it where a hidden capture fails (transformers GPT-2, H200).
+    rec = paths.Recorder()
+    a, b = torch.randn(2, 3), torch.randn(4, 5)
+    with pytest.raises(RuntimeError), rec:
+        torch.relu(a)
+        torch.matmul(a, b)
+    assert rec.last == "torch.matmul(float32,float32)", rec.last
