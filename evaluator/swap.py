@@ -610,6 +610,8 @@ def _shape_key(shape: Shape) -> str:
     """shape_str, remembered: a model calls the same few shapes on every forward pass."""
     key = _SHAPE_KEYS.get(shape)
     if key is None:
+        if len(_SHAPE_KEYS) > 4096:  # a model fed ever new sequence lengths: keep it bounded
+            _SHAPE_KEYS.clear()
         key = _SHAPE_KEYS[shape] = shape_str(shape)
     return key
 
