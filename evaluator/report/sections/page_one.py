@@ -194,6 +194,7 @@ def _summary(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
         "failed": [plain(o) for o in failed],
         "flip": _flip(result, t, f),
         "cpu_caveat": t("caveat.cpu") if (hw.device or "").lower() == "cpu" else "",
+        "eager_caveat": _eager_caveat(result, t, f),
         "missing": [{"title": _item_title(o, t, f), "severity_label": t.get(f"severity.{o.severity}", o.severity)}
                     for o in missing],
         "optional": t("list_sep").join(_item_title(o, t, f) for o in optional),
@@ -203,6 +204,28 @@ def _summary(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
         # The alternative a team weighs against TileLang, in one line; not a checklist item.
         "compiled": compiled_sentence(result, t, f),
     }
+
+
+# Said on page one where the eager view loses this much more than the verdict's view gains.
+EAGER_CAVEAT_BELOW = 0.95
+
+
+def _eager_caveat(result: RunResult, t: Strings, f: Fmt) -> str:
+    """One plain sentence where the verdict's speed (graph replay) is a gain the model does
+    not get eagerly: a team that serves without CUDA graphs would lose (transformers GPT-2
+    on the H200, session 14: 1.34x as a graph, 0.353x eagerly, the router alone 10.25 ms a
+    forward). "" where there is no eager view or it is not worse."""
+    e = result.e2e
+    views = {v.method: v for v in (getattr(e, "views", ()) or ())} if e is not None else {}
+    eager, used = views.get("eager"), views.get(getattr(e, "method", "") if e is not None else "")
+    if eager is None or used is None or used is eager or eager.ratio is None or used.ratio is None:
+        return ""
+    x_eager, x_used = eager.ratio.value, used.ratio.value
+    if not (_finite(x_eager) and _finite(x_used)) or x_eager >= EAGER_CAVEAT_BELOW or x_used < x_eager:
+        return ""
+    ms = getattr(e, "router_overhead_ms", None)
+    router = t("caveat.eager_router", ms=f.ms(ms)) if _finite(ms) and ms > 0 else ""
+    return t("caveat.eager", eager=f.x(x_eager), graph=f.x(x_used), router=router)
 
 
 def _untrusted_speed(result: RunResult) -> str:
