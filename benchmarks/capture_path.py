@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from evaluator import models  # noqa: E402
 from evaluator.paths import Recorder, believed_compiling, differing_calls  # noqa: E402
-from evaluator.timing import graph_kernel_events, model_sees_capture, unobserved_capture  # noqa: E402
+from evaluator.timing import captured, graph_kernel_events, unobserved_capture  # noqa: E402
 
 
 def record(fn, capture: bool, hidden: bool = False) -> Recorder:
@@ -89,13 +89,7 @@ def main() -> None:
         sides = {"eager": record(fn, False), "capturing": record(fn, True), "hidden": record(fn, True, hidden=True)}
         with believed_compiling():  # what Dynamo's trace sees (paths.compile_path_note)
             sides["compiling"] = record(fn, False)
-        try:
-            replay = graph_kernel_events(fn, 3)[-1]
-        except Exception:  # its eager path does not capture: the model's own capture path
-            with contextlib.suppress(Exception):
-                torch.cuda.synchronize()
-            with model_sees_capture():
-                replay = graph_kernel_events(fn, 3)[-1]
+        replay = captured(lambda: graph_kernel_events(fn, 3))[0][-1]  # hidden, else the model's own path
     for side, rec in sides.items():
         out[side] = {"calls": dict(rec.calls), "sdpa": rec.sdpa, "error": rec.error, "failed_at": rec.failed_at}
         if rec.error:

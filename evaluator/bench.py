@@ -85,6 +85,12 @@ def roof_flags(flops: float, nbytes: float, t: Timing | None, roof: tuple[float 
     return out
 
 
+def _not_graph_replay(made: tuple) -> bool:
+    """A sampler (`make_sampler`'s triple) whose note says it fell back from graph replay.
+    A graph on the model's own capture path carries a note too, but is graph replay still."""
+    return bool(made[2]) and made[1] != "cuda_graph"
+
+
 def _compiled_side(prep: compiled_mod.Prepared, device: str, policy: TimingPolicy) -> tuple[Any, str]:
     """The compiled side's sampler, or why it cannot be timed like the others. On CUDA a
     side that cannot be captured in a graph is left out rather than timed back-to-back:
@@ -93,7 +99,7 @@ def _compiled_side(prep: compiled_mod.Prepared, device: str, policy: TimingPolic
         made = make_sampler(prep.fns, device, policy)
     except Exception as exc:
         return None, f"failed under the timer: {compiled_mod.one_line(exc)}"
-    if made[2] and made[1] != "cuda_graph":  # a graph on the model's own capture path is graph replay still
+    if _not_graph_replay(made):
         return None, f"not timed: the compiled code could not be captured in a CUDA graph ({made[2]})"
     return made, ""
 
@@ -373,9 +379,8 @@ def _alone(ref_fn: Callable, router: Any, rows: tuple[FamilyTime, ...], device: 
     try:
         made = [make_sampler([ref_fn], device, policy)] + [make_sampler([routed_only(r.family)], device, policy)
                                                           for r in rows]
-        # Timed eagerly, the router's own host cost would count against every family. A
-        # graph on the model's own capture path is still graph replay: timed, as the run is.
-        notes = [m[2] for m in made if m[2] and m[1] != "cuda_graph"]
+        # Timed eagerly, the router's own host cost would count against every family.
+        notes = [m[2] for m in made if _not_graph_replay(m)]
         if notes:
             return rows, [f"each family alone not measured: {notes[0]}"], None
         sides = time_sides(made, device, policy)

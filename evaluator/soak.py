@@ -10,7 +10,6 @@ replay timed on the device (the same sampler as `timing.py`), so drift is the de
 
 from __future__ import annotations
 
-import contextlib
 import statistics
 import time
 from typing import Callable
@@ -18,7 +17,7 @@ from typing import Callable
 import torch
 
 from .results import Soak
-from .timing import TimingPolicy, _GraphSampler, model_sees_capture
+from .timing import TimingPolicy, _GraphSampler, captured
 
 
 def _gpu_clock() -> tuple[float | None, str]:
@@ -47,22 +46,19 @@ def _graph_step(fn: Callable[[], object]) -> tuple[Callable[[], float] | None, s
     hidden from the model first, and seen by it where its eager path cannot be captured
     (transformers' GPT-2 on the H200, session 14, whose soak otherwise ran eagerly and read
     host jitter as a 10.6% spread). (None, "") where neither captures."""
-    first: Exception | None = None
-    for sees in (False, True):
-        try:
-            with model_sees_capture() if sees else contextlib.nullcontext():
-                sampler = _GraphSampler([fn], TimingPolicy(graph_ms=0.0))
-                sampler.calls = 1
-                sampler.graph = sampler._capture(1)
-        except Exception as exc:  # the next way, or eager, and the result says so
-            first = first or exc
-            with contextlib.suppress(Exception):
-                torch.cuda.synchronize()
-            continue
-        note = (f"soaked on the model's own capture path (its eager path did not capture: {type(first).__name__})"
-                if sees else "")
-        return sampler._replay_ms, note
-    return None, ""
+    def one_call_graph() -> _GraphSampler:
+        sampler = _GraphSampler([fn], TimingPolicy(graph_ms=0.0))
+        sampler.calls = 1
+        sampler.graph = sampler._capture(1)
+        return sampler
+
+    try:
+        sampler, first = captured(one_call_graph)
+    except Exception:  # neither way: eager, and the result says so
+        return None, ""
+    note = (f"soaked on the model's own capture path (its eager path did not capture: {type(first).__name__})"
+            if first is not None else "")
+    return sampler._replay_ms, note
 
 
 def soak(fn: Callable[[], object], device: str, seconds: float, windows: int = 10) -> Soak:

@@ -27,11 +27,13 @@ import statistics
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 import torch
 
 from .results import Ratio, Timing
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -227,29 +229,42 @@ class _HostSampler:
         return (time.perf_counter() - t0) * 1e3 / self.calls
 
 
-def _sampler(fns: Sequence[Callable[[], object]], device: str, policy: TimingPolicy, *, eager: bool = False):
-    """The device sampler (graph replay on CUDA), or why it could not be made. The capture
-    is hidden from the model first (`unobserved_capture`); where its eager path cannot be
-    captured, the model's own capture path is, and the note says so."""
-    if device != "cuda" or eager:
-        return _HostSampler(fns, policy, device), "perf_counter" if device != "cuda" else "eager", ""
+def captured(make: Callable[[], T]) -> tuple[T, BaseException | None]:
+    """`make()` (something that captures the model in a CUDA graph) with the capture hidden
+    from the model (`unobserved_capture`); where that fails, again with the model seeing it,
+    its own capture path. Returns the result and the first failure (None where the hidden
+    capture worked); raises the second failure. The timer and the soak both capture this way."""
     try:
-        return _GraphSampler(fns, policy), "cuda_graph", ""
+        return make(), None
     except Exception as exc:
         first = exc
     with contextlib.suppress(Exception):
         torch.cuda.synchronize()
     try:
         with model_sees_capture():
-            sampler = _GraphSampler(fns, policy)
-        return sampler, "cuda_graph", (f"graph captured on the model's own capture path (its eager path did not "
-                                       f"capture: {type(first).__name__}): the device number is of the program the "
-                                       f"model runs while captured, the eager view's of the one it runs eagerly")
-    except Exception as exc:  # not capturable: timed back-to-back instead, and said so
+            return make(), first
+    except Exception:
         with contextlib.suppress(Exception):
             torch.cuda.synchronize()
+        raise
+
+
+def _sampler(fns: Sequence[Callable[[], object]], device: str, policy: TimingPolicy, *, eager: bool = False):
+    """The device sampler (graph replay on CUDA), or why it could not be made. The capture
+    is hidden from the model first; where its eager path cannot be captured, the model's
+    own capture path is, and the note says so (`captured`)."""
+    if device != "cuda" or eager:
+        return _HostSampler(fns, policy, device), "perf_counter" if device != "cuda" else "eager", ""
+    try:
+        sampler, first = captured(lambda: _GraphSampler(fns, policy))
+    except Exception as exc:  # not capturable: timed back-to-back instead, and said so
         note = f"graph capture failed ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''})"
         return _EagerCudaSampler(fns, policy), "cuda_event", note
+    if first is None:
+        return sampler, "cuda_graph", ""
+    return sampler, "cuda_graph", (f"graph captured on the model's own capture path (its eager path did not "
+                                   f"capture: {type(first).__name__}): the device number is of the program the "
+                                   f"model runs while captured, the eager view's of the one it runs eagerly")
 
 
 def interleaved(samplers: Sequence[Any], policy: TimingPolicy, device: str) -> tuple[list[list[float]], int]:

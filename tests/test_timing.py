@@ -1,6 +1,9 @@
 """The device timer: interleaved rounds, bootstrap ratios, disturbed rounds dropped, noisy timings flagged."""
 import math
 
+import pytest
+
+from evaluator import timing
 from evaluator import timing as bench
 
 
@@ -92,3 +95,25 @@ def test_a_capture_is_hidden_from_the_model_unless_it_must_see_it(monkeypatch):
         assert torch.cuda.is_current_stream_capturing() is True
     with timing.unobserved_capture():
         assert torch.cuda.is_current_stream_capturing() is False
+
+
+def test_captured_hides_the_capture_first_then_lets_the_model_see_it():
+    # The timer's and the soak's one way to capture: hidden, else the model's own path.
+    seen = []
+
+    def make():
+        seen.append(timing._hide_capture)
+        if timing._hide_capture:
+            raise RuntimeError("capture of a host sync")
+        return "graph"
+
+    got, first = timing.captured(make)
+    assert got == "graph" and isinstance(first, RuntimeError) and seen == [True, False]
+    assert timing._hide_capture  # restored
+    assert timing.captured(lambda: "hidden worked") == ("hidden worked", None)
+
+    def never():
+        raise ValueError("no")
+    with pytest.raises(ValueError):
+        timing.captured(never)
+    assert timing._hide_capture
