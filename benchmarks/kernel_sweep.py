@@ -5,7 +5,7 @@ own call timed in the same interleaved rounds. It answers two questions the tune
 numbers cannot: what the best reachable ratio is, and whether the family's search
 space (and its first config) contains that best.
 
-    python3 benchmarks/kernel_sweep.py [--only gemm,llama,pingpong,streamk,fused,skinny,attention,views,rows,conv2d,resnet50] [--json OUT.json]
+    python3 benchmarks/kernel_sweep.py [--only gemm,llama,pingpong,pingwave,streamk,fused,skinny,attention,views,rows,conv2d,resnet50] [--json OUT.json]
 
 Each row: family, shape, PyTorch µs, best TileLang µs and config, the ratio
 (PyTorch / TileLang), and the ratios of the family's own first config and of the best
@@ -40,6 +40,8 @@ GEMM_MODEL = [  # (M, N, K) as nn.Linear: bert-base b8 s128, GPT-2 b4 s512, ViT-
     (3152, 2304, 768), (3152, 768, 768), (3152, 3072, 768), (3152, 768, 3072),
     (8192, 8192, 8192),
 ]
+# GPT-2's other two at b4 s512 (c_fc, c_proj; c_attn is 2048x2304x768 above).
+GEMM_GPT2 = [(2048, 3072, 768), (2048, 768, 3072), (2048, 768, 768)]
 GEMM_LLAMA = [(512, 5632, 2048), (512, 2048, 2048), (512, 2048, 5632)]  # the zoo's llama, batch 1, 512 tokens
 # The fused patterns the models run (their first call's shape): bert-base's and ViT-B's
 # GELU(fc1(x)), GPT-2's gelu_new(c_fc(x)); against F.linear then the activation. The plain
@@ -153,6 +155,23 @@ def pingpong_grid(shape) -> list[dict]:
              "pingpong": 1, "persistent": 132} for bM, bN, bK, st in PINGPONG_TILES]  # the H200's 132 SMs
 
 
+def pingwave_grid(shape, hw, top: int = 5) -> list[dict]:
+    """The `top` ping-pong tiles of each of `_gemm_pingpong.wave_tiles`' two rankings at
+    this shape (the space takes the first of each), each with the deepest ring that fits."""
+    fam = kernels.get("gemm")
+    base = {**pingpong_grid(shape)[0], "block_K": 64}
+    fits = lambda c: fam.reject_reason(shape, DTYPE, c, hw) is None  # noqa: E731
+    out = []
+    for rank in ("useful", "score"):
+        mine = []
+        for bM, bN in PP.wave_tiles(shape[0], shape[1], int(hw.cores or 132), rank=rank):
+            cfg = PP.deepest_ring({**base, "block_M": bM, "block_N": bN}, fits)
+            if cfg and len(mine) < top:
+                mine.append(cfg)
+        out += mine
+    return C.dedupe(out)
+
+
 def streamk_grid(shape) -> list[dict]:
     """The ping-pong tiles that leave a partial last wave at this shape, each as it is and
     with that wave split by K (`stream_k`, experimental; _gemm_pingpong's docstring)."""
@@ -217,6 +236,8 @@ def cases(only: set[str], hw, own_only: bool = False) -> list[tuple[str, tuple, 
         out += [("gemm", s, gemm_grid(s)) for s in GEMM_LLAMA]
     if "pingpong" in only:  # the ping-pong grid beside the family's own space, every model shape
         out += [("gemm", s, pingpong_grid(s)) for s in GEMM_MODEL + GEMM_LLAMA]
+    if "pingwave" in only:  # wave-sized ping-pong tiles beside the family's space, every model shape
+        out += [("gemm", s, pingwave_grid(s, hw)) for s in GEMM_MODEL + GEMM_LLAMA + GEMM_GPT2 if s != (8192, 8192, 8192)]
     if "streamk" in only:  # ping-pong with and without its last wave split by K, beside the family's space
         out += [("gemm", s, streamk_grid(s)) for s in GEMM_MODEL + GEMM_LLAMA if streamk_grid(s)]
     if "fused" in only:  # the epilogue's activation beside the ping-pong grid

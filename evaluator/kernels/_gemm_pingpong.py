@@ -69,6 +69,9 @@ MAX_ACCUM_REGS = 192
 TILES = ((128, 64, 8), (128, 128, 5), (128, 128, 4), (128, 160, 4), (64, 128, 6))
 # stream-K joins the space only past both (see `space`).
 SK_MIN_KSTEPS, SK_MIN_ROUNDS = 64, 8
+# Wave-sized tiles (`wave_tiles`): block_N steps of 8 (wgmma's; 128x152 and 128x120 pass ptxas;
+# kernel_sweep --only pingwave times the best of two rankings), the best of each in the space.
+WAVE_STEP, WAVE_IN_SPACE = 8, 2
 
 
 def space(M: int, N: int, K: int, hw: Any, defaults: dict[str, Any], fits: Callable[[dict], bool]
@@ -84,7 +87,20 @@ def space(M: int, N: int, K: int, hw: Any, defaults: dict[str, Any], fits: Calla
     out = [c for c in ({**defaults, "block_M": bM, "block_N": bN, "block_K": 64, "num_stages": st, "threads": 128,
                         "pingpong": 1, "persistent": sms} for bM, bN, st in TILES) if fits(c)]
     tiles = lambda bM, bN: -(-M // bM) * -(-N // bN)  # noqa: E731
+    # The best wave-sized tiles the fixed list lacks, after its first two in the space's
+    # order of trial (see `wave_tiles`).
+    have = {(c["block_M"], c["block_N"]) for c in out}
+    base = {**defaults, "block_K": 64, "threads": 128, "pingpong": 1, "persistent": sms}
+    wave = []
+    for rank in ("useful", "score"):  # the best of each ranking
+        for bM, bN in wave_tiles(M, N, sms, rank=rank):
+            c = deepest_ring({**base, "block_M": bM, "block_N": bN}, fits) if (bM, bN) not in have else None
+            if c:
+                wave.append(c)
+                have.add((bM, bN))
+                break
     lead = out[:1] if out and tiles(128, 64) <= sms else out[1:2] if len(out) > 1 and tiles(128, 128) >= 3 * sms else []
+    out = out[:2] + wave + out[2:]
     # stream-K where it measured ahead: many rounds of long-K tiles, the last one partial.
     # kernel_sweep --only streamk on the H200 (session 14): 8192^3 with 128x128x5 1.089x
     # cuBLAS against 1.047x for the best without it; at every model shape (12-48 k-steps,
@@ -96,6 +112,39 @@ def space(M: int, N: int, K: int, hw: Any, defaults: dict[str, Any], fits: Calla
             lead = [split, *lead]
             out = [split, *out]
     return lead, out
+
+
+def wave_tiles(M: int, N: int, sms: int, step: int = WAVE_STEP, rank: str = "score") -> list[tuple[int, int]]:
+    """Ping-pong tiles (block_M, block_N) sized for the SMs, best first. A block runs its
+    tiles one after another (its two consumers share the tensor cores), so the kernel
+    lasts as long as the block with the most: ceil(tiles / SMs) tiles. Nsight Compute at
+    ViT-B's 3152x3072x768 (session 10) read our 128x128 ping-pong with the same active
+    cycles as cuBLAS but its SMs active 81% of the time against 90%; cuBLAS ran 256x144
+    tiles there, 12 x 22 = 264 = 2 x 132 of them. `useful` is the share of that time a
+    block does real output, M * N / (rounds * SMs * tile area). rank "score" is the wave
+    schedule's (gemm's `_wave_space`): useful times the tile's arithmetic intensity
+    (bM * bN / (bM + bN)), which favours wide tiles; rank "useful" is useful alone
+    (intensity breaks ties), over tiles no smaller than 128x48. Which of the two finds
+    the faster tile is kernel_sweep --only pingwave's question. block_N stops at 192,
+    where the accumulator takes MAX_ACCUM_REGS."""
+    scored = []
+    for bM in (128, 64):
+        for bN in range(48, 193, step):
+            if rank == "useful" and bM * bN < 128 * 48:
+                continue
+            rounds = -(-(-(-M // bM) * -(-N // bN)) // sms)
+            useful = M * N / (rounds * sms * bM * bN)
+            intensity = bM * bN / (bM + bN)
+            scored.append(((useful * intensity,) if rank == "score" else (round(useful, 6), intensity)) + (bM, bN))
+    return [(t[-2], t[-1]) for t in sorted(scored, reverse=True)]
+
+
+def deepest_ring(cfg: dict[str, Any], fits: Callable[[dict], bool], most: int = 8) -> dict[str, Any] | None:
+    """`cfg` with the most K stages (at most `most`, at least 3) whose shared memory fits."""
+    for stages in range(most, 2, -1):
+        if fits(c := {**cfg, "num_stages": stages}):
+            return c
+    return None
 
 
 def threads_of(cfg: dict[str, Any]) -> int:

@@ -342,8 +342,11 @@ class GemmFamily(KernelFamily):
             threads = cfg["threads"]
             if threads % 128 or not 128 <= threads <= 512:
                 return f"tensor-core tiles need 128, 256 or 384 threads (whole warpgroups), got {threads}"
-            if cfg["block_M"] % 16 or cfg["block_N"] % 16 or cfg["block_K"] % 16:
-                return "tensor-core tiles must be multiples of 16"
+            # wgmma takes any N that is a multiple of 8, and the ping-pong program issues
+            # wgmma itself (128x152 and 128x120 pass ptxas); T.gemm's tiles keep steps of 16.
+            step_n = 8 if cfg.get("pingpong") else 16
+            if cfg["block_M"] % 16 or cfg["block_N"] % step_n or cfg["block_K"] % 16:
+                return f"tensor-core tiles must be multiples of 16 (block_N of {step_n})"
             warps = threads // 32
             if cfg["block_M"] < 64:
                 # Fewer rows than a warpgroup's wgmma: the mma path, warps side by side
