@@ -155,19 +155,39 @@ def pingpong_grid(shape) -> list[dict]:
              "pingpong": 1, "persistent": 132} for bM, bN, bK, st in PINGPONG_TILES]  # the H200's 132 SMs
 
 
+def wave_tiles(M: int, N: int, sms: int, rank: str) -> list[tuple[int, int]]:
+    """Ping-pong tiles (block_M, block_N), block_N in wgmma's steps of 8 up to 192 (the
+    accumulator's register cap), best first. rank "useful": the share of the longest
+    block's time spent on real output (`_gemm_pingpong.useful`), intensity breaking ties,
+    over tiles no smaller than 128x48; rank "score": that share times the tile's
+    arithmetic intensity bM * bN / (bM + bN), the wave schedule's score (gemm's
+    `_wave_space`). Session 15 asked whether either finds faster ping-pong tiles than the
+    fixed list: neither did, except where it named 128x96 or 128x48."""
+    scored = []
+    for bM in (128, 64):
+        for bN in range(48, 193, 8):
+            if rank == "useful" and bM * bN < 128 * 48:
+                continue
+            share, intensity = PP.useful(M, N, bM, bN, sms), bM * bN / (bM + bN)
+            scored.append(((share * intensity,) if rank == "score" else (round(share, 6), intensity)) + (bM, bN))
+    return [(t[-2], t[-1]) for t in sorted(scored, reverse=True)]
+
+
 def pingwave_grid(shape, hw, top: int = 5) -> list[dict]:
-    """The `top` ping-pong tiles of each of `_gemm_pingpong.wave_tiles`' two rankings at
-    this shape (the space takes the first of each), each with the deepest ring that fits."""
+    """The `top` ping-pong tiles of each of `wave_tiles`' two rankings at this shape, each
+    with the deepest ring that fits (at most 8 stages)."""
     fam = kernels.get("gemm")
     base = {**pingpong_grid(shape)[0], "block_K": 64}
-    fits = lambda c: fam.reject_reason(shape, DTYPE, c, hw) is None  # noqa: E731
     out = []
     for rank in ("useful", "score"):
         mine = []
-        for bM, bN in PP.wave_tiles(shape[0], shape[1], int(hw.cores or 132), rank=rank):
-            cfg = PP.deepest_ring({**base, "block_M": bM, "block_N": bN}, fits)
-            if cfg and len(mine) < top:
-                mine.append(cfg)
+        for bM, bN in wave_tiles(shape[0], shape[1], int(hw.cores or 132), rank):
+            for stages in range(8, 2, -1):
+                cfg = {**base, "block_M": bM, "block_N": bN, "num_stages": stages}
+                if fam.reject_reason(shape, DTYPE, cfg, hw) is None:
+                    if len(mine) < top:
+                        mine.append(cfg)
+                    break
         out += mine
     return C.dedupe(out)
 
@@ -368,6 +388,9 @@ def main() -> None:
                "ratio_own_best": torch_ms / own_best if own_best else None,
                "ratio_own_first": torch_ms / first if first else None,
                "top": [[json.loads(k), torch_ms / v] for k, v in ranked[:8]],
+               # Every timed config's ratio, so a question about one that did not place is
+               # answered from the file.
+               "all": [[json.loads(k), torch_ms / v] for k, v in ranked],
                "tried": len(configs), "timed": len(med), "errors": dict(list(errors.items())[:6]),
                # The best with and without the experimental ping-pong schedule, side by side.
                "ratio_best_pingpong": _best_ratio(torch_ms, med, True),

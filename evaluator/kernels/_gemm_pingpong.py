@@ -60,18 +60,16 @@ PRODUCER_REGS, CONSUMER_REGS = 40, 232
 MAX_ACCUM_REGS = 192
 
 # Ping-pong tiles (block_M, block_N, num_stages; block_K 64) for sm_90+, one consumer
-# warpgroup's tile each; the H200 sweep's winners (kernel_sweep_pingpong.json). The first
-# two lead the space where they won: 128x64 8 stages deep where its tiles fit one wave
-# (1.03-1.12x cuBLAS at 1024x768x{768,3072} and llama's 512x2048x{2048,5632}, against
-# 0.81-1.06x for the other schedules), 128x128 where its tiles fill three waves or more
-# (3152x{2304,3072}x768, 8192^3: 0.84-1.04x against 0.75-1.00x). Between the two it lost
-# (2048x2304x768 0.83x against 0.87x, 3152x768x768 0.71x against 0.87x).
-TILES = ((128, 64, 8), (128, 128, 5), (128, 128, 4), (128, 160, 4), (64, 128, 6))
+# warpgroup's tile each, the deepest ring that fits; the H200 sweeps' winners
+# (kernel_sweep_pingpong.json, session 15's kernel_sweep_pingwave.json). `_lead_tile`
+# says where one of the first three leads the space.
+TILES = ((128, 64, 8), (128, 96, 6), (128, 128, 5), (128, 128, 4), (128, 160, 4), (64, 128, 6))
 # stream-K joins the space only past both (see `space`).
 SK_MIN_KSTEPS, SK_MIN_ROUNDS = 64, 8
-# Wave-sized tiles (`wave_tiles`): block_N steps of 8 (wgmma's; 128x152 and 128x120 pass ptxas;
-# kernel_sweep --only pingwave times the best of two rankings), the best of each in the space.
-WAVE_STEP, WAVE_IN_SPACE = 8, 2
+# Shared memory ptxas gives the kernel beside the dynamic buffers (its barriers): "used
+# 1024 bytes smem" for every tile. 64x152 with 7 stages asked for the whole 232,448 B as
+# dynamic memory and failed to launch on the H200 (session 15).
+STATIC_SMEM = 1024
 
 
 def space(M: int, N: int, K: int, hw: Any, defaults: dict[str, Any], fits: Callable[[dict], bool]
@@ -87,20 +85,10 @@ def space(M: int, N: int, K: int, hw: Any, defaults: dict[str, Any], fits: Calla
     out = [c for c in ({**defaults, "block_M": bM, "block_N": bN, "block_K": 64, "num_stages": st, "threads": 128,
                         "pingpong": 1, "persistent": sms} for bM, bN, st in TILES) if fits(c)]
     tiles = lambda bM, bN: -(-M // bM) * -(-N // bN)  # noqa: E731
-    # The best wave-sized tiles the fixed list lacks, after its first two in the space's
-    # order of trial (see `wave_tiles`).
-    have = {(c["block_M"], c["block_N"]) for c in out}
-    base = {**defaults, "block_K": 64, "threads": 128, "pingpong": 1, "persistent": sms}
-    wave = []
-    for rank in ("useful", "score"):  # the best of each ranking
-        for bM, bN in wave_tiles(M, N, sms, rank=rank):
-            c = deepest_ring({**base, "block_M": bM, "block_N": bN}, fits) if (bM, bN) not in have else None
-            if c:
-                wave.append(c)
-                have.add((bM, bN))
-                break
-    lead = out[:1] if out and tiles(128, 64) <= sms else out[1:2] if len(out) > 1 and tiles(128, 128) >= 3 * sms else []
-    out = out[:2] + wave + out[2:]
+    by_tile: dict[tuple[int, int], dict[str, Any]] = {}
+    for c in out:  # the first (deepest) ring of each tile
+        by_tile.setdefault((c["block_M"], c["block_N"]), c)
+    lead = [by_tile[t] for t in [_lead_tile(M, N, sms)] if t in by_tile]
     # stream-K where it measured ahead: many rounds of long-K tiles, the last one partial.
     # kernel_sweep --only streamk on the H200 (session 14): 8192^3 with 128x128x5 1.089x
     # cuBLAS against 1.047x for the best without it; at every model shape (12-48 k-steps,
@@ -114,36 +102,34 @@ def space(M: int, N: int, K: int, hw: Any, defaults: dict[str, Any], fits: Calla
     return lead, out
 
 
-def wave_tiles(M: int, N: int, sms: int, step: int = WAVE_STEP, rank: str = "score") -> list[tuple[int, int]]:
-    """Ping-pong tiles (block_M, block_N) sized for the SMs, best first. A block runs its
-    tiles one after another (its two consumers share the tensor cores), so the kernel
-    lasts as long as the block with the most: ceil(tiles / SMs) tiles. Nsight Compute at
-    ViT-B's 3152x3072x768 (session 10) read our 128x128 ping-pong with the same active
-    cycles as cuBLAS but its SMs active 81% of the time against 90%; cuBLAS ran 256x144
-    tiles there, 12 x 22 = 264 = 2 x 132 of them. `useful` is the share of that time a
-    block does real output, M * N / (rounds * SMs * tile area). rank "score" is the wave
-    schedule's (gemm's `_wave_space`): useful times the tile's arithmetic intensity
-    (bM * bN / (bM + bN)), which favours wide tiles; rank "useful" is useful alone
-    (intensity breaks ties), over tiles no smaller than 128x48. Which of the two finds
-    the faster tile is kernel_sweep --only pingwave's question. block_N stops at 192,
-    where the accumulator takes MAX_ACCUM_REGS."""
-    scored = []
-    for bM in (128, 64):
-        for bN in range(48, 193, step):
-            if rank == "useful" and bM * bN < 128 * 48:
-                continue
-            rounds = -(-(-(-M // bM) * -(-N // bN)) // sms)
-            useful = M * N / (rounds * sms * bM * bN)
-            intensity = bM * bN / (bM + bN)
-            scored.append(((useful * intensity,) if rank == "score" else (round(useful, 6), intensity)) + (bM, bN))
-    return [(t[-2], t[-1]) for t in sorted(scored, reverse=True)]
+def useful(M: int, N: int, bM: int, bN: int, sms: int) -> float:
+    """The share of the longest block's time spent on real output: a block runs its tiles
+    one after another (its two consumers share the tensor cores), so the kernel lasts
+    ceil(tiles / SMs) tiles, of which M * N / (SMs * tile area) would be the even share."""
+    rounds = -(-(-(-M // bM) * -(-N // bN)) // sms)
+    return M * N / (rounds * sms * bM * bN)
 
 
-def deepest_ring(cfg: dict[str, Any], fits: Callable[[dict], bool], most: int = 8) -> dict[str, Any] | None:
-    """`cfg` with the most K stages (at most `most`, at least 3) whose shared memory fits."""
-    for stages in range(most, 2, -1):
-        if fits(c := {**cfg, "num_stages": stages}):
-            return c
+def _lead_tile(M: int, N: int, sms: int) -> tuple[int, int] | None:
+    """The ping-pong tile to lead the space with, or None where another schedule measured
+    ahead. kernel_sweep --only pingwave on the H200 (session 15, every model shape, the
+    fixed tiles beside the 5 best of two wave rankings with block_N in steps of 8):
+    - 128x64 where its tiles fit one round (1.06-1.11x cuBLAS at 1024x768x768, 512x2048x2048);
+    - else 128x96 where its tiles fill one to three rounds at least 95%: 1.05x at
+      1024x3072x768 and 0.96x at 2048x2304x768, against 0.99x and 0.87x for the wider
+      128x192 and 128x144 that fill fewer rounds as evenly; 1.02x at 2048x768x768;
+    - else 128x128 over three rounds or more, or filling its rounds at least 95%:
+      0.98x at 2048x3072x768 (384 tiles: 97%) and 0.86-0.87x at ViT-B's 3152x{2304,3072}x768;
+    - else none: at 3152x768x{768,3072} and 512x5632x2048 the wave schedule's 128x160 and
+      128x176 ran 0.87-0.97x, the best ping-pong tile 0.73-0.93x.
+    The widths that would balance better still (128x120, 128x152 at 3152x3072x768) ran
+    slower than 0.73x."""
+    if -(-M // 128) * -(-N // 64) <= sms:
+        return (128, 64)
+    if -(-M // 128) * -(-N // 96) <= 3 * sms and useful(M, N, 128, 96, sms) >= 0.95:
+        return (128, 96)
+    if -(-M // 128) * -(-N // 128) >= 3 * sms or useful(M, N, 128, 128, sms) >= 0.95:
+        return (128, 128)
     return None
 
 
@@ -156,7 +142,7 @@ def smem_bytes(cfg: dict[str, Any], dtype_bytes: int) -> int:
     """The K ring plus one output tile per consumer (they must not share one: each
     stores its tile while the other computes)."""
     ring = (cfg["block_M"] + cfg["block_N"]) * cfg["block_K"] * dtype_bytes * max(1, cfg["num_stages"])
-    return ring + CONSUMERS * cfg["block_M"] * cfg["block_N"] * dtype_bytes
+    return ring + CONSUMERS * cfg["block_M"] * cfg["block_N"] * dtype_bytes + STATIC_SMEM
 
 
 def full_parity(n: Any, stages: int) -> Any:

@@ -100,9 +100,8 @@ def test_gemm_stream_k_counters_reset_across_calls_and_graph_replays(hw):
         assert close(y)
 
 
-# Wave-sized tiles whose width is a multiple of 8 but not 16 (wgmma's step; the space
-# offers them where they fill the SMs better: _gemm_pingpong.wave_tiles), with tails in
-# M and N: 3152 = 24 x 128 + 80 rows, 3072 = 20 x 152 + 32 and 25 x 120 + 72 columns.
+# Tiles whose width is a multiple of 8 but not 16 (wgmma's step; kernel_sweep --only
+# pingwave times them, the space does not offer them: they ran slow), with tails in M and N: 3152 = 24 x 128 + 80 rows, 3072 = 20 x 152 + 32 and 25 x 120 + 72 columns.
 @pytest.mark.parametrize("shape,bN,dtype", [((3152, 3072, 768), 152, "float16"), ((3152, 3072, 768), 120, "bfloat16"),
                                             ((1000, 1000, 3000), 152, "bfloat16")])
 def test_gemm_pingpong_wave_tile_of_width_8k_matches_linear(shape, bN, dtype, hw):
