@@ -8,7 +8,7 @@
 #
 #   benchmarks/h200_examples.sh OUT_DIR KEY...
 #   KEY: hf-bert hf-gpt2 timm-vit tv-resnet50 bert-base llama conv2d
-#        capture-path capture-path-gpt2 in-sequence-gelu ncu-gemm ncu-gelu ncu-streamk
+#        capture-path capture-path-gpt2 in-sequence-gelu ncu-gemm ncu-gelu ncu-streamk ncu-width
 #        bert-base-defaults llama-defaults   (every option at its default; run cold, with
 #        an empty TileLang kernel cache and tuning cache, then warm; wall times go to
 #        OUT_DIR/wall_times.txt)
@@ -90,6 +90,11 @@ for key in "$@"; do
       for shape in 3152x3072x768 8192x8192x8192; do
         ncu_one "pingpong_${shape}" "$shape" "{$t, \"stream_k\": 0}"
         ncu_one "streamk_${shape}" "$shape" "{$t, \"stream_k\": 1}"
+      done ;;
+    ncu-width)  # why ping-pong tiles of 152 and 120 columns, which fill the SMs better, ran slower than 128 (session 15)
+      t='"block_M": 128, "block_K": 64, "threads": 128, "policy": "square", "persistent": 132, "pingpong": 1, "swizzle": true, "panel": 10, "split_k": 1, "splitk_fused": false, "cluster": 0, "stream_k": 0'
+      for w in 128:5 152:4 120:4; do
+        ncu_one "pingpong_3152x3072x768_bN${w%:*}" 3152x3072x768 "{$t, \"block_N\": ${w%:*}, \"num_stages\": ${w#*:}}"
       done ;;
     capture-path)  # what transformers' BertModel calls eagerly and while a graph is captured
       python3 benchmarks/capture_path.py hf:BertModel --batch-size 8 --seq-len 128 --json "$out/capture_path_hf-bert.json" ;;
