@@ -156,16 +156,17 @@ def pingpong_grid(shape) -> list[dict]:
 
 
 def wave_tiles(M: int, N: int, sms: int, rank: str) -> list[tuple[int, int]]:
-    """Ping-pong tiles (block_M, block_N), block_N in wgmma's steps of 8 up to 192 (the
+    """Ping-pong tiles (block_M, block_N), block_N in steps of 16 up to 192 (the
     accumulator's register cap), best first. rank "useful": the share of the longest
     block's time spent on real output (`_gemm_pingpong.useful`), intensity breaking ties,
     over tiles no smaller than 128x48; rank "score": that share times the tile's
     arithmetic intensity bM * bN / (bM + bN), the wave schedule's score (gemm's
     `_wave_space`). Session 15 asked whether either finds faster ping-pong tiles than the
-    fixed list: neither did, except where it named 128x96 or 128x48."""
+    fixed list, with wgmma's steps of 8: neither did, except where it named 128x96 or
+    128x48; 120 and 152 columns ran 3x slower (d4/ncu_*), and the family now refuses them."""
     scored = []
     for bM in (128, 64):
-        for bN in range(48, 193, 8):
+        for bN in range(48, 193, 16):
             if rank == "useful" and bM * bN < 128 * 48:
                 continue
             share, intensity = PP.useful(M, N, bM, bN, sms), bM * bN / (bM + bN)

@@ -342,11 +342,12 @@ class GemmFamily(KernelFamily):
             threads = cfg["threads"]
             if threads % 128 or not 128 <= threads <= 512:
                 return f"tensor-core tiles need 128, 256 or 384 threads (whole warpgroups), got {threads}"
-            # wgmma takes any N that is a multiple of 8, and the ping-pong program issues
-            # wgmma itself (128x152 and 128x120 pass ptxas); T.gemm's tiles keep steps of 16.
-            step_n = 8 if cfg.get("pingpong") else 16
-            if cfg["block_M"] % 16 or cfg["block_N"] % step_n or cfg["block_K"] % 16:
-                return f"tensor-core tiles must be multiples of 16 (block_N of {step_n})"
+            # wgmma takes any N that is a multiple of 8, but ping-pong tiles of 120 and 152
+            # columns ran 3x slower than 128 on the H200 at 3152x3072x768 (84-85 us against
+            # 28 us; Nsight Compute: 3.4x the instructions, L1/shared 89% busy against 57%;
+            # reports/examples/h200/session15/d4), so tiles keep steps of 16.
+            if cfg["block_M"] % 16 or cfg["block_N"] % 16 or cfg["block_K"] % 16:
+                return "tensor-core tiles must be multiples of 16"
             warps = threads // 32
             if cfg["block_M"] < 64:
                 # Fewer rows than a warpgroup's wgmma: the mma path, warps side by side
