@@ -93,7 +93,8 @@ for key in "$@"; do
       done ;;
     ncu-width)  # why ping-pong tiles of 152 and 120 columns, which fill the SMs better, ran slower than 128 (session 15)
       t='"block_M": 128, "block_K": 64, "threads": 128, "policy": "square", "persistent": 132, "pingpong": 1, "swizzle": true, "panel": 10, "split_k": 1, "splitk_fused": false, "cluster": 0, "stream_k": 0'
-      for w in 128:5 152:4 120:4; do
+      # NCU_WIDTHS="128:5 144:4 160:4" (width:stages) profiles others: 144 lost to 96 and 128 where it balanced as well or better.
+      for w in ${NCU_WIDTHS:-128:5 152:4 120:4}; do
         ncu_one "pingpong_3152x3072x768_bN${w%:*}" 3152x3072x768 "{$t, \"block_N\": ${w%:*}, \"num_stages\": ${w#*:}}"
       done ;;
     capture-path)  # what transformers' BertModel calls eagerly and while a graph is captured
