@@ -8,7 +8,7 @@
 #
 #   benchmarks/h200_examples.sh OUT_DIR KEY...
 #   KEY: hf-bert hf-gpt2 timm-vit tv-resnet50 bert-base llama conv2d
-#        capture-path capture-path-gpt2 in-sequence-gelu ncu-gemm ncu-gelu ncu-streamk ncu-width
+#        capture-path capture-path-gpt2 in-sequence-gelu ncu-gemm ncu-gelu ncu-streamk ncu-width ncu-swap
 #        bert-base-defaults llama-defaults   (every option at its default; run cold, with
 #        an empty TileLang kernel cache and tuning cache, then warm; wall times go to
 #        OUT_DIR/wall_times.txt)
@@ -97,6 +97,11 @@ for key in "$@"; do
       for w in ${NCU_WIDTHS:-128:5 152:4 120:4}; do
         ncu_one "pingpong_3152x3072x768_bN${w%:*}" 3152x3072x768 "{$t, \"block_N\": ${w%:*}, \"num_stages\": ${w#*:}}"
       done ;;
+    ncu-swap)  # y's transpose in 128x144 tiles (four full rounds at ViT-B's 3152x3072x768) beside 128x128 (session 16)
+      t='"block_M": 128, "block_K": 64, "threads": 128, "policy": "square", "persistent": 132, "pingpong": 1, "swizzle": true, "panel": 10, "split_k": 1, "splitk_fused": false, "cluster": 0, "stream_k": 0'
+      ncu_one pingpong_3152x3072x768_bN128 3152x3072x768 "{$t, \"block_N\": 128, \"num_stages\": 5}"
+      ncu_one swap_3152x3072x768_bN144 3152x3072x768 "{$t, \"block_N\": 144, \"num_stages\": 4, \"swap_ab\": 1}"
+      ncu_one swapdirect_3152x3072x768_bN144 3152x3072x768 "{$t, \"block_N\": 144, \"num_stages\": 6, \"swap_ab\": 1, \"direct\": 1}" ;;
     capture-path)  # what transformers' BertModel calls eagerly and while a graph is captured
       python3 benchmarks/capture_path.py hf:BertModel --batch-size 8 --seq-len 128 --json "$out/capture_path_hf-bert.json" ;;
     capture-path-gpt2)  # which call stops GPT-2's capture when it is hidden from the model (session 14)

@@ -5,7 +5,7 @@ own call timed in the same interleaved rounds. It answers two questions the tune
 numbers cannot: what the best reachable ratio is, and whether the family's search
 space (and its first config) contains that best.
 
-    python3 benchmarks/kernel_sweep.py [--only gemm,llama,pingpong,pingwave,streamk,fused,skinny,attention,views,rows,conv2d,resnet50] [--json OUT.json]
+    python3 benchmarks/kernel_sweep.py [--only gemm,llama,pingpong,pingwave,swap,streamk,fused,skinny,attention,views,rows,conv2d,resnet50] [--json OUT.json]
 
 Each row: family, shape, PyTorch µs, best TileLang µs and config, the ratio
 (PyTorch / TileLang), and the ratios of the family's own first config and of the best
@@ -193,6 +193,27 @@ def pingwave_grid(shape, hw, top: int = 5) -> list[dict]:
     return C.dedupe(out)
 
 
+def swap_grid(shape, hw) -> list[dict]:
+    """Ping-pong tiles of y's transpose (`swap_ab`: 128 features x block_N tokens, block_N
+    in steps of 16 from 64 to 192), each with the deepest ring that fits, with and without
+    `direct` (the store from registers, which leaves room for more stages); and y's own
+    128-row tiles stored directly. Session 16's question: do tiles that divide ViT-B's 3152
+    tokens into whole waves (144: four full rounds at 3152x3072x768) run as fast per tile
+    as 128x128, and does a deeper ring pay for the scattered store?"""
+    fam = kernels.get("gemm")
+    base = {**pingpong_grid(shape)[0], "block_K": 64, "block_M": 128}
+    variants = [{"swap_ab": 1, "block_N": bN, "direct": d} for bN in range(64, 193, 16) for d in (0, 1)]
+    variants += [{"swap_ab": 0, "block_N": bN, "direct": 1} for bN in (96, 128, 144, 160, 176)]
+    out = []
+    for v in variants:
+        for stages in range(8, 2, -1):
+            cfg = {**base, **v, "num_stages": stages}
+            if fam.reject_reason(shape, DTYPE, cfg, hw) is None:
+                out.append(cfg)
+                break
+    return out
+
+
 def streamk_grid(shape) -> list[dict]:
     """The ping-pong tiles that leave a partial last wave at this shape, each as it is and
     with that wave split by K (`stream_k`, experimental; _gemm_pingpong's docstring)."""
@@ -259,6 +280,9 @@ def cases(only: set[str], hw, own_only: bool = False) -> list[tuple[str, tuple, 
         out += [("gemm", s, pingpong_grid(s)) for s in GEMM_MODEL + GEMM_LLAMA]
     if "pingwave" in only:  # wave-sized ping-pong tiles beside the family's space, every model shape
         out += [("gemm", s, pingwave_grid(s, hw)) for s in GEMM_MODEL + GEMM_LLAMA + GEMM_GPT2 if s != (8192, 8192, 8192)]
+    if "swap" in only:  # tiles of y's transpose and the direct store, beside the family's space
+        out += [("gemm", s, swap_grid(s, hw)) for s in GEMM_MODEL + GEMM_GPT2 + GEMM_LLAMA[:1]
+                if s != (8192, 8192, 8192)]
     if "streamk" in only:  # ping-pong with and without its last wave split by K, beside the family's space
         out += [("gemm", s, streamk_grid(s)) for s in GEMM_MODEL + GEMM_LLAMA if streamk_grid(s)]
     if "fused" in only:  # the epilogue's activation beside the ping-pong grid

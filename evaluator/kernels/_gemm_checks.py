@@ -63,6 +63,11 @@ def pingpong_error(shape: Shape, cfg: dict[str, Any], target: str) -> str | None
     warpgroups taking the block's tiles in turn (see _gemm_pingpong)."""
     if cfg["pingpong"] not in (0, 1, True, False):
         return f"pingpong must be 0 (off) or 1 (two consumer warpgroups in turn), got {cfg['pingpong']!r}"
+    for key, what in (("swap_ab", "y's transpose, tokens as wgmma's N"), ("direct", "stored from registers")):
+        if cfg.get(key, 0) not in (0, 1, True, False):
+            return f"{key} must be 0 (off) or 1 ({what}), got {cfg[key]!r}"
+    if cfg.get("swap_ab") and cfg.get("stream_k"):
+        return "stream_k is built for y's own tiles: not with swap_ab"
     bad = _hopper_error("pingpong (wgmma without waits, setmaxnreg) needs", target, hopper_only=True)
     if bad:
         return bad

@@ -41,6 +41,18 @@ workspace; the contributor that counts itself in last on the tile's counter adds
 other slots, runs the epilogue and resets the counter (the one-kernel split-K's
 serial reduction, `_gemm_programs._splitk_fused_program`). `sk_plan` and `sk_segments`
 are that arithmetic on ints; the program builds the same from TileLang expressions.
+
+`swap_ab` = 1 computes y's transpose: the tile's block_M rows are output features (the
+weight is wgmma's A) and its block_N columns are tokens (x is wgmma's B), stored back
+transposed through the output tile in shared memory, the bias running down the rows.
+Why: wgmma's M is 64 rows a warpgroup but its N any multiple of 8, so only the token
+side can take the tile widths that divide ViT-B's 3152 tokens into whole waves. At
+3152x3072x768, 128 features x 144 tokens makes 24 x 22 = 528 tiles, four full rounds of
+132 SMs (99.5% useful), where 128x128 makes 600 (4.55 rounds, 91%); at 3152x768x768,
+6 x 22 = 132 tiles, one round. cuBLAS runs 256x144 tiles there (session 10's ncu).
+`direct` = 1 stores the accumulator from registers to global memory, without the
+output tiles in shared memory, which frees 2 x block_M x block_N x 2 bytes for a deeper
+ring (128x144 fits 4 stages with the tiles, 6 without).
 """
 
 # No `from __future__ import annotations`: TileLang evaluates the prim_func's tensor
@@ -140,9 +152,10 @@ def threads_of(cfg: dict[str, Any]) -> int:
 
 def smem_bytes(cfg: dict[str, Any], dtype_bytes: int) -> int:
     """The K ring plus one output tile per consumer (they must not share one: each
-    stores its tile while the other computes)."""
+    stores its tile while the other computes), none with `direct`."""
     ring = (cfg["block_M"] + cfg["block_N"]) * cfg["block_K"] * dtype_bytes * max(1, cfg["num_stages"])
-    return ring + CONSUMERS * cfg["block_M"] * cfg["block_N"] * dtype_bytes + STATIC_SMEM
+    out = 0 if cfg.get("direct") else CONSUMERS * cfg["block_M"] * cfg["block_N"] * dtype_bytes
+    return ring + out + STATIC_SMEM
 
 
 def full_parity(n: Any, stages: int) -> Any:
@@ -198,12 +211,20 @@ def sk_contributors(s: Any, kt: int, I: int) -> tuple[Any, Any]:
     return first, ((s + 1) * kt - 1) // I - first + 1
 
 
+def tile_grid(shape: Shape, cfg: dict[str, Any]) -> tuple[int, int]:
+    """(row tiles, column tiles) of the output the program walks: y's, or with `swap_ab`
+    its transpose's (rows over N, columns over M)."""
+    M, N, _ = shape
+    rows, cols = (N, M) if cfg.get("swap_ab") else (M, N)
+    return -(-rows // cfg["block_M"]), -(-cols // cfg["block_N"])
+
+
 def _geometry(shape: Shape, cfg: dict[str, Any]) -> tuple[int, int, int]:
     """(output tiles, persistent blocks, k-steps a tile): a block with no tile would only
     launch, so there are never more blocks than tiles."""
-    M, N, K = shape
-    tiles = -(-M // cfg["block_M"]) * -(-N // cfg["block_N"])
-    return tiles, min(cfg["persistent"], tiles), -(-K // cfg["block_K"])
+    tm, tn = tile_grid(shape, cfg)
+    tiles = tm * tn
+    return tiles, min(cfg["persistent"], tiles), -(-shape[2] // cfg["block_K"])
 
 
 def sk_workspace(shape: Shape, cfg: dict[str, Any]) -> tuple[tuple[int, int, int], int]:
@@ -232,8 +253,9 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], bias_act: An
     M, N, K = shape
     bM, bN, bK, stages = cfg["block_M"], cfg["block_N"], cfg["block_K"], cfg["num_stages"]
     panel = cfg["panel"]
-    add_bias_act = bias_act(T, bM, bN)
-    tm, tn = -(-M // bM), -(-N // bN)
+    swap, direct = bool(cfg.get("swap_ab")), bool(cfg.get("direct"))
+    add_bias_act = bias_act(T, bM, bN, by_row=swap)
+    tm, tn = tile_grid(shape, cfg)
     tiles, blocks, kt = _geometry(shape, cfg)
     Wr, R, I = sk_plan(tiles, blocks, kt) if cfg.get("stream_k") else (0, 0, 0)
     # With a tail to split, the whole tiles are the first Wr * blocks, Wr to every block.
@@ -294,9 +316,23 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], bias_act: An
     @T.macro
     def epilogue(C_f, C_s, Bias, Y, t, N):
         by, bx = tile_of(t)
-        add_bias_act(C_f, Bias, bx, N)
-        T.copy(C_f, C_s)
-        T.copy(C_s, Y[by * bM, bx * bN])
+        if swap:  # C_f[i, j] is y[bx * bN + j, by * bM + i]
+            add_bias_act(C_f, Bias, by, N)
+            if direct:
+                for i, j in T.Parallel(bM, bN):
+                    if bx * bN + j < M and by * bM + i < N:
+                        Y[bx * bN + j, by * bM + i] = T.cast(C_f[i, j], dtype)
+            else:
+                for i, j in T.Parallel(bM, bN):
+                    C_s[j, i] = T.cast(C_f[i, j], dtype)
+                T.copy(C_s, Y[bx * bN, by * bM])
+        else:
+            add_bias_act(C_f, Bias, bx, N)
+            if direct:
+                T.copy(C_f, Y[by * bM, bx * bN])
+            else:
+                T.copy(C_f, C_s)
+                T.copy(C_s, Y[by * bM, bx * bN])
 
     @T.macro
     def consume(A_s, W_s, C_f, C_s, Bias, Y, full, empty, order, me, bid, i, N):
@@ -337,15 +373,20 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], bias_act: An
         if first < stop:
             consume_tail(A_s, W_s, C_f, C_s, Bias, Y, Ws, Cnt, last, full, empty, order, me, q, bid, tx, N)
 
+    # The output tile in shared memory as it is stored: y's rows (the transpose's columns).
+    # A token placeholder with `direct`, which never uses it.
+    out_tile = (8, 8) if direct else (bN, bM) if swap else (bM, bN)
+
     @T.macro
     def body(A, W, Bias, Y, Ws, Cnt):
+        # A and W are wgmma's A and B operands: x and the weight, or with swap_ab the other way.
         with T.Kernel(blocks, threads=CONSUMERS * 128 + PRODUCERS) as bid:
             A_s = T.alloc_shared((stages, bM, bK), dtype)
             W_s = T.alloc_shared((stages, bN, bK), dtype)
             C_f0 = T.alloc_fragment((bM, bN), ACCUM)
             C_f1 = T.alloc_fragment((bM, bN), ACCUM)
-            C_s0 = T.alloc_shared((bM, bN), dtype)
-            C_s1 = T.alloc_shared((bM, bN), dtype)
+            C_s0 = T.alloc_shared(out_tile, dtype)
+            C_s1 = T.alloc_shared(out_tile, dtype)
             full = T.alloc_barrier([PRODUCERS] * stages)
             empty = T.alloc_barrier([128] * stages)  # the one consumer of that use arrives
             order = T.alloc_barrier([128] * CONSUMERS)  # order[c]: consumer c may start its next k-loop
@@ -390,7 +431,7 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], bias_act: An
             Cnt: T.Tensor((R,), "int32"),
             Y: T.Tensor((M, N), dtype),
         ):
-            body(A, W, Bias, Y, Ws, Cnt)
+            body(A, W, Bias, Y, Ws, Cnt)  # stream-K never swaps (_gemm_checks)
 
         return linear_tc_pingpong_sk
 
@@ -401,6 +442,9 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], bias_act: An
         Bias: T.Tensor((N,), dtype),
         Y: T.Tensor((M, N), dtype),
     ):
-        body(A, W, Bias, Y, None, None)
+        if swap:
+            body(W, A, Bias, Y, None, None)
+        else:
+            body(A, W, Bias, Y, None, None)
 
     return linear_tc_pingpong

@@ -85,17 +85,26 @@ def act_macro(T: Any, act: str, fast: bool):
     return apply
 
 
-def bias_act(T: Any, bM: int, bN: int, act: str, fast: bool = True):
+def bias_act(T: Any, bM: int, bN: int, act: str, fast: bool = True, by_row: bool = False):
     """A TileLang macro: bias, then the activation, on a tile's fp32 accumulator, in two
-    passes. In one pass the activation's expression names x twice (x * Phi(x)), and
+    passes. `by_row`: the bias runs down the tile's rows, `bx` being the row tile (the
+    ping-pong program's `swap_ab` tile holds y's transpose). In one pass the activation's expression names x twice (x * Phi(x)), and
     TileLang substitutes the biased sum, bias load and bounds test included, into both
     uses: the loop lost its float2 vectors and loaded every bias twice (the lowered
     CUDA of gemm_gelu at 3152x3072x768), where the second pass reads a register."""
 
-    @T.macro
-    def add_bias(C_f, Bias, bx, N):
-        for i, j in T.Parallel(bM, bN):
-            C_f[i, j] = C_f[i, j] + T.if_then_else(bx * bN + j < N, T.cast(Bias[bx * bN + j], ACCUM), T.float32(0))
+    if by_row:
+        @T.macro
+        def add_bias(C_f, Bias, bx, N):
+            for i, j in T.Parallel(bM, bN):
+                C_f[i, j] = C_f[i, j] + T.if_then_else(bx * bM + i < N, T.cast(Bias[bx * bM + i], ACCUM),
+                                                       T.float32(0))
+    else:
+        @T.macro
+        def add_bias(C_f, Bias, bx, N):
+            for i, j in T.Parallel(bM, bN):
+                C_f[i, j] = C_f[i, j] + T.if_then_else(bx * bN + j < N, T.cast(Bias[bx * bN + j], ACCUM),
+                                                       T.float32(0))
 
     if act == "none":
         return add_bias

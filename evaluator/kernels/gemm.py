@@ -61,7 +61,10 @@ TC_DEFAULTS = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 3, "
                # With pingpong, the last partial wave's k-steps dealt out over every block
                # (stream-K; _gemm_pingpong's docstring says why). In the space only for long
                # K over many rounds, where the H200 measured it ahead (_gemm_pingpong.space).
-               "stream_k": 0}
+               "stream_k": 0,
+               # With pingpong: tiles of y's transpose, tokens as wgmma's N (1), and the
+               # epilogue's store straight from registers (1); _gemm_pingpong's docstring.
+               "swap_ab": 0, "direct": 0}
 # Decode-like shapes (M <= 64): narrow tiles so enough blocks stream the weight, on the
 # mma path (wgmma needs 64 rows a warpgroup). Measured on the H200 (kernel_sweep.py):
 # 16x32x256 and 16x64x256 with 4 stages reach 1.08-1.19x cuBLAS at 16x4096x4096,
@@ -428,6 +431,8 @@ class GemmFamily(KernelFamily):
         bad = K.stream_k_error(cfg)
         if bad:
             return bad
+        if (cfg.get("swap_ab") or cfg.get("direct")) and not cfg["pingpong"]:
+            return "swap_ab and direct are options of the ping-pong schedule: set pingpong = 1"
         if cfg["pingpong"]:
             return K.pingpong_error(shape, cfg, target)
         return K.cluster_error(shape, cfg, target) if cfg["cluster"] else None

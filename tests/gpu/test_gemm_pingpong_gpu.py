@@ -107,3 +107,25 @@ def test_gemm_stream_k_counters_reset_across_calls_and_graph_replays(hw):
 def test_gemm_pingpong_128x96_matches_linear(shape, dtype, hw):
     cfg = {**CONFIGS["128x128x4"], "block_N": 96, "num_stages": 6}
     _check(verify.verify(kernels.get("gemm"), shape, dtype, cfg, hw.target, "cuda", seeds=(0, 1, 2)))
+
+
+# y's transpose in tiles of 128 features x 144 tokens (`swap_ab`), through the shared
+# output tile and straight from registers (`direct`), and the plain tile stored directly:
+# ViT-B's token count (3152 = 21 x 144 + 128), tails in M, N and K, the bias down the rows,
+# and GPT-2's gelu_new epilogue.
+SWAP = {**CONFIGS["128x128x4"], "block_N": 144, "swap_ab": 1}
+
+
+@pytest.mark.parametrize("cfg", [SWAP, {**SWAP, "direct": 1, "num_stages": 6},
+                                 {**CONFIGS["128x128x4"], "direct": 1, "num_stages": 6},
+                                 {**SWAP, "block_N": 96, "num_stages": 6}],
+                         ids=["swap", "swap-direct", "direct", "swap-96"])
+@pytest.mark.parametrize("shape,dtype", [((3152, 3072, 768), "float16"), ((3152, 768, 768), "bfloat16"),
+                                         ((1000, 1000, 3000), "float16")])
+def test_gemm_pingpong_swap_and_direct_match_linear(cfg, shape, dtype, hw):
+    _check(verify.verify(kernels.get("gemm"), shape, dtype, cfg, hw.target, "cuda", seeds=(0, 1, 2)))
+
+
+def test_gemm_gelu_tanh_swap_matches_linear(hw):
+    _check(verify.verify(kernels.get("gemm_gelu_tanh"), (2048, 768, 3072), "float16", SWAP, hw.target, "cuda",
+                         seeds=(0, 1)))

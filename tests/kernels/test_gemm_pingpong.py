@@ -399,3 +399,59 @@ def test_stream_k_leads_only_long_k_over_many_rounds_where_it_measured_ahead():
         assert not any(c.get("stream_k") for c in FAM.search_space(shape, "float16", H200)), shape
     # Rounds that divide evenly leave no tail to split: 8192x8448x8192 is 64x66 = 4224 = 32 x 132 tiles.
     assert not any(c.get("stream_k") for c in FAM.search_space((8192, 8448, 8192), "float16", H200))
+
+
+# ---------------------------------------------------------------- swap_ab and direct
+
+SWAP = {**T128, "block_N": 144, "swap_ab": 1}
+
+
+def test_swap_ab_walks_the_transposes_tiles():
+    # ViT-B's 3152 tokens in 22 tiles of 144, 3072 features in 24 of 128: 528 tiles, four
+    # full rounds of 132 SMs, where y's own 128x128 tiles make 600.
+    assert PP.tile_grid((3152, 3072, 768), SWAP) == (24, 22)
+    assert PP.tile_grid((3152, 3072, 768), T128) == (25, 24)
+    assert PP._geometry((3152, 768, 768), SWAP) == (132, 132, 12)
+
+
+@pytest.mark.parametrize("direct", [0, 1])
+def test_swap_ab_loads_the_weight_as_wgmmas_a_and_stores_the_transpose(direct):
+    src = _lower((3152, 3072, 768), "float16", {**SWAP, "direct": direct, "num_stages": 6 if direct else 4})
+    assert "wgmma" in src and "tma_load(" in src
+    # The bias runs down the tile's rows (features): indexed by the accumulator row a
+    # thread holds (lane / 4), where y's own tile loads pairs along a row (lane % 4).
+    rows = re.findall(r"Bias\[([^\]]*)\]", src)
+    assert rows and all("& 31) >> 2)" in r for r in rows) and "(uint1*)(Bias +" not in src
+    if direct:  # scattered to y from registers: no output tile, no TMA store
+        assert "tma_store(" not in src and re.search(r"\bY\[", src)
+    else:  # through a 144 x 128 tile of y in shared memory, then one TMA store
+        assert "tma_store(" in src
+
+
+def test_direct_leaves_the_output_tiles_out_of_shared_memory():
+    plain = PP.smem_bytes({**SWAP, "num_stages": 4}, 2)
+    assert plain == (128 + 144) * 64 * 2 * 4 + 2 * 128 * 144 * 2 + PP.STATIC_SMEM
+    assert PP.smem_bytes({**SWAP, "num_stages": 4, "direct": 1}, 2) == plain - 2 * 128 * 144 * 2
+    # 128x144 fits four stages with its output tiles and six without.
+    assert FAM.reject_reason((3152, 3072, 768), "float16", {**SWAP, "num_stages": 5}, H200)
+    assert FAM.reject_reason((3152, 3072, 768), "float16", {**SWAP, "num_stages": 6, "direct": 1}, H200) is None
+
+
+@pytest.mark.parametrize("change,reason", [
+    ({"swap_ab": 2}, "swap_ab must be 0 (off) or 1"),
+    ({"direct": 3}, "direct must be 0 (off) or 1"),
+    ({"stream_k": 1}, "not with swap_ab"),
+    ({"pingpong": 0, "persistent": 0, "threads": 256}, "options of the ping-pong schedule"),
+])
+def test_config_error_names_what_a_swap_config_cannot_run(change, reason):
+    with pytest.raises(KernelError, match="gemm: ") as err:
+        FAM.resolve((3152, 3072, 768), "float16", {**SWAP, **change}, SM90)
+    assert reason in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize("direct", [0, 1])
+def test_swap_ab_source_compiles_for_sm90a(tmp_path, direct):
+    text = _ptx(tmp_path, _lower((1000, 1000, 3000), "float16", {**SWAP, "direct": direct}))
+    # One 64x144 wgmma per 16-deep slice, as for 128 columns (152 lowered to 64x8 pieces).
+    assert "wgmma.mma_async.sync.aligned.m64n144k16" in text
