@@ -8,7 +8,7 @@
 #
 #   benchmarks/h200_examples.sh OUT_DIR KEY...
 #   KEY: hf-bert hf-gpt2 timm-vit tv-resnet50 bert-base llama conv2d
-#        capture-path capture-path-gpt2 in-sequence-gelu ncu-gemm ncu-gelu ncu-streamk ncu-width ncu-swap
+#        capture-path capture-path-gpt2 in-sequence-gelu ncu-gemm ncu-gelu ncu-streamk ncu-width ncu-swap ncu-tiles
 #        bert-base-defaults llama-defaults   (every option at its default; run cold, with
 #        an empty TileLang kernel cache and tuning cache, then warm; wall times go to
 #        OUT_DIR/wall_times.txt)
@@ -102,6 +102,12 @@ for key in "$@"; do
       ncu_one pingpong_3152x3072x768_bN128 3152x3072x768 "{$t, \"block_N\": 128, \"num_stages\": 5}"
       ncu_one swap_3152x3072x768_bN144 3152x3072x768 "{$t, \"block_N\": 144, \"num_stages\": 4, \"swap_ab\": 1}"
       ncu_one swapdirect_3152x3072x768_bN144 3152x3072x768 "{$t, \"block_N\": 144, \"num_stages\": 6, \"swap_ab\": 1, \"direct\": 1}" ;;
+    ncu-tiles)  # NCU_TILES="SHAPE:block_N:stages:swap_ab ..." ping-pong tiles of 128 rows, cuBLAS beside each
+      t='"block_M": 128, "block_K": 64, "threads": 128, "policy": "square", "persistent": 132, "pingpong": 1, "swizzle": true, "panel": 10, "split_k": 1, "splitk_fused": false, "cluster": 0, "stream_k": 0'
+      for spec in ${NCU_TILES:?NCU_TILES=\"3152x2304x768:144:4:1 ...\"}; do
+        IFS=: read -r shape bn st sw <<< "$spec"
+        ncu_one "pp_${shape}_bN${bn}x${st}_swap${sw}" "$shape" "{$t, \"block_N\": $bn, \"num_stages\": $st, \"swap_ab\": $sw}"
+      done ;;
     capture-path)  # what transformers' BertModel calls eagerly and while a graph is captured
       python3 benchmarks/capture_path.py hf:BertModel --batch-size 8 --seq-len 128 --json "$out/capture_path_hf-bert.json" ;;
     capture-path-gpt2)  # which call stops GPT-2's capture when it is hidden from the model (session 14)

@@ -73,45 +73,51 @@ MAX_ACCUM_REGS = 192
 
 # Ping-pong tiles (block_M, block_N, num_stages; block_K 64) for sm_90+, one consumer
 # warpgroup's tile each, the deepest ring that fits; the H200 sweeps' winners
-# (kernel_sweep_pingpong.json, session 15's kernel_sweep_pingwave.json). `_lead_tile`
-# says where one of the first three leads the space.
+# (kernel_sweep_pingpong.json, session 15's kernel_sweep_pingwave.json). `_lead` says
+# where one of them leads the space.
 TILES = ((128, 64, 8), (128, 96, 6), (128, 128, 5), (128, 128, 4), (128, 160, 4), (64, 128, 6))
+# The tiles of y's transpose (`swap_ab`: block_M features x block_N tokens), offered where
+# there are more tokens than features (M > N), the only shapes where session 16's sweep
+# (kernel_sweep --only swap) measured them ahead.
+SWAP_TILES = ((128, 64, 8), (128, 96, 6), (128, 112, 5), (128, 144, 4), (128, 160, 4))
 # stream-K joins the space only past both (see `space`).
 SK_MIN_KSTEPS, SK_MIN_ROUNDS = 64, 8
 # Shared memory ptxas gives the kernel beside the dynamic buffers (its barriers): "used
 # 1024 bytes smem" for every tile. 64x152 with 7 stages asked for the whole 232,448 B as
 # dynamic memory and failed to launch on the H200 (session 15).
 STATIC_SMEM = 1024
+# A swapped lead: the widest two tiles within this much of the best-filled rounds.
+SWAP_SLACK = 0.04
 
 
 def space(M: int, N: int, K: int, hw: Any, defaults: dict[str, Any], fits: Callable[[dict], bool]
           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The ping-pong configs of the gemm search space on Hopper (`hw` a
     Hardware; `defaults` the tensor-core config; `fits` whether a config's shared memory
-    fits), one block per SM, and the one to lead the space with (or none)."""
+    fits), one block per SM, and the ones to lead the space with (or none)."""
     # wgmma is Hopper's alone (compute capability 9.x; Blackwell has tcgen05, AMD's
     # targets name a gfx arch here).
     if not re.fullmatch(r"9\.\d+", str(hw.compute_capability or "")) or M <= 64 or N % 8 or K % 8:
         return [], []
     sms = max(1, int(hw.cores or 1))
+    tiles = [(bM, bN, st, 0) for bM, bN, st in TILES] + [(bM, bN, st, 1) for bM, bN, st in SWAP_TILES if M > N]
     out = [c for c in ({**defaults, "block_M": bM, "block_N": bN, "block_K": 64, "num_stages": st, "threads": 128,
-                        "pingpong": 1, "persistent": sms} for bM, bN, st in TILES) if fits(c)]
-    tiles = lambda bM, bN: -(-M // bM) * -(-N // bN)  # noqa: E731
-    by_tile: dict[tuple[int, int], dict[str, Any]] = {}
+                        "pingpong": 1, "persistent": sms, "swap_ab": sw} for bM, bN, st, sw in tiles) if fits(c)]
+    by_tile: dict[tuple[int, int, int], dict[str, Any]] = {}
     for c in out:  # the first (deepest) ring of each tile
-        by_tile.setdefault((c["block_M"], c["block_N"]), c)
-    lead = [by_tile[t] for t in [_lead_tile(M, N, sms)] if t in by_tile]
+        by_tile.setdefault((c["block_M"], c["block_N"], c["swap_ab"]), c)
     # stream-K where it measured ahead: many rounds of long-K tiles, the last one partial.
     # kernel_sweep --only streamk on the H200 (session 14): 8192^3 with 128x128x5 1.089x
     # cuBLAS against 1.047x for the best without it; at every model shape (12-48 k-steps,
     # 1-5 rounds) it was slower than the same tile without it, the tail's partial sums
     # costing more than the idle SMs they save.
-    if lead and lead[0]["block_N"] == 128 and K // 64 >= SK_MIN_KSTEPS and tiles(128, 128) >= SK_MIN_ROUNDS * sms:
-        split = {**lead[0], "stream_k": 1}
+    if K // 64 >= SK_MIN_KSTEPS and -(-M // 128) * -(-N // 128) >= SK_MIN_ROUNDS * sms and (128, 128, 0) in by_tile:
+        plain = by_tile[(128, 128, 0)]
+        split = {**plain, "stream_k": 1}
         if sk_splits((M, N, K), split):
-            lead = [split, *lead]
-            out = [split, *out]
-    return lead, out
+            return [split, plain], [split, *out]
+        return [plain], out
+    return [by_tile[t] for t in _lead(M, N, sms) if t in by_tile], out
 
 
 def useful(M: int, N: int, bM: int, bN: int, sms: int) -> float:
@@ -122,27 +128,38 @@ def useful(M: int, N: int, bM: int, bN: int, sms: int) -> float:
     return M * N / (rounds * sms * bM * bN)
 
 
-def _lead_tile(M: int, N: int, sms: int) -> tuple[int, int] | None:
-    """The ping-pong tile to lead the space with, or None where another schedule measured
-    ahead. kernel_sweep --only pingwave on the H200 (session 15, every model shape, the
-    fixed tiles beside the 5 best of two wave rankings with block_N in steps of 8):
-    - 128x64 where its tiles fit one round (1.06-1.11x cuBLAS at 1024x768x768, 512x2048x2048);
-    - else 128x96 where its tiles fill one to three rounds at least 95%: 1.05x at
-      1024x3072x768 and 0.96x at 2048x2304x768, against 0.99x and 0.87x for the wider
-      128x192 and 128x144 that fill fewer rounds as evenly; 1.02x at 2048x768x768;
-    - else 128x128 over three rounds or more, or filling its rounds at least 95%:
-      0.98x at 2048x3072x768 (384 tiles: 97%) and 0.86-0.87x at ViT-B's 3152x{2304,3072}x768;
-    - else none: at 3152x768x{768,3072} and 512x5632x2048 the wave schedule's 128x160 and
-      128x176 ran 0.87-0.97x, the best ping-pong tile 0.73-0.93x.
-    The widths that would balance better still (128x120, 128x152 at 3152x3072x768) ran
-    slower than 0.73x."""
+def _lead(M: int, N: int, sms: int) -> list[tuple[int, int, int]]:
+    """The ping-pong tiles (block_M, block_N, swap_ab) to lead the space with, best first;
+    none where another schedule measured ahead. From the H200's sweeps, every model shape:
+    - more tokens than features (M > N): tiles of y's transpose (kernel_sweep --only swap,
+      session 16). 128x64 where its tiles fit one round (1.13x cuBLAS at 1024x768x768, as
+      y's own); else the two widest tiles whose rounds are filled within SWAP_SLACK of the
+      best: 128x144 at ViT-B's 3152x768x{768,3072} (1.00x, one full round) and 3152x3072x768
+      (0.93x, four; 128x96 0.92x, six), 128x96 at GPT-2's 2048x768x{768,3072} (1.17x,
+      1.04x, one), 128x144 and 128x112 at 3152x2304x768, where 144 (three full rounds) ran
+      only 0.73x and 112 0.90x, so the tuner times both;
+    - else y's own tiles (kernel_sweep --only pingwave, session 15): 128x64 where its tiles
+      fit one round (1.06-1.11x at 512x2048x2048); else 128x96 where its tiles fill one
+      to three rounds at least 95%: 1.05x at 1024x3072x768 and 0.96x at 2048x2304x768,
+      against 0.99x and 0.87x for the wider 128x192 and 128x144; else 128x128 over three
+      rounds or more, or filling its rounds at least 95% (0.98x at 2048x3072x768: 384
+      tiles, 97%); else none: at 512x5632x2048 the wave schedule's 128x176 ran 0.97x, the
+      best ping-pong tile 0.91x.
+    Widths that are not multiples of 16 ran 3x slower (see gemm's config check)."""
+    if M > N:
+        if -(-N // 128) * -(-M // 64) <= sms:
+            return [(128, 64, 1)]
+        fill = {bN: useful(N, M, bM, bN, sms) for bM, bN, _ in SWAP_TILES}
+        near = sorted((bN for bN, u in fill.items() if u >= max(fill.values()) - SWAP_SLACK), reverse=True)
+        if max(fill.values()) >= 0.9:
+            return [(128, bN, 1) for bN in near[:2]]
     if -(-M // 128) * -(-N // 64) <= sms:
-        return (128, 64)
+        return [(128, 64, 0)]
     if -(-M // 128) * -(-N // 96) <= 3 * sms and useful(M, N, 128, 96, sms) >= 0.95:
-        return (128, 96)
+        return [(128, 96, 0)]
     if -(-M // 128) * -(-N // 128) >= 3 * sms or useful(M, N, 128, 128, sms) >= 0.95:
-        return (128, 128)
-    return None
+        return [(128, 128, 0)]
+    return []
 
 
 def threads_of(cfg: dict[str, Any]) -> int:

@@ -347,7 +347,10 @@ def test_search_space_offers_pingpong_early_on_hopper_only():
     for shape in ((3152, 3072, 768), (512, 2048, 2048), (1024, 768, 3072), (2048, 2304, 768), (3152, 768, 768)):
         space = FAM.search_space(shape, "float16", H200)
         ping = [c for c in space if c["pingpong"]]
-        assert len(ping) == len(PP.TILES) and all(c["persistent"] == 132 for c in ping)
+        # y's own tiles everywhere, and its transpose's where tokens outnumber features.
+        swapped = len(PP.SWAP_TILES) if shape[0] > shape[1] else 0
+        assert len(ping) == len(PP.TILES) + swapped and all(c["persistent"] == 132 for c in ping)
+        assert sum(c["swap_ab"] for c in ping) == swapped
         assert all(FAM.reject_reason(shape, "float16", c, H200) is None for c in ping)
         # All next to the first pick, inside the first batch a short budget compiles.
         assert ping == [c for c in space[:len(ping) + 1] if c["pingpong"]]
@@ -375,16 +378,24 @@ def test_pingpong_counts_the_static_shared_memory_ptxas_adds():
 
 
 @pytest.mark.parametrize("shape,lead", [
-    ((1024, 768, 768), (128, 64)), ((512, 2048, 2048), (128, 64)), ((512, 2048, 5632), (128, 64)),  # one wave of 128x64
-    # 128x96 filling one to three rounds at least 95%
-    ((1024, 3072, 768), (128, 96)), ((2048, 2304, 768), (128, 96)), ((2048, 768, 768), (128, 96)),
-    ((2048, 3072, 768), (128, 128)),  # 384 tiles of 128x128 fill three rounds 97%; 128x96 would take four
-    ((3152, 3072, 768), (128, 128)), ((3152, 2304, 768), (128, 128)),  # three waves of 128x128 or more
-    ((3152, 768, 768), None), ((3152, 768, 3072), None), ((512, 5632, 2048), None),  # where it lost
+    # More tokens than features: y's transpose (swap_ab, session 16). One round of 128x64.
+    ((1024, 768, 768), [(128, 64, 1)]), ((1024, 768, 3072), [(128, 64, 1)]),
+    # One full round of 128x144 at ViT-B's 3152 tokens, four at 3072 features (128x96: six).
+    ((3152, 768, 768), [(128, 144, 1)]), ((3152, 768, 3072), [(128, 144, 1)]),
+    ((3152, 3072, 768), [(128, 144, 1), (128, 96, 1)]),
+    ((3152, 2304, 768), [(128, 144, 1), (128, 112, 1)]),  # 144 ran 0.73x, 112 0.90x: the tuner times both
+    ((2048, 768, 3072), [(128, 96, 1)]), ((2048, 768, 768), [(128, 96, 1)]),  # GPT-2: one round of 128x96
+    # y's own tiles (session 15): one wave of 128x64; 128x96 filling one to three rounds
+    # at least 95%; 128x128 over three rounds (2048x3072x768: 384 tiles fill three 97%).
+    ((512, 2048, 2048), [(128, 64, 0)]), ((512, 2048, 5632), [(128, 64, 0)]),
+    ((1024, 3072, 768), [(128, 96, 0)]), ((2048, 2304, 768), [(128, 96, 0)]),
+    ((2048, 3072, 768), [(128, 128, 0)]), ((4096, 4096, 4096), [(128, 128, 0)]),
+    ((512, 5632, 2048), []),  # where ping-pong lost to the wave schedule's 128x176
 ])
 def test_pingpong_leads_the_space_where_the_sweep_measured_it_ahead(shape, lead):
-    first = FAM.search_space(shape, "float16", H200)[0]
-    assert (((first["block_M"], first["block_N"]) if first["pingpong"] else None)) == lead
+    space = FAM.search_space(shape, "float16", H200)
+    got = [(c["block_M"], c["block_N"], c["swap_ab"]) for c in space[:len(lead) or 1] if c["pingpong"]]
+    assert got == lead
 
 
 def test_stream_k_leads_only_long_k_over_many_rounds_where_it_measured_ahead():

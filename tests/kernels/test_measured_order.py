@@ -13,7 +13,8 @@ schedule beside the family's own space (../session9/bench/kernel_sweep_pingpong.
 and session 12's sweep of the fused GEMM patterns models run (gemm_gelu, gemm_gelu_tanh,
 with the plain GEMM at ViT-B's 3152x3072x768; ../session12/bench/kernel_sweep_fused.json), and
 session 14's sweep of ping-pong with and without stream-K (../session14/d1/kernel_sweep_streamk.json),
-and session 15's of ping-pong tiles sized for the SMs beside the space (../session15/d1/kernel_sweep_pingwave.json).
+and session 15's of ping-pong tiles sized for the SMs beside the space (../session15/d1/kernel_sweep_pingwave.json),
+and session 16's of the tiles of y's transpose (../session16/d1/kernel_sweep_swap.json).
 Out: pass/fail.
 """
 
@@ -38,7 +39,8 @@ SWEEPS = [("kernel_sweep_session5_reordered.json", None), ("kernel_sweep_session
           ("../session9/bench/kernel_sweep_pingpong.json", {"gemm"}),
           ("../session12/bench/kernel_sweep_fused.json", None),
           ("../session14/d1/kernel_sweep_streamk.json", {"gemm"}),
-          ("../session15/d1/kernel_sweep_pingwave.json", {"gemm"})]
+          ("../session15/d1/kernel_sweep_pingwave.json", {"gemm"}),
+          ("../session16/d1/kernel_sweep_swap.json", {"gemm"})]
 # Rows where the model, not the op sweep, decided the first config: at ViT-B's
 # 3152x3072x768 the sweep's best gemm_gelu tile (ping-pong, 1.02x) ran 48.7 us inside the
 # model against 39.4 us for the wave tile the family leads with (0.92x in the sweep);
