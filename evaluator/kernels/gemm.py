@@ -348,7 +348,8 @@ class GemmFamily(KernelFamily):
             # wgmma takes any N that is a multiple of 8, but ping-pong tiles of 120 and 152
             # columns ran 3x slower than 128 on the H200 at 3152x3072x768 (84-85 us against
             # 28 us; Nsight Compute: 3.4x the instructions, L1/shared 89% busy against 57%;
-            # reports/examples/h200/session15/d4), so tiles keep steps of 16.
+            # reports/examples/h200/session15/d4), so tiles keep steps of 16. The cause, in
+            # the PTX (test_gemm_pingpong): TileLang issues 152 columns as 64x8 wgmmas.
             if cfg["block_M"] % 16 or cfg["block_N"] % 16 or cfg["block_K"] % 16:
                 return "tensor-core tiles must be multiples of 16"
             warps = threads // 32
