@@ -204,9 +204,12 @@ def swap_grid(shape, hw) -> list[dict]:
     base = {**pingpong_grid(shape)[0], "block_K": 64, "block_M": 128}
     variants = [{"swap_ab": 1, "block_N": bN, "direct": d} for bN in range(64, 193, 16) for d in (0, 1)]
     variants += [{"swap_ab": 0, "block_N": bN, "direct": 1} for bN in (96, 128, 144, 160, 176)]
+    # TileLang's own pipeline on y's transpose, two warpgroups on one 256-row tile as
+    # cuBLAS's 256x144 (session 16: written, lowered and checked in the PTX, not yet run).
+    wave = {**base, "pingpong": 0, "persistent": 0, "threads": 256, "policy": "fullrow", "swap_ab": 1}
     out = []
-    for v in variants:
-        for stages in range(8, 2, -1):
+    for v in variants + [{**wave, "block_M": bM, "block_N": bN} for bM in (256, 128) for bN in (112, 144, 192)]:
+        for stages in range(8, 1, -1):
             cfg = {**base, **v, "num_stages": stages}
             if fam.reject_reason(shape, DTYPE, cfg, hw) is None:
                 out.append(cfg)

@@ -273,13 +273,16 @@ def _splitk_fused_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: st
     return linear_splitk_fused
 
 
-def _tile_product(T: Any, cfg: dict[str, Any], act: str, fast: bool):
+def _tile_product(T: Any, cfg: dict[str, Any], act: str, fast: bool, dtype: str = "float16"):
     """One output tile, as a TileLang macro both whole-K programs call: the pipelined
     A @ W.T over K into C_f, then bias and activation on the fp32 accumulator before the
-    single rounding, stored through shared memory. K is an argument (see _splitk_partial)."""
+    single rounding, stored through shared memory. K is an argument (see _splitk_partial).
+    With `swap_ab` the caller passes the weight as A and x as W, `by` over feature tiles
+    and `bx` over token tiles: the tile is y's transpose, stored back transposed."""
     bM, bN, bK, stages = cfg["block_M"], cfg["block_N"], cfg["block_K"], cfg["num_stages"]
     policy = _policy(T, cfg["policy"])
-    epilogue = bias_act(T, bM, bN, act, fast)
+    swap = bool(cfg.get("swap_ab"))
+    epilogue = bias_act(T, bM, bN, act, fast, by_row=swap)
 
     @T.macro
     def tile_product(A, W, Bias, Y, A_s, W_s, C_f, C_s, bx, by, N, K):
@@ -288,9 +291,15 @@ def _tile_product(T: Any, cfg: dict[str, Any], act: str, fast: bool):
             T.copy(A[by * bM, ko * bK], A_s)
             T.copy(W[bx * bN, ko * bK], W_s)
             T.gemm(A_s, W_s, C_f, transpose_B=True, policy=policy)
-        epilogue(C_f, Bias, bx, N)
-        T.copy(C_f, C_s)
-        T.copy(C_s, Y[by * bM, bx * bN])
+        if swap:
+            epilogue(C_f, Bias, by, N)
+            for i, j in T.Parallel(bM, bN):
+                C_s[j, i] = T.cast(C_f[i, j], dtype)
+            T.copy(C_s, Y[bx * bN, by * bM])
+        else:
+            epilogue(C_f, Bias, bx, N)
+            T.copy(C_f, C_s)
+            T.copy(C_s, Y[by * bM, bx * bN])
 
     return tile_product
 
@@ -307,7 +316,14 @@ def _tc_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: b
     bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
     threads, swizzle = cfg["threads"], cfg["swizzle"]
     panel, persistent = cfg["panel"], cfg["persistent"]
-    tile_product = _tile_product(T, cfg, act, fast)
+    tile_product = _tile_product(T, cfg, act, fast, dtype)
+    # Experimental (session 16, not yet timed): `swap_ab` tiles y's transpose, block_M
+    # features by block_N tokens, as the ping-pong program does (_gemm_pingpong's docstring),
+    # here with TileLang's own pipeline, so two warpgroups share one 256-row tile as
+    # cuBLAS's 256x144 does at ViT-B's 3152x3072x768.
+    swap = bool(cfg.get("swap_ab"))
+    if swap:
+        return _tc_swap_program(shape, dtype, cfg, tile_product, T)
 
     if persistent:
         @T.prim_func
@@ -346,6 +362,50 @@ def _tc_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: b
             tile_product(A, W, Bias, Y, A_s, W_s, C_f, C_s, bx, by, N, K)
 
     return linear_tc
+
+
+def _tc_swap_program(shape: Shape, dtype: str, cfg: dict[str, Any], tile_product: Any, T: Any):
+    """`_tc_program` with `swap_ab`: the grid walks y's transpose (rows over N, columns
+    over M), the weight is the tile product's A and x its W."""
+    M, N, K = shape
+    bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
+    threads, panel, persistent = cfg["threads"], cfg["panel"], cfg["persistent"]
+
+    if persistent:
+        @T.prim_func
+        def linear_tc_swap_persistent(
+            A: T.Tensor((M, K), dtype),
+            W: T.Tensor((N, K), dtype),
+            Bias: T.Tensor((N,), dtype),
+            Y: T.Tensor((M, N), dtype),
+        ):
+            with T.Kernel(persistent, threads=threads) as block_id:
+                A_s = T.alloc_shared((bM, bK), dtype)
+                W_s = T.alloc_shared((bN, bK), dtype)
+                C_f = T.alloc_fragment((bM, bN), ACCUM)
+                C_s = T.alloc_shared((bN, bM), dtype)
+                for by, bx in T.Persistent([T.ceildiv(N, bM), T.ceildiv(M, bN)], persistent, block_id,
+                                           group_size=panel):
+                    tile_product(W, A, Bias, Y, A_s, W_s, C_f, C_s, bx, by, N, K)
+
+        return linear_tc_swap_persistent
+
+    @T.prim_func
+    def linear_tc_swap(
+        A: T.Tensor((M, K), dtype),
+        W: T.Tensor((N, K), dtype),
+        Bias: T.Tensor((N,), dtype),
+        Y: T.Tensor((M, N), dtype),
+    ):
+        with T.Kernel(T.ceildiv(M, bN), T.ceildiv(N, bM), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((bM, bK), dtype)
+            W_s = T.alloc_shared((bN, bK), dtype)
+            C_f = T.alloc_fragment((bM, bN), ACCUM)
+            C_s = T.alloc_shared((bN, bM), dtype)
+            T.use_swizzle(panel_size=panel, enable=cfg["swizzle"])
+            tile_product(W, A, Bias, Y, A_s, W_s, C_f, C_s, bx, by, N, K)
+
+    return linear_tc_swap
 
 
 def _cluster_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: bool):

@@ -432,8 +432,13 @@ class GemmFamily(KernelFamily):
         bad = K.stream_k_error(cfg)
         if bad:
             return bad
-        if (cfg.get("swap_ab") or cfg.get("direct")) and not cfg["pingpong"]:
-            return "swap_ab and direct are options of the ping-pong schedule: set pingpong = 1"
+        for key in ("swap_ab", "direct"):
+            if cfg.get(key, 0) not in (0, 1, True, False):
+                return f"{key} must be 0 (off) or 1, got {cfg[key]!r}"
+        if cfg.get("direct") and not cfg["pingpong"]:
+            return "direct is an option of the ping-pong schedule: set pingpong = 1"
+        if cfg.get("swap_ab") and (cfg["split_k"] > 1 or cfg["cluster"]):
+            return "swap_ab is built for whole-K tiles: not with split_k or cluster"
         if cfg["pingpong"]:
             return K.pingpong_error(shape, cfg, target)
         return K.cluster_error(shape, cfg, target) if cfg["cluster"] else None

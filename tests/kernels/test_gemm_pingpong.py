@@ -454,7 +454,8 @@ def test_direct_leaves_the_output_tiles_out_of_shared_memory():
     ({"swap_ab": 2}, "swap_ab must be 0 (off) or 1"),
     ({"direct": 3}, "direct must be 0 (off) or 1"),
     ({"stream_k": 1}, "not with swap_ab"),
-    ({"pingpong": 0, "persistent": 0, "threads": 256}, "options of the ping-pong schedule"),
+    ({"direct": 1, "pingpong": 0, "persistent": 0, "threads": 256}, "direct is an option of the ping-pong schedule"),
+    ({"split_k": 2, "pingpong": 0, "persistent": 0, "threads": 256}, "not with split_k or cluster"),
 ])
 def test_config_error_names_what_a_swap_config_cannot_run(change, reason):
     with pytest.raises(KernelError, match="gemm: ") as err:
@@ -481,3 +482,24 @@ def test_a_152_column_tile_lowers_to_64x8_wgmma_pieces(tmp_path):
     cfg = {**G.TC_DEFAULTS, **T128, "block_N": 152}
     text = _ptx(tmp_path, C.lower_source(P.tensor_core_program((3152, 3072, 768), "float16", cfg, "none"), SM90))
     assert "m64n8k16" in text and "m64n152k16" not in text
+
+
+# TileLang's own pipeline on y's transpose (experimental, not yet run on a GPU): two
+# warpgroups share one 256-feature x 144-token tile, as cuBLAS's 256x144 at 3152x3072x768.
+WAVE_SWAP = {"block_M": 256, "block_N": 144, "block_K": 64, "num_stages": 3, "threads": 256, "policy": "fullrow",
+             "swap_ab": 1}
+
+
+def test_the_wave_schedule_swaps_too_and_stays_out_of_the_space():
+    src = _lower((3152, 3072, 768), "float16", WAVE_SWAP)
+    rows = re.findall(r"Bias\[([^\]]*)\]", src)
+    assert "linear_tc_swap" in src and rows and all("& 31) >> 2)" in r for r in rows)
+    assert FAM.reject_reason((3152, 3072, 768), "float16", WAVE_SWAP, H200) is None
+    for shape in ((3152, 3072, 768), (3152, 768, 768), (2048, 768, 3072)):
+        assert not any(c["swap_ab"] and not c["pingpong"] for c in FAM.search_space(shape, "float16", H200))
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_the_wave_swap_source_compiles_to_64x144_wgmmas(tmp_path):
+    text = _ptx(tmp_path, _lower((1000, 1000, 3000), "float16", WAVE_SWAP))
+    assert "wgmma.mma_async.sync.aligned.m64n144k16" in text and "m64n8k16" not in text
