@@ -8,7 +8,8 @@ device time: it answered, here, why 152-column ping-pong tiles ran 3x slower on 
 
 In: a family, its shape written with x, a config as JSON (merged over the family's CUDA
 defaults; the family's own check is skipped, so refused configs can be looked at). Out:
-one line per instruction shape with its count, then ptxas's lines. Needs nvcc on PATH.
+one line per instruction shape with its count, then ptxas's lines (registers, spills, and
+its performance warnings: C7511 and C7514 say it serialized the kernel's wgmmas). Needs nvcc on PATH.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def stats(family: str, shape: tuple[int, ...], cfg: dict, arch: str = "sm_90a") 
                                capture_output=True, text=True, timeout=600)
         counts = collections.Counter(MMA.findall(ptx.read_text()))
     lines = [ln.split("ptxas info    : ")[-1].strip() for ln in built.stderr.splitlines()
-             if "registers" in ln or "spill" in ln]
+             if "registers" in ln or "spill" in ln or "Performance Loss" in ln]
     return dict(counts), lines
 
 

@@ -327,6 +327,7 @@ def _overlap_loop(T, shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
     bounds, init_scores, softmax = parts["bounds"], parts["init_scores"], parts["softmax"]
     pipelined = _overlap_pipeline(T, shape, cfg, parts)
     single_block = not causal and Skv <= bN
+    split_count = bool(cfg.get("split_count")) and causal
 
     @T.macro
     def one_block(K, V, Q_s, K_s, V_s, acc_s, acc_p, acc_o, m_cur, m_prev, r_scale, r_sum, l_sum, n_full, bx, by, bz):
@@ -351,8 +352,27 @@ def _overlap_loop(T, shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
             one_block(K, V, Q_s, K_s, V_s, acc_s, acc_p, acc_o, m_cur, m_prev, r_scale, r_sum, l_sum, n_full,
                       bx, by, bz)
         else:
-            pipelined(K, V, Q_s, K_s, V_s, acc_s, acc_p, acc_o, m_cur, m_prev, r_scale, r_sum, l_sum,
-                      T.max(n_blocks, 2) if causal else n_blocks, n_full, bx, by, bz)
+            # At least two iterations, written n + (n < 2) and not T.max(n, 2): with the max,
+            # the pipeline's epilogue guards at 64x128 tiles on one warpgroup came out as
+            # `a < b || a < 3`, which ptxas could not prove, and it serialized every wgmma
+            # of the kernel (warning C7514; test_overlap_wgmma_stays_asynchronous_in_ptxas).
+            # `split_count`: the same count, max(n, 2), as two pipelines (n, or 2 where a
+            # query block sees one key block). Written as T.max(n, 2), the pipeline's
+            # epilogue guards on 64x128 tiles of one warpgroup come out as `a < b || a < 3`,
+            # which ptxas cannot prove, and it serializes every wgmma of the kernel
+            # (warning C7514; test_overlap_wgmma_stays_asynchronous_in_ptxas). Two copies of
+            # the loop cost registers (233 against 154 at head dim 64), so the tuner
+            # times both.
+            if split_count:
+                if n_blocks >= 2:
+                    pipelined(K, V, Q_s, K_s, V_s, acc_s, acc_p, acc_o, m_cur, m_prev, r_scale, r_sum, l_sum,
+                              n_blocks, n_full, bx, by, bz)
+                else:
+                    pipelined(K, V, Q_s, K_s, V_s, acc_s, acc_p, acc_o, m_cur, m_prev, r_scale, r_sum, l_sum,
+                              2, n_full, bx, by, bz)
+            else:
+                pipelined(K, V, Q_s, K_s, V_s, acc_s, acc_p, acc_o, m_cur, m_prev, r_scale, r_sum, l_sum,
+                          T.max(n_blocks, 2) if causal else n_blocks, n_full, bx, by, bz)
 
     return kv_loop
 

@@ -49,7 +49,10 @@ SDPA = "aten::scaled_dot_product_attention"
 CAUSAL_ATTR = "attention_causal"
 
 CPU_DEFAULTS = {"block_M": 32, "block_N": 64}
-GPU_DEFAULTS = {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256, "overlap": False}
+# split_count: with overlap and causal, the loop count max(n, 2) as two pipelines (see
+# `_attention_programs._overlap_loop`), where ptxas otherwise serializes the wgmmas.
+GPU_DEFAULTS = {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256, "overlap": False,
+                "split_count": False}
 
 # Local tiles become stack arrays in the generated C; keep them well inside a thread's stack.
 CPU_LOCAL_LIMIT_BYTES = 192 * 1024
@@ -111,6 +114,8 @@ def _gpu_config_error(cfg: dict[str, Any], D: int) -> str | None:
             return f"overlap double-buffers K and V: num_stages must be 2, got {cfg['num_stages']}"
         if threads % 128:
             return f"overlap issues WGMMA per warpgroup: threads must be a multiple of 128, got {threads}"
+    elif cfg.get("split_count"):
+        return "split_count splits the overlap schedule's causal loop: set overlap = True"
     return None
 
 
@@ -338,7 +343,11 @@ class AttentionFamily(KernelFamily):
         best = _measured_first(D, bool(causal), Skv, one_wave)
         if best in fitting:
             fitting.remove(best)
-            return [best] + fitting
+            # Right behind it, the same tile with its causal loop count split, which ptxas
+            # keeps asynchronous where one warpgroup's 64x128 tile was serialized (C7514;
+            # session 16, from the PTX here: not yet timed on a GPU).
+            split = [{**best, "split_count": True}] if causal and best.get("overlap") and best["threads"] == 128 else []
+            return [best] + [c for c in split if self.reject_reason(shape, dtype, c, hw) is None] + fitting
         # Elsewhere (no sm_90, little shared memory): the largest query tile that still
         # gives every SM a block, from the warp-specialized schedules.
         sms = max(1, int(hw.cores or 1))
