@@ -8,7 +8,7 @@
 #
 #   benchmarks/h200_examples.sh OUT_DIR KEY...
 #   KEY: hf-bert hf-gpt2 timm-vit tv-resnet50 bert-base llama conv2d
-#        capture-path capture-path-gpt2 in-sequence-gelu ncu-gemm ncu-gelu ncu-streamk ncu-width ncu-swap ncu-tiles
+#        capture-path capture-path-gpt2 in-sequence-gelu ncu-gemm ncu-gelu ncu-streamk ncu-width ncu-swap ncu-tiles ncu-attn
 #        bert-base-defaults llama-defaults   (every option at its default; run cold, with
 #        an empty TileLang kernel cache and tuning cache, then warm; wall times go to
 #        OUT_DIR/wall_times.txt)
@@ -108,6 +108,12 @@ for key in "$@"; do
         IFS=: read -r shape bn st sw <<< "$spec"
         ncu_one "pp_${shape}_bN${bn}x${st}_swap${sw}" "$shape" "{$t, \"block_N\": $bn, \"num_stages\": $st, \"swap_ab\": $sw}"
       done ;;
+    ncu-attn)  # the attention misses (session 17): head dim 64 causal at 4096² on its first config and with
+      # its loop count split (ptxas serializes the first's wgmma, C7514), and ViT-B's s197 first config
+      a='"block_M": 64, "num_stages": 2, "threads": 128, "overlap": true'
+      ncu_one first_4x32x4096x4096x64x1 4x32x4096x4096x64x1 "{$a, \"block_N\": 128}" attention
+      ncu_one split_4x32x4096x4096x64x1 4x32x4096x4096x64x1 "{$a, \"block_N\": 128, \"split_count\": true}" attention
+      ncu_one first_16x12x197x197x64x0 16x12x197x197x64x0 "{$a, \"block_N\": 64}" attention ;;
     capture-path)  # what transformers' BertModel calls eagerly and while a graph is captured
       python3 benchmarks/capture_path.py hf:BertModel --batch-size 8 --seq-len 128 --json "$out/capture_path_hf-bert.json" ;;
     capture-path-gpt2)  # which call stops GPT-2's capture when it is hidden from the model (session 14)

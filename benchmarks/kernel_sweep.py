@@ -203,6 +203,9 @@ def swap_grid(shape, hw) -> list[dict]:
     fam = kernels.get("gemm")
     base = {**pingpong_grid(shape)[0], "block_K": 64, "block_M": 128}
     variants = [{"swap_ab": 1, "block_N": bN, "direct": d} for bN in range(64, 193, 16) for d in (0, 1)]
+    # 48 tokens: bert-base's 1024 tokens by 768 features in 22x6 = 132 tiles, one per SM
+    # (128x64 leaves 36 of 132 idle at 1024x768x3072; session 17).
+    variants += [{"swap_ab": 1, "block_N": 48, "direct": 0}]
     variants += [{"swap_ab": 0, "block_N": bN, "direct": 1} for bN in (96, 128, 144, 160, 176)]
     # TileLang's own pipeline on y's transpose, two warpgroups on one 256-row tile as
     # cuBLAS's 256x144 (session 16: written, lowered and checked in the PTX, not yet run).
@@ -352,12 +355,18 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=16)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--own", action="store_true", help="only the families' own search spaces, no wide grid")
+    ap.add_argument("--shapes", help="comma-separated shapes written with x (e.g. 3152x3072x768): only these")
     args = ap.parse_args()
     hw = hardware.detect("cuda")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": hw.name, "rows": []}, f)
     todo = cases(set(args.only.split(",")), hw, own_only=args.own)
+    if args.shapes:
+        keep = set(args.shapes.split(","))
+        todo = [c for c in todo if "x".join(map(str, c[1])) in keep]
+        if not todo:
+            sys.exit(f"--shapes matched none of the cases' shapes ({args.shapes})")
     print(f"{sum(len(c[2]) for c in todo)} configs over {len(todo)} shapes on {hw.name}", flush=True)
     t0 = time.perf_counter()
 

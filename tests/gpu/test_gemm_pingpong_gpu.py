@@ -118,8 +118,8 @@ SWAP = {**CONFIGS["128x128x4"], "block_N": 144, "swap_ab": 1}
 
 @pytest.mark.parametrize("cfg", [SWAP, {**SWAP, "direct": 1, "num_stages": 6},
                                  {**CONFIGS["128x128x4"], "direct": 1, "num_stages": 6},
-                                 {**SWAP, "block_N": 96, "num_stages": 6}],
-                         ids=["swap", "swap-direct", "direct", "swap-96"])
+                                 {**SWAP, "block_N": 96, "num_stages": 6}, {**SWAP, "block_N": 48, "num_stages": 8}],
+                         ids=["swap", "swap-direct", "direct", "swap-96", "swap-48"])
 @pytest.mark.parametrize("shape,dtype", [((3152, 3072, 768), "float16"), ((3152, 768, 768), "bfloat16"),
                                          ((1000, 1000, 3000), "float16")])
 def test_gemm_pingpong_swap_and_direct_match_linear(cfg, shape, dtype, hw):
