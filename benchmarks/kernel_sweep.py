@@ -314,6 +314,10 @@ def cases(only: set[str], hw, own_only: bool = False) -> list[tuple[str, tuple, 
         grid = [] if own_only else grid
         # The grid may break the family's thread rule (it was written for wgmma tiles;
         # small-M tiles would use mma instead): compiling decides.
+        if fam_name in ("attention", "softmax") and own:
+            # The first config built without nvcc --use_fast_math, as before session 17:
+            # what the single-instruction exp2 and division are worth at this shape.
+            grid = grid + [{**own[0], "fast_math": False}]
         configs = C.dedupe(own + [c for c in grid if _worth_compiling(fam, shape, c, hw)])
         full.append((fam_name, shape, configs, own))
     return full

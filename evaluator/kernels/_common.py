@@ -184,6 +184,13 @@ def compile_program(program: Any, out_idx: list[int] | None, target: str) -> Any
         raise KernelError(f"TileLang compile failed for target '{target}': {type(exc).__name__}: {msg}") from exc
 
 
+def with_fast_math(program: Any, on: bool) -> Any:
+    """`program` built, on CUDA, with nvcc --use_fast_math (TileLang's tl.enable_fast_math,
+    carried by the PrimFunc so every build path and cache key sees it): exp2f and division
+    become single MUFU instructions, flushing denormals, instead of guarded sequences."""
+    return program.with_attr("tilelang_pass_configs", {"tl.enable_fast_math": True}) if on else program
+
+
 def lower_source(program: Any, target: str) -> str:
     """Lower a program for `target` without building it (no nvcc/gcc, no device):
     runs TileLang's whole pass pipeline, layout inference included, and returns the

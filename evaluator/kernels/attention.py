@@ -50,9 +50,11 @@ CAUSAL_ATTR = "attention_causal"
 
 CPU_DEFAULTS = {"block_M": 32, "block_N": 64}
 # split_count: with overlap and causal, the loop count max(n, 2) as two pipelines (see
-# `_attention_programs._overlap_loop`), where ptxas otherwise serializes the wgmmas.
+# `_attention_programs._overlap_loop`), where ptxas otherwise serializes the wgmmas; measured
+# slower on the H200 (session 17), so outside the search space.
+# fast_math: the CUDA build with nvcc --use_fast_math (see `_attention_programs.gpu_program`).
 GPU_DEFAULTS = {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256, "overlap": False,
-                "split_count": False}
+                "split_count": False, "fast_math": True}
 
 # Local tiles become stack arrays in the generated C; keep them well inside a thread's stack.
 CPU_LOCAL_LIMIT_BYTES = 192 * 1024
@@ -343,11 +345,11 @@ class AttentionFamily(KernelFamily):
         best = _measured_first(D, bool(causal), Skv, one_wave)
         if best in fitting:
             fitting.remove(best)
-            # Right behind it, the same tile with its causal loop count split, which ptxas
-            # keeps asynchronous where one warpgroup's 64x128 tile was serialized (C7514;
-            # session 16, from the PTX here: not yet timed on a GPU).
-            split = [{**best, "split_count": True}] if causal and best.get("overlap") and best["threads"] == 128 else []
-            return [best] + [c for c in split if self.reject_reason(shape, dtype, c, hw) is None] + fitting
+            # Not `split_count`: it keeps ptxas from serializing the causal one-warpgroup
+            # 64x128 tile's wgmmas (C7514), and on the H200 ran slower all the same, 0.61x
+            # SDPA against 0.83x at 4x32x4096²x64 causal and 0.81x against 1.02x at GPT-2's
+            # s512 (session 17, reports/examples/h200/session17/d1/sweep.json).
+            return [best] + fitting
         # Elsewhere (no sm_90, little shared memory): the largest query tile that still
         # gives every SM a block, from the warp-specialized schedules.
         sms = max(1, int(hw.cores or 1))

@@ -36,7 +36,10 @@ LOG2E = 1.4426950408889634
 # span so global accesses are 16-byte vectors even when a row is not a multiple of 16
 # bytes (197 fp16 columns: scalar 2-byte accesses otherwise). Off by default, so the
 # shared configs keep their meaning; whole rows only (chunk = 0).
-GPU_DEFAULTS = {**R.GPU_DEFAULTS, "flat": False}
+# fast_math: built with nvcc --use_fast_math (_common.with_fast_math): the exp and the
+# division by the row sum as single MUFU instructions (the 37824x197 flat config's sm_90a
+# build: 856 SASS instructions without, see benchmarks/ptx_stats.py).
+GPU_DEFAULTS = {**R.GPU_DEFAULTS, "flat": False, "fast_math": True}
 VEC_BYTES = 16
 FLAT_THREADS = (64, 128, 256)
 FLAT_MAX_CONFIGS = 4
@@ -230,8 +233,10 @@ def _online_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
 
 def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     if cfg["flat"]:
-        return _flat_program(shape, dtype, cfg)
-    return _rows_program(shape, dtype, cfg) if cfg["chunk"] == 0 else _online_program(shape, dtype, cfg)
+        prim = _flat_program(shape, dtype, cfg)
+    else:
+        prim = _rows_program(shape, dtype, cfg) if cfg["chunk"] == 0 else _online_program(shape, dtype, cfg)
+    return C.with_fast_math(prim, cfg["fast_math"])
 
 
 def flat_step(dtype: str) -> int:

@@ -134,4 +134,5 @@ def test_flat_config_checks():
     assert "shared memory" in FAM.reject_reason(VIT, "float16", {"flat": True, "block_rows": 8, "threads": 128}, small)
     assert "unknown config keys" in FAM.reject_reason(VIT, "float16", {"flat": True}, CPU)
     # The shared keys keep their defaults and meaning: no key means the plain schedule.
-    assert FAM.resolve(VIT, "float16", {}, SM90).config == {"block_rows": 1, "threads": 256, "chunk": 0, "flat": False}
+    assert FAM.resolve(VIT, "float16", {}, SM90).config == {"block_rows": 1, "threads": 256, "chunk": 0, "flat": False,
+                                                            "fast_math": True}
