@@ -80,6 +80,10 @@ TILES = ((128, 64, 8), (128, 96, 6), (128, 128, 5), (128, 128, 4), (128, 160, 4)
 # there are more tokens than features (M > N), the only shapes where session 16's sweep
 # (kernel_sweep --only swap) measured them ahead.
 SWAP_TILES = ((128, 64, 8), (128, 96, 6), (128, 112, 5), (128, 144, 4), (128, 160, 4))
+# 48 tokens: offered, and leading, only where its tiles fit one round and K is short
+# (bert-base's 1024x768x768 in 22 x 6 = 132 tiles: 1.18x cuBLAS against 1.12x for 128x64;
+# at 1024x768x3072 it ran 0.93x against 0.97x, session 17's kernel_sweep --only swap).
+SWAP_NARROW, NARROW_MAX_K = (128, 48, 8), 1024
 # stream-K joins the space only past both (see `space`).
 SK_MIN_KSTEPS, SK_MIN_ROUNDS = 64, 8
 # Shared memory ptxas gives the kernel beside the dynamic buffers (its barriers): "used
@@ -101,6 +105,8 @@ def space(M: int, N: int, K: int, hw: Any, defaults: dict[str, Any], fits: Calla
         return [], []
     sms = max(1, int(hw.cores or 1))
     tiles = [(bM, bN, st, 0) for bM, bN, st in TILES] + [(bM, bN, st, 1) for bM, bN, st in SWAP_TILES if M > N]
+    if _narrow_fits(M, N, K, sms):
+        tiles.append((*SWAP_NARROW, 1))
     out = [c for c in ({**defaults, "block_M": bM, "block_N": bN, "block_K": 64, "num_stages": st, "threads": 128,
                         "pingpong": 1, "persistent": sms, "swap_ab": sw} for bM, bN, st, sw in tiles) if fits(c)]
     by_tile: dict[tuple[int, int, int], dict[str, Any]] = {}
@@ -117,7 +123,13 @@ def space(M: int, N: int, K: int, hw: Any, defaults: dict[str, Any], fits: Calla
         if sk_splits((M, N, K), split):
             return [split, plain], [split, *out]
         return [plain], out
-    return [by_tile[t] for t in _lead(M, N, sms) if t in by_tile], out
+    return [by_tile[t] for t in _lead(M, N, K, sms) if t in by_tile], out
+
+
+def _narrow_fits(M: int, N: int, K: int, sms: int) -> bool:
+    """Whether the 48-token tiles of y's transpose cover the output in one round, at short K."""
+    bM, bN, _ = SWAP_NARROW
+    return M > N and K <= NARROW_MAX_K and -(-N // bM) * -(-M // bN) <= sms
 
 
 def useful(M: int, N: int, bM: int, bN: int, sms: int) -> float:
@@ -128,12 +140,13 @@ def useful(M: int, N: int, bM: int, bN: int, sms: int) -> float:
     return M * N / (rounds * sms * bM * bN)
 
 
-def _lead(M: int, N: int, sms: int) -> list[tuple[int, int, int]]:
+def _lead(M: int, N: int, K: int, sms: int) -> list[tuple[int, int, int]]:
     """The ping-pong tiles (block_M, block_N, swap_ab) to lead the space with, best first;
     none where another schedule measured ahead. From the H200's sweeps, every model shape:
     - more tokens than features (M > N): tiles of y's transpose (kernel_sweep --only swap,
-      session 16). 128x64 where its tiles fit one round (1.13x cuBLAS at 1024x768x768, as
-      y's own); else the two widest tiles whose rounds are filled within SWAP_SLACK of the
+      session 16). 128x48 then 128x64 where 48-token tiles fit one round at K <= 1024
+      (`_narrow_fits`: 1.18x and 1.12x at 1024x768x768, session 17); 128x64 where its
+      tiles fit one round (0.97x at 1024x768x3072, level with y's own); else the two widest tiles whose rounds are filled within SWAP_SLACK of the
       best, the narrower first: 128x144 at ViT-B's 3152x768x{768,3072} (1.00x, one full
       round), 128x96 at GPT-2's 2048x768x{768,3072} (1.17x, 1.04x, one); 128x96 and 128x144
       at 3152x3072x768 (0.92x in six rounds, 0.93x in four), and 128x112 and 128x144 at
@@ -149,6 +162,8 @@ def _lead(M: int, N: int, sms: int) -> list[tuple[int, int, int]]:
       tiles, 97%); else none: at 512x5632x2048 the wave schedule's 128x176 ran 0.97x, the
       best ping-pong tile 0.91x.
     Widths that are not multiples of 16 ran 3x slower (see gemm's config check)."""
+    if _narrow_fits(M, N, K, sms):
+        return [SWAP_NARROW[:2] + (1,), (128, 64, 1)]
     if M > N:
         if -(-N // 128) * -(-M // 64) <= sms:
             return [(128, 64, 1)]
