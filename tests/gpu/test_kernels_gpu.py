@@ -124,12 +124,13 @@ def test_gemm_small_m_tiles_on_gpu(shape, hw):
                          ids=["causal", "causal-Sq<Skv", "causal-Sq>Skv", "kv-tail", "one-key-block"])
 def test_attention_masked_blocks_and_overlap_on_gpu(shape, hw):
     # Only key blocks on the diagonal or at the Skv tail build the mask (the first
-    # config and the large-shape one), and the overlap configs (async WGMMA,
-    # hand-ordered pipeline).
+    # config and the large-shape one), the overlap configs (async WGMMA, hand-ordered
+    # pipeline), and at s197 every key in one 208-wide block.
     fam = kernels.get("attention")
     space = fam.search_space(shape, "float16", hw)
     big = {"block_M": 128, "block_N": 128, "num_stages": 1, "threads": 256}
-    for cfg in [space[0]] + ([big] if big != space[0] else []) + [c for c in space if c.get("overlap")]:
+    rest = [c for c in space if c.get("overlap") or c["block_N"] % 32]
+    for cfg in [space[0]] + ([big] if big != space[0] else []) + rest:
         res = verify.verify(fam, shape, "float16", cfg, hw.target, "cuda", seeds=(0, 1))
         assert res.passed, (cfg, [c for c in res.cases if not c.passed])
 

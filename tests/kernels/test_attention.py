@@ -295,6 +295,19 @@ def test_reject_reason():
     assert "B, H, Sq, Skv, D" in FAM.reject_reason((1, 2, 3), "float16", ok, H200)
 
 
+def test_one_key_block_over_every_key_gets_more_registers():
+    # ViT's 197 keys in one 208-wide block: no K/V loop, so 188 accumulator registers a
+    # thread build without spills (ptxas, session 17); with a loop the same tile is refused.
+    whole = {"block_M": 64, "block_N": 208, "num_stages": 1, "threads": 128}
+    vit = (16, 12, 197, 197, 64, 0)
+    assert FAM.reject_reason(vit, "float16", whole, H200) is None
+    assert "spill" in FAM.reject_reason((16, 12, 197, 400, 64, 0), "float16", whole, H200)
+    assert "spill" in FAM.reject_reason(vit, "float16", {**whole, "block_N": 256}, H200)  # 224, spilled 48 B
+    space = FAM.search_space(vit, "float16", H200)
+    assert whole in space and {**whole, "block_M": 128, "threads": 256} in space
+    assert {c["block_N"] for c in FAM.search_space((8, 12, 128, 128, 64, 0), "float16", H200)} == {32, 64, 128}
+
+
 def test_gpu_fp32_is_refused_clearly():
     assert FAM.search_space(GPU_SHAPE, "float32", H200)  # one candidate, so the tuner records why
     with pytest.raises(KernelError, match="float16 or bfloat16"):
