@@ -139,11 +139,15 @@ def _measured_first(D: int, causal: bool, Skv: int, one_wave: bool = False) -> K
     tiles that give every SM a block reached 0.86x). Causal at head dim 64 with no more
     128-row query blocks than SMs (`one_wave`: llama's 1x32 heads at s512) the 128x128
     warp-specialized tile again: 1.08x against 0.88x for the overlap schedule
-    (kernel_sweep_session6.json)."""
+    (kernel_sweep_session6.json). Where one block a multiple of 16 wide holds every key
+    (Skv <= 256, not a multiple of 64) the overlap schedule on that block: 1.12x at ViT's
+    s197 in 64x208, against 1.07x for 64x64 (session 17, with fast math; d2/sweep.json)."""
     if D > 64 or (causal and one_wave):
         return {"block_M": 128, "block_N": 128, "num_stages": 1, "threads": 256}
     if causal:
         return {"block_M": 64, "block_N": 128, "num_stages": 2, "threads": 128, "overlap": True}
+    if Skv % 64 and Skv <= 256:
+        return {"block_M": 64, "block_N": C.round_up(Skv, 16), "num_stages": 2, "threads": 128, "overlap": True}
     if Skv % 64:
         return {"block_M": 64, "block_N": 64, "num_stages": 2, "threads": 128, "overlap": True}
     return {"block_M": 128, "block_N": 64, "num_stages": 1, "threads": 256}

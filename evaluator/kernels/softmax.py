@@ -266,7 +266,7 @@ def flat_config_error(cfg: dict[str, Any], cols: int, dtype: str) -> str | None:
 def flat_configs(shape: Shape, dtype: str, hardware: Hardware) -> list[KernelConfig]:
     """Flat configs worth trying first, best guess first: none when rows are already
     16-byte multiples (the plain schedule vectorizes them). Each thread should hold
-    8-16 fp32 values, padding included (fewer idles it, more costs registers); unlike
+    8-16 fp32 values, padding included (fewer idles it, more costs registers), 8 first; unlike
     the plain schedule, padding costs no memory traffic (the span copy is dense), so
     there is no limit on it. At least 64 blocks, as in the shared search space."""
     rows, cols = shape
@@ -280,9 +280,12 @@ def flat_configs(shape: Shape, dtype: str, hardware: Hardware) -> list[KernelCon
                 cands.append(cfg)
 
     def rank(c: dict[str, Any]) -> tuple:
-        # Nearest 16 values per thread first, then smaller blocks (more of them to
-        # spread over the SMs; the best plain config on 197 columns was 4 rows x 64).
-        return (abs(math.log2(R.gpu_elems_per_thread(c, cols) / 16)), c["block_rows"], c["threads"])
+        # Nearest 8 values per thread first, then smaller blocks (more of them to spread
+        # over the SMs; the best plain config on 197 columns was 4 rows x 64). Built with
+        # fast math, 8 rows x 256 threads (8 values) ran 1.035x PyTorch at 37824x197
+        # against 0.979x for 8 x 128 (16 values), the first before (session 17's
+        # reports/examples/h200/session17/d2/sweep.json).
+        return (abs(math.log2(R.gpu_elems_per_thread(c, cols) / 8)), c["block_rows"], c["threads"])
 
     return sorted(cands, key=rank)[:FLAT_MAX_CONFIGS]
 

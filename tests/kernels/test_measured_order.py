@@ -15,7 +15,8 @@ with the plain GEMM at ViT-B's 3152x3072x768; ../session12/bench/kernel_sweep_fu
 session 14's sweep of ping-pong with and without stream-K (../session14/d1/kernel_sweep_streamk.json),
 and session 15's of ping-pong tiles sized for the SMs beside the space (../session15/d1/kernel_sweep_pingwave.json),
 and session 16's of the tiles of y's transpose (../session16/d1/kernel_sweep_swap.json),
-and session 17's of 48-token tiles at bert-base's and ViT-B's shapes (../session17/d1/sweep.json).
+and session 17's of 48-token tiles at bert-base's and ViT-B's shapes (../session17/d1/sweep.json)
+and of attention and softmax built with fast math (../session17/d2/sweep.json).
 Out: pass/fail.
 """
 
@@ -43,7 +44,9 @@ SWEEPS = [("kernel_sweep_session5_reordered.json", None), ("kernel_sweep_session
           ("../session15/d1/kernel_sweep_pingwave.json", {"gemm"}),
           ("../session16/d1/kernel_sweep_swap.json", {"gemm"}),
           # Its attention rows were timed before attention built with fast math: gemm only.
-          ("../session17/d1/sweep.json", {"gemm"})]
+          ("../session17/d1/sweep.json", {"gemm"}),
+          # Attention and softmax built with fast math (session 17), every model shape.
+          ("../session17/d2/sweep.json", {"attention", "softmax"})]
 # Rows where the model, not the op sweep, decided the first config: at ViT-B's
 # 3152x3072x768 the sweep's best gemm_gelu tile (ping-pong, 1.02x) ran 48.7 us inside the
 # model against 39.4 us for the wave tile the family leads with (0.92x in the sweep);
