@@ -11,7 +11,8 @@ tiles, one (batch, head, query block) per kernel block; on CUDA FlashAttention w
 tensor-core gemms for QK^T and PV, the K/V loop chosen by `overlap`: FlashAttention-2's
 loop with synchronous `T.gemm` (warp-specialized by TileLang), or a hand-ordered
 software pipeline with asynchronous WGMMA (FlashAttention-3's softmax/gemm overlap).
-Both mask only the key blocks on the causal diagonal or at the Skv tail (`kv_blocks`).
+Both mask only the key blocks on the causal diagonal or at the Skv tail (`kv_blocks`), and
+both carry `tl.enable_fast_math` unless `cfg["fast_math"]` is off (see `gpu_program`).
 Checking configs and compiling are the family's (attention.py, base.py); nothing here
 runs a kernel.
 """
