@@ -93,3 +93,22 @@ def test_transpose_matches_permute(dims, dtype, hw):
     kernel = layout.transpose_launcher(*dims, dtype, hw.target)
     x = torch.randn(*dims, device="cuda").to(conv_module.C.torch_dtype(dtype))
     assert torch.equal(kernel(x), x.permute(0, 2, 1))
+
+
+# Channels_last 1x1s as one GEMM (`gemm`, session 17): ResNet-50's two that missed in
+# channels_last and an odd one (pixel and channel tails; verify adds tails at multiples of 8).
+GEMM_SHAPES = [(32, 56, 56, 64, 256, 1, 1, 1, 0, 0), (32, 14, 14, 1024, 256, 1, 1, 1, 0, 0),
+               (3, 29, 31, 64, 72, 1, 1, 1, 0, 0)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", GEMM_SHAPES, ids=["56x56-64-256", "14x14-1024-256", "odd"])
+def test_gemm_view_matches_conv2d_on_gpu(shape, dtype, hw):
+    from evaluator import verify
+
+    configs = [c for c in FAM.search_space(shape, dtype, hw) if c.get("gemm")]
+    assert configs
+    for cfg in configs:
+        res = verify.verify(FAM, shape, dtype, cfg, hw.target, "cuda", seeds=(0, 1))
+        assert res.passed, (cfg, [c for c in res.cases if not c.passed])
+        assert isinstance(FAM.build(shape, dtype, cfg, hw.target), conv_module.ViaGemm)
