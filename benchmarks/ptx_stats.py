@@ -43,7 +43,9 @@ def stats(family: str, shape: tuple[int, ...], cfg: dict, arch: str = "sm_90a") 
     fam = kernels.get(family)
     target = f"cuda -arch={arch}"
     sched = fam.schedule(shape, "float16", "cuda")
-    prim = sched.program(shape, "float16", {**sched.defaults, **cfg})
+    # The family's kernel parameters (layernorm's eps) ride in the config, as `resolve` does.
+    params = {k: float(v) for k, v in fam.params.items()}
+    prim = sched.program(shape, "float16", {**sched.defaults, **params, **cfg})
     source = C.lower_source(prim, target)
     root = Path(tilelang.__file__).parent
     # The flags TileLang's own build adds from the program's pass configs.

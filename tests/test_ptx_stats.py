@@ -35,3 +35,14 @@ def test_bad_shape_is_one_line_and_exit_2():
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ptx_stats.py"), "gemm", "3152by3072", "{}"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1 and "expected a shape" in run.stderr
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_a_family_with_kernel_parameters_and_fast_math():
+    # layernorm's eps rides in the config; softmax builds with --use_fast_math, so its
+    # exp is ex2.approx.ftz and the script says how it was built.
+    counts, lines = ps.stats("layernorm", (3152, 768), {"block_rows": 4, "threads": 256})
+    assert any("registers" in ln for ln in lines)
+    counts, lines = ps.stats("softmax", (1024, 768), {"block_rows": 4, "threads": 128})
+    assert counts.get("ex2.approx.ftz.f32") and "ex2.approx.f32" not in counts
+    assert any("--use_fast_math" in ln for ln in lines)
