@@ -323,6 +323,12 @@ def cases(only: set[str], hw, own_only: bool = False) -> list[tuple[str, tuple, 
     return full
 
 
+def only_shapes(todo: list, shapes: str) -> list:
+    """The cases whose shape, written with x, is one of the comma-separated `shapes`."""
+    keep = set(shapes.split(","))
+    return [c for c in todo if "x".join(map(str, c[1])) in keep]
+
+
 def _build(job):
     fam_name, shape, cfg, target = job
     try:
@@ -361,16 +367,21 @@ def main() -> None:
     ap.add_argument("--own", action="store_true", help="only the families' own search spaces, no wide grid")
     ap.add_argument("--shapes", help="comma-separated shapes written with x (e.g. 3152x3072x768): only these")
     args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("kernel_sweep: times kernels on CUDA graph replay and needs a CUDA device; torch sees none",
+              file=sys.stderr)
+        sys.exit(2)
     hw = hardware.detect("cuda")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": hw.name, "rows": []}, f)
     todo = cases(set(args.only.split(",")), hw, own_only=args.own)
     if args.shapes:
-        keep = set(args.shapes.split(","))
-        todo = [c for c in todo if "x".join(map(str, c[1])) in keep]
+        todo = only_shapes(todo, args.shapes)
         if not todo:
-            sys.exit(f"--shapes matched none of the cases' shapes ({args.shapes})")
+            print(f"kernel_sweep: --shapes {args.shapes} matched none of the shapes --only {args.only} times "
+                  f"(write them with x, e.g. 3152x3072x768)", file=sys.stderr)
+            sys.exit(2)
     print(f"{sum(len(c[2]) for c in todo)} configs over {len(todo)} shapes on {hw.name}", flush=True)
     t0 = time.perf_counter()
 

@@ -1,0 +1,42 @@
+"""benchmarks/kernel_sweep.py's selection, without a GPU: the cases `--only` builds for an
+H200 and what `--shapes` keeps of them; and, on a machine without CUDA, one line and exit 2.
+
+In: the script's functions and the script itself. Out: pass/fail.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from evaluator.results import Hardware
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("kernel_sweep", ROOT / "benchmarks" / "kernel_sweep.py")
+ks = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ks)
+H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
+                smem_per_block=232448, compute_capability="9.0")
+
+
+def test_shapes_keeps_only_the_named_cases_and_fast_math_is_timed_both_ways():
+    todo = ks.only_shapes(ks.cases({"attention", "rows"}, H200), "16x12x197x197x64x0,37824x197")
+    assert [(f, s) for f, s, _, _ in todo] == [("attention", (16, 12, 197, 197, 64, 0)), ("softmax", (37824, 197))]
+    for fam, shape, configs, own in todo:
+        # The family's first config, and the same built without fast math beside it.
+        assert configs[0] == own[0] and {**own[0], "fast_math": False} in configs
+    assert ks.only_shapes(todo, "1x2x3") == []
+    swap = ks.only_shapes(ks.cases({"swap"}, H200), "1024x768x768")
+    assert any(c.get("swap_ab") and c["block_N"] == 48 for c in swap[0][2])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_without_cuda_one_line_and_exit_2():
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernel_sweep.py"), "--only", "attention"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1 and "CUDA" in run.stderr
