@@ -67,3 +67,12 @@ def test_layernorm_routes_any_eps_and_no_affine():
     router, got, expected = route_model(["layernorm"], M(), (torch.randn(3, 4, 48),))
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
     assert count(router, "layernorm") == (2, 0)
+
+
+def test_hidden_4096_leads_with_one_row_over_128_threads():
+    # Three H200 sweeps at 16384x4096: 1 x 128 threads 1.53x PyTorch, the shared rule's
+    # 1 x 256 1.44x. Only layernorm was measured, so only layernorm's space changes.
+    first = {"block_rows": 1, "threads": 128, "chunk": 0}
+    assert FAM.search_space((16384, 4096), "float16", H200)[0] == first
+    assert FAM.search_space((3152, 768), "float16", H200)[0] != first
+    assert get("layernorm_residual").search_space((16384, 4096), "float16", H200)[0] != first

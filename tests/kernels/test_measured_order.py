@@ -46,7 +46,7 @@ SWEEPS = [("kernel_sweep_session5_reordered.json", None), ("kernel_sweep_session
           # Its attention rows were timed before attention built with fast math: gemm only.
           ("../session17/d1/sweep.json", {"gemm"}),
           # Attention and softmax built with fast math (session 17), every model shape.
-          ("../session17/d2/sweep.json", {"attention", "softmax"})]
+          ("../session17/d2/sweep.json", {"attention", "softmax", "layernorm", "rmsnorm"})]
 # Rows where the model, not the op sweep, decided the first config: at ViT-B's
 # 3152x3072x768 the sweep's best gemm_gelu tile (ping-pong, 1.02x) ran 48.7 us inside the
 # model against 39.4 us for the wave tile the family leads with (0.92x in the sweep);
