@@ -358,17 +358,14 @@ def _overlap_loop(T, shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
             one_block(K, V, Q_s, K_s, V_s, acc_s, acc_p, acc_o, m_cur, m_prev, r_scale, r_sum, l_sum, n_full,
                       bx, by, bz)
         else:
-            # At least two iterations, written n + (n < 2) and not T.max(n, 2): with the max,
-            # the pipeline's epilogue guards at 64x128 tiles on one warpgroup came out as
-            # `a < b || a < 3`, which ptxas could not prove, and it serialized every wgmma
-            # of the kernel (warning C7514; test_overlap_wgmma_stays_asynchronous_in_ptxas).
-            # `split_count`: the same count, max(n, 2), as two pipelines (n, or 2 where a
-            # query block sees one key block). Written as T.max(n, 2), the pipeline's
-            # epilogue guards on 64x128 tiles of one warpgroup come out as `a < b || a < 3`,
-            # which ptxas cannot prove, and it serializes every wgmma of the kernel
-            # (warning C7514; test_overlap_wgmma_stays_asynchronous_in_ptxas). Two copies of
-            # the loop cost registers (233 against 154 at head dim 64), so the tuner
-            # times both.
+            # At least two iterations. Written as T.max(n, 2), the pipeline's epilogue guards
+            # on 64x128 tiles of one warpgroup come out as `a < b || a < 3`, which ptxas
+            # cannot prove, and it serializes every wgmma of the kernel (warning C7514;
+            # test_one_warpgroup_causal_overlap_is_serialized_without_split_count).
+            # `split_count` runs the same count as two pipelines (n, or 2 where a query block
+            # sees one key block): no warning, but two copies of the loop cost registers
+            # (233 against 154 at head dim 64) and it ran slower on the H200 (session 17),
+            # so it is outside the search space.
             if split_count:
                 if n_blocks >= 2:
                     pipelined(K, V, Q_s, K_s, V_s, acc_s, acc_p, acc_o, m_cur, m_prev, r_scale, r_sum, l_sum,

@@ -146,8 +146,8 @@ def _lead(M: int, N: int, K: int, sms: int) -> list[tuple[int, int, int]]:
     - more tokens than features (M > N): tiles of y's transpose (kernel_sweep --only swap,
       session 16). 128x48 then 128x64 where 48-token tiles fit one round at K <= 1024
       (`_narrow_fits`: 1.18x and 1.12x at 1024x768x768, session 17); 128x64 where its
-      tiles fit one round (0.97x at 1024x768x3072, level with y's own); else the two widest tiles whose rounds are filled within SWAP_SLACK of the
-      best, the narrower first: 128x144 at ViT-B's 3152x768x{768,3072} (1.00x, one full
+      tiles fit one round (0.97x at 1024x768x3072, level with y's own); else the two
+      widest tiles whose rounds are filled within SWAP_SLACK of the best, the narrower first: 128x144 at ViT-B's 3152x768x{768,3072} (1.00x, one full
       round), 128x96 at GPT-2's 2048x768x{768,3072} (1.17x, 1.04x, one); 128x96 and 128x144
       at 3152x3072x768 (0.92x in six rounds, 0.93x in four), and 128x112 and 128x144 at
       3152x2304x768, where 144 filled three rounds 99.5% and ran 0.73x, 112 0.90x (Nsight

@@ -128,6 +128,13 @@ def _gpu_config_error(cfg: dict[str, Any], D: int, Skv: int) -> str | None:
 # ---------------------------------------------------------------- family
 
 
+def _whole_keys(Skv: int) -> int | None:
+    """The width of one key block holding every key, where that beats 64-wide blocks:
+    Skv <= 256 and not a multiple of 64 (ViT's 197 in 208: 6% padding instead of 30% at 64
+    or 256, and no online-softmax rescale); else None."""
+    return C.round_up(Skv, 16) if Skv % 64 and Skv <= 256 else None
+
+
 def _measured_first(D: int, causal: bool, Skv: int, one_wave: bool = False) -> KernelConfig:
     """The config measured fastest on the H200 for this kind of shape, fp16, against SDPA
     (python3 benchmarks/kernel_sweep.py --only attention;
@@ -146,8 +153,8 @@ def _measured_first(D: int, causal: bool, Skv: int, one_wave: bool = False) -> K
         return {"block_M": 128, "block_N": 128, "num_stages": 1, "threads": 256}
     if causal:
         return {"block_M": 64, "block_N": 128, "num_stages": 2, "threads": 128, "overlap": True}
-    if Skv % 64 and Skv <= 256:
-        return {"block_M": 64, "block_N": C.round_up(Skv, 16), "num_stages": 2, "threads": 128, "overlap": True}
+    if _whole_keys(Skv):
+        return {"block_M": 64, "block_N": _whole_keys(Skv), "num_stages": 2, "threads": 128, "overlap": True}
     if Skv % 64:
         return {"block_M": 64, "block_N": 64, "num_stages": 2, "threads": 128, "overlap": True}
     return {"block_M": 128, "block_N": 64, "num_stages": 1, "threads": 256}
@@ -346,10 +353,8 @@ class AttentionFamily(KernelFamily):
             # Fits 48 KB of shared memory per block (older GPUs) even at D = 128.
             (64, 32, 1, 128),
         ]
-        if Skv % 64 and Skv <= 256:
-            # Every key in one block a multiple of 16 wide (ViT's 197 in 208): the keys'
-            # padding is 6% instead of 30% at 64 or 256, and no online-softmax rescale.
-            whole = C.round_up(Skv, 16)
+        whole = _whole_keys(Skv)
+        if whole:  # every key in one block
             raw[1:1] = [(64, whole, 2, 128, True), (128, whole, 1, 256), (64, whole, 1, 128)]
         cands = [{"block_M": m, "block_N": n, "num_stages": s, "threads": t, **({"overlap": True} if rest else {})}
                  for m, n, s, t, *rest in raw]
