@@ -200,3 +200,16 @@ def test_a_routed_range_counts_the_kernels_inside_it_not_the_gaps_between_them()
     kernels = [(100.0, 112.0), (154.0, 158.0), (200.0, 213.0), (170.0, 190.0)]
     assert profiling.kernel_time_in(spans, kernels) == [16.0, 13.0]
     assert profiling.kernel_time_in([], kernels) == [] and profiling.kernel_time_in(spans, []) == [0, 0]
+
+
+def test_each_profiled_call_knows_its_pass_and_a_pause_in_one_pass_moves_no_ranking():
+    import pandas as pd
+    df = profiling.profile_model(load_model("resnet-tiny"), iters=3)
+    per_pass = df.groupby("pass").size()
+    assert list(per_pass.index) == [0, 1, 2] and per_pass.nunique() == 1  # the same calls each pass
+    # batchnorm paused 50 ms in pass 1: the mean over passes would rank it first
+    rows = pd.DataFrame({"family": ["conv2d"] * 3 + ["batchnorm"] * 3, "time_us": [800, 800, 800, 100, 50_000, 100],
+                         "pass": [0, 1, 2, 0, 1, 2]})
+    conv, bn = (profiling._pass_ms(rows[rows.family == f], 3) for f in ("conv2d", "batchnorm"))
+    assert (conv, bn) == (0.8, 0.1)
+    assert profiling._pass_ms(rows[rows.family == "batchnorm"], 2) > 0.8  # two passes: the mean, as it was
