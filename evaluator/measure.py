@@ -20,7 +20,19 @@ from .bench import TimingPolicy, time_callable
 
 
 def check_output(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> tuple[bool, str, float, float]:
-    """(passed, reason, max_abs_err, max_rel_err) — NaN, Inf and all-zero outputs fail."""
+    """(passed, reason, max_abs_err, max_rel_err) — NaN, Inf and all-zero outputs fail. A
+    reference of several tensors (add_layernorm's norm and sum) checks each in turn."""
+    if isinstance(ref, tuple):
+        if not isinstance(out, tuple) or len(out) != len(ref):
+            got = f"{len(out)} outputs" if isinstance(out, tuple) else type(out).__name__
+            return False, f"wrong outputs: {got}, expected {len(ref)}", float("inf"), float("inf")
+        worst_abs = worst_rel = 0.0
+        for k, (o, r) in enumerate(zip(out, ref)):
+            ok, reason, a, rel = check_output(o, r, atol, rtol)
+            if not ok:
+                return False, f"output {k}: {reason}", a, rel
+            worst_abs, worst_rel = max(worst_abs, a), max(worst_rel, rel)
+        return True, "", worst_abs, worst_rel
     if not isinstance(out, torch.Tensor) or out.shape != ref.shape:
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         return False, f"wrong output shape {got}, expected {tuple(ref.shape)}", float("inf"), float("inf")

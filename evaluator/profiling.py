@@ -265,7 +265,8 @@ def fusions(model: LoadedModel, selected: Sequence[str]) -> tuple[Fusion, ...]:
     (swap.fusible): per variant, the shapes where it can be fused, most calls first, and
     those where it cannot because the first call's result is read again after the second
     (a pre-norm model's residual sum is also the next block's input: fusing the norm
-    would compute the sum twice)."""
+    would compute the sum twice). A variant whose kernel also writes the first call's
+    result (add_layernorm) takes exactly those shapes from its siblings on the pattern."""
     from . import swap
 
     fams = [f for f in kernels.REGISTRY.values() if f.fuses and (f.profile_family in selected or f.name in selected)]
@@ -276,11 +277,19 @@ def fusions(model: LoadedModel, selected: Sequence[str]) -> tuple[Fusion, ...]:
             seen, reused = swap.fusible(lambda: model.module(*model.inputs), fams, _model_dtype(model))
     except Exception:  # the profile stands on its own; fusion only adds to it
         return ()
+    # Shapes where a family that also writes the first call's result (add_layernorm) takes
+    # the pattern: its siblings on the same pattern leave them to it.
+    kept = {(fam.fuses, fam.fused_op): {s for (f, s), n in reused.items() if f == fam.name and n}
+            for fam in fams if getattr(fam, "keeps_first", False)}
     out = []
     for fam in fams:
         calls = Counter({s: n for (f, s), n in seen.items() if f == fam.name})
         again = tuple(sorted(s for s in calls if reused.get((fam.name, s))))
-        good = tuple(s for s, _ in calls.most_common() if s not in again)
+        if getattr(fam, "keeps_first", False):  # a later read is what it is for
+            good, again = tuple(s for s, _ in calls.most_common() if s in again), ()
+        else:
+            good = tuple(s for s, _ in calls.most_common() if s not in again)
+            again = tuple(s for s in again if s not in kept.get((fam.fuses, fam.fused_op), set()))
         if good or again:
             out.append(Fusion(family=fam.name, shapes=good, calls=sum(calls[s] for s in good), reused=again))
     return tuple(out)

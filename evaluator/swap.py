@@ -48,6 +48,10 @@ class Route:
     # What the call returns (size, dtype, device), where the family can say without
     # running it: a fused pattern's first call is held back on this (`Start.out`).
     out: tuple | None = None
+    # A fused route whose kernel also computes the held first call's result: `launch`
+    # returns (this call's result, the first call's), and a later read of the first
+    # finds it written (add_layernorm's sum, the pre-norm residual stream).
+    also_first: bool = False
 
 
 @dataclass(frozen=True)
@@ -183,7 +187,7 @@ class _Held:
     def __init__(self, ref, func, args, kwargs, starts, inputs):
         self.ref, self.func, self.args, self.kwargs = ref, func, args, kwargs
         self.starts, self.inputs = starts, inputs
-        self.spent: tuple = ()  # (fused family, shape) whose kernel consumed it, once one has
+        self.spent: tuple = ()  # the (fused family, shape) keys whose kernel consumed it, once one has
         self.done = False  # scan: computed already, watched only for a late read
         # Elementwise calls on the result, held back too (an activation written out, as
         # GPT-2's gelu_new is): (func, args with ("m", k) for chain member k; 0 is the
@@ -468,11 +472,15 @@ class Router(TorchFunctionMode):
     def _fuse(self, h: _Held, fam, route: Route, func, args, kwargs) -> torch.Tensor:
         key = (fam.name, _shape_key(route.shape))
         if self.scan:
-            self.fusible[key] += 1
+            # Every family this pair could fuse into sees it (layernorm_residual and
+            # add_layernorm share a pattern; a later read decides which one takes it).
+            keys = (key, *self._also_fusing(h, fam, func, args, kwargs))
+            for k in keys:
+                self.fusible[k] += 1
             with torch.profiler.record_function(ROUTED_PREFIX + fam.name):
                 self._run_held(h)
                 out = self._call(func, args, kwargs)
-            h.spent, h.done = key, True  # watched for a later read of the first call's result
+            h.spent, h.done = keys, True  # watched for a later read of the first call's result
             placeholder = h.ref()
             if placeholder is not None:
                 self._held[id(placeholder)] = h
@@ -484,7 +492,30 @@ class Router(TorchFunctionMode):
             return self._call(func, args, kwargs)
         out = self._launch(fam, route, kernel)
         self._count(key, route, h)
-        h.spent = key  # kept: a later read of the first call's result computes it then
+        if route.also_first:
+            out, first = out
+            placeholder = h.ref()
+            self._forget(h)
+            if placeholder is not None:
+                with torch.no_grad():
+                    placeholder.set_(first)
+            return out
+        h.spent = (key,)  # kept: a later read of the first call's result computes it then
+        return out
+
+    @staticmethod
+    def _also_fusing(h: _Held, taken, func, args, kwargs) -> list[tuple[str, str]]:
+        """The other families whose second this call also is (scan only)."""
+        out = []
+        for fam, start in h.starts:
+            if fam is taken:
+                continue
+            try:
+                route = fam.second(func, args, kwargs, start, h.ref())
+            except Exception:
+                route = None
+            if isinstance(route, Route):
+                out.append((fam.name, _shape_key(route.shape)))
         return out
 
     def _run_held(self, h: _Held) -> None:
@@ -495,8 +526,8 @@ class Router(TorchFunctionMode):
         self._forget(h)
         if placeholder is None and not any(m is not None for m in links):
             return
-        if h.spent:
-            self.reused[h.spent] += 1
+        for key in h.spent:
+            self.reused[key] += 1
         if h.done:
             return
         vals = h.replay(self._call(h.func, h.args, h.kwargs))

@@ -28,6 +28,9 @@ CASES = [
     ("bert-fused", lambda: hf_models.bert(), ["gemm", "gemm_gelu", "layernorm", "layernorm_residual"]),
     ("vit-fused", lambda: hf_models.vit(), ["gemm", "gemm_gelu", "layernorm", "layernorm_residual"]),
     ("llama-fused", lambda: hf_models.llama(), ["gemm", "gemm_silu"]),
+    # The same pre-norm sums taken by the family that writes them out: none computed late.
+    ("vit-prenorm", lambda: hf_models.vit(), ["gemm", "layernorm", "add_layernorm"]),
+    ("gpt2-prenorm", lambda: hf_models.gpt2(), ["gemm", "layernorm", "add_layernorm"]),
     # GPT-2's gelu_new is eight elementwise calls on the c_fc result: held as a chain,
     # recognised as the tanh GELU and run in c_fc's epilogue.
     ("gpt2-fused", lambda: hf_models.gpt2(), ["gemm", "gemm_gelu_tanh"]),
@@ -47,6 +50,8 @@ def test_every_chosen_family_runs_in_tilelang_and_outputs_match(name, make, fami
         assert ran > 0, f"{name}: no {fam} call ran in TileLang: {router.counts()}"
     if name == "vit-fused":  # pre-norm: each fused sum was read again and computed then
         assert router.reused and set(f for f, _ in router.reused) == {"layernorm_residual"}, router.reused
+    if name.endswith("-prenorm"):
+        assert not router.reused, router.reused
 
 
 @pytest.mark.slow

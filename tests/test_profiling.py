@@ -49,9 +49,10 @@ def test_no_fuse_keeps_the_two_hottest_families_alone():
     assert hot.selected == bases and hot.fusions == ()
 
 
-def test_a_pre_norm_residual_is_not_fused_because_the_sum_is_read_again():
+def test_a_pre_norm_residual_goes_to_the_family_that_keeps_the_sum():
     # llama-tiny: the residual sum h = x + attn(norm(x)) is the next norm's input and the
     # next residual's operand; its norm is an RMSNorm anyway. A pre-norm LayerNorm model:
+    # layernorm_residual would compute each sum twice; add_layernorm writes it out.
     class PreNorm(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -65,8 +66,32 @@ def test_a_pre_norm_residual_is_not_fused_because_the_sum_is_read_again():
     model = dataclasses.replace(load_model("bert-tiny", seq_len=8), module=PreNorm().eval(),
                                 inputs=(torch.randn(4, 8, 32),))
     found = {fu.family: fu for fu in profiling.fusions(model, ("gemm", "layernorm"))}
+    assert "layernorm_residual" not in found and "gemm_gelu" not in found
+    assert (found["add_layernorm"].shapes, found["add_layernorm"].calls, found["add_layernorm"].reused) == (
+        ("32x32",), 2, ())
+    assert profiling.with_fusions(("gemm", "layernorm"), tuple(found.values())) == ("gemm", "layernorm", "add_layernorm")
+
+
+def test_without_the_family_that_keeps_the_sum_a_pre_norm_residual_stays_unfused():
+    class PreNorm(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(32)
+
+        def forward(self, x):
+            x = x + x.sin()
+            return self.norm(x) * x
+
+    model = dataclasses.replace(load_model("bert-tiny", seq_len=8), module=PreNorm().eval(),
+                                inputs=(torch.randn(4, 8, 32),))
+    order = dict(kernels.REGISTRY)
+    kernels.unregister("add_layernorm")
+    try:
+        found = {fu.family: fu for fu in profiling.fusions(model, ("layernorm",))}
+    finally:  # the registry as it was, order included (the router tries starters in it)
+        kernels.REGISTRY.clear()
+        kernels.REGISTRY.update(order)
     assert found["layernorm_residual"].shapes == () and found["layernorm_residual"].reused == ("32x32",)
-    assert "gemm_gelu" not in found
 
 
 def test_explicit_families_override_the_choice():

@@ -200,6 +200,38 @@ def test_the_scan_counts_patterns_and_the_results_read_again():
     assert again == {("gemm_gelu", "15x48x16"): 1}
 
 
+class _PreNorm(torch.nn.Module):
+    """Two pre-norm blocks as timm's ViT writes them: the sublayer's dropout (an identity
+    in eval) before the residual add, the sum normalised and then read again by the next
+    add; the last sum goes to the final norm."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.ModuleList(torch.nn.Linear(16, 16) for _ in range(2))
+        self.norm = torch.nn.ModuleList(torch.nn.LayerNorm(16) for _ in range(3))
+        self.drop = torch.nn.Dropout(0.0)
+
+    def forward(self, x):
+        for fc, norm in zip(self.fc, self.norm):
+            x = x + self.drop(fc(norm(x)))
+        return self.norm[2](x)
+
+
+def test_a_pre_norm_sum_and_its_norm_run_as_one_kernel_that_writes_both():
+    model = _PreNorm()
+    fams = [kernels.get("add_layernorm"), kernels.get("layernorm_residual")]
+    with torch.inference_mode():
+        seen, again = swap.fusible(lambda: model.eval()(*_inputs()), fams, "float32")
+    # both families see the pattern; the first sum is read again after its norm, the last is not
+    assert seen == {("add_layernorm", "15x16"): 2, ("layernorm_residual", "15x16"): 2}
+    assert again == {("add_layernorm", "15x16"): 1, ("layernorm_residual", "15x16"): 1}
+    router, got, want = route_model(["gemm", "layernorm", "add_layernorm"], model, _inputs(2))
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    # the first norm reads the input, not a sum; the other two complete a held add
+    assert count(router, "add_layernorm") == (2, 0) and count(router, "layernorm") == (1, 0)
+    assert not router.reused  # the sums were written by the fused kernel, not computed again
+
+
 class _WrittenOut(torch.nn.Module):
     """An activation written as elementwise calls, as transformers' NewGELUActivation
     (GPT-2's gelu_new) and a hand-written SiLU are, between two linears."""

@@ -114,7 +114,9 @@ class KernelFamily(abc.ABC):
 
     @abc.abstractmethod
     def reference(self, *inputs: torch.Tensor) -> torch.Tensor:
-        """PyTorch's own result (what the vendor library computes)."""
+        """PyTorch's own result (what the vendor library computes): one tensor, or a tuple
+        where the calls a fused kernel replaces return several (add_layernorm's norm and
+        sum); the kernel then returns the same tuple."""
 
     @abc.abstractmethod
     def search_space(self, shape: Shape, dtype: str, hardware: Hardware) -> list[KernelConfig]:

@@ -1,10 +1,11 @@
 """LayerNorm over the last dimension with an elementwise affine (nn.LayerNorm, eps 1e-5),
-and the same with the residual add fused in front of it (`layernorm_residual`).
+and the same with the residual add fused in front of it: `layernorm_residual` (post-norm,
+the sum is not kept) and `add_layernorm` (pre-norm, the sum is written out too).
 
 In: shape (rows, hidden); inputs x[rows, hidden], weight[hidden], bias[hidden] (the
-fused family takes x, r[rows, hidden], weight, bias). Out: y = (x - mean) /
-sqrt(var + eps) * weight + bias in the input dtype (of x + r for the fused family),
-compared against `torch.nn.functional.layer_norm`. Statistics are fp32 and two-pass (mean first,
+fused families take x, r[rows, hidden], weight, bias). Out: y = (x - mean) /
+sqrt(var + eps) * weight + bias in the input dtype (of x + r for the fused families; with
+add_layernorm, also x + r), compared against `torch.nn.functional.layer_norm`. Statistics are fp32 and two-pass (mean first,
 then the centred sum of squares) so rows with a large mean do not lose precision.
 Schedules: on CUDA, `block_rows` rows per block held in registers with block-wide
 reductions, or for long rows `chunk`-column streaming passes; on CPU, a loop over
@@ -30,16 +31,42 @@ ACCUM = "float32"
 EPS = 1e-5
 
 
-def _load(X, Rz, i, j, residual: bool, T):
+# `residual`: False (LN(x)), True (LN(x + r), the sum in fp32), or SUM (the sum rounded
+# to the input dtype, written out beside LN of that rounded sum: a pre-norm block's
+# residual stream, which the next residual add reads again).
+SUM = "sum"
+
+
+def _load(X, Rz, i, j, residual, T, dtype: str = ""):
     """One input element in fp32; with the fused residual, x + r (added in fp32 before
-    the statistics, which is what LN(x + r) in the input dtype rounds away at most)."""
+    the statistics, which is what LN(x + r) in the input dtype rounds away at most). With
+    SUM, the sum rounded to the input dtype first: the value the kernel writes out, and
+    the one PyTorch's add then layer_norm normalise."""
     x = T.cast(X[i, j], ACCUM)
+    if residual == SUM:
+        return T.cast(T.cast(x + T.cast(Rz[i, j], ACCUM), dtype), ACCUM)
     return x + T.cast(Rz[i, j], ACCUM) if residual else x
 
 
-def _entry(T, rows: int, cols: int, dtype: str, residual: bool, body):
+def _at(residual, i, j) -> tuple:
+    """Where the norm of element (i, j) goes: Y[i, j], or with SUM Y[0, i, j] (the sum is Y[1, i, j])."""
+    return (0, i, j) if residual == SUM else (i, j)
+
+
+def _entry(T, rows: int, cols: int, dtype: str, residual, body):
     """The kernel's signature around a `T.macro` body: (X, Wt, B) -> Y, or with the fused
-    residual (X, R, Wt, B) -> Y. The plain form passes X as the unused residual."""
+    residual (X, R, Wt, B) -> Y, or with SUM (X, R, Wt, B) -> Y[2, rows, cols] (the norm,
+    then the sum: one output tensor, so every check and timer sees one result). The plain
+    form passes X as the unused residual."""
+    if residual == SUM:
+        @T.prim_func
+        def add_layernorm(X: T.Tensor((rows, cols), dtype), Rz: T.Tensor((rows, cols), dtype),
+                          Wt: T.Tensor((cols,), dtype), B: T.Tensor((cols,), dtype),
+                          Y: T.Tensor((2, rows, cols), dtype)):
+            body(X, Rz, Wt, B, Y)
+
+        return add_layernorm
+
     if residual:
         @T.prim_func
         def layernorm_residual(X: T.Tensor((rows, cols), dtype), Rz: T.Tensor((rows, cols), dtype),
@@ -57,7 +84,7 @@ def _entry(T, rows: int, cols: int, dtype: str, residual: bool, body):
     return layernorm
 
 
-def _cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool = False):
+def _cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool | str = False):
     import tilelang.cpu.language as T
 
     rows, cols = shape
@@ -74,8 +101,10 @@ def _cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool =
                 if bx * BR + r < rows:
                     s = T.float32(0)
                     for j in T.serial(cols):
-                        buf[j] = _load(X, Rz, bx * BR + r, j, residual, T)
+                        buf[j] = _load(X, Rz, bx * BR + r, j, residual, T, dtype)
                         s += buf[j]
+                        if residual == SUM:
+                            Y[1, bx * BR + r, j] = T.cast(buf[j], dtype)
                     mean = s * T.float32(inv_n)
                     v = T.float32(0)
                     for j in T.serial(cols):
@@ -83,7 +112,8 @@ def _cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool =
                         v += buf[j] * buf[j]
                     rstd = T.rsqrt(v * T.float32(inv_n) + T.float32(cfg["eps"]))
                     for j in T.serial(cols):
-                        Y[bx * BR + r, j] = T.cast(buf[j] * rstd * T.cast(Wt[j], ACCUM) + T.cast(B[j], ACCUM), dtype)
+                        Y[_at(residual, bx * BR + r, j)] = T.cast(buf[j] * rstd * T.cast(Wt[j], ACCUM)
+                                                                  + T.cast(B[j], ACCUM), dtype)
 
     @T.macro
     def stream_body(X, Rz, Wt, B, Y):
@@ -94,21 +124,24 @@ def _cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool =
                 if bx * BR + r < rows:
                     s = T.float32(0)
                     for j in T.serial(cols):
-                        s += _load(X, Rz, bx * BR + r, j, residual, T)
+                        s += _load(X, Rz, bx * BR + r, j, residual, T, dtype)
                     mean = s * T.float32(inv_n)
                     v = T.float32(0)
                     for j in T.serial(cols):
-                        v += (_load(X, Rz, bx * BR + r, j, residual, T) - mean) * (
-                            _load(X, Rz, bx * BR + r, j, residual, T) - mean)
+                        v += (_load(X, Rz, bx * BR + r, j, residual, T, dtype) - mean) * (
+                            _load(X, Rz, bx * BR + r, j, residual, T, dtype) - mean)
                     rstd = T.rsqrt(v * T.float32(inv_n) + T.float32(cfg["eps"]))
                     for j in T.serial(cols):
-                        Y[bx * BR + r, j] = T.cast((_load(X, Rz, bx * BR + r, j, residual, T) - mean) * rstd
-                                                   * T.cast(Wt[j], ACCUM) + T.cast(B[j], ACCUM), dtype)
+                        Y[_at(residual, bx * BR + r, j)] = T.cast(
+                            (_load(X, Rz, bx * BR + r, j, residual, T, dtype) - mean) * rstd
+                            * T.cast(Wt[j], ACCUM) + T.cast(B[j], ACCUM), dtype)
+                        if residual == SUM:
+                            Y[1, bx * BR + r, j] = T.cast(_load(X, Rz, bx * BR + r, j, residual, T, dtype), dtype)
 
     return _entry(T, rows, cols, dtype, residual, buffered_body if buffered else stream_body)
 
 
-def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool = False):
+def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool | str = False):
     import tilelang.language as T
 
     rows, cols = shape
@@ -128,7 +161,11 @@ def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool =
                 # Padding reads as 0 so it adds nothing to the sums.
                 for i, j in T.Parallel(BR, BN):
                     x[i, j] = T.if_then_else((j < cols) and (bx * BR + i < rows),
-                                             _load(X, Rz, bx * BR + i, j, residual, T), T.float32(0))
+                                             _load(X, Rz, bx * BR + i, j, residual, T, dtype), T.float32(0))
+                if residual == SUM:
+                    for i, j in T.Parallel(BR, BN):
+                        if (j < cols) and (bx * BR + i < rows):
+                            Y[1, bx * BR + i, j] = T.cast(x[i, j], dtype)
                 T.reduce_sum(x, mean, dim=1)
                 for i in T.Parallel(BR):
                     mean[i] = mean[i] * T.float32(inv_n)
@@ -140,8 +177,8 @@ def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool =
                     var[i] = T.rsqrt(var[i] * T.float32(inv_n) + T.float32(cfg["eps"]))
                 for i, j in T.Parallel(BR, BN):
                     if (j < cols) and (bx * BR + i < rows):
-                        Y[bx * BR + i, j] = T.cast(x[i, j] * var[i] * T.cast(Wt[j], ACCUM) + T.cast(B[j], ACCUM),
-                                                   dtype)
+                        Y[_at(residual, bx * BR + i, j)] = T.cast(
+                            x[i, j] * var[i] * T.cast(Wt[j], ACCUM) + T.cast(B[j], ACCUM), dtype)
 
         return _entry(T, rows, cols, dtype, residual, rows_body)
 
@@ -158,7 +195,7 @@ def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool =
             total[0] = T.float32(0)
             for c in T.serial(n_chunks):
                 for j in T.Parallel(chunk):
-                    x[j] = T.if_then_else(c * chunk + j < cols, _load(X, Rz, bx, c * chunk + j, residual, T),
+                    x[j] = T.if_then_else(c * chunk + j < cols, _load(X, Rz, bx, c * chunk + j, residual, T, dtype),
                                           T.float32(0))
                 T.reduce_sum(x, part, dim=0, clear=True)
                 total[0] = total[0] + part[0]
@@ -168,7 +205,7 @@ def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool =
             for c in T.serial(n_chunks):
                 for j in T.Parallel(chunk):
                     x[j] = T.if_then_else(c * chunk + j < cols,
-                                          _load(X, Rz, bx, c * chunk + j, residual, T) - mean[0], T.float32(0))
+                                          _load(X, Rz, bx, c * chunk + j, residual, T, dtype) - mean[0], T.float32(0))
                     x[j] = x[j] * x[j]
                 T.reduce_sum(x, part, dim=0, clear=True)
                 total[0] = total[0] + part[0]
@@ -176,9 +213,12 @@ def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool =
             for c in T.serial(n_chunks):
                 for j in T.Parallel(chunk):
                     if c * chunk + j < cols:
-                        Y[bx, c * chunk + j] = T.cast(
-                            (_load(X, Rz, bx, c * chunk + j, residual, T) - mean[0]) * rstd[0]
+                        Y[_at(residual, bx, c * chunk + j)] = T.cast(
+                            (_load(X, Rz, bx, c * chunk + j, residual, T, dtype) - mean[0]) * rstd[0]
                             * T.cast(Wt[c * chunk + j], ACCUM) + T.cast(B[c * chunk + j], ACCUM), dtype)
+                        if residual == SUM:
+                            Y[1, bx, c * chunk + j] = T.cast(_load(X, Rz, bx, c * chunk + j, residual, T, dtype),
+                                                             dtype)
 
     return _entry(T, rows, cols, dtype, residual, stream_body)
 
@@ -297,6 +337,9 @@ class LayerNormResidualFamily(LayerNormFamily):
     functions = ()
     fuses = (torch.Tensor.add, torch.add)
     fused_op = "aten::layer_norm"
+    # Whether the kernel also writes the add's result (AddLayerNormFamily), so a later
+    # read of the sum finds it computed.
+    keeps_first = False
 
     def first(self, func: Callable, args: tuple, kwargs: dict, dtype: str):
         """x + r of two tensors of one shape, dtype and device, no alpha: the residual join."""
@@ -325,18 +368,63 @@ class LayerNormResidualFamily(LayerNormFamily):
         w = w if w is not None else DERIVED.constant("ones", cols, x.dtype, x.device, 1.0)
         b = b if b is not None else DERIVED.constant("zeros", cols, x.dtype, x.device, 0.0)
 
-        def launch(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
-            fx, fr = (R.aligned_rows(t, rows, cols) for t in (x, r))
-            return kernel(fx, fr, w, b).reshape(x.shape)
+        def launch(kernel: Callable) -> Any:
+            out = kernel(R.aligned_rows(x, rows, cols), R.aligned_rows(r, rows, cols), w, b)
+            return tuple(o.reshape(x.shape) for o in out) if isinstance(out, tuple) else out.reshape(x.shape)
 
         notes = () if x.is_contiguous() and r.is_contiguous() else ("input copied to contiguous",)
-        return Route(start.shape, launch, params=route.params, notes=notes)
+        return Route(start.shape, launch, params=route.params, notes=notes, also_first=self.keeps_first)
+
+
+class AddLayerNormFamily(LayerNormResidualFamily):
+    """s = x + r and y = LN(s), both written: a pre-norm block's residual join, where the
+    sum is the stream the next residual add reads again (timm's ViT, GPT-2: `x = x +
+    attn(norm1(x))`, then `norm2(x)`, then `x + mlp(...)`). Unfused, the add reads two
+    tensors and writes one that the norm reads back; here the norm reads the two and
+    writes both, one pass of the three fewer and one launch. LayerNorm_residual cannot
+    take these calls: it never writes the sum, so the next read would compute it again.
+    The output is one tensor [2, rows, cols] (norm, then sum); the kernel hands back its
+    two halves, as PyTorch's pair of calls returns two tensors."""
+
+    name = "add_layernorm"
+    title = "Residual add and LayerNorm, sum kept"
+    # The profile scan sees this family's pattern as layernorm_residual's; where the sum
+    # is read again after the norm, the shape is this family's (profiling.fusions).
+    keeps_first = True
+    cpu_schedule = Schedule(R.CPU_DEFAULTS, functools.partial(_cpu_program, residual=SUM))
+    gpu_schedule = Schedule(R.GPU_DEFAULTS, functools.partial(_gpu_program, residual=SUM))
+
+    def reference(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x, r, w, b = inputs
+        s = x + r
+        return F.layer_norm(s, (x.shape[-1],), w, b, EPS), s
+
+    def bytes(self, shape: Shape, dtype: str) -> float:
+        rows, cols = shape
+        return super().bytes(shape, dtype) + float(rows * cols * C.dtype_bytes(C.canonical_dtype(dtype)))
+
+    def tolerance(self, dtype: str, shape: Shape | None = None) -> tuple[float, float]:
+        # The kernel normalises the sum rounded as PyTorch's add rounds it: the plain norm's.
+        return LayerNormFamily.tolerance(self, dtype, shape)
+
+    def compile(self, resolved, target: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+        return _Halves(super().compile(resolved, target))
+
+
+class _Halves(C.LauncherWrapper):
+    """add_layernorm's kernel as PyTorch's pair returns: (norm, sum), views of its one output."""
+
+    def __call__(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out = self.launcher(*inputs)
+        return out[0], out[1]
 
 
 FAMILY = LayerNormFamily()
 RESIDUAL = LayerNormResidualFamily()
+ADD = AddLayerNormFamily()
 
 from . import register  # noqa: E402  (the registry module defines register before importing us)
 
 register(FAMILY)
 register(RESIDUAL)
+register(ADD)

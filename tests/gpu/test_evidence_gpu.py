@@ -92,6 +92,25 @@ def test_hf_gpt2_gelu_new_chain_runs_fused_under_graph_capture_on_gpu():
     assert e2e.views[0].method == "cuda_graph", e2e.flags
 
 
+def test_hf_gpt2_pre_norm_sums_run_as_add_layernorm_under_graph_capture_on_gpu():
+    """GPT-2's residual sums, each normalised by the next ln_1/ln_2/ln_f and read again by
+    the next add: the held add's placeholder set to the fused kernel's sum half inside
+    CUDA-graph capture, and nothing computed a second time."""
+    from transformers import GPT2Config, GPT2Model
+    cfg = GPT2Config(n_layer=2, n_embd=256, n_head=4, n_inner=1024, use_cache=False, attn_implementation="sdpa")
+    model = GPT2Model(cfg).cuda().half().eval()
+    inputs = (torch.randint(0, 1000, (4, 128), device="cuda"),)
+    router = _route(model, inputs, ["layernorm", "add_layernorm"])
+    e2e = bench.end_to_end(model, inputs, "cuda", 4, router, dtype="float16", profiled_ms={},
+                           total_profiled_ms=1.0, op_ratios={}, shares={},
+                           policy=bench.TimingPolicy(reps=5, max_seconds=1.0))
+    assert e2e.outputs_match, (e2e.error, e2e.rel_l2_err, e2e.rel_max_err)
+    ran = {c.family: c.tilelang for c in e2e.calls if c.tilelang}
+    # ln_1 of block 0 reads the embeddings' dropout; the other four norms each follow a residual add
+    assert ran.get("add_layernorm") == 4 and ran.get("layernorm") == 1, ran
+    assert not router.reused and e2e.views[0].method == "cuda_graph", (router.reused, e2e.flags)
+
+
 @pytest.mark.parametrize("name", ["timm", "torchvision"])
 def test_vision_models_route_on_gpu(name):
     if name == "timm":

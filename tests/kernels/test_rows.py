@@ -1,4 +1,4 @@
-"""What every row-wise family (softmax, layernorm, layernorm_residual, rmsnorm) must do: its CPU schedules
+"""What every row-wise family (softmax, layernorm, layernorm_residual, add_layernorm, rmsnorm) must do: its CPU schedules
 (TileLang's C backend) match PyTorch on the model shape, an awkward shape, the streaming
 schedule and fp16 over several seeds; bf16 on the C backend is refused clearly; its CUDA
 schedules lower (and, with nvcc, compile) for sm_90a. Family-specific checks stay in
@@ -23,11 +23,11 @@ CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64",
 H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
                 smem_per_block=232448, compute_capability="9.0")
 SM90 = "cuda -arch=sm_90a"
-ROWS = ("softmax", "layernorm", "layernorm_residual", "rmsnorm")
+ROWS = ("softmax", "layernorm", "layernorm_residual", "add_layernorm", "rmsnorm")
 # bert-tiny's shapes: softmax rows are batch 2 x 2 heads x 128 queries of 128 keys;
 # the norms see batch 2 x seq 128 rows of hidden 128.
 MODEL_SHAPE = {"softmax": (1024, 128), "layernorm": (256, 128), "layernorm_residual": (256, 128),
-               "rmsnorm": (256, 128)}
+               "add_layernorm": (256, 128), "rmsnorm": (256, 128)}
 
 
 def _plausible(name: str, out: torch.Tensor, shape) -> None:
@@ -45,12 +45,15 @@ def check(name, shape, dtype, config=None, seeds=(0, 1, 2)):
     atol, rtol = fam.tolerance(dtype)
     for seed in seeds:
         inputs = fam.make_inputs(shape, dtype, "cpu", seed)
-        out = kernel(*inputs)
-        ref = fam.reference(*inputs)
-        assert out.shape == ref.shape and out.dtype == ref.dtype
-        assert torch.isfinite(out).all() and out.abs().max() > 0
-        _plausible(name, out, shape)
-        torch.testing.assert_close(out, ref, atol=atol, rtol=rtol)
+        out, ref = kernel(*inputs), fam.reference(*inputs)
+        # add_layernorm returns the norm and the sum, as PyTorch's add then layer_norm
+        outs, refs = (out, ref) if isinstance(ref, tuple) else ((out,), (ref,))
+        assert len(outs) == len(refs)
+        for o, r in zip(outs, refs):
+            assert o.shape == r.shape and o.dtype == r.dtype
+            assert torch.isfinite(o).all() and o.abs().max() > 0
+            torch.testing.assert_close(o, r, atol=atol, rtol=rtol)
+        _plausible(name, outs[0], shape)
     return kernel
 
 
