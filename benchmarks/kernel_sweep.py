@@ -61,6 +61,7 @@ ATTENTION_VIEWS = [(8, 12, 128, 128, 64, 0, 12, 12, 12), (4, 12, 512, 512, 64, 1
 ROWS = {"layernorm": [(1024, 768), (2048, 768), (3152, 768), (16384, 4096)],
         # The pre-norm sum and its norm against PyTorch's add then layer_norm: ViT-B's, GPT-2's.
         "add_layernorm": [(3152, 768), (2048, 768), (16384, 4096)],
+        "add_rmsnorm": [(512, 2048), (16384, 4096)],  # the zoo's llama at batch 1, 512 tokens
         "softmax": [(12288, 128), (24576, 512), (37824, 197), (16384, 4096)],
         "rmsnorm": [(1024, 768), (2048, 4096), (16384, 4096)]}
 # (N, H, W, C, K, R, S, stride, pad, nchw): ResNet-50's stem, 1x1s and a 3x3 as torchvision

@@ -281,12 +281,16 @@ def fusions(model: LoadedModel, selected: Sequence[str]) -> tuple[Fusion, ...]:
     # the pattern: its siblings on the same pattern leave them to it.
     kept = {(fam.fuses, fam.fused_op): {s for (f, s), n in reused.items() if f == fam.name and n}
             for fam in fams if getattr(fam, "keeps_first", False)}
+    # Patterns a variant that does not write the sum also takes (layernorm_residual's):
+    # there, the one that does keeps only the shapes whose sum is read again.
+    lighter = {(fam.fuses, fam.fused_op) for fam in fams if not getattr(fam, "keeps_first", False)}
     out = []
     for fam in fams:
         calls = Counter({s: n for (f, s), n in seen.items() if f == fam.name})
         again = tuple(sorted(s for s in calls if reused.get((fam.name, s))))
         if getattr(fam, "keeps_first", False):  # a later read is what it is for
-            good, again = tuple(s for s, _ in calls.most_common() if s in again), ()
+            shared = (fam.fuses, fam.fused_op) in lighter
+            good, again = tuple(s for s, _ in calls.most_common() if s in again or not shared), ()
         else:
             good = tuple(s for s, _ in calls.most_common() if s not in again)
             again = tuple(s for s in again if s not in kept.get((fam.fuses, fam.fused_op), set()))

@@ -17,6 +17,12 @@ from evaluator import bench, checklist, swap
 from tests.fixtures import hf_models, tv_resnet
 from tests.routing import count, route_model
 
+def _zoo_llama():
+    from evaluator.models import load_model
+    m = load_model("llama-tiny", seq_len=16)
+    return m.module, tuple(m.inputs)
+
+
 CASES = [
     ("bert", lambda: hf_models.bert(), ["gemm", "attention", "layernorm"]),
     ("gpt2", lambda: hf_models.gpt2(), ["gemm", "attention", "layernorm"]),
@@ -31,6 +37,9 @@ CASES = [
     # The same pre-norm sums taken by the family that writes them out: none computed late.
     ("vit-prenorm", lambda: hf_models.vit(), ["gemm", "layernorm", "add_layernorm"]),
     ("gpt2-prenorm", lambda: hf_models.gpt2(), ["gemm", "layernorm", "add_layernorm"]),
+    # The zoo's llama: nn.RMSNorm (F.rms_norm) after each residual; transformers' LlamaRMSNorm
+    # writes the norm out as pow/mean/rsqrt, which no family routes.
+    ("llama-prenorm", _zoo_llama, ["gemm", "rmsnorm", "add_rmsnorm"]),
     # GPT-2's gelu_new is eight elementwise calls on the c_fc result: held as a chain,
     # recognised as the tanh GELU and run in c_fc's epilogue.
     ("gpt2-fused", lambda: hf_models.gpt2(), ["gemm", "gemm_gelu_tanh"]),

@@ -96,7 +96,9 @@ def test_without_the_family_that_keeps_the_sum_a_pre_norm_residual_stays_unfused
 
 def test_explicit_families_override_the_choice():
     hot = profiling.hot_ops(load_model("llama-tiny", seq_len=32), families=("rmsnorm",), iters=1)
-    assert hot.selected == ("rmsnorm",)
+    # with the fused variant whose pattern llama-tiny has: each residual sum, then its RMSNorm
+    assert hot.selected == ("rmsnorm", "add_rmsnorm")
+    assert [(fu.family, fu.shapes, fu.calls) for fu in hot.fusions] == [("add_rmsnorm", ("32x128",), 4)]
     fams = {o.family: o for o in hot.ops}
     assert "32x128" in fams["rmsnorm"].shapes
     # is_causal is a scalar argument: read from the profiler's concrete inputs; the rotary

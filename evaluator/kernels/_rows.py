@@ -3,8 +3,9 @@ row depends on one input row only, so they share shapes, configs and search spac
 
 In: shape (rows, cols), a config and a hardware description. Out: awkward shapes,
 search spaces, config checks, the padded fragment width the GPU schedules use, the
-route of a last-dim call, and `RowFamily`, their common base. The programs themselves
-live in the family modules.
+route of a last-dim call, `RowFamily`, their common base, and what the norms' fused
+residual variants share (the held add, the two halves of a kept sum). The programs
+themselves live in the family modules.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from ..results import Hardware, KernelConfig, Shape
-from ..swap import Route, dtype_mismatch
+from ..swap import Route, Start, dtype_mismatch
 from . import _common as C
 from .base import KernelFamily
 
@@ -205,3 +206,35 @@ def row_route(x: torch.Tensor, cols: int, extras: tuple[torch.Tensor, ...], dtyp
         return kernel(aligned_rows(x, rows, cols), *extras).reshape(x.shape)
 
     return Route((rows, cols), launch, params=dict(params or {}), notes=notes)
+
+
+# ---------------------------------------------------------------- the norms' fused residual add
+
+# A norm program's `residual` mode that also writes the sum: the output is [2, rows, cols],
+# the norm then x + r rounded to the input dtype (the value normalised, as PyTorch's add
+# then norm would). A pre-norm block reads that sum again as its residual stream.
+SUM = "sum"
+
+
+def residual_start(args: tuple, kwargs: dict, dtype: str) -> Start | str:
+    """x + r of two tensors of one shape, dtype and device, no alpha: a residual join,
+    as the first call of a norm's fused pattern (the problem shape is (rows, last dim))."""
+    if len(args) != 2 or kwargs:
+        return "not a plain add of two tensors"
+    x, r = args
+    if not (isinstance(x, torch.Tensor) and isinstance(r, torch.Tensor)) or x.shape != r.shape \
+            or x.dim() == 0 or x.numel() == 0 or x.device != r.device:
+        return "not two tensors of one shape"
+    bad = dtype_mismatch(dtype, x, r)
+    if bad:
+        return bad
+    cols = int(x.shape[-1])
+    return Start((x.numel() // cols, cols), (tuple(x.shape), x.dtype, x.device), (x, r))
+
+
+class Halves(C.LauncherWrapper):
+    """A kept-sum kernel as PyTorch's pair of calls returns: (norm, sum), views of its one output."""
+
+    def __call__(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out = self.launcher(*inputs)
+        return out[0], out[1]

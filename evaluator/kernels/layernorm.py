@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from ..results import Hardware, KernelConfig, Shape
 from . import _common as C
 from . import _rows as R
-from ..swap import DERIVED, Route, Start, arg, dtype_mismatch
+from ..swap import DERIVED, Route, arg
 from .base import Schedule
 
 ACCUM = "float32"
@@ -34,7 +34,7 @@ EPS = 1e-5
 # `residual`: False (LN(x)), True (LN(x + r), the sum in fp32), or SUM (the sum rounded
 # to the input dtype, written out beside LN of that rounded sum: a pre-norm block's
 # residual stream, which the next residual add reads again).
-SUM = "sum"
+SUM = R.SUM
 
 
 def _load(X, Rz, i, j, residual, T, dtype: str = ""):
@@ -343,17 +343,7 @@ class LayerNormResidualFamily(LayerNormFamily):
 
     def first(self, func: Callable, args: tuple, kwargs: dict, dtype: str):
         """x + r of two tensors of one shape, dtype and device, no alpha: the residual join."""
-        if len(args) != 2 or kwargs:
-            return "not a plain add of two tensors"
-        x, r = args
-        if not (isinstance(x, torch.Tensor) and isinstance(r, torch.Tensor)) or x.shape != r.shape \
-                or x.dim() == 0 or x.numel() == 0 or x.device != r.device:
-            return "not two tensors of one shape"
-        bad = dtype_mismatch(dtype, x, r)
-        if bad:
-            return bad
-        cols = int(x.shape[-1])
-        return Start((x.numel() // cols, cols), (tuple(x.shape), x.dtype, x.device), (x, r))
+        return R.residual_start(args, kwargs, dtype)
 
     def second(self, func: Callable, args: tuple, kwargs: dict, start: Any, held: torch.Tensor):
         """F.layer_norm over the last dim of the held sum (nn.LayerNorm after a residual)."""
@@ -408,15 +398,7 @@ class AddLayerNormFamily(LayerNormResidualFamily):
         return LayerNormFamily.tolerance(self, dtype, shape)
 
     def compile(self, resolved, target: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
-        return _Halves(super().compile(resolved, target))
-
-
-class _Halves(C.LauncherWrapper):
-    """add_layernorm's kernel as PyTorch's pair returns: (norm, sum), views of its one output."""
-
-    def __call__(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        out = self.launcher(*inputs)
-        return out[0], out[1]
+        return R.Halves(super().compile(resolved, target))
 
 
 FAMILY = LayerNormFamily()

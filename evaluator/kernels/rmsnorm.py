@@ -1,15 +1,18 @@
-"""RMSNorm over the last dimension with a weight (nn.RMSNorm, eps 1e-6).
+"""RMSNorm over the last dimension with a weight (nn.RMSNorm, eps 1e-6), and the same
+with a pre-norm residual add fused in front of it, the sum written out too (`add_rmsnorm`).
 
-In: shape (rows, hidden); inputs x[rows, hidden], weight[hidden].
-Out: y = x / sqrt(mean(x^2) + eps) * weight in the input dtype, compared against
+In: shape (rows, hidden); inputs x[rows, hidden], weight[hidden] (the fused family: x,
+r[rows, hidden], weight). Out: y = x / sqrt(mean(x^2) + eps) * weight in the input dtype
+(of x + r, and x + r itself, for the fused family), compared against
 `torch.nn.functional.rms_norm(x, (hidden,), weight, 1e-6)`. Statistics are fp32.
 Schedules: on CUDA, `block_rows` rows per block held in registers with a block-wide
 sum of squares, or for long rows `chunk`-column streaming passes; on CPU, a loop over
 rows with the row in a stack buffer (or re-read from the input when it would not fit).
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: TileLang evaluates the kernel signatures'
+# annotations in `_entry`, whose closure must resolve them.
+import functools
 from typing import Any, Callable
 
 import torch
@@ -25,51 +28,83 @@ ACCUM = "float32"
 EPS = 1e-6
 
 
-def _cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
+def _load(X, Rz, i, j, residual, T, dtype: str):
+    """One input element in fp32; with SUM, x + r rounded to the input dtype (the value
+    written out as the sum, and the one PyTorch's add then rms_norm normalises)."""
+    if residual == R.SUM:
+        return T.cast(T.cast(T.cast(X[i, j], ACCUM) + T.cast(Rz[i, j], ACCUM), dtype), ACCUM)
+    return T.cast(X[i, j], ACCUM)
+
+
+def _at(residual, i, j) -> tuple:
+    """Where the norm of element (i, j) goes: Y[i, j], or with SUM Y[0, i, j] (the sum is Y[1, i, j])."""
+    return (0, i, j) if residual == R.SUM else (i, j)
+
+
+def _entry(T, rows: int, cols: int, dtype: str, residual, body):
+    """The kernel's signature around a `T.macro` body: (X, Wt) -> Y, or with SUM
+    (X, R, Wt) -> Y[2, rows, cols] (the norm, then the sum). The plain form passes X as
+    the unused residual."""
+    if residual == R.SUM:
+        @T.prim_func
+        def add_rmsnorm(X: T.Tensor((rows, cols), dtype), Rz: T.Tensor((rows, cols), dtype),
+                        Wt: T.Tensor((cols,), dtype), Y: T.Tensor((2, rows, cols), dtype)):
+            body(X, Rz, Wt, Y)
+
+        return add_rmsnorm
+
+    @T.prim_func
+    def rmsnorm(X: T.Tensor((rows, cols), dtype), Wt: T.Tensor((cols,), dtype), Y: T.Tensor((rows, cols), dtype)):
+        body(X, X, Wt, Y)
+
+    return rmsnorm
+
+
+def _cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool | str = False):
     import tilelang.cpu.language as T
 
     rows, cols = shape
     BR, buffered = cfg["block_rows"], cfg["buffered"]
     inv_n = 1.0 / cols
 
-    if buffered:
-        @T.prim_func
-        def rmsnorm_cpu(X: T.Tensor((rows, cols), dtype), Wt: T.Tensor((cols,), dtype),
-                        Y: T.Tensor((rows, cols), dtype)):
-            with T.Kernel(T.ceildiv(rows, BR)) as bx:
-                buf = T.alloc_local((cols,), ACCUM)
-                ss = T.alloc_var(ACCUM)
-                for r in T.serial(BR):
-                    if bx * BR + r < rows:
-                        ss = T.float32(0)
-                        for j in T.serial(cols):
-                            buf[j] = T.cast(X[bx * BR + r, j], ACCUM)
-                            ss += buf[j] * buf[j]
-                        rstd = T.rsqrt(ss * T.float32(inv_n) + T.float32(cfg["eps"]))
-                        for j in T.serial(cols):
-                            Y[bx * BR + r, j] = T.cast(buf[j] * rstd * T.cast(Wt[j], ACCUM), dtype)
+    @T.macro
+    def buffered_body(X, Rz, Wt, Y):
+        with T.Kernel(T.ceildiv(rows, BR)) as bx:
+            buf = T.alloc_local((cols,), ACCUM)
+            ss = T.alloc_var(ACCUM)
+            for r in T.serial(BR):
+                if bx * BR + r < rows:
+                    ss = T.float32(0)
+                    for j in T.serial(cols):
+                        buf[j] = _load(X, Rz, bx * BR + r, j, residual, T, dtype)
+                        ss += buf[j] * buf[j]
+                        if residual == R.SUM:
+                            Y[1, bx * BR + r, j] = T.cast(buf[j], dtype)
+                    rstd = T.rsqrt(ss * T.float32(inv_n) + T.float32(cfg["eps"]))
+                    for j in T.serial(cols):
+                        Y[_at(residual, bx * BR + r, j)] = T.cast(buf[j] * rstd * T.cast(Wt[j], ACCUM), dtype)
 
-        return rmsnorm_cpu
-
-    @T.prim_func
-    def rmsnorm_cpu_stream(X: T.Tensor((rows, cols), dtype), Wt: T.Tensor((cols,), dtype),
-                           Y: T.Tensor((rows, cols), dtype)):
+    @T.macro
+    def stream_body(X, Rz, Wt, Y):
         with T.Kernel(T.ceildiv(rows, BR)) as bx:
             ss = T.alloc_var(ACCUM)
             for r in T.serial(BR):
                 if bx * BR + r < rows:
                     ss = T.float32(0)
                     for j in T.serial(cols):
-                        ss += T.cast(X[bx * BR + r, j], ACCUM) * T.cast(X[bx * BR + r, j], ACCUM)
+                        ss += _load(X, Rz, bx * BR + r, j, residual, T, dtype) * _load(
+                            X, Rz, bx * BR + r, j, residual, T, dtype)
                     rstd = T.rsqrt(ss * T.float32(inv_n) + T.float32(cfg["eps"]))
                     for j in T.serial(cols):
-                        Y[bx * BR + r, j] = T.cast(T.cast(X[bx * BR + r, j], ACCUM) * rstd * T.cast(Wt[j], ACCUM),
-                                                   dtype)
+                        Y[_at(residual, bx * BR + r, j)] = T.cast(
+                            _load(X, Rz, bx * BR + r, j, residual, T, dtype) * rstd * T.cast(Wt[j], ACCUM), dtype)
+                        if residual == R.SUM:
+                            Y[1, bx * BR + r, j] = T.cast(_load(X, Rz, bx * BR + r, j, residual, T, dtype), dtype)
 
-    return rmsnorm_cpu_stream
+    return _entry(T, rows, cols, dtype, residual, buffered_body if buffered else stream_body)
 
 
-def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
+def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool | str = False):
     import tilelang.language as T
 
     rows, cols = shape
@@ -79,31 +114,33 @@ def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     if chunk == 0:
         BN = R.padded_cols(cols, threads, BR)
 
-        @T.prim_func
-        def rmsnorm_rows(X: T.Tensor((rows, cols), dtype), Wt: T.Tensor((cols,), dtype),
-                         Y: T.Tensor((rows, cols), dtype)):
+        @T.macro
+        def rows_body(X, Rz, Wt, Y):
             with T.Kernel(T.ceildiv(rows, BR), threads=threads) as bx:
                 x = T.alloc_fragment((BR, BN), ACCUM)
                 sq = T.alloc_fragment((BR, BN), ACCUM)
                 rstd = T.alloc_fragment((BR,), ACCUM)
                 for i, j in T.Parallel(BR, BN):
                     x[i, j] = T.if_then_else((j < cols) and (bx * BR + i < rows),
-                                             T.cast(X[bx * BR + i, j], ACCUM), T.float32(0))
+                                             _load(X, Rz, bx * BR + i, j, residual, T, dtype), T.float32(0))
                     sq[i, j] = x[i, j] * x[i, j]
+                if residual == R.SUM:
+                    for i, j in T.Parallel(BR, BN):
+                        if (j < cols) and (bx * BR + i < rows):
+                            Y[1, bx * BR + i, j] = T.cast(x[i, j], dtype)
                 T.reduce_sum(sq, rstd, dim=1)
                 for i in T.Parallel(BR):
                     rstd[i] = T.rsqrt(rstd[i] * T.float32(inv_n) + T.float32(cfg["eps"]))
                 for i, j in T.Parallel(BR, BN):
                     if (j < cols) and (bx * BR + i < rows):
-                        Y[bx * BR + i, j] = T.cast(x[i, j] * rstd[i] * T.cast(Wt[j], ACCUM), dtype)
+                        Y[_at(residual, bx * BR + i, j)] = T.cast(x[i, j] * rstd[i] * T.cast(Wt[j], ACCUM), dtype)
 
-        return rmsnorm_rows
+        return _entry(T, rows, cols, dtype, residual, rows_body)
 
     n_chunks = C.ceildiv(cols, chunk)
 
-    @T.prim_func
-    def rmsnorm_stream(X: T.Tensor((rows, cols), dtype), Wt: T.Tensor((cols,), dtype),
-                       Y: T.Tensor((rows, cols), dtype)):
+    @T.macro
+    def stream_body(X, Rz, Wt, Y):
         with T.Kernel(rows, threads=threads) as bx:
             x = T.alloc_fragment((chunk,), ACCUM)
             part = T.alloc_fragment((1,), ACCUM)
@@ -111,7 +148,8 @@ def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
             total[0] = T.float32(0)
             for c in T.serial(n_chunks):
                 for j in T.Parallel(chunk):
-                    x[j] = T.if_then_else(c * chunk + j < cols, T.cast(X[bx, c * chunk + j], ACCUM), T.float32(0))
+                    x[j] = T.if_then_else(c * chunk + j < cols, _load(X, Rz, bx, c * chunk + j, residual, T, dtype),
+                                          T.float32(0))
                     x[j] = x[j] * x[j]
                 T.reduce_sum(x, part, dim=0, clear=True)
                 total[0] = total[0] + part[0]
@@ -119,10 +157,14 @@ def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
             for c in T.serial(n_chunks):
                 for j in T.Parallel(chunk):
                     if c * chunk + j < cols:
-                        Y[bx, c * chunk + j] = T.cast(
-                            T.cast(X[bx, c * chunk + j], ACCUM) * total[0] * T.cast(Wt[c * chunk + j], ACCUM), dtype)
+                        Y[_at(residual, bx, c * chunk + j)] = T.cast(
+                            _load(X, Rz, bx, c * chunk + j, residual, T, dtype) * total[0]
+                            * T.cast(Wt[c * chunk + j], ACCUM), dtype)
+                        if residual == R.SUM:
+                            Y[1, bx, c * chunk + j] = T.cast(_load(X, Rz, bx, c * chunk + j, residual, T, dtype),
+                                                             dtype)
 
-    return rmsnorm_stream
+    return _entry(T, rows, cols, dtype, residual, stream_body)
 
 
 class RMSNormFamily(R.RowFamily):
@@ -180,8 +222,74 @@ class RMSNormFamily(R.RowFamily):
         return R.row_route(x, cols, (w,), dtype, {"eps": float(eps)})
 
 
+class AddRMSNormFamily(RMSNormFamily):
+    """s = x + r and y = RMSNorm(s), both written: the pre-norm residual join of llama-style
+    decoders (`h = residual + h`, then `post_attention_layernorm(h)`, then `h` again as the
+    next residual). Unfused, the add reads two tensors and writes one the norm reads back;
+    here the norm reads the two and writes both. The output is one tensor [2, rows, cols]
+    (norm, then sum); the kernel hands back its two halves."""
+
+    name = "add_rmsnorm"
+    title = "Residual add and RMSNorm, sum kept"
+    aten_ops = frozenset()
+    profile_family = "rmsnorm"
+    row_inputs = 2
+    cpu_schedule = Schedule(R.CPU_DEFAULTS, functools.partial(_cpu_program, residual=R.SUM))
+    gpu_schedule = Schedule(R.GPU_DEFAULTS, functools.partial(_gpu_program, residual=R.SUM))
+
+    def make_inputs(self, shape: Shape, dtype: str, device: str, seed: int) -> tuple[torch.Tensor, ...]:
+        x, w = super().make_inputs(shape, dtype, device, seed)
+        r = C.randn(tuple(shape), C.canonical_dtype(dtype), device, C.generator(seed + 7919))
+        return x, r, w
+
+    def reference(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x, r, w = inputs
+        s = x + r
+        return F.rms_norm(s, (x.shape[-1],), w, EPS), s
+
+    def flops(self, shape: Shape) -> float:
+        return super().flops(shape) + float(shape[0] * shape[1])
+
+    def bytes(self, shape: Shape, dtype: str) -> float:
+        rows, cols = shape
+        return super().bytes(shape, dtype) + 2.0 * rows * cols * C.dtype_bytes(C.canonical_dtype(dtype))
+
+    def compile(self, resolved, target: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+        return R.Halves(super().compile(resolved, target))
+
+    # An add and an rms_norm: no function of its own; the router holds the add back.
+    functions = ()
+    fuses = (torch.Tensor.add, torch.add)
+    fused_op = "aten::rms_norm"
+    keeps_first = True
+
+    def first(self, func: Callable, args: tuple, kwargs: dict, dtype: str):
+        return R.residual_start(args, kwargs, dtype)
+
+    def second(self, func: Callable, args: tuple, kwargs: dict, start: Any, held: torch.Tensor):
+        """F.rms_norm over the last dim of the held sum (nn.RMSNorm after a residual)."""
+        if func is not F.rms_norm or arg(args, kwargs, 0, "input") is not held:
+            return None
+        route = RMSNormFamily.route(self, func, args, kwargs, str(held.dtype).removeprefix("torch."))
+        if isinstance(route, str) or tuple(route.shape) != tuple(start.shape):
+            return None
+        x, r = start.state
+        rows, cols = start.shape
+        w = arg(args, kwargs, 2, "weight")
+        w = w if w is not None else DERIVED.constant("ones", cols, x.dtype, x.device, 1.0)
+
+        def launch(kernel: Callable) -> tuple[torch.Tensor, torch.Tensor]:
+            y, s = kernel(R.aligned_rows(x, rows, cols), R.aligned_rows(r, rows, cols), w)
+            return y.reshape(x.shape), s.reshape(x.shape)
+
+        notes = () if x.is_contiguous() and r.is_contiguous() else ("input copied to contiguous",)
+        return Route(start.shape, launch, params=route.params, notes=notes, also_first=True)
+
+
 FAMILY = RMSNormFamily()
+ADD = AddRMSNormFamily()
 
 from . import register  # noqa: E402  (the registry module defines register before importing us)
 
 register(FAMILY)
+register(ADD)

@@ -1,4 +1,5 @@
-"""What every row-wise family (softmax, layernorm, layernorm_residual, add_layernorm, rmsnorm) must do: its CPU schedules
+"""What every row-wise family (softmax, layernorm, layernorm_residual, add_layernorm, rmsnorm,
+add_rmsnorm) must do: its CPU schedules
 (TileLang's C backend) match PyTorch on the model shape, an awkward shape, the streaming
 schedule and fp16 over several seeds; bf16 on the C backend is refused clearly; its CUDA
 schedules lower (and, with nvcc, compile) for sm_90a. Family-specific checks stay in
@@ -23,11 +24,11 @@ CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64",
 H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
                 smem_per_block=232448, compute_capability="9.0")
 SM90 = "cuda -arch=sm_90a"
-ROWS = ("softmax", "layernorm", "layernorm_residual", "add_layernorm", "rmsnorm")
+ROWS = ("softmax", "layernorm", "layernorm_residual", "add_layernorm", "rmsnorm", "add_rmsnorm")
 # bert-tiny's shapes: softmax rows are batch 2 x 2 heads x 128 queries of 128 keys;
 # the norms see batch 2 x seq 128 rows of hidden 128.
 MODEL_SHAPE = {"softmax": (1024, 128), "layernorm": (256, 128), "layernorm_residual": (256, 128),
-               "add_layernorm": (256, 128), "rmsnorm": (256, 128)}
+               "add_layernorm": (256, 128), "rmsnorm": (256, 128), "add_rmsnorm": (256, 128)}
 
 
 def _plausible(name: str, out: torch.Tensor, shape) -> None:
