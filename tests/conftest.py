@@ -1,11 +1,21 @@
+import os
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 from samples import sample_result  # noqa: E402
+
+# One torch thread per xdist worker: the workers already fill the cores, and two OpenMP
+# threads each on a 2-core CI host wait on each other's barriers across scheduler quanta.
+# Measured with two busy processes beside it: resnet-tiny's conv2d read 0.54-1.06 ms a
+# pass on one thread and 0.8-752 ms on two, which is how CI ranked its 0.03 ms gemm head,
+# and once its batchnorm, above the convolutions. `-n 0` keeps torch's own default.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
 
 
 @pytest.fixture
