@@ -254,8 +254,10 @@ def test_problem_shape_from_a_real_profiler_trace():
                                        evt.structured_input_strides)
                 found.setdefault(evt.name, set()).add(shape)
         assert found["aten::conv2d"] == {f"2x17x17x3x8x3x3x2x1x{layout}", f"2x9x9x8x4x1x1x1x0x{layout}"}
-        # Every level of the call chain agrees (the profiler attributes the call to the outermost).
-        assert all(shapes == found["aten::conv2d"] for shapes in found.values())
+        # Every level of the call chain agrees (the profiler attributes the call to the outermost);
+        # which inner op a call reaches depends on the thread count (on one, the 1x1 conv skips
+        # mkldnn_convolution), so each level's shapes are some of the outermost's.
+        assert all(shapes <= found["aten::conv2d"] for shapes in found.values())
 
 
 # ---------------------------------------------------------------- search spaces
