@@ -7,7 +7,7 @@
 #   evaluate report --baseline ID --store STORE
 #
 #   benchmarks/h200_examples.sh OUT_DIR KEY...
-#   KEY: hf-bert hf-gpt2 timm-vit tv-resnet50 bert-base llama conv2d
+#   KEY: hf-bert hf-gpt2 hf-llama timm-vit tv-resnet50 bert-base llama conv2d
 #        capture-path capture-path-gpt2 in-sequence-gelu ncu-gemm ncu-gelu ncu-streamk ncu-width ncu-swap ncu-tiles ncu-attn
 #        bert-base-defaults llama-defaults   (every option at its default; run cold, with
 #        an empty TileLang kernel cache and tuning cache, then warm; wall times go to
@@ -46,6 +46,10 @@ for key in "$@"; do
     hf-bert) run --model hf:BertModel --batch-size 8 --seq-len 128 --name hf-bert-base ;;
     hf-gpt2) run --model hf:GPT2Model --batch-size 4 --seq-len 512 --name hf-gpt2 ;;
     timm-vit) run --model timm:vit_base_patch16_224 --batch-size 16 --name timm-vit-base ;;
+    # transformers' LlamaModel at TinyLlama's widths (4 of its 22 layers): LlamaRMSNorm is
+    # written out, found by what it computes (evaluator/written.py), fused with its residual
+    hf-llama) run --model "hf:LlamaModel,num_hidden_layers=4,hidden_size=2048,intermediate_size=5632,num_attention_heads=32,num_key_value_heads=4" \
+                  --batch-size 4 --seq-len 512 --name hf-llama-tinyllama-4l --ops 3 ;;
     # ResNet-50 calls 23 distinct convolutions: all of them are tuned (6 s each), or most
     # of its calls would fall back and the run would measure cuDNN.
     tv-resnet50) run --model torchvision:resnet50 --batch-size 32 --name torchvision-resnet50 --max-shapes 24 \

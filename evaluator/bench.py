@@ -309,7 +309,7 @@ def _kernel_sum_view(ref: Callable, cand: Callable, rounds: int = 5) -> E2EView:
 
 def _in_model(ref_fn: Callable, cand_fn: Callable, families: tuple[str, ...], device: str,
               ran: dict[str, int], op_ratios: dict[str, Ratio | float],
-              table: Any = None) -> tuple[tuple[FamilyTime, ...], list[str], float]:
+              table: Any = None, model: Any = None) -> tuple[tuple[FamilyTime, ...], list[str], float]:
     """Each routed family's operator time per forward pass inside the model, PyTorch's
     calls against the routed ones, both profiled the same way (profiling.family_times),
     and flags: a family whose TileLang calls got no time (the profiler could not see
@@ -318,16 +318,21 @@ def _in_model(ref_fn: Callable, cand_fn: Callable, families: tuple[str, ...], de
     PyTorch side is the pairs of calls its kernel replaces (linear and GELU), found on the
     reference side by the router's scan where `table` has the fused kernel, so neither
     its base family nor the elementwise ops count them twice. The third value is the
-    reference's operator time per forward pass, every family's (0 where not measured)."""
-    from . import kernels, swap
+    reference's operator time per forward pass, every family's (0 where not measured).
+    `model`'s written-out norms count, on the reference side, as their family's calls,
+    as written (the profile's way: `written.marked`)."""
+    from . import kernels, swap, written
     from .profiling import family_times
 
     fused = [kernels.get(f) for f in families if kernels.get(f).fuses]
-    ref_side = ref_fn
+    marker = None
     if fused and table is not None:
         marker = swap.Router(fused, swap.KernelTable(table.dtype, table.target), scan=True, where=table)
 
-        def ref_side():
+    def ref_side():
+        with written.marked(model) if model is not None else contextlib.nullcontext():
+            if marker is None:
+                return ref_fn()
             with marker:
                 return ref_fn()
     try:
@@ -513,7 +518,8 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
     ran: dict[str, int] = {}
     for c in counts:
         ran[c.family] = ran.get(c.family, 0) + c.tilelang
-    in_model, in_flags, ref_total = _in_model(ref_fn, cand_fn, families, device, ran, op_ratios, table=router.table)
+    in_model, in_flags, ref_total = _in_model(ref_fn, cand_fn, families, device, ran, op_ratios, table=router.table,
+                                              model=module)
     flags.extend(in_flags)
     kept = None
     if check.ok and tl_calls:

@@ -23,6 +23,8 @@ will be asked for.
 Fused variants (gemm_gelu, layernorm_residual) have no aten op of their own. Where a chosen
 family has one, a forward pass under the router's scan (`fusions`) says whether the model
 has its pattern and at which shapes; those variants join the selection with those shapes.
+A norm the model writes out as several calls (transformers' LlamaRMSNorm) is profiled as
+written, inside a range naming its family and shape (`written`): its calls are that family's.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from . import kernels
+from . import kernels, written
 from .errors import ConfigError, ModelLoadError
 from .models import LoadedModel
 from .results import Fusion, HotOp, HotOps, parse_shape, shape_str
@@ -156,17 +158,21 @@ def _attributed(prof, use_cuda: bool, shapes: bool = True) -> list[dict]:
                    and not e.name.startswith(ROUTED_PREFIX)]
         inside = kernel_time_in([(e.time_range.start, e.time_range.end) for e in ranges], kernels)
         rows += [{"family": e.name[len(ROUTED_PREFIX):], "op": e.name, "time_us": float(t), "shape": None,
-                  "routed": True, "pass": -1} for e, t in zip(ranges, inside)]
+                  "routed": True, "pass": -1, "call": None} for e, t in zip(ranges, inside)]
     for evt in events:
         routed = evt.name.startswith(ROUTED_PREFIX)
         if not (routed or evt.name.startswith("aten::")):
             continue
         if evt.device_type != DeviceType.CPU or (routed and use_cuda):
             continue  # on CUDA a routed range is counted above; its CPU side only claims its ops
-        parent, claimed, top = evt.cpu_parent, False, True
+        parent, claimed, top, spelled = evt.cpu_parent, False, True, None
         while parent is not None:
             if parent.name.startswith(ROUTED_PREFIX):
                 claimed = True
+                break
+            if parent.name.startswith(written.PREFIX):
+                # a written-out norm: its top-level calls are the family's, at the range's shape
+                claimed, spelled = not top, written.parse_range(parent.name)
                 break
             if parent.name.startswith("aten::"):
                 top = False
@@ -177,14 +183,20 @@ def _attributed(prof, use_cuda: bool, shapes: bool = True) -> list[dict]:
         if claimed:
             continue
         family = evt.name[len(ROUTED_PREFIX):] if routed else classify(evt.name, evt.input_shapes)
+        if spelled is not None:
+            family = spelled[0]
         if family is None and not top:
             continue  # an unrecognised helper inside an unrecognised top-level op: counted there
         t_us = evt.device_time_total if use_cuda else evt.cpu_time_total
         shape = None
-        if family and shapes and not routed:
+        if spelled is not None:
+            shape = spelled[1] if shapes else None
+        elif family and shapes and not routed:
             shape = _problem_shape(family, evt.name, evt.input_shapes, evt.concrete_inputs, _event_strides(evt))
         rows.append({"family": family or "other", "op": evt.name, "time_us": float(t_us), "shape": shape,
-                     "routed": routed, "pass": bisect.bisect_right(passes, evt.time_range.start) - 1})
+                     "routed": routed, "pass": bisect.bisect_right(passes, evt.time_range.start) - 1,
+                     # the one call several rows make up: a written-out norm's range
+                     "call": parent.time_range.start if spelled is not None else None})
     return rows
 
 
@@ -202,11 +214,12 @@ def kernel_time_in(spans: Sequence[tuple[float, float]], kernels: Sequence[tuple
 def profile_model(model: LoadedModel, *, iters: int = 3, warmup: int = 2) -> pd.DataFrame:
     """Profile `iters` forward passes; one row per attributed aten call."""
     use_cuda = model.device == "cuda"
-    prof, wall = _profiled(lambda: model.module(*model.inputs), use_cuda, iters, warmup)
+    with written.marked(model.module):  # norms written out as several calls: their range names them
+        prof, wall = _profiled(lambda: model.module(*model.inputs), use_cuda, iters, warmup)
     rows = [{k: v for k, v in r.items() if k != "routed"} for r in _attributed(prof, use_cuda)]
     if rows:
         _layouts_as_routed(rows, _routed_shapes(model))
-    df = pd.DataFrame(rows, columns=["family", "op", "time_us", "shape", "pass"])
+    df = pd.DataFrame(rows, columns=["family", "op", "time_us", "shape", "pass", "call"])
     df.attrs["iters"] = iters
     df.attrs["wall_ms"] = wall * 1e3
     return df
@@ -240,7 +253,7 @@ def _routed_shapes(model: LoadedModel) -> dict[tuple[str, tuple], Counter]:
     from . import swap
 
     fams = [f for f in kernels.REGISTRY.values() if f.functions]
-    router = swap.Router(fams, swap.KernelTable(_model_dtype(model), "c"))
+    router = swap.Router(fams, swap.KernelTable(_model_dtype(model), "c"), model=model.module)
     try:
         with torch.inference_mode(), router:
             model.module(*model.inputs)
@@ -274,7 +287,8 @@ def fusions(model: LoadedModel, selected: Sequence[str]) -> tuple[Fusion, ...]:
         return ()
     try:
         with torch.inference_mode():
-            seen, reused = swap.fusible(lambda: model.module(*model.inputs), fams, _model_dtype(model))
+            seen, reused = swap.fusible(lambda: model.module(*model.inputs), fams, _model_dtype(model),
+                                        model=model.module)
     except Exception:  # the profile stands on its own; fusion only adds to it
         return ()
     # Shapes where a family that also writes the first call's result (add_layernorm) takes
@@ -358,7 +372,8 @@ def hot_ops(model: LoadedModel, *, top: int = 2, families: tuple[str, ...] = (),
         with_shape = g[g["shape"].map(lambda s: isinstance(s, str) and bool(s))]
         per_shape = pd.Series({s: _pass_ms(gs, n) for s, gs in with_shape.groupby("shape", sort=False)},
                               dtype=float).sort_values(ascending=False, kind="stable")
-        ops.append(HotOp(family=str(fam), time_ms=t, share=(t / total if total else 0.0), calls=len(g) // n,
+        calls = int(g["call"].isna().sum()) + g["call"].nunique()  # a written-out norm's rows are one call
+        ops.append(HotOp(family=str(fam), time_ms=t, share=(t / total if total else 0.0), calls=calls // n,
                          shapes=tuple(str(s) for s in per_shape.index), aten_ops=tuple(sorted(set(g["op"]))),
                          has_kernel=fam in kernels.REGISTRY, shape_ms=tuple(float(v) for v in per_shape.values)))
     ops.sort(key=lambda o: o.time_ms, reverse=True)

@@ -263,7 +263,7 @@ def end_to_end(ctx: Context, result: RunResult) -> RunResult:
     mode = cfg.bench.timing.compile_mode
     rep.stage("End-to-end: the model with its calls routed to TileLang"
               + (f", and through torch.compile ({mode})" if mode != "none" else ""))
-    router = swap.Router([kernels.get(f) for f in result.families], ctx.kernel_table(result))
+    router = swap.Router([kernels.get(f) for f in result.families], ctx.kernel_table(result), model=loaded.module)
     hot = result.hot_ops
     shares = {o.family: o.share for o in hot.ops}
     fused_at = {fu.family: set(fu.shapes) for fu in hot.fusions}  # a fused family: only where it fuses
@@ -311,7 +311,7 @@ def end_to_end(ctx: Context, result: RunResult) -> RunResult:
 def soak(ctx: Context, result: RunResult) -> RunResult:
     cfg, rep, loaded = ctx.cfg, ctx.rep, ctx.loaded
     rep.stage(f"Soak: {cfg.bench.soak_s:g} s of continuous inference")
-    router = swap.Router([kernels.get(f) for f in result.families], ctx.kernel_table(result))
+    router = swap.Router([kernels.get(f) for f in result.families], ctx.kernel_table(result), model=loaded.module)
 
     def step():
         with router:

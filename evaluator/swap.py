@@ -16,7 +16,9 @@ function mode sees every call site. Why not a dispatch mode: below autograd, SDP
 linear arrive already decomposed into backend-specific ops, and keyword arguments such
 as LayerNorm's eps or SDPA's scale are harder to read. The mode's host cost per
 intercepted call is measured and reported (`router_overhead_us`); it does not reach
-the device time, which is timed by CUDA-graph replay.
+the device time, which is timed by CUDA-graph replay. A norm written out as several
+calls (transformers' LlamaRMSNorm) has no function to see: given the model, the router
+makes each such module one F.rms_norm call while it is active (`written`).
 """
 
 from __future__ import annotations
@@ -237,11 +239,15 @@ class Router(TorchFunctionMode):
     are counted in `fusible`, with late reads in `reused`)."""
 
     def __init__(self, families: Iterable[Any], table: KernelTable, *, scan: bool = False,
-                 where: KernelTable | None = None):
+                 where: KernelTable | None = None, model: torch.nn.Module | None = None):
         super().__init__()
         self.table = table
         self.scan = scan
         self.where = where  # scan: hold only where this table has the fused kernel (None: everywhere)
+        # The model, where its written-out norms (written.find) should reach the router as
+        # one F.rms_norm call each while it is active; None routes only what it sees.
+        self.model = model
+        self._written: Any = None
         self.all = tuple(dict.fromkeys(families))
         self.handlers: dict[Any, Any] = {}
         self.starters: dict[Any, list] = defaultdict(list)
@@ -261,15 +267,28 @@ class Router(TorchFunctionMode):
         self._held: dict[int, _Held] = {}
         self._links: dict[int, tuple[_Held, int]] = {}  # a chain call's placeholder -> (its held call, k)
 
+    def __enter__(self):
+        from . import written
+
+        if self.model is not None and any(getattr(f, "profile_family", None) == written.FAMILY for f in self.all):
+            self._written = written.as_calls(self.model)
+            self._written.__enter__()  # before the mode: finding them runs the norms once, unrouted
+        return super().__enter__()
+
     def __exit__(self, *exc):
-        out = super().__exit__(*exc)
-        held = self._pending()
-        if exc[0] is None:
-            # The model returned: a placeholder still alive is referenced by what it
-            # returns (the rest died with the forward's frames), so it must be computed.
-            for h in held:
-                self._run_held(h)
-        self._held, self._links = {}, {}
+        try:
+            out = super().__exit__(*exc)
+            held = self._pending()
+            if exc[0] is None:
+                # The model returned: a placeholder still alive is referenced by what it
+                # returns (the rest died with the forward's frames), so it must be computed.
+                for h in held:
+                    self._run_held(h)
+            self._held, self._links = {}, {}
+        finally:
+            if self._written is not None:
+                self._written.__exit__(None, None, None)
+                self._written = None
         return out
 
     def _pending(self) -> list[_Held]:
@@ -554,18 +573,20 @@ class Router(TorchFunctionMode):
     def only(self, *families: str) -> "Router":
         """The same kernels with only these families' calls routed: the others run PyTorch's
         (a fused family alone still holds its first calls back; unfused, they run PyTorch's)."""
-        return Router([f for f in self.all if f.name in families], self.table)
+        return Router([f for f in self.all if f.name in families], self.table, model=self.model)
 
     def passthrough(self) -> "Router":
         """The same interception with no kernels: every call falls back. Timing it
         against the plain model gives the router's own host cost."""
-        return Router(self.all, KernelTable(self.table.dtype, self.table.target))
+        return Router(self.all, KernelTable(self.table.dtype, self.table.target), model=self.model)
 
 
-def fusible(fn: Callable[[], Any], families: Iterable[Any], dtype: str) -> tuple[Counter, Counter]:
+def fusible(fn: Callable[[], Any], families: Iterable[Any], dtype: str,
+            model: torch.nn.Module | None = None) -> tuple[Counter, Counter]:
     """Run `fn` (a forward pass) once with the fused families' patterns found and run in
-    PyTorch: (fused family, shape) -> patterns seen, and -> consumed results read later."""
-    router = Router(families, KernelTable(dtype, "c"), scan=True)
+    PyTorch: (fused family, shape) -> patterns seen, and -> consumed results read later.
+    With `model`, its written-out norms count as the calls they compute (Router)."""
+    router = Router(families, KernelTable(dtype, "c"), scan=True, model=model)
     with router:
         fn()
     return router.fusible, router.reused

@@ -17,7 +17,7 @@ def route_model(families, model, inputs, *, dtype="float32", build=None, skip=()
     fams = [kernels.get(f) for f in families]
     hw = CPU_HW if target == "c" else hardware.detect("cuda")
     table = swap.KernelTable(dtype, target, build=lambda f, s, c: kernels.get(f).build(s, dtype, c, target))
-    router = swap.Router(fams, table)
+    router = swap.Router(fams, table, model=model)  # its written-out norms too (evaluator.written)
     model = model.eval()
     with torch.inference_mode():
         expected = model(*inputs)
@@ -27,7 +27,7 @@ def route_model(families, model, inputs, *, dtype="float32", build=None, skip=()
     fused = [f for f in fams if f.fuses]
     if fused:  # a fused family's shapes: where the scan saw its pattern
         with torch.inference_mode():
-            seen, _ = swap.fusible(lambda: model(*inputs), fused, dtype)
+            seen, _ = swap.fusible(lambda: model(*inputs), fused, dtype, model=model)
         wanted |= set(seen)
     for fam_name, shape_text in wanted:
         shape = parse_shape(shape_text)

@@ -37,9 +37,11 @@ CASES = [
     # The same pre-norm sums taken by the family that writes them out: none computed late.
     ("vit-prenorm", lambda: hf_models.vit(), ["gemm", "layernorm", "add_layernorm"]),
     ("gpt2-prenorm", lambda: hf_models.gpt2(), ["gemm", "layernorm", "add_layernorm"]),
-    # The zoo's llama: nn.RMSNorm (F.rms_norm) after each residual; transformers' LlamaRMSNorm
-    # writes the norm out as pow/mean/rsqrt, which no family routes.
+    # The zoo's llama: nn.RMSNorm (F.rms_norm) after each residual. Transformers' LlamaRMSNorm
+    # writes the norm out as pow/mean/rsqrt; found by what it computes (evaluator.written),
+    # each one reaches the router as one F.rms_norm call, after its residual add or alone.
     ("llama-prenorm", _zoo_llama, ["gemm", "rmsnorm", "add_rmsnorm"]),
+    ("llama-hf-prenorm", lambda: hf_models.llama(), ["gemm", "rmsnorm", "add_rmsnorm"]),
     # GPT-2's gelu_new is eight elementwise calls on the c_fc result: held as a chain,
     # recognised as the tanh GELU and run in c_fc's epilogue.
     ("gpt2-fused", lambda: hf_models.gpt2(), ["gemm", "gemm_gelu_tanh"]),

@@ -14,14 +14,14 @@ def _route(model, inputs, families, dtype="float16"):
     hw = hardware.detect("cuda")
     fams = [kernels.get(f) for f in families]
     table = swap.KernelTable(dtype, hw.target, build=lambda f, s, c: kernels.get(f).build(s, dtype, c, hw.target))
-    router = swap.Router(fams, table)
+    router = swap.Router(fams, table, model=model)  # written-out norms too (evaluator.written)
     with torch.inference_mode(), router:
         model(*inputs)
     wanted = {k for k in router.fell_back if k[1]}
     fused = [f for f in fams if f.fuses]
     if fused:  # where the scan sees a fused family's pattern
         with torch.inference_mode():
-            wanted |= set(swap.fusible(lambda: model(*inputs), fused, dtype)[0])
+            wanted |= set(swap.fusible(lambda: model(*inputs), fused, dtype, model=model)[0])
     for f, s in wanted:
         shape = parse_shape(s)
         fam = kernels.get(f)
@@ -109,6 +109,25 @@ def test_hf_gpt2_pre_norm_sums_run_as_add_layernorm_under_graph_capture_on_gpu()
     # ln_1 of block 0 reads the embeddings' dropout; the other four norms each follow a residual add
     assert ran.get("add_layernorm") == 4 and ran.get("layernorm") == 1, ran
     assert not router.reused and e2e.views[0].method == "cuda_graph", (router.reused, e2e.flags)
+
+
+def test_hf_llama_written_out_rmsnorms_run_in_tilelang_under_graph_capture_on_gpu():
+    """transformers' LlamaRMSNorm (pow/mean/rsqrt, no F.rms_norm): found by what it
+    computes, one F.rms_norm call each under the router, fused with its residual add."""
+    from transformers import LlamaConfig, LlamaModel
+    cfg = LlamaConfig(num_hidden_layers=2, hidden_size=256, intermediate_size=512, num_attention_heads=4,
+                      num_key_value_heads=4, vocab_size=1000, attn_implementation="sdpa")
+    model = LlamaModel(cfg).cuda().half().eval()
+    inputs = (torch.randint(0, 1000, (4, 128), device="cuda"),)
+    router = _route(model, inputs, ["rmsnorm", "add_rmsnorm"])
+    e2e = bench.end_to_end(model, inputs, "cuda", 4, router, dtype="float16", profiled_ms={},
+                           total_profiled_ms=1.0, op_ratios={}, shares={},
+                           policy=bench.TimingPolicy(reps=5, max_seconds=1.0))
+    assert e2e.outputs_match, (e2e.error, e2e.rel_l2_err, e2e.rel_max_err)
+    ran = {c.family: c.tilelang for c in e2e.calls if c.tilelang}
+    # the first input_layernorm reads the embeddings; the other four norms each follow a residual add
+    assert ran.get("add_rmsnorm") == 4 and ran.get("rmsnorm") == 1, ran
+    assert e2e.views[0].method == "cuda_graph", e2e.flags
 
 
 @pytest.mark.parametrize("name", ["timm", "torchvision"])

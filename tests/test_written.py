@@ -1,0 +1,123 @@
+"""Written-out norms: found by what they compute in transformers' own LlamaRMSNorm, not
+found in look-alikes that compute something else, and the two context managers leave
+the model as it was."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from evaluator import kernels, profiling, swap, written
+from evaluator.models import load_model
+from tests.fixtures import hf_models
+
+
+class _Norm(torch.nn.Module):
+    """A user's RMSNorm, written in one of the ways the look-alikes below get wrong."""
+
+    def __init__(self, cols, eps=1e-6, kind="rms"):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.rand(cols) + 0.5)
+        self.eps, self.kind = eps, kind
+
+    def forward(self, x):
+        h = x.float()
+        if self.kind == "rms":
+            h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        elif self.kind == "eps_outside":  # eps added after the square root
+            h = h / (h.pow(2).mean(-1, keepdim=True).sqrt() + self.eps)
+        elif self.kind == "layernorm":  # the mean taken out first
+            h = h - h.mean(-1, keepdim=True)
+            h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        elif self.kind == "gemma":  # weight offset by one
+            return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps) * (1.0 + self.weight)).to(x.dtype)
+        return self.weight * h.to(x.dtype)
+
+
+def test_transformers_llama_rmsnorms_are_found_with_their_eps():
+    model, _ = hf_models.llama()
+    found = written.find(model)
+    layers = model.config.num_hidden_layers
+    assert len(found) == 2 * layers + 1  # input and post-attention norm per layer, and the final one
+    assert {w.path for w in found} >= {"layers.0.input_layernorm", "layers.0.post_attention_layernorm", "norm"}
+    assert {(w.cols, w.eps) for w in found} == {(model.config.hidden_size, model.config.rms_norm_eps)}
+
+
+@pytest.mark.parametrize("eps", [1e-6, 1e-5])
+def test_eps_is_read_off_the_module_and_checked_by_a_row_it_decides(eps):
+    (w,) = written.find(torch.nn.Sequential(_Norm(64, eps)))
+    assert w.eps == eps and w.cols == 64
+
+
+class _Fixed(_Norm):
+    """Says eps 1e-6 and computes with 1e-5: routed at 1e-6, it would read another value."""
+
+    def forward(self, x):
+        h = x.float()
+        return self.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-5)).to(x.dtype)
+
+
+def test_an_eps_attribute_the_forward_does_not_use_is_not_believed():
+    assert written.find(torch.nn.Sequential(_Fixed(64, 1e-6))) == ()
+
+
+@pytest.mark.parametrize("kind", ["eps_outside", "layernorm", "gemma"])
+def test_look_alikes_that_compute_something_else_are_not_found(kind):
+    assert written.find(torch.nn.Sequential(_Norm(64, kind=kind))) == ()
+
+
+def test_torch_norms_and_modules_with_more_parameters_are_left_to_their_functions():
+    m = torch.nn.Sequential(torch.nn.RMSNorm(32, eps=1e-6), torch.nn.LayerNorm(32), torch.nn.Linear(32, 32))
+    assert written.find(m) == ()
+
+
+def test_as_calls_is_one_rms_norm_call_and_both_managers_restore_the_forward():
+    m = torch.nn.Sequential(_Norm(48))
+    norm = m[0]
+    x = torch.randn(3, 5, 48)
+    expected = m(x)
+    seen = []
+
+    class Watch(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    with written.as_calls(m), Watch():
+        got = m(x)
+    computed = [f for f in seen if getattr(f, "__name__", "") != "__get__"]  # not x.shape, x.dtype
+    assert computed == [F.rms_norm] and torch.allclose(got, expected, atol=1e-5, rtol=1e-5)
+    assert "forward" not in norm.__dict__
+    own = norm.forward
+    norm.forward = lambda t: own(t) * 1.0  # an instance forward someone else set stays theirs
+    before = norm.__dict__["forward"]
+    with written.marked(m):
+        m(x)
+    assert norm.__dict__["forward"] is before
+
+
+def test_the_profile_gives_a_written_norm_its_calls_and_shape():
+    m = load_model("hf:LlamaModel,num_hidden_layers=2,hidden_size=64,intermediate_size=128,num_attention_heads=4,"
+                   "num_key_value_heads=2,max_position_embeddings=64,vocab_size=128", batch_size=2, seq_len=16)
+    hot = profiling.hot_ops(m, families=("rmsnorm",), iters=1)
+    fams = {o.family: o for o in hot.ops}
+    rms = fams["rmsnorm"]
+    assert rms.shapes == ("32x64",) and rms.calls == 5 and {"aten::rsqrt", "aten::pow", "aten::mean"} <= set(rms.aten_ops)
+    assert all("aten::rsqrt" not in o.aten_ops for o in hot.ops if o.family != "rmsnorm")
+    # the four norms after a residual add fuse with it, the first one (on the embeddings) does not
+    assert [(fu.family, fu.shapes, fu.calls) for fu in hot.fusions] == [("add_rmsnorm", ("32x64",), 4)]
+
+
+def test_a_router_without_the_model_or_without_an_rmsnorm_family_leaves_written_norms_as_written():
+    model, (ids,) = hf_models.llama()
+    table = swap.KernelTable("float32", "c")
+    for fams, with_model in ([("rmsnorm",), False], [("gemm",), True]):
+        router = swap.Router([kernels.get(f) for f in fams], table, model=model if with_model else None)
+        with torch.inference_mode(), router:
+            model(ids)
+        assert not any(f == "rmsnorm" for f, _ in router.fell_back), router.fell_back
+    router = swap.Router([kernels.get("rmsnorm")], table, model=model)
+    with torch.inference_mode(), router:
+        model(ids)
+    assert sum(router.fell_back[("rmsnorm", "32x64")].values()) == 5  # no kernel in the table: counted
