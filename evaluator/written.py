@@ -119,14 +119,16 @@ def _patched(norms: tuple[WrittenNorm, ...], make) -> Iterator[None]:
         for n in norms:
             previous = n.module.__dict__.get("forward")  # an instance forward someone set (accelerate's hooks)
             saved.append((n.module, previous))
-            n.module.forward = make(n, n.module.forward)
+            # straight into the instance dict: nn.Module.__setattr__ would search its
+            # parameter, buffer and module tables on every router entry, per norm
+            n.module.__dict__["forward"] = make(n, n.module.forward)
         yield
     finally:
         for m, previous in reversed(saved):
             if previous is None:
                 m.__dict__.pop("forward", None)
             else:
-                m.forward = previous
+                m.__dict__["forward"] = previous
 
 
 def marked(model: torch.nn.Module) -> contextlib.AbstractContextManager:

@@ -13,7 +13,9 @@ from samples import sample_result  # noqa: E402
 # threads each on a 2-core CI host wait on each other's barriers across scheduler quanta.
 # Measured with two busy processes beside it: resnet-tiny's conv2d read 0.54-1.06 ms a
 # pass on one thread and 0.8-752 ms on two, which is how CI ranked its 0.03 ms gemm head,
-# and once its batchnorm, above the convolutions. `-n 0` keeps torch's own default.
+# and once its batchnorm, above the convolutions (`python3 benchmarks/profile_contention.py`
+# measures it again: another run, 0.59-0.75 ms and conv2d first in 8 of 8 runs on one
+# thread; 0.88-1.13 ms and 7 of 8 on two). `-n 0` keeps torch's own default.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
