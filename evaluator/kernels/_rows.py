@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from ..results import Hardware, KernelConfig, Shape
-from ..swap import Route, Start, dtype_mismatch
+from ..swap import Route, Start, arg, dtype_mismatch
 from . import _common as C
 from .base import KernelFamily
 
@@ -230,6 +230,30 @@ def residual_start(args: tuple, kwargs: dict, dtype: str) -> Start | str:
         return bad
     cols = int(x.shape[-1])
     return Start((x.numel() // cols, cols), (tuple(x.shape), x.dtype, x.device), (x, r))
+
+
+def residual_second(norm_route: Callable, func: Callable, want: Callable, args: tuple, kwargs: dict,
+                    start: Start, held: torch.Tensor) -> Route | None:
+    """The norm's own route where this call is `want` (F.layer_norm, F.rms_norm) on the
+    held sum and normalises all of it, at the held add's shape; None otherwise."""
+    if func is not want or arg(args, kwargs, 0, "input") is not held:
+        return None
+    route = norm_route(func, args, kwargs, str(held.dtype).removeprefix("torch."))
+    return None if isinstance(route, str) or tuple(route.shape) != tuple(start.shape) else route
+
+
+def residual_route(start: Start, route: Route, extras: tuple, also_first: bool) -> Route:
+    """The fused kernel's route on the held add's two tensors and the norm's `extras`
+    (weight, bias): its output (or, keeping the sum, both halves) in the add's shape."""
+    x, r = start.state
+    rows, cols = start.shape
+
+    def launch(kernel: Callable) -> Any:
+        out = kernel(aligned_rows(x, rows, cols), aligned_rows(r, rows, cols), *extras)
+        return tuple(o.reshape(x.shape) for o in out) if isinstance(out, tuple) else out.reshape(x.shape)
+
+    notes = () if x.is_contiguous() and r.is_contiguous() else ("input copied to contiguous",)
+    return Route(start.shape, launch, params=route.params, notes=notes, also_first=also_first)
 
 
 class Halves(C.LauncherWrapper):

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from ..results import Hardware, KernelConfig, Shape
 from . import _common as C
 from . import _rows as R
-from ..swap import DERIVED, Route, arg
+from ..swap import DERIVED, arg
 from .base import Schedule
 
 ACCUM = "float32"
@@ -347,23 +347,15 @@ class LayerNormResidualFamily(LayerNormFamily):
 
     def second(self, func: Callable, args: tuple, kwargs: dict, start: Any, held: torch.Tensor):
         """F.layer_norm over the last dim of the held sum (nn.LayerNorm after a residual)."""
-        if func is not F.layer_norm or arg(args, kwargs, 0, "input") is not held:
+        route = R.residual_second(functools.partial(LayerNormFamily.route, self), func, F.layer_norm, args, kwargs,
+                                  start, held)
+        if route is None:
             return None
-        route = LayerNormFamily.route(self, func, args, kwargs, str(held.dtype).removeprefix("torch."))
-        if isinstance(route, str) or tuple(route.shape) != tuple(start.shape):
-            return None
-        x, r = start.state
-        rows, cols = start.shape
+        x, cols = start.state[0], start.shape[1]
         w, b = (arg(args, kwargs, 2, "weight"), arg(args, kwargs, 3, "bias"))
         w = w if w is not None else DERIVED.constant("ones", cols, x.dtype, x.device, 1.0)
         b = b if b is not None else DERIVED.constant("zeros", cols, x.dtype, x.device, 0.0)
-
-        def launch(kernel: Callable) -> Any:
-            out = kernel(R.aligned_rows(x, rows, cols), R.aligned_rows(r, rows, cols), w, b)
-            return tuple(o.reshape(x.shape) for o in out) if isinstance(out, tuple) else out.reshape(x.shape)
-
-        notes = () if x.is_contiguous() and r.is_contiguous() else ("input copied to contiguous",)
-        return Route(start.shape, launch, params=route.params, notes=notes, also_first=self.keeps_first)
+        return R.residual_route(start, route, (w, b), self.keeps_first)
 
 
 class AddLayerNormFamily(LayerNormResidualFamily):

@@ -268,22 +268,14 @@ class AddRMSNormFamily(RMSNormFamily):
 
     def second(self, func: Callable, args: tuple, kwargs: dict, start: Any, held: torch.Tensor):
         """F.rms_norm over the last dim of the held sum (nn.RMSNorm after a residual)."""
-        if func is not F.rms_norm or arg(args, kwargs, 0, "input") is not held:
+        route = R.residual_second(functools.partial(RMSNormFamily.route, self), func, F.rms_norm, args, kwargs,
+                                  start, held)
+        if route is None:
             return None
-        route = RMSNormFamily.route(self, func, args, kwargs, str(held.dtype).removeprefix("torch."))
-        if isinstance(route, str) or tuple(route.shape) != tuple(start.shape):
-            return None
-        x, r = start.state
-        rows, cols = start.shape
+        x, cols = start.state[0], start.shape[1]
         w = arg(args, kwargs, 2, "weight")
         w = w if w is not None else DERIVED.constant("ones", cols, x.dtype, x.device, 1.0)
-
-        def launch(kernel: Callable) -> tuple[torch.Tensor, torch.Tensor]:
-            y, s = kernel(R.aligned_rows(x, rows, cols), R.aligned_rows(r, rows, cols), w)
-            return y.reshape(x.shape), s.reshape(x.shape)
-
-        notes = () if x.is_contiguous() and r.is_contiguous() else ("input copied to contiguous",)
-        return Route(start.shape, launch, params=route.params, notes=notes, also_first=True)
+        return R.residual_route(start, route, (w,), also_first=True)
 
 
 FAMILY = RMSNormFamily()
