@@ -3,13 +3,14 @@
 In: a model (nn.Module). Out: `find(module)`, its submodules whose forward computes
 RMSNorm over the last dim with their own weight and eps, as transformers writes
 LlamaRMSNorm (and Mistral's, Qwen2's, T5's layer norm): a cast to fp32, `pow(2)`,
-`mean(-1)`, `rsqrt`, two multiplies and a cast back. No single torch function carries
+`mean(-1)`, `rsqrt`, two multiplies and a cast back; or Gemma's, which scales by
+`1 + weight` (the kernel then takes that sum as its weight, made once per weight). No single torch function carries
 such a norm, so neither the profiler's aten table nor the router's function mode sees
 one, and on HF llama models the family that matters most after the GEMMs went
 unrouted. They are found by behaviour, never by class name: each candidate (a leaf
 module with one 1-D weight, an eps attribute, and a class of the model's own) runs on
 random rows, one of them scaled to sqrt(eps) so that eps decides its result, and must
-match F.rms_norm with its weight and eps within the rmsnorm family's tolerance.
+match F.rms_norm with its weight (or 1 + weight) and eps within a 16-bit rounding or two.
 
 Two context managers use them. `marked` wraps each forward, as written, in a profiler
 range naming the family and the shape (the profile attributes the calls inside to
@@ -41,12 +42,21 @@ _TOL = {torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
 
 @dataclass(frozen=True)
 class WrittenNorm:
-    """One submodule that computes F.rms_norm(x, (cols,), module.weight, eps)."""
+    """One submodule that computes F.rms_norm(x, (cols,), offset + module.weight, eps)."""
 
     path: str
     module: torch.nn.Module
     cols: int
     eps: float
+    offset: float = 0.0  # Gemma's norms scale by 1 + weight
+
+    def weight(self) -> torch.Tensor:
+        w = self.module.weight
+        if not self.offset:
+            return w
+        from .swap import DERIVED  # made once per weight tensor, remade if it changes
+
+        return DERIVED.get(w, f"plus {self.offset:g}", lambda t: t + self.offset)
 
 
 _FOUND: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[tuple, tuple[WrittenNorm, ...]]]" = \
@@ -91,13 +101,17 @@ def _probe(path: str, m: torch.nn.Module) -> WrittenNorm | None:
     try:
         with torch.no_grad():
             out = m.forward(x)
-            ref = F.rms_norm(x.float(), (cols,), w.float(), eps).to(w.dtype)
     except Exception:  # a forward that wants more than one tensor is not a norm of one
         return None
     if not isinstance(out, torch.Tensor) or out.shape != x.shape or out.dtype != x.dtype:
         return None
     tol = _TOL[w.dtype]
-    return WrittenNorm(path, m, cols, eps) if torch.allclose(out.float(), ref.float(), rtol=tol, atol=tol) else None
+    for offset in (0.0, 1.0):
+        with torch.no_grad():
+            ref = F.rms_norm(x.float(), (cols,), w.float() + offset, eps).to(w.dtype)
+        if torch.allclose(out.float(), ref.float(), rtol=tol, atol=tol):
+            return WrittenNorm(path, m, cols, eps, offset)
+    return None
 
 
 def range_name(rows: int, cols: int) -> str:
@@ -151,7 +165,7 @@ def as_calls(model: torch.nn.Module) -> contextlib.AbstractContextManager:
             if args or kwargs or not isinstance(x, torch.Tensor) or x.shape[-1:] != (n.cols,) \
                     or x.dtype != n.module.weight.dtype:
                 return forward(x, *args, **kwargs)
-            return F.rms_norm(x, (n.cols,), n.module.weight, n.eps)
+            return F.rms_norm(x, (n.cols,), n.weight(), n.eps)
         return as_call
 
     return _patched(find(model), make)

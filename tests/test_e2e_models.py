@@ -42,6 +42,7 @@ CASES = [
     # each one reaches the router as one F.rms_norm call, after its residual add or alone.
     ("llama-prenorm", _zoo_llama, ["gemm", "rmsnorm", "add_rmsnorm"]),
     ("llama-hf-prenorm", lambda: hf_models.llama(), ["gemm", "rmsnorm", "add_rmsnorm"]),
+    ("gemma-hf-prenorm", lambda: hf_models.gemma(), ["rmsnorm", "add_rmsnorm"]),  # 1 + weight
     # GPT-2's gelu_new is eight elementwise calls on the c_fc result: held as a chain,
     # recognised as the tanh GELU and run in c_fc's epilogue.
     ("gpt2-fused", lambda: hf_models.gpt2(), ["gemm", "gemm_gelu_tanh"]),

@@ -30,8 +30,9 @@ class _Norm(torch.nn.Module):
         elif self.kind == "layernorm":  # the mean taken out first
             h = h - h.mean(-1, keepdim=True)
             h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
-        elif self.kind == "gemma":  # weight offset by one
-            return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps) * (1.0 + self.weight)).to(x.dtype)
+        elif self.kind in ("gemma", "plus_two"):  # weight offset by one (Gemma's), or by two (nobody's)
+            off = 1.0 if self.kind == "gemma" else 2.0
+            return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps) * (off + self.weight)).to(x.dtype)
         return self.weight * h.to(x.dtype)
 
 
@@ -62,9 +63,21 @@ def test_an_eps_attribute_the_forward_does_not_use_is_not_believed():
     assert written.find(torch.nn.Sequential(_Fixed(64, 1e-6))) == ()
 
 
-@pytest.mark.parametrize("kind", ["eps_outside", "layernorm", "gemma"])
+@pytest.mark.parametrize("kind", ["eps_outside", "layernorm", "plus_two"])
 def test_look_alikes_that_compute_something_else_are_not_found(kind):
     assert written.find(torch.nn.Sequential(_Norm(64, kind=kind))) == ()
+
+
+def test_gemma_norms_scale_by_one_plus_weight_and_route_with_that_weight():
+    model, (ids,) = hf_models.gemma()
+    found = written.find(model)
+    assert len(found) == 5 and {w.offset for w in found} == {1.0}
+    with torch.inference_mode():
+        expected = model(ids).last_hidden_state
+        with written.as_calls(model):
+            got = model(ids).last_hidden_state
+    assert torch.allclose(got, expected, rtol=1e-4, atol=1e-4)
+    assert written.find(torch.nn.Sequential(_Norm(64, kind="gemma")))[0].offset == 1.0
 
 
 def test_torch_norms_and_modules_with_more_parameters_are_left_to_their_functions():
