@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from evaluator.kernels import get
-from kernels.test_rows import CPU, H200, check
+from test_rows import CPU, H200, check
 
 FAM = get("rmsnorm")
 MODEL_SHAPE = (256, 128)  # bert-tiny: batch 2 x seq 128, hidden 128

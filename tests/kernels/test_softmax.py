@@ -17,7 +17,7 @@ import torch
 from evaluator.errors import KernelError
 from evaluator.kernels import _common as C
 from evaluator.kernels import get
-from kernels.test_rows import CPU, H200, SM90, check
+from test_rows import CPU, H200, SM90, check
 
 FAM = get("softmax")
 MODEL_SHAPE = (1024, 128)  # bert-tiny attention: batch 2 x 2 heads x 128 queries, 128 keys
