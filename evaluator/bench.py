@@ -320,14 +320,18 @@ def _in_model(ref_fn: Callable, cand_fn: Callable, families: tuple[str, ...], de
     its base family nor the elementwise ops count them twice. The third value is the
     reference's operator time per forward pass, every family's (0 where not measured).
     `model`'s written-out norms count, on the reference side, as their family's calls,
-    as written (the profile's way: `written.marked`)."""
+    as written (the profile's way: `written.marked`), and a residual add with the norm
+    after it as the fused family's pair (session 20 on the H200: without the pairs,
+    llama's 9 written norms stood against the one rmsnorm left unfused, "131x")."""
     from . import kernels, swap, written
     from .profiling import family_times
 
     fused = [kernels.get(f) for f in families if kernels.get(f).fuses]
     marker = None
     if fused and table is not None:
-        marker = swap.Router(fused, swap.KernelTable(table.dtype, table.target), scan=True, where=table)
+        # with the model: its written norms reach the scan as one call each, run as written
+        marker = swap.Router(fused, swap.KernelTable(table.dtype, table.target), scan=True, where=table,
+                             model=model)
 
     def ref_side():
         with written.marked(model) if model is not None else contextlib.nullcontext():

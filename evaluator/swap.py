@@ -33,6 +33,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
+from . import written
 from .results import CallCount, KernelConfig, Shape, shape_str
 
 
@@ -268,10 +269,9 @@ class Router(TorchFunctionMode):
         self._links: dict[int, tuple[_Held, int]] = {}  # a chain call's placeholder -> (its held call, k)
 
     def __enter__(self):
-        from . import written
-
         if self.model is not None and any(getattr(f, "profile_family", None) == written.FAMILY for f in self.all):
-            self._written = written.as_calls(self.model)
+            # a scan's PyTorch side is the model as written: it sees the call, runs the norm
+            self._written = written.as_calls(self.model, as_written=self.scan)
             self._written.__enter__()  # before the mode: finding them runs the norms once, unrouted
         return super().__enter__()
 
@@ -312,7 +312,9 @@ class Router(TorchFunctionMode):
     def _call(self, func, args, kwargs, routed: "Route | None" = None):
         """`routed`: this call's route as a starter of the handler's own class made it."""
         fam = self.handlers.get(func)
-        if fam is None or self.scan:
+        if self.scan:
+            return written.call(func, args, kwargs)
+        if fam is None:
             return func(*args, **kwargs)
         if routed is not None and type(routed[0]) is type(fam):
             route = routed[1]

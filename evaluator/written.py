@@ -16,8 +16,9 @@ Two context managers use them. `marked` wraps each forward, as written, in a pro
 range naming the family and the shape (the profile attributes the calls inside to
 rmsnorm: what the written norm costs is what the model pays). `as_calls` makes each
 forward one F.rms_norm call while a router is active; the router takes that call like
-any other and, after a residual add, fuses the pair into add_rmsnorm. Outside the two
-nothing of the model is changed.
+any other and, after a residual add, fuses the pair into add_rmsnorm. A scanning
+router (patterns found and run in PyTorch) sees the same call and runs it as written
+(`call`). Outside the two nothing of the model is changed.
 """
 
 from __future__ import annotations
@@ -158,14 +159,40 @@ def marked(model: torch.nn.Module) -> contextlib.AbstractContextManager:
     return _patched(find(model), make)
 
 
-def as_calls(model: torch.nn.Module) -> contextlib.AbstractContextManager:
-    """Each written-out norm's forward as one F.rms_norm call (for a router to take)."""
+# as_calls(as_written=True): the F.rms_norm calls in flight, by id of their input, each
+# with that input (weakly) and the norm's forward as written; `call` runs that forward.
+_IN_FLIGHT: dict[int, tuple["weakref.ref[torch.Tensor]", object]] = {}
+
+
+def as_calls(model: torch.nn.Module, *, as_written: bool = False) -> contextlib.AbstractContextManager:
+    """Each written-out norm's forward as one F.rms_norm call (for a router to take).
+    With `as_written` (a scanning router, which routes nothing: its PyTorch side must be
+    the model as written), the call still reaches the router as F.rms_norm, so that a
+    residual add before it is seen as add_rmsnorm's pattern, but `call` runs it as the
+    model wrote it: on the H200 a reference that ran F.rms_norm instead timed llama's
+    written norms as if PyTorch fused them."""
     def make(n: WrittenNorm, forward):
         def as_call(x, *args, **kwargs):
             if args or kwargs or not isinstance(x, torch.Tensor) or x.shape[-1:] != (n.cols,) \
                     or x.dtype != n.module.weight.dtype:
                 return forward(x, *args, **kwargs)
-            return F.rms_norm(x, (n.cols,), n.weight(), n.eps)
+            if not as_written:
+                return F.rms_norm(x, (n.cols,), n.weight(), n.eps)
+            _IN_FLIGHT[id(x)] = (weakref.ref(x), forward)
+            try:
+                return F.rms_norm(x, (n.cols,), n.weight(), n.eps)
+            finally:
+                _IN_FLIGHT.pop(id(x), None)
         return as_call
 
     return _patched(find(model), make)
+
+
+def call(func, args: tuple, kwargs: dict):
+    """Run a call a router did not take: an F.rms_norm that `as_calls(as_written=True)`
+    made of a written-out norm runs that norm's forward as written; any other call as is."""
+    if func is F.rms_norm and args and isinstance(args[0], torch.Tensor):
+        hit = _IN_FLIGHT.get(id(args[0]))
+        if hit is not None and hit[0]() is args[0]:
+            return hit[1](args[0])
+    return func(*args, **kwargs)

@@ -240,3 +240,29 @@ def test_each_profiled_call_knows_its_pass_and_a_pause_in_one_pass_moves_no_rank
     conv, bn = (profiling._pass_ms(rows[rows.family == f], 3) for f in ("conv2d", "batchnorm"))
     assert (conv, bn) == (0.8, 0.1)
     assert profiling._pass_ms(rows[rows.family == "batchnorm"], 2) > 0.8  # two passes: the mean, as it was
+
+
+def test_a_scan_pairs_each_residual_add_with_its_written_norm_and_runs_the_norm_as_written():
+    # HF llama on the H200 (session 20): the in-model reference of add_rmsnorm found no
+    # pairs (the scan saw no norm call) and rmsnorm's 9 written norms stood against the one
+    # left unfused. The scan now sees each norm as one call and runs it as written, inside
+    # the pair's range; the norm's own range does not count it a second time.
+    from evaluator import swap, written
+    from tests.fixtures import hf_models
+    model, (ids,) = hf_models.llama()
+    scan = swap.Router([kernels.get("add_rmsnorm")], swap.KernelTable("float32", "c"), scan=True, model=model)
+
+    def reference():
+        with written.marked(model), scan:
+            return model(ids)
+
+    with torch.inference_mode():
+        expected = model(ids)
+    prof, _ = profiling._profiled(reference, False, 1, 1)  # the warm-up finds the norms (written.find)
+    assert not any(e.name == "aten::rms_norm" for e in prof.events())  # the norms ran as written
+    rows = profiling._attributed(prof, False)
+    pairs = [r for r in rows if r["family"] == "add_rmsnorm"]
+    assert len(pairs) == 4 and all(r["routed"] for r in pairs) and scan.fusible[("add_rmsnorm", "32x64")] == 8  # 4 a pass, warm-up too
+    assert len({r["call"] for r in rows if r["family"] == "rmsnorm"}) == 1  # the norm of the embeddings
+    with torch.inference_mode():
+        assert torch.equal(reference().last_hidden_state, expected.last_hidden_state)
