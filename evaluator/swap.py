@@ -465,7 +465,7 @@ class Router(TorchFunctionMode):
         key = (fam.name, _shape_key(route.shape))
         if self.scan:
             self.fusible[key] += 1
-            with torch.profiler.record_function(ROUTED_PREFIX + fam.name):
+            with torch.profiler.record_function(ROUTED_PREFIX + fam.name), written.unmarked():
                 self._run_held(h)
             return True
         kernel, why = self.table.lookup(fam.name, route.shape, route.params, fam.params)
@@ -498,7 +498,7 @@ class Router(TorchFunctionMode):
             keys = (key, *self._also_fusing(h, fam, func, args, kwargs))
             for k in keys:
                 self.fusible[k] += 1
-            with torch.profiler.record_function(ROUTED_PREFIX + fam.name):
+            with torch.profiler.record_function(ROUTED_PREFIX + fam.name), written.unmarked():
                 self._run_held(h)
                 out = self._call(func, args, kwargs)
             h.spent, h.done = keys, True  # watched for a later read of the first call's result

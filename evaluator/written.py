@@ -24,6 +24,7 @@ router (patterns found and run in PyTorch) sees the same call and runs it as wri
 from __future__ import annotations
 
 import contextlib
+import threading
 import weakref
 from dataclasses import dataclass
 from typing import Iterator
@@ -146,11 +147,28 @@ def _patched(norms: tuple[WrittenNorm, ...], make) -> Iterator[None]:
                 m.__dict__["forward"] = previous
 
 
+# Set while a scan runs a fused pair inside its own range: a norm's range nested there
+# would take its kernels from the pair's GPU range (the profiler gives each kernel the
+# innermost range), and the pair would be timed as its add alone.
+_UNMARKED = threading.local()
+
+
+@contextlib.contextmanager
+def unmarked() -> Iterator[None]:
+    """Written-out norms run inside this without their `marked` range."""
+    before = getattr(_UNMARKED, "on", False)
+    _UNMARKED.on = True
+    try:
+        yield
+    finally:
+        _UNMARKED.on = before
+
+
 def marked(model: torch.nn.Module) -> contextlib.AbstractContextManager:
     """Each written-out norm's forward, unchanged, inside a profiler range with its shape."""
     def make(n: WrittenNorm, forward):
         def marked_forward(x, *args, **kwargs):
-            if not isinstance(x, torch.Tensor) or x.shape[-1:] != (n.cols,):
+            if not isinstance(x, torch.Tensor) or x.shape[-1:] != (n.cols,) or getattr(_UNMARKED, "on", False):
                 return forward(x, *args, **kwargs)
             with record_function(range_name(x.numel() // n.cols, n.cols)):
                 return forward(x, *args, **kwargs)

@@ -246,7 +246,7 @@ def test_a_scan_pairs_each_residual_add_with_its_written_norm_and_runs_the_norm_
     # HF llama on the H200 (session 20): the in-model reference of add_rmsnorm found no
     # pairs (the scan saw no norm call) and rmsnorm's 9 written norms stood against the one
     # left unfused. The scan now sees each norm as one call and runs it as written, inside
-    # the pair's range; the norm's own range does not count it a second time.
+    # the pair's range and without a range of its own.
     from evaluator import swap, written
     from tests.fixtures import hf_models
     model, (ids,) = hf_models.llama()
@@ -264,5 +264,13 @@ def test_a_scan_pairs_each_residual_add_with_its_written_norm_and_runs_the_norm_
     pairs = [r for r in rows if r["family"] == "add_rmsnorm"]
     assert len(pairs) == 4 and all(r["routed"] for r in pairs) and scan.fusible[("add_rmsnorm", "32x64")] == 8  # 4 a pass, warm-up too
     assert len({r["call"] for r in rows if r["family"] == "rmsnorm"}) == 1  # the norm of the embeddings
+    # No norm range inside a pair's: on CUDA each kernel belongs to its innermost range,
+    # and the pair's GPU range held only the add (session 20: 6.3 us a pair, norm not counted).
+    for e in prof.events():
+        if e.name.startswith(written.PREFIX):
+            p = e.cpu_parent
+            while p is not None and not p.name.startswith(profiling.ROUTED_PREFIX):
+                p = p.cpu_parent
+            assert p is None, "a written norm's range inside tilelang::add_rmsnorm"
     with torch.inference_mode():
         assert torch.equal(reference().last_hidden_state, expected.last_hidden_state)
