@@ -269,9 +269,10 @@ class Router(TorchFunctionMode):
         self._links: dict[int, tuple[_Held, int]] = {}  # a chain call's placeholder -> (its held call, k)
 
     def __enter__(self):
-        if self.model is not None and any(getattr(f, "profile_family", None) == written.FAMILY for f in self.all):
+        wanted = frozenset(getattr(f, "profile_family", None) for f in self.all) & written.FAMILIES
+        if self.model is not None and wanted:
             # a scan's PyTorch side is the model as written: it sees the call, runs the norm
-            self._written = written.as_calls(self.model, as_written=self.scan)
+            self._written = written.as_calls(self.model, as_written=self.scan, families=wanted)
             self._written.__enter__()  # before the mode: finding them runs the norms once, unrouted
         return super().__enter__()
 

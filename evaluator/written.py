@@ -1,4 +1,4 @@
-"""Norms a model writes out as several calls, found by what they compute.
+"""Norms and rotary embeddings a model writes out as several calls, found by what they compute.
 
 In: a model (nn.Module). Out: `find(module)`, its submodules whose forward computes
 RMSNorm over the last dim with their own weight and eps, as transformers writes
@@ -19,23 +19,39 @@ forward one F.rms_norm call while a router is active; the router takes that call
 any other and, after a residual add, fuses the pair into add_rmsnorm. A scanning
 router (patterns found and run in PyTorch) sees the same call and runs it as written
 (`call`). Outside the two nothing of the model is changed.
+
+Rotary embeddings are functions, not modules: transformers' `apply_rotary_pos_emb(q, k,
+cos, sin)`, which llama, mistral, qwen2 and gemma each define in their modeling module
+and call by its global name. `find_rotary` looks in the namespaces of the model's own
+classes for functions whose first four parameters are the query, the key, cos and sin,
+and keeps those that compute q * cos + rotate_half(q) * sin (and the same for k) on
+random tensors. The two managers patch such a function in its namespace: `marked` with
+a range named `rope` and its shape, `as_calls` as one call of `rotary`, a function that
+takes part in torch's function modes, so a router sees and routes it; not routed, it
+runs the function as written.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
+import sys
 import threading
+import types
 import weakref
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
+from torch.overrides import handle_torch_function, has_torch_function
 from torch.profiler import record_function
 
 # A profiler range around a written-out norm: "evaluator::written::rmsnorm::<rows>x<cols>".
 PREFIX = "evaluator::written::"
 FAMILY = "rmsnorm"
+ROPE = "rope"  # a rotary embedding function: "evaluator::written::rope::<b>x<s>x<hq>x<hk>x<d>x<per_batch>"
+FAMILIES = frozenset({FAMILY, ROPE})
 _EPS_ATTRS = ("variance_epsilon", "eps", "epsilon")
 # Probe tolerance (atol = rtol) per dtype: the written form rounds twice in 16-bit (the
 # cast back, then the weight), F.rms_norm once.
@@ -165,7 +181,8 @@ def unmarked() -> Iterator[None]:
 
 
 def marked(model: torch.nn.Module) -> contextlib.AbstractContextManager:
-    """Each written-out norm's forward, unchanged, inside a profiler range with its shape."""
+    """Each written-out norm's forward and rotary embedding, unchanged, inside a profiler
+    range with its shape."""
     def make(n: WrittenNorm, forward):
         def marked_forward(x, *args, **kwargs):
             if not isinstance(x, torch.Tensor) or x.shape[-1:] != (n.cols,) or getattr(_UNMARKED, "on", False):
@@ -174,7 +191,19 @@ def marked(model: torch.nn.Module) -> contextlib.AbstractContextManager:
                 return forward(x, *args, **kwargs)
         return marked_forward
 
-    return _patched(find(model), make)
+    def make_rope(fn):
+        def marked_rope(q, k, cos, sin, *args, **kwargs):
+            shape = rope_shape(q, k, cos)
+            if shape is None or getattr(_UNMARKED, "on", False):
+                return fn(q, k, cos, sin, *args, **kwargs)
+            with record_function(f"{PREFIX}{ROPE}::{'x'.join(map(str, shape))}"):
+                return fn(q, k, cos, sin, *args, **kwargs)
+        return marked_rope
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(_patched(find(model), make))
+    stack.enter_context(_patched_globals(find_rotary(model), make_rope))
+    return stack
 
 
 # as_calls(as_written=True): the F.rms_norm calls in flight, by id of their input, each
@@ -182,7 +211,8 @@ def marked(model: torch.nn.Module) -> contextlib.AbstractContextManager:
 _IN_FLIGHT: dict[int, tuple["weakref.ref[torch.Tensor]", object]] = {}
 
 
-def as_calls(model: torch.nn.Module, *, as_written: bool = False) -> contextlib.AbstractContextManager:
+def as_calls(model: torch.nn.Module, *, as_written: bool = False,
+             families: frozenset = FAMILIES) -> contextlib.AbstractContextManager:
     """Each written-out norm's forward as one F.rms_norm call (for a router to take).
     With `as_written` (a scanning router, which routes nothing: its PyTorch side must be
     the model as written), the call still reaches the router as F.rms_norm, so that a
@@ -203,7 +233,12 @@ def as_calls(model: torch.nn.Module, *, as_written: bool = False) -> contextlib.
                 _IN_FLIGHT.pop(id(x), None)
         return as_call
 
-    return _patched(find(model), make)
+    stack = contextlib.ExitStack()
+    if FAMILY in families:
+        stack.enter_context(_patched(find(model), make))
+    if ROPE in families:  # one `rotary` call each, which runs the function as written unless routed
+        stack.enter_context(_patched_globals(find_rotary(model), lambda fn: _as_rotary(fn)))
+    return stack
 
 
 def call(func, args: tuple, kwargs: dict):
@@ -214,3 +249,116 @@ def call(func, args: tuple, kwargs: dict):
         if hit is not None and hit[0]() is args[0]:
             return hit[1](args[0])
     return func(*args, **kwargs)
+
+
+# ---------------------------------------------------------------- rotary embeddings
+
+def rotary(q, k, cos, sin, unsqueeze_dim=1, *, written=None):
+    """A rotary embedding function of the model's (`written`) as one call that a torch
+    function mode sees: a router routes it to the rope family or, not taking it, calls
+    it again with no mode active, which runs `written` as the model wrote it."""
+    if has_torch_function((q, k, cos, sin)):
+        return handle_torch_function(rotary, (q, k, cos, sin), q, k, cos, sin, unsqueeze_dim, written=written)
+    return written(q, k, cos, sin, unsqueeze_dim)
+
+
+def _as_rotary(fn):
+    def as_call(q, k, cos, sin, unsqueeze_dim=1, *args, **kwargs):
+        if args or kwargs:
+            return fn(q, k, cos, sin, unsqueeze_dim, *args, **kwargs)
+        return rotary(q, k, cos, sin, unsqueeze_dim, written=fn)
+    return as_call
+
+
+def rope_shape(q, k, cos) -> tuple[int, ...] | None:
+    """The rope family's shape of one call on q, k [batch, heads, seq, head_dim] and cos
+    [1 or batch, seq, head_dim], or None where the tensors are not that."""
+    if not all(isinstance(t, torch.Tensor) for t in (q, k, cos)) or q.dim() != 4 or k.dim() != 4 or cos.dim() != 3:
+        return None
+    b, hq, s, d = (int(v) for v in q.shape)
+    return (b, s, hq, int(k.shape[1]), d, int(cos.shape[0] == b and b > 1))
+
+
+@dataclass(frozen=True)
+class WrittenRope:
+    """A module-level function `module.name` that computes transformers' rotary
+    embedding of q and k: q * cos + rotate_half(q) * sin, cos and sin unsqueezed at 1."""
+
+    module: types.ModuleType
+    name: str
+    fn: Callable
+
+
+_ROPES: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[WrittenRope, ...]]" = weakref.WeakKeyDictionary()
+
+
+def find_rotary(model: torch.nn.Module) -> tuple[WrittenRope, ...]:
+    """The rotary embedding functions the model's own modules can call: functions in the
+    namespaces of the model's classes (not torch's) whose first four parameters are the
+    query, the key, cos and sin, each confirmed by running it on random tensors against
+    the formula. Found by what they compute, as the norms are; cached per model."""
+    hit = _ROPES.get(model)
+    if hit is not None:
+        return hit
+    names = sorted({type(m).__module__ for m in model.modules()} - {None})
+    found = []
+    for modname in names:
+        module = sys.modules.get(modname)
+        if module is None or modname.startswith("torch."):
+            continue
+        for name, fn in sorted(vars(module).items()):
+            # a plain function, or (transformers with the hub's `kernels` installed) a
+            # module wrapping one so that it can be swapped for a hub kernel
+            if (inspect.isfunction(fn) or isinstance(fn, torch.nn.Module)) and _rope_signature(fn) \
+                    and _rope_probe(fn):
+                found.append(WrittenRope(module, name, fn))
+    _ROPES[model] = tuple(found)
+    return _ROPES[model]
+
+
+def _rope_signature(fn) -> bool:
+    try:
+        params = list(inspect.signature(fn.forward if isinstance(fn, torch.nn.Module) else fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    if len(params) < 4 or any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params[:4]):
+        return False
+    first = [p.name.lower() for p in params[:4]]
+    return (first[0].startswith("q") and first[1].startswith("k") and first[2].startswith("cos")
+            and first[3].startswith("sin") and all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+                                                   for p in params[4:]))
+
+
+def _rope_probe(fn) -> bool:
+    g = torch.Generator(device="cpu").manual_seed(0)
+    b, hq, hk, s, d = 2, 3, 1, 5, 8
+    q, k = torch.randn(b, hq, s, d, generator=g), torch.randn(b, hk, s, d, generator=g)
+    angle = torch.randn(1, s, d // 2, generator=g)
+    cos, sin = torch.cat((angle, angle), -1).cos(), torch.cat((angle, angle), -1).sin()
+    try:
+        with torch.no_grad():
+            out = fn(q, k, cos, sin)
+    except Exception:  # a function of four other things
+        return False
+    if not (isinstance(out, tuple) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
+        return False
+    from .kernels.rope import rotate_half
+    c, sn = cos.unsqueeze(1), sin.unsqueeze(1)
+    want = (q * c + rotate_half(q) * sn, k * c + rotate_half(k) * sn)
+    return all(o.shape == w.shape and torch.allclose(o, w, atol=1e-5, rtol=1e-5) for o, w in zip(out, want))
+
+
+@contextlib.contextmanager
+def _patched_globals(ropes: tuple[WrittenRope, ...], make) -> Iterator[None]:
+    """Each function replaced in its module's namespace by `make(the current one)`, and
+    put back (a model's forward looks the name up there on every call)."""
+    saved = []
+    try:
+        for r in ropes:
+            current = getattr(r.module, r.name)
+            saved.append((r, current))
+            setattr(r.module, r.name, make(current))
+        yield
+    finally:
+        for r, current in reversed(saved):
+            setattr(r.module, r.name, current)

@@ -43,6 +43,10 @@ CASES = [
     ("llama-prenorm", _zoo_llama, ["gemm", "rmsnorm", "add_rmsnorm"]),
     ("llama-hf-prenorm", lambda: hf_models.llama(), ["gemm", "rmsnorm", "add_rmsnorm"]),
     ("gemma-hf-prenorm", lambda: hf_models.gemma(), ["rmsnorm", "add_rmsnorm"]),  # 1 + weight
+    # Their rotary embedding, q * cos + rotate_half(q) * sin for q and k: one function of the
+    # modeling module's (apply_rotary_pos_emb), found by what it computes, one kernel a call.
+    ("llama-hf-rope", lambda: hf_models.llama(), ["gemm", "rope", "rmsnorm", "add_rmsnorm"]),
+    ("gemma-hf-rope", lambda: hf_models.gemma(), ["rope"]),
     # GPT-2's gelu_new is eight elementwise calls on the c_fc result: held as a chain,
     # recognised as the tanh GELU and run in c_fc's epilogue.
     ("gpt2-fused", lambda: hf_models.gpt2(), ["gemm", "gemm_gelu_tanh"]),

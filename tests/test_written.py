@@ -1,6 +1,6 @@
-"""Written-out norms: found by what they compute in transformers' own LlamaRMSNorm, not
-found in look-alikes that compute something else, and the two context managers leave
-the model as it was."""
+"""Written-out norms and rotary embeddings: found by what they compute in transformers'
+own LlamaRMSNorm and apply_rotary_pos_emb, not found in look-alikes that compute
+something else, and the two context managers leave the model as it was."""
 
 from __future__ import annotations
 
@@ -134,3 +134,99 @@ def test_a_router_without_the_model_or_without_an_rmsnorm_family_leaves_written_
     with torch.inference_mode(), router:
         model(ids)
     assert sum(router.fell_back[("rmsnorm", "32x64")].values()) == 5  # no kernel in the table: counted
+
+
+# ---------------------------------------------------------------- rotary embeddings
+
+def _rope_module(fn_source: str):
+    """A module of a user's, as a modeling file is: a rotary function (its source given)
+    and an attention block that calls it by its global name."""
+    import sys
+    import types
+    mod = types.ModuleType("user_rope_model")
+    exec(fn_source + '''
+import torch
+class Attention(torch.nn.Module):
+    def forward(self, q, k, cos, sin):
+        return apply_rope(q, k, cos, sin)
+''', mod.__dict__)
+    mod.Attention.__module__ = mod.__name__
+    sys.modules[mod.__name__] = mod
+    return mod
+
+
+_HF_ROPE = '''
+import torch
+def rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+def apply_rope(q, k, cos, sin, unsqueeze_dim=1):
+    cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+    return (q * cos) + (rotate_half(q) * sin), (k * cos) + (rotate_half(k) * sin)
+'''
+
+
+def test_transformers_llama_rotary_embedding_is_found_and_patched_only_while_inside():
+    model, (ids,) = hf_models.llama()
+    (rope,) = written.find_rotary(model)
+    assert rope.name == "apply_rotary_pos_emb" and rope.module.__name__.endswith("modeling_llama")
+    before = getattr(rope.module, rope.name)
+    with written.as_calls(model):
+        assert getattr(rope.module, rope.name) is not before
+    with written.marked(model):
+        assert getattr(rope.module, rope.name) is not before
+    assert getattr(rope.module, rope.name) is before
+    assert written.find_rotary(hf_models.bert()[0]) == ()  # no rotary embedding: nothing found
+
+
+@pytest.mark.parametrize("body", [
+    # GPT-J's interleaved pairs (x0, x1), (x2, x3): another rotation, not this kernel's
+    "    r = torch.stack((-q[..., 1::2], q[..., ::2]), -1).flatten(-2)\n"
+    "    s = torch.stack((-k[..., 1::2], k[..., ::2]), -1).flatten(-2)\n"
+    "    return q * cos.unsqueeze(1) + r * sin.unsqueeze(1), k * cos.unsqueeze(1) + s * sin.unsqueeze(1)\n",
+    # cos and sin swapped
+    "    return (q * sin.unsqueeze(1) + rotate_half(q) * cos.unsqueeze(1),\n"
+    "            k * sin.unsqueeze(1) + rotate_half(k) * cos.unsqueeze(1))\n",
+    # only q rotated
+    "    return q * cos.unsqueeze(1) + rotate_half(q) * sin.unsqueeze(1), k\n",
+])
+def test_rotary_look_alikes_are_not_found(body):
+    src = _HF_ROPE.split("def apply_rope")[0] + "def apply_rope(q, k, cos, sin, unsqueeze_dim=1):\n" + body
+    mod = _rope_module(src)
+    assert written.find_rotary(torch.nn.Sequential(mod.Attention())) == ()
+
+
+def test_a_users_rotary_function_routes_and_a_scan_runs_it_as_written():
+    mod = _rope_module(_HF_ROPE)
+    model, original = torch.nn.Sequential(mod.Attention()), mod.apply_rope
+    assert [r.name for r in written.find_rotary(model)] == ["apply_rope"]
+    b, s, hq, hk, d = 2, 16, 4, 2, 32
+    q = torch.randn(b, s, hq * d).view(b, s, hq, d).transpose(1, 2)
+    k = torch.randn(b, s, hk * d).view(b, s, hk, d).transpose(1, 2)
+    angle = torch.randn(1, s, d // 2)
+    cos, sin = torch.cat((angle, angle), -1).cos(), torch.cat((angle, angle), -1).sin()
+    expected = model[0](q, k, cos, sin)
+    fam = kernels.get("rope")
+    table = swap.KernelTable("float32", "c")
+    shape = (b, s, hq, hk, d, 0)
+    table.add("rope", shape, {}, fam.build(shape, "float32", {"block_tokens": 4}, "c"))
+    router = swap.Router([fam], table, model=model)
+    with torch.inference_mode(), router:
+        got = model[0](q, k, cos, sin)
+    assert router.ran[("rope", "2x16x4x2x32x0")] == 1
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e)
+    scan = swap.Router([fam], table, model=model, scan=True)
+    with torch.inference_mode(), scan:
+        again = model[0](q, k, cos, sin)
+    assert not scan.ran and all(torch.equal(a, e) for a, e in zip(again, expected))  # as written, to the bit
+    assert mod.apply_rope is original  # put back
+
+
+def test_the_profile_gives_the_rotary_embedding_its_calls_and_shape():
+    m = load_model("hf:LlamaModel,num_hidden_layers=2,hidden_size=64,intermediate_size=128,num_attention_heads=4,"
+                   "num_key_value_heads=2,max_position_embeddings=64,vocab_size=128", batch_size=2, seq_len=16)
+    hot = profiling.hot_ops(m, families=("rope",), iters=1)
+    rope = {o.family: o for o in hot.ops}["rope"]
+    assert rope.shapes == ("2x16x4x2x16x0",) and rope.calls == 2 and {"aten::cat", "aten::neg"} <= set(rope.aten_ops)
+    assert all("aten::neg" not in o.aten_ops for o in hot.ops if o.family != "rope")

@@ -135,6 +135,26 @@ def test_hf_llama_written_out_rmsnorms_run_in_tilelang_under_graph_capture_on_gp
     assert rows["add_rmsnorm"].reference_ms / 4 >= 0.9 * rows["rmsnorm"].reference_ms > 0, rows
 
 
+def test_hf_llama_rotary_embedding_runs_in_tilelang_under_graph_capture_on_gpu():
+    """transformers' apply_rotary_pos_emb, found by what it computes: one rope kernel a
+    layer for q and k, on the transposed projection views, inside CUDA-graph capture."""
+    from transformers import LlamaConfig, LlamaModel
+    cfg = LlamaConfig(num_hidden_layers=2, hidden_size=256, intermediate_size=512, num_attention_heads=4,
+                      num_key_value_heads=2, vocab_size=1000, attn_implementation="sdpa")
+    model = LlamaModel(cfg).cuda().half().eval()
+    inputs = (torch.randint(0, 1000, (4, 128), device="cuda"),)
+    router = _route(model, inputs, ["rope", "rmsnorm", "add_rmsnorm"])
+    e2e = bench.end_to_end(model, inputs, "cuda", 4, router, dtype="float16", profiled_ms={},
+                           total_profiled_ms=1.0, op_ratios={}, shares={},
+                           policy=bench.TimingPolicy(reps=5, max_seconds=1.0))
+    assert e2e.outputs_match, (e2e.error, e2e.rel_l2_err, e2e.rel_max_err)
+    ran = {c.family: c.tilelang for c in e2e.calls if c.tilelang}
+    assert ran.get("rope") == 2, ran
+    assert e2e.views[0].method == "cuda_graph", e2e.flags
+    rows = {r.family: r for r in e2e.in_model}
+    assert rows["rope"].reference_ms > 0 and rows["rope"].tilelang_ms > 0, rows
+
+
 @pytest.mark.parametrize("name", ["timm", "torchvision"])
 def test_vision_models_route_on_gpu(name):
     if name == "timm":
