@@ -253,20 +253,21 @@ def call(func, args: tuple, kwargs: dict):
 
 # ---------------------------------------------------------------- rotary embeddings
 
-def rotary(q, k, cos, sin, unsqueeze_dim=1, *, written=None):
-    """A rotary embedding function of the model's (`written`) as one call that a torch
-    function mode sees: a router routes it to the rope family or, not taking it, calls
-    it again with no mode active, which runs `written` as the model wrote it."""
+def rotary(q, k, cos, sin, *, written=None):
+    """A rotary embedding function of the model's (`written`) called on four tensors, as
+    one call that a torch function mode sees: a router routes it to the rope family or,
+    not taking it, calls it again with no mode active, which runs `written` as the model
+    wrote it (its other parameters at their defaults, which the probe checked)."""
     if has_torch_function((q, k, cos, sin)):
-        return handle_torch_function(rotary, (q, k, cos, sin), q, k, cos, sin, unsqueeze_dim, written=written)
-    return written(q, k, cos, sin, unsqueeze_dim)
+        return handle_torch_function(rotary, (q, k, cos, sin), q, k, cos, sin, written=written)
+    return written(q, k, cos, sin)
 
 
 def _as_rotary(fn):
-    def as_call(q, k, cos, sin, unsqueeze_dim=1, *args, **kwargs):
-        if args or kwargs:
-            return fn(q, k, cos, sin, unsqueeze_dim, *args, **kwargs)
-        return rotary(q, k, cos, sin, unsqueeze_dim, written=fn)
+    def as_call(q, k, cos, sin, *args, **kwargs):
+        if args or kwargs:  # another unsqueeze_dim, or a parameter of another version's: as written
+            return fn(q, k, cos, sin, *args, **kwargs)
+        return rotary(q, k, cos, sin, written=fn)
     return as_call
 
 

@@ -220,6 +220,11 @@ def test_a_users_rotary_function_routes_and_a_scan_runs_it_as_written():
     with torch.inference_mode(), scan:
         again = model[0](q, k, cos, sin)
     assert not scan.ran and all(torch.equal(a, e) for a, e in zip(again, expected))  # as written, to the bit
+    # a call that gives more than the four tensors (another unsqueeze_dim) runs as written
+    router.reset()
+    with torch.inference_mode(), router:
+        mod.apply_rope(q.transpose(1, 2), k.transpose(1, 2), cos, sin, 2)
+    assert not router.ran and not router.fell_back
     assert mod.apply_rope is original  # put back
 
 

@@ -221,8 +221,6 @@ class RopeFamily(KernelFamily):
     def route(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Route | str:
         q, k = arg(args, kwargs, 0, "q"), arg(args, kwargs, 1, "k")
         cos, sin = arg(args, kwargs, 2, "cos"), arg(args, kwargs, 3, "sin")
-        if arg(args, kwargs, 4, "unsqueeze_dim", 1) != 1:
-            return "q and k not [batch, heads, seq, head_dim]"
         if not all(isinstance(t, torch.Tensor) for t in (q, k, cos, sin)):
             return "not four tensors"
         bad = dtype_mismatch(dtype, q, k, cos, sin)

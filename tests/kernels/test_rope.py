@@ -100,5 +100,5 @@ def test_route_takes_the_views_a_llama_attention_passes_and_gives_its_layout():
     # contiguous [b, h, s, d] inputs are copied, and said; other layouts and dtypes stay in PyTorch
     assert FAM.route(written.rotary, (q.contiguous(), k, cos, sin), {}, "float32").notes == ("input copied to contiguous",)
     assert "dtype" in FAM.route(written.rotary, (q, k, cos, sin), {}, "float16")
-    assert isinstance(FAM.route(written.rotary, (q, k, cos, sin, 2), {}, "float32"), str)
+    assert isinstance(FAM.route(written.rotary, (q.transpose(1, 2), k, cos, sin), {}, "float32"), str)
     assert isinstance(FAM.route(written.rotary, (q, k, cos[..., :8], sin[..., :8]), {}, "float32"), str)
