@@ -27,6 +27,8 @@ def evaluate(*args, cwd=ROOT, timeout=900):
     (["bench", "--family", "attention", "--shape", "64x64x64"], "it takes 6 sizes, BxHxSqxSkvxDxcausal"),
     (["bench", "--family", "gemm", "--shape", "4x-4x4"], "--shape 4x-4x4: the sizes must be positive integers, MxNxK"),
     (["bench", "--family", "gemm", "--shape", "4xbx4"], "--shape 4xbx4 is not a shape"),
+    # rope's per_batch may be 0, its head_dim must be even
+    (["bench", "--family", "rope", "--shape", "2x64x4x2x31x0"], "head_dim even, per_batch 0 or 1"),
     (["upstream", "--repo", "/tmp"], "/tmp is not a git repository; pass --repo"),  # the option typed, not --upstream
     (["upstream", "--repo", "/tmp", "--as-of", "soon"], "--as-of 'soon' is not a date"),
     (["--model", "bert-tiny", "--reps", "0"], "--reps must be a positive integer"),  # was a StatisticsError traceback

@@ -107,11 +107,14 @@ def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
 
 
 class _Pair(C.LauncherWrapper):
-    """The kernel as the formula returns: (q rotated, k rotated)."""
+    """The kernel as the formula returns: (q rotated, k rotated), each [batch, heads, seq,
+    head_dim] in the projection's layout (tokens outer), as the formula's first multiply
+    leaves it; views of the kernel's outputs."""
 
     def __call__(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        b, s, hq, hk, d = self.launcher.shape[:5]
         yq, yk = self.launcher(*inputs)
-        return yq, yk
+        return yq.view(b, s, hq, d).transpose(1, 2), yk.view(b, s, hk, d).transpose(1, 2)
 
 
 class RopeFamily(KernelFamily):
@@ -155,16 +158,16 @@ class RopeFamily(KernelFamily):
         return q, k, angle.cos().to(device=device, dtype=tdt), angle.sin().to(device=device, dtype=tdt)
 
     def reference(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The formula as transformers writes it, in the input dtype, on [batch, heads, seq, dim] views."""
+        """The formula as transformers writes it, in the input dtype, on the [batch, heads,
+        seq, dim] views a llama attention passes; its results as they come (a copy to
+        another layout would be timed as PyTorch's)."""
         q, k, cos, sin = inputs
         cb, s, d = cos.shape
         b = q.shape[0] // s
         qv = q.view(b, s, -1, d).transpose(1, 2)
         kv = k.view(b, s, -1, d).transpose(1, 2)
         c, sn = cos.unsqueeze(1), sin.unsqueeze(1)
-        qo = qv * c + rotate_half(qv) * sn
-        ko = kv * c + rotate_half(kv) * sn
-        return qo.transpose(1, 2).reshape(q.shape), ko.transpose(1, 2).reshape(k.shape)
+        return qv * c + rotate_half(qv) * sn, kv * c + rotate_half(kv) * sn
 
     def search_space(self, shape: Shape, dtype: str, hardware: Hardware) -> list[KernelConfig]:
         b, s, hq, hk, d, _, _ = _dims(self.check(shape))
@@ -240,9 +243,8 @@ class RopeFamily(KernelFamily):
         shape = (b, s, hq, hk, d, per_batch)
 
         def launch(kernel: Callable) -> tuple[torch.Tensor, torch.Tensor]:
-            yq, yk = kernel(qs.reshape(b * s, hq, d), ks.reshape(b * s, hk, d), cos, sin)
-            # the layout the formula's elementwise calls give: q's own, tokens outer
-            return yq.view(b, s, hq, d).transpose(1, 2), yk.view(b, s, hk, d).transpose(1, 2)
+            # [batch, heads, seq, head_dim] views in q's own layout, tokens outer
+            return kernel(qs.reshape(b * s, hq, d), ks.reshape(b * s, hk, d), cos, sin)
 
         return Route(shape, launch, notes=notes)
 

@@ -27,7 +27,9 @@ def _check(shape, dtype, config=None, seeds=(0, 1, 2)):
     d = shape[4] // 2
     for seed in seeds:
         inputs = FAM.make_inputs(shape, dtype, "cpu", seed)
+        b, s = shape[:2]
         for o, x in zip(kernel(*inputs), inputs[:2]):
+            x = x.view(b, s, -1, shape[4]).transpose(1, 2)
             # a rotation: each pair (j, j + d/2) keeps its length
             length = lambda t: t[..., :d].float() ** 2 + t[..., d:].float() ** 2  # noqa: E731
             torch.testing.assert_close(length(o), length(x), atol=5e-2, rtol=5e-2)
