@@ -165,16 +165,17 @@ def _attributed(prof, use_cuda: bool, shapes: bool = True) -> list[dict]:
             continue
         if evt.device_type != DeviceType.CPU or (routed and use_cuda):
             continue  # on CUDA a routed range is counted above; its CPU side only claims its ops
-        parent, claimed, top, spelled, norm = evt.cpu_parent, False, True, None, None
+        parent, claimed, top, spelled, spelled_by = evt.cpu_parent, False, True, None, None
         while parent is not None:
             if parent.name.startswith(ROUTED_PREFIX):
                 claimed = True
                 break
-            if norm is None and parent.name.startswith(written.PREFIX):
-                # a written-out norm: its top-level calls are the family's, at the range's
-                # shape, unless a routed range holds it (a scan's add and norm, fused)
-                claimed, spelled, norm = not top, written.parse_range(parent.name), parent
-            elif norm is None and parent.name.startswith("aten::"):
+            if spelled_by is None and parent.name.startswith(written.PREFIX):
+                # a written-out norm or rotary embedding: its top-level calls are the
+                # family's, at the range's shape, unless a routed range holds it (a scan's
+                # add and norm, fused)
+                claimed, spelled, spelled_by = not top, written.parse_range(parent.name), parent
+            elif spelled_by is None and parent.name.startswith("aten::"):
                 top = False
                 if classify(parent.name, parent.input_shapes) is not None:
                     claimed = True
@@ -196,7 +197,7 @@ def _attributed(prof, use_cuda: bool, shapes: bool = True) -> list[dict]:
         rows.append({"family": family or "other", "op": evt.name, "time_us": float(t_us), "shape": shape,
                      "routed": routed, "pass": bisect.bisect_right(passes, evt.time_range.start) - 1,
                      # the one call several rows make up: a written-out norm's range
-                     "call": norm.time_range.start if norm is not None else None})
+                     "call": spelled_by.time_range.start if spelled_by is not None else None})
     return rows
 
 

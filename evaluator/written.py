@@ -237,7 +237,7 @@ def as_calls(model: torch.nn.Module, *, as_written: bool = False,
     if FAMILY in families:
         stack.enter_context(_patched(find(model), make))
     if ROPE in families:  # one `rotary` call each, which runs the function as written unless routed
-        stack.enter_context(_patched_globals(find_rotary(model), lambda fn: _as_rotary(fn)))
+        stack.enter_context(_patched_globals(find_rotary(model), _as_rotary))
     return stack
 
 

@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from .. import written
 from ..errors import KernelError
 from ..results import Hardware, KernelConfig, Shape
 from ..swap import Route, arg, dtype_mismatch
@@ -216,10 +217,7 @@ class RopeFamily(KernelFamily):
 
     # The router sees transformers' apply_rotary_pos_emb as one call of `written.rotary`
     # (evaluator.written finds it by what it computes and patches it while routing).
-    @property
-    def functions(self) -> tuple:
-        from .. import written
-        return (written.rotary,)
+    functions = (written.rotary,)
 
     def route(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Route | str:
         q, k = arg(args, kwargs, 0, "q"), arg(args, kwargs, 1, "k")
@@ -236,11 +234,10 @@ class RopeFamily(KernelFamily):
         if tuple(k.shape) != (b, hk, s, d) or d % 2 or int(cos.shape[1]) != s or int(cos.shape[2]) != d \
                 or int(cos.shape[0]) not in (1, b):
             return "q, k, cos and sin of shapes that do not broadcast as rotary embeddings do"
-        per_batch = int(cos.shape[0] == b and b > 1)
         # q as the projection wrote it: tokens outer ([b, s, h, d] dense), the transpose a view
         qs, ks = q.transpose(1, 2), k.transpose(1, 2)
         notes = () if qs.is_contiguous() and ks.is_contiguous() else ("input copied to contiguous",)
-        shape = (b, s, hq, hk, d, per_batch)
+        shape = written.rope_shape(q, k, cos)  # the profile's range names the same shape
 
         def launch(kernel: Callable) -> tuple[torch.Tensor, torch.Tensor]:
             # [batch, heads, seq, head_dim] views in q's own layout, tokens outer
