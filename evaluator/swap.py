@@ -403,6 +403,12 @@ class Router(TorchFunctionMode):
                     except Exception:
                         route = None
                     if isinstance(route, Route):
+                        # The fused kernel reads this call's other tensors as they are:
+                        # one still held (gemm_mul's g, itself a linear not yet run) is
+                        # computed first.
+                        for other, other_ks in read.values():
+                            if other is not h:
+                                self._complete(other, other_ks)
                         return True, self._fuse(h, fam, route, func, args, kwargs)
             if not h.spent and self._extends(h, func, args, kwargs, seen):
                 return True, self._extend(h, func, args, kwargs)

@@ -34,6 +34,8 @@ CASES = [
     ("bert-fused", lambda: hf_models.bert(), ["gemm", "gemm_gelu", "layernorm", "layernorm_residual"]),
     ("vit-fused", lambda: hf_models.vit(), ["gemm", "gemm_gelu", "layernorm", "layernorm_residual"]),
     ("llama-fused", lambda: hf_models.llama(), ["gemm", "gemm_silu"]),
+    # ...and SwiGLU's multiply, silu(gate(x)) * up(x), in the up projection's epilogue.
+    ("llama-swiglu", lambda: hf_models.llama(), ["gemm", "gemm_silu", "gemm_mul"]),
     # The same pre-norm sums taken by the family that writes them out: none computed late.
     ("vit-prenorm", lambda: hf_models.vit(), ["gemm", "layernorm", "add_layernorm"]),
     ("gpt2-prenorm", lambda: hf_models.gpt2(), ["gemm", "layernorm", "add_layernorm"]),
@@ -68,6 +70,8 @@ def test_every_chosen_family_runs_in_tilelang_and_outputs_match(name, make, fami
         assert router.reused and set(f for f, _ in router.reused) == {"layernorm_residual"}, router.reused
     if name.endswith("-prenorm"):
         assert not router.reused, router.reused
+    if name == "llama-swiglu":  # every MLP: its gate in gemm_silu, its up projection and product in gemm_mul
+        assert count(router, "gemm_silu") == count(router, "gemm_mul") == (2, 0) and not router.reused
 
 
 @pytest.mark.slow

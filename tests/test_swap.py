@@ -277,6 +277,59 @@ def test_an_activation_written_out_as_elementwise_calls_runs_as_one_fused_kernel
     assert seen == {("gemm_gelu_tanh", "15x48x16"): 1} and kept == {}
 
 
+class _Gated(torch.nn.Module):
+    """A gated MLP, down(act(gate(x)) * up(x)) as llama writes it, and other spellings."""
+
+    def __init__(self, form: str):
+        super().__init__()
+        self.gate, self.up = torch.nn.Linear(16, 48, bias=False), torch.nn.Linear(16, 48, bias=False)
+        self.down, self.scale = torch.nn.Linear(48, 16, bias=False), torch.nn.Parameter(torch.rand(48))
+        self.form = form
+
+    def forward(self, x):
+        if self.form == "swiglu":
+            return self.down(F.silu(self.gate(x)) * self.up(x))
+        if self.form == "up_first":  # both linears held when the SiLU comes
+            return self.down(self.up(x) * F.silu(self.gate(x)))
+        if self.form == "bilinear":  # the product reads two held linears
+            return self.down(self.gate(x) * self.up(x))
+        if self.form == "square":  # the held result times itself
+            u = self.up(x)
+            return self.down(u * u)
+        if self.form == "broadcast":  # a [48] factor: not a tensor of the result's size
+            return self.down(self.up(x) * self.scale)
+        u = self.up(x)  # "kept": the up projection read again after the product
+        return self.down(F.silu(self.gate(x)) * u) + u[..., :16]
+
+
+def test_a_gated_mlps_multiply_runs_in_the_up_projections_epilogue():
+    # llama's down(silu(gate(x)) * up(x)): gemm_silu takes the gate, gemm_mul the up
+    # projection and the product, so no elementwise multiply runs; the other spellings
+    # fuse what is theirs and run the rest as written, never reading a value not yet made.
+    names = ("gemm", "gemm_silu", "gemm_mul")
+    table, fams = _gemm_table(names=names), [kernels.get(f) for f in names]
+    expect = {"swiglu": (1, 1, 1), "up_first": (1, 1, 1), "bilinear": (2, 0, 1), "square": (2, 0, 0),
+              "broadcast": (2, 0, 0), "kept": (2, 1, 1)}  # kept: the up projection again, late
+    for form, (plain, silu, mul) in expect.items():
+        model, x = _Gated(form).eval(), _inputs(7)[0]
+        with torch.inference_mode():
+            want = model(x)
+            router = swap.Router(fams, table)
+            with router:
+                got = model(x)
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4, msg=form)
+        assert (count(router, "gemm")[0], count(router, "gemm_silu")[0], count(router, "gemm_mul")[0]) \
+            == (plain, silu, mul), form
+        assert not router._held and not router._links, form
+    rows = {(c.family, c.shape): c for c in router.counts()}
+    assert rows[("gemm", "15x48x16")].notes == {"fused into gemm_silu": 1, "fused into gemm_mul": 1}
+    with torch.inference_mode():
+        seen, reused = swap.fusible(lambda: _Gated("swiglu").eval()(*_inputs()), fams, "float32")
+        _, kept = swap.fusible(lambda: _Gated("kept").eval()(*_inputs()), fams, "float32")
+    assert seen == {("gemm_silu", "15x48x16"): 1, ("gemm_mul", "15x48x16"): 1} and not reused
+    assert kept == {("gemm_mul", "15x48x16"): 1}  # the profile leaves such a shape unfused
+
+
 def test_a_tanh_gelu_in_one_call_is_gemm_gelu_tanh_and_not_the_exact_one():
     class M(torch.nn.Module):
         def __init__(self):

@@ -281,8 +281,10 @@ def _sk_slots(R: int, kt: int, I: int) -> int:
     return max((sk_contributors(s, kt, I)[1] for s in range(R)), default=1)
 
 
-def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], bias_act: Any):
-    """`bias_act(T, bM, bN)` is the epilogue's bias-and-activation macro (gemm's)."""
+def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], bias_act: Any, mul_macro: Any = None):
+    """`bias_act(T, bM, bN)` is the epilogue's bias-and-activation macro (gemm's); with
+    `mul_macro` (gemm's, for gemm_mul) the program takes G[M, N] after the bias and the
+    epilogue multiplies each tile by G's (never with stream-K: _gemm_checks refuses it)."""
     import tilelang.language as T
 
     M, N, K = shape
@@ -290,6 +292,8 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], bias_act: An
     panel = cfg["panel"]
     swap, direct = bool(cfg.get("swap_ab")), bool(cfg.get("direct"))
     add_bias_act = bias_act(T, bM, bN, by_row=swap)
+    gate = mul_macro is not None
+    mul = mul_macro(T, bM, bN, by_row=swap) if gate else None
     tm, tn = tile_grid(shape, cfg)
     tiles, blocks, kt = _geometry(shape, cfg)
     Wr, R, I = sk_plan(tiles, blocks, kt) if cfg.get("stream_k") else (0, 0, 0)
@@ -349,10 +353,12 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], bias_act: An
         T.mbarrier_arrive(order[1 - me])
 
     @T.macro
-    def epilogue(C_f, C_s, Bias, Y, t, N):
+    def epilogue(C_f, C_s, Bias, Y, G, t, N):
         by, bx = tile_of(t)
         if swap:  # C_f[i, j] is y[bx * bN + j, by * bM + i]
             add_bias_act(C_f, Bias, by, N)
+            if gate:
+                mul(C_f, G, by, bx, M, N)
             if direct:
                 for i, j in T.Parallel(bM, bN):
                     if bx * bN + j < M and by * bM + i < N:
@@ -363,6 +369,8 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], bias_act: An
                 T.copy(C_s, Y[bx * bN, by * bM])
         else:
             add_bias_act(C_f, Bias, bx, N)
+            if gate:
+                mul(C_f, G, by, bx, M, N)
             if direct:
                 T.copy(C_f, Y[by * bM, bx * bN])
             else:
@@ -370,10 +378,10 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], bias_act: An
                 T.copy(C_s, Y[by * bM, bx * bN])
 
     @T.macro
-    def consume(A_s, W_s, C_f, C_s, Bias, Y, full, empty, order, me, bid, i, N):
+    def consume(A_s, W_s, C_f, C_s, Bias, Y, G, full, empty, order, me, bid, i, N):
         # Whole tile i of this block (t = bid + i * blocks); its k-steps are ring uses i*kt ...
         k_loop(A_s, W_s, C_f, full, empty, order, me, i, kt, i * kt)
-        epilogue(C_f, C_s, Bias, Y, bid + i * blocks, N)
+        epilogue(C_f, C_s, Bias, Y, G, bid + i * blocks, N)
 
     @T.macro
     def consume_tail(A_s, W_s, C_f, C_s, Bias, Y, Ws, Cnt, last, full, empty, order, me, q, bid, tx, N):
@@ -395,7 +403,7 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], bias_act: An
                 if c < count and c != slot:
                     for r, cc in T.Parallel(bM, bN):
                         C_f[r, cc] += Ws[s * slots + c, r, cc]
-            epilogue(C_f, C_s, Bias, Y, whole + s, N)
+            epilogue(C_f, C_s, Bias, Y, None, whole + s, N)
             if tx == me * 128:
                 Cnt[s] = 0
 
@@ -413,7 +421,7 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], bias_act: An
     out_tile = (8, 8) if direct else (bN, bM) if swap else (bM, bN)
 
     @T.macro
-    def body(A, W, Bias, Y, Ws, Cnt):
+    def body(A, W, Bias, Y, Ws, Cnt, G):
         # A and W are wgmma's A and B operands: x and the weight, or with swap_ab the other way.
         with T.Kernel(blocks, threads=CONSUMERS * 128 + PRODUCERS) as bid:
             A_s = T.alloc_shared((stages, bM, bK), dtype)
@@ -443,14 +451,14 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], bias_act: An
                 T.set_max_nreg(CONSUMER_REGS, 1)
                 for j in T.serial(rounds):
                     if j * CONSUMERS < mine:
-                        consume(A_s, W_s, C_f0, C_s0, Bias, Y, full, empty, order, 0, bid, j * CONSUMERS, N)
+                        consume(A_s, W_s, C_f0, C_s0, Bias, Y, G, full, empty, order, 0, bid, j * CONSUMERS, N)
                 if R:
                     tail(A_s, W_s, C_f0, C_s0, Bias, Y, Ws, Cnt, full, empty, order, 0, bid, tx, N)
             else:
                 T.set_max_nreg(CONSUMER_REGS, 1)
                 for j in T.serial(rounds):
                     if j * CONSUMERS + 1 < mine:
-                        consume(A_s, W_s, C_f1, C_s1, Bias, Y, full, empty, order, 1, bid, j * CONSUMERS + 1, N)
+                        consume(A_s, W_s, C_f1, C_s1, Bias, Y, G, full, empty, order, 1, bid, j * CONSUMERS + 1, N)
                 if R:
                     tail(A_s, W_s, C_f1, C_s1, Bias, Y, Ws, Cnt, full, empty, order, 1, bid, tx, N)
 
@@ -466,9 +474,25 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], bias_act: An
             Cnt: T.Tensor((R,), "int32"),
             Y: T.Tensor((M, N), dtype),
         ):
-            body(A, W, Bias, Y, Ws, Cnt)  # stream-K never swaps (_gemm_checks)
+            body(A, W, Bias, Y, Ws, Cnt, None)  # stream-K never swaps nor gates (_gemm_checks)
 
         return linear_tc_pingpong_sk
+
+    if gate:
+        @T.prim_func
+        def linear_tc_pingpong_mul(
+            A: T.Tensor((M, K), dtype),
+            W: T.Tensor((N, K), dtype),
+            Bias: T.Tensor((N,), dtype),
+            G: T.Tensor((M, N), dtype),
+            Y: T.Tensor((M, N), dtype),
+        ):
+            if swap:
+                body(W, A, Bias, Y, None, None, G)
+            else:
+                body(A, W, Bias, Y, None, None, G)
+
+        return linear_tc_pingpong_mul
 
     @T.prim_func
     def linear_tc_pingpong(
@@ -478,8 +502,8 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], bias_act: An
         Y: T.Tensor((M, N), dtype),
     ):
         if swap:
-            body(W, A, Bias, Y, None, None)
+            body(W, A, Bias, Y, None, None, None)
         else:
-            body(A, W, Bias, Y, None, None)
+            body(A, W, Bias, Y, None, None, None)
 
     return linear_tc_pingpong

@@ -7,12 +7,17 @@ over fp32 local tiles; on CUDA tensor-core tiles (whole-K, split-K, whole-K in
 _gemm_pingpong.py) for fp16/bf16, and a register-blocked
 SIMT (FFMA) schedule for fp32. Every schedule shares one epilogue: the bias, then the
 activation (`act_macro`: the same formulas on every target, on CUDA with its MUFU exp and
-reciprocal), on the fp32 accumulator before the one rounding. Checking configs and
-compiling are the family's (gemm.py, base.py); nothing here runs a kernel.
+reciprocal), on the fp32 accumulator before the one rounding. With `gate` (gemm_mul: a
+gated MLP's up projection times the activated gate, SwiGLU's `silu(gate(x)) * up(x)`) the
+program takes one more input, G[M, N], and the epilogue multiplies by it before that
+rounding (`mul_macro`), on the whole-K schedules (CPU, tensor-core, ping-pong, SIMT); the
+split-K and cluster programs have no gated form. Checking configs and compiling are the
+family's (gemm.py, base.py); nothing here runs a kernel.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: a program's tensor annotations are evaluated
+# where it is defined, so a wrapper whose body only calls a macro (`_tc_program`'s) still
+# finds M, N and K.
 import functools
 import math
 from typing import Any
@@ -120,20 +125,43 @@ def bias_act(T: Any, bM: int, bN: int, act: str, fast: bool = True, by_row: bool
     return add_bias_act
 
 
-def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
+def mul_macro(T: Any, bM: int, bN: int, by_row: bool = False):
+    """A TileLang macro `mul(C_f, G, r, c, M, N)`: the fp32 tile of row tile r and column
+    tile c times the matching elements of G[M, N], read straight from global memory as the
+    bias is (each thread reads the elements it holds). `by_row`: the tile holds y's
+    transpose (`swap_ab`: r over features, c over tokens), so C_f[i, j] meets G[c * bN + j,
+    r * bM + i]. Past M or N the factor is 0 and the load is skipped: the store drops
+    those elements anyway, and G has nothing there to read."""
+    if by_row:
+        @T.macro
+        def mul(C_f, G, r, c, M, N):
+            for i, j in T.Parallel(bM, bN):
+                C_f[i, j] = C_f[i, j] * T.if_then_else((c * bN + j < M) and (r * bM + i < N),
+                                                       T.cast(G[c * bN + j, r * bM + i], ACCUM), T.float32(0))
+    else:
+        @T.macro
+        def mul(C_f, G, r, c, M, N):
+            for i, j in T.Parallel(bM, bN):
+                C_f[i, j] = C_f[i, j] * T.if_then_else((r * bM + i < M) and (c * bN + j < N),
+                                                       T.cast(G[r * bM + i, c * bN + j], ACCUM), T.float32(0))
+    return mul
+
+
+def renamed(program: Any, name: str) -> Any:
+    """`program` under the kernel name `name`: one prim_func written once serves several
+    variants, each keeping the name profilers and tests know it by (`name` + "_kernel")."""
+    return program.with_attr("global_symbol", name)
+
+
+def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, gate: bool = False):
     import tilelang.cpu.language as T
 
     M, N, K = shape
     bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
     apply = act_macro(T, act, fast=False) if act != "none" else None
 
-    @T.prim_func
-    def linear_cpu(
-        A: T.Tensor((M, K), dtype),
-        W: T.Tensor((N, K), dtype),
-        Bias: T.Tensor((N,), dtype),
-        Y: T.Tensor((M, N), dtype),
-    ):
+    @T.macro
+    def body(A, W, Bias, G, Y):
         with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM)) as (bx, by):
             # fp32 tiles whatever the storage dtype: half.hpp arithmetic is scalar
             # and slow, and accumulation must be fp32 anyway.
@@ -159,7 +187,31 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str):
                     C_l[i, j] = C_l[i, j] + T.cast(Bias[bx * bN + j], ACCUM)
                     if act != "none":
                         apply(C_l, i, j)
+                    if gate:
+                        C_l[i, j] = C_l[i, j] * T.cast(G[by * bM + i, bx * bN + j], ACCUM)
                     Y[by * bM + i, bx * bN + j] = T.cast(C_l[i, j], dtype)
+
+    if gate:
+        @T.prim_func
+        def linear_mul_cpu(
+            A: T.Tensor((M, K), dtype),
+            W: T.Tensor((N, K), dtype),
+            Bias: T.Tensor((N,), dtype),
+            G: T.Tensor((M, N), dtype),
+            Y: T.Tensor((M, N), dtype),
+        ):
+            body(A, W, Bias, G, Y)
+
+        return linear_mul_cpu
+
+    @T.prim_func
+    def linear_cpu(
+        A: T.Tensor((M, K), dtype),
+        W: T.Tensor((N, K), dtype),
+        Bias: T.Tensor((N,), dtype),
+        Y: T.Tensor((M, N), dtype),
+    ):
+        body(A, W, Bias, None, Y)
 
     return linear_cpu
 
@@ -169,11 +221,13 @@ def _policy(T: Any, name: str) -> Any:
             "fullcol": T.GemmWarpPolicy.FullCol}[name]
 
 
-def tensor_core_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: bool = True):
+def tensor_core_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: bool = True,
+                        gate: bool = False):
     """The tensor-core schedule: split-K when the config asks for it (reduced in the
     kernel itself, or atomically with the epilogue in PyTorch), else whole-K tiles.
     `fast`: the epilogue may use CUDA's MUFU intrinsics (__expf, rcp.approx); TileLang's
-    HIP backend has no tl.fast_rcp, so AMD targets get exp and a division."""
+    HIP backend has no tl.fast_rcp, so AMD targets get exp and a division. `gate`: the
+    whole-K programs only (gemm.py's config check refuses the others)."""
     if cfg["split_k"] > 1:
         if cfg["splitk_fused"]:
             return _splitk_fused_program(shape, dtype, cfg, act, fast)
@@ -181,8 +235,9 @@ def tensor_core_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str,
     if cfg["cluster"]:
         return _cluster_program(shape, dtype, cfg, act, fast)
     if cfg["pingpong"]:
-        return pingpong_program(shape, dtype, cfg, functools.partial(bias_act, act=act, fast=fast))
-    return _tc_program(shape, dtype, cfg, act, fast)
+        return pingpong_program(shape, dtype, cfg, functools.partial(bias_act, act=act, fast=fast),
+                                mul_macro if gate else None)
+    return _tc_program(shape, dtype, cfg, act, fast, gate)
 
 
 def splitk_workspace(shape: Shape, cfg: dict[str, Any]) -> tuple[tuple[int, int, int], int]:
@@ -273,19 +328,21 @@ def _splitk_fused_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: st
     return linear_splitk_fused
 
 
-def _tile_product(T: Any, cfg: dict[str, Any], act: str, fast: bool, dtype: str = "float16"):
+def _tile_product(T: Any, cfg: dict[str, Any], act: str, fast: bool, dtype: str = "float16", gate: bool = False):
     """One output tile, as a TileLang macro both whole-K programs call: the pipelined
-    A @ W.T over K into C_f, then bias and activation on the fp32 accumulator before the
-    single rounding, stored through shared memory. K is an argument (see _splitk_partial).
-    With `swap_ab` the caller passes the weight as A and x as W, `by` over feature tiles
-    and `bx` over token tiles: the tile is y's transpose, stored back transposed."""
+    A @ W.T over K into C_f, then bias and activation (and with `gate` the product with
+    G's tile) on the fp32 accumulator before the single rounding, stored through shared
+    memory. K is an argument (see _splitk_partial). With `swap_ab` the caller passes the
+    weight as A and x as W, `by` over feature tiles and `bx` over token tiles: the tile is
+    y's transpose, stored back transposed."""
     bM, bN, bK, stages = cfg["block_M"], cfg["block_N"], cfg["block_K"], cfg["num_stages"]
     policy = _policy(T, cfg["policy"])
     swap = bool(cfg.get("swap_ab"))
     epilogue = bias_act(T, bM, bN, act, fast, by_row=swap)
+    mul = mul_macro(T, bM, bN, by_row=swap)
 
     @T.macro
-    def tile_product(A, W, Bias, Y, A_s, W_s, C_f, C_s, bx, by, N, K):
+    def tile_product(A, W, Bias, Y, G, A_s, W_s, C_f, C_s, bx, by, M, N, K):
         T.clear(C_f)
         for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
             T.copy(A[by * bM, ko * bK], A_s)
@@ -293,57 +350,87 @@ def _tile_product(T: Any, cfg: dict[str, Any], act: str, fast: bool, dtype: str 
             T.gemm(A_s, W_s, C_f, transpose_B=True, policy=policy)
         if swap:
             epilogue(C_f, Bias, by, N)
+            if gate:
+                mul(C_f, G, by, bx, M, N)
             for i, j in T.Parallel(bM, bN):
                 C_s[j, i] = T.cast(C_f[i, j], dtype)
             T.copy(C_s, Y[bx * bN, by * bM])
         else:
             epilogue(C_f, Bias, bx, N)
+            if gate:
+                mul(C_f, G, by, bx, M, N)
             T.copy(C_f, C_s)
             T.copy(C_s, Y[by * bM, bx * bN])
 
     return tile_product
 
 
-def _tc_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: bool):
+def _tc_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: bool, gate: bool = False):
     """Whole-K tiles: one block per output tile, or with `persistent` = P, P blocks (one
     per SM) that walk the tiles in grouped order. A persistent block's TMA producer
     starts loading its next tile while its consumers still run this tile's epilogue, so
     the pipeline's fill is hidden: on short-K shapes (ViT's and BERT's K = 768, 12
-    k-steps of 64) the fill and the epilogue are a large share of each tile's time."""
+    k-steps of 64) the fill and the epilogue are a large share of each tile's time.
+    Experimental (measured slower, session 17): `swap_ab` tiles y's transpose, block_M
+    features by block_N tokens, as the ping-pong program does (_gemm_pingpong's
+    docstring), here with TileLang's own pipeline, so two warpgroups share one 256-row
+    tile as cuBLAS's 256x144 does at ViT-B's 3152x3072x768: the grid walks the transpose
+    (rows over N, columns over M), the weight is the tile product's A and x its W.
+    The four variants keep their kernel names (linear_tc[_swap][_persistent], `_mul`
+    with `gate`)."""
     import tilelang.language as T
 
     M, N, K = shape
     bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
     threads, swizzle = cfg["threads"], cfg["swizzle"]
     panel, persistent = cfg["panel"], cfg["persistent"]
-    tile_product = _tile_product(T, cfg, act, fast, dtype)
-    # Experimental (session 16, not yet timed): `swap_ab` tiles y's transpose, block_M
-    # features by block_N tokens, as the ping-pong program does (_gemm_pingpong's docstring),
-    # here with TileLang's own pipeline, so two warpgroups share one 256-row tile as
-    # cuBLAS's 256x144 does at ViT-B's 3152x3072x768.
     swap = bool(cfg.get("swap_ab"))
-    if swap:
-        return _tc_swap_program(shape, dtype, cfg, tile_product, T)
+    tile_product = _tile_product(T, cfg, act, fast, dtype, gate)
+    rows, cols = (N, M) if swap else (M, N)  # the tiles' grid: y's, or its transpose's
+    out_tile = (bN, bM) if swap else (bM, bN)  # C_s as y's rows lie
 
-    if persistent:
-        @T.prim_func
-        def linear_tc_persistent(
-            A: T.Tensor((M, K), dtype),
-            W: T.Tensor((N, K), dtype),
-            Bias: T.Tensor((N,), dtype),
-            Y: T.Tensor((M, N), dtype),
-        ):
+    @T.macro
+    def product(A, W, Bias, Y, G, A_s, W_s, C_f, C_s, bx, by):
+        if swap:
+            tile_product(W, A, Bias, Y, G, A_s, W_s, C_f, C_s, bx, by, M, N, K)
+        else:
+            tile_product(A, W, Bias, Y, G, A_s, W_s, C_f, C_s, bx, by, M, N, K)
+
+    @T.macro
+    def body(A, W, Bias, Y, G):
+        if persistent:
             with T.Kernel(persistent, threads=threads) as block_id:
                 A_s = T.alloc_shared((bM, bK), dtype)
                 W_s = T.alloc_shared((bN, bK), dtype)
                 C_f = T.alloc_fragment((bM, bN), ACCUM)
-                C_s = T.alloc_shared((bM, bN), dtype)
+                C_s = T.alloc_shared(out_tile, dtype)
                 # Groups of `panel` row-tiles walked column by column keep A and W panels in L2.
-                for by, bx in T.Persistent([T.ceildiv(M, bM), T.ceildiv(N, bN)], persistent, block_id,
+                for by, bx in T.Persistent([T.ceildiv(rows, bM), T.ceildiv(cols, bN)], persistent, block_id,
                                            group_size=panel):
-                    tile_product(A, W, Bias, Y, A_s, W_s, C_f, C_s, bx, by, N, K)
+                    product(A, W, Bias, Y, G, A_s, W_s, C_f, C_s, bx, by)
+        else:
+            with T.Kernel(T.ceildiv(cols, bN), T.ceildiv(rows, bM), threads=threads) as (bx, by):
+                A_s = T.alloc_shared((bM, bK), dtype)
+                W_s = T.alloc_shared((bN, bK), dtype)
+                C_f = T.alloc_fragment((bM, bN), ACCUM)
+                C_s = T.alloc_shared(out_tile, dtype)
+                # Panel rasterization keeps neighbouring blocks on the same A/W panels in L2.
+                T.use_swizzle(panel_size=panel, enable=swizzle)
+                product(A, W, Bias, Y, G, A_s, W_s, C_f, C_s, bx, by)
 
-        return linear_tc_persistent
+    name = "linear_tc" + ("_swap" if swap else "") + ("_persistent" if persistent else "") + ("_mul" if gate else "")
+    if gate:
+        @T.prim_func
+        def linear_tc_mul(
+            A: T.Tensor((M, K), dtype),
+            W: T.Tensor((N, K), dtype),
+            Bias: T.Tensor((N,), dtype),
+            G: T.Tensor((M, N), dtype),
+            Y: T.Tensor((M, N), dtype),
+        ):
+            body(A, W, Bias, Y, G)
+
+        return renamed(linear_tc_mul, name)
 
     @T.prim_func
     def linear_tc(
@@ -352,60 +439,9 @@ def _tc_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: b
         Bias: T.Tensor((N,), dtype),
         Y: T.Tensor((M, N), dtype),
     ):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
-            A_s = T.alloc_shared((bM, bK), dtype)
-            W_s = T.alloc_shared((bN, bK), dtype)
-            C_f = T.alloc_fragment((bM, bN), ACCUM)
-            C_s = T.alloc_shared((bM, bN), dtype)
-            # Panel rasterization keeps neighbouring blocks on the same A/W panels in L2.
-            T.use_swizzle(panel_size=panel, enable=swizzle)
-            tile_product(A, W, Bias, Y, A_s, W_s, C_f, C_s, bx, by, N, K)
+        body(A, W, Bias, Y, None)
 
-    return linear_tc
-
-
-def _tc_swap_program(shape: Shape, dtype: str, cfg: dict[str, Any], tile_product: Any, T: Any):
-    """`_tc_program` with `swap_ab`: the grid walks y's transpose (rows over N, columns
-    over M), the weight is the tile product's A and x its W."""
-    M, N, K = shape
-    bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
-    threads, panel, persistent = cfg["threads"], cfg["panel"], cfg["persistent"]
-
-    if persistent:
-        @T.prim_func
-        def linear_tc_swap_persistent(
-            A: T.Tensor((M, K), dtype),
-            W: T.Tensor((N, K), dtype),
-            Bias: T.Tensor((N,), dtype),
-            Y: T.Tensor((M, N), dtype),
-        ):
-            with T.Kernel(persistent, threads=threads) as block_id:
-                A_s = T.alloc_shared((bM, bK), dtype)
-                W_s = T.alloc_shared((bN, bK), dtype)
-                C_f = T.alloc_fragment((bM, bN), ACCUM)
-                C_s = T.alloc_shared((bN, bM), dtype)
-                for by, bx in T.Persistent([T.ceildiv(N, bM), T.ceildiv(M, bN)], persistent, block_id,
-                                           group_size=panel):
-                    tile_product(W, A, Bias, Y, A_s, W_s, C_f, C_s, bx, by, N, K)
-
-        return linear_tc_swap_persistent
-
-    @T.prim_func
-    def linear_tc_swap(
-        A: T.Tensor((M, K), dtype),
-        W: T.Tensor((N, K), dtype),
-        Bias: T.Tensor((N,), dtype),
-        Y: T.Tensor((M, N), dtype),
-    ):
-        with T.Kernel(T.ceildiv(M, bN), T.ceildiv(N, bM), threads=threads) as (bx, by):
-            A_s = T.alloc_shared((bM, bK), dtype)
-            W_s = T.alloc_shared((bN, bK), dtype)
-            C_f = T.alloc_fragment((bM, bN), ACCUM)
-            C_s = T.alloc_shared((bN, bM), dtype)
-            T.use_swizzle(panel_size=panel, enable=cfg["swizzle"])
-            tile_product(W, A, Bias, Y, A_s, W_s, C_f, C_s, bx, by, N, K)
-
-    return linear_tc_swap
+    return renamed(linear_tc, name)
 
 
 def _cluster_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: bool):
@@ -501,7 +537,7 @@ def _splitk_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     return linear_splitk
 
 
-def simt_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: bool = True):
+def simt_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: bool = True, gate: bool = False):
     import tilelang.language as T
 
     M, N, K = shape
@@ -513,13 +549,8 @@ def simt_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: 
     pad = 4  # breaks the 32-way bank conflict of the transposed shared-memory stores
     apply = act_macro(T, act, fast=fast) if act != "none" else None
 
-    @T.prim_func
-    def linear_simt(
-        A: T.Tensor((M, K), dtype),
-        W: T.Tensor((N, K), dtype),
-        Bias: T.Tensor((N,), dtype),
-        Y: T.Tensor((M, N), dtype),
-    ):
+    @T.macro
+    def body(A, W, Bias, G, Y):
         with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
             # K-major tiles so each thread reads its tM (tN) operands as one vector.
             A_s = T.alloc_shared((bK, bM + pad), dtype)
@@ -554,6 +585,30 @@ def simt_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: 
                     acc[i, j] = acc[i, j] + Bias[bx * bN + tx * tN + j]
                     if act != "none":
                         apply(acc, i, j)
+                    if gate:
+                        acc[i, j] = acc[i, j] * G[by * bM + ty * tM + i, bx * bN + tx * tN + j]
                     Y[by * bM + ty * tM + i, bx * bN + tx * tN + j] = acc[i, j]
+
+    if gate:
+        @T.prim_func
+        def linear_simt_mul(
+            A: T.Tensor((M, K), dtype),
+            W: T.Tensor((N, K), dtype),
+            Bias: T.Tensor((N,), dtype),
+            G: T.Tensor((M, N), dtype),
+            Y: T.Tensor((M, N), dtype),
+        ):
+            body(A, W, Bias, G, Y)
+
+        return linear_simt_mul
+
+    @T.prim_func
+    def linear_simt(
+        A: T.Tensor((M, K), dtype),
+        W: T.Tensor((N, K), dtype),
+        Bias: T.Tensor((N,), dtype),
+        Y: T.Tensor((M, N), dtype),
+    ):
+        body(A, W, Bias, None, Y)
 
     return linear_simt

@@ -3,10 +3,14 @@ exactly nn.Linear's layout.
 
 In: shape (M, N, K); inputs x[M, K], weight[N, K], bias[N] (as nn.Linear stores them).
 Out: y[M, N] in the input dtype, compared against `torch.nn.functional.linear` followed
-by the activation. Five registered families share this module: `gemm` (no activation,
+by the activation. Six registered families share this module: `gemm` (no activation,
 what profiling maps nn.Linear to) and `gemm_relu`, `gemm_gelu` (exact erf form, as
 nn.GELU), `gemm_silu` and `gemm_gelu_tanh` (GPT-2's gelu_new), whose activation runs on
-the fp32 accumulator in the epilogue before the single rounding to the output dtype.
+the fp32 accumulator in the epilogue before the single rounding to the output dtype, and
+`gemm_mul`, y = (x @ weight.T + bias) * g for a fourth input g[M, N]: a gated MLP's up
+projection times its activated gate (llama's `down(silu(gate(x)) * up(x))`: gemm_silu
+makes the gate, gemm_mul the product, and the elementwise multiply's kernel, which reads
+two [M, N] tensors and writes a third, is gone). Whole-K schedules only for it.
 Schedules: on CUDA, fp16/bf16 use shared-memory tiles, a pipelined K loop, tensor-core
 `T.gemm` into a fp32 fragment, block rasterization and the epilogue on the fragment;
 when M*N gives too few tiles to fill the GPU and K is long, a split-K variant has
@@ -46,6 +50,8 @@ ACTIVATIONS = ("none", "relu", "gelu", "silu", "gelu_tanh")
 ACT_FLOPS = {"none": 0, "relu": 1, "gelu": 8, "silu": 4, "gelu_tanh": 9}
 # The torch calls that are a linear layer: the plain family routes them, a fused one holds them.
 LINEAR_CALLS = (F.linear, torch.addmm, torch.mm)
+# A product of two tensors as the router sees it: `a * b` and a.mul(b) arrive as Tensor.mul.
+MUL_CALLS = (torch.Tensor.mul, torch.mul)
 
 CPU_DEFAULTS = {"block_M": 128, "block_N": 64, "block_K": 32}
 # Tensor-core schedule (fp16/bf16).
@@ -115,13 +121,20 @@ class GemmFamily(KernelFamily):
     # shapes from the plain family's profiled calls.
     profile_family = "gemm"
 
-    def __init__(self, activation: str = "none"):
+    def __init__(self, activation: str = "none", gate: bool = False):
         if activation not in ACTIVATIONS:
             raise KernelError(f"gemm: unknown activation '{activation}'; use one of {', '.join(ACTIVATIONS)}")
+        if gate and activation != "none":
+            raise KernelError("gemm: a gated GEMM multiplies the linear's own result; it takes no activation")
         self.activation = activation
-        self.name = "gemm" if activation == "none" else f"gemm_{activation}"
-        self.title = "GEMM / linear (+bias)" if activation == "none" else f"GEMM / linear (+bias, {activation.upper()})"
-        self.aten_ops = frozenset({"aten::linear", "aten::addmm", "aten::mm"}) if activation == "none" else frozenset()
+        # gemm_mul: the epilogue multiplies by a fourth input, g[M, N] (the module docstring).
+        self.gate = gate
+        self.name = "gemm_mul" if gate else "gemm" if activation == "none" else f"gemm_{activation}"
+        self.title = ("GEMM / linear (+bias) x a tensor (a gated MLP's multiply)" if gate else
+                      "GEMM / linear (+bias)" if activation == "none" else
+                      f"GEMM / linear (+bias, {activation.upper()})")
+        plain = activation == "none" and not gate
+        self.aten_ops = frozenset({"aten::linear", "aten::addmm", "aten::mm"}) if plain else frozenset()
 
     # ------------------------------------------------------------ shapes
 
@@ -173,25 +186,30 @@ class GemmFamily(KernelFamily):
         x = C.randn((M, K), dtype, device, g)
         w = C.randn((N, K), dtype, device, g, scale=1.0 / math.sqrt(K))
         b = C.randn((N,), dtype, device, g, scale=0.1)
+        if self.gate:  # the gate's values, O(1) as a SiLU's are
+            return x, w, b, C.randn((M, N), dtype, device, g)
         return x, w, b
 
     def reference(self, *inputs: torch.Tensor) -> torch.Tensor:
+        if self.gate:
+            x, w, b, gate = inputs
+            return F.linear(x, w, b) * gate
         x, w, b = inputs
         return TORCH_ACTS[self.activation](F.linear(x, w, b))
 
     def input_shapes(self, shape: Shape) -> list[tuple[int, ...]]:
         M, N, K = shape
-        return [(M, K), (N, K), (N,)]
+        return [(M, K), (N, K), (N,)] + ([(M, N)] if self.gate else [])
 
     # ------------------------------------------------------------ metrics
 
     def flops(self, shape: Shape) -> float:
         M, N, K = shape
-        return 2.0 * M * N * K + M * N * (1 + ACT_FLOPS[self.activation])
+        return 2.0 * M * N * K + M * N * (1 + ACT_FLOPS[self.activation] + self.gate)
 
     def bytes(self, shape: Shape, dtype: str) -> float:
         M, N, K = shape
-        return float((M * K + N * K + N + M * N) * C.dtype_bytes(C.canonical_dtype(dtype)))
+        return float((M * K + N * K + N + M * N * (1 + self.gate)) * C.dtype_bytes(C.canonical_dtype(dtype)))
 
     def tolerance(self, dtype: str, shape: Shape | None = None) -> tuple[float, float]:
         """Both sides accumulate in fp32; the difference is summation order (grows
@@ -200,6 +218,10 @@ class GemmFamily(KernelFamily):
         k = int(shape[2]) if shape is not None else 1024
         grow = max(1.0, math.sqrt(k / 256.0))
         base = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1.6e-2}[dtype]
+        if self.gate:
+            # PyTorch rounds the linear's result, then the product: the kernel rounds once.
+            # The linear's error is scaled by |g| (make_inputs' g reaches 4-5), hence atol x4.
+            return (4 * base * grow, 2 * base * grow)
         return (base * grow, base * grow)
 
     # ------------------------------------------------------------ tuning
@@ -211,7 +233,10 @@ class GemmFamily(KernelFamily):
             return self._cpu_space(M, N, K)
         if dtype == "float32":
             return self._simt_space(M, N, K, hardware)
-        return self._tc_space(M, N, K, dtype, hardware)
+        space = self._tc_space(M, N, K, dtype, hardware)
+        # The gated product has whole-K programs only (_gemm_programs); its epilogue is a
+        # load and a multiply, not an erf or exp, so the ping-pong tiles stay in.
+        return [c for c in space if not _split(c)] if self.gate else space
 
     def _cpu_space(self, M: int, N: int, K: int) -> list[KernelConfig]:
         out = []
@@ -403,13 +428,13 @@ class GemmFamily(KernelFamily):
 
     def schedule(self, shape: Shape, dtype: str, target: str) -> Schedule:
         # fp32 on the GPU runs FFMA (SIMT): T.gemm on fp32 would be TF32, not PyTorch's fp32.
-        act = self.activation
+        act, gate = self.activation, self.gate
         if C.is_cpu_target(target):
-            return Schedule(CPU_DEFAULTS, functools.partial(P.cpu_program, act=act))
+            return Schedule(CPU_DEFAULTS, functools.partial(P.cpu_program, act=act, gate=gate))
         fast = target.split()[0] == "cuda"  # MUFU intrinsics in the epilogue: CUDA's only
         if dtype == "float32":
-            return Schedule(SIMT_DEFAULTS, functools.partial(P.simt_program, act=act, fast=fast))
-        return Schedule(TC_DEFAULTS, functools.partial(P.tensor_core_program, act=act, fast=fast))
+            return Schedule(SIMT_DEFAULTS, functools.partial(P.simt_program, act=act, fast=fast, gate=gate))
+        return Schedule(TC_DEFAULTS, functools.partial(P.tensor_core_program, act=act, fast=fast, gate=gate))
 
     def config_error(self, shape: Shape, dtype: str, cfg: dict, target: str) -> str | None:
         for key in ("block_M", "block_N", "block_K"):
@@ -417,6 +442,8 @@ class GemmFamily(KernelFamily):
                 return f"{key} must be positive, got {cfg[key]}"
         if C.is_cpu_target(target):
             return None
+        if self.gate and dtype != "float32" and _split(cfg):
+            return "the gated product runs whole-K tiles: not with split_k, cluster or stream_k"
         if dtype == "float32":
             if cfg["block_M"] % cfg["thread_M"] or cfg["block_N"] % cfg["thread_N"]:
                 return f"block_M/block_N must be multiples of thread_M/thread_N, got {cfg}"
@@ -466,14 +493,19 @@ class GemmFamily(KernelFamily):
     # ------------------------------------------------------------ swap-in (at the operator)
 
     @property
+    def fused(self) -> bool:
+        return self.activation != "none" or self.gate
+
+    @property
     def functions(self) -> tuple:
         # A fused variant has no torch function of its own: its pattern is a linear and
-        # then the activation on its result, which the router holds back (`fuses`).
-        return LINEAR_CALLS if self.activation == "none" else ()
+        # then the activation on its result (or the product with it), which the router
+        # holds back (`fuses`).
+        return () if self.fused else LINEAR_CALLS
 
     @property
     def fuses(self) -> tuple:
-        return LINEAR_CALLS if self.activation != "none" else ()
+        return LINEAR_CALLS if self.fused else ()
 
     @property
     def chains(self) -> bool:
@@ -481,10 +513,12 @@ class GemmFamily(KernelFamily):
 
     @property
     def fused_op(self) -> str:
+        if self.gate:
+            return "aten::mul"
         return "" if self.activation == "none" else f"aten::{self.activation.removesuffix('_tanh')}"
 
     def first(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Any:
-        if self.activation == "none":
+        if not self.fused:
             return super().first(func, args, kwargs, dtype)
         route = self.route(func, args, kwargs, dtype)
         return route if isinstance(route, str) else Start(route.shape, route.out, route, route=route)
@@ -492,7 +526,12 @@ class GemmFamily(KernelFamily):
     def second(self, func: Callable, args: tuple, kwargs: dict, start: Any, held: torch.Tensor) -> Any:
         """This family's activation on the held linear's result and nothing else: F.gelu
         in its exact (erf) form for gemm_gelu (nn.GELU(), transformers' "gelu"), F.relu /
-        torch.relu / Tensor.relu out of place, F.silu out of place (nn.SiLU, llama's act)."""
+        torch.relu / Tensor.relu out of place, F.silu out of place (nn.SiLU, llama's act).
+        For gemm_mul, the held result times one other tensor of its size and dtype, in
+        either order (`act(gate) * up`, `up * act(gate)`); a broadcast factor, a number or
+        the result times itself is not this family's."""
+        if self.gate:
+            return self._product(func, args, kwargs, start, held)
         if len(args) != 1 or args[0] is not held:
             return None
         if func not in _SECOND.get(self.activation, ()):
@@ -503,6 +542,20 @@ class GemmFamily(KernelFamily):
             return None
         first: Route = start.state
         return Route(first.shape, first.launch, notes=first.notes)
+
+    @staticmethod
+    def _product(func: Callable, args: tuple, kwargs: dict, start: Any, held: torch.Tensor) -> Route | None:
+        if func not in MUL_CALLS or kwargs or len(args) != 2:
+            return None
+        a, b = args
+        other = b if a is held else a if b is held else None
+        if not isinstance(other, torch.Tensor) or other is held or other.shape != held.shape \
+                or other.dtype != held.dtype or other.device != held.device:
+            return None
+        first: Route = start.state
+        M, N, _ = first.shape
+        notes = first.notes + (() if other.is_contiguous() else ("gate copied to contiguous",))
+        return Route(first.shape, lambda kernel: first.launch(kernel, other.reshape(M, N)), notes=notes)
 
     def ends_chain(self, probe: torch.Tensor, result: torch.Tensor, start: Any) -> Any:
         """This family's activation written out as elementwise calls (GPT-2's gelu_new,
@@ -557,8 +610,9 @@ class GemmFamily(KernelFamily):
         bias = b if b is not None else DERIVED.constant("zero_bias", N, w_nk.dtype, w_nk.device, 0.0)
         lead = x.shape[:-1]
 
-        def launch(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
-            return kernel(x.reshape(M, K).contiguous(), w_nk, bias).reshape(*lead, N)
+        def launch(kernel: Callable[..., torch.Tensor], *more: torch.Tensor) -> torch.Tensor:
+            # `more`: a fused variant's further inputs (gemm_mul's g[M, N])
+            return kernel(x.reshape(M, K).contiguous(), w_nk, bias, *more).reshape(*lead, N)
 
         return Route((M, N, K), launch, notes=notes, out=((*lead, N), x.dtype, x.device))
 
@@ -567,8 +621,13 @@ class GemmFamily(KernelFamily):
 _SECOND = {"gelu": (F.gelu,), "relu": (F.relu, torch.relu, torch.Tensor.relu), "silu": (F.silu,),
            "gelu_tanh": (F.gelu,)}
 
+def _split(cfg: KernelConfig) -> bool:
+    """Whether a config splits K or pairs blocks: the programs with no gated form."""
+    return cfg.get("split_k", 1) > 1 or bool(cfg.get("cluster")) or bool(cfg.get("stream_k"))
+
+
 FAMILY = GemmFamily()
-FUSED = tuple(GemmFamily(act) for act in ACTIVATIONS if act != "none")
+FUSED = tuple(GemmFamily(act) for act in ACTIVATIONS if act != "none") + (GemmFamily(gate=True),)
 
 from . import register  # noqa: E402  (the registry module defines register before importing us)
 

@@ -155,6 +155,27 @@ def test_hf_llama_rotary_embedding_runs_in_tilelang_under_graph_capture_on_gpu()
     assert rows["rope"].reference_ms > 0 and rows["rope"].tilelang_ms > 0, rows
 
 
+def test_hf_llama_swiglu_multiply_runs_in_the_up_projection_under_graph_capture_on_gpu():
+    """transformers' LlamaMLP, down(silu(gate(x)) * up(x)): the gate in gemm_silu, the up
+    projection and the product in gemm_mul's epilogue, so no multiply kernel runs; the
+    in-model row sets gemm_mul against each up projection with its multiply."""
+    from transformers import LlamaConfig, LlamaModel
+    cfg = LlamaConfig(num_hidden_layers=2, hidden_size=256, intermediate_size=704, num_attention_heads=4,
+                      num_key_value_heads=2, vocab_size=1000, attn_implementation="sdpa")
+    model = LlamaModel(cfg).cuda().half().eval()
+    inputs = (torch.randint(0, 1000, (4, 128), device="cuda"),)
+    router = _route(model, inputs, ["gemm", "gemm_silu", "gemm_mul"])
+    e2e = bench.end_to_end(model, inputs, "cuda", 4, router, dtype="float16", profiled_ms={},
+                           total_profiled_ms=1.0, op_ratios={}, shares={},
+                           policy=bench.TimingPolicy(reps=5, max_seconds=1.0))
+    assert e2e.outputs_match, (e2e.error, e2e.rel_l2_err, e2e.rel_max_err)
+    ran = {c.family: c.tilelang for c in e2e.calls if c.tilelang}
+    assert ran.get("gemm_silu") == 2 and ran.get("gemm_mul") == 2, ran
+    assert e2e.views[0].method == "cuda_graph" and not router.reused, (e2e.flags, router.reused)
+    rows = {r.family: r for r in e2e.in_model}
+    assert rows["gemm_mul"].reference_ms > 0 and rows["gemm_mul"].tilelang_ms > 0, rows
+
+
 @pytest.mark.parametrize("name", ["timm", "torchvision"])
 def test_vision_models_route_on_gpu(name):
     if name == "timm":

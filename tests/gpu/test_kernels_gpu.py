@@ -105,12 +105,29 @@ def test_softmax_flat_configs_on_gpu(dtype, hw):
         assert res.passed, [c for c in res.cases if not c.passed]
 
 
-@pytest.mark.parametrize("name", ["gemm_relu", "gemm_gelu", "gemm_silu"])
+@pytest.mark.parametrize("name", ["gemm_relu", "gemm_gelu", "gemm_silu", "gemm_mul"])
 def test_fused_epilogues_on_awkward_shapes_on_gpu(name, hw):
     fam = kernels.get(name)
     for cfg in fam.search_space((1000, 770, 3001), "float16", hw)[:2]:
         res = verify.verify(fam, (1000, 770, 3001), "float16", cfg, hw.target, "cuda", seeds=(0, 1))
         assert res.passed, [c for c in res.cases if not c.passed]
+
+
+@pytest.mark.parametrize("shape", [(1000, 1000, 3000), (3000, 1000, 1000), (2048, 5632, 2048), (16, 1000, 2065)],
+                         ids=["tails", "tokens-over-features", "llama-up", "decode"])
+def test_gated_product_on_every_whole_k_program_on_gpu(shape, hw):
+    # gemm_mul's G read in each epilogue: ping-pong (y's tiles, and its transpose's where
+    # M > N), the wave tiles, persistent, and 16-row mma tiles, on tails TMA can address.
+    fam = kernels.get("gemm_mul")
+    space = fam.search_space(shape, "float16", hw)
+    picks = {}
+    for c in space:
+        picks.setdefault((c["pingpong"], c["swap_ab"], bool(c["persistent"]), c["block_M"] < 64), c)
+    assert space and all(c["split_k"] == 1 and not c["stream_k"] for c in space)
+    for cfg in picks.values():
+        for dtype in ("float16", "bfloat16"):
+            res = verify.verify(fam, shape, dtype, cfg, hw.target, "cuda", seeds=(0, 1))
+            assert res.passed, (cfg, [c for c in res.cases if not c.passed])
 
 
 @pytest.mark.parametrize("shape", [(1, 4096, 11008), (16, 1000, 2065), (37, 770, 3001)])

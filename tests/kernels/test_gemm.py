@@ -192,6 +192,91 @@ def _plain_linear(x, w, b):
     return torch.nn.functional.linear(x, w, b)
 
 
+# ---------------------------------------------------------------- the gated product (gemm_mul)
+
+MUL = get("gemm_mul")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("shape", [(33, 47, 29), (1, 40, 24), MODEL_SHAPE, FAM.awkward_shape(MODEL_SHAPE)])
+def test_gated_product_matches_torch_on_cpu(shape, dtype):
+    # y = (x @ w.T + b) * g in one kernel, against PyTorch's linear then multiply
+    kernel = MUL.build(shape, dtype, MUL.search_space(shape, dtype, CPU)[0], "c")
+    atol, rtol = MUL.tolerance(dtype, shape)
+    for seed in (0, 1, 2):
+        inputs = MUL.make_inputs(shape, dtype, "cpu", seed)
+        out, ref = kernel(*inputs), MUL.reference(*inputs)
+        assert out.shape == ref.shape == shape[:2] and out.dtype == ref.dtype
+        torch.testing.assert_close(out, ref, atol=atol, rtol=rtol)
+        # the product really ran: the linear alone is far off
+        assert not torch.allclose(out, _plain_linear(*inputs[:3]), atol=atol, rtol=rtol)
+
+
+def test_gated_product_metadata_and_routing_protocol():
+    M, N, K = MODEL_SHAPE
+    assert MUL.name == "gemm_mul" and MUL.gate and not MUL.aten_ops and MUL.profile_family == "gemm"
+    assert MUL.functions == () and F.linear in MUL.fuses and MUL.fused_op == "aten::mul" and not MUL.chains
+    assert MUL.input_shapes(MODEL_SHAPE) == [(M, K), (N, K), (N,), (M, N)]
+    assert MUL.flops(MODEL_SHAPE) == FAM.flops(MODEL_SHAPE) + M * N
+    assert MUL.bytes(MODEL_SHAPE, "float16") == FAM.bytes(MODEL_SHAPE, "float16") + 2 * M * N
+    assert [t.shape for t in MUL.make_inputs((8, 16, 32), "float32", "cpu", 0)][3] == (8, 16)
+    with pytest.raises(KernelError, match="no activation"):
+        from evaluator.kernels.gemm import GemmFamily
+        GemmFamily("silu", gate=True)
+
+
+@pytest.mark.parametrize("shape", [(2048, 5632, 2048), (3152, 3072, 768), (16, 4096, 4096), (1024, 768, 3072)])
+def test_gated_product_searches_the_whole_k_programs_and_refuses_the_others(shape):
+    space = MUL.search_space(shape, "float16", H200)
+    plain = FAM.search_space(shape, "float16", H200)
+    split = [c for c in plain if c["split_k"] > 1 or c["cluster"] or c["stream_k"]]
+    assert space == [c for c in plain if c not in split]
+    # a load and a multiply, not an erf or exp: the ping-pong tiles and their lead stay
+    assert space[0]["pingpong"] == plain[0]["pingpong"] or plain[0] in split
+    for bad in split[:1] + [{**space[0], "split_k": 2, "pingpong": 0, "persistent": 0}]:
+        assert "whole-K" in MUL.reject_reason(shape, "float16", bad, H200)
+
+
+@pytest.mark.parametrize("cfg", [
+    {"pingpong": 1, "persistent": 132, "block_M": 128, "block_N": 128, "num_stages": 5},
+    {"pingpong": 1, "persistent": 132, "block_M": 128, "block_N": 144, "num_stages": 4, "swap_ab": 1},
+    {"block_M": 128, "block_N": 240, "num_stages": 3, "threads": 256, "policy": "fullrow"},
+    {"block_M": 128, "block_N": 128, "num_stages": 3, "threads": 256, "persistent": 132},
+    {"block_M": 256, "block_N": 144, "num_stages": 3, "threads": 256, "swap_ab": 1},
+    {"block_M": 16, "block_N": 32, "block_K": 256, "num_stages": 4, "policy": "fullcol"},
+])
+def test_gated_product_lowers_for_sm90_with_g_read_in_the_epilogue(cfg):
+    # Each whole-K program takes G after the bias and reads it once per output element;
+    # the plain GEMM's kernel of the same config keeps its name and reads no G.
+    shape = (1000, 1000, 3000)  # no tile divides M, N or K: the reads past M and N are masked
+    src = C.lower_source(MUL.program(shape, "float16", cfg, SM90), SM90)
+    plain = C.lower_source(FAM.program(shape, "float16", cfg, SM90), SM90)
+    sig = re.search(r"__global__ void __launch_bounds__\([^)]*\) (\w+)\(([^)]*)\)", src)
+    name, params = sig.group(1), [p.split()[-1] for p in sig.group(2).split(",")]
+    assert "G" in params and "Bias" in params, params  # G by pointer (TMA takes A, W, Y by descriptor)
+    assert name.endswith("_mul_kernel") and name.replace("_mul_kernel", "_kernel") in plain
+    assert "G[" in src or "(G +" in src
+    assert " G," not in plain and "G[" not in plain
+    assert ("wgmma" in src) == ("wgmma" in plain)
+
+
+def test_gated_product_cpu_program_refuses_nothing_the_plain_one_takes():
+    shape = (33, 47, 29)
+    for cfg in MUL.search_space(shape, "float16", CPU):
+        assert MUL.reject_reason(shape, "float16", cfg, CPU) is None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_gated_ping_pong_compiles_for_sm90_without_spills():
+    # The epilogue's G load runs under the other consumer's k-loop; it must not push the
+    # consumer past its register cap (the plain kernel: 168 registers, no spills).
+    cfg = MUL.search_space((2048, 5632, 2048), "float16", H200)[0]
+    assert cfg["pingpong"]
+    kernel = MUL.build((2048, 5632, 2048), "float16", cfg, SM90)
+    assert "linear_tc_pingpong_mul_kernel" in kernel.source
+
+
 def test_unknown_activation_is_refused():
     from evaluator.kernels.gemm import GemmFamily
     with pytest.raises(KernelError, match="activation"):
