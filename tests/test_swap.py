@@ -69,6 +69,12 @@ def test_coverage_weights_each_shape_by_the_calls_that_ran():
               CallCount("softmax", "c", tilelang=1, profiled_ms=0.0)]
     assert abs(swap.coverage(counts, 10.0) - 0.3) < 1e-9
     assert swap.coverage(counts, 0.0) == 0.0
+    # One profiled linear shape taken by two fused families (llama's gate and up
+    # projections): its 4 ms count once, by the calls that ran, not once per family.
+    fused = [CallCount("gemm", "a", tilelang=0, notes={"fused into gemm_silu": 2}, profiled_ms=4.0),
+             CallCount("gemm_silu", "a", tilelang=2, profiled_ms=4.0),
+             CallCount("gemm_mul", "a", tilelang=1, fallback={"shape not tuned": 1}, profiled_ms=4.0)]
+    assert abs(swap.coverage(fused, 10.0) - 0.3) < 1e-9
 
 
 def test_derived_weights_are_made_once_and_remade_after_an_update():
