@@ -5,7 +5,7 @@ own call timed in the same interleaved rounds. It answers two questions the tune
 numbers cannot: what the best reachable ratio is, and whether the family's search
 space (and its first config) contains that best.
 
-    python3 benchmarks/kernel_sweep.py [--only gemm,llama,pingpong,pingwave,swap,streamk,fused,skinny,attention,views,rows,rope,conv2d,resnet50] [--shapes 3152x3072x768,...] [--json OUT.json]
+    python3 benchmarks/kernel_sweep.py [--only gemm,llama,pingpong,pingwave,swap,streamk,fused,gated,skinny,attention,views,rows,rope,conv2d,resnet50] [--shapes 3152x3072x768,...] [--json OUT.json]
 
 Each row: family, shape, PyTorch µs, best TileLang µs and config, the ratio
 (PyTorch / TileLang), and the ratios of the family's own first config and of the best
@@ -47,6 +47,10 @@ GEMM_LLAMA = [(512, 5632, 2048), (512, 2048, 2048), (512, 2048, 5632)]  # the zo
 # GELU(fc1(x)), GPT-2's gelu_new(c_fc(x)); against F.linear then the activation. The plain
 # GEMM at ViT-B's shape beside them: what the activation adds to the same tiles.
 GEMM_FUSED = [("gemm_gelu", (1024, 3072, 768)), ("gemm_gelu", (3152, 3072, 768)), ("gemm_gelu_tanh", (2048, 3072, 768))]
+# SwiGLU's up projection with the product in its epilogue (gemm_mul) against F.linear then
+# the multiply, and its gate (gemm_silu) against F.linear then F.silu: TinyLlama's MLP at
+# b4 s512 (session 20's HF llama run), the zoo llama's at b1 s512.
+GEMM_GATED = [("gemm_mul", (2048, 5632, 2048)), ("gemm_silu", (2048, 5632, 2048)), ("gemm_mul", (512, 5632, 2048))]
 GEMM_SKINNY = [(16, 4096, 4096), (1, 4096, 11008), (32, 1000, 2048)]
 ATTENTION = [  # (B, H, Sq, Skv, D, causal)
     (4, 32, 4096, 4096, 128, 0), (4, 32, 4096, 4096, 128, 1), (4, 32, 4096, 4096, 64, 1),
@@ -300,6 +304,8 @@ def cases(only: set[str], hw, own_only: bool = False) -> list[tuple[str, tuple, 
         out += [("gemm", s, streamk_grid(s)) for s in GEMM_MODEL + GEMM_LLAMA if streamk_grid(s)]
     if "fused" in only:  # the epilogue's activation beside the ping-pong grid
         out += [(f, s, pingpong_grid(s)) for f, s in GEMM_FUSED + [("gemm", (3152, 3072, 768))]]
+    if "gated" in only:  # the gated product's epilogue (and the gate's) beside the ping-pong grid
+        out += [(f, s, pingpong_grid(s)) for f, s in GEMM_GATED]
     if "skinny" in only:
         out += [("gemm", s, gemm_grid(s)) for s in GEMM_SKINNY]
     if "attention" in only:

@@ -40,3 +40,12 @@ def test_without_cuda_one_line_and_exit_2():
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernel_sweep.py"), "--only", "attention"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1 and "CUDA" in run.stderr
+
+
+def test_gated_times_the_swiglu_products_space_and_the_ping_pong_grid():
+    todo = ks.cases({"gated"}, H200)
+    assert [(f, s) for f, s, _, _ in todo] == ks.GEMM_GATED
+    for fam, shape, configs, own in todo:
+        assert configs[:len(own)] == own and any(c["pingpong"] for c in configs)
+        if fam == "gemm_mul":  # whole-K programs only: nothing that splits K
+            assert not any(c["split_k"] > 1 or c["cluster"] or c["stream_k"] for c in configs)
