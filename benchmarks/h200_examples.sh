@@ -9,6 +9,7 @@
 #   benchmarks/h200_examples.sh OUT_DIR KEY...
 #   KEY: hf-bert hf-gpt2 hf-llama timm-vit tv-resnet50 bert-base llama conv2d
 #        capture-path capture-path-gpt2 in-sequence-gelu ncu-gemm ncu-gelu ncu-streamk ncu-width ncu-swap ncu-tiles ncu-attn
+#        ncu-attn-pingpong
 #        bert-base-defaults llama-defaults   (every option at its default; run cold, with
 #        an empty TileLang kernel cache and tuning cache, then warm; wall times go to
 #        OUT_DIR/wall_times.txt)
@@ -118,6 +119,12 @@ for key in "$@"; do
       ncu_one first_4x32x4096x4096x64x1 4x32x4096x4096x64x1 "{$a, \"block_N\": 128}" attention
       ncu_one split_4x32x4096x4096x64x1 4x32x4096x4096x64x1 "{$a, \"block_N\": 128, \"split_count\": true}" attention
       ncu_one first_16x12x197x197x64x0 16x12x197x197x64x0 "{$a, \"block_N\": 64}" attention ;;
+    ncu-attn-pingpong)  # FlashAttention-3's forward written out (session 21) beside the measured first configs
+      p='"block_M": 128, "num_stages": 2, "threads": 256, "pingpong": true'
+      ncu_one pingpong_4x32x4096x4096x128x0 4x32x4096x4096x128x0 "{$p, \"block_N\": 128}" attention
+      ncu_one ws_4x32x4096x4096x128x0 4x32x4096x4096x128x0 \
+        '{"block_M": 128, "block_N": 128, "num_stages": 1, "threads": 256}' attention
+      ncu_one pingpong_4x32x4096x4096x64x1 4x32x4096x4096x64x1 "{$p, \"block_N\": 128}" attention ;;
     capture-path)  # what transformers' BertModel calls eagerly and while a graph is captured
       python3 benchmarks/capture_path.py hf:BertModel --batch-size 8 --seq-len 128 --json "$out/capture_path_hf-bert.json" ;;
     capture-path-gpt2)  # which call stops GPT-2's capture when it is hidden from the model (session 14)

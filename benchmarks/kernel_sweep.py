@@ -254,6 +254,10 @@ def attention_grid(shape) -> list[dict]:
         if shape[5] and (bM, bN) == (64, 128):
             continue
         out.append({"block_M": bM, "block_N": bN, "num_stages": 2, "threads": th, "overlap": True})
+    # FlashAttention-3's forward written out (`pingpong`: a TMA producer and two consumer
+    # warpgroups; session 21, not yet run on a GPU): its key-block widths and rings.
+    for bN, st in ((128, 2), (128, 3), (64, 2), (64, 4), (176, 2), (192, 2)):
+        out.append({"block_M": 128, "block_N": bN, "num_stages": st, "threads": 256, "pingpong": True})
     return out
 
 

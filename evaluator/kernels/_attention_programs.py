@@ -10,7 +10,9 @@ family hands back transposed, as PyTorch's flash SDPA does. Out: a TileLang Prim
 tiles, one (batch, head, query block) per kernel block; on CUDA FlashAttention with
 tensor-core gemms for QK^T and PV, the K/V loop chosen by `overlap`: FlashAttention-2's
 loop with synchronous `T.gemm` (warp-specialized by TileLang), or a hand-ordered
-software pipeline with asynchronous WGMMA (FlashAttention-3's softmax/gemm overlap).
+software pipeline with asynchronous WGMMA (FlashAttention-3's softmax/gemm overlap);
+with `pingpong` the whole kernel is `_attention_pingpong`'s (a TMA producer warpgroup and
+two consumer warpgroups, FlashAttention-3's forward).
 Both mask only the key blocks on the causal diagonal or at the Skv tail (`kv_blocks`), and
 both carry `tl.enable_fast_math` unless `cfg["fast_math"]` is off (see `gpu_program`).
 Checking configs and compiling are the family's (attention.py, base.py); nothing here
@@ -24,6 +26,7 @@ import math
 from typing import Any
 
 from ..results import Shape
+from . import _attention_pingpong as PPA
 from . import _common as C
 
 ACCUM = "float32"
@@ -165,6 +168,13 @@ def gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     causal = bool(causal)
     bM, threads = cfg["block_M"], cfg["threads"]
     n_q = C.ceildiv(Sq, bM)
+    if cfg.get("pingpong"):
+        # The shared pieces on one consumer warpgroup's rows; the key blocks on the block's.
+        rows = _gpu_parts(T, shape, dtype, {**cfg, "block_M": PPA.ROWS})
+        program = PPA.pingpong_program(shape, dtype, cfg, rows,
+                                       lambda bx: kv_blocks(bx, bM, cfg["block_N"], Skv, causal, T.min),
+                                       operand, output_shape)
+        return C.with_fast_math(program, cfg["fast_math"])
     parts = _gpu_parts(T, shape, dtype, cfg)
     kv_loop = (_overlap_loop if cfg["overlap"] else _ws_loop)(T, shape, dtype, cfg, parts)
 

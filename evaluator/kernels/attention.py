@@ -20,7 +20,10 @@ per-element mask. Config keys: block_M, block_N, num_stages (K/V buffers), threa
 producer warpgroup); True is FlashAttention-3's intra-warpgroup overlap, a hand-ordered
 software pipeline with asynchronous WGMMA in which block t's softmax runs while block
 t-1's PV gemm is on the tensor cores (sm_90 only, num_stages 2, cp.async loads, no
-producer warpgroup). fp32 is refused on CUDA (T.gemm on fp32 is TF32, which would not
+producer warpgroup); `pingpong` (sm_90 only; 128 query rows, 256 consumer threads) is
+FlashAttention-3's forward written out (`_attention_pingpong`): a TMA producer warpgroup
+feeds two consumer warpgroups of 64 rows each, which overlap softmax and gemms within
+and across warpgroups. fp32 is refused on CUDA (T.gemm on fp32 is TF32, which would not
 match PyTorch's fp32). On CPU (the C backend), the same online-softmax loop over fp32
 local tiles, one (batch, head, query block) per kernel block. The programs themselves
 are in `_attention_programs.py`; this module sizes, checks, searches and routes them.
@@ -40,6 +43,7 @@ import torch.nn.functional as F
 from ..errors import KernelError
 from ..results import Hardware, KernelConfig, Shape
 from ..swap import Route, arg, dtype_mismatch
+from . import _attention_pingpong as PPA
 from . import _attention_programs as P
 from . import _common as C
 from .base import KernelFamily, Schedule
@@ -54,7 +58,7 @@ CPU_DEFAULTS = {"block_M": 32, "block_N": 64}
 # slower on the H200 (session 17), so outside the search space.
 # fast_math: the CUDA build with nvcc --use_fast_math (see `_attention_programs.gpu_program`).
 GPU_DEFAULTS = {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256, "overlap": False,
-                "split_count": False, "fast_math": True}
+                "split_count": False, "fast_math": True, "pingpong": False}
 
 # Local tiles become stack arrays in the generated C; keep them well inside a thread's stack.
 CPU_LOCAL_LIMIT_BYTES = 192 * 1024
@@ -88,11 +92,15 @@ def _gpu_smem(cfg: dict[str, Any], D: int, dtype: str) -> int:
     alignment. The O staging tile is not counted: TileLang's shared-memory planner puts
     it on Q's bytes, whose lifetime has ended (seen in the sm_90a source)."""
     b = C.dtype_bytes(dtype)
+    if cfg.get("pingpong"):
+        return PPA.smem_bytes(cfg, D, b)
     return (cfg["block_M"] * D + 2 * cfg["block_N"] * D * max(1, cfg["num_stages"])) * b + GPU_SMEM_SLACK
 
 
 def _gpu_acc_regs(cfg: dict[str, Any], D: int) -> float:
     """fp32 registers per thread for acc_s, its half-precision copy and acc_o."""
+    if cfg.get("pingpong"):
+        return PPA.acc_regs(cfg, D)
     bM, bN = cfg["block_M"], cfg["block_N"]
     return (bM * bN * 1.5 + bM * D) / cfg["threads"]
 
@@ -110,10 +118,22 @@ def _gpu_config_error(cfg: dict[str, Any], D: int, Skv: int) -> str | None:
     if D % 16 or D > GPU_MAX_HEAD_DIM:
         return f"head dim D={D} must be a multiple of 16 up to {GPU_MAX_HEAD_DIM} for the tensor-core schedule"
     regs, limit = _gpu_acc_regs(cfg, D), GPU_ONE_BLOCK_REGS_LIMIT if Skv <= bN else GPU_ACC_REGS_LIMIT
+    if cfg.get("pingpong"):  # 240 registers a consumer thread, not 168 (setmaxnreg)
+        limit = PPA.ACC_REGS_LIMIT
     if regs > limit:
         return (f"{regs:.0f} accumulator registers per thread (block {bM}x{bN}, D={D}, {threads} threads) "
                 f"would spill; limit {limit}")
-    if cfg["overlap"]:
+    if cfg.get("pingpong"):
+        if cfg["overlap"] or cfg.get("split_count"):
+            return "pingpong is its own pipeline: not with overlap or split_count"
+        if (bM, threads) != (PPA.CONSUMERS * PPA.ROWS, PPA.CONSUMERS * 128):
+            return (f"pingpong gives each of its two consumer warpgroups {PPA.ROWS} query rows: block_M must be "
+                    f"{PPA.CONSUMERS * PPA.ROWS} and threads {PPA.CONSUMERS * 128} (the producer comes on top), "
+                    f"got {bM} and {threads}")
+        if cfg["num_stages"] < 2:
+            # A consumer holds block t-1's stage for its PV while it waits for block t's.
+            return f"pingpong keeps two key blocks in flight: num_stages must be at least 2, got {cfg['num_stages']}"
+    elif cfg["overlap"]:
         # The overlap pipeline's three stages keep two K and two V buffers, and its
         # asynchronous gemms are WGMMA, issued per warpgroup of 128 threads.
         if cfg["num_stages"] != 2:
@@ -337,6 +357,11 @@ class AttentionFamily(KernelFamily):
             # two and three on every shape of benchmarks/kernel_sweep.py but GPT-2's s512
             # causal, where two led by 2% (reports/examples/h200/bench/kernel_sweep.json).
             (128, 128, 1, 256),
+            # FlashAttention-3's forward (`pingpong`, _attention_pingpong): written and
+            # checked with ptxas in session 21 without a GPU, so behind the measured first
+            # config until timed; 176 keys a block is FlashAttention-3's own tile at head dim 128.
+            (128, 128, 2, 256, "pingpong"),
+            (128, 176, 2, 256, "pingpong"),
             # FlashAttention-3-style overlap (see `overlap` in the module docstring):
             # untested on the H200 when added, so behind the measured first config.
             (128, 128, 2, 256, True),
@@ -356,8 +381,11 @@ class AttentionFamily(KernelFamily):
         whole = _whole_keys(Skv)
         if whole:  # every key in one block
             raw[1:1] = [(64, whole, 2, 128, True), (128, whole, 1, 256), (64, whole, 1, 128)]
-        cands = [{"block_M": m, "block_N": n, "num_stages": s, "threads": t, **({"overlap": True} if rest else {})}
+        extra = {True: {"overlap": True}, "pingpong": {"pingpong": True}}
+        cands = [{"block_M": m, "block_N": n, "num_stages": s, "threads": t, **(extra[rest[0]] if rest else {})}
                  for m, n, s, t, *rest in raw]
+        # FlashAttention-3's 176-key tile is its non-causal one, and only pays past one block.
+        cands = [c for c in cands if not (c.get("pingpong") and c["block_N"] > 128 and (causal or Skv <= c["block_N"]))]
         fitting = [c for c in cands if self.reject_reason(shape, dtype, c, hw) is None]
         one_wave = B * H * C.ceildiv(Sq, 128) <= max(1, int(hw.cores or 1))
         best = _measured_first(D, bool(causal), Skv, one_wave)
@@ -372,7 +400,7 @@ class AttentionFamily(KernelFamily):
         # gives every SM a block, from the warp-specialized schedules.
         sms = max(1, int(hw.cores or 1))
         blocks = lambda c: B * H * C.ceildiv(Sq, c["block_M"])  # noqa: E731
-        measured = [c for c in fitting if not c.get("overlap")]
+        measured = [c for c in fitting if not c.get("overlap") and not c.get("pingpong")]
         full = [c for c in measured if blocks(c) >= sms]
         if full and full[0] is not fitting[0]:
             fitting.remove(full[0])
@@ -393,8 +421,9 @@ class AttentionFamily(KernelFamily):
         if not C.smem_fits(smem, hardware):
             return f"needs {smem} bytes of shared memory, the device allows {hardware.smem_per_block} per block"
         cc = hardware.compute_capability or ""
-        if cfg.get("overlap") and cc and not cc.startswith("9."):
-            return f"overlap uses asynchronous WGMMA, which needs sm_90 (Hopper); this device is sm {cc}"
+        if (cfg.get("overlap") or cfg.get("pingpong")) and cc and not cc.startswith("9."):
+            which = "pingpong" if cfg.get("pingpong") else "overlap"
+            return f"{which} uses asynchronous WGMMA, which needs sm_90 (Hopper); this device is sm {cc}"
         return None
 
     # ------------------------------------------------------------ build

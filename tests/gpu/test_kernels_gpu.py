@@ -113,6 +113,25 @@ def test_fused_epilogues_on_awkward_shapes_on_gpu(name, hw):
         assert res.passed, [c for c in res.cases if not c.passed]
 
 
+@pytest.mark.parametrize("shape", [(2, 4, 512, 512, 128, 0), (2, 4, 333, 517, 64, 1), (2, 4, 517, 333, 128, 1),
+                                   (4, 4, 197, 197, 64, 0), (2, 12, 300, 300, 64, 1, 36, 36, 36),
+                                   (1, 8, 512, 512, 128, 1, 8, 8, 8), (2, 4, 1000, 1000, 64, 0)],
+                         ids=["d128", "causal-Sq<Skv", "causal-Sq>Skv", "one-key-block", "gpt2-views",
+                              "llama-views", "tails"])
+def test_attention_pingpong_on_gpu(shape, hw):
+    # FlashAttention-3's forward (`pingpong`, written in session 21 without a GPU): a TMA
+    # producer and two consumer warpgroups, on tails in Sq and Skv, causal both ways, one
+    # key block, and the transposed views models pass; 2 and 3 stages, both dtypes.
+    fam = kernels.get("attention")
+    base = {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256, "pingpong": True}
+    for cfg in (base, {**base, "num_stages": 3}, {**base, "block_N": 64}):
+        for dtype in ("float16", "bfloat16"):
+            if fam.reject_reason(shape, dtype, cfg, hw):
+                continue
+            res = verify.verify(fam, shape, dtype, cfg, hw.target, "cuda", seeds=(0, 1))
+            assert res.passed, (cfg, dtype, [c for c in res.cases if not c.passed])
+
+
 @pytest.mark.parametrize("shape", [(1000, 1000, 3000), (3000, 1000, 1000), (2048, 5632, 2048), (16, 1000, 2065)],
                          ids=["tails", "tokens-over-features", "llama-up", "decode"])
 def test_gated_product_on_every_whole_k_program_on_gpu(shape, hw):
@@ -151,7 +170,7 @@ def test_attention_masked_blocks_and_overlap_on_gpu(shape, hw):
     fam = kernels.get("attention")
     space = fam.search_space(shape, "float16", hw)
     big = {"block_M": 128, "block_N": 128, "num_stages": 1, "threads": 256}
-    rest = [c for c in space if c.get("overlap") or c["block_N"] % 32]
+    rest = [c for c in space if c.get("overlap") or c.get("pingpong") or c["block_N"] % 32]
     for cfg in [space[0]] + ([big] if big != space[0] else []) + rest:
         res = verify.verify(fam, shape, "float16", cfg, hw.target, "cuda", seeds=(0, 1))
         assert res.passed, (cfg, [c for c in res.cases if not c.passed])
