@@ -61,7 +61,10 @@ ATTENTION = [  # (B, H, Sq, Skv, D, causal)
 # (3H), llama's (its rotary embedding keeps q and k in [B, S, H, D] order). Timed on the
 # family's own space only.
 ATTENTION_VIEWS = [(8, 12, 128, 128, 64, 0, 12, 12, 12), (4, 12, 512, 512, 64, 1, 36, 36, 36),
-                   (16, 12, 197, 197, 64, 0, 36, 36, 36), (1, 32, 512, 512, 64, 1, 32, 32, 32)]
+                   (16, 12, 197, 197, 64, 0, 36, 36, 36), (1, 32, 512, 512, 64, 1, 32, 32, 32),
+                   # grouped-query heads (enable_gqa, session 21): TinyLlama's 32 over 4 at b4 s512,
+                   # as transformers hands them over; llama-3-8B's 32 over 8 at s4096.
+                   (4, 32, 512, 512, 64, 1, 32, 4, 4, 4), (1, 32, 4096, 4096, 128, 1, 0, 0, 0, 8)]
 ROWS = {"layernorm": [(1024, 768), (2048, 768), (3152, 768), (16384, 4096)],
         # The pre-norm sum and its norm against PyTorch's add then layer_norm: ViT-B's, GPT-2's.
         "add_layernorm": [(3152, 768), (2048, 768), (16384, 4096)],

@@ -49,6 +49,8 @@ CASES = [
     # modeling module's (apply_rotary_pos_emb), found by what it computes, one kernel a call.
     ("llama-hf-rope", lambda: hf_models.llama(), ["gemm", "rope", "rmsnorm", "add_rmsnorm"]),
     ("gemma-hf-rope", lambda: hf_models.gemma(), ["rope"]),
+    # Grouped-query attention: 4 query heads read 2 key/value heads (SDPA's enable_gqa).
+    ("llama-gqa", lambda: hf_models.llama_gqa(), ["gemm", "attention", "rope"]),
     # GPT-2's gelu_new is eight elementwise calls on the c_fc result: held as a chain,
     # recognised as the tanh GELU and run in c_fc's epilogue.
     ("gpt2-fused", lambda: hf_models.gpt2(), ["gemm", "gemm_gelu_tanh"]),
@@ -70,6 +72,9 @@ def test_every_chosen_family_runs_in_tilelang_and_outputs_match(name, make, fami
         assert router.reused and set(f for f, _ in router.reused) == {"layernorm_residual"}, router.reused
     if name.endswith("-prenorm"):
         assert not router.reused, router.reused
+    if name == "llama-gqa":  # every layer's attention, on 2 key/value heads
+        rows = [c for c in router.counts() if c.family == "attention"]
+        assert [(c.tilelang, c.fallback) for c in rows] == [(2, {})] and rows[0].shape.endswith("x2"), rows
     if name == "llama-swiglu":  # every MLP: its gate in gemm_silu, its up projection and product in gemm_mul
         assert count(router, "gemm_silu") == count(router, "gemm_mul") == (2, 0) and not router.reused
 

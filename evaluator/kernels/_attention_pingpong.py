@@ -98,10 +98,11 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
     `output_shape` are `_attention_programs`' (strided q, k, v and the output's layout)."""
     import tilelang.language as T
 
-    from ._attention_programs import pitches
+    from ._attention_programs import kv_head, kv_heads, pitches
 
     B, H, Sq, Skv, D, causal = shape[:6]
     pq, pk, pv = pitches(shape)
+    Hkv = kv_heads(shape)
     causal = bool(causal)
     bM, bN, stages = cfg["block_M"], cfg["block_N"], cfg["num_stages"]
     n_q = C.ceildiv(Sq, bM)
@@ -179,8 +180,8 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
     @T.prim_func
     def attention_fwd_pingpong(
         Q: operand(T, pq, B, H, Sq, D, dtype),
-        K: operand(T, pk, B, H, Skv, D, dtype),
-        V: operand(T, pv, B, H, Skv, D, dtype),
+        K: operand(T, pk, B, Hkv, Skv, D, dtype),
+        V: operand(T, pv, B, Hkv, Skv, D, dtype),
         O: T.Tensor(output_shape(shape), dtype),
     ):
         with T.Kernel(n_q, H, B, threads=CONSUMERS * 128 + PRODUCERS) as (bq, by, bz):
@@ -223,8 +224,8 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
                 for kb in T.serial(n_blocks):
                     st = kb % stages
                     T.mbarrier_wait_parity(empty[st], empty_parity(kb, stages))
-                    T.tma_copy(K[bz, by, kb * bN:(kb + 1) * bN, :], K_s[st, :, :], barrier=full[st])
-                    T.tma_copy(V[bz, by, kb * bN:(kb + 1) * bN, :], V_s[st, :, :], barrier=full[st])
+                    T.tma_copy(K[bz, kv_head(by, shape), kb * bN:(kb + 1) * bN, :], K_s[st, :, :], barrier=full[st])
+                    T.tma_copy(V[bz, kv_head(by, shape), kb * bN:(kb + 1) * bN, :], V_s[st, :, :], barrier=full[st])
                     T.barrier_arrive(full[st])
             elif tx < 128:
                 T.set_max_nreg(CONSUMER_REGS, 1)

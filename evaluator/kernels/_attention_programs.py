@@ -1,10 +1,12 @@
 """The TileLang programs of the attention family (see attention.py for what they compute).
 
-In: shape (B, H, Sq, Skv, D, causal[, q_pitch, k_pitch, v_pitch]), a dtype and a full
-config (the schedule's defaults filled in). A pitch of 0 declares that operand contiguous
-[B, H, S, D]; a pitch p >= H declares it the transposed view a model hands SDPA, heads of a
-row-major [B, S, p, D] buffer (strides S*p*D, D, p*D, 1): p = H for `x.view(B, S, H,
-D).transpose(1, 2)`, 3H for timm's packed qkv. The programs read such views in place
+In: shape (B, H, Sq, Skv, D, causal[, q_pitch, k_pitch, v_pitch[, kv_heads]]), a dtype and
+a full config (the schedule's defaults filled in). A pitch of 0 declares that operand
+contiguous [B, heads, S, D]; a pitch p >= its heads declares it the transposed view a model
+hands SDPA, heads of a row-major [B, S, p, D] buffer (strides S*p*D, D, p*D, 1): p = H for
+`x.view(B, S, H, D).transpose(1, 2)`, 3H for timm's packed qkv. kv_heads (grouped-query
+attention, SDPA's enable_gqa: llama 2/3's, Mistral's) gives k and v that many heads, a
+divisor of H; query head h reads key/value head h // (H // kv_heads). The programs read such views in place
 (TileLang strided buffers), and with a strided q write O as [B, Sq, H, D], which the
 family hands back transposed, as PyTorch's flash SDPA does. Out: a TileLang PrimFunc: on CPU an online-softmax loop over fp32 local
 tiles, one (batch, head, query block) per kernel block; on CUDA FlashAttention with
@@ -41,6 +43,18 @@ def pitches(shape: Shape) -> tuple[int, int, int]:
     return tuple(shape[6:9]) if len(shape) > 6 else (0, 0, 0)
 
 
+def kv_heads(shape: Shape) -> int:
+    """The key/value heads: H, or fewer with grouped-query attention."""
+    return int(shape[9]) if len(shape) > 9 and shape[9] else int(shape[1])
+
+
+def kv_head(by: Any, shape: Shape) -> Any:
+    """The key/value head query head `by` reads (by itself where every head has its own;
+    written so, the programs of such shapes are unchanged)."""
+    group = int(shape[1]) // kv_heads(shape)
+    return by if group == 1 else by // group
+
+
 def operand(T, pitch: int, B: int, H: int, S: int, D: int, dtype: str):
     """The TileLang parameter type of one [B, H, S, D] operand with this row pitch."""
     if not pitch:
@@ -59,6 +73,7 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
 
     B, H, Sq, Skv, D, causal = shape[:6]
     pq, pk, pv = pitches(shape)
+    Hkv = kv_heads(shape)
     bshd_out = bool(pq)
     causal = bool(causal)
     bM, bN = cfg["block_M"], cfg["block_N"]
@@ -69,8 +84,8 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     @T.prim_func
     def attention_cpu(
         Q: operand(T, pq, B, H, Sq, D, dtype),
-        K: operand(T, pk, B, H, Skv, D, dtype),
-        V: operand(T, pv, B, H, Skv, D, dtype),
+        K: operand(T, pk, B, Hkv, Skv, D, dtype),
+        V: operand(T, pv, B, Hkv, Skv, D, dtype),
         O: T.Tensor(output_shape(shape), dtype),
     ):
         with T.Kernel(T.ceildiv(Sq, bM), B * H) as (bx, bh):
@@ -87,6 +102,7 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
             row_sum = T.alloc_var(ACCUM)
             b = bh // H
             h = bh % H
+            hk = kv_head(h, shape)
             q0 = bx * bM
             # The softmax scale is folded into Q once instead of into every score.
             for i, d in T.grid(bM, D):
@@ -102,9 +118,9 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
                 k0 = kb * bN
                 # K transposed on the way in so the score loop streams rows of both tiles.
                 for j, d in T.grid(bN, D):
-                    Kt_l[d, j] = T.if_then_else(k0 + j < Skv, T.cast(K[b, h, k0 + j, d], ACCUM), T.float32(0))
+                    Kt_l[d, j] = T.if_then_else(k0 + j < Skv, T.cast(K[b, hk, k0 + j, d], ACCUM), T.float32(0))
                 for j, d in T.grid(bN, D):
-                    V_l[j, d] = T.if_then_else(k0 + j < Skv, T.cast(V[b, h, k0 + j, d], ACCUM), T.float32(0))
+                    V_l[j, d] = T.if_then_else(k0 + j < Skv, T.cast(V[b, hk, k0 + j, d], ACCUM), T.float32(0))
                 T.clear(S_l)
                 # i-d-j order: the j loop is unit-stride in S_l and Kt_l, which gcc vectorizes.
                 for i, d in T.grid(bM, D):
@@ -165,6 +181,7 @@ def gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
 
     B, H, Sq, Skv, D, causal = shape[:6]
     pq, pk, pv = pitches(shape)
+    Hkv = kv_heads(shape)
     causal = bool(causal)
     bM, threads = cfg["block_M"], cfg["threads"]
     n_q = C.ceildiv(Sq, bM)
@@ -181,8 +198,8 @@ def gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     @T.prim_func
     def attention_fwd(
         Q: operand(T, pq, B, H, Sq, D, dtype),
-        K: operand(T, pk, B, H, Skv, D, dtype),
-        V: operand(T, pv, B, H, Skv, D, dtype),
+        K: operand(T, pk, B, Hkv, Skv, D, dtype),
+        V: operand(T, pv, B, Hkv, Skv, D, dtype),
         O: T.Tensor(output_shape(shape), dtype),
     ):
         with T.Kernel(n_q, H, B, threads=threads) as (bq, by, bz):
@@ -200,7 +217,7 @@ def gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
             T.fill(acc_o, 0)
             T.fill(l_sum, 0)
             T.fill(m_cur, -T.infinity(ACCUM))
-            kv_loop(K, V, Q_s, acc_o, m_cur, l_sum, bx, by, bz)
+            kv_loop(K, V, Q_s, acc_o, m_cur, l_sum, bx, kv_head(by, shape), bz)
             for i, j in T.Parallel(bM, D):
                 acc_o[i, j] /= l_sum[i]
             # Staged through shared memory so the global store is coalesced (TMA on sm_90).
@@ -290,6 +307,7 @@ def _ws_loop(T, shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[str, 
 
     @T.macro
     def kv_loop(K, V, Q_s, acc_o, m_cur, l_sum, bx, by, bz):
+        # `by` is the key/value head (`kv_head`): the query head's own, or its group's.
         K_s, V_s, acc_s, acc_p, m_prev, r_scale, r_sum = _kv_buffers(T, bM, bN, D, dtype)
         n_blocks, n_full = bounds(bx)
         for kb in T.Pipelined(n_blocks, num_stages=stages):

@@ -1,7 +1,10 @@
 """Attention forward (FlashAttention): o = softmax(q k^T / sqrt(D), causal mask) v.
 
-In: shape (B, H, Sq, Skv, D, causal[, q_pitch, k_pitch, v_pitch]); inputs q[B, H, Sq, D],
-k[B, H, Skv, D], v[B, H, Skv, D]; causal is 0 or 1 and follows PyTorch's top-left
+In: shape (B, H, Sq, Skv, D, causal[, q_pitch, k_pitch, v_pitch[, kv_heads]]); inputs
+q[B, H, Sq, D], k[B, Hkv, Skv, D], v[B, Hkv, Skv, D], where Hkv is H or, with grouped-query
+attention (SDPA's enable_gqa, as transformers calls it for llama 2/3, Mistral and Qwen
+without a mask), `kv_heads`, a divisor of H (query head h reads key/value head
+h // (H // Hkv)); causal is 0 or 1 and follows PyTorch's top-left
 alignment (query i sees keys j <= i). Each operand is either contiguous (pitch 0, the
 default, six ints) or, as Hugging Face, timm and llama-style blocks hand it to SDPA, the
 transposed view of a row-major [B, S, pitch, D] projection (`x.view(B, S, H,
@@ -9,7 +12,7 @@ D).transpose(1, 2)` has pitch H, timm's packed qkv 3H): the kernel reads such vi
 place, as PyTorch's flash SDPA does, instead of copying them (`row_pitch`). Out:
 o[B, H, Sq, D] in the input dtype (a transposed [B, Sq, H, D] view when q is strided),
 compared against `torch.nn.functional.scaled_dot_product_attention(q, k, v,
-is_causal=causal)` with its default scale 1/sqrt(D).
+is_causal=causal, enable_gqa=Hkv != H)` with its default scale 1/sqrt(D).
 Schedules: on CUDA (fp16/bf16), FlashAttention-2: a block owns block_M query rows of one
 (batch, head), keeps its Q tile in shared memory and streams K/V tiles through a
 pipelined loop; QK^T and PV run on tensor cores (`T.gemm`) into fp32 fragments with an
@@ -184,8 +187,8 @@ class AttentionFamily(KernelFamily):
     name = "attention"
     title = "Attention forward (flash)"
     aten_ops = frozenset({SDPA})
-    shape_names = ("B", "H", "Sq", "Skv", "D", "causal", "q_pitch", "k_pitch", "v_pitch")
-    optional_dims = 3  # contiguous q, k, v
+    shape_names = ("B", "H", "Sq", "Skv", "D", "causal", "q_pitch", "k_pitch", "v_pitch", "kv_heads")
+    optional_dims = 4  # contiguous q, k, v with a head each
     # The dims `awkward_shape` moves off tile multiples: D stays (it is the tensor-core
     # K and N, a multiple of 16 on GPU), causal is a flag.
     awkward_dims = ("Sq", "Skv")
@@ -194,18 +197,26 @@ class AttentionFamily(KernelFamily):
 
     def check(self, shape: Sequence[int]) -> Shape:
         """The shape as ints, or KernelError: five positive sizes, causal 0 or 1, and
-        optionally three row pitches, each 0 or at least H. All-zero pitches are
-        dropped, so a contiguous call has one key whichever way it was written."""
+        optionally three row pitches, each 0 or at least its operand's heads, and the
+        key/value heads (0 or H: as many as the queries'; else a divisor of H). What
+        says nothing is dropped (all-zero pitches, kv_heads 0 or H), so a call has one
+        key whichever way it was written."""
         try:
             dims = tuple(int(s) for s in shape)
         except (TypeError, ValueError):
             dims = ()
-        if (len(dims) not in (6, 9) or dims[5] not in (0, 1) or any(d <= 0 for d in dims[:5])
-                or any(p != 0 and p < dims[1] for p in dims[6:])):
-            raise KernelError(f"attention: shape must be (B, H, Sq, Skv, D, causal[, q_pitch, k_pitch, v_pitch]): "
-                              f"five positive ints, causal 0 or 1, and pitches 0 (contiguous) or >= H, got "
-                              f"{tuple(shape)}")
-        return dims[:6] if not any(dims[6:]) else dims
+        ok = len(dims) in (6, 9, 10) and dims[5] in (0, 1) and all(d > 0 for d in dims[:5])
+        kv = (dims[9] or dims[1]) if ok and len(dims) == 10 else dims[1] if ok else 0
+        if (not ok or kv <= 0 or dims[1] % kv
+                or any(p != 0 and p < heads for p, heads in zip(dims[6:9], (dims[1], kv, kv)))):
+            raise KernelError(f"attention: shape must be (B, H, Sq, Skv, D, causal[, q_pitch, k_pitch, v_pitch"
+                              f"[, kv_heads]]): five positive ints, causal 0 or 1, pitches 0 (contiguous) or at "
+                              f"least the operand's heads, and kv_heads a divisor of H, got {tuple(shape)}")
+        # A one-head operand's view of pitch 1 is that operand contiguous (as row_pitch reads it).
+        found = tuple(0 if p == heads == 1 else p for p, heads in zip(dims[6:9], (dims[1], kv, kv)))
+        if kv != dims[1]:
+            return tuple(dims[:6]) + (found or (0, 0, 0)) + (kv,)
+        return dims[:6] if not any(found) else dims[:6] + found
 
     def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]],
                       concrete_inputs: Sequence[Any] | None = None,
@@ -217,7 +228,8 @@ class AttentionFamily(KernelFamily):
         record_shapes=True fills them: [None, None, None, None, dropout_p, is_causal,
         scale, enable_gqa]). Without them the call is taken as non-causal. Calls the
         kernel does not compute (an explicit mask, dropout, a non-default scale,
-        grouped heads, a value head dim different from D) map to None."""
+        key/value heads that do not divide the query's, a value head dim different
+        from D) map to None."""
         if op != SDPA:
             return None
         try:
@@ -225,7 +237,8 @@ class AttentionFamily(KernelFamily):
             if len(q) != 4 or len(k) != 4 or len(v) != 4:
                 return None
             B, H, Sq, D = q
-            if k[:2] != [B, H] or v[:2] != [B, H] or k[3] != D or v[3] != D or k[2] != v[2]:
+            Hkv = k[1]
+            if k[0] != B or k[:2] != v[:2] or Hkv <= 0 or H % Hkv or k[3] != D or v[3] != D or k[2] != v[2]:
                 return None
             if len(input_shapes) > ARG_MASK and list(input_shapes[ARG_MASK] or []):
                 return None  # an attn_mask tensor
@@ -242,12 +255,13 @@ class AttentionFamily(KernelFamily):
                                                                     rel_tol=1e-6):
                     return None
                 causal = 1 if args[ARG_CAUSAL] else 0
-            return self.check((B, H, Sq, k[2], D, causal) + layout)
+            return self.check((B, H, Sq, k[2], D, causal) + layout + ((Hkv,) if Hkv != H else ()))
         except (IndexError, TypeError, ValueError, KernelError):
             return None
 
     def layout_free(self, shape: Shape) -> Shape:
-        return tuple(shape[:6])
+        shape = tuple(shape)
+        return shape[:6] + ((0, 0, 0) + shape[9:] if len(shape) > 9 else ())
 
     def standard_shapes(self, device: str) -> list[Shape]:
         if device == "cpu":
@@ -263,17 +277,19 @@ class AttentionFamily(KernelFamily):
         shape = self.check(shape)
         B, H, Sq, Skv, D, causal = shape[:6]
         pq, pk, pv = P.pitches(shape)
+        Hkv = P.kv_heads(shape)
         dtype = C.canonical_dtype(dtype)
         g = C.generator(seed)
         # Unit-variance q, k give unit-variance scores after 1/sqrt(D): softmax rows
         # neither collapse to one key nor flatten to a plain average.
-        if pq == pk == pv >= 3 * H and Sq == Skv:
+        if pq == pk == pv >= 3 * H and Sq == Skv and Hkv == H:
             # timm's packed qkv: three head ranges of one [B, S, pitch, D] projection.
             qkv = C.randn((B, Sq, pq, D), dtype, device, g)
             q, k, v = (qkv[:, :, i * H:(i + 1) * H].transpose(1, 2) for i in range(3))
         else:
-            q, k, v = (C.randn((B, S, p, D), dtype, device, g)[:, :, :H].transpose(1, 2) if p else
-                       C.randn((B, H, S, D), dtype, device, g) for S, p in ((Sq, pq), (Skv, pk), (Skv, pv)))
+            q, k, v = (C.randn((B, S, p, D), dtype, device, g)[:, :, :n].transpose(1, 2) if p else
+                       C.randn((B, n, S, D), dtype, device, g)
+                       for S, p, n in ((Sq, pq, H), (Skv, pk, Hkv), (Skv, pv, Hkv)))
         setattr(q, CAUSAL_ATTR, bool(causal))
         return q, k, v
 
@@ -285,11 +301,14 @@ class AttentionFamily(KernelFamily):
         if causal is None:
             raise KernelError(f"attention: reference needs q from make_inputs (tagged with .{CAUSAL_ATTR}); "
                               f"set q.{CAUSAL_ATTR} = True/False on other tensors")
+        if k.shape[1] != q.shape[1]:  # grouped-query heads
+            return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal), enable_gqa=True)
         return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
 
     def input_shapes(self, shape: Shape) -> list[tuple[int, ...]]:
         B, H, Sq, Skv, D = shape[:5]
-        return [(B, H, Sq, D), (B, H, Skv, D), (B, H, Skv, D)]
+        Hkv = P.kv_heads(shape)
+        return [(B, H, Sq, D), (B, Hkv, Skv, D), (B, Hkv, Skv, D)]
 
     # ------------------------------------------------------------ metrics
 
@@ -301,8 +320,9 @@ class AttentionFamily(KernelFamily):
         return f / 2 if causal else f
 
     def bytes(self, shape: Shape, dtype: str) -> float:
-        B, H, Sq, Skv, D = self.check(shape)[:5]
-        return float(B * H * (2 * Sq + 2 * Skv) * D * C.dtype_bytes(C.canonical_dtype(dtype)))
+        shape = self.check(shape)
+        B, H, Sq, Skv, D = shape[:5]
+        return float(B * (2 * H * Sq + 2 * P.kv_heads(shape) * Skv) * D * C.dtype_bytes(C.canonical_dtype(dtype)))
 
     def tolerance(self, dtype: str, shape: Shape | None = None) -> tuple[float, float]:
         """Outputs are softmax-weighted means of N(0, 1) values; with unit-variance
@@ -462,14 +482,15 @@ class AttentionFamily(KernelFamily):
             return "explicit attention mask"
         if dropout:
             return "dropout"
-        if kwargs.get("enable_gqa") or (len(args) > 7 and args[7]):
-            return "grouped-query heads"
+        gqa = bool(arg(args, kwargs, 7, "enable_gqa", False))
         if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
             return "not [batch, heads, seq, head_dim]"
         B, H, Sq, D = (int(s) for s in q.shape)
-        Skv = int(k.shape[2])
-        if tuple(k.shape) != tuple(v.shape) or tuple(k.shape[:2]) != (B, H) or int(k.shape[3]) != D:
-            return "key/value heads or head dims differ from the query's"
+        Skv, Hkv = int(k.shape[2]), int(k.shape[1])
+        if tuple(k.shape) != tuple(v.shape) or int(k.shape[0]) != B or int(k.shape[3]) != D:
+            return "key/value shapes or head dims differ from the query's"
+        if Hkv != H and not (gqa and Hkv > 0 and H % Hkv == 0):
+            return "key/value heads differ from the query's" + ("" if gqa else " without enable_gqa")
         if scale is not None and abs(float(scale) * math.sqrt(D) - 1.0) > 1e-6:
             return "non-default softmax scale"
         bad = dtype_mismatch(dtype, q, k, v)
@@ -486,7 +507,7 @@ class AttentionFamily(KernelFamily):
         def launch(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
             return kernel(*(t if p is not None else t.contiguous() for t, p in zip((q, k, v), found)))
 
-        shape = (B, H, Sq, Skv, D, int(causal)) + (layout if any(layout) else ())
+        shape = self.check((B, H, Sq, Skv, D, int(causal)) + layout + ((Hkv,) if Hkv != H else ()))
         return Route(shape, launch, notes=("q/k/v copied to contiguous",) if copied else ())
 
 

@@ -176,6 +176,24 @@ def test_hf_llama_swiglu_multiply_runs_in_the_up_projection_under_graph_capture_
     assert rows["gemm_mul"].reference_ms > 0 and rows["gemm_mul"].tilelang_ms > 0, rows
 
 
+def test_hf_llama_grouped_query_attention_runs_in_tilelang_under_graph_capture_on_gpu():
+    """Grouped-query attention as transformers calls it (SDPA with enable_gqa, 8 query
+    heads over 2 key/value heads, after the rotary embedding): routed, not a fallback."""
+    from transformers import LlamaConfig, LlamaModel
+    cfg = LlamaConfig(num_hidden_layers=2, hidden_size=512, intermediate_size=1024, num_attention_heads=8,
+                      num_key_value_heads=2, vocab_size=1000, attn_implementation="sdpa")
+    model = LlamaModel(cfg).cuda().half().eval()
+    inputs = (torch.randint(0, 1000, (4, 256), device="cuda"),)
+    router = _route(model, inputs, ["attention", "rope"])
+    e2e = bench.end_to_end(model, inputs, "cuda", 4, router, dtype="float16", profiled_ms={},
+                           total_profiled_ms=1.0, op_ratios={}, shares={},
+                           policy=bench.TimingPolicy(reps=5, max_seconds=1.0))
+    assert e2e.outputs_match, (e2e.error, e2e.rel_l2_err, e2e.rel_max_err)
+    rows = [c for c in e2e.calls if c.family == "attention"]
+    assert sum(c.tilelang for c in rows) == 2 and not any(c.fallback for c in rows), rows
+    assert e2e.views[0].method == "cuda_graph", e2e.flags
+
+
 @pytest.mark.parametrize("name", ["timm", "torchvision"])
 def test_vision_models_route_on_gpu(name):
     if name == "timm":

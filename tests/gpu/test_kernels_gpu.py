@@ -115,9 +115,10 @@ def test_fused_epilogues_on_awkward_shapes_on_gpu(name, hw):
 
 @pytest.mark.parametrize("shape", [(2, 4, 512, 512, 128, 0), (2, 4, 333, 517, 64, 1), (2, 4, 517, 333, 128, 1),
                                    (4, 4, 197, 197, 64, 0), (2, 12, 300, 300, 64, 1, 36, 36, 36),
-                                   (1, 8, 512, 512, 128, 1, 8, 8, 8), (2, 4, 1000, 1000, 64, 0)],
+                                   (1, 8, 512, 512, 128, 1, 8, 8, 8), (2, 4, 1000, 1000, 64, 0),
+                                   (1, 8, 512, 512, 64, 1, 8, 2, 2, 2)],
                          ids=["d128", "causal-Sq<Skv", "causal-Sq>Skv", "one-key-block", "gpt2-views",
-                              "llama-views", "tails"])
+                              "llama-views", "tails", "gqa-views"])
 def test_attention_pingpong_on_gpu(shape, hw):
     # FlashAttention-3's forward (`pingpong`, written in session 21 without a GPU): a TMA
     # producer and two consumer warpgroups, on tails in Sq and Skv, causal both ways, one
@@ -130,6 +131,18 @@ def test_attention_pingpong_on_gpu(shape, hw):
                 continue
             res = verify.verify(fam, shape, dtype, cfg, hw.target, "cuda", seeds=(0, 1))
             assert res.passed, (cfg, dtype, [c for c in res.cases if not c.passed])
+
+
+@pytest.mark.parametrize("shape", [(2, 32, 512, 512, 64, 1, 32, 4, 4, 4), (2, 8, 333, 517, 128, 1, 0, 0, 0, 2),
+                                   (4, 8, 197, 197, 64, 0, 0, 0, 0, 1)], ids=["tinyllama-views", "tails", "mqa"])
+def test_attention_grouped_query_heads_on_gpu(shape, hw):
+    # Grouped-query attention (SDPA's enable_gqa) on the family's first configs and the
+    # overlap schedule: each query head reads its group's key/value head.
+    fam = kernels.get("attention")
+    space = fam.search_space(shape, "float16", hw)
+    for cfg in space[:3] + [c for c in space if c.get("overlap")][:1]:
+        res = verify.verify(fam, shape, "float16", cfg, hw.target, "cuda", seeds=(0, 1))
+        assert res.passed, (cfg, [c for c in res.cases if not c.passed])
 
 
 @pytest.mark.parametrize("shape", [(1000, 1000, 3000), (3000, 1000, 1000), (2048, 5632, 2048), (16, 1000, 2065)],

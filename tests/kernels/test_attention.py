@@ -183,13 +183,65 @@ def test_problem_shape_from_input_shapes():
     assert FAM.problem_shape(sdpa, [q, k, k], [None] * 6 + [1 / math.sqrt(8)]) == (2, 4, 16, 24, 8, 0)
     # What the kernel does not compute maps to None rather than to a wrong shape.
     assert FAM.problem_shape(sdpa, [q, k, k, [16, 24]]) is None  # explicit mask
-    assert FAM.problem_shape(sdpa, [q, [2, 2, 24, 8], [2, 2, 24, 8]]) is None  # grouped heads
+    # grouped-query heads (enable_gqa): key/value heads that divide the query's
+    assert FAM.problem_shape(sdpa, [q, [2, 2, 24, 8], [2, 2, 24, 8]]) == (2, 4, 16, 24, 8, 0, 0, 0, 0, 2)
+    assert FAM.problem_shape(sdpa, [q, [2, 3, 24, 8], [2, 3, 24, 8]]) is None  # 3 does not divide 4
     assert FAM.problem_shape(sdpa, [q, k, [2, 4, 24, 16]]) is None  # value head dim != D
     assert FAM.problem_shape(sdpa, [q, k, k], [None] * 4 + [0.1, True]) is None  # dropout
     assert FAM.problem_shape(sdpa, [q, k, k], [None] * 6 + [0.5]) is None  # custom scale
     assert FAM.problem_shape(sdpa, [[16, 8], [24, 8], [24, 8]]) is None
     assert FAM.problem_shape("aten::bmm", [q, k, k]) is None
     assert FAM.problem_shape(sdpa, []) is None
+
+
+@pytest.mark.parametrize("shape", [(1, 4, 100, 77, 32, 1, 0, 0, 0, 2), (2, 4, 64, 64, 32, 0, 4, 2, 2, 2),
+                                   (1, 8, 50, 70, 16, 1, 8, 1, 1, 1), (1, 6, 33, 33, 16, 0, 0, 0, 0, 3)],
+                         ids=["causal-tails", "views", "one-kv-head-views", "group-of-2"])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_grouped_query_heads_match_sdpa_with_enable_gqa_on_cpu(shape, dtype):
+    # llama 2/3's, Mistral's, Qwen's attention: query head h reads key/value head
+    # h // (H // kv_heads), as SDPA's enable_gqa does; contiguous or as transposed views.
+    kernel = check(shape, dtype, seeds=(0, 1))
+    q, k, v = FAM.make_inputs(shape, dtype, "cpu", 0)
+    H, Hkv = shape[1], FAM.check(shape)[9]
+    assert k.shape[1] == v.shape[1] == Hkv < H
+    if Hkv > 1:  # reading head h % Hkv instead (k.repeat's order) does not pass
+        wrong = F.scaled_dot_product_attention(q.float(), k.float().repeat(1, H // Hkv, 1, 1),
+                                               v.float().repeat(1, H // Hkv, 1, 1), is_causal=bool(shape[5]))
+        assert not torch.allclose(kernel(q, k, v).float(), wrong, atol=1e-2, rtol=1e-2)
+
+
+def test_grouped_query_shapes_check_route_and_count():
+    assert FAM.check((1, 4, 8, 8, 16, 0, 0, 0, 0, 4)) == (1, 4, 8, 8, 16, 0)  # as many kv heads as heads
+    assert FAM.check((1, 4, 8, 8, 16, 0, 4, 4, 4, 4)) == (1, 4, 8, 8, 16, 0, 4, 4, 4)
+    assert FAM.check((1, 4, 8, 8, 16, 0, 4, 2, 2, 2)) == (1, 4, 8, 8, 16, 0, 4, 2, 2, 2)
+    for bad in ((1, 4, 8, 8, 16, 0, 0, 0, 0, 3), (1, 4, 8, 8, 16, 0, 4, 1, 1, 2)):
+        with pytest.raises(KernelError, match="kv_heads"):
+            FAM.check(bad)
+    gqa = (2, 32, 512, 512, 64, 1, 0, 0, 0, 4)
+    assert FAM.input_shapes(gqa) == [(2, 32, 512, 64), (2, 4, 512, 64), (2, 4, 512, 64)]
+    assert FAM.bytes(gqa, "float16") == 2 * (2 * 32 * 512 + 2 * 4 * 512) * 64 * 2
+    assert FAM.flops(gqa) == FAM.flops(gqa[:6])
+    assert FAM.layout_free((2, 32, 512, 512, 64, 1, 32, 4, 4, 4)) == gqa
+    q, k = torch.randn(1, 4, 8, 16), torch.randn(1, 2, 8, 16)
+    assert FAM.route(F.scaled_dot_product_attention, (q, k, k), {"enable_gqa": True}, "float32").shape \
+        == (1, 4, 8, 8, 16, 0, 0, 0, 0, 2)
+    assert "without enable_gqa" in FAM.route(F.scaled_dot_product_attention, (q, k, k), {}, "float32")
+    assert "differ" in FAM.route(F.scaled_dot_product_attention, (q, torch.randn(1, 3, 8, 16),
+                                                                  torch.randn(1, 3, 8, 16)), {"enable_gqa": True},
+                                 "float32")
+
+
+@pytest.mark.parametrize("cfg", [{"block_M": 128, "block_N": 128, "num_stages": 1, "threads": 256},
+                                 {"block_M": 64, "block_N": 128, "num_stages": 2, "threads": 128, "overlap": True},
+                                 {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256, "pingpong": True}],
+                         ids=["ws", "overlap", "pingpong"])
+def test_grouped_query_heads_lower_for_sm90_reading_the_groups_head(cfg):
+    # TinyLlama's 32 query heads over 4 key/value heads, as its views: head by reads kv head by / 8.
+    src = C.lower_source(FAM.program((4, 32, 512, 512, 64, 1, 32, 4, 4, 4), "float16", cfg, SM90), SM90)
+    assert "((int)blockIdx.y) >> 3" in src
+    plain = C.lower_source(FAM.program((4, 32, 512, 512, 64, 1, 32, 32, 32), "float16", cfg, SM90), SM90)
+    assert "((int)blockIdx.y) >> 3" not in plain
 
 
 def test_problem_shape_from_a_real_profile():
