@@ -262,16 +262,22 @@ class _WrittenOut(torch.nn.Module):
         return self.fc2(h)
 
 
+def _routed_eval(fams, table, model, x):
+    """(router, routed output, PyTorch's) of one forward pass of `model` in eval mode."""
+    model = model.eval()
+    with torch.inference_mode():
+        want = model(x)
+        router = swap.Router(fams, table)
+        with router:
+            got = model(x)
+    return router, got, want
+
+
 def test_an_activation_written_out_as_elementwise_calls_runs_as_one_fused_kernel():
     names = ("gemm", "gemm_gelu_tanh", "gemm_silu", "gemm_gelu")
     table, fams = _gemm_table(names=names), [kernels.get(f) for f in names]
     for act, fused in (("gelu_new", "gemm_gelu_tanh"), ("silu", "gemm_silu"), ("scaled", None), ("kept", None)):
-        model, x = _WrittenOut(act).eval(), _inputs(5)[0]
-        with torch.inference_mode():
-            want = model(x)
-            router = swap.Router(fams, table)
-            with router:
-                got = model(x)
+        router, got, want = _routed_eval(fams, table, _WrittenOut(act), _inputs(5)[0])
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4, msg=act)
         ran = {f: count(router, f)[0] for f in names}
         # fc2 (15x16x48) is a plain gemm either way; fc1 is fused, or runs as written
@@ -317,12 +323,7 @@ def test_a_gated_mlps_multiply_runs_in_the_up_projections_epilogue():
     expect = {"swiglu": (1, 1, 1), "up_first": (1, 1, 1), "bilinear": (2, 0, 1), "square": (2, 0, 0),
               "broadcast": (2, 0, 0), "kept": (2, 1, 1)}  # kept: the up projection again, late
     for form, (plain, silu, mul) in expect.items():
-        model, x = _Gated(form).eval(), _inputs(7)[0]
-        with torch.inference_mode():
-            want = model(x)
-            router = swap.Router(fams, table)
-            with router:
-                got = model(x)
+        router, got, want = _routed_eval(fams, table, _Gated(form), _inputs(7)[0])
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4, msg=form)
         assert (count(router, "gemm")[0], count(router, "gemm_silu")[0], count(router, "gemm_mul")[0]) \
             == (plain, silu, mul), form

@@ -478,32 +478,13 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], bias_act: An
 
         return linear_tc_pingpong_sk
 
-    if gate:
-        @T.prim_func
-        def linear_tc_pingpong_mul(
-            A: T.Tensor((M, K), dtype),
-            W: T.Tensor((N, K), dtype),
-            Bias: T.Tensor((N,), dtype),
-            G: T.Tensor((M, N), dtype),
-            Y: T.Tensor((M, N), dtype),
-        ):
-            if swap:
-                body(W, A, Bias, Y, None, None, G)
-            else:
-                body(A, W, Bias, Y, None, None, G)
-
-        return linear_tc_pingpong_mul
-
-    @T.prim_func
-    def linear_tc_pingpong(
-        A: T.Tensor((M, K), dtype),
-        W: T.Tensor((N, K), dtype),
-        Bias: T.Tensor((N,), dtype),
-        Y: T.Tensor((M, N), dtype),
-    ):
+    @T.macro
+    def whole_tiles(A, W, Bias, G, Y):
         if swap:
-            body(W, A, Bias, Y, None, None, None)
+            body(W, A, Bias, Y, None, None, G)
         else:
-            body(A, W, Bias, Y, None, None, None)
+            body(A, W, Bias, Y, None, None, G)
 
-    return linear_tc_pingpong
+    from ._gemm_programs import linear_program  # that module imports this one
+
+    return linear_program(T, shape, dtype, whole_tiles, gate, "linear_tc_pingpong")

@@ -153,6 +153,36 @@ def renamed(program: Any, name: str) -> Any:
     return program.with_attr("global_symbol", name)
 
 
+def linear_program(T: Any, shape: Shape, dtype: str, body: Any, gate: bool, name: str) -> Any:
+    """The PrimFunc of a whole-K program: nn.Linear's (A, W, Bias) -> Y, or with `gate`
+    (A, W, Bias, G) -> Y, around `body(A, W, Bias, G, Y)`, a macro that reads G only when
+    gated (it gets None otherwise). Named `name`, or `name` + "_mul" when gated."""
+    M, N, K = shape
+    if gate:
+        @T.prim_func
+        def linear_mul(
+            A: T.Tensor((M, K), dtype),
+            W: T.Tensor((N, K), dtype),
+            Bias: T.Tensor((N,), dtype),
+            G: T.Tensor((M, N), dtype),
+            Y: T.Tensor((M, N), dtype),
+        ):
+            body(A, W, Bias, G, Y)
+
+        return renamed(linear_mul, name + "_mul")
+
+    @T.prim_func
+    def linear(
+        A: T.Tensor((M, K), dtype),
+        W: T.Tensor((N, K), dtype),
+        Bias: T.Tensor((N,), dtype),
+        Y: T.Tensor((M, N), dtype),
+    ):
+        body(A, W, Bias, None, Y)
+
+    return renamed(linear, name)
+
+
 def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, gate: bool = False):
     import tilelang.cpu.language as T
 
@@ -191,29 +221,7 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, gate: b
                         C_l[i, j] = C_l[i, j] * T.cast(G[by * bM + i, bx * bN + j], ACCUM)
                     Y[by * bM + i, bx * bN + j] = T.cast(C_l[i, j], dtype)
 
-    if gate:
-        @T.prim_func
-        def linear_mul_cpu(
-            A: T.Tensor((M, K), dtype),
-            W: T.Tensor((N, K), dtype),
-            Bias: T.Tensor((N,), dtype),
-            G: T.Tensor((M, N), dtype),
-            Y: T.Tensor((M, N), dtype),
-        ):
-            body(A, W, Bias, G, Y)
-
-        return linear_mul_cpu
-
-    @T.prim_func
-    def linear_cpu(
-        A: T.Tensor((M, K), dtype),
-        W: T.Tensor((N, K), dtype),
-        Bias: T.Tensor((N,), dtype),
-        Y: T.Tensor((M, N), dtype),
-    ):
-        body(A, W, Bias, None, Y)
-
-    return linear_cpu
+    return linear_program(T, shape, dtype, body, gate, "linear_cpu")
 
 
 def _policy(T: Any, name: str) -> Any:
@@ -397,7 +405,7 @@ def _tc_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: b
             tile_product(A, W, Bias, Y, G, A_s, W_s, C_f, C_s, bx, by, M, N, K)
 
     @T.macro
-    def body(A, W, Bias, Y, G):
+    def body(A, W, Bias, G, Y):
         if persistent:
             with T.Kernel(persistent, threads=threads) as block_id:
                 A_s = T.alloc_shared((bM, bK), dtype)
@@ -418,30 +426,8 @@ def _tc_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: b
                 T.use_swizzle(panel_size=panel, enable=swizzle)
                 product(A, W, Bias, Y, G, A_s, W_s, C_f, C_s, bx, by)
 
-    name = "linear_tc" + ("_swap" if swap else "") + ("_persistent" if persistent else "") + ("_mul" if gate else "")
-    if gate:
-        @T.prim_func
-        def linear_tc_mul(
-            A: T.Tensor((M, K), dtype),
-            W: T.Tensor((N, K), dtype),
-            Bias: T.Tensor((N,), dtype),
-            G: T.Tensor((M, N), dtype),
-            Y: T.Tensor((M, N), dtype),
-        ):
-            body(A, W, Bias, Y, G)
-
-        return renamed(linear_tc_mul, name)
-
-    @T.prim_func
-    def linear_tc(
-        A: T.Tensor((M, K), dtype),
-        W: T.Tensor((N, K), dtype),
-        Bias: T.Tensor((N,), dtype),
-        Y: T.Tensor((M, N), dtype),
-    ):
-        body(A, W, Bias, Y, None)
-
-    return renamed(linear_tc, name)
+    return linear_program(T, shape, dtype, body, gate,
+                          "linear_tc" + ("_swap" if swap else "") + ("_persistent" if persistent else ""))
 
 
 def _cluster_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: bool):
@@ -589,26 +575,4 @@ def simt_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: 
                         acc[i, j] = acc[i, j] * G[by * bM + ty * tM + i, bx * bN + tx * tN + j]
                     Y[by * bM + ty * tM + i, bx * bN + tx * tN + j] = acc[i, j]
 
-    if gate:
-        @T.prim_func
-        def linear_simt_mul(
-            A: T.Tensor((M, K), dtype),
-            W: T.Tensor((N, K), dtype),
-            Bias: T.Tensor((N,), dtype),
-            G: T.Tensor((M, N), dtype),
-            Y: T.Tensor((M, N), dtype),
-        ):
-            body(A, W, Bias, G, Y)
-
-        return linear_simt_mul
-
-    @T.prim_func
-    def linear_simt(
-        A: T.Tensor((M, K), dtype),
-        W: T.Tensor((N, K), dtype),
-        Bias: T.Tensor((N,), dtype),
-        Y: T.Tensor((M, N), dtype),
-    ):
-        body(A, W, Bias, None, Y)
-
-    return linear_simt
+    return linear_program(T, shape, dtype, body, gate, "linear_simt")

@@ -111,23 +111,31 @@ def test_hf_gpt2_pre_norm_sums_run_as_add_layernorm_under_graph_capture_on_gpu()
     assert not router.reused and e2e.views[0].method == "cuda_graph", (router.reused, e2e.flags)
 
 
-def test_hf_llama_written_out_rmsnorms_run_in_tilelang_under_graph_capture_on_gpu():
-    """transformers' LlamaRMSNorm (pow/mean/rsqrt, no F.rms_norm): found by what it
-    computes, one F.rms_norm call each under the router, fused with its residual add."""
+def _hf_llama_e2e(families, batch=4, seq=128, **sizes):
+    """A 2-layer transformers LlamaModel in fp16 on CUDA, its calls of `families` routed,
+    timed end to end on graph replay: (router, e2e)."""
     from transformers import LlamaConfig, LlamaModel
-    cfg = LlamaConfig(num_hidden_layers=2, hidden_size=256, intermediate_size=512, num_attention_heads=4,
-                      num_key_value_heads=4, vocab_size=1000, attn_implementation="sdpa")
+    cfg = LlamaConfig(**{"num_hidden_layers": 2, "hidden_size": 256, "intermediate_size": 512,
+                         "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000, **sizes},
+                      attn_implementation="sdpa")
     model = LlamaModel(cfg).cuda().half().eval()
-    inputs = (torch.randint(0, 1000, (4, 128), device="cuda"),)
-    router = _route(model, inputs, ["rmsnorm", "add_rmsnorm"])
-    e2e = bench.end_to_end(model, inputs, "cuda", 4, router, dtype="float16", profiled_ms={},
+    inputs = (torch.randint(0, 1000, (batch, seq), device="cuda"),)
+    router = _route(model, inputs, families)
+    e2e = bench.end_to_end(model, inputs, "cuda", batch, router, dtype="float16", profiled_ms={},
                            total_profiled_ms=1.0, op_ratios={}, shares={},
                            policy=bench.TimingPolicy(reps=5, max_seconds=1.0))
     assert e2e.outputs_match, (e2e.error, e2e.rel_l2_err, e2e.rel_max_err)
+    assert e2e.views[0].method == "cuda_graph", e2e.flags
+    return router, e2e
+
+
+def test_hf_llama_written_out_rmsnorms_run_in_tilelang_under_graph_capture_on_gpu():
+    """transformers' LlamaRMSNorm (pow/mean/rsqrt, no F.rms_norm): found by what it
+    computes, one F.rms_norm call each under the router, fused with its residual add."""
+    _, e2e = _hf_llama_e2e(["rmsnorm", "add_rmsnorm"])
     ran = {c.family: c.tilelang for c in e2e.calls if c.tilelang}
     # the first input_layernorm reads the embeddings; the other four norms each follow a residual add
     assert ran.get("add_rmsnorm") == 4 and ran.get("rmsnorm") == 1, ran
-    assert e2e.views[0].method == "cuda_graph", e2e.flags
     # add_rmsnorm's PyTorch side inside the model is each residual add with the written
     # norm after it: a pair costs at least what the one unfused written norm does (session
     # 20 on the H200: the pair's GPU range held only the add, 6.3 us a pair against 53 a norm)
@@ -138,19 +146,9 @@ def test_hf_llama_written_out_rmsnorms_run_in_tilelang_under_graph_capture_on_gp
 def test_hf_llama_rotary_embedding_runs_in_tilelang_under_graph_capture_on_gpu():
     """transformers' apply_rotary_pos_emb, found by what it computes: one rope kernel a
     layer for q and k, on the transposed projection views, inside CUDA-graph capture."""
-    from transformers import LlamaConfig, LlamaModel
-    cfg = LlamaConfig(num_hidden_layers=2, hidden_size=256, intermediate_size=512, num_attention_heads=4,
-                      num_key_value_heads=2, vocab_size=1000, attn_implementation="sdpa")
-    model = LlamaModel(cfg).cuda().half().eval()
-    inputs = (torch.randint(0, 1000, (4, 128), device="cuda"),)
-    router = _route(model, inputs, ["rope", "rmsnorm", "add_rmsnorm"])
-    e2e = bench.end_to_end(model, inputs, "cuda", 4, router, dtype="float16", profiled_ms={},
-                           total_profiled_ms=1.0, op_ratios={}, shares={},
-                           policy=bench.TimingPolicy(reps=5, max_seconds=1.0))
-    assert e2e.outputs_match, (e2e.error, e2e.rel_l2_err, e2e.rel_max_err)
+    _, e2e = _hf_llama_e2e(["rope", "rmsnorm", "add_rmsnorm"], num_key_value_heads=2)
     ran = {c.family: c.tilelang for c in e2e.calls if c.tilelang}
     assert ran.get("rope") == 2, ran
-    assert e2e.views[0].method == "cuda_graph", e2e.flags
     rows = {r.family: r for r in e2e.in_model}
     assert rows["rope"].reference_ms > 0 and rows["rope"].tilelang_ms > 0, rows
 
@@ -159,19 +157,10 @@ def test_hf_llama_swiglu_multiply_runs_in_the_up_projection_under_graph_capture_
     """transformers' LlamaMLP, down(silu(gate(x)) * up(x)): the gate in gemm_silu, the up
     projection and the product in gemm_mul's epilogue, so no multiply kernel runs; the
     in-model row sets gemm_mul against each up projection with its multiply."""
-    from transformers import LlamaConfig, LlamaModel
-    cfg = LlamaConfig(num_hidden_layers=2, hidden_size=256, intermediate_size=704, num_attention_heads=4,
-                      num_key_value_heads=2, vocab_size=1000, attn_implementation="sdpa")
-    model = LlamaModel(cfg).cuda().half().eval()
-    inputs = (torch.randint(0, 1000, (4, 128), device="cuda"),)
-    router = _route(model, inputs, ["gemm", "gemm_silu", "gemm_mul"])
-    e2e = bench.end_to_end(model, inputs, "cuda", 4, router, dtype="float16", profiled_ms={},
-                           total_profiled_ms=1.0, op_ratios={}, shares={},
-                           policy=bench.TimingPolicy(reps=5, max_seconds=1.0))
-    assert e2e.outputs_match, (e2e.error, e2e.rel_l2_err, e2e.rel_max_err)
+    router, e2e = _hf_llama_e2e(["gemm", "gemm_silu", "gemm_mul"], intermediate_size=704, num_key_value_heads=2)
     ran = {c.family: c.tilelang for c in e2e.calls if c.tilelang}
     assert ran.get("gemm_silu") == 2 and ran.get("gemm_mul") == 2, ran
-    assert e2e.views[0].method == "cuda_graph" and not router.reused, (e2e.flags, router.reused)
+    assert not router.reused, router.reused
     rows = {r.family: r for r in e2e.in_model}
     assert rows["gemm_mul"].reference_ms > 0 and rows["gemm_mul"].tilelang_ms > 0, rows
 
@@ -179,19 +168,10 @@ def test_hf_llama_swiglu_multiply_runs_in_the_up_projection_under_graph_capture_
 def test_hf_llama_grouped_query_attention_runs_in_tilelang_under_graph_capture_on_gpu():
     """Grouped-query attention as transformers calls it (SDPA with enable_gqa, 8 query
     heads over 2 key/value heads, after the rotary embedding): routed, not a fallback."""
-    from transformers import LlamaConfig, LlamaModel
-    cfg = LlamaConfig(num_hidden_layers=2, hidden_size=512, intermediate_size=1024, num_attention_heads=8,
-                      num_key_value_heads=2, vocab_size=1000, attn_implementation="sdpa")
-    model = LlamaModel(cfg).cuda().half().eval()
-    inputs = (torch.randint(0, 1000, (4, 256), device="cuda"),)
-    router = _route(model, inputs, ["attention", "rope"])
-    e2e = bench.end_to_end(model, inputs, "cuda", 4, router, dtype="float16", profiled_ms={},
-                           total_profiled_ms=1.0, op_ratios={}, shares={},
-                           policy=bench.TimingPolicy(reps=5, max_seconds=1.0))
-    assert e2e.outputs_match, (e2e.error, e2e.rel_l2_err, e2e.rel_max_err)
+    _, e2e = _hf_llama_e2e(["attention", "rope"], seq=256, hidden_size=512, intermediate_size=1024,
+                           num_attention_heads=8, num_key_value_heads=2)
     rows = [c for c in e2e.calls if c.family == "attention"]
     assert sum(c.tilelang for c in rows) == 2 and not any(c.fallback for c in rows), rows
-    assert e2e.views[0].method == "cuda_graph", e2e.flags
 
 
 @pytest.mark.parametrize("name", ["timm", "torchvision"])

@@ -21,6 +21,7 @@ from evaluator.kernels import _attention_pingpong as PPA
 from evaluator.kernels import _common as C
 from evaluator.kernels import attention as A
 from evaluator.results import Hardware
+from tests.barriers import Barrier, interleave
 
 FAM = A.FAMILY
 SM90 = "cuda -arch=sm_90a"
@@ -132,30 +133,14 @@ def test_pingpong_is_searched_on_hopper_behind_the_measured_first_config(shape):
 
 # ---------------------------------------------------------------- the barrier protocol
 
-class _Barrier:
-    """An mbarrier: a phase completes when `count` arrivals are in; a wait on parity p
-    passes once the phase of that parity has completed."""
-
-    def __init__(self, count):
-        self.count, self.arrived, self.phase = count, 0, 0
-
-    def arrive(self):
-        self.arrived += 1
-        if self.arrived == self.count:
-            self.arrived, self.phase = 0, self.phase + 1
-
-    def passes(self, parity):
-        return (self.phase & 1) != parity
-
-
 def _simulate(blocks, stages, rng):
     """The program's protocol (its parity functions; one arrival per warpgroup) under a
     random interleaving: None, "deadlock", or the first stage read before it holds its key
     block or refilled while a consumer still reads it."""
-    full = [_Barrier(1) for _ in range(stages)]
-    empty = [_Barrier(PPA.CONSUMERS) for _ in range(stages)]
-    order = [_Barrier(1) for _ in range(PPA.CONSUMERS)]
-    q_full = _Barrier(1)
+    full = [Barrier(1) for _ in range(stages)]
+    empty = [Barrier(PPA.CONSUMERS) for _ in range(stages)]
+    order = [Barrier(1) for _ in range(PPA.CONSUMERS)]
+    q_full = Barrier(1)
     holds = [None] * stages
     reading = [set() for _ in range(stages)]
 
@@ -193,22 +178,7 @@ def _simulate(blocks, stages, rng):
             release(kb - 1)
         release(blocks - 1)
 
-    agents = [producer(), consumer(0), consumer(1)]
-    waiting = [lambda: True] * len(agents)
-    while agents:
-        ready = [j for j, w in enumerate(waiting) if w()]
-        if not ready:
-            return "deadlock"
-        j = rng.choice(ready)
-        try:
-            step = next(agents[j])
-        except StopIteration:
-            del agents[j], waiting[j]
-            continue
-        if isinstance(step, str):
-            return step
-        waiting[j] = step
-    return None
+    return interleave([producer(), consumer(0), consumer(1)], rng)
 
 
 @pytest.mark.parametrize("blocks,stages", [(32, 2), (7, 3), (1, 2), (2, 2), (5, 4), (3, 2)])

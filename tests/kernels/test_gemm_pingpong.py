@@ -26,6 +26,7 @@ from evaluator.kernels import _gemm_pingpong as PP
 from evaluator.kernels import gemm as G
 from evaluator.kernels import get
 from evaluator.results import Hardware
+from tests.barriers import Barrier, interleave
 from evaluator.targets import TARGETS
 
 FAM = get("gemm")
@@ -131,23 +132,6 @@ def test_tile_order_covers_every_tile_once(tm, tn, panel):
 
 # ---------------------------------------------------------------- the barrier protocol
 
-class _Barrier:
-    """An mbarrier: a phase completes when `count` arrivals are in; a wait on parity p
-    passes once the phase of that parity has completed, i.e. while the current
-    (incomplete) phase's parity differs from p. That is all the hardware checks."""
-
-    def __init__(self, count):
-        self.count, self.arrived, self.phase = count, 0, 0
-
-    def arrive(self):
-        self.arrived += 1
-        if self.arrived == self.count:
-            self.arrived, self.phase = 0, self.phase + 1
-
-    def passes(self, parity):
-        return (self.phase & 1) != parity
-
-
 def _simulate(tiles, kt, stages, rng, ordered=True, lens=None):
     """Runs the program's protocol (its parity functions, one arrival per warpgroup) under
     a random interleaving; returns the first violation: a consumer reading a stage that
@@ -157,9 +141,9 @@ def _simulate(tiles, kt, stages, rng, ordered=True, lens=None):
     lens = lens if lens is not None else [kt] * tiles
     tiles = len(lens)
     starts = [sum(lens[:i]) for i in range(tiles)]
-    full = [_Barrier(1) for _ in range(stages)]
-    empty = [_Barrier(1) for _ in range(stages)]
-    order = [_Barrier(1) for _ in range(PP.CONSUMERS)]
+    full = [Barrier(1) for _ in range(stages)]
+    empty = [Barrier(1) for _ in range(stages)]
+    order = [Barrier(1) for _ in range(PP.CONSUMERS)]
     holds = [None] * stages  # the ring use whose bytes a stage holds
     reading = [set() for _ in range(stages)]
 
@@ -193,22 +177,7 @@ def _simulate(tiles, kt, stages, rng, ordered=True, lens=None):
             empty[last % stages].arrive()
             order[1 - me].arrive()
 
-    agents = [producer(), consumer(0), consumer(1)]
-    waiting = [lambda: True] * len(agents)
-    while agents:
-        ready = [j for j, w in enumerate(waiting) if w()]
-        if not ready:
-            return "deadlock"
-        j = rng.choice(ready)
-        try:
-            step = next(agents[j])
-        except StopIteration:
-            del agents[j], waiting[j]
-            continue
-        if isinstance(step, str):
-            return step
-        waiting[j] = step
-    return None
+    return interleave([producer(), consumer(0), consumer(1)], rng)
 
 
 @pytest.mark.parametrize("tiles,kt,stages", [(5, 12, 4), (6, 3, 4), (4, 1, 2), (7, 12, 5), (1, 8, 3), (9, 2, 8)])
