@@ -110,10 +110,28 @@ def detect(device: str) -> Hardware:
                     platform=f"cpu-{platform.machine().lower()}", cores=os.cpu_count() or 1, memory_gb=_mem_gb())
 
 
+# TileLang's C backend runs a kernel on one thread, so on a CPU both sides of every
+# comparison run on one: the same work per side, and PyTorch's intra-op threads no longer
+# wait on a sibling thread that a busy machine has descheduled (a 0.03 ms linear then read
+# 4-7 ms). On CUDA the host's threads only launch work and are left as they are.
+CPU_THREADS = 1
+
+
+def pin_threads(device: str) -> int | None:
+    """Set PyTorch's intra-op threads for timing on this device: CPU_THREADS on a CPU, the
+    same count TileLang's side runs on; None (unchanged) on a GPU. Returns the count set."""
+    if device != "cpu":
+        return None
+    torch.set_num_threads(CPU_THREADS)
+    return CPU_THREADS
+
+
 CEILINGS_CACHE = Path.home() / ".cache" / "evaluator" / "ceilings.json"
 
 
 def _median_s(fn, device: str, reps: int) -> float:
+    """Seconds per call: the median on a GPU; the fastest on a CPU, whose other jobs can only
+    slow a call down, and a ceiling is what the machine reaches when nothing does."""
     import statistics
     import time
 
@@ -127,7 +145,7 @@ def _median_s(fn, device: str, reps: int) -> float:
         if device == "cuda":
             torch.cuda.synchronize()
         ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+    return statistics.median(ts) if device == "cuda" else min(ts)
 
 
 def measure_ceilings(hw: Hardware, dtype: str = "float16", *, cache: Path | None = CEILINGS_CACHE) -> Hardware:
@@ -152,13 +170,17 @@ def measure_ceilings(hw: Hardware, dtype: str = "float16", *, cache: Path | None
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=hw.device).fill_(1.0)
     dst = torch.empty_like(src)
     gbps = 2 * nbytes / _median_s(lambda: dst.copy_(src), hw.device, 10) / 1e9
-    n = 8192 if gpu else 1024
-    a = torch.randn(n, n, device=hw.device).to(tdt if gpu else torch.float32)
-    b = torch.randn(n, n, device=hw.device).to(a.dtype)
-    tflops = 2 * n**3 / _median_s(lambda: a @ b, hw.device, 10 if gpu else 5) / 1e12
+    # A CPU's fastest matmul is one whose operands stay in its caches (512^2 ran 1.6x
+    # faster per FLOP than 1024^2 on one core here): the best of three sizes is its roof.
+    tflops = 0.0
+    for n in ((8192,) if gpu else (256, 512, 1024)):
+        a = torch.randn(n, n, device=hw.device).to(tdt if gpu else torch.float32)
+        b = torch.randn(n, n, device=hw.device).to(a.dtype)
+        tflops = max(tflops, 2 * n**3 / _median_s(lambda: a @ b, hw.device, 10 if gpu else 5) / 1e12)
     entry = {"measured_tflops": round(tflops, 3), "measured_gbps": round(gbps, 1),
              "ceilings_note": f"torch {torch.__version__}: copy of {nbytes >> 20} MiB, "
-                              f"{n}^3 matmul in {a.dtype}".replace("torch.", "")}
+                              f"{'8192^3 matmul' if gpu else 'best of 256^3, 512^3 and 1024^3 matmuls'} in "
+                              f"{a.dtype}".replace("torch.", "")}
     if cache is not None:
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)

@@ -163,6 +163,7 @@ def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
     """A new evaluation: a run folder, then every stage in order, then the report."""
     rep = reporter or Reporter()
     quiet_tilelang()
+    hardware.pin_threads(cfg.device)
     hw = hardware.measure_ceilings(hardware.detect(cfg.device), cfg.model.dtype)
     env = environment(hw)
     created = datetime.now(timezone.utc)
@@ -197,6 +198,7 @@ def resume(run_dir: Path, reporter: Reporter | None = None) -> RunOutcome:
         raise ConfigError(f"--resume {run_dir}: this run finished (baseline {result.baseline.tag}); "
                           "re-render it with evaluate report --baseline ID")
     quiet_tilelang()
+    hardware.pin_threads(cfg.device)
     hw = hardware.measure_ceilings(hardware.detect(cfg.device), cfg.model.dtype)
     if hw.name != result.environment.hardware.name:
         raise ConfigError(f"--resume {run_dir}: the run started on {result.environment.hardware.name}, "
@@ -270,6 +272,7 @@ def bench_family(family: str, shapes: list[Shape], dtype: str, device: str, *, b
     quiet_tilelang()
     fam = kernels.get(family)
     shapes = [fit_shape(fam, shape) for shape in shapes]
+    hardware.pin_threads(device)
     hw = hardware.measure_ceilings(hardware.detect(device), dtype)
     return stages.bench_family(family, shapes, dtype, device, hw, tilelang_version(), budget_s=budget_s,
                                policy=policy or bench.TimingPolicy(), store=store, rep=rep)

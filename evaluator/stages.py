@@ -23,7 +23,7 @@ import torch
 from . import baseline, bench, checklist, kernels, profiling, swap, tuning, tuning_cache, upstream, verify
 from .config import Config
 from .models import LoadedModel
-from .results import Environment, Hardware, OpBench, Ratio, RunResult, Shape, parse_shape, to_dict
+from .results import Environment, Hardware, OpBench, Ratio, RunResult, Shape, parse_shape, shape_str, to_dict
 
 
 class Reporter:
@@ -139,8 +139,23 @@ def profile(ctx: Context, result: RunResult) -> RunResult:
     return dataclasses.replace(result, hot_ops=hot)
 
 
-def _tune_one(ctx: Context, fam: kernels.KernelFamily, shape: Shape, source: str) -> tuple:
-    """Tune, verify (before timing) and benchmark one model shape of one family."""
+def profiled_ms(hot, family: str, shape: Shape) -> float | None:
+    """A plain family's profiled time per forward pass at this shape: every call of the shape
+    together, so no single call can take longer. None for a fused family, whose reference
+    is two calls of which the profile counted one under this shape."""
+    if hot is None or profile_family(family) != family:
+        return None
+    key = shape_str(tuple(shape))
+    for o in hot.ops:
+        if o.family == family and key in o.shapes and len(o.shape_ms) == len(o.shapes):
+            return o.shape_ms[o.shapes.index(key)]
+    return None
+
+
+def _tune_one(ctx: Context, fam: kernels.KernelFamily, shape: Shape, source: str,
+              profiled: float | None = None) -> tuple:
+    """Tune, verify (before timing) and benchmark one model shape of one family. `profiled`:
+    the shape's profiled time per forward pass, what PyTorch's side must not be far above."""
     cfg, rep, hw, env = ctx.cfg, ctx.rep, ctx.hw, ctx.env
     lookup = save = None
     if cfg.tune.use_cache:
@@ -176,9 +191,15 @@ def _tune_one(ctx: Context, fam: kernels.KernelFamily, shape: Shape, source: str
         sorted({c.reason or "mismatch" for c in vr.cases if not c.passed}))[:200]
     table.add(fam.name, shape, tk.config, kernel, verified=vr.passed, why_not=why)
     rep.update(f"{label}: benchmarking" + _against_compile(cfg.bench.timing.compile_mode, vr.passed))
+    evidence = {}
+    if profiled:
+        evidence["PyTorch"] = (profiled, "every call of this shape in one profiled forward pass")
+    tuned = [c.latency_ms for c in tk.candidates if c.status == "ok" and c.config == tk.config and c.latency_ms]
+    if tuned:
+        evidence["TileLang"] = (min(tuned), "the tuner's time of this config")
     ob = bench.bench_op(fam, shape, cfg.model.dtype, kernel, cfg.device, source=source, config=tk.config,
                         policy=cfg.bench.timing, roof=(hw.measured_tflops, hw.measured_gbps),
-                        verified=vr.passed, error=why)
+                        verified=vr.passed, error=why, evidence=evidence)
     rep.info(f"{label}: TileLang {ob.tilelang.median_ms:.4g} ms vs PyTorch {ob.torch.median_ms:.4g} ms "
              f"-> {ob.speedup:.3g}x{compiled_text(ob.compiled)}" if ob.tilelang and ob.speedup
              else f"[red]{label}: {ob.error}[/]")
@@ -212,7 +233,7 @@ def tune_verify_bench(ctx: Context, result: RunResult) -> RunResult:
             for s, src in shapes_for(kernels.get(f), result.hot_ops, cfg) if (f, tuple(s)) not in done]
     rep.stage("Tuning, verifying and benchmarking TileLang kernels", total=len(work))
     for fam, shape, source in work:
-        tk, vr, ob = _tune_one(ctx, fam, shape, source)
+        tk, vr, ob = _tune_one(ctx, fam, shape, source, profiled_ms(result.hot_ops, fam.name, shape))
         result = dataclasses.replace(result, tuned=result.tuned + (tk,), verify=result.verify + ((vr,) if vr else ()),
                                      op_bench=result.op_bench + (ob,))
         ctx.save(result)
@@ -279,7 +300,8 @@ def end_to_end(ctx: Context, result: RunResult) -> RunResult:
     e2e = bench.end_to_end(loaded.module, loaded.inputs, cfg.device, loaded.spec.batch_size, router,
                            dtype=cfg.model.dtype, profiled_ms=profiled,
                            total_profiled_ms=hot.total_ms or sum(profiled.values()), op_ratios=ratios,
-                           shares={**shares, **share_of}, policy=cfg.bench.timing)
+                           shares={**shares, **share_of}, policy=cfg.bench.timing,
+                           profiled_wall_ms=hot.wall_ms or None)
     if e2e.speedup:
         rep.done(f"{e2e.tilelang_calls} calls in TileLang, {e2e.fallback_calls} fell back; "
                  f"{e2e.speedup:.3g}x ({e2e.method}), outputs {'match' if e2e.outputs_match else 'DIFFER'}"

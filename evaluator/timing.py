@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 import torch
 
+from .hardware import CPU_THREADS
 from .results import Ratio, Timing
 
 T = TypeVar("T")
@@ -56,6 +57,8 @@ class TimingPolicy:
 
     def describe(self, device: str) -> dict:
         return {"timer": "cuda_graph" if device == "cuda" else "perf_counter_interleaved",
+                # both sides on the same threads: a CPU's are pinned (hardware.pin_threads)
+                **({"threads": CPU_THREADS} if device == "cpu" else {}),
                 "warmup": self.warmup, "reps": self.reps, "max_seconds": self.max_seconds,
                 "rotate_inputs": self.flush_l2 and device == "cuda",
                 "max_cv": self.max_cv_cuda if device == "cuda" else self.max_cv_cpu}

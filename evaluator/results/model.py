@@ -163,6 +163,12 @@ class E2EBench:
     in_model: tuple[FamilyTime, ...] = ()
     # Set where some routed families slow the model on their own and others do not.
     kept: KeptFamilies | None = None
+    # The output check's non-finite counts per side ({"swapped NaN": 1024, "reference Inf": 3}),
+    # and why the reference carries no signal ("" where it does): a match against a
+    # (near) zero or constant reference says nothing about the kernels.
+    nonfinite: dict[str, int] = field(default_factory=dict)
+    no_signal: str = ""
+    inputs_redrawn: bool = False  # the first inputs gave no signal; another seed's were used
 
 
 # ---------------------------------------------------------------- soak
