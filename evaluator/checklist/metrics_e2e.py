@@ -1,9 +1,11 @@
 """The metrics of the model end to end with its calls routed to TileLang, and of the soak.
 
 In: a `RunResult`'s e2e and soak. Out: the `E2E` and `SOAK` metrics. A swap-in that was
-attempted and crashed, or that ran nothing in TileLang, is a failure (speedup, match and
-coverage 0), not "not measured"; an unstable or contradicted end-to-end number is a doubt,
-so an item on it cannot pass.
+attempted and crashed is a failure (speedup, match and coverage 0), not "not measured";
+one that ran nothing in TileLang compared the model with itself, so its speedup and match
+are not evaluated and the verdict says INCONCLUSIVE. An unstable, stalled or contradicted
+end-to-end number, and a match against a reference without signal, are doubts, so an
+item on them cannot pass.
 """
 
 from __future__ import annotations
@@ -15,29 +17,49 @@ from .metric import Metric, stage_note
 
 
 def _e2e_failed(r: RunResult) -> bool:
-    """The swap-in was attempted and crashed, or ran nothing in TileLang."""
+    """The swap-in was attempted and crashed."""
     e = r.e2e
     if e is None:
         return bool(r.families) and "e2e" in r.stage_errors
-    return e.swapped is None or e.tilelang_calls == 0 and bool(e.calls or e.views)
+    return e.swapped is None
+
+
+def _nothing_ran(r: RunResult) -> bool:
+    """The swapped model ran, but no call ran in TileLang: it was compared with itself."""
+    e = r.e2e
+    return e is not None and e.swapped is not None and e.tilelang_calls == 0 and bool(e.calls or e.views)
+
+
+def _reference_broken(r: RunResult) -> bool:
+    return r.e2e is not None and any(k.startswith("reference") for k in r.e2e.nonfinite)
 
 
 def _e2e_speedup(r: RunResult) -> float | None:
     if _e2e_failed(r):
         return 0.0
+    if _nothing_ran(r):
+        return None  # no evidence about TileLang either way (the verdict says INCONCLUSIVE)
     return r.e2e.speedup if r.e2e is not None else None
 
 
 def _e2e_match(r: RunResult) -> float | None:
     if _e2e_failed(r):
         return 0.0
-    if r.e2e is None:
-        return None
+    if r.e2e is None or _nothing_ran(r):
+        return None  # nothing was compared: no call ran in TileLang
     return float(r.e2e.outputs_match)
 
 
+def _match_doubt(r: RunResult) -> str:
+    """A reference without signal, or with NaN or Inf of its own: the comparison says
+    nothing about the kernels either way."""
+    if r.e2e is None:
+        return ""
+    return r.e2e.error if _reference_broken(r) else r.e2e.no_signal
+
+
 def _e2e_coverage(r: RunResult) -> float | None:
-    if _e2e_failed(r):
+    if _e2e_failed(r) or _nothing_ran(r):
         return 0.0
     return r.e2e.coverage if r.e2e is not None else None
 
@@ -62,7 +84,7 @@ def _e2e_doubt(r: RunResult) -> str:
     e = r.e2e
     if e is None:
         return ""
-    bad = [f for f in e.flags if f.startswith(("unstable", "contradicts", "graph capture failed"))]
+    bad = [f for f in e.flags if f.startswith(("unstable", "contradicts", "graph capture failed", "stalled"))]
     return "; ".join(bad)
 
 
@@ -103,12 +125,14 @@ def _soak_explain(r: RunResult) -> str:
 E2E = [
     Metric("e2e.speedup", "x",
            "end-to-end model time without / with calls routed to TileLang (CUDA-graph replay on a GPU); "
-           "0 when the swap-in crashed or no call ran in TileLang",
+           "0 when the swap-in crashed; not evaluated when no call ran in TileLang",
            _e2e_speedup, _e2e_explain, _e2e_doubt),
     Metric("e2e.outputs_match", "1/0",
            "1 when the model's outputs with calls routed to TileLang match the unmodified model within the "
-           "dtype's relative tolerance and at least one call ran in TileLang",
-           _e2e_match, _e2e_explain),
+           "dtype's relative tolerance (no NaN or Inf on either side) and at least one call ran in TileLang; "
+           "not evaluated where no call ran; a reference without signal (near zero or constant) or with NaN "
+           "or Inf of its own decides nothing",
+           _e2e_match, _e2e_explain, _match_doubt),
     Metric("e2e.coverage", "fraction",
            "share of the profiled operator time whose calls actually ran in TileLang in the end-to-end run",
            _e2e_coverage, _e2e_explain),

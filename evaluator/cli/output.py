@@ -144,15 +144,17 @@ def print_summary(outcome) -> None:
         console.print(portability_table(r.portability))
     if r.e2e:
         e = r.e2e
-        console.print(f"End to end: {e.reference.median_ms:.3f} ms -> "
-                      f"{e.swapped.median_ms:.3f} ms ({e.speedup:.3g}x), outputs "
-                      f"{'match' if e.outputs_match else 'DIFFER'} (max abs err {e.max_abs_err:.2g})"
-                      if e.swapped else f"End to end: swap-in failed ({e.error})")
+        console.print(_e2e_line(e), markup=False, highlight=False)
         if compiled_line(getattr(e, "compiled", None)):
             console.print(compiled_line(e.compiled), markup=False, highlight=False)
     if r.verdict:
-        colour = {"GO": "green", "CONDITIONAL GO": "yellow", "NO-GO": "red"}.get(r.verdict.decision, "white")
+        colour = {"GO": "green", "CONDITIONAL GO": "yellow", "NO-GO": "red",
+                  "INCONCLUSIVE": "magenta"}.get(r.verdict.decision, "white")
         console.print(f"\nVerdict: [bold {colour}]{r.verdict.decision}[/]  ({r.verdict.checklist})")
+        for why in r.verdict.inconclusive:
+            console.print(f"  why: {why}", markup=False, highlight=False)
+        for step in r.verdict.rerun:
+            console.print(f"  rerun: {step}", markup=False, highlight=False)
         for o in r.verdict.outcomes:
             if o.status in ("fail", "not_evaluated"):
                 console.print(f"  {o.status.replace('_', ' '):>13}  [{o.severity}] {o.title}", markup=False)
@@ -165,6 +167,25 @@ def print_summary(outcome) -> None:
         console.print(outcome.pdf_note)
     if r.baseline:
         console.print(f"Baseline: {r.baseline.tag} ({r.baseline.store})")
+
+
+def _e2e_line(e) -> str:
+    """One line: both times, the ratio, and what the output check found (NaN counts, a
+    reference without signal) in words."""
+    if e.swapped is None:
+        return f"End to end: swap-in failed ({e.error})"
+    speed = f"{e.speedup:.3g}x" if e.speedup is not None else "no ratio"
+    if e.nonfinite:
+        said = f"outputs FAIL: {e.error}"
+    elif e.tilelang_calls == 0:
+        said = "no call ran in TileLang: the model was compared with itself"
+    elif e.no_signal:
+        said = f"outputs not compared with any signal: {e.no_signal}"
+    elif e.outputs_match:
+        said = f"outputs match (max abs err {e.max_abs_err:.2g})"
+    else:
+        said = f"outputs DIFFER: {e.error}"
+    return f"End to end: {e.reference.median_ms:.3f} ms -> {e.swapped.median_ms:.3f} ms ({speed}), {said}"
 
 
 # ---------------------------------------------------------------- the sub-commands' tables

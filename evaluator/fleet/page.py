@@ -37,7 +37,7 @@ def load_summary(path: str | os.PathLike) -> FleetResult:
     return TypeAdapter(FleetResult).validate_python(json.loads(Path(path).read_text()))
 
 
-_VERDICT_CLASS = {"GO": "go", "CONDITIONAL GO": "cond", "NO-GO": "nogo"}
+_VERDICT_CLASS = {"GO": "go", "CONDITIONAL GO": "cond", "NO-GO": "nogo", "INCONCLUSIVE": "inconclusive"}
 
 
 def _href(target: Path | None, out_dir: Path) -> str | None:

@@ -214,7 +214,8 @@ def exit_code(result: FleetResult, fail_on: str = "never") -> int:
     """The command's exit code: 1 when a cell is at `fail_on` or worse, else 0 (as
     `evaluate --fail-on`: 1 is only ever the outcome the gate rejects)."""
     check_fail_on(fail_on)
-    rejected = {"never": (), "failed": (), "no-go": ("NO-GO",), "conditional": ("NO-GO", "CONDITIONAL GO")}[fail_on]
+    rejected = {"never": (), "failed": (), "no-go": ("NO-GO", "INCONCLUSIVE"),
+                "conditional": ("NO-GO", "INCONCLUSIVE", "CONDITIONAL GO")}[fail_on]
     bad = [c for c in result.cells if (fail_on != "never" and not c.ok) or (c.ok and c.verdict in rejected)]
     return 1 if bad else 0
 

@@ -42,9 +42,12 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Verdict:
-    decision: str  # "GO" | "CONDITIONAL GO" | "NO-GO"
+    decision: str  # "GO" | "CONDITIONAL GO" | "NO-GO" | "INCONCLUSIVE"
     checklist: str  # checklist name/path
     outcomes: tuple[Outcome, ...]
+    # INCONCLUSIVE: why the evidence cannot carry a decision, and what to rerun and how.
+    inconclusive: tuple[str, ...] = ()
+    rerun: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
