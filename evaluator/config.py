@@ -23,8 +23,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config_checks import (_check_repo, check_count, check_seconds, check_writable_folder, find_checklist,
-                            parse_as_of, parse_targets)
+from .config_checks import (_check_repo, check_count, check_folder_given, check_seconds, check_writable_folder,
+                            find_checklist, parse_as_of, parse_targets)
 from .errors import ConfigError, EvaluatorError
 from .resources import SHIPPED_CHECKLISTS
 
@@ -296,12 +296,16 @@ def check_compile_mode(mode: str | None) -> None:
                           f"or {COMPILE_MODES[-1]} (none skips the torch.compile comparison)")
 
 
-def _output_folders(reports: Path | None, store: str | Path | None, push: bool) -> tuple[Path, Path, str | None]:
+def _output_folders(reports: str | Path | None, store: str | Path | None,
+                    push: bool) -> tuple[Path, Path, str | None]:
     """(reports folder, the store's local folder, the shared store's remote or None), each
-    checked writable: a run that cannot write its folder or its baseline would otherwise
-    find out at the very end and lose the minutes it measured."""
+    given (an empty string is not a folder) and checked writable: a run that cannot write its
+    folder or its baseline would otherwise find out at the very end and lose the minutes it
+    measured."""
     from . import baseline
 
+    check_folder_given("--reports", reports)
+    check_folder_given("--store", store)
     reports = (Path(reports).expanduser() if reports else OutputSettings.reports).resolve()
     check_writable_folder("--reports", reports)
     store_remote = None
@@ -340,7 +344,7 @@ def build(*, model: str, device: str = DEFAULTS["device"], batch_size: int | Non
           no_cache: bool = DEFAULTS["no_cache"], reps: int = DEFAULTS["reps"], warmup: int = DEFAULTS["warmup"],
           sweep: bool = DEFAULTS["sweep"], e2e: bool = DEFAULTS["e2e"], soak_seconds: float | None = None,
           upstream: str | None = None, fork: str | None = None, as_of: str | None = None,
-          branch: str | None = None, reports: Path | None = None, store: str | Path | None = None,
+          branch: str | None = None, reports: str | Path | None = None, store: str | Path | None = None,
           checklist: Path | None = None, lang: str = DEFAULTS["lang"], pdf: bool = DEFAULTS["pdf"],
           fail_on: str = DEFAULTS["fail_on"], seed: int = DEFAULTS["seed"],
           regression_threshold: float = DEFAULTS["regression_threshold"], fine_rounds: int | None = None,

@@ -119,6 +119,32 @@ def test_bad_option_is_one_line_exit_2_and_loses_nothing(args, words, reports, t
     assert a_file.read_text() == "not a folder"
 
 
+@pytest.mark.parametrize("option", ["--reports", "--store"])
+def test_an_empty_folder_option_is_refused_before_anything_runs(option, reports, tmp_path, monkeypatch, capsys):
+    # Path("") is ".": without the check the run (here a stand-in that fails loudly) starts
+    # and writes its run folder and baseline into whatever folder evaluate was started from.
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setattr(pipeline, "run", _fake_run(True, AssertionError("the run started")))
+    before = snapshot(reports)
+    code, lines, _ = run_main(monkeypatch, capsys, "--model", "bert-tiny", "--reports", reports, option, "")
+    assert one_error_line(code, lines) == f"error: {option} needs a folder; got an empty string"
+    assert snapshot(reports) == before and not any(elsewhere.iterdir())
+
+
+@pytest.mark.parametrize("command", [["baseline", "list"], ["baseline", "pull"], ["baseline", "record", "{run}"]])
+def test_an_empty_store_is_refused_by_the_store_commands(command, reports, tmp_path, monkeypatch, capsys):
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    run = reports / "runs" / "bert-tiny-20260101-000000"
+    before = snapshot(reports)
+    code, lines, _ = run_main(monkeypatch, capsys, *[a.format(run=run) for a in command], "--store", "")
+    assert one_error_line(code, lines) == "error: --store needs a folder; got an empty string"
+    assert snapshot(reports) == before and not any(elsewhere.iterdir())
+
+
 def test_read_only_store_is_refused_up_front_by_the_real_process(reports):
     store = reports / "baselines"
     before = snapshot(reports)
