@@ -4,9 +4,9 @@ In: raw option values from the command line. Out: a validated `Config`, or a
 `ConfigError` whose message is one sentence naming the option and what it expects. Every
 cheap check (model name, counts and durations, families, checklist, upstream path,
 device, portability targets, whether the reports folder and the baseline store can be
-written) happens here, so a mistake costs a one-line error before any minutes of
-profiling and compiling, and a store that cannot take the baseline is found before the
-run rather than at its end.
+written and the store's repository is whole) happens here, so a mistake costs a one-line
+error before any minutes of profiling and compiling, and a store that cannot take the
+baseline is found before the run rather than at its end.
 
 Every option's default is written once, here: `DEFAULTS` for the fixed ones and
 `device_defaults` for those that depend on the device. `build`'s keywords, the settings
@@ -316,6 +316,8 @@ def _output_folders(reports: str | Path | None, store: str | Path | None,
     else:
         store = Path(store).expanduser().absolute() if store else reports / STORE_FOLDER
         check_writable_folder("--store", store)
+    # A damaged store (a garbage HEAD, missing objects) would fail only when recording, after the run.
+    baseline.check_health(store)
     if push and baseline.remote_of(store_remote or store) is None:
         raise ConfigError("--push needs a shared store: --store with a git URL or bare repository, "
                           "or a clone that has an origin")

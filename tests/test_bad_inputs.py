@@ -145,6 +145,26 @@ def test_an_empty_store_is_refused_by_the_store_commands(command, reports, tmp_p
     assert snapshot(reports) == before and not any(elsewhere.iterdir())
 
 
+@pytest.mark.parametrize("damage, words", [
+    ("garbage HEAD", "its .git/HEAD names neither a branch nor a commit"),
+    ("missing object", "1 object is missing from its history (missing tree "),
+])
+def test_a_damaged_store_is_refused_before_the_run(damage, words, reports, monkeypatch, capsys):
+    store = reports / "baselines"
+    if damage == "garbage HEAD":
+        (store / ".git" / "HEAD").write_text("this is not a ref\n")
+    else:
+        tree = subprocess.run(["git", "-C", str(store), "rev-parse", "HEAD^{tree}"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        (store / ".git" / "objects" / tree[:2] / tree[2:]).unlink()
+    monkeypatch.setattr(pipeline, "run", _fake_run(True, AssertionError("the run started")))
+    before = snapshot(reports)
+    code, lines, _ = run_main(monkeypatch, capsys, "--model", "bert-tiny", "--reports", reports)
+    line = one_error_line(code, lines)
+    assert line.startswith(f"error: baseline store {store} is damaged: ") and words in line
+    assert snapshot(reports) == before  # no run folder, and the store as it was
+
+
 def test_read_only_store_is_refused_up_front_by_the_real_process(reports):
     store = reports / "baselines"
     before = snapshot(reports)
