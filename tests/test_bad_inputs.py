@@ -197,6 +197,37 @@ def test_read_only_reports_folder(reports, monkeypatch, capsys):
     assert snapshot(reports) == before and not (reports.parent / "elsewhere").exists()
 
 
+BAD_METRICS = """\
+name: team
+items:
+  - {id: fast, title: Fast, metric: ops.speedup_mn, comparator: ">=", threshold: 1, severity: major, rationale: r}
+  - {id: soak, title: Soak, metric: soak.drift_pctt, comparator: "<=", threshold: 5, severity: minor, rationale: r}
+  - {id: safe, title: Safe, metric: kernels.all_correct, comparator: "==", threshold: 1, severity: huge, rationale: r}
+"""
+
+
+def test_checklist_validate_lists_every_problem_one_per_line(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "team.yaml"
+    path.write_text(BAD_METRICS)
+    code, lines, out = run_main(monkeypatch, capsys, "checklist", "validate", path)
+    assert code == 2 and out == "" and len(lines) == 3, lines
+    assert all(line.startswith(f"error: {path}:") and "Traceback" not in line for line in lines)
+    assert "unknown metric 'ops.speedup_mn'" in lines[0] and "id 'fast'" in lines[0]
+    assert "unknown metric 'soak.drift_pctt'" in lines[1] and "id 'soak'" in lines[1]
+    assert "severity 'huge' is not allowed" in lines[2] and "id 'safe'" in lines[2]
+
+
+def test_a_run_with_a_bad_checklist_says_how_to_see_every_problem(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "team.yaml"
+    path.write_text(BAD_METRICS)
+    code, lines, _ = run_main(monkeypatch, capsys, "--model", "bert-tiny", "--reports", tmp_path / "r",
+                              "--checklist", path)
+    line = one_error_line(code, lines)
+    assert "unknown metric 'ops.speedup_mn'" in line
+    assert line.endswith(f"(and 2 more problems; `evaluate checklist validate {path}` lists them all)")
+    assert not (tmp_path / "r").exists()
+
+
 # ---------------------------------------------------------------- failures during the run
 
 

@@ -72,6 +72,31 @@ def test_unknown_metric_names_item_line_and_suggests(tmp_path):
     assert "evaluate checklist metrics" in msg
 
 
+def test_every_problem_is_kept_and_the_one_line_says_how_to_see_them(tmp_path):
+    text = checklist_text({"id": "a", "metric": "kernels.all_corect"}, {"id": "b", "metric": "ops.speedup_mn"},
+                          {"id": "a", "severity": "critical"})
+    path = write(tmp_path, text)
+    with pytest.raises(cl.ChecklistProblems) as exc:
+        cl.validate(path)
+    problems = exc.value.problems
+    assert len(problems) == 4 and all("\n" not in p for p in problems)
+    assert "c.yaml:5: item 1 (id 'a'): unknown metric 'kernels.all_corect'" in problems[0]
+    assert "c.yaml:12: item 2 (id 'b'): unknown metric 'ops.speedup_mn'" in problems[1]
+    assert "c.yaml:17: item 3 (id 'a'): duplicate id 'a' (first used by item 1)" in problems[2]
+    assert "c.yaml:22: item 3 (id 'a'): severity 'critical' is not allowed" in problems[3]
+    msg = load_error(tmp_path, text)
+    assert msg.startswith(problems[0])
+    assert msg.endswith(f" (and 3 more problems; `evaluate checklist validate {path}` lists them all)")
+
+
+def test_a_misspelt_field_is_one_problem_not_also_a_missing_one(tmp_path):
+    path = write(tmp_path, checklist_text({"id": "typo"}).replace("threshold:", "treshold:"))
+    with pytest.raises(cl.ChecklistProblems) as exc:
+        cl.load(path)
+    assert len(exc.value.problems) == 1 and "unknown field 'treshold'" in exc.value.problems[0]
+    assert "more problem" not in str(exc.value)
+
+
 def test_bad_comparator_lists_allowed(tmp_path):
     msg = load_error(tmp_path, checklist_text({"id": "cmp", "comparator": "=>"}))
     assert ":6:" in msg and "id 'cmp'" in msg
