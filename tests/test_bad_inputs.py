@@ -256,9 +256,10 @@ def test_model_whose_forward_raises_is_one_line_and_keeps_its_run_folder(reports
 
 def _fake_run(make_folder: bool, exc: BaseException):
     def run(cfg, reporter=None):
-        if make_folder:
+        if make_folder:  # as pipeline.run makes it: config.json, then results.json
             folder = cfg.output.reports / "runs" / f"{pipeline.slug(cfg.model.label)}-20260821-150000"
             folder.mkdir(parents=True)
+            (folder / "config.json").write_text("{}")
             (folder / "results.json").write_text("{}")
         raise exc
     return run
@@ -308,13 +309,44 @@ def test_a_bug_in_a_sub_command_leaves_its_traceback_in_a_temp_file(tmp_path, mo
     assert saved.parent == tmp_path and "AttributeError" in saved.read_text()
 
 
-def test_ctrl_c_says_where_the_finished_stages_are(reports, monkeypatch, capsys):
+def test_ctrl_c_says_where_the_finished_stages_are_and_how_to_resume(reports, monkeypatch, capsys):
     monkeypatch.setattr(pipeline, "run", _fake_run(True, KeyboardInterrupt()))
     code, lines, _ = run_main(monkeypatch, capsys, "--model", "bert-tiny", "--reports", reports)
     run = reports / "runs" / "bert-tiny-20260821-150000"
     assert one_error_line(code, lines, exit_code=130, prefix="interrupted") == \
-        f"interrupted; finished stages are kept in {run}"
+        f"interrupted; finished stages are kept in {run}; continue with: evaluate --resume {run}"
     assert (run / "results.json").is_file()
+
+
+def test_ctrl_c_during_a_resumed_run_names_the_same_folder(reports, monkeypatch, capsys):
+    run = reports / "runs" / "bert-tiny-20260101-000000"
+    (run / "config.json").write_text("{}")
+
+    def interrupted(run_dir, reporter=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline, "resume", interrupted)
+    code, lines, _ = run_main(monkeypatch, capsys, "--resume", run)
+    assert one_error_line(code, lines, exit_code=130, prefix="interrupted") == \
+        f"interrupted; finished stages are kept in {run}; continue with: evaluate --resume {run}"
+
+
+@pytest.mark.parametrize("left", ["no config.json", "baseline recorded"])
+def test_ctrl_c_offers_resume_only_for_a_folder_resume_takes(left, reports, monkeypatch, capsys):
+    run = reports / "runs" / "bert-tiny-20260821-150000"
+
+    def interrupted(cfg, reporter=None):
+        run.mkdir(parents=True)
+        if left == "baseline recorded":
+            (run / "config.json").write_text("{}")
+        (run / "results.json").write_text(json.dumps({"baseline": {"tag": "bert-tiny/cpu/2026Q3-1"}}
+                                                     if left == "baseline recorded" else {}))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline, "run", interrupted)
+    code, lines, _ = run_main(monkeypatch, capsys, "--model", "bert-tiny", "--reports", reports)
+    assert one_error_line(code, lines, exit_code=130, prefix="interrupted") == \
+        f"interrupted; finished stages are kept in {run}"
 
 
 def test_an_error_the_pipeline_reports_is_one_line(reports, monkeypatch, capsys):
