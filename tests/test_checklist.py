@@ -361,6 +361,39 @@ def test_a_kernel_gone_since_the_last_baseline_is_a_regression():
         assert _metric("baseline.regressions", replace(sample_result(), comparison=comp)) == 1.0
 
 
+def _gemm_only(r: RunResult, **changes) -> RunResult:
+    """`r` rerun with --families gemm: softmax is neither selected nor measured."""
+    return dataclasses.replace(r, hot_ops=dataclasses.replace(r.hot_ops, selected=("gemm",)),
+                               op_bench=tuple(b for b in r.op_bench if b.family == "gemm"),
+                               tuned=tuple(t for t in r.tuned if t.family == "gemm"),
+                               verify=tuple(v for v in r.verify if v.family == "gemm"), **changes)
+
+
+def test_a_family_this_run_did_not_select_is_not_measured_not_regressed(result):
+    from evaluator import baseline
+    metric = cl.METRICS["baseline.regressions"]
+    run = _gemm_only(result)
+    run = dataclasses.replace(run, comparison=baseline.compare(result, run, reference_id="bert-tiny/cpu/2026Q4-1"))
+    assert [c.key for c in run.comparison.changes if c.status == "gone"] == ["softmax 1024x128 float32"]
+    assert metric(run) == 0.0
+    assert "1 measurement of softmax not measured in this run" in metric.explain(run)
+    # A family measured in both runs whose kernel no longer works is still a regression.
+    failed = dataclasses.replace(result.op_bench[0], tilelang=None, speedup=None, error="compile_error")
+    broken = dataclasses.replace(result, op_bench=(failed, result.op_bench[1]))
+    broken = dataclasses.replace(broken, comparison=baseline.compare(result, broken))
+    assert metric(broken) == 1.0 and "gemm 256x128x128 float32" in metric.explain(broken)
+    # --no-e2e: the end-to-end timings are not measured in this run either.
+    no_e2e = _gemm_only(result, e2e=None, settings={**result.settings, "e2e": False})
+    no_e2e = dataclasses.replace(no_e2e, comparison=baseline.compare(result, no_e2e))
+    assert metric(no_e2e) == 0.0
+    # Nothing measured in both: no number to judge, not a pass.
+    only_softmax = dataclasses.replace(result, op_bench=result.op_bench[1:], e2e=None,
+                                       settings={**result.settings, "e2e": False},
+                                       hot_ops=dataclasses.replace(result.hot_ops, selected=("softmax",)))
+    disjoint = dataclasses.replace(no_e2e, comparison=baseline.compare(only_softmax, no_e2e))
+    assert metric(disjoint) is None and "nothing measured in both" in metric.explain(disjoint)
+
+
 # ---------------------------------------------------------------- portability metrics
 
 
