@@ -4,9 +4,9 @@ In: raw option values from the command line. Out: a validated `Config`, or a
 `ConfigError` whose message is one sentence naming the option and what it expects. Every
 cheap check (model name, counts and durations, families, checklist, upstream path,
 device, portability targets, whether the reports folder and the baseline store can be
-written) happens here, so a mistake costs a one-line error before any minutes of
-profiling and compiling, and a store that cannot take the baseline is found before the
-run rather than at its end.
+written and the store's repository is whole) happens here, so a mistake costs a one-line
+error before any minutes of profiling and compiling, and a store that cannot take the
+baseline is found before the run rather than at its end.
 
 Every option's default is written once, here: `DEFAULTS` for the fixed ones and
 `device_defaults` for those that depend on the device. `build`'s keywords, the settings
@@ -23,8 +23,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config_checks import (_check_repo, check_count, check_seconds, check_writable_folder, find_checklist,
-                            parse_as_of, parse_targets)
+from .config_checks import (_check_repo, check_count, check_folder_given, check_seconds, check_writable_folder,
+                            find_checklist, parse_as_of, parse_targets)
 from .errors import ConfigError, EvaluatorError
 from .resources import SHIPPED_CHECKLISTS
 
@@ -296,12 +296,16 @@ def check_compile_mode(mode: str | None) -> None:
                           f"or {COMPILE_MODES[-1]} (none skips the torch.compile comparison)")
 
 
-def _output_folders(reports: Path | None, store: str | Path | None, push: bool) -> tuple[Path, Path, str | None]:
+def _output_folders(reports: str | Path | None, store: str | Path | None,
+                    push: bool) -> tuple[Path, Path, str | None]:
     """(reports folder, the store's local folder, the shared store's remote or None), each
-    checked writable: a run that cannot write its folder or its baseline would otherwise
-    find out at the very end and lose the minutes it measured."""
+    given (an empty string is not a folder) and checked writable: a run that cannot write its
+    folder or its baseline would otherwise find out at the very end and lose the minutes it
+    measured."""
     from . import baseline
 
+    check_folder_given("--reports", reports)
+    check_folder_given("--store", store)
     reports = (Path(reports).expanduser() if reports else OutputSettings.reports).resolve()
     check_writable_folder("--reports", reports)
     store_remote = None
@@ -312,6 +316,8 @@ def _output_folders(reports: Path | None, store: str | Path | None, push: bool) 
     else:
         store = Path(store).expanduser().absolute() if store else reports / STORE_FOLDER
         check_writable_folder("--store", store)
+    # A damaged store (a garbage HEAD, missing objects) would fail only when recording, after the run.
+    baseline.check_health(store)
     if push and baseline.remote_of(store_remote or store) is None:
         raise ConfigError("--push needs a shared store: --store with a git URL or bare repository, "
                           "or a clone that has an origin")
@@ -340,7 +346,7 @@ def build(*, model: str, device: str = DEFAULTS["device"], batch_size: int | Non
           no_cache: bool = DEFAULTS["no_cache"], reps: int = DEFAULTS["reps"], warmup: int = DEFAULTS["warmup"],
           sweep: bool = DEFAULTS["sweep"], e2e: bool = DEFAULTS["e2e"], soak_seconds: float | None = None,
           upstream: str | None = None, fork: str | None = None, as_of: str | None = None,
-          branch: str | None = None, reports: Path | None = None, store: str | Path | None = None,
+          branch: str | None = None, reports: str | Path | None = None, store: str | Path | None = None,
           checklist: Path | None = None, lang: str = DEFAULTS["lang"], pdf: bool = DEFAULTS["pdf"],
           fail_on: str = DEFAULTS["fail_on"], seed: int = DEFAULTS["seed"],
           regression_threshold: float = DEFAULTS["regression_threshold"], fine_rounds: int | None = None,

@@ -1,5 +1,6 @@
 """The option checks that need nothing of the run's config: dates, portability targets,
-counts and durations, folders the run will write, checklists and git repositories.
+counts and durations, folders the run will write (given, and writable), checklists and git
+repositories.
 
 In: one option's raw value (and its flag, for the message). Out: the parsed value, or
 `ConfigError` whose message is one sentence naming the option and what it expects.
@@ -84,6 +85,14 @@ def _can_write(folder: Path) -> bool:
     except OSError:
         return False
     return True
+
+
+def check_folder_given(opt: str, value: str | os.PathLike | None) -> None:
+    """A folder option given as an empty (or blank) string: one line, before any work. Left
+    to Path, "" is ".", and the run would write into whatever folder it was started from."""
+    if value is not None and not os.fspath(value).strip():
+        got = "an empty string" if not os.fspath(value) else f"only blanks ({os.fspath(value)!r})"
+        raise ConfigError(f"{opt} needs a folder; got {got}")
 
 
 def check_writable_folder(opt: str, path: Path) -> None:

@@ -119,6 +119,52 @@ def test_bad_option_is_one_line_exit_2_and_loses_nothing(args, words, reports, t
     assert a_file.read_text() == "not a folder"
 
 
+@pytest.mark.parametrize("option", ["--reports", "--store"])
+def test_an_empty_folder_option_is_refused_before_anything_runs(option, reports, tmp_path, monkeypatch, capsys):
+    # Path("") is ".": without the check the run (here a stand-in that fails loudly) starts
+    # and writes its run folder and baseline into whatever folder evaluate was started from.
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setattr(pipeline, "run", _fake_run(True, AssertionError("the run started")))
+    before = snapshot(reports)
+    code, lines, _ = run_main(monkeypatch, capsys, "--model", "bert-tiny", "--reports", reports, option, "")
+    assert one_error_line(code, lines) == f"error: {option} needs a folder; got an empty string"
+    assert snapshot(reports) == before and not any(elsewhere.iterdir())
+
+
+@pytest.mark.parametrize("command", [["baseline", "list"], ["baseline", "pull"], ["baseline", "record", "{run}"]])
+def test_an_empty_store_is_refused_by_the_store_commands(command, reports, tmp_path, monkeypatch, capsys):
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    run = reports / "runs" / "bert-tiny-20260101-000000"
+    before = snapshot(reports)
+    code, lines, _ = run_main(monkeypatch, capsys, *[a.format(run=run) for a in command], "--store", "")
+    assert one_error_line(code, lines) == "error: --store needs a folder; got an empty string"
+    assert snapshot(reports) == before and not any(elsewhere.iterdir())
+
+
+@pytest.mark.parametrize("damage, words", [
+    ("garbage HEAD", "its .git/HEAD names neither a branch nor a commit"),
+    ("missing object", "1 object is missing from its history (missing tree "),
+])
+def test_a_damaged_store_is_refused_before_the_run(damage, words, reports, monkeypatch, capsys):
+    store = reports / "baselines"
+    if damage == "garbage HEAD":
+        (store / ".git" / "HEAD").write_text("this is not a ref\n")
+    else:
+        tree = subprocess.run(["git", "-C", str(store), "rev-parse", "HEAD^{tree}"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        (store / ".git" / "objects" / tree[:2] / tree[2:]).unlink()
+    monkeypatch.setattr(pipeline, "run", _fake_run(True, AssertionError("the run started")))
+    before = snapshot(reports)
+    code, lines, _ = run_main(monkeypatch, capsys, "--model", "bert-tiny", "--reports", reports)
+    line = one_error_line(code, lines)
+    assert line.startswith(f"error: baseline store {store} is damaged: ") and words in line
+    assert snapshot(reports) == before  # no run folder, and the store as it was
+
+
 def test_read_only_store_is_refused_up_front_by_the_real_process(reports):
     store = reports / "baselines"
     before = snapshot(reports)
@@ -151,6 +197,37 @@ def test_read_only_reports_folder(reports, monkeypatch, capsys):
     assert snapshot(reports) == before and not (reports.parent / "elsewhere").exists()
 
 
+BAD_METRICS = """\
+name: team
+items:
+  - {id: fast, title: Fast, metric: ops.speedup_mn, comparator: ">=", threshold: 1, severity: major, rationale: r}
+  - {id: soak, title: Soak, metric: soak.drift_pctt, comparator: "<=", threshold: 5, severity: minor, rationale: r}
+  - {id: safe, title: Safe, metric: kernels.all_correct, comparator: "==", threshold: 1, severity: huge, rationale: r}
+"""
+
+
+def test_checklist_validate_lists_every_problem_one_per_line(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "team.yaml"
+    path.write_text(BAD_METRICS)
+    code, lines, out = run_main(monkeypatch, capsys, "checklist", "validate", path)
+    assert code == 2 and out == "" and len(lines) == 3, lines
+    assert all(line.startswith(f"error: {path}:") and "Traceback" not in line for line in lines)
+    assert "unknown metric 'ops.speedup_mn'" in lines[0] and "id 'fast'" in lines[0]
+    assert "unknown metric 'soak.drift_pctt'" in lines[1] and "id 'soak'" in lines[1]
+    assert "severity 'huge' is not allowed" in lines[2] and "id 'safe'" in lines[2]
+
+
+def test_a_run_with_a_bad_checklist_says_how_to_see_every_problem(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "team.yaml"
+    path.write_text(BAD_METRICS)
+    code, lines, _ = run_main(monkeypatch, capsys, "--model", "bert-tiny", "--reports", tmp_path / "r",
+                              "--checklist", path)
+    line = one_error_line(code, lines)
+    assert "unknown metric 'ops.speedup_mn'" in line
+    assert line.endswith(f"(and 2 more problems; `evaluate checklist validate {path}` lists them all)")
+    assert not (tmp_path / "r").exists()
+
+
 # ---------------------------------------------------------------- failures during the run
 
 
@@ -179,9 +256,10 @@ def test_model_whose_forward_raises_is_one_line_and_keeps_its_run_folder(reports
 
 def _fake_run(make_folder: bool, exc: BaseException):
     def run(cfg, reporter=None):
-        if make_folder:
+        if make_folder:  # as pipeline.run makes it: config.json, then results.json
             folder = cfg.output.reports / "runs" / f"{pipeline.slug(cfg.model.label)}-20260821-150000"
             folder.mkdir(parents=True)
+            (folder / "config.json").write_text("{}")
             (folder / "results.json").write_text("{}")
         raise exc
     return run
@@ -231,13 +309,44 @@ def test_a_bug_in_a_sub_command_leaves_its_traceback_in_a_temp_file(tmp_path, mo
     assert saved.parent == tmp_path and "AttributeError" in saved.read_text()
 
 
-def test_ctrl_c_says_where_the_finished_stages_are(reports, monkeypatch, capsys):
+def test_ctrl_c_says_where_the_finished_stages_are_and_how_to_resume(reports, monkeypatch, capsys):
     monkeypatch.setattr(pipeline, "run", _fake_run(True, KeyboardInterrupt()))
     code, lines, _ = run_main(monkeypatch, capsys, "--model", "bert-tiny", "--reports", reports)
     run = reports / "runs" / "bert-tiny-20260821-150000"
     assert one_error_line(code, lines, exit_code=130, prefix="interrupted") == \
-        f"interrupted; finished stages are kept in {run}"
+        f"interrupted; finished stages are kept in {run}; continue with: evaluate --resume {run}"
     assert (run / "results.json").is_file()
+
+
+def test_ctrl_c_during_a_resumed_run_names_the_same_folder(reports, monkeypatch, capsys):
+    run = reports / "runs" / "bert-tiny-20260101-000000"
+    (run / "config.json").write_text("{}")
+
+    def interrupted(run_dir, reporter=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline, "resume", interrupted)
+    code, lines, _ = run_main(monkeypatch, capsys, "--resume", run)
+    assert one_error_line(code, lines, exit_code=130, prefix="interrupted") == \
+        f"interrupted; finished stages are kept in {run}; continue with: evaluate --resume {run}"
+
+
+@pytest.mark.parametrize("left", ["no config.json", "baseline recorded"])
+def test_ctrl_c_offers_resume_only_for_a_folder_resume_takes(left, reports, monkeypatch, capsys):
+    run = reports / "runs" / "bert-tiny-20260821-150000"
+
+    def interrupted(cfg, reporter=None):
+        run.mkdir(parents=True)
+        if left == "baseline recorded":
+            (run / "config.json").write_text("{}")
+        (run / "results.json").write_text(json.dumps({"baseline": {"tag": "bert-tiny/cpu/2026Q3-1"}}
+                                                     if left == "baseline recorded" else {}))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline, "run", interrupted)
+    code, lines, _ = run_main(monkeypatch, capsys, "--model", "bert-tiny", "--reports", reports)
+    assert one_error_line(code, lines, exit_code=130, prefix="interrupted") == \
+        f"interrupted; finished stages are kept in {run}"
 
 
 def test_an_error_the_pipeline_reports_is_one_line(reports, monkeypatch, capsys):

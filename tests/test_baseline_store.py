@@ -68,7 +68,7 @@ def test_the_package_keeps_every_name_its_callers_use():
     # very object of the module that owns it now.
     owners = {
         bs: ("DEFAULT_STORE", "MARKER", "TMP_PREFIX", "TUNING_DIR", "Store", "open_store", "record",
-             "list_baselines", "load", "previous", "trend", "diff"),
+             "list_baselines", "load", "previous", "trend", "diff", "check_health"),
         remote_module: ("pull", "push", "record_and_push", "PushError", "Sync"),
         clone_module: ("is_remote", "remote_of", "clone_path", "DEFAULT_CLONE_CACHE"),
         lock: ("LOCK_NAME", "LOCK_TIMEOUT_S"),
@@ -142,6 +142,50 @@ def test_open_store_creates_once_and_refuses_what_is_not_a_store(tmp_path, store
     shared = bs.open_store(remote)
     assert shared.remote == str(remote) and shared.path.parent == tmp_path / "clones"
     assert [r.path for r in bs.list_baselines(shared)] == [ref.path]
+
+
+def _damaged(root: Path, how: str) -> Path:
+    """A store with one baseline, then broken as a crash, a bad copy or a hand edit leaves it."""
+    bs.record(root, sample_result())
+    if how == "garbage HEAD":
+        (root / ".git" / "HEAD").write_text("this is not a ref\n")
+    elif how == "missing object":
+        tree = git(root, "rev-parse", "HEAD^{tree}")
+        (root / ".git" / "objects" / tree[:2] / tree[2:]).unlink()
+    elif how == "branch gone":
+        branch = git(root, "symbolic-ref", "--short", "HEAD")
+        (root / ".git" / "refs" / "heads" / branch).unlink()
+    return root
+
+
+@pytest.mark.parametrize("how, words", [
+    ("garbage HEAD", "its .git/HEAD names neither a branch nor a commit (it holds 'this is not a ref')"),
+    ("missing object", "1 object is missing from its history (missing tree "),
+    ("branch gone", "its HEAD (branch "),
+])
+def test_check_health_names_the_store_and_the_damage_and_changes_nothing(tmp_path, how, words):
+    root = _damaged(tmp_path / "store", how)
+    before = {p: p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    with pytest.raises(BaselineError) as exc:
+        bs.check_health(root)
+    msg = str(exc.value)
+    assert msg.startswith(f"baseline store {root} is damaged: ") and words in msg and "\n" not in msg
+    assert {p: p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()} == before
+
+
+def test_check_health_passes_a_whole_store_and_one_not_created_yet(tmp_path):
+    bs.record(tmp_path / "whole", sample_result())
+    bs.check_health(tmp_path / "whole")
+    bs.check_health(tmp_path / "new")  # recording creates it
+    (tmp_path / "empty").mkdir()
+    bs.check_health(tmp_path / "empty")
+    git(tmp_path, "init", "-q", str(tmp_path / "fresh"))
+    bs.check_health(tmp_path / "fresh")
+    assert not (tmp_path / "new").exists() and [p.name for p in (tmp_path / "empty").iterdir()] == []
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "notes.txt").write_text("mine")
+    with pytest.raises(BaselineError, match="not a baseline store"):
+        bs.check_health(tmp_path / "project")
 
 
 def test_several_baselines_list_show_load_and_layout(store):

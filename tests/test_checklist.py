@@ -72,6 +72,31 @@ def test_unknown_metric_names_item_line_and_suggests(tmp_path):
     assert "evaluate checklist metrics" in msg
 
 
+def test_every_problem_is_kept_and_the_one_line_says_how_to_see_them(tmp_path):
+    text = checklist_text({"id": "a", "metric": "kernels.all_corect"}, {"id": "b", "metric": "ops.speedup_mn"},
+                          {"id": "a", "severity": "critical"})
+    path = write(tmp_path, text)
+    with pytest.raises(cl.ChecklistProblems) as exc:
+        cl.validate(path)
+    problems = exc.value.problems
+    assert len(problems) == 4 and all("\n" not in p for p in problems)
+    assert "c.yaml:5: item 1 (id 'a'): unknown metric 'kernels.all_corect'" in problems[0]
+    assert "c.yaml:12: item 2 (id 'b'): unknown metric 'ops.speedup_mn'" in problems[1]
+    assert "c.yaml:17: item 3 (id 'a'): duplicate id 'a' (first used by item 1)" in problems[2]
+    assert "c.yaml:22: item 3 (id 'a'): severity 'critical' is not allowed" in problems[3]
+    msg = load_error(tmp_path, text)
+    assert msg.startswith(problems[0])
+    assert msg.endswith(f" (and 3 more problems; `evaluate checklist validate {path}` lists them all)")
+
+
+def test_a_misspelt_field_is_one_problem_not_also_a_missing_one(tmp_path):
+    path = write(tmp_path, checklist_text({"id": "typo"}).replace("threshold:", "treshold:"))
+    with pytest.raises(cl.ChecklistProblems) as exc:
+        cl.load(path)
+    assert len(exc.value.problems) == 1 and "unknown field 'treshold'" in exc.value.problems[0]
+    assert "more problem" not in str(exc.value)
+
+
 def test_bad_comparator_lists_allowed(tmp_path):
     msg = load_error(tmp_path, checklist_text({"id": "cmp", "comparator": "=>"}))
     assert ":6:" in msg and "id 'cmp'" in msg
@@ -334,6 +359,39 @@ def test_a_kernel_gone_since_the_last_baseline_is_a_regression():
     for comparable in (True, False):
         comp = Comparison("bert-tiny/cpu/2026Q4-1", "this run", comparable, "", (gone,))
         assert _metric("baseline.regressions", replace(sample_result(), comparison=comp)) == 1.0
+
+
+def _gemm_only(r: RunResult, **changes) -> RunResult:
+    """`r` rerun with --families gemm: softmax is neither selected nor measured."""
+    return dataclasses.replace(r, hot_ops=dataclasses.replace(r.hot_ops, selected=("gemm",)),
+                               op_bench=tuple(b for b in r.op_bench if b.family == "gemm"),
+                               tuned=tuple(t for t in r.tuned if t.family == "gemm"),
+                               verify=tuple(v for v in r.verify if v.family == "gemm"), **changes)
+
+
+def test_a_family_this_run_did_not_select_is_not_measured_not_regressed(result):
+    from evaluator import baseline
+    metric = cl.METRICS["baseline.regressions"]
+    run = _gemm_only(result)
+    run = dataclasses.replace(run, comparison=baseline.compare(result, run, reference_id="bert-tiny/cpu/2026Q4-1"))
+    assert [c.key for c in run.comparison.changes if c.status == "gone"] == ["softmax 1024x128 float32"]
+    assert metric(run) == 0.0
+    assert "1 measurement of softmax not measured in this run" in metric.explain(run)
+    # A family measured in both runs whose kernel no longer works is still a regression.
+    failed = dataclasses.replace(result.op_bench[0], tilelang=None, speedup=None, error="compile_error")
+    broken = dataclasses.replace(result, op_bench=(failed, result.op_bench[1]))
+    broken = dataclasses.replace(broken, comparison=baseline.compare(result, broken))
+    assert metric(broken) == 1.0 and "gemm 256x128x128 float32" in metric.explain(broken)
+    # --no-e2e: the end-to-end timings are not measured in this run either.
+    no_e2e = _gemm_only(result, e2e=None, settings={**result.settings, "e2e": False})
+    no_e2e = dataclasses.replace(no_e2e, comparison=baseline.compare(result, no_e2e))
+    assert metric(no_e2e) == 0.0
+    # Nothing measured in both: no number to judge, not a pass.
+    only_softmax = dataclasses.replace(result, op_bench=result.op_bench[1:], e2e=None,
+                                       settings={**result.settings, "e2e": False},
+                                       hot_ops=dataclasses.replace(result.hot_ops, selected=("softmax",)))
+    disjoint = dataclasses.replace(no_e2e, comparison=baseline.compare(only_softmax, no_e2e))
+    assert metric(disjoint) is None and "nothing measured in both" in metric.explain(disjoint)
 
 
 # ---------------------------------------------------------------- portability metrics

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from evaluator import config
-from evaluator.errors import EvaluatorError
+from evaluator.errors import ConfigError, EvaluatorError
 
 
 def test_defaults_on_this_machine():
@@ -115,6 +115,16 @@ def test_output_folders_must_be_writable_folders(tmp_path):
     assert cfg.output.store == tmp_path / "new" / "reports" / "baselines"
     assert not (tmp_path / "new").exists()  # checked, not created
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # the write probe leaves nothing behind
+
+
+def test_output_folders_given_as_empty_strings_are_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # "" would otherwise be this folder
+    for option in ("reports", "store"):
+        with pytest.raises(ConfigError, match=rf"^--{option} needs a folder; got an empty string$"):
+            config.build(model="bert-tiny", **{option: ""})
+        with pytest.raises(ConfigError, match=rf"^--{option} needs a folder; got only blanks \('  '\)$"):
+            config.build(model="bert-tiny", **{option: "  "})
+    assert not any(tmp_path.iterdir())
 
 
 def test_unwritable_folders(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ other hosts included), `Comparison`s between two runs, trend points across basel
 rows the CLI prints, and `Sync`s saying what a pull or push moved. The modules:
 
   ids.py      baseline ids and the slugs they are made of; the id scheme across hosts
-  store.py    the git store: create, lock, record, recover, roll back, list, load, trend, diff
+  store.py    the git store: create, check, lock, record, recover, roll back, list, load, trend, diff
   plumbing.py git in a store: commands, refs, committed files, the writer id
   remote.py   a shared remote: pull, push (fetch, rebase, retry; never forced)
   clone.py    a shared remote's spec and its local clone; git talking to the remote
@@ -63,7 +63,7 @@ __all__ = [
 _LAZY: dict[str, tuple[str, str]] = {
     **{name: ("evaluator.baseline.store", name) for name in (
         "DEFAULT_STORE", "MARKER", "TMP_PREFIX", "TUNING_DIR", "Store", "StoreLike", "open_store", "record",
-        "list_baselines", "load", "previous", "trend", "diff")},
+        "list_baselines", "load", "previous", "trend", "diff", "check_health")},
     **{name: ("evaluator.baseline.remote", name) for name in (
         "pull", "push", "record_and_push", "PushError", "Sync")},
     **{name: ("evaluator.baseline.clone", name) for name in (

@@ -4,10 +4,11 @@ In: an opened store's folder (store.py opens and creates it; remote.py, clone.py
 rebase.py work on the same repository). Out: `_repo`, the store's repository with git
 pinned to it (a caller's GIT_DIR and the like cannot redirect it) and an identity where
 the machine has none; `_git`, one command whose failure is a one-line BaselineError; the
-store's config and shared remote; the baselines HEAD holds, the tags and the remote's tags
-as last fetched; this clone's writer id (ids.py); the tags moved back onto the branch;
-a committed JSON file; a baseline's `BaselineRef`. Only committed state is read: a
-baseline counts once its commit exists.
+store's config and shared remote; `_damage`, what keeps the repository from taking a
+baseline (a HEAD that names no commit, objects missing from its history); the baselines
+HEAD holds, the tags and the remote's tags as last fetched; this clone's writer id
+(ids.py); the tags moved back onto the branch; a committed JSON file; a baseline's
+`BaselineRef`. Only committed state is read: a baseline counts once its commit exists.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import secrets
 import socket
 from pathlib import Path
@@ -103,6 +105,39 @@ def _origin_url(root: Path) -> str | None:
     with contextlib.suppress(Exception), _repo(root) as repo:
         url = _config(repo, f"remote.{REMOTE}.url")
         return redact(url) if url else None
+    return None
+
+
+def _damage(root: Path) -> str | None:
+    """What makes the store's repository unusable, in words, or None: read-only and cheap
+    (HEAD resolved, and `git fsck --connectivity-only`, which walks commits and trees but
+    reads no file contents). A store must be a whole repository; a new one has a first commit."""
+    try:
+        repo = git.Repo(root)
+    except git.GitError as e:
+        head = Path(root) / ".git" / "HEAD"
+        text = head.read_text(errors="replace").strip() if head.is_file() else ""
+        if head.is_file() and not (text.startswith("ref: refs/") or re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", text)):
+            return f"its .git/HEAD names neither a branch nor a commit (it holds {text[:40]!r})"
+        return f"git cannot open it ({_first_line(e)})"
+    with repo:
+        _prepare(repo)
+        status, out, err = repo.git.execute(["git", "rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
+                                            with_extended_output=True, with_exceptions=False)
+        if status != 0:
+            _, branch, _ = repo.git.execute(["git", "symbolic-ref", "--quiet", "--short", "HEAD"],
+                                            with_extended_output=True, with_exceptions=False)
+            return f"its HEAD{f' (branch {branch.strip()})' if branch.strip() else ''} does not point at a commit"
+        status, out, err = repo.git.execute(["git", "fsck", "--connectivity-only", "--no-dangling", "--no-progress"],
+                                            with_extended_output=True, with_exceptions=False)
+        if status != 0:
+            lines = [ln.strip() for ln in f"{out}\n{err}".splitlines() if ln.strip()]
+            missing = [ln for ln in lines if ln.startswith("missing ")]
+            if missing:
+                first = " ".join(missing[0].split()[:3])  # "missing tree <id>"
+                many = f"{len(missing)} objects are" if len(missing) > 1 else "1 object is"
+                return f"{many} missing from its history ({first})"
+            return f"git fsck finds it broken ({lines[0] if lines else f'exit {status}'})"
     return None
 
 

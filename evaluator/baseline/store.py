@@ -3,8 +3,9 @@
 In: finished `RunResult`s to record, a store spec (default `reports/baselines/`; a local
 folder, or a shared remote's git URL or bare repository, which clone.py turns into a local
 clone) and baseline ids `<model>/<platform>/<version>`. Out: `open_store` gives a `Store`
-(its folder, and its remote when it has one); `record` writes the next version of a
-model/platform/quarter all or nothing (temp folder, rename, commit, tag, under an exclusive
+(its folder, and its remote when it has one); `check_health` refuses, before a run, a
+store that could not take its baseline (not a store, or a damaged repository); `record`
+writes the next version of a model/platform/quarter all or nothing (temp folder, rename, commit, tag, under an exclusive
 lock; rolled back on any failure, and what a killed writer left behind is recovered by the
 next), with a writer suffix in a clone of a shared remote (the id scheme is in ids.py);
 `load`, `previous`, `list_baselines`, `trend` and `diff` read back from the committed tree
@@ -40,7 +41,7 @@ from .ids import VERSION_RE, model_slug, parse_id, parse_time, platform_slug, qu
 from .ids import version as make_version
 from .lock import LOCK_NAME, LOCK_TIMEOUT_S, locked
 from .plumbing import (
-    _GIT_LOCATION_VARS, REMOTE, _config, _first_line, _git, _head_baselines, _known_ids, _origin_url,
+    _GIT_LOCATION_VARS, REMOTE, _config, _damage, _first_line, _git, _head_baselines, _known_ids, _origin_url,
     _prepare, _read_json, _ref, _repo, _repoint_tags, _tags, _writer,
 )
 
@@ -175,6 +176,24 @@ def existing(store_path: StoreLike) -> Path | None:
     if state in ("missing", "empty", "empty-repo"):
         return None
     raise BaselineError(_refusal(p, state))
+
+
+def check_health(folder: str | os.PathLike) -> None:
+    """Before a run: can the store in this local folder take its baseline at the end?
+    Read-only, a few git commands. A folder that is not a store is refused as `record`
+    would refuse it; a damaged store (HEAD naming no commit, objects missing from its
+    history) is one line naming the store and what is wrong. A store not created yet (no
+    folder, an empty one, a fresh `git init`) passes: `record` creates it."""
+    p = Path(os.fspath(folder)).expanduser().absolute()
+    if _state(p) == "foreign-repo" and (p / LOCK_NAME).exists():
+        return  # another first run is initialising it right now; `record` waits for its lock
+    root = existing(p)
+    if root is None:
+        return
+    damage = _damage(root)
+    if damage:
+        raise BaselineError(f"baseline store {root} is damaged: {damage}; repair or restore it, or pass --store "
+                            "with another folder (nothing was run, and no baseline was changed)")
 
 
 def _initialise(p: Path) -> None:

@@ -1,8 +1,8 @@
 """Go/no-go checklists: load and validate the YAML, measure each item, decide.
 
 In: a checklist file (YAML; see checklists/default.yaml) and a `RunResult`. Out: a frozen
-`Checklist` (validated with pydantic; errors name the file, the line, the item and what
-is allowed) and a `Verdict` whose outcomes carry the measured value and its evidence.
+`Checklist` (validated with pydantic; `ChecklistProblems` lists every problem, each naming
+the file, the line, the item and what is allowed) and a `Verdict` whose outcomes carry the measured value and its evidence.
 
 Metrics come from one catalogue, `METRICS`: each maps a `RunResult` to a number, or to
 None when the stage that measures it did not run. An item whose metric is None is "not
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..resources import DEFAULT_CHECKLIST, SHIPPED_CHECKLISTS
 from .catalogue import METRICS, describe_metrics
-from .loading import COMPARATORS, SEVERITIES, Checklist, Item, Waiver, load, validate
+from .loading import COMPARATORS, SEVERITIES, Checklist, ChecklistProblems, Item, Waiver, load, validate
 from .metric import Metric
 from .metrics_kernels import kernel_status, op_label, op_rows, op_speedup
 from .verdict import DECISIONS, FAIL_ON, evaluate, exit_code
@@ -32,5 +32,5 @@ from .verdict import DECISIONS, FAIL_ON, evaluate, exit_code
 CHECKLISTS: Path = SHIPPED_CHECKLISTS
 
 __all__ = ["CHECKLISTS", "COMPARATORS", "DECISIONS", "DEFAULT_CHECKLIST", "FAIL_ON", "METRICS", "SEVERITIES",
-           "Checklist", "Item", "Metric", "Waiver", "describe_metrics", "evaluate", "exit_code", "kernel_status",
+           "Checklist", "ChecklistProblems", "Item", "Metric", "Waiver", "describe_metrics", "evaluate", "exit_code", "kernel_status",
            "load", "op_label", "op_rows", "op_speedup", "validate"]

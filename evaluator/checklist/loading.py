@@ -1,10 +1,12 @@
 """A checklist file: read the YAML, validate it, and say exactly where it is wrong.
 
 In: a path to a checklist (YAML; see checklists/default.yaml). Out: a frozen `Checklist`
-validated with pydantic, or a one-line `ChecklistError` naming the file, the line, the
-item (number and id) and what is allowed: a misspelt field with the closest right one, an
-unknown metric with the closest name in the catalogue, a bad comparator or severity with
-the allowed words.
+validated with pydantic, or `ChecklistProblems` holding every problem found, each one line
+naming the file, the line, the item (number and id) and what is allowed: a misspelt field
+with the closest right one, an unknown metric with the closest name in the catalogue, a
+bad comparator or severity with the allowed words, a duplicate id. Its message (what a run
+prints) is the most useful problem and, when there are more, the command that lists them
+all: `evaluate checklist validate FILE`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+import shlex
 from datetime import date
 from pathlib import Path
 from typing import Any, Callable, Literal
@@ -130,6 +133,13 @@ def _lines(node: yaml.Node | None) -> dict[tuple, int]:
     return out
 
 
+def _allowed(loc: tuple) -> list[str]:
+    """The fields allowed where `loc` points: a waiver's, an item's or the checklist's own."""
+    in_item = len(loc) >= 2 and loc[0] == "items" and isinstance(loc[1], int)
+    in_waiver = in_item and len(loc) >= 3 and loc[2] == "waiver"
+    return list(Waiver.model_fields) if in_waiver else _ITEM_FIELDS if in_item else _TOP_FIELDS
+
+
 def _describe(err: dict[str, Any], raw: Any) -> str:
     """One pydantic error in words: what is wrong and what is allowed."""
     loc = err["loc"]
@@ -137,7 +147,7 @@ def _describe(err: dict[str, Any], raw: Any) -> str:
     leaf = str(loc[-1]) if loc else ""
     in_item = len(loc) >= 2 and loc[0] == "items" and isinstance(loc[1], int)
     in_waiver = in_item and len(loc) >= 3 and loc[2] == "waiver"
-    allowed = (list(Waiver.model_fields) if in_waiver else _ITEM_FIELDS if in_item else _TOP_FIELDS)
+    allowed = _allowed(tuple(loc))
     if kind == "missing":
         return f"missing required field '{leaf}' (an item needs: {', '.join(f for f in _ITEM_FIELDS if Item.model_fields[f].is_required())})" \
             if in_item and not in_waiver else f"missing required field '{leaf}'"
@@ -161,13 +171,14 @@ def _describe(err: dict[str, Any], raw: Any) -> str:
     return f"'{leaf}': {err['msg']}"
 
 
+def _line_of(loc: tuple, lines: dict[tuple, int]) -> int:
+    """The line of the deepest part of `loc` yaml gave a line for (0: none)."""
+    return next((lines[loc[:n]] for n in range(len(loc), -1, -1) if loc[:n] in lines), 0)
+
+
 def _where(path: Path, loc: tuple, lines: dict[tuple, int], raw: Any) -> str:
     """"file:line: item N (id 'x')" for the deepest location yaml gave a line for."""
-    line = None
-    for n in range(len(loc), -1, -1):
-        if loc[:n] in lines:
-            line = lines[loc[:n]]
-            break
+    line = _line_of(loc, lines)
     where = f"{path}:{line}" if line else str(path)
     if len(loc) >= 2 and loc[0] == "items" and isinstance(loc[1], int):
         idx = loc[1]
@@ -178,15 +189,36 @@ def _where(path: Path, loc: tuple, lines: dict[tuple, int], raw: Any) -> str:
     return where
 
 
-def load(path: str | Path) -> Checklist:
-    """Read and validate a checklist; any problem raises ChecklistError naming the spot."""
-    path = Path(path)
+class ChecklistProblems(ChecklistError):
+    """A checklist that does not validate. `problems` holds every problem found, each one
+    line naming the file, the line and the item, in file order; the message is the most
+    useful of them and, when there are more, the command that lists them all."""
+
+    def __init__(self, path: Path, problems: list[str], headline: str | None = None):
+        self.problems = tuple(problems)
+        message = headline or problems[0]
+        more = len(problems) - 1
+        if more:
+            message += (f" (and {more} more problem{'s' if more > 1 else ''}; "
+                        f"`evaluate checklist validate {shlex.quote(str(path))}` lists them all)")
+        super().__init__(message)
+
+    @classmethod
+    def one(cls, path: Path, problem: str) -> ChecklistProblems:
+        """A file that cannot be read as a checklist at all: one problem, nothing else checked."""
+        return cls(path, [problem])
+
+
+def _read(path: Path) -> tuple[Any, dict[tuple, int]]:
+    """The file's YAML and the line of every key; a file that cannot be read as a YAML
+    mapping is one problem, and nothing else can be checked."""
     if not path.is_file():
-        raise ChecklistError(f"checklist file not found: {path}; pass a YAML checklist such as {DEFAULT_CHECKLIST}")
+        raise ChecklistProblems.one(path, f"checklist file not found: {path}; pass a YAML checklist such as "
+                                          f"{DEFAULT_CHECKLIST}")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ChecklistError(f"cannot read checklist {path}: {exc}; it must be a UTF-8 text file") from exc
+        raise ChecklistProblems.one(path, f"cannot read checklist {path}: {exc}; it must be a UTF-8 text file") from exc
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         raw = yaml.safe_load(text)
@@ -194,36 +226,61 @@ def load(path: str | Path) -> Checklist:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ChecklistError(f"{where}: not valid YAML ({problem}); check the indentation and quoting there") from exc
+        raise ChecklistProblems.one(path, f"{where}: not valid YAML ({problem}); check the indentation and "
+                                          "quoting there") from exc
     if not isinstance(raw, dict):
-        raise ChecklistError(f"{path}: a checklist is a mapping with 'name' and 'items' at the top level, "
-                             f"got {type(raw).__name__}")
+        raise ChecklistProblems.one(path, f"{path}: a checklist is a mapping with 'name' and 'items' at the top "
+                                          f"level, got {type(raw).__name__}")
+    return raw, _lines(node)
+
+
+def load(path: str | Path) -> Checklist:
+    """Read and validate a checklist. Every problem is collected: `ChecklistProblems` says
+    the most useful one (and how many more), and carries them all for `checklist validate`."""
+    path = Path(path)
+    raw, lines = _read(path)
+    found: list[tuple[int, int, str]] = []  # (rank: the most useful first, line, problem)
     if "source" in raw:
-        raise ChecklistError(f"{path}: 'source' is set by the loader; remove it from the file")
-    lines = _lines(node)
+        line = lines[("source",)]
+        found.append((0, line, f"{path}:{line}: 'source' is set by the loader; remove it from the file"))
+    checklist = None
     try:
-        checklist = Checklist.model_validate({**raw, "source": str(path)})
+        checklist = Checklist.model_validate({**{k: v for k, v in raw.items() if k != "source"}, "source": str(path)})
     except ValidationError as exc:
         errors = exc.errors()
         # pydantic also reports an empty tuple when an item fails; that is noise.
-        real = [e for e in errors if e["loc"] != ("items",) or e["type"] != "too_short"]
-        errors = real or errors
-        # A misspelt field also makes the real one "missing": the typo is the useful message.
+        errors = [e for e in errors if e["loc"] != ("items",) or e["type"] != "too_short"] or errors
+        # A misspelt field also makes the real one "missing": the typo, with its suggestion, says it.
+        suggested = {tuple(e["loc"][:-1]) + (close[0],) for e in errors if e["type"] == "extra_forbidden"
+                     and (close := difflib.get_close_matches(str(e["loc"][-1]), _allowed(tuple(e["loc"])), n=1))}
         rank = {"extra_forbidden": 0, "value_error": 1, "missing": 3}
-        errors.sort(key=lambda e: rank.get(e["type"], 2))
-        first = errors[0]
-        more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
-        raise ChecklistError(f"{_where(path, tuple(first['loc']), lines, raw)}: {_describe(first, raw)}{more}") from None
-    seen: dict[str, int] = {}
-    for i, item in enumerate(checklist.items):
-        if item.id in seen:
-            where = _where(path, ("items", i, "id"), lines, raw)
-            raise ChecklistError(f"{where}: duplicate id '{item.id}' (first used by item {seen[item.id] + 1}); "
-                                 "every item needs its own id")
-        seen[item.id] = i
+        for e in errors:
+            loc = tuple(e["loc"])
+            if e["type"] == "missing" and loc in suggested:
+                continue
+            found.append((rank.get(e["type"], 2), _line_of(loc, lines),
+                          f"{_where(path, loc, lines, raw)}: {_describe(e, raw)}"))
+    items = raw.get("items")
+    first: dict[str, int] = {}
+    for i, item in enumerate(items if isinstance(items, list) else []):
+        ident = item.get("id") if isinstance(item, dict) else None
+        if not isinstance(ident, str):
+            continue
+        if ident in first:
+            loc = ("items", i, "id")
+            text = (f"{_where(path, loc, lines, raw)}: duplicate id '{ident}' (first used by item "
+                    f"{first[ident] + 1}); every item needs its own id")
+            found.append((4, _line_of(loc, lines), text))
+        else:
+            first[ident] = i
+    if found:
+        headline = min(found, key=lambda f: f[0])[2]
+        raise ChecklistProblems(path, [text for _, _, text in sorted(found, key=lambda f: f[1])], headline)
+    assert checklist is not None
     return checklist
 
 
 def validate(path: str | Path) -> Checklist:
-    """`evaluate checklist validate FILE`: the same checks as load()."""
+    """`evaluate checklist validate FILE`: the same checks as load(); its error's `problems`
+    are printed one per line."""
     return load(path)

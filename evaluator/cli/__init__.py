@@ -4,7 +4,8 @@ In: argv. Out: tables and progress on the terminal, files under reports/, and an
 code: 0 done (or a verdict that `--fail-on` tolerates), 1 the verdict `--fail-on`
 rejects, 2 anything else that went wrong: bad input, an unusable environment, or a bug
 (one line on stderr, never a traceback; a bug's traceback goes to a file the line
-names), 130 interrupted (the run folder keeps the stages that finished). Every command
+names), 130 interrupted (the run folder keeps the stages that finished, and the line says
+how to resume it). Every command
 goes through one error handler, `reported_errors`, so they all fail the same way.
 
 This module is the table of commands; each lives in the module of its kind: run.py (the

@@ -26,8 +26,10 @@ def _read_store(spec: Optional[str]):
     """A store to read from: a shared one is pulled first, so baselines other hosts recorded
     are compared and trended too; offline, its clone is read as it is."""
     from .. import baseline
+    from ..config import check_folder_given
     from ..errors import BaselineError
 
+    check_folder_given("--store", spec)
     spec = spec or str(OutputSettings.store)
     if not baseline.is_remote(spec):
         return Path(spec)
@@ -116,9 +118,10 @@ def baseline_record(
 ) -> None:
     """Record a finished run's results.json as a baseline (when recording failed at the end of the run)."""
     from .. import baseline
-    from ..config import check_writable_folder
+    from ..config import check_folder_given, check_writable_folder
     from ..results import to_dict
 
+    check_folder_given("--store", store)
     results = run_dir / "results.json" if run_dir.is_dir() else run_dir
     folder = results.parent
     result = _finished_run(run_dir, results)
@@ -164,7 +167,9 @@ def _finished_run(run_dir: Path, results: Path):
 def baseline_push(store: Optional[str] = STORE_OPT) -> None:
     """Push the store's new baselines (and tuned configs) to its shared remote: fetch, rebase, push, retry; never forced."""
     from .. import baseline
+    from ..config import check_folder_given
 
+    check_folder_given("--store", store)
     s = baseline.push(store or str(OutputSettings.store))
     for old, new in s.renumbered:
         console.print(f"Renumbered {old} -> {new} (the remote already had {old})", markup=False)
@@ -177,7 +182,9 @@ def baseline_push(store: Optional[str] = STORE_OPT) -> None:
 def baseline_pull(store: Optional[str] = STORE_OPT) -> None:
     """Bring the store's local clone up to its shared remote (baselines other hosts recorded)."""
     from .. import baseline
+    from ..config import check_folder_given
 
+    check_folder_given("--store", store)
     s = baseline.pull(store or str(OutputSettings.store))
     console.print(f"Pulled {len(s.pulled)} baseline(s) from {s.remote}"
                   + (": " + ", ".join(s.pulled) if s.pulled else " (up to date)"), markup=False)

@@ -4,15 +4,18 @@ In: an exception escaping a command. Out: one line on stderr and an exit code: a
 `EvaluatorError` (bad input, an unusable environment) is "error: <message>", exit 2; any
 other exception is a bug, "error: internal error <Type>: <message> (full traceback in
 <file>)", exit 2, the traceback written into the run folder when there is one; Ctrl-C is
-"interrupted; finished stages are kept in <run folder>", exit 130. Every command goes
-through `reported_errors` (the main command directly, the sub-commands through
-`one_line_errors`), so they all fail the same way.
+"interrupted; finished stages are kept in <run folder>; continue with: evaluate --resume
+<run folder>", exit 130 (the command only where --resume can take the folder up). Every
+command goes through `reported_errors` (the main command directly, the sub-commands
+through `one_line_errors`), so they all fail the same way.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import re
+import shlex
 import sys
 import tempfile
 import traceback
@@ -68,6 +71,19 @@ def _save_traceback(exc: BaseException, folders: list[Path | None]) -> str:
         return f"nowhere: could not write a file ({e.strerror})"
 
 
+def _resume_hint(folder: Path) -> str:
+    """"; continue with: evaluate --resume <folder>" when `--resume` can take the folder up
+    (it has its config and results, and its baseline is not recorded yet), else ""."""
+    try:
+        if not (folder / "config.json").is_file():
+            return ""
+        if json.loads((folder / "results.json").read_text()).get("baseline") is not None:
+            return ""  # finished: nothing left to resume
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return f"; continue with: evaluate --resume {shlex.quote(str(folder))}"
+
+
 def _call(hint: Callable[[], Path | None]) -> Path | None:
     try:
         return hint()
@@ -83,8 +99,9 @@ def reported_errors(*, run_dir: Callable[[], Path | None] = lambda: None,
     `EvaluatorError` -> "error: <message>", exit 2. Any other exception -> "error: internal
     error <Type>: <message> (full traceback in <file>)", exit 2, the file being in the run
     folder (`run_dir()`), else in `scratch()`, else a temp file. Ctrl-C -> "interrupted;
-    finished stages are kept in <run folder>", exit 130. Exits the commands ask for
-    (`typer.Exit`, e.g. the verdict's exit 1) and click's own usage errors pass through.
+    finished stages are kept in <run folder>; continue with: evaluate --resume <run
+    folder>", exit 130. Exits the commands ask for (`typer.Exit`, e.g. the verdict's exit
+    1) and click's own usage errors pass through.
     """
     try:
         yield
@@ -95,7 +112,7 @@ def reported_errors(*, run_dir: Callable[[], Path | None] = lambda: None,
         raise typer.Exit(2) from exc
     except KeyboardInterrupt as exc:
         where = getattr(exc, "run_dir", None) or _call(run_dir)
-        say_error(f"interrupted; finished stages are kept in {where}" if where
+        say_error(f"interrupted; finished stages are kept in {where}{_resume_hint(Path(where))}" if where
                   else "interrupted before a run folder was made; nothing was recorded")
         raise typer.Exit(130) from None
     except Exception as exc:

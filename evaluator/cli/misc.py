@@ -1,8 +1,9 @@
 """`evaluate upstream`, `evaluate checklist validate/metrics` and `evaluate fleet`.
 
 In: an upstream repository (and a fork, a date, a branch); a checklist file; a fleet plan
-(models x platforms). Out: the upstream health table or JSON; a checklist's validity and
-the metric catalogue; a fleet's summary page, with exit 1 when `--fail-on` rejects a cell.
+(models x platforms). Out: the upstream health table or JSON; a checklist's validity (or
+every problem in it, one per line, exit 2) and the metric catalogue; a fleet's summary
+page, with exit 1 when `--fail-on` rejects a cell.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Optional
 import typer
 
 from ..config import DEFAULTS
+from .errors import say_error
 from .output import RichReporter, console, err_console, metrics_table, progress, upstream_table
 
 
@@ -63,10 +65,15 @@ def fleet_command(
 
 
 def checklist_validate(file: Path = typer.Argument(..., help="Checklist YAML.")) -> None:
-    """Validate a checklist file."""
+    """Validate a checklist file: every problem, one per line (exit 2), or that it is valid."""
     from .. import checklist
 
-    cl = checklist.validate(file)
+    try:
+        cl = checklist.validate(file)
+    except checklist.ChecklistProblems as exc:
+        for problem in exc.problems:
+            say_error(f"error: {problem}")
+        raise typer.Exit(2) from None
     console.print(f"{file}: valid ({len(cl.items)} items)")
 
 

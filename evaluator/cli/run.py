@@ -62,7 +62,8 @@ def main_command(
     branch: Optional[str] = typer.Option(None, help="Upstream branch, where the default is not obvious."),
     checklist: Optional[str] = typer.Option(None, help="Checklist YAML, or a name: ./checklists/NAME.yaml, else a "
                                             "shipped one (default, production)."),
-    reports: Optional[Path] = typer.Option(None, help=REPORTS_HELP),
+    # A string, not a Path: Path('') is '.', and --reports '' must be refused, not run in the current folder.
+    reports: Optional[str] = typer.Option(None, help=REPORTS_HELP),
     store: Optional[str] = typer.Option(None, help=RUN_STORE_HELP),
     push: bool = typer.Option(DEFAULTS["push"], "--push", help="Push the recorded baseline to the store's shared "
                               "remote."),
