@@ -328,6 +328,22 @@ def test_lengths_errors():
     _one_line_error(f"{FIX}:bert", "takes no `lengths`", lengths=(2, 4))
 
 
+@pytest.mark.parametrize("value, words", [
+    ("5-3", "LO must be at least 1 and at most HI"),
+    ("0-3", "LO must be at least 1"),
+    ("4-64", "HI 64 is longer than --seq-len 32"),
+    ("16", "is not LO-HI"),
+])
+def test_lengths_option_is_checked_at_the_edge(value, words):
+    from evaluator import config
+    from evaluator.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=words) as info:
+        config.parse_lengths(value, 32)
+    assert "\n" not in str(info.value)
+    assert config.parse_lengths("4-32", 32) == (4, 32) and config.parse_lengths(None, 32) is None
+
+
 # ---------------------------------------------------------------- hf: local directories
 
 
