@@ -18,6 +18,7 @@ kernel at the top, so the command line can read the defaults for `--help` at no 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -127,6 +128,9 @@ class ModelSettings:
     dtype: str = _CPU["dtype"]
     seed: int = DEFAULTS["seed"]
     label: str = ""  # its name in baseline ids and reports; "" means default_label(name)
+    # --lengths LO-HI: each sequence's length drawn in [LO, HI], padded to seq_len behind an
+    # attention mask (a serving batch); None: every sequence is seq_len long.
+    lengths: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         if not self.label:
@@ -233,6 +237,7 @@ class Config:
         return {
             "model_label": self.model.label,
             "device": self.device, "batch_size": self.model.batch_size, "seq_len": self.model.seq_len,
+            "lengths": list(self.model.lengths) if self.model.lengths else None,
             "dtype": self.model.dtype, "seed": self.model.seed, "ops": self.profile.ops,
             "families": list(self.profile.families), "profile_iters": self.profile.iters,
             "max_shapes": self.profile.max_shapes, "fuse": self.profile.fuse, "tune_budget_s": self.tune.budget_s,
@@ -289,6 +294,23 @@ def _check_choices(*, ops: int, batch_size: int | None, seq_len: int | None, fai
         raise ConfigError(f"--lang '{lang}' is not available; use en or zh")
 
 
+def parse_lengths(text: str | None, seq_len: int | None) -> tuple[int, int] | None:
+    """--lengths LO-HI -> (LO, HI) with 1 <= LO <= HI <= --seq-len (when given; the model's
+    own length is checked where its inputs are made)."""
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", text)
+    if not m:
+        raise ConfigError(f"--lengths '{text}' is not LO-HI; give the shortest and longest sequence, e.g. 16-128")
+    lo, hi = int(m.group(1)), int(m.group(2))
+    if not 1 <= lo <= hi:
+        raise ConfigError(f"--lengths {text}: LO must be at least 1 and at most HI, e.g. 16-128")
+    if seq_len is not None and hi > seq_len:
+        raise ConfigError(f"--lengths {text}: HI {hi} is longer than --seq-len {seq_len}, the length every "
+                          "sequence is padded to")
+    return lo, hi
+
+
 def check_compile_mode(mode: str | None) -> None:
     """--compile-mode: one of COMPILE_MODES (None: not given, the device's default)."""
     if mode is not None and mode not in COMPILE_MODES:
@@ -339,7 +361,8 @@ def _devices(gpus: str | None, device: str, isolate: str) -> tuple[int, ...] | N
 
 
 def build(*, model: str, device: str = DEFAULTS["device"], batch_size: int | None = None,
-          seq_len: int | None = None, dtype: str | None = None, ops: int = DEFAULTS["ops"],
+          seq_len: int | None = None, lengths: str | None = None, dtype: str | None = None,
+          ops: int = DEFAULTS["ops"],
           families: str | None = None, profile_iters: int = DEFAULTS["profile_iters"],
           max_shapes: int = DEFAULTS["max_shapes"], fuse: bool = DEFAULTS["fuse"],
           budget: float = DEFAULTS["budget"],
@@ -379,6 +402,7 @@ def build(*, model: str, device: str = DEFAULTS["device"], batch_size: int | Non
         kernels.get(f)
     _check_choices(ops=ops, batch_size=batch_size, seq_len=seq_len, fail_on=fail_on,
                    regression_threshold=regression_threshold, isolate=isolate, fine_rounds=fine_rounds, lang=lang)
+    padded = parse_lengths(lengths, seq_len)
     checklist = find_checklist(checklist) if checklist else OutputSettings.checklist
     checklist_mod.load(checklist)  # a checklist that does not validate fails now, not after the run
     _check_repo("--upstream", upstream)
@@ -389,7 +413,7 @@ def build(*, model: str, device: str = DEFAULTS["device"], batch_size: int | Non
     target_dtype = DTYPE_ALIASES[dtype] if explicit_dtype or dev == "cuda" else device_defaults("cuda")["dtype"]
     reports, store, store_remote = _output_folders(reports, store, push)
     return Config(
-        model=ModelSettings(model, batch_size, seq_len, DTYPE_ALIASES[dtype], seed, label),
+        model=ModelSettings(model, batch_size, seq_len, DTYPE_ALIASES[dtype], seed, label, padded),
         device=dev,
         profile=ProfileSettings(ops=ops, families=fams, iters=profile_iters, max_shapes=max_shapes,
                                 fuse=fuse),

@@ -150,7 +150,8 @@ def _load(cfg: Config, rep: Reporter, hw: Hardware):
         torch.cuda.set_device(cfg.tune.devices[0])
     rep.stage("Loading model")
     loaded = models.load_model(cfg.model.name, batch_size=cfg.model.batch_size, seq_len=cfg.model.seq_len,
-                               dtype=cfg.model.dtype, device=cfg.device, seed=cfg.model.seed)
+                               dtype=cfg.model.dtype, device=cfg.device, seed=cfg.model.seed,
+                               lengths=cfg.model.lengths)
     label = cfg.model.label or cfg.model.name
     if label != loaded.spec.name:  # a stable --name: baseline ids survive moving the factory file
         loaded = dataclasses.replace(loaded, spec=dataclasses.replace(loaded.spec, name=label, origin=cfg.model.name))

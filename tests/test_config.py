@@ -283,7 +283,8 @@ def _full_config(device: str) -> config.Config:
     from datetime import datetime, timezone
 
     return config.Config(
-        model=config.ModelSettings("bert-tiny", batch_size=2, seq_len=16, dtype="float32", seed=1, label="bt"),
+        model=config.ModelSettings("bert-tiny", batch_size=2, seq_len=16, dtype="float32", seed=1, label="bt",
+                                   lengths=(4, 12)),
         device=device,
         profile=config.ProfileSettings(ops=2, families=("gemm",), iters=3, max_shapes=6),
         tune=config.TuneSettings(isolate=True, devices=(0, 1)),

@@ -145,3 +145,27 @@ def test_bad_model_specs_say_what_was_expected(spec, words):
 def test_bad_dtype():
     with pytest.raises(ModelLoadError, match="fp32"):
         load_model("bert-tiny", dtype="int8")
+
+
+def test_zoo_bert_names_its_position_limit():
+    # without the check, the position embedding raises IndexError deep in the forward
+    with pytest.raises(ModelLoadError) as info:
+        load_model("bert-tiny", seq_len=100000)
+    assert str(info.value) == "bert-tiny takes at most 512 positions (its position table); --seq-len 100000 is longer"
+    assert load_model("bert-tiny", batch_size=1, seq_len=512).inputs[0].shape == (1, 512)
+    assert load_model("llama-tiny", seq_len=4096).inputs[0].shape == (1, 4096)  # rotary: no table to outgrow
+
+
+def test_lengths_reach_a_factory_that_takes_them(tmp_path):
+    path = tmp_path / "padded.py"
+    path.write_text("import torch\n"
+                    "def make(seq_len=8, lengths=None):\n"
+                    "    lo, hi = lengths\n"
+                    "    mask = (torch.arange(seq_len)[None, :] < torch.tensor([[lo], [hi]])).long()\n"
+                    "    return torch.nn.Embedding(10, 4), (mask,)\n")
+    m = load_model(f"{path}:make", lengths=(2, 5))
+    assert m.inputs[0].sum(1).tolist() == [2, 5]
+    with pytest.raises(ModelLoadError, match="takes no `lengths`"):
+        load_model(f"{FIXTURE}:make", lengths=(2, 5))
+    with pytest.raises(ModelLoadError, match="resnet-tiny's forward takes images alone"):
+        load_model("resnet-tiny", lengths=(2, 5))

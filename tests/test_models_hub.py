@@ -43,11 +43,19 @@ def _one_line_error(spec, words, **kw):
 
 
 def test_options_parse_ints_floats_bools_none_and_strings():
-    rest = "X,a=2,b=0.5,c=1e-5,d=true,e=False,f=none,g=gelu_new"
+    rest = "X,a=2,b=0.5,c=1e-5,d=true,e=False,f=none,g=gelu_new,h=.5"
     target, opts = hub._split(f"hf:{rest}", rest)
     assert target == "X"
-    assert opts == {"a": 2, "b": 0.5, "c": 1e-5, "d": True, "e": False, "f": None, "g": "gelu_new"}
+    assert opts == {"a": 2, "b": 0.5, "c": 1e-5, "d": True, "e": False, "f": None, "g": "gelu_new", "h": 0.5}
     assert type(opts["a"]) is int and type(opts["d"]) is bool
+
+
+def test_options_parse_json_lists_dicts_and_quoted_strings():
+    rest = 'X,depths=[2, 2],heads=[2,4],r={"rope_type":"linear","factor":2.0},s="a,b",t=null,u=[]'
+    target, opts = hub._split(f"hf:{rest}", rest)
+    assert target == "X"
+    assert opts == {"depths": [2, 2], "heads": [2, 4], "r": {"rope_type": "linear", "factor": 2.0}, "s": "a,b",
+                    "t": None, "u": []}
 
 
 @pytest.mark.parametrize("spec, words", [
@@ -69,9 +77,11 @@ def test_hf_bert_from_default_config_with_overrides():
     assert (cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size) == (2, 64, 2, 128)
     assert cfg.vocab_size == 30522  # not overridden: BertConfig()'s default
     assert cfg._attn_implementation == "sdpa"
-    # token ids below the vocabulary; the default length 128 capped by the position table
-    (ids,) = m.inputs
+    # token ids below the vocabulary; the default length 128 capped by the position table;
+    # BertModel.forward takes attention_mask second: all ones without --lengths
+    ids, mask = m.inputs
     assert ids.shape == (2, 64) and ids.dtype == torch.long and int(ids.max()) < cfg.vocab_size
+    assert mask.shape == ids.shape and bool((mask == 1).all())
     assert m.spec.seq_len == 64 and m.spec.batch_size == 2
     out = _run(m)
     assert isinstance(out, ModelOutput) and out.last_hidden_state.shape == (2, 64, 64)
@@ -82,11 +92,17 @@ def test_hf_default_batch_and_sequence():
     assert m.inputs[0].shape == (8, 128) and (m.spec.batch_size, m.spec.seq_len) == (8, 128)
 
 
+GPT2 = "hf:GPT2Model,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,n_inner=128"
+
+
 def test_hf_gpt2_takes_the_common_size_names_through_its_attribute_map():
-    m = load_model("hf:GPT2Model,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,n_inner=128",
-                   batch_size=2, seq_len=16)
+    m = load_model(GPT2, batch_size=2, seq_len=16)
     assert (m.module.config.n_layer, m.module.config.n_embd) == (2, 64)
-    assert type(m.module.h[0].attn.c_attn).__name__ == "Conv1D"  # torch.addmm, not nn.Linear
+    # GPT2Model.forward(input_ids, cache, attention_mask, ...): the mask goes by name
+    assert isinstance(m.module, hub.KeywordCall) and m.module.names == ("input_ids", "attention_mask")
+    gpt2 = m.module.model
+    assert type(gpt2).__name__ == "GPT2Model" and any(mod is gpt2 for mod in m.module.modules())
+    assert type(gpt2.h[0].attn.c_attn).__name__ == "Conv1D"  # torch.addmm, not nn.Linear
     assert _run(m).last_hidden_state.shape == (2, 16, 64)
 
 
@@ -142,7 +158,12 @@ def test_hf_errors_are_one_line_and_name_close_matches(spec, words):
 
 
 def test_hf_sequence_longer_than_the_position_table():
-    _one_line_error(f"{BERT},max_position_embeddings=32", "exceeds max_position_embeddings=32", seq_len=64)
+    msg = _one_line_error(BERT, "takes at most", seq_len=100000)
+    assert msg.startswith("hf:BertModel takes at most 512 positions (max_position_embeddings); "
+                          "--seq-len 100000 is longer")
+    # GPT-2 names its table n_positions (max_position_embeddings is an alias of it)
+    _one_line_error(f"{GPT2},n_positions=32", r"hf:GPT2Model takes at most 32 positions \(n_positions\)",
+                    seq_len=64)
 
 
 def test_hf_image_models_take_their_size_from_the_spec_not_seq_len():
@@ -153,6 +174,174 @@ def test_missing_transformers_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers -> ImportError
     msg = _one_line_error(BERT, "transformers is not installed")
     assert "pip install -e '.[hf]'" in msg
+
+
+# ---------------------------------------------------------------- hf: configs built by their constructors
+
+
+SWIN = "hf:SwinModel,embed_dim=32,depths=[1,1],num_heads=[2,4],image_size=64,window_size=4"
+ROPE = "num_hidden_layers=1,hidden_size=64,num_attention_heads=4,intermediate_size=128"
+
+
+def test_hf_list_values_reach_the_config():
+    m = load_model(SWIN, batch_size=2)
+    assert m.module.config.depths == [1, 1] and m.module.config.num_heads == [2, 4]
+    assert len(m.module.encoder.layers) == 2
+    assert _run(m).last_hidden_state.shape == (2, (64 // 4 // 2) ** 2, 64)  # two stages: one merge
+
+
+def test_hf_phi3_partial_rotary_factor():
+    m = load_model(f"hf:Phi3Model,{ROPE},num_key_value_heads=2,partial_rotary_factor=0.5", batch_size=1, seq_len=8)
+    assert m.module.config.rope_parameters["partial_rotary_factor"] == 0.5
+    assert m.module.rotary_emb.inv_freq.numel() == 16 * 0.5 / 2  # head_dim 16, half of it rotated
+    assert _run(m).last_hidden_state.shape == (1, 8, 64)
+
+
+def test_hf_gpt_neox_rotary_pct_is_taken_into_rope_parameters():
+    # GPTNeoXConfig's constructor takes rotary_pct from **kwargs and keeps no attribute of that name
+    m = load_model(f"hf:GPTNeoXModel,{ROPE},rotary_pct=0.5", batch_size=1, seq_len=8)
+    assert not hasattr(m.module.config, "rotary_pct")
+    assert m.module.config.rope_parameters["partial_rotary_factor"] == 0.5
+    assert m.module.rotary_emb.inv_freq.numel() == 16 * 0.5 / 2  # the default 0.25 gives 2
+    assert _run(m).last_hidden_state.shape == (1, 8, 64)
+
+
+def test_hf_deberta_v2_position_buckets_an_attribute_only_the_model_reads():
+    m = load_model(f"hf:DebertaV2Model,{ROPE},relative_attention=true,position_buckets=16", batch_size=2, seq_len=8)
+    assert m.module.config.position_buckets == 16
+    assert m.module.encoder.rel_embeddings.weight.shape[0] == 2 * 16  # 2 * max_position_embeddings without it
+    assert _run(m).last_hidden_state.shape == (2, 8, 64)
+
+
+def test_hf_an_alias_the_model_never_reads_is_an_error():
+    msg = _one_line_error("hf:SwinModel,num_hidden_layers=2", "changed nothing")
+    assert msg.startswith("hf:SwinModel: num_hidden_layers=2 changed nothing (SwinModel never reads num_layers; "
+                          "SwinConfig derives it from depths: give depths=[...] instead)")
+
+
+def test_hf_a_value_the_config_does_not_hold_is_an_error():
+    # num_hidden_layers is GPT-2's alias of n_layer; the constructor sets it after the field
+    msg = _one_line_error(f"{GPT2},n_layer=1", "did not hold")
+    assert msg.startswith("hf:GPT2Model: n_layer=1 did not hold (GPT2Config has n_layer=2)")
+
+
+def test_hf_a_dict_value_holds_key_by_key():
+    # the config adds its own defaults (rope_theta) to the rope_parameters given
+    m = load_model(f'hf:LlamaModel,{ROPE},rope_parameters={{"rope_type":"linear","factor":2.0}}',
+                   batch_size=1, seq_len=8)
+    assert m.module.config.rope_parameters["factor"] == 2.0 and "rope_theta" in m.module.config.rope_parameters
+    assert _run(m).last_hidden_state.shape == (1, 8, 64)
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("hf:WhisperEncodr", "did you mean WhisperEncoder"),
+    ("hf:SwinModel,depth=[1,1]", "not a field of SwinConfig .*depths"),
+])
+def test_hf_names_inside_model_modules_and_key_typos_get_close_matches(spec, words):
+    _one_line_error(spec, words)
+
+
+# ---------------------------------------------------------------- hf: inputs from forward and config
+
+
+WHISPER = ("d_model=32,encoder_layers=1,decoder_layers=1,encoder_attention_heads=2,decoder_attention_heads=2,"
+           "encoder_ffn_dim=64,decoder_ffn_dim=64,num_mel_bins=16,max_source_positions=32,max_target_positions=24")
+
+
+def test_hf_whisper_gets_log_mel_features_and_decoder_ids():
+    m = load_model(f"hf:WhisperModel,{WHISPER}", batch_size=2)
+    feats, mask, dec = m.inputs  # forward(input_features, attention_mask, decoder_input_ids, ...)
+    assert feats.shape == (2, 16, 64) and feats.is_floating_point()  # 2 x max_source_positions frames
+    assert mask.shape == (2, 64) and dec.shape == (2, 24) and m.spec.seq_len == 24  # capped by max_target_positions
+    out = _run(m)
+    assert out.last_hidden_state.shape == (2, 24, 32) and out.encoder_last_hidden_state.shape == (2, 32, 32)
+    _one_line_error(f"hf:WhisperModel,{WHISPER}", r"at most 24 positions \(max_target_positions\)", seq_len=25)
+
+
+def test_hf_whisper_encoder_is_found_in_its_modeling_module():
+    m = load_model(f"hf:WhisperEncoder,{WHISPER}", batch_size=2)
+    assert type(m.module).__module__ == "transformers.models.whisper.modeling_whisper"
+    assert [t.shape for t in m.inputs] == [(2, 16, 64), (2, 64)] and m.spec.seq_len is None
+    assert _run(m).last_hidden_state.shape == (2, 32, 32)
+    _one_line_error(f"hf:WhisperEncoder,{WHISPER}", "max_source_positions", seq_len=64)
+
+
+def test_hf_wav2vec2_gets_raw_audio():
+    spec = ("hf:Wav2Vec2Model,hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64,"
+            "conv_dim=[16,16],conv_stride=[5,2],conv_kernel=[10,3],num_conv_pos_embeddings=16,"
+            "num_conv_pos_embedding_groups=2")
+    m = load_model(spec, batch_size=2, seq_len=4000)
+    audio, mask = m.inputs
+    assert audio.shape == mask.shape == (2, 4000) and audio.is_floating_point()
+    assert _run(m).last_hidden_state.shape == (2, 399, 32)  # (4000 - 10) // 5 + 1 = 799, then (799 - 3) // 2 + 1
+    _one_line_error(spec, "too few audio samples", seq_len=8)
+
+
+@pytest.mark.parametrize("spec", [
+    ("hf:BartModel,d_model=32,encoder_layers=1,decoder_layers=1,encoder_attention_heads=2,decoder_attention_heads=2,"
+     "encoder_ffn_dim=64,decoder_ffn_dim=64"),
+    "hf:T5Model,num_layers=1,d_model=32,d_ff=64,num_heads=2,d_kv=16",
+])
+def test_hf_encoder_decoders_get_decoder_input_ids(spec):
+    m = load_model(spec, batch_size=2, seq_len=8)
+    ids, mask, dec = m.inputs  # forward(input_ids, attention_mask, decoder_input_ids, ...)
+    assert ids.shape == mask.shape == dec.shape == (2, 8) and m.module is not None
+    out = _run(m)
+    assert out.last_hidden_state.shape == (2, 8, 32) and out.encoder_last_hidden_state.shape == (2, 8, 32)
+
+
+# ---------------------------------------------------------------- --lengths: padded batches
+
+
+def test_lengths_pad_each_row_behind_the_attention_mask():
+    m = load_model(f"{BERT},pad_token_id=0", batch_size=16, seq_len=12, lengths=(3, 9), seed=4)
+    ids, mask = m.inputs
+    counts = mask.sum(1)
+    assert mask.shape == (16, 12) and set(mask.unique().tolist()) <= {0, 1}
+    assert int(counts.min()) >= 3 and int(counts.max()) <= 9 and len(set(counts.tolist())) > 1
+    assert all(bool((mask[i, :n] == 1).all()) and bool((mask[i, n:] == 0).all()) for i, n in enumerate(counts.tolist()))
+    assert bool((ids[mask == 0] == 0).all())  # padding is the pad token
+    again = load_model(f"{BERT},pad_token_id=0", batch_size=16, seq_len=12, lengths=(3, 9), seed=4)
+    assert torch.equal(again.inputs[1], mask)  # seeded
+    # the mask is honoured: a padded row's tokens see what they see unpadded
+    out = _run(m).last_hidden_state
+    n = int(counts[0])
+    with torch.inference_mode():
+        alone = m.module(ids[:1, :n], mask[:1, :n]).last_hidden_state
+    torch.testing.assert_close(out[:1, :n], alone, atol=1e-5, rtol=1e-5)
+
+
+def test_lengths_reach_a_model_whose_mask_goes_by_name():
+    m = load_model(GPT2, batch_size=8, seq_len=16, lengths=(4, 12))
+    _, mask = m.inputs
+    assert isinstance(m.module, hub.KeywordCall) and mask.sum(1).min() >= 4 and mask.sum(1).max() <= 12
+    assert _run(m).last_hidden_state.shape == (8, 16, 64)
+
+
+def test_lengths_errors():
+    _one_line_error("hf:FNetModel,num_hidden_layers=1,hidden_size=32,intermediate_size=64",
+                    "FNetModel.forward takes no attention_mask", lengths=(2, 4), seq_len=8)
+    _one_line_error(VIT, "its input is pixel_values", lengths=(2, 4))
+    _one_line_error(BERT, r"--lengths 2-64 is longer than the sequence of hf:BertModel \(16\)", seq_len=16,
+                    lengths=(2, 64))
+    _one_line_error("bert-tiny", "bert-tiny's forward takes token ids alone", lengths=(2, 4))
+    _one_line_error(f"{FIX}:bert", "takes no `lengths`", lengths=(2, 4))
+
+
+@pytest.mark.parametrize("value, words", [
+    ("5-3", "LO must be at least 1 and at most HI"),
+    ("0-3", "LO must be at least 1"),
+    ("4-64", "HI 64 is longer than --seq-len 32"),
+    ("16", "is not LO-HI"),
+])
+def test_lengths_option_is_checked_at_the_edge(value, words):
+    from evaluator import config
+    from evaluator.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=words) as info:
+        config.parse_lengths(value, 32)
+    assert "\n" not in str(info.value)
+    assert config.parse_lengths("4-32", 32) == (4, 32) and config.parse_lengths(None, 32) is None
 
 
 # ---------------------------------------------------------------- hf: local directories

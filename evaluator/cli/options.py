@@ -29,6 +29,9 @@ FINE_ROUNDS_HELP = (f"Rounds of neighbours around the best coarse config (defaul
 COMPILE_HELP = (f"torch.compile of the PyTorch code as a third side beside TileLang and PyTorch eager, timed the "
                 f"same way: max-autotune, default, or none to skip it (default: {_CUDA['compile_mode']} on CUDA, "
                 f"{_CPU['compile_mode']} on CPU).")
+LENGTHS_HELP = ("A padded batch, as served: each sequence's length drawn (seeded) in LO-HI, e.g. 16-128, "
+                "padded to --seq-len behind an attention_mask (1 for tokens, 0 for padding). For models whose "
+                "forward takes attention_mask (hf:BertModel...); default: every sequence --seq-len long.")
 SOAK_HELP = f"Soak length (default {_CUDA['soak_seconds']:g} s on CUDA, {_CPU['soak_seconds']:g} s on CPU; 0 skips)."
 REPORTS_HELP = f"Output folder (default: {OutputSettings.reports}/)."
 RUN_STORE_HELP = ("Baseline store: a folder, or a shared remote's git URL or bare repository "

@@ -16,8 +16,8 @@ import typer
 
 from ..config import DEFAULTS
 from .errors import RunFolder, reported_errors, say_error
-from .options import (COMPILE_HELP, DTYPE_HELP, FINE_ROUNDS_HELP, REPORTS_HELP, RUN_STORE_HELP, SOAK_HELP,
-                      TARGETS_HELP)
+from .options import (COMPILE_HELP, DTYPE_HELP, FINE_ROUNDS_HELP, LENGTHS_HELP, REPORTS_HELP, RUN_STORE_HELP,
+                      SOAK_HELP, TARGETS_HELP)
 from .output import RichReporter, console, print_summary, progress
 
 # Options of the main command that are not config.build keywords.
@@ -35,6 +35,7 @@ def main_command(
     device: str = typer.Option(DEFAULTS["device"], help="auto, cpu or cuda."),
     batch_size: Optional[int] = typer.Option(None, help="Override the model's batch size."),
     seq_len: Optional[int] = typer.Option(None, help="Override the sequence length (image side for ResNet)."),
+    lengths: Optional[str] = typer.Option(None, "--lengths", help=LENGTHS_HELP),
     dtype: Optional[str] = typer.Option(None, help=DTYPE_HELP),
     ops: int = typer.Option(DEFAULTS["ops"], help="How many hot operator families to rewrite."),
     families: Optional[str] = typer.Option(None, help="Comma-separated families to rewrite (overrides --ops)."),

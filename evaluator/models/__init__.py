@@ -1,7 +1,7 @@
 """Model loading: the built-in zoo, models people already have, and user factories.
 
-In: a model spec string and overrides (batch size, sequence length, dtype, device,
-seed). The spec is a zoo name, `hf:<ArchitectureClass>[,key=value...]` or
+In: a model spec string and overrides (batch size, sequence length, per-sequence
+lengths for padded batches, dtype, device, seed). The spec is a zoo name, `hf:<ArchitectureClass>[,key=value...]` or
 `hf:<local directory>` (transformers), `timm:<name>[,key=value...]`,
 `torchvision:<name>[,key=value...]` (see hub.py), `pkg.module:factory` or
 `path/file.py:factory`. Out: a `LoadedModel` — the module in eval mode on the device,
@@ -12,7 +12,9 @@ different models are never compared.
 
 Factory contract (documented in README): `factory(**kwargs)` returns `(model, inputs)`,
 where inputs is a tensor or a tuple of tensors; keyword arguments `batch_size`,
-`seq_len`, `dtype` and `device` are passed only if the factory's signature names them.
+`seq_len`, `dtype`, `device` and `lengths` ((lo, hi): pad each sequence to a length drawn
+in that range) are passed only if the factory's signature names them; `--lengths` with a
+factory that takes no `lengths` is an error, not padding silently left out.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from ..errors import ModelLoadError
 from ..kernels.base import DTYPE_ALIASES, torch_dtype
 from ..results import ModelSpec
 from . import hub
-from .zoo import ZOO, example_inputs
+from .zoo import ZOO, check_zoo_inputs, example_inputs
 
 __all__ = ["LoadedModel", "load_model", "ZOO"]
 
@@ -57,7 +59,13 @@ def _call_factory(spec: str, factory, kwargs: dict):
     try:
         params = inspect.signature(factory).parameters
         accepts_all = any(p.kind is p.VAR_KEYWORD for p in params.values())
-        passed = {k: v for k, v in kwargs.items() if v is not None and (accepts_all or k in params)}
+    except Exception as exc:  # a callable without a signature
+        raise ModelLoadError(f"model factory '{spec}' has no signature to call: {type(exc).__name__}: {exc}") from exc
+    if kwargs.get("lengths") is not None and not accepts_all and "lengths" not in params:
+        raise ModelLoadError(f"--lengths needs a factory that pads its own inputs: '{spec}' takes no `lengths` "
+                             "argument ((lo, hi), each sequence's length)")
+    passed = {k: v for k, v in kwargs.items() if v is not None and (accepts_all or k in params)}
+    try:
         out = factory(**passed)
     except Exception as exc:  # the user's code: any failure is a load error, not our crash
         raise ModelLoadError(f"model factory '{spec}' raised {type(exc).__name__}: {exc}") from exc
@@ -104,7 +112,10 @@ def _resolve_factory(spec: str):
 
 
 def load_model(name: str, *, batch_size: int | None = None, seq_len: int | None = None,
-               dtype: str = "float32", device: str = "cpu", seed: int = 0) -> LoadedModel:
+               dtype: str = "float32", device: str = "cpu", seed: int = 0,
+               lengths: tuple[int, int] | None = None) -> LoadedModel:
+    """`lengths` (lo, hi): each sequence's own length drawn in [lo, hi], padded to seq_len
+    behind an attention mask; for models whose forward takes one."""
     dtype = DTYPE_ALIASES.get(dtype, dtype)
     if dtype not in ("float32", "float16", "bfloat16"):
         raise ModelLoadError(f"unsupported dtype '{dtype}'; use fp32, fp16 or bf16")
@@ -114,17 +125,18 @@ def load_model(name: str, *, batch_size: int | None = None, seq_len: int | None 
         entry = ZOO[name]
         batch_size = batch_size or entry.batch_size
         seq_len = seq_len or entry.seq_len
+        check_zoo_inputs(name, entry, seq_len, lengths)
         model = entry.build()
         inputs = example_inputs(entry, batch_size, seq_len, seed)
         source = "zoo"
     elif hub.is_hub_spec(name):
-        loaded = hub.load(name, batch_size=batch_size, seq_len=seq_len, seed=seed)
+        loaded = hub.load(name, batch_size=batch_size, seq_len=seq_len, seed=seed, lengths=lengths)
         model, inputs, source = loaded.module, loaded.inputs, loaded.source
         batch_size, seq_len = loaded.batch_size, loaded.seq_len
     else:
         factory, source = _resolve_factory(name)
         model, inputs = _call_factory(name, factory, {"batch_size": batch_size, "seq_len": seq_len,
-                                                      "dtype": tdtype, "device": device})
+                                                      "dtype": tdtype, "device": device, "lengths": lengths})
         batch_size = batch_size or (int(inputs[0].shape[0]) if inputs[0].dim() else 1)
     try:
         # Inputs keep the layout they were made in (NCHW for images): the model runs as

@@ -1,7 +1,8 @@
 """The built-in model zoo: BERT, ResNet and Llama in plain PyTorch, random-initialised.
 
 In: a zoo name ("bert-tiny", "bert-base", "resnet-tiny", "resnet50", "llama-tiny",
-"llama"), batch size, sequence length, seed. Out: (model, example inputs). No weights
+"llama"), batch size, sequence length, seed. Out: (model, example inputs), or a one-line
+ModelLoadError for a sequence longer than the model's position table. No weights
 are downloaded: timing and correctness do not depend on trained values, and the boxes
 this runs on are often offline.
 
@@ -21,6 +22,8 @@ from typing import Callable
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+from ..errors import ModelLoadError
 
 # ---------------------------------------------------------------- BERT (encoder)
 
@@ -295,13 +298,15 @@ class ZooEntry:
     seq_len: int | None  # tokens: sequence length; image: side in pixels
     vocab: int = 0
     description: str = ""
+    max_positions: int = 0  # tokens: the length of the position table; 0: nothing bounds it (rotary)
 
 
 ZOO: dict[str, ZooEntry] = {
     "bert-tiny": ZooEntry(lambda: Bert(BertSize(128, 2, 2, 512)), "tokens", 2, 128, 30522,
-                          "BERT encoder, 2 layers, hidden 128 (runs the whole pipeline on 2 CPU cores)"),
+                          "BERT encoder, 2 layers, hidden 128 (runs the whole pipeline on 2 CPU cores)",
+                          BertSize.max_positions),
     "bert-base": ZooEntry(lambda: Bert(BertSize(768, 12, 12, 3072)), "tokens", 8, 128, 30522,
-                          "BERT-base encoder, 12 layers, hidden 768, 110M parameters"),
+                          "BERT-base encoder, 12 layers, hidden 768, 110M parameters", BertSize.max_positions),
     "resnet-tiny": ZooEntry(lambda: ResNet((1, 1, 1, 1), 8, 10), "image", 2, 64, 0,
                             "ResNet with one bottleneck per stage, width 8, 64x64 images"),
     "resnet50": ZooEntry(lambda: ResNet((3, 4, 6, 3), 64), "image", 8, 224, 0,
@@ -311,6 +316,18 @@ ZOO: dict[str, ZooEntry] = {
     "llama": ZooEntry(lambda: Llama(LlamaSize(2048, 22, 32, 5632)), "tokens", 1, 512, 32000,
                       "Llama decoder at TinyLlama-1.1B size: 22 layers, hidden 2048, 1.1B parameters"),
 }
+
+
+def check_zoo_inputs(name: str, entry: ZooEntry, seq_len: int, lengths: tuple[int, int] | None) -> None:
+    """A sequence longer than the position table is one line here, not an IndexError in
+    the embedding; the zoo's forwards take token ids or images alone, so nothing pads."""
+    if entry.max_positions and seq_len > entry.max_positions:
+        raise ModelLoadError(f"{name} takes at most {entry.max_positions} positions (its position table); "
+                             f"--seq-len {seq_len} is longer")
+    if lengths is not None:
+        what = "token ids" if entry.kind == "tokens" else "images"
+        raise ModelLoadError(f"--lengths pads token sequences behind an attention_mask; {name}'s forward takes "
+                             f"{what} alone (use an hf: model, e.g. hf:BertModel, for padded batches)")
 
 
 def example_inputs(entry: ZooEntry, batch_size: int, seq_len: int, seed: int) -> tuple[torch.Tensor, ...]:
