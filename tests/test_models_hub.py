@@ -78,10 +78,9 @@ def test_hf_bert_from_default_config_with_overrides():
     assert cfg.vocab_size == 30522  # not overridden: BertConfig()'s default
     assert cfg._attn_implementation == "sdpa"
     # token ids below the vocabulary; the default length 128 capped by the position table;
-    # BertModel.forward takes attention_mask second: all ones without --lengths
-    ids, mask = m.inputs
+    # no attention mask without --lengths: the model runs unpadded, as it does by default
+    (ids,) = m.inputs
     assert ids.shape == (2, 64) and ids.dtype == torch.long and int(ids.max()) < cfg.vocab_size
-    assert mask.shape == ids.shape and bool((mask == 1).all())
     assert m.spec.seq_len == 64 and m.spec.batch_size == 2
     out = _run(m)
     assert isinstance(out, ModelOutput) and out.last_hidden_state.shape == (2, 64, 64)
@@ -98,11 +97,15 @@ GPT2 = "hf:GPT2Model,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,n_
 def test_hf_gpt2_takes_the_common_size_names_through_its_attribute_map():
     m = load_model(GPT2, batch_size=2, seq_len=16)
     assert (m.module.config.n_layer, m.module.config.n_embd) == (2, 64)
-    # GPT2Model.forward(input_ids, cache, attention_mask, ...): the mask goes by name
-    assert isinstance(m.module, hub.KeywordCall) and m.module.names == ("input_ids", "attention_mask")
-    gpt2 = m.module.model
-    assert type(gpt2).__name__ == "GPT2Model" and any(mod is gpt2 for mod in m.module.modules())
-    assert type(gpt2.h[0].attn.c_attn).__name__ == "Conv1D"  # torch.addmm, not nn.Linear
+    # token ids alone: GPT2Model itself, called positionally
+    assert type(m.module).__name__ == "GPT2Model" and len(m.inputs) == 1
+    assert type(m.module.h[0].attn.c_attn).__name__ == "Conv1D"  # torch.addmm, not nn.Linear
+    # under --lengths its mask goes by name (forward(input_ids, cache, attention_mask, ...))
+    padded = load_model(GPT2, batch_size=2, seq_len=16, lengths=(8, 16))
+    assert isinstance(padded.module, hub.KeywordCall) and padded.module.names == ("input_ids", "attention_mask")
+    gpt2 = padded.module.model
+    assert type(gpt2).__name__ == "GPT2Model" and any(mod is gpt2 for mod in padded.module.modules())
+    assert _run(padded).last_hidden_state.shape == (2, 16, 64)
     assert _run(m).last_hidden_state.shape == (2, 16, 64)
 
 
@@ -125,8 +128,9 @@ def test_hf_causal_lm_returns_logits_without_a_kv_cache():
 def test_hf_encoder_decoder_gets_decoder_ids_positionally():
     m = load_model("hf:T5Model,num_layers=1,d_model=32,d_ff=64,num_heads=2,d_kv=16,vocab_size=100",
                    batch_size=2, seq_len=8)
-    ids, mask, dec = m.inputs  # forward(input_ids, attention_mask, decoder_input_ids, ...)
-    assert ids.shape == dec.shape == (2, 8) and bool((mask == 1).all())
+    ids, dec = m.inputs  # forward(input_ids, attention_mask, decoder_input_ids, ...): by name
+    assert isinstance(m.module, hub.KeywordCall) and m.module.names == ("input_ids", "decoder_input_ids")
+    assert ids.shape == dec.shape == (2, 8)
     assert _run(m).last_hidden_state.shape == (2, 8, 32)
 
 
@@ -250,9 +254,9 @@ WHISPER = ("d_model=32,encoder_layers=1,decoder_layers=1,encoder_attention_heads
 
 def test_hf_whisper_gets_log_mel_features_and_decoder_ids():
     m = load_model(f"hf:WhisperModel,{WHISPER}", batch_size=2)
-    feats, mask, dec = m.inputs  # forward(input_features, attention_mask, decoder_input_ids, ...)
+    feats, dec = m.inputs  # forward(input_features, attention_mask, decoder_input_ids, ...): by name
     assert feats.shape == (2, 16, 64) and feats.is_floating_point()  # 2 x max_source_positions frames
-    assert mask.shape == (2, 64) and dec.shape == (2, 24) and m.spec.seq_len == 24  # capped by max_target_positions
+    assert dec.shape == (2, 24) and m.spec.seq_len == 24  # capped by max_target_positions
     out = _run(m)
     assert out.last_hidden_state.shape == (2, 24, 32) and out.encoder_last_hidden_state.shape == (2, 32, 32)
     _one_line_error(f"hf:WhisperModel,{WHISPER}", r"at most 24 positions \(max_target_positions\)", seq_len=25)
@@ -261,7 +265,7 @@ def test_hf_whisper_gets_log_mel_features_and_decoder_ids():
 def test_hf_whisper_encoder_is_found_in_its_modeling_module():
     m = load_model(f"hf:WhisperEncoder,{WHISPER}", batch_size=2)
     assert type(m.module).__module__ == "transformers.models.whisper.modeling_whisper"
-    assert [t.shape for t in m.inputs] == [(2, 16, 64), (2, 64)] and m.spec.seq_len is None
+    assert [t.shape for t in m.inputs] == [(2, 16, 64)] and m.spec.seq_len is None
     assert _run(m).last_hidden_state.shape == (2, 32, 32)
     _one_line_error(f"hf:WhisperEncoder,{WHISPER}", "max_source_positions", seq_len=64)
 
@@ -271,8 +275,8 @@ def test_hf_wav2vec2_gets_raw_audio():
             "conv_dim=[16,16],conv_stride=[5,2],conv_kernel=[10,3],num_conv_pos_embeddings=16,"
             "num_conv_pos_embedding_groups=2")
     m = load_model(spec, batch_size=2, seq_len=4000)
-    audio, mask = m.inputs
-    assert audio.shape == mask.shape == (2, 4000) and audio.is_floating_point()
+    (audio,) = m.inputs
+    assert audio.shape == (2, 4000) and audio.is_floating_point()
     assert _run(m).last_hidden_state.shape == (2, 399, 32)  # (4000 - 10) // 5 + 1 = 799, then (799 - 3) // 2 + 1
     _one_line_error(spec, "too few audio samples", seq_len=8)
 
@@ -284,8 +288,8 @@ def test_hf_wav2vec2_gets_raw_audio():
 ])
 def test_hf_encoder_decoders_get_decoder_input_ids(spec):
     m = load_model(spec, batch_size=2, seq_len=8)
-    ids, mask, dec = m.inputs  # forward(input_ids, attention_mask, decoder_input_ids, ...)
-    assert ids.shape == mask.shape == dec.shape == (2, 8) and m.module is not None
+    ids, dec = m.inputs  # forward(input_ids, attention_mask, decoder_input_ids, ...): by name
+    assert ids.shape == dec.shape == (2, 8) and isinstance(m.module, hub.KeywordCall)
     out = _run(m)
     assert out.last_hidden_state.shape == (2, 8, 32) and out.encoder_last_hidden_state.shape == (2, 8, 32)
 

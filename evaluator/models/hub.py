@@ -13,8 +13,8 @@ config does not hold, or that only sets something the model never reads (Swin's
 num_hidden_layers: its layers are `depths`), is an error rather than a default-size model.
 Classes are found in transformers' namespace or in their model's modeling module
 (WhisperEncoder). Inputs come from the model's forward signature and config: token ids,
-NCHW pixels, Whisper's log-mel features, raw audio; decoder ids for an encoder-decoder; an
-attention mask where the forward takes one, with padding under --lengths. Where forward
+NCHW pixels, Whisper's log-mel features, raw audio; decoder ids for an encoder-decoder; and
+under --lengths an attention mask over each row's padded length. Where forward
 does not take them as its leading positional parameters, a `KeywordCall` passes them by
 name. Each library is an optional extra; a missing one, an unknown name, a bad override or
 a sequence past the position table is a one-line `ModelLoadError` that says what to do.
@@ -567,8 +567,8 @@ def _hf_inputs(model, name: str, batch: int, seq_len: int | None, lengths: tuple
                seed: int) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], int | None]:
     """(the module to call, its inputs for module(*inputs), the sequence length used), made
     from the model's forward signature and config: token ids, pixels, Whisper's log-mel
-    features or raw audio; decoder ids for an encoder-decoder; an attention mask where the
-    forward takes one."""
+    features or raw audio; decoder ids for an encoder-decoder; under --lengths, an attention
+    mask over each row's length (no mask otherwise: the model's own default, unpadded)."""
     config = model.config
     main = getattr(model, "main_input_name", "input_ids")
     params = inspect.signature(model.forward).parameters
@@ -592,7 +592,7 @@ def _hf_inputs(model, name: str, batch: int, seq_len: int | None, lengths: tuple
         ids = torch.randint(0, int(vocab), (batch, seq), generator=g)
         if decoder:
             fill["decoder_input_ids"] = ids.clone()
-        if takes_mask:
+        if lengths is not None:  # without --lengths no mask: a model runs unpadded as it does by default
             pad = getattr(text, "pad_token_id", None)
             fill["attention_mask"] = padding_mask(ids, lengths, pad if isinstance(pad, int) else 0, g)
         fill["input_ids"] = ids
@@ -605,8 +605,6 @@ def _hf_inputs(model, name: str, batch: int, seq_len: int | None, lengths: tuple
         # the encoder takes exactly that many.
         frames = 2 * int(config.max_source_positions)
         fill[main] = torch.randn(batch, int(config.num_mel_bins), frames, generator=g)
-        if takes_mask:
-            fill["attention_mask"] = torch.ones(batch, frames, dtype=torch.long)
         if decoder:
             seq = _sequence(name, config, seq_len, ("max_target_positions",))
             fill["decoder_input_ids"] = torch.randint(0, int(config.vocab_size), (batch, seq), generator=g)
@@ -620,8 +618,6 @@ def _hf_inputs(model, name: str, batch: int, seq_len: int | None, lengths: tuple
             raise ModelLoadError(f"--seq-len {seq} is too few audio samples for {name}'s feature encoder; "
                                  f"give more (16000 is one second at 16 kHz)")
         fill[main] = torch.randn(batch, seq, generator=g)
-        if takes_mask:
-            fill["attention_mask"] = torch.ones(batch, seq, dtype=torch.long)
     else:
         raise ModelLoadError(f"no example inputs for a model whose main input is '{main}' ({name}); "
                              "write a factory that returns (model, inputs), see README")
