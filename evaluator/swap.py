@@ -240,7 +240,8 @@ class Router(TorchFunctionMode):
     are counted in `fusible`, with late reads in `reused`)."""
 
     def __init__(self, families: Iterable[Any], table: KernelTable, *, scan: bool = False,
-                 where: KernelTable | None = None, model: torch.nn.Module | None = None):
+                 where: KernelTable | None = None, model: torch.nn.Module | None = None,
+                 watch: Iterable[Any] = ()):
         super().__init__()
         self.table = table
         self.scan = scan
@@ -250,11 +251,18 @@ class Router(TorchFunctionMode):
         self.model = model
         self._written: Any = None
         self.all = tuple(dict.fromkeys(families))
-        self.handlers: dict[Any, Any] = {}
+        # Families whose calls are only counted, never routed (those not chosen for
+        # rewriting): every call a family knows is accounted for, as ran in PyTorch.
+        self.watched = tuple(f for f in dict.fromkeys(watch) if f not in self.all)
+        # A function several families take (torch.matmul: gemm's by a weight, bmm's when
+        # batched) goes to the first that `owns` the call, in registry order.
+        self.handlers: dict[Any, list] = defaultdict(list)
         self.starters: dict[Any, list] = defaultdict(list)
-        for fam in self.all:
+        for fam in (*self.all, *self.watched):
             for fn in fam.functions:
-                self.handlers.setdefault(fn, fam)
+                if fam not in self.handlers[fn]:
+                    self.handlers[fn].append(fam)
+        for fam in self.all:
             for fn in getattr(fam, "fuses", ()):
                 self.starters[fn].append(fam)
         self.reset()
@@ -310,13 +318,31 @@ class Router(TorchFunctionMode):
                 return placeholder
         return self._call(func, args, kwargs, routed)
 
+    def _handler(self, func, args, kwargs) -> Any:
+        """The family that takes this call: the first of the function's families that owns
+        it, else the last (whose route says why it stays in PyTorch); None if no family knows it."""
+        fams = self.handlers.get(func)
+        if not fams:
+            return None
+        if len(fams) == 1:
+            return fams[0]
+        for fam in fams:
+            try:
+                if fam.owns(func, args, kwargs):
+                    return fam
+            except Exception:  # an odd call is the last family's to name
+                continue
+        return fams[-1]
+
     def _call(self, func, args, kwargs, routed: "Route | None" = None):
         """`routed`: this call's route as a starter of the handler's own class made it."""
-        fam = self.handlers.get(func)
+        fam = self._handler(func, args, kwargs)
         if self.scan:
             return written.call(func, args, kwargs)
         if fam is None:
             return func(*args, **kwargs)
+        if fam in self.watched:
+            return self._watch(fam, func, args, kwargs)
         if routed is not None and type(routed[0]) is type(fam):
             route = routed[1]
         else:
@@ -336,12 +362,24 @@ class Router(TorchFunctionMode):
         self._count(key, route)
         return out
 
+    NOT_CHOSEN = "not rewritten: the family was not chosen (--ops, --families)"
+
+    def _watch(self, fam, func, args, kwargs):
+        """A call of a family that was not chosen: counted at its shape, run as written."""
+        try:
+            route = fam.route(func, args, kwargs, self.table.dtype)
+        except Exception as exc:
+            route = f"unrecognised call ({type(exc).__name__})"
+        shape = "" if isinstance(route, str) else _shape_key(route.shape)
+        self.fell_back[(fam.name, shape)][self.NOT_CHOSEN if shape else f"{self.NOT_CHOSEN}; {route}"] += 1
+        return func(*args, **kwargs)
+
     def _count(self, key: tuple[str, str], route: Route, held: "_Held | None" = None) -> None:
         """One call ran in TileLang; a fused one also says so on its first call's row."""
         self.ran[key] += 1
         for note in route.notes:
             self.notes[key][note] += 1
-        base = self.handlers.get(held.func) if held is not None else None
+        base = self._handler(held.func, held.args, held.kwargs) if held is not None else None
         if base is not None:
             self.notes[(base.name, key[1])][f"fused into {key[0]}"] += 1
 
@@ -578,6 +616,10 @@ class Router(TorchFunctionMode):
 
     def families(self) -> set[str]:
         return {fam.name for fam in self.all}
+
+    def watching(self, families: Iterable[Any]) -> "Router":
+        """The same kernels, and the calls of these further families counted (never routed)."""
+        return Router(self.all, self.table, model=self.model, watch=families)
 
     def only(self, *families: str) -> "Router":
         """The same kernels with only these families' calls routed: the others run PyTorch's

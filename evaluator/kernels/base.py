@@ -195,6 +195,12 @@ class KernelFamily(abc.ABC):
         parameters, launch), or a one-line reason it stays in PyTorch."""
         return f"{self.name} takes over no torch function"
 
+    def owns(self, func: Callable, args: tuple, kwargs: dict) -> bool:
+        """Whether this call of one of `functions` is this family's, where several families
+        take the same function (torch.matmul: gemm's by a 2-D weight, bmm's when batched).
+        The router asks in registry order; the first owner routes it. Default: yes."""
+        return True
+
     def first(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Any:
         """A call of one of `fuses` as a `swap.Start` (the fused problem shape, what the call
         returns, what the second call needs from it), or a one-line reason it cannot start

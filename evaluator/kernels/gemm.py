@@ -42,14 +42,19 @@ from . import _common as C
 from . import _gemm_checks as K
 from . import _gemm_pingpong as PP
 from . import _gemm_programs as P
+from ._einsum import as_matmul
 from ._gemm_calls import TORCH_ACTS, FusedSplitKLinear, SplitKLinear, StreamKLinear
 from .base import KernelFamily, Resolved, Schedule
 
 ACTIVATIONS = ("none", "relu", "gelu", "silu", "gelu_tanh")
 # Epilogue cost per output element, for the FLOP count.
 ACT_FLOPS = {"none": 0, "relu": 1, "gelu": 8, "silu": 4, "gelu_tanh": 9}
+# The torch calls that may be a matrix product by a weight: `x @ W` arrives as Tensor.matmul.
+# The family takes those whose second operand is a 2-D weight (`owns`); a batched product
+# of two activations (attention written out) is another family's.
+MATMUL_CALLS = (torch.matmul, torch.Tensor.matmul, torch.einsum)
 # The torch calls that are a linear layer: the plain family routes them, a fused one holds them.
-LINEAR_CALLS = (F.linear, torch.addmm, torch.mm)
+LINEAR_CALLS = (F.linear, torch.addmm, torch.mm, *MATMUL_CALLS)
 # A product of two tensors as the router sees it: `a * b` and a.mul(b) arrive as Tensor.mul.
 MUL_CALLS = (torch.Tensor.mul, torch.mul)
 
@@ -567,13 +572,33 @@ class GemmFamily(KernelFamily):
         first: Route = start.state
         return Route(first.shape, first.launch, notes=first.notes)
 
+    def owns(self, func: Callable, args: tuple, kwargs: dict) -> bool:
+        """A matmul or einsum is this family's where its second operand is a 2-D matrix and
+        its first has rows: a linear layer written `x @ W`, `torch.matmul(x, W.T)` or
+        `einsum("bsk,nk->bsn", x, W)`. Every F.linear, addmm and mm is."""
+        if func not in MATMUL_CALLS:
+            return True
+        if func is torch.einsum:
+            eq, ops = _einsum_args(args)
+            found = as_matmul(eq, ops[0].dim(), ops[1].dim()) if eq is not None else None
+            return found is not None and found.weight
+        a, b = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "other")
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and b.dim() == 2 and a.dim() >= 2
+
     def route(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Route | str:
-        """One F.linear / torch.addmm / torch.mm call as (M, N, K) and a launch, or why not."""
+        """One F.linear / torch.addmm / torch.mm call, or a matmul or einsum by a 2-D
+        weight, as (M, N, K) and a launch, or why not."""
         if func is F.linear:
             x, w, b = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "weight"), arg(args, kwargs, 2, "bias")
             if w.dim() != 2 or x.dim() < 1 or x.shape[-1] != w.shape[1]:
                 return "unsupported operand ranks"
             w_nk = w
+        elif func in MATMUL_CALLS:
+            got = self._matmul_operands(func, args, kwargs)
+            if isinstance(got, str):
+                return got
+            x, w, w_nk = got
+            b = None
         else:
             if func is torch.addmm:
                 b, x, w = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "mat1"), arg(args, kwargs, 2, "mat2")
@@ -590,31 +615,82 @@ class GemmFamily(KernelFamily):
             # x @ W with W (K, N), as transformers' Conv1D stores it: the kernel wants
             # nn.Linear's (N, K). A weight that is already a transposed view is free;
             # a parameter is transposed once and cached; an activation is not a weight.
-            if w.t().is_contiguous():
-                w_nk = w.t()
-            elif isinstance(w, torch.nn.Parameter):
-                w_nk = DERIVED.get(w, "t", lambda t: t.t().contiguous())
-            else:
-                return "second operand is not a weight"
+            w_nk = _weight_nk(w, kn=True)
+            if isinstance(w_nk, str):
+                return w_nk
         bad = dtype_mismatch(dtype, x, w, b)
         if bad:
             return bad
-        N, K = int(w_nk.shape[0]), int(w_nk.shape[1])
+        K = int(x.shape[-1])
+        N = int(w.numel() // K) if K else 0  # the 2-D weight's other dim, whichever way it lies
         if b is not None and tuple(b.shape) != (N,):
             return "bias shape"
         M = x.numel() // K if K else 0
         if M <= 0:
             return "empty input"
         notes = () if x.is_contiguous() else ("input copied to contiguous",)
-        w_nk = w_nk if w_nk.is_contiguous() else DERIVED.get(w_nk, "c", lambda t: t.contiguous())
-        bias = b if b is not None else DERIVED.constant("zero_bias", N, w_nk.dtype, w_nk.device, 0.0)
         lead = x.shape[:-1]
 
         def launch(kernel: Callable[..., torch.Tensor], *more: torch.Tensor) -> torch.Tensor:
-            # `more`: a fused variant's further inputs (gemm_mul's g[M, N])
-            return kernel(x.reshape(M, K).contiguous(), w_nk, bias, *more).reshape(*lead, N)
+            # `more`: a fused variant's further inputs (gemm_mul's g[M, N]). The weight in
+            # the kernel's layout is made here, once per weight (DERIVED), not when a call
+            # is only counted.
+            weight = w_nk() if callable(w_nk) else w_nk
+            weight = weight if weight.is_contiguous() else DERIVED.get(weight, "c", lambda t: t.contiguous())
+            bias = b if b is not None else DERIVED.constant("zero_bias", N, weight.dtype, weight.device, 0.0)
+            return kernel(x.reshape(M, K).contiguous(), weight, bias, *more).reshape(*lead, N)
 
         return Route((M, N, K), launch, notes=notes, out=((*lead, N), x.dtype, x.device))
+
+    @staticmethod
+    def _matmul_operands(func: Callable, args: tuple, kwargs: dict) -> tuple | str:
+        """(x, the weight as given, the weight as (N, K) or a callable that makes it) of a
+        matmul or einsum by a 2-D weight, or why the call is not one."""
+        if func is torch.einsum:
+            eq, ops = _einsum_args(args)
+            if eq is None or len(ops) != 2 or kwargs:
+                return "einsum of other than two operands"
+            x, w = ops
+            found = as_matmul(eq, x.dim(), w.dim())
+            if found is None or not found.weight:
+                return "einsum that is not a product by a 2-D weight"
+            kn = found.b_kn
+        else:
+            if kwargs.get("out") is not None:
+                return "matmul with out="
+            x, w = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "other")
+            if not (isinstance(x, torch.Tensor) and isinstance(w, torch.Tensor)):
+                return "unsupported operand ranks"
+            if w.dim() != 2 or x.dim() < 2:
+                return f"operand ranks {x.dim()}-D @ {w.dim()}-D: not a product by a 2-D weight"
+            kn = True
+        if x.shape[-1] != (w.shape[0] if kn else w.shape[1]):
+            return "unsupported operand ranks"
+        w_nk = _weight_nk(w, kn=kn)
+        return w_nk if isinstance(w_nk, str) else (x, w, w_nk)
+
+
+def _weight_nk(w: torch.Tensor, *, kn: bool) -> Any:
+    """A 2-D weight as the kernel's (N, K): itself where it lies so, a free transposed view
+    where it is one (`x @ W.T`), else a callable that transposes a parameter once
+    (`DERIVED`) when a launch needs it; an activation is no weight (why, as a string)."""
+    if not kn:
+        return w
+    if w.t().is_contiguous():
+        return w.t()
+    if isinstance(w, torch.nn.Parameter):
+        return lambda: DERIVED.get(w, "t", lambda t: t.t().contiguous())
+    return "second operand is not a weight"
+
+
+def _einsum_args(args: tuple) -> tuple[str | None, tuple]:
+    """(equation, operands) of a torch.einsum call, operands given loose or as one list."""
+    if not args or not isinstance(args[0], str):
+        return None, ()
+    ops = tuple(args[1]) if len(args) == 2 and isinstance(args[1], (list, tuple)) else tuple(args[1:])
+    if not all(isinstance(t, torch.Tensor) for t in ops):
+        return None, ()
+    return args[0], ops
 
 
 # The torch functions that apply each fused activation (`GemmFamily.second`).

@@ -1,0 +1,57 @@
+"""Which two-operand einsums are matrix products, and as which.
+
+In: an einsum equation and its two operands' ranks. Out: `as_matmul` — a `Matmul` saying
+how to read the call as `a @ b` (the contracted letter, the operands' letters, whether
+the second operand is a 2-D weight or both are batched, and the permutation that makes
+the product's output the equation's), or None where the equation is not one contraction
+of two operands (a trace, an outer product, a contraction over two letters, three
+operands). The gemm family takes the weight form, a batched-GEMM family the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Matmul:
+    a: str  # the first operand's letters, ellipsis written as "*"
+    b: str
+    out: str
+    k: str  # the contracted letter
+    weight: bool  # b is 2-D (k and one free letter): x @ W, as a linear layer computes it
+    b_kn: bool  # weight form: b's letters are (k, n); else (n, k), nn.Linear's layout
+
+
+def _letters(term: str) -> str:
+    return term.replace("...", "*")
+
+
+def as_matmul(equation: str, a_dim: int, b_dim: int) -> Matmul | None:
+    """The equation as one matrix product, or None."""
+    eq = equation.replace(" ", "")
+    if "->" not in eq:
+        return None  # implicit output: the letters' order is alphabetical, rarely a GEMM as written
+    ins, out = eq.split("->")
+    terms = ins.split(",")
+    if len(terms) != 2:
+        return None
+    a, b, out = _letters(terms[0]), _letters(terms[1]), _letters(out)
+    if len(set(a)) != len(a) or len(set(b)) != len(b) or len(set(out)) != len(out):
+        return None  # a repeated letter is a diagonal or a trace
+    if ("*" in a and len(a) - 1 > a_dim) or ("*" not in a and len(a) != a_dim) or ("*" in b) or len(b) != b_dim:
+        return None
+    shared = [c for c in a if c in b and c != "*"]
+    contracted = [c for c in shared if c not in out]
+    if len(contracted) != 1:
+        return None
+    k = contracted[0]
+    if set(out) != (set(a) | set(b)) - {k}:
+        return None
+    if b_dim == 2 and len(shared) == 1:
+        # x[..., k] @ W: the output is a's letters with k replaced by W's free letter, last
+        n = next(c for c in b if c != k)
+        if a[-1] != k or out != a[:-1] + n:
+            return None
+        return Matmul(a, b, out, k, weight=True, b_kn=b == k + n)
+    return Matmul(a, b, out, k, weight=False, b_kn=False)
