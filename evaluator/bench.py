@@ -34,7 +34,7 @@ from . import paths
 from .kernels.base import KernelFamily
 from .outputs import OUTPUT_TOLERANCE, OutputCheck, compare_outputs, leaves, signal  # noqa: F401  (re-exported)
 from .results import (
-    Compiled, E2EBench, E2EView, FamilyTime, KeptFamilies, LaunchOverhead, OpBench, Ratio, Shape, Timing,
+    CallCount, Compiled, E2EBench, E2EView, FamilyTime, KeptFamilies, LaunchOverhead, OpBench, Ratio, Shape, Timing,
 )
 from .soak import THROTTLE_BITS, soak  # noqa: F401  (re-exported: the soak stage and tests reach it here)
 from .timing import (  # noqa: F401  (re-exported: callers time through bench)
@@ -475,7 +475,8 @@ def _alone(ref_fn: Callable, router: Any, rows: tuple[FamilyTime, ...], device: 
 def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device: str, batch_size: int,
                router: Any, *, dtype: str, profiled_ms: dict[tuple[str, str], float], total_profiled_ms: float,
                op_ratios: dict[str, Ratio | float], shares: dict[str, float],
-               policy: TimingPolicy = TimingPolicy(), profiled_wall_ms: float | None = None) -> E2EBench:
+               policy: TimingPolicy = TimingPolicy(), profiled_wall_ms: float | None = None,
+               watch: Sequence[Any] = (), not_chosen: Sequence[CallCount] = ()) -> E2EBench:
     """The model as is, and with the router sending the chosen families' calls to TileLang.
 
     Outputs are compared leaf by leaf with tolerances relative to the reference's
@@ -492,6 +493,11 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
     A side of the verdict's view far slower than its other evidence (the profiled forward
     pass's wall time `profiled_wall_ms`, the same forward timed again alone) is measured
     once more, and flagged "stalled" if it stays so (`stalled_sides`).
+
+    Every call is accounted for: the forward pass whose output is checked also counts the
+    calls of the families in `watch` (those not chosen), at their shapes, as ran in
+    PyTorch (`E2EBench.not_chosen`, with `not_chosen`: counts from elsewhere, the written
+    out norms of families not chosen as the profile saw them).
     """
     from . import swap
 
@@ -519,12 +525,16 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
                 if not signal(other_out, dtype):
                     inputs, ref_out, redrawn = other, other_out, True
         router.reset()
+        # The checked pass also counts the calls of families not chosen: the same routes,
+        # with their calls seen too (only here: the timed passes carry no such host cost).
+        watcher = router.watching(watch) if watch else router
         try:
-            out = cand_fn()
+            with watcher:
+                out = module(*inputs)
             if device == "cuda":
                 torch.cuda.synchronize()
         except Exception as exc:  # a crashed swap-in is a failed item, with its error
-            counts = router.counts(profiled_ms)
+            counts = watcher.counts(profiled_ms)
             mode = policy.compile_mode
             skipped = None if mode == "none" else Compiled(
                 mode, compiled_mod.INDUCTOR_MODES.get(mode, ""),
@@ -535,7 +545,10 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
                             tilelang_calls=sum(c.tilelang for c in counts),
                             fallback_calls=sum(sum(c.fallback.values()) for c in counts), tolerance=dict(tol),
                             flags=("swap-in crashed",), compiled=skipped)
-        counts = router.counts(profiled_ms)
+        counts = watcher.counts(profiled_ms)
+        chosen = router.families()
+        unrouted = tuple(c for c in counts if c.family not in chosen) + tuple(not_chosen)
+        counts = tuple(c for c in counts if c.family in chosen)
         check = compare_outputs(out, ref_out, dtype)
         views: list[E2EView] = []
         flags: list[str] = []
@@ -639,6 +652,7 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
         tilelang_calls=tl_calls, fallback_calls=fb_calls, rel_l2_err=check.rel_l2, rel_max_err=check.rel_max,
         tolerance=dict(tol), flags=tuple(flags), router_overhead_ms=overhead, compiled=comp, in_model=in_model,
         kept=kept, nonfinite=dict(check.nonfinite), no_signal=check.no_signal, inputs_redrawn=redrawn,
+        not_chosen=unrouted,
     )
 
 

@@ -24,8 +24,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config_checks import (_check_repo, check_count, check_folder_given, check_seconds, check_writable_folder,
-                            find_checklist, parse_as_of, parse_targets)
+from .config_checks import (_check_repo, check_count, check_folder_given, check_seconds, check_share,
+                            check_writable_folder, find_checklist, parse_as_of, parse_targets)
 from .errors import ConfigError, EvaluatorError
 from .resources import SHIPPED_CHECKLISTS
 
@@ -44,7 +44,9 @@ DEFAULTS: dict[str, Any] = {
     "seed": 0,
     "ops": 2,  # the two hottest families with a kernel
     "profile_iters": 3,
-    "max_shapes": 6,  # per family, hottest first; the rest fall back, counted
+    # Per family, shapes hottest first until they hold this share of its profiled time
+    # (every ResNet-50 convolution that matters); --max-shapes caps the count (not given: no cap).
+    "shape_share": 0.95,
     "fuse": True,  # with a chosen family, its fused variants where the model has their pattern
     "budget": 60.0,  # tuning seconds per shape
     "no_cache": False,
@@ -142,7 +144,8 @@ class ProfileSettings:
     ops: int = DEFAULTS["ops"]  # how many hot families to rewrite
     families: tuple[str, ...] = ()  # explicit choice, overrides `ops`
     iters: int = DEFAULTS["profile_iters"]
-    max_shapes: int = DEFAULTS["max_shapes"]  # per family, the hottest distinct shapes first
+    max_shapes: int | None = None  # per family, at most this many shapes (None: no cap)
+    shape_share: float = DEFAULTS["shape_share"]  # per family, hottest shapes until this share of its time
     fuse: bool = DEFAULTS["fuse"]  # add the fused variants of the chosen families (profiling.fusions)
 
 
@@ -240,7 +243,7 @@ class Config:
             "lengths": list(self.model.lengths) if self.model.lengths else None,
             "dtype": self.model.dtype, "seed": self.model.seed, "ops": self.profile.ops,
             "families": list(self.profile.families), "profile_iters": self.profile.iters,
-            "max_shapes": self.profile.max_shapes, "fuse": self.profile.fuse, "tune_budget_s": self.tune.budget_s,
+            "max_shapes": self.profile.max_shapes, "shape_share": self.profile.shape_share, "fuse": self.profile.fuse, "tune_budget_s": self.tune.budget_s,
             "fine_rounds": self.tune.fine_rounds, "isolate": isolate, "use_cache": self.tune.use_cache,
             "tune_gpus": len(self.tune.devices) if self.tune.devices else 1,
             "seeds": list(self.bench.seeds), "sweep": self.bench.sweep, "e2e": self.bench.e2e,
@@ -364,7 +367,8 @@ def build(*, model: str, device: str = DEFAULTS["device"], batch_size: int | Non
           seq_len: int | None = None, lengths: str | None = None, dtype: str | None = None,
           ops: int = DEFAULTS["ops"],
           families: str | None = None, profile_iters: int = DEFAULTS["profile_iters"],
-          max_shapes: int = DEFAULTS["max_shapes"], fuse: bool = DEFAULTS["fuse"],
+          max_shapes: int | None = None, shape_share: float = DEFAULTS["shape_share"],
+          fuse: bool = DEFAULTS["fuse"],
           budget: float = DEFAULTS["budget"],
           no_cache: bool = DEFAULTS["no_cache"], reps: int = DEFAULTS["reps"], warmup: int = DEFAULTS["warmup"],
           sweep: bool = DEFAULTS["sweep"], e2e: bool = DEFAULTS["e2e"], soak_seconds: float | None = None,
@@ -386,7 +390,9 @@ def build(*, model: str, device: str = DEFAULTS["device"], batch_size: int | Non
     # first timing, minutes in.
     check_count("--reps", reps, 1)
     check_count("warmup", warmup, 0)
-    check_count("--max-shapes", max_shapes, 1)
+    if max_shapes is not None:
+        check_count("--max-shapes", max_shapes, 1)
+    check_share("--shape-share", shape_share)
     check_count("--profile-iters", profile_iters, 1)
     check_seconds("--budget", budget)
     check_seconds("--soak-seconds", soak_seconds)
@@ -416,6 +422,7 @@ def build(*, model: str, device: str = DEFAULTS["device"], batch_size: int | Non
         model=ModelSettings(model, batch_size, seq_len, DTYPE_ALIASES[dtype], seed, label, padded),
         device=dev,
         profile=ProfileSettings(ops=ops, families=fams, iters=profile_iters, max_shapes=max_shapes,
+                                shape_share=shape_share,
                                 fuse=fuse),
         tune=TuneSettings(budget_s=budget, use_cache=not no_cache, isolate=ISOLATE[isolate],
                           fine_rounds=by_device["fine_rounds"] if fine_rounds is None else fine_rounds,

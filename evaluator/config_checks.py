@@ -67,6 +67,12 @@ def check_count(opt: str, value: int | None, minimum: int) -> None:
         raise ConfigError(f"{opt} must be {what}, got {value}")
 
 
+def check_share(opt: str, value: float) -> None:
+    """A share of a whole: above 0 and at most 1."""
+    if not (math.isfinite(value) and 0 < value <= 1):
+        raise ConfigError(f"{opt} must be a share above 0 and at most 1 (0.95 is 95%), got {value:g}")
+
+
 def check_seconds(opt: str, value: float | None) -> None:
     """A duration in seconds: finite and not negative (0 is allowed: it means skip or minimum)."""
     if value is not None and not (math.isfinite(value) and value >= 0):

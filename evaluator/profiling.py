@@ -336,6 +336,12 @@ def _layouts_as_routed(rows: list[dict], routed: dict[tuple[str, tuple], Counter
             row["shape"] = seen.most_common(1)[0][0]
 
 
+def unnamed(hot: HotOps) -> tuple[HotOp, ...]:
+    """Families with a kernel that the model calls, but never at a shape the kernel takes
+    (a call form no route reads): `--ops` cannot choose them, and the run says so."""
+    return tuple(o for o in hot.ops if o.has_kernel and o.calls and not o.shapes)
+
+
 def left_out(hot: HotOps, min_share: float = 0.05) -> tuple[HotOp, ...]:
     """Families with a kernel and at least `min_share` of the profiled time that the
     selection left out: what `--ops` one higher would also rewrite (ViT-B's layernorm,
@@ -353,6 +359,11 @@ def _pass_ms(rows: pd.DataFrame, n: int) -> float:
     if n < 3 or (rows["pass"] < 0).any() or (rows["pass"] >= n).any():
         return float(rows["time_us"].sum()) / n / 1e3
     return float(rows.groupby("pass")["time_us"].sum().reindex(range(n), fill_value=0.0).median()) / 1e3
+
+
+def _calls(rows: pd.DataFrame) -> int:
+    """Calls among some profiled rows: a written-out norm's rows are one call."""
+    return int(rows["call"].isna().sum()) + rows["call"].nunique()
 
 
 def hot_ops(model: LoadedModel, *, top: int = 2, families: tuple[str, ...] = (), iters: int = 3,
@@ -373,10 +384,12 @@ def hot_ops(model: LoadedModel, *, top: int = 2, families: tuple[str, ...] = (),
         with_shape = g[g["shape"].map(lambda s: isinstance(s, str) and bool(s))]
         per_shape = pd.Series({s: _pass_ms(gs, n) for s, gs in with_shape.groupby("shape", sort=False)},
                               dtype=float).sort_values(ascending=False, kind="stable")
-        calls = int(g["call"].isna().sum()) + g["call"].nunique()  # a written-out norm's rows are one call
+        calls = _calls(g)
+        shape_calls = tuple(_calls(with_shape[with_shape["shape"] == s]) // n for s in per_shape.index)
         ops.append(HotOp(family=str(fam), time_ms=t, share=(t / total if total else 0.0), calls=calls // n,
                          shapes=tuple(str(s) for s in per_shape.index), aten_ops=tuple(sorted(set(g["op"]))),
-                         has_kernel=fam in kernels.REGISTRY, shape_ms=tuple(float(v) for v in per_shape.values)))
+                         has_kernel=fam in kernels.REGISTRY, shape_ms=tuple(float(v) for v in per_shape.values),
+                         shape_calls=shape_calls))
     ops.sort(key=lambda o: o.time_ms, reverse=True)
     if families:
         # A family the model does not call would be benchmarked on made-up shapes and
@@ -385,8 +398,12 @@ def hot_ops(model: LoadedModel, *, top: int = 2, families: tuple[str, ...] = (),
         unused = [f for f in families if kernels.get(f).profile_family not in profiled]
         if unused:
             have = ", ".join(sorted(f for f in profiled if f in kernels.REGISTRY)) or "none"
-            raise ConfigError(f"--families {','.join(unused)}: the model makes no such call; "
-                              f"families it uses that have kernels: {have}")
+            called = {o.family: o for o in ops if not o.shapes and o.calls}
+            said = [f"{f}: the model calls it {called[kernels.get(f).profile_family].calls} times a pass, but at no "
+                    f"shape its kernel takes" if kernels.get(f).profile_family in called
+                    else f"{f}: the model makes no such call" for f in unused]
+            raise ConfigError(f"--families {','.join(unused)}: {'; '.join(said)}; "
+                              f"families it calls at shapes that have kernels: {have}")
         selected = tuple(families)
     else:
         selected = tuple(o.family for o in ops if o.has_kernel and o.shapes)[:top]

@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import torch
 
-from . import baseline, bench, checklist, kernels, profiling, swap, tuning, tuning_cache, upstream, verify
+from . import baseline, bench, checklist, kernels, profiling, swap, tuning, tuning_cache, upstream, verify, written
 from .config import Config
 from .models import LoadedModel
-from .results import Environment, Hardware, OpBench, Ratio, RunResult, Shape, parse_shape, shape_str, to_dict
+from .results import (CallCount, Environment, Hardware, OpBench, Ratio, RunResult, Shape, parse_shape, shape_str,
+                      to_dict)
 
 
 class Reporter:
@@ -99,16 +100,33 @@ def geomean_ratio(rows: list) -> "Ratio | float":
     return Ratio(g(vals), g([r.low for r in rows]), g([r.high for r in rows]), min(r.rounds for r in rows))
 
 
+def hottest(shapes: tuple[str, ...], shape_ms: tuple[float, ...], share: float, cap: int | None) -> tuple[str, ...]:
+    """Shapes hottest first until they hold `share` of their summed time (every shape where
+    the times are unknown), at most `cap` of them."""
+    if len(shape_ms) != len(shapes) or not sum(shape_ms):
+        return shapes[:cap]
+    total, held, out = sum(shape_ms), 0.0, []
+    for s, ms in zip(shapes, shape_ms):
+        if held >= share * total - 1e-12:
+            break
+        out.append(s)
+        held += ms
+    return tuple(out[:cap])
+
+
 def shapes_for(family: kernels.KernelFamily, hot: profiling.HotOps, cfg: Config) -> list[tuple[Shape, str]]:
-    """The model's shapes for a family, hottest first (fused variants take the shapes of
-    the family they extend), plus the standard shapes when none or with --sweep."""
+    """The model's shapes for a family, hottest first until they hold --shape-share of its
+    profiled time, at most --max-shapes (fused variants take the shapes of the family they
+    extend, where the scan saw their pattern), plus the standard shapes when none or with
+    --sweep."""
+    op = next((o for o in hot.ops if o.family == profile_family(family.name)), None)
+    times = dict(zip(op.shapes, op.shape_ms)) if op is not None and len(op.shape_ms) == len(op.shapes) else {}
     fused = next((fu for fu in hot.fusions if fu.family == family.name), None)
-    if fused is not None:  # where the scan saw its pattern, not every shape of the base family
-        found = fused.shapes
-    else:
-        op = next((o for o in hot.ops if o.family == profile_family(family.name)), None)
-        found = op.shapes if op else ()
-    model_shapes = [parse_shape(s) for s in found][: cfg.profile.max_shapes]
+    # fused: where the scan saw its pattern, not every shape of the base family
+    found = fused.shapes if fused is not None else op.shapes if op else ()
+    found = hottest(tuple(found), tuple(times.get(s, 0.0) for s in found) if times else (),
+                    cfg.profile.shape_share, cfg.profile.max_shapes)
+    model_shapes = [parse_shape(s) for s in found]
     shapes = [(s, "model") for s in model_shapes]
     if not shapes or cfg.bench.sweep:
         shapes += [(tuple(s), "standard") for s in family.standard_shapes(cfg.device) if tuple(s) not in model_shapes]
@@ -131,6 +149,9 @@ def profile(ctx: Context, result: RunResult) -> RunResult:
         if fu.reused:
             ctx.rep.info(f"{fu.family} not fused at {', '.join(fu.reused)}: the first call's result is read "
                          "again after the second (a pre-norm residual), so fusing would compute it twice")
+    for o in profiling.unnamed(hot):
+        ctx.rep.info(f"[yellow]{o.family}: {o.calls} calls a pass ({o.share:.0%} of the time) at no shape its kernel "
+                     f"takes; they run in PyTorch, counted end to end[/]")
     missed = profiling.left_out(hot) if not cfg.profile.families else ()
     if missed:
         ctx.rep.info("not rewritten, with a kernel: " + ", ".join(f"{o.family} ({o.share:.0%} of the time)"
@@ -223,6 +244,26 @@ def compiled_text(c) -> str:
     return f"; torch.compile {c.timing.median_ms:.4g} ms{ratio}{took}"
 
 
+def not_chosen(families: tuple[str, ...], hot) -> tuple[list, tuple[CallCount, ...]]:
+    """The families not chosen for rewriting whose calls the end-to-end pass counts (every
+    family with torch functions of its own), and the calls of those a router cannot see
+    as they are written (written-out norms and rotary embeddings: `written.FAMILIES`), as
+    the profile counted them."""
+    chosen = {kernels.get(f).profile_family for f in families} | set(families)
+    mine = [f for f in kernels.REGISTRY.values() if f.functions and f.name not in chosen]
+    watch = [f for f in mine if f.name not in written.FAMILIES]
+    rows = []
+    for o in hot.ops if hot is not None else ():
+        if o.family in written.FAMILIES and o.family not in chosen and o.calls:
+            per = o.shape_calls if len(o.shape_calls) == len(o.shapes) else (0,) * len(o.shapes)
+            rows += [CallCount(o.family, s, 0, {swap.Router.NOT_CHOSEN: n}, profiled_ms=ms)
+                     for s, n, ms in zip(o.shapes, per, o.shape_ms or (0.0,) * len(o.shapes)) if n]
+            rest = o.calls - sum(per)
+            if rest > 0:
+                rows.append(CallCount(o.family, "", 0, {swap.Router.NOT_CHOSEN: rest}))
+    return watch, tuple(rows)
+
+
 def tune_verify_bench(ctx: Context, result: RunResult) -> RunResult:
     """Every chosen family on every model shape, hottest first; each kernel is saved as it
     finishes (Ctrl-C keeps it), and a resumed run skips the ones it already has."""
@@ -231,6 +272,17 @@ def tune_verify_bench(ctx: Context, result: RunResult) -> RunResult:
     done = {(b.family, tuple(b.shape)) for b in result.op_bench}
     work = [(kernels.get(f), s, src) for f in result.hot_ops.selected
             for s, src in shapes_for(kernels.get(f), result.hot_ops, cfg) if (f, tuple(s)) not in done]
+    for f in result.hot_ops.selected:
+        op = next((o for o in result.hot_ops.ops if o.family == profile_family(f)), None)
+        mine = [s for fam, s, src in work if fam.name == f and src == "model"]
+        if kernels.get(f).fuses:  # a fused variant takes the shapes where the scan saw its pattern
+            continue
+        if op is not None and mine and len(op.shape_ms) == len(op.shapes) and sum(op.shape_ms):
+            held = sum(ms for s, ms in zip(op.shapes, op.shape_ms) if parse_shape(s) in mine) / sum(op.shape_ms)
+            rep.info(f"{f}: {len(mine)} of {len(op.shapes)} shapes, {held:.0%} of its profiled time "
+                     f"(--shape-share {cfg.profile.shape_share:g}"
+                     + (f", --max-shapes {cfg.profile.max_shapes}" if cfg.profile.max_shapes else "")
+                     + f"); up to {len(mine) * cfg.tune.budget_s:.0f} s of tuning")
     rep.stage("Tuning, verifying and benchmarking TileLang kernels", total=len(work))
     for fam, shape, source in work:
         tk, vr, ob = _tune_one(ctx, fam, shape, source, profiled_ms(result.hot_ops, fam.name, shape))
@@ -297,11 +349,12 @@ def end_to_end(ctx: Context, result: RunResult) -> RunResult:
             ratios[f] = geomean_ratio([b.ratio or b.speedup for b in rows])
     share_of = {f: sum(ms for (g, _), ms in profiled.items() if g == f) / hot.total_ms if hot.total_ms else 0.0
                 for f in result.families}
+    watch, unwatched = not_chosen(result.families, hot)
     e2e = bench.end_to_end(loaded.module, loaded.inputs, cfg.device, loaded.spec.batch_size, router,
                            dtype=cfg.model.dtype, profiled_ms=profiled,
                            total_profiled_ms=hot.total_ms or sum(profiled.values()), op_ratios=ratios,
                            shares={**shares, **share_of}, policy=cfg.bench.timing,
-                           profiled_wall_ms=hot.wall_ms or None)
+                           profiled_wall_ms=hot.wall_ms or None, watch=watch, not_chosen=unwatched)
     if e2e.speedup:
         rep.done(f"{e2e.tilelang_calls} calls in TileLang, {e2e.fallback_calls} fell back; "
                  f"{e2e.speedup:.3g}x ({e2e.method}), outputs {'match' if e2e.outputs_match else 'DIFFER'}"

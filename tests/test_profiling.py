@@ -134,8 +134,26 @@ def test_shapes_come_hottest_first_with_their_time():
 def test_a_family_the_model_never_calls_is_a_one_line_error():
     import pytest
     from evaluator.errors import ConfigError
-    with pytest.raises(ConfigError, match="--families softmax: the model makes no such call"):
+    with pytest.raises(ConfigError, match="--families softmax: softmax: the model makes no such call"):
         profiling.hot_ops(load_model("bert-tiny", seq_len=16), families=("softmax",), iters=1)
+
+
+def test_shapes_are_taken_hottest_first_until_they_hold_the_share_of_the_family_time():
+    from evaluator.stages import hottest
+
+    times = (50.0, 30.0, 15.0, 4.0, 1.0)
+    assert hottest(("a", "b", "c", "d", "e"), times, 0.95, None) == ("a", "b", "c")
+    assert hottest(("a", "b", "c", "d", "e"), times, 1.0, None) == ("a", "b", "c", "d", "e")
+    assert hottest(("a", "b", "c", "d", "e"), times, 0.95, 2) == ("a", "b")  # --max-shapes caps
+    assert hottest(("a", "b"), (), 0.95, None) == ("a", "b")  # no times: every shape
+
+
+def test_a_family_called_at_no_shape_its_kernel_takes_is_named_not_skipped():
+    from evaluator.results import HotOp, HotOps
+
+    hot = HotOps("cpu", 10.0, (HotOp("attention", 4.0, 0.4, 4, (), ("aten::scaled_dot_product_attention",), True),
+                               HotOp("gemm", 6.0, 0.6, 8, ("8x8x8",), ("aten::linear",), True)), ("gemm",))
+    assert [o.family for o in profiling.unnamed(hot)] == ["attention"]
 
 
 def test_a_forward_that_raises_is_a_model_error(tmp_path):

@@ -145,6 +145,8 @@ def print_summary(outcome) -> None:
     if r.e2e:
         e = r.e2e
         console.print(_e2e_line(e), markup=False, highlight=False)
+        if e.calls or e.not_chosen:
+            console.print(calls_table(e))
         if compiled_line(getattr(e, "compiled", None)):
             console.print(compiled_line(e.compiled), markup=False, highlight=False)
     if r.verdict:
@@ -167,6 +169,20 @@ def print_summary(outcome) -> None:
         console.print(outcome.pdf_note)
     if r.baseline:
         console.print(f"Baseline: {r.baseline.tag} ({r.baseline.store})")
+
+
+def calls_table(e) -> Table:
+    """Every call a family knows, in the checked forward pass: in TileLang or in PyTorch,
+    and why (the three most frequent reasons)."""
+    from ..results import family_calls
+
+    t = Table(title="Calls by family (one forward pass)")
+    for col, just in (("family", "left"), ("TileLang", "right"), ("PyTorch", "right"), ("why in PyTorch", "left")):
+        t.add_column(col, justify=just)
+    for row in family_calls(e):
+        why = "; ".join(f"{r} ({n})" for r, n in row.reasons[:3]) + ("; ..." if len(row.reasons) > 3 else "")
+        t.add_row(Text(row.family), str(row.tilelang), str(row.pytorch), Text(why or "-"))
+    return t
 
 
 def _e2e_line(e) -> str:

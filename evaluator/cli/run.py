@@ -39,7 +39,10 @@ def main_command(
     dtype: Optional[str] = typer.Option(None, help=DTYPE_HELP),
     ops: int = typer.Option(DEFAULTS["ops"], help="How many hot operator families to rewrite."),
     families: Optional[str] = typer.Option(None, help="Comma-separated families to rewrite (overrides --ops)."),
-    max_shapes: int = typer.Option(DEFAULTS["max_shapes"], help="At most this many distinct shapes per family."),
+    max_shapes: Optional[int] = typer.Option(None, help="At most this many distinct shapes per "
+                                             "family (default: no cap; --shape-share decides)."),
+    shape_share: float = typer.Option(DEFAULTS["shape_share"], help="Per family, tune its shapes hottest first until "
+                                      "they hold this share of its profiled time."),
     fuse: bool = typer.Option(DEFAULTS["fuse"], "--fuse/--no-fuse", help="Also rewrite the chosen families' "
                               "fused variants (linear+GELU, add+LayerNorm, ...) where the model has the pattern."),
     profile_iters: int = typer.Option(DEFAULTS["profile_iters"], help="Profiled forward passes (after one warm-up)."),

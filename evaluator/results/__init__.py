@@ -27,7 +27,8 @@ from .kernels import (
     Candidate, LaunchOverhead, OpBench, PortCell, Portability, TunedKernel, VerifyCase, VerifyResult,
 )
 from .measurement import Compiled, Ratio, Timing
-from .model import CallCount, E2EBench, E2EView, FamilyTime, Fusion, HotOp, HotOps, KeptFamilies, Soak
+from .model import (CallCount, E2EBench, E2EView, FamilyCalls, FamilyTime, Fusion, HotOp, HotOps, KeptFamilies, Soak,
+                    family_calls)
 from .run import BaselineRef, Change, Comparison, Outcome, RunResult, TrendPoint, Verdict
 from .upstream import (
     AuthorCommits, ForkDrift, PathActivity, RecentCommit, Release, ScoreInputs, UpstreamActivity,
@@ -40,7 +41,8 @@ __all__ = [
     "Candidate", "LaunchOverhead", "OpBench", "PortCell", "Portability", "TunedKernel", "VerifyCase",
     "VerifyResult",
     "Compiled", "Ratio", "Timing",
-    "CallCount", "E2EBench", "E2EView", "FamilyTime", "Fusion", "HotOp", "HotOps", "KeptFamilies", "Soak",
+    "CallCount", "E2EBench", "E2EView", "FamilyCalls", "FamilyTime", "Fusion", "HotOp", "HotOps", "KeptFamilies",
+    "Soak", "family_calls",
     "BaselineRef", "Change", "Comparison", "Outcome", "RunResult", "TrendPoint", "Verdict",
     "AuthorCommits", "ForkDrift", "PathActivity", "RecentCommit", "Release", "ScoreInputs", "UpstreamActivity",
     "UpstreamAuthors", "UpstreamCaveats", "UpstreamHealth", "UpstreamReleases",

@@ -33,6 +33,7 @@ class HotOp:
     aten_ops: tuple[str, ...]
     has_kernel: bool
     shape_ms: tuple[float, ...] = ()  # time per forward pass of each shape in `shapes`
+    shape_calls: tuple[int, ...] = ()  # calls per forward pass of each shape in `shapes`
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,37 @@ class E2EBench:
     nonfinite: dict[str, int] = field(default_factory=dict)
     no_signal: str = ""
     inputs_redrawn: bool = False  # the first inputs gave no signal; another seed's were used
+    # The calls of families not chosen for rewriting, per shape: every one ran in PyTorch.
+    # With `calls`, every call a family knows is accounted for.
+    not_chosen: tuple[CallCount, ...] = ()
+
+
+@dataclass(frozen=True)
+class FamilyCalls:
+    """One family's calls in the checked forward pass: how many ran in TileLang, how many
+    in PyTorch, and why those did (reason -> calls, most first)."""
+
+    family: str
+    tilelang: int
+    pytorch: int
+    reasons: tuple[tuple[str, int], ...]
+    chosen: bool
+
+
+def family_calls(e2e: E2EBench) -> tuple[FamilyCalls, ...]:
+    """Every family's calls (the chosen ones', then the others'), most calls first."""
+    out = []
+    for rows, chosen in ((e2e.calls, True), (e2e.not_chosen, False)):
+        fams: dict[str, list] = {}
+        for c in rows:
+            row = fams.setdefault(c.family, [0, 0, {}])
+            row[0] += c.tilelang
+            for why, n in c.fallback.items():
+                row[1] += n
+                row[2][why] = row[2].get(why, 0) + n
+        out += sorted((FamilyCalls(f, t, p, tuple(sorted(r.items(), key=lambda kv: -kv[1])), chosen)
+                       for f, (t, p, r) in fams.items()), key=lambda x: -(x.tilelang + x.pytorch))
+    return tuple(out)
 
 
 # ---------------------------------------------------------------- soak
