@@ -94,10 +94,14 @@ def measured():
     policy = bench.TimingPolicy(**QUICK, compile_mode="default")
     broken = bench.bench_op(GraphBreaking(), SHAPE, "float32", kernel, "cpu", source="model", config=conf,
                             policy=policy)
-    with pytest.MonkeyPatch.context() as mp:  # a machine without a C++ compiler: Inductor cannot build
-        import torch._inductor.config as inductor_config
-        mp.setattr(inductor_config.cpp, "cxx", (None, "no-such-c++-compiler"))
+    import torch._inductor.config as inductor_config
+
+    # A machine without a C++ compiler: Inductor cannot build. Its own patch context puts
+    # the setting back; a monkeypatch of the config module's attribute does not on every
+    # torch (2.13 left cpp.cxx deleted, and every later compile in this module failed).
+    with inductor_config.patch({"cpp.cxx": (None, "no-such-c++-compiler")}):
         refused = _e2e(Model())
+    assert inductor_config.cpp.cxx != (None, "no-such-c++-compiler")
     op = bench.bench_op(fam, SHAPE, "float32", kernel, "cpu", source="model", config=conf, policy=policy)
     e2e = _e2e(Guarded())
     return {"broken": broken, "refused": refused, "op": op, "e2e": e2e}

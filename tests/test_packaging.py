@@ -139,14 +139,17 @@ def test_an_installed_wheel_finds_them_and_renders(wheel, tmp_path):
 def test_an_editable_install_finds_them_in_the_checkout(tmp_path):
     src = project_copy(tmp_path / "project")
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"
-    # This interpreter's pip does the install into the venv; --system-site-packages lets
-    # the build borrow this setuptools (no network).
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-build-isolation",
-                    "-q", "-e", str(src)], check=True, capture_output=True, text=True)
     venv_site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True).stdout.strip()
+    # The build borrows this environment's setuptools (no network): its site-packages on the
+    # venv's path. `--system-site-packages` would lend the base interpreter's instead, which
+    # in a virtualenv is not this one (Python 3.11's bundled setuptools 65.5 has no wheel).
+    (Path(venv_site) / "outer.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # This interpreter's pip does the install into the venv.
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-build-isolation",
+                    "-q", "-e", str(src)], check=True, capture_output=True, text=True)
     empty = tmp_path / "elsewhere"
     empty.mkdir()
     # site.addsitedir runs the editable install's .pth (its import hook), as the venv would.

@@ -1,8 +1,8 @@
 """What a PDF needs from the machine, and what happens without it.
 
 In: this machine as it is, and the same machine with one library or font taken away
-(simulated by hiding WeasyPrint's handle on it or the font lookup; WeasyPrint itself is
-never mocked otherwise). Out: a PDF whose text extracts cleanly when everything is there;
+(simulated by a PDF whose text reads back lost, or by hiding the font lookup; WeasyPrint
+itself is never mocked otherwise). Out: a PDF whose text extracts cleanly when everything is there;
 otherwise no PDF, the HTML kept, and a one-line note naming the package to install.
 
 `needs_pdf(lang)` is the marker other tests use: it skips with a reason naming the
@@ -12,7 +12,6 @@ test command passes on a fresh machine without them and tests them where they ex
 
 from __future__ import annotations
 
-import ctypes.util
 import sys
 
 import pytest
@@ -48,24 +47,34 @@ def needs_weasyprint():
     return pytest.mark.skipif(bool(reason), reason=reason)
 
 
-def hide_harfbuzz_subset(monkeypatch) -> None:
-    """The machine without libharfbuzz-subset0, as WeasyPrint sees it: its handle is None."""
-    from weasyprint.text import ffi
-    monkeypatch.setattr(ffi, "harfbuzz_subset", None)
+def text_lost(monkeypatch, *, unless_bigger_than: int | None = None) -> None:
+    """The machine whose PDFs lose their text (fonts embedded without their text mapping,
+    as WeasyPrint's subsets do without libharfbuzz-subset0 on some systems): every PDF
+    written reads back as "A\\x00 \\x00H..." — except, with `unless_bigger_than`, those
+    that embed their fonts whole (hundreds of KB against a few)."""
+    from evaluator.report import pdf as pdf_mod
+
+    real = report.read_text
+
+    def read(pdf: bytes) -> str:
+        if unless_bigger_than is not None and len(pdf) > unless_bigger_than:
+            return real(pdf)
+        return "A\x00 \x00H\x00"
+
+    monkeypatch.setattr(pdf_mod, "_PROBED", {})
+    monkeypatch.setattr(report, "read_text", read)
 
 
 # ---------------------------------------------------------------- the check itself
 
 
 @needs_weasyprint()
-def test_the_check_agrees_with_the_library_lookup():
-    # Whatever this machine has: the check names libharfbuzz-subset0 exactly when the
-    # library cannot be found (WeasyPrint dlopens the same name).
-    from weasyprint.text import ffi
+def test_the_check_is_what_a_probe_pdf_gives_back():
+    # Whatever this machine has: the check names libharfbuzz-subset0 exactly when no way of
+    # writing a PDF here gives a probe's text back.
+    weasyprint = report._import_weasyprint()
     names = {p for r in report.pdf_missing("en") for p in r.packages}
-    assert ("libharfbuzz-subset0" in names) == (ffi.harfbuzz_subset is None)
-    if ctypes.util.find_library("harfbuzz-subset") is None:
-        assert "libharfbuzz-subset0" in names
+    assert ("libharfbuzz-subset0" in names) == (report.probe(weasyprint) is None)
 
 
 def test_the_skip_reason_names_the_package(monkeypatch):
@@ -79,8 +88,8 @@ def test_the_skip_reason_names_the_package(monkeypatch):
 
 
 @needs_weasyprint()
-def test_without_harfbuzz_subset_no_pdf_and_one_line_saying_what_to_install(tmp_path, monkeypatch):
-    hide_harfbuzz_subset(monkeypatch)
+def test_where_a_pdf_loses_its_text_no_pdf_and_one_line_saying_what_to_install(tmp_path, monkeypatch):
+    text_lost(monkeypatch)
     files = report.render(sample_result(), tmp_path)
     assert files.pdf is None and not (tmp_path / "report.pdf").exists()
     assert files.html.is_file()
@@ -89,6 +98,16 @@ def test_without_harfbuzz_subset_no_pdf_and_one_line_saying_what_to_install(tmp_
     assert note.startswith("PDF not written: install libharfbuzz-subset0")
     assert "apt-get install libharfbuzz-subset0" in note and "so its text can be copied" in note
     assert str(files.html) in note
+
+
+@needs_weasyprint()
+def test_where_only_whole_fonts_keep_the_text_the_report_embeds_them_whole(tmp_path, monkeypatch):
+    pypdf = pytest.importorskip("pypdf")
+    text_lost(monkeypatch, unless_bigger_than=100_000)
+    files = report.render(sample_result(), tmp_path)
+    assert files.pdf is not None and files.pdf_note == ""
+    assert files.pdf.stat().st_size > 100_000  # fonts embedded whole
+    assert "NO VERDICT" in pypdf.PdfReader(str(files.pdf)).pages[0].extract_text()
 
 
 def test_zh_without_a_cjk_font_is_not_tofu_but_a_note(tmp_path, monkeypatch):

@@ -133,7 +133,7 @@ def compiled_line(c) -> str:
             + (f"; {c.note}" if c.note else ""))
 
 
-def print_summary(outcome) -> None:
+def print_summary(outcome, log=None) -> None:
     """A finished (or resumed) run: its tables, the verdict with what failed, and its files."""
     r = outcome.result
     if r.hot_ops:
@@ -169,6 +169,8 @@ def print_summary(outcome) -> None:
         console.print(outcome.pdf_note)
     if r.baseline:
         console.print(f"Baseline: {r.baseline.tag} ({r.baseline.store})")
+    if log is not None:
+        console.print(f"Other tools' output (TileLang, Inductor, warnings): {log}; -v shows it here")
 
 
 def calls_table(e) -> Table:

@@ -9,6 +9,7 @@ its own saved config; its `--fail-on` gate is the one given now, else the one it
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Optional
 
@@ -16,12 +17,13 @@ import typer
 
 from ..config import DEFAULTS
 from .errors import RunFolder, reported_errors, say_error
+from .logs import settle, third_party_output
 from .options import (COMPILE_HELP, DTYPE_HELP, FINE_ROUNDS_HELP, LENGTHS_HELP, REPORTS_HELP, RUN_STORE_HELP,
                       SOAK_HELP, TARGETS_HELP)
 from .output import RichReporter, console, print_summary, progress
 
 # Options of the main command that are not config.build keywords.
-NOT_BUILD_OPTIONS = ("resume",)
+NOT_BUILD_OPTIONS = ("resume", "verbose")
 
 
 def main_command(
@@ -81,18 +83,21 @@ def main_command(
                                                "against the previous baseline that counts (raised further by "
                                                "measured noise)."),
     targets: Optional[str] = typer.Option(None, "--targets", help=TARGETS_HELP),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show other tools' output (TileLang, Inductor, "
+                                 "warnings) on the terminal; by default it goes to the run folder's "
+                                 "third_party.log."),
 ) -> None:
     """Run the whole evaluation: evaluate --model bert-tiny"""
     if ctx.invoked_subcommand is not None:
         return
     if resume is not None:
-        _resume(resume, fail_on)
+        _resume(resume, fail_on, verbose)
         return
     if model is None:
         say_error("error: --model is required, e.g. evaluate --model bert-tiny (or --resume RUN_DIR; "
                   "see evaluate --help)")
         raise typer.Exit(2)
-    _run(build_options(ctx.params), fail_on)
+    _run(build_options(ctx.params), fail_on, verbose)
 
 
 def build_options(params: dict[str, Any]) -> dict[str, Any]:
@@ -103,28 +108,43 @@ def build_options(params: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
-def _run(options: dict[str, Any], fail_on: str) -> None:
+def _log_path(reports: Path) -> Path:
+    """Where other tools' output goes until the run folder exists (then: third_party.log in it)."""
+    from datetime import datetime
+
+    return reports / "runs" / f"evaluate-{datetime.now().strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.third_party.log"
+
+
+def _run(options: dict[str, Any], fail_on: str, verbose: bool = False) -> None:
     folder = RunFolder()
-    with reported_errors(run_dir=folder.find, scratch=lambda: folder.reports):
-        from .. import config as config_mod, pipeline
+    log = None
+    try:
+        with reported_errors(run_dir=folder.find, scratch=lambda: folder.reports):
+            from .. import config as config_mod, pipeline
 
-        cfg = config_mod.build(**options)
-        folder.watch(cfg)
-        with progress(console) as p:
-            outcome = pipeline.run(cfg, RichReporter(p))
-        print_summary(outcome)
-        _gate(outcome, fail_on)
+            cfg = config_mod.build(**options)
+            folder.watch(cfg)
+            with progress(console) as p, third_party_output(_log_path(cfg.output.reports), verbose) as log:
+                outcome = pipeline.run(cfg, RichReporter(p))
+            print_summary(outcome, settle(log, outcome.run_dir))
+            _gate(outcome, fail_on)
+    finally:
+        settle(log, folder.find())
 
 
-def _resume(run_dir: Path, fail_on: str) -> None:
-    with reported_errors(run_dir=lambda: run_dir):
-        from .. import config as config_mod, pipeline
+def _resume(run_dir: Path, fail_on: str, verbose: bool = False) -> None:
+    log = None
+    try:
+        with reported_errors(run_dir=lambda: run_dir):
+            from .. import config as config_mod, pipeline
 
-        with progress(console) as p:
-            outcome = pipeline.resume(run_dir, RichReporter(p))
-        print_summary(outcome)
-        saved = config_mod.from_json((run_dir / "config.json").read_text()).output.fail_on
-        _gate(outcome, fail_on if fail_on != "never" else saved)
+            with progress(console) as p, third_party_output(run_dir / "third_party.resumed.log", verbose) as log:
+                outcome = pipeline.resume(run_dir, RichReporter(p))
+            print_summary(outcome, settle(log, run_dir))
+            saved = config_mod.from_json((run_dir / "config.json").read_text()).output.fail_on
+            _gate(outcome, fail_on if fail_on != "never" else saved)
+    finally:
+        settle(log, run_dir)
 
 
 def _gate(outcome, fail_on: str) -> None:

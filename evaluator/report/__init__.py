@@ -46,13 +46,15 @@ from ..baseline import plausible_cause
 from .contents import context
 from .html import HTML_NAME, ReportFiles, render, render_html
 from .notes import _NOTE_PATTERNS, _PORT_PATTERNS
-from .pdf import PDF_NAME, Requirement, _import_weasyprint, has_cjk_font, local_only_fetcher, missing_note, pdf_missing
+from .pdf import (PDF_NAME, Requirement, _import_weasyprint, has_cjk_font, local_only_fetcher, missing_note, pdf_missing,
+                  probe, read_text)
 from .sections.comparison import MAX_ROWS
 from .strings import LANGS, TEMPLATES, Fmt, Strings, _is_plural, _num, metric_strings_key
 
 __all__ = [
     "render", "render_html", "context", "ReportFiles", "HTML_NAME", "PDF_NAME", "LANGS", "TEMPLATES", "MAX_ROWS",
-    "Strings", "Fmt", "metric_strings_key", "Requirement", "pdf_missing", "has_cjk_font", "missing_note",
+    "Strings", "Fmt", "metric_strings_key", "Requirement", "pdf_missing", "has_cjk_font", "missing_note", "probe",
+    "read_text",
     "local_only_fetcher", "plausible_cause",
     # private, re-exported for the tests that check them directly
     "_NOTE_PATTERNS", "_PORT_PATTERNS", "_import_weasyprint", "_is_plural", "_num",

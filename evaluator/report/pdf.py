@@ -5,11 +5,14 @@ elsewhere) and the language. Out: `write_pdf` gives report.pdf (WeasyPrint: page
 header and page numbers; only data: URLs and files inside the report's folder may be
 read, never the network), or no PDF and a one-line note saying what to install.
 
-A PDF is written only where its text will be right: WeasyPrint needs pango, HarfBuzz's
-subsetting library (without it the embedded fonts lose their text mapping and copied
-text comes out as "A\\x00 \\x00H..."), and for Chinese a CJK font (without one every
-character is a box). `pdf_missing` checks those first. WeasyPrint is imported lazily
-because locked-down GPU machines often lack pango.
+A PDF is written only where its text will be right, decided by behaviour: WeasyPrint
+must import (pango and its companions), a small probe PDF written on this machine must
+give its text back when read (`probe`: without HarfBuzz's subsetting library the embedded
+fonts can lose their text mapping and copied text comes out as "A\\x00 \\x00H..."; where
+only fonts embedded whole keep it, the report is written that way), and for Chinese a CJK
+font must be installed (without one every character is a box, which text read back does
+not show). `pdf_missing` says what is lacking. WeasyPrint is imported lazily because
+locked-down GPU machines often lack pango.
 """
 
 from __future__ import annotations
@@ -123,16 +126,50 @@ def has_cjk_font() -> bool:
                    os.path.join(root, "**", "*.otf"), recursive=True))
 
 
+# The probe's text: letters, digits, punctuation and an accented letter, as page one has them.
+PROBE_TEXT = "GO / NO-GO probe 0123 évaluation"
+# The ways to write a PDF, tried in order: fonts subset (small files), then embedded whole.
+PDF_OPTIONS: tuple[dict[str, Any], ...] = ({}, {"full_fonts": True})
+_PROBED: dict[str, dict[str, Any] | None] = {}
+
+
+def read_text(pdf: bytes) -> str:
+    """The first page's text as a PDF reader extracts it (what a reader copies)."""
+    import io
+
+    from pypdf import PdfReader  # noqa: PLC0415 - only where a PDF is written
+
+    return PdfReader(io.BytesIO(pdf)).pages[0].extract_text() or ""
+
+
+def probe(weasyprint: Any) -> dict[str, Any] | None:
+    """The first of `PDF_OPTIONS` with which a small PDF written here gives its text back,
+    or None where none does. Tried once per process (a second or so)."""
+    if "probe" in _PROBED:
+        return _PROBED["probe"]
+    found = None
+    for options in PDF_OPTIONS:
+        try:
+            pdf = weasyprint.HTML(string=f"<p>{PROBE_TEXT}</p>").write_pdf(**options)
+            if " ".join(_package().read_text(pdf).split()) == PROBE_TEXT:
+                found = options
+                break
+        except Exception:  # noqa: BLE001 - an option this WeasyPrint lacks, or a failed render: the next
+            continue
+    _PROBED["probe"] = found
+    return found
+
+
 def pdf_missing(lang: str = "en") -> list[Requirement]:
     """What this machine lacks for a PDF whose text can be read and copied; [] when nothing.
 
-    Checked in WeasyPrint's own terms where it can be: the module imports (pango and its
-    companions load), it loaded HarfBuzz's subsetter (else fonts are embedded without their
-    text mapping), and for Chinese fontconfig knows a font with Chinese glyphs.
+    Decided by behaviour: WeasyPrint imports (pango and its companions load), a probe PDF
+    gives its text back (`probe`; else HarfBuzz's subsetter is what to install), and for
+    Chinese fontconfig knows a font with Chinese glyphs.
     """
     missing: list[Requirement] = []
     try:
-        _package()._import_weasyprint()
+        weasyprint = _package()._import_weasyprint()
     except ImportError:
         return [Requirement("WeasyPrint", ("weasyprint",), "the report can be laid out as a PDF", pip=True)]
     except OSError as exc:  # a shared library WeasyPrint dlopens is not installed
@@ -140,13 +177,7 @@ def pdf_missing(lang: str = "en") -> list[Requirement]:
             ("libpango-1.0-0", "libpangoft2-1.0-0")
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return [Requirement(f"pango ({first})", packages, "WeasyPrint can lay out text")]
-    from weasyprint.text import ffi  # noqa: PLC0415 - only once the import above worked
-    subset = getattr(ffi, "harfbuzz_subset", None)
-    try:
-        new_enough = bool(ffi.harfbuzz.hb_version_atleast(4, 1, 0))
-    except AttributeError:  # an older WeasyPrint without the check: trust the library lookup
-        new_enough = True
-    if subset is None or not new_enough:
+    if _package().probe(weasyprint) is None:
         missing.append(Requirement("HarfBuzz subsetting", ("libharfbuzz-subset0",), "its text can be copied"))
     if lang == "zh" and not _package().has_cjk_font():
         missing.append(Requirement("a CJK font", ("fonts-noto-cjk",), "Chinese text shows instead of boxes"))
@@ -187,7 +218,8 @@ def write_pdf(html: str, out_dir: Path, html_path: Path, result: RunResult, lang
     logger.addFilter(quiet)
     try:
         weasyprint.HTML(string=html, base_url=str(out_dir.resolve()) + "/",
-                        url_fetcher=local_only_fetcher(out_dir)).write_pdf(str(pdf_path))
+                        url_fetcher=local_only_fetcher(out_dir)).write_pdf(str(pdf_path),
+                                                                           **(_package().probe(weasyprint) or {}))
     except Exception as exc:  # noqa: BLE001 - any rendering failure leaves the HTML usable
         raise ReportError(f"PDF rendering failed ({type(exc).__name__}: {exc}); the HTML report is at {html_path}") from exc
     finally:
