@@ -222,3 +222,33 @@ def test_a_model_with_nothing_to_rewrite_is_inconclusive(tmp_path):
     r = _run(tmp_path, "relu_only")
     assert r.families == () and r.verdict.decision == "INCONCLUSIVE"
     assert "nothing was rewritten" in r.verdict.inconclusive[0] and r.verdict.rerun
+
+
+def _busy(stop_at: float) -> None:
+    torch.set_num_threads(1)
+    a = torch.randn(512, 512)
+    while time.time() < stop_at:
+        a @ a
+
+
+@pytest.mark.slow
+def test_the_cpu_demo_gives_the_same_verdict_three_times_beside_a_busy_process(tmp_path):
+    import multiprocessing as mp
+
+    from evaluator import config, pipeline
+
+    busy = mp.get_context("spawn").Process(target=_busy, args=(time.time() + 900,), daemon=True)
+    busy.start()
+    try:
+        verdicts, unflagged = [], []
+        for i in range(3):
+            cfg = config.build(model="bert-tiny", device="cpu", budget=2, fine_rounds=0, soak_seconds=0, pdf=False,
+                               reports=tmp_path / f"r{i}", compile_mode="none")
+            r = pipeline.run(cfg).result
+            verdicts.append(r.verdict.decision)
+            # every op ratio is inside the roof's plausible range or flagged
+            unflagged += [b.family for b in r.op_bench if (b.tilelang_roof_pct or 0) > 125 and not b.flags]
+    finally:
+        busy.terminate()
+    assert len(set(verdicts)) == 1, verdicts
+    assert not unflagged
