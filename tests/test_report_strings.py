@@ -20,7 +20,7 @@ from evaluator import checklist as cl
 from evaluator import report
 from evaluator.report import notes as report_notes
 from evaluator.results import LaunchOverhead
-from report_samples import evaluate, evidence_result, html_of, page_one, rich_result, section
+from report_samples import evaluate, evidence_result, html_of, page_one, rich_result, section, words
 from samples import sample_result
 
 
@@ -156,3 +156,20 @@ def test_flags_the_bench_writes_read_in_chinese(tmp_path):
     assert "CUDA Graph 捕获失败（RuntimeError: capture）；设备时间包含启动间隙" in section(html, "e2e")
     assert "TileLang 快于带宽上限所允许的速度" in section(html, "ops")
     assert "contradicts" not in html and "roof allows" not in html
+
+
+def test_two_flags_on_one_op_read_as_a_list_with_no_stray_separator(tmp_path):
+    both = ("TileLang faster than the memory roof allows", "PyTorch faster than the memory roof allows")
+    r = evidence_result(softmax=0.3, softmax_flags=both)
+    def text(html: str) -> str:
+        return words(re.sub(r"<style>.*?</style>", "", html, flags=re.S))
+    en, zh = text(html_of(r, tmp_path / "en")), text(html_of(r, tmp_path / "zh", "zh"))
+    assert "softmax 1024x128 float32 is flagged (TileLang faster than the memory roof allows, PyTorch faster than " \
+           "the memory roof allows)" in en
+    assert "已被标记（TileLang 快于带宽上限所允许的速度、PyTorch 快于带宽上限所允许的速度）" in zh
+    for seen in (en, zh):
+        assert not re.search(r"[;；,，、]\s*[;；,，、]", seen), re.findall(r".{40}[;；,，、]\s*[;；,，、].{20}", seen)
+    assert "roof allows" not in zh
+    t = report.Strings("en")
+    assert report_notes._notes("TileLang faster than the compute roof allows, mystery; ; , odd", t) == \
+        "TileLang faster than the compute roof allows; mystery; odd"

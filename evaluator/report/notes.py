@@ -115,7 +115,9 @@ _NOTE_WORDS = {"upstream is a shallow clone": "why_up_shallow", "the fork is a s
 
 def _notes(text: str, t: Strings, drop: re.Pattern | None = None,
            patterns: list[tuple[str, re.Pattern]] | None = None) -> str:
-    """A "; "-joined note in the report's language, piece by piece."""
+    """A "; "-joined note in the report's language, piece by piece. A piece a pattern
+    knows may be followed by "; " or ", " (flags are listed with commas); a piece no
+    pattern knows runs to the next "; " and is shown without a separator left on it."""
     out: list[str] = []
     pos = 0
     text = text or ""
@@ -127,17 +129,55 @@ def _notes(text: str, t: Strings, drop: re.Pattern | None = None,
                       for k, v in m.groupdict().items()}
                 out.append(t(f"notes.{kind}", **kw))
                 pos = m.end()
+                if text.startswith(", ", pos):
+                    pos += 2
                 break
         else:
             nxt = text.find("; ", pos)
             end = len(text) if nxt < 0 else nxt
-            piece = text[pos:end].strip()
+            piece = text[pos:end].strip().lstrip(",;").strip()
             if piece and not (drop and drop.match(piece)):
                 out.append(piece)
             pos = end
         if text.startswith("; ", pos):
             pos += 2
     return t("list_semi").join(p for p in out if p)
+
+
+def _top_level_split(text: str, sep: str) -> list[str]:
+    """`text` cut at each `sep` outside parentheses: "a (x, y), b" -> ["a (x, y)", "b"]."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        ch = text[i]
+        depth += ch == "("
+        depth -= ch == ")" and depth > 0
+        if depth == 0 and text.startswith(sep, i):
+            parts.append(text[start:i])
+            i += len(sep)
+            start = i
+            continue
+        i += 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _flagged_ops(text: str) -> list[tuple[str, list[str]]] | None:
+    """The checklist's "flagged: OP (flag, flag); OP (flag)" as [(op, [flag, ...])], or
+    None when `text` is not that list."""
+    if not text.startswith("flagged: "):
+        return None
+    out = []
+    for item in _top_level_split(text[len("flagged: "):], "; "):
+        m = re.fullmatch(r"(?P<op>[^()]+?) \((?P<flags>.*)\)", item)
+        if m is None:
+            return None
+        out.append((m["op"], _top_level_split(m["flags"], ", ")))
+    return out or None
+
+
+def _flags_words(flags: list[str], t: Strings) -> str:
+    """Flags in words, listed in the report's language, none left empty."""
+    return t("list_sep").join(w for w in (_flag(x, t) for x in flags) if w)
 
 
 def _flag(flag: str, t: Strings) -> str:
