@@ -43,6 +43,10 @@ def test_per_op_table_shows_interval_verification_and_kernel_cross_check(tmp_pat
     flagged = re.search(r'<tbody class="keep flagged">(.*?)</tbody>', ops, re.S).group(1)
     assert "4096x4096x4096" in flagged and "faster than the roofline allows" in flagged and "not verified" in flagged
     assert ">no</td>" in flagged  # the Verified column
+    # The chart greys a flagged number as the table does, under the caption that says so.
+    ops = section(html_of(evidence_result(softmax_flags=("unstable",)), tmp_path / "flagged"), "ops")
+    assert "Grey rows are flagged" in ops
+    assert len(re.findall(r'id="speedup\d+-bar-\d+-flagged"', ops)) == 1
 
 
 def test_soak_reports_timer_and_host_jitter_apart_from_drift(tmp_path):

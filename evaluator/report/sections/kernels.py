@@ -102,8 +102,8 @@ def _ops(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
                      "compiled": compiled_cell(getattr(b, "compiled", None), t, f),
                      "verified": f.yn(getattr(b, "verified", None)), "cross": cross,
                      "tflops": _num(b.tilelang_tflops) or "—", "gbps": _num(b.tilelang_gbps) or "—", "notes": notes})
-    chart_rows = [(f"{b.family} {shape_str(b.shape)}" + ("" if b.source == "model" else " *"), op_speedup(b))
-                  for b in ordered][:30]
+    chart_rows = [(f"{b.family} {shape_str(b.shape)}" + ("" if b.source == "model" else " *"), op_speedup(b),
+                   bool(_op_flags(b))) for b in ordered][:30]
     chart = charts.speedups(chart_rows, xlabel=_ct("chart.speedup", t), missing=_ct("not_measured", t))
     text = t("text.ops_rows", which=t("text.ops_model" if which == "model shapes" else "text.ops_standard"))
     legend = shape_legend(sorted({b.family for b in ordered}), [b.shape for b in ordered], t)
