@@ -109,7 +109,7 @@ def _e2e(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
              (t("kv.rel_l2_err"), f.num(getattr(e, "rel_l2_err", None), 2)),
              (t("kv.rel_max_err"), f.num(getattr(e, "rel_max_err", None), 2))]
     if tol:
-        check.append((t("kv.tolerance"), ", ".join(f"{k} {_num(v, 2) or v}" for k, v in tol.items())))
+        check.append((t("kv.tolerance"), ", ".join(f"{k} {f.tol(v) if _finite(v) else v}" for k, v in tol.items())))
     used = (t("text.e2e_method", method=_view_name(method, t), meaning=t.get(f"views.{method}.meaning", ""))
             if method else "")
     return {"kv": kv, "error": t("text.e2e_error", error=e.error) if e.error else "", "views": views,

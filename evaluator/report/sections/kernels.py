@@ -47,7 +47,7 @@ def _verify(result: RunResult, t: Strings, f: Fmt) -> list[dict[str, str]]:
         for c in v.cases:
             rows.append({"family": c.family, "shape": shape_str(c.shape), "dtype": c.dtype, "seed": str(c.seed),
                          "abs": f.num(c.max_abs_err, 2), "rel": f.num(c.max_rel_err, 2),
-                         "tol": f"atol {c.atol:g}, rtol {c.rtol:g}",
+                         "tol": f"atol {f.tol(c.atol)}, rtol {f.tol(c.rtol)}",
                          "ok": c.passed, "result": t("status.pass" if c.passed else "status.fail"),
                          "reason": c.reason})
     return rows
