@@ -196,3 +196,16 @@ def test_tolerances_read_in_two_digits(tmp_path):
     correctness = section(html_of(r, tmp_path), "correctness")
     assert "atol 1.4e-05, rtol 0.0057" in correctness and "1.41421e-05" not in correctness
     assert "atol 0.0001, rtol 0.0001" in correctness
+
+
+def test_settings_read_without_json(tmp_path):
+    r = dataclasses.replace(rich_result(), settings={"batch_size": None, "families": [], "seeds": [0, 1, 2],
+                                                    "targets": ["a100", "h100"], "isolate": True, "upstream": None,
+                                                    "timing": {"timer": "cuda_graph", "reps": 20}, "extra": {}})
+    env = section(html_of(r, tmp_path), "environment")
+    rows = dict(re.findall(r'<tr><th scope="row">([^<]*)</th><td>([^<]*)</td></tr>', env))
+    assert rows["batch_size"] == rows["families"] == rows["upstream"] == rows["extra"] == "—"
+    assert rows["seeds"] == "0, 1, 2" and rows["targets"] == "a100, h100" and rows["isolate"] == "yes"
+    assert rows["timing.timer"] == "cuda_graph" and rows["timing.reps"] == "20"
+    words = re.sub(r"<[^>]+>", " ", env)
+    assert "null" not in words and "[]" not in words and '["' not in words

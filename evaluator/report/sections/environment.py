@@ -18,12 +18,28 @@ from ...results import RunResult, shape_str
 from ..strings import Fmt, Strings
 
 
-def _flatten(prefix: str, value: Any) -> Iterable[tuple[str, str]]:
-    if isinstance(value, dict):
+def _value(value: Any, f: Fmt) -> str:
+    """A setting as people read it: "—" for unset (None, empty), lists as "a100, h100",
+    yes/no for switches, numbers as numbers."""
+    if value is None or value == "" or value == [] or value == {}:
+        return "—"
+    if isinstance(value, bool):
+        return f.yn(value)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_value(v, f) for v in value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return str(value)
+    return json.dumps(value, default=str)
+
+
+def _flatten(prefix: str, value: Any, f: Fmt) -> Iterable[tuple[str, str]]:
+    if isinstance(value, dict) and value:
         for k, v in value.items():
-            yield from _flatten(f"{prefix}.{k}" if prefix else str(k), v)
+            yield from _flatten(f"{prefix}.{k}" if prefix else str(k), v, f)
     else:
-        yield prefix, value if isinstance(value, str) else json.dumps(value, default=str)
+        yield prefix, _value(value, f)
 
 
 def _environment(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
@@ -46,7 +62,7 @@ def _environment(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
     if result.baseline is not None:
         b = result.baseline
         model.append(("baseline", f"{b.model}/{b.platform}/{b.version} ({b.commit[:10]})"))
-    settings = list(_flatten("", result.settings))
+    settings = list(_flatten("", result.settings, f))
     return {"software": software, "hardware": hardware, "model": model, "settings": settings}
 
 
@@ -66,6 +82,6 @@ def _problems(result: RunResult, t: Strings, f: Fmt) -> list[tuple[str, str]]:
     return rows
 
 
-def _timing_policy(result: RunResult) -> list[tuple[str, str]]:
+def _timing_policy(result: RunResult, f: Fmt) -> list[tuple[str, str]]:
     timing = result.settings.get("timing") if isinstance(result.settings, dict) else None
-    return list(_flatten("", timing)) if isinstance(timing, dict) else []
+    return list(_flatten("", timing, f)) if isinstance(timing, dict) else []
