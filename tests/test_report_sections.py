@@ -209,3 +209,12 @@ def test_settings_read_without_json(tmp_path):
     assert rows["timing.timer"] == "cuda_graph" and rows["timing.reps"] == "20"
     words = re.sub(r"<[^>]+>", " ", env)
     assert "null" not in words and "[]" not in words and '["' not in words
+
+
+def test_the_comparison_names_this_run_once(tmp_path):
+    r = rich_result()  # compared as the pipeline compares: candidate "this run"
+    for lang, want in (("en", "Compared with bert-tiny/h200/v2."), ("zh", "对比基线 bert-tiny/h200/v2。")):
+        cmp = section(html_of(r, tmp_path / lang, lang), "comparison")
+        assert want in cmp and "this run" not in cmp, lang
+    named = dataclasses.replace(r, comparison=dataclasses.replace(r.comparison, candidate="bert-tiny/h200/v3"))
+    assert "Compared with bert-tiny/h200/v2 (this run: bert-tiny/h200/v3)." in section(html_of(named, tmp_path), "comparison")

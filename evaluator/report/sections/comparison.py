@@ -48,7 +48,11 @@ def _comparison(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
         cause_text = (t("text.causes", causes=t("list_sep").join(f"{e['field']} {e['before'] or '-'} → {e['now'] or '-'}"
                                                                   for e in causes))
                       if causes else t("text.causes_none"))
-    return {"present": True, "text": t("text.comparison_ref", reference=c.reference, candidate=c.candidate),
+    # The pipeline compares "this run" with the previous baseline: naming it again says nothing.
+    same = c.candidate in ("", "this run")
+    text = (t("text.comparison_ref_this", reference=c.reference) if same
+            else t("text.comparison_ref", reference=c.reference, candidate=c.candidate))
+    return {"present": True, "text": text,
             "not_comparable": "" if c.comparable else t("text.not_comparable"),
             "summary": summary, "note": _notes(c.note, t, drop=_DROPPED_NOTES), "causes": cause_text, "rows": rows,
             "more": t("text.more_rows", count=len(rest) - room, n=len(rest) - room) if len(rest) > room else "",
