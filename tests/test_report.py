@@ -285,3 +285,37 @@ def test_the_portability_line_never_pushes_the_failed_items_off_page_one(tmp_pat
     first = " ".join(pdf_pages(report.render(evaluate(r), tmp_path).pdf)[0].lower().split())
     assert "what failed" in first and "no operator is more than" in first
     assert "portability (lowered, not run)" in first and "rewritten kernels build unchanged for h100" in first
+
+
+# ---------------------------------------------------------------- the trend, on both paths
+
+
+def test_no_trend_table_with_fewer_than_two_baselines(tmp_path):
+    r = rich_result()
+    only = tuple(dataclasses.replace(p, version="2026Q4-1") for p in r.trend)  # a first run: itself only
+    for trend in (only, ()):
+        html = html_of(dataclasses.replace(r, trend=trend), tmp_path / str(len(trend)))
+        trend_html = html[html.index('<section id="trend"'):html.index('<section id="environment"')]
+        assert "Fewer than two baselines: no trend yet." in trend_html and "<table" not in trend_html
+    assert "<table" in html_of(r, tmp_path / "three").split('<section id="trend"')[1].split("</section>")[0]
+
+
+def test_a_rerendered_baseline_shows_the_trend_its_run_showed(tmp_path):
+    from evaluator import baseline
+    from evaluator.cli.baselines import report_command
+
+    store = tmp_path / "store"
+    first = baseline.record(store, sample_result(created="2026-10-02T10:00:00+00:00", run_id="a"))
+    second = baseline.record(store, sample_result(created="2026-10-09T10:00:00+00:00", run_id="b", scale=1.3))
+    baseline.record(store, sample_result(created="2026-10-16T10:00:00+00:00", run_id="c", scale=1.1))
+
+    def trend_of(ref) -> str:
+        out = tmp_path / ref.version
+        report_command(baseline_id=ref.tag, store=str(store), out=out, lang="en")
+        html = (out / "report.html").read_text(encoding="utf-8")
+        return html[html.index('<section id="trend"'):html.index('<section id="environment"')]
+
+    assert "Fewer than two baselines" in trend_of(first) and "<table" not in trend_of(first)
+    later = trend_of(second)  # two baselines up to it; the third came after and is not its trend
+    assert "<table" in later and f"({first.version})" in later and f"({second.version})" in later
+    assert "2026Q4-3" not in later

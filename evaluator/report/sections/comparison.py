@@ -4,7 +4,7 @@ In: a RunResult's comparison (from baseline.compare: changes, environment change
 note) and trend points, and a language's `Strings`/`Fmt`. Out: the comparison section
 (counts, changed measurements first, the environment changes that can explain a
 regression, the note without the parts this section says in its own words) and the
-trend chart with first and latest value per measurement.
+trend chart with first and latest value per measurement, once there are two baselines.
 """
 
 from __future__ import annotations
@@ -60,7 +60,9 @@ def _comparison(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
 
 
 def _trend(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
-    if not result.trend:
+    """The trend chart and table, or None with fewer than two distinct baselines: a
+    first baseline compared with itself is no trend (the section says so instead)."""
+    if len({p.version for p in result.trend or ()}) < 2:
         return None
     series: dict[str, list[tuple[str, float]]] = defaultdict(list)
     for p in sorted(result.trend, key=lambda p: p.created):
