@@ -125,6 +125,7 @@ def test_without_weasyprint_html_is_written_and_note_says_how(tmp_path, monkeypa
 
 
 def test_zh_report_is_chinese(zh):
+    assert zh.html.name == "report.zh.html" and (zh.pdf is None or zh.pdf.name == "report.zh.pdf")
     html = zh.html.read_text(encoding="utf-8")
     assert '<html lang="zh-CN">' in html
     assert "有条件通过" in html and "建议的下一步" in html and "关键指标" in html
@@ -252,7 +253,7 @@ def test_the_package_keeps_the_names_callers_and_tests_use():
     # `evaluator.report` is the object the owning module defines.
     from evaluator.baseline import plausible_cause
     from evaluator.report import contents, html, notes, pdf, sections, strings
-    owners = {html: ("render", "render_html", "ReportFiles", "HTML_NAME"), contents: ("context",),
+    owners = {html: ("render", "render_html", "ReportFiles", "HTML_NAME", "file_names"), contents: ("context",),
               pdf: ("pdf_missing", "missing_note", "has_cjk_font", "_import_weasyprint", "local_only_fetcher",
                     "Requirement", "PDF_NAME"),
               strings: ("Strings", "Fmt", "LANGS", "TEMPLATES", "metric_strings_key", "_num", "_is_plural"),
@@ -319,3 +320,15 @@ def test_a_rerendered_baseline_shows_the_trend_its_run_showed(tmp_path):
     later = trend_of(second)  # two baselines up to it; the third came after and is not its trend
     assert "<table" in later and f"({first.version})" in later and f"({second.version})" in later
     assert "2026Q4-3" not in later
+
+
+def test_both_languages_fit_in_one_folder(tmp_path):
+    en = report.render(rich_result(), tmp_path)
+    zh = report.render(rich_result(), tmp_path, lang="zh")
+    assert (en.html.name, zh.html.name) == ("report.html", "report.zh.html")
+    assert "CONDITIONAL GO" in en.html.read_text(encoding="utf-8") and "有条件通过" in zh.html.read_text(encoding="utf-8")
+    if en.pdf is not None and zh.pdf is not None:  # where this machine writes both PDFs
+        assert (en.pdf.name, zh.pdf.name) == ("report.pdf", "report.zh.pdf")
+        assert "CONDITIONAL GO" in pdf_pages(en.pdf)[0] and "有条件通过" in pdf_pages(zh.pdf)[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        p.name for p in (en.html, zh.html, en.pdf, zh.pdf) if p is not None)  # nothing left behind

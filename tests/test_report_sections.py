@@ -217,4 +217,5 @@ def test_the_comparison_names_this_run_once(tmp_path):
         cmp = section(html_of(r, tmp_path / lang, lang), "comparison")
         assert want in cmp and "this run" not in cmp, lang
     named = dataclasses.replace(r, comparison=dataclasses.replace(r.comparison, candidate="bert-tiny/h200/v3"))
-    assert "Compared with bert-tiny/h200/v2 (this run: bert-tiny/h200/v3)." in section(html_of(named, tmp_path), "comparison")
+    cmp = section(html_of(named, tmp_path), "comparison")
+    assert "Compared with bert-tiny/h200/v2 (this run: bert-tiny/h200/v3)." in cmp
