@@ -193,7 +193,7 @@ def _roofline(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
     text = (t("text.roofline_peaks", tflops=f.num(roof_tflops), gbps=f.num(roof_gbps))
             if roof_tflops and roof_gbps else t("text.roofline_no_peaks"))
     if hw.measured_tflops and hw.ceilings_note:
-        text += f" ({hw.ceilings_note})"
+        text += f" ({_notes(hw.ceilings_note, t)})"
     return {"chart": chart, "text": text, "table": table}
 
 
@@ -210,7 +210,8 @@ def _tuning(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
             if c.status != "ok":
                 bad.setdefault(c.status, c)  # one example per failure kind keeps the appendix short
         cands = [{"config": f.config(c.config), "status": t.get(f"cand.{c.status}", c.status),
-                  "latency": f.ms(c.latency_ms), "compile": f.num(c.compile_s), "error": c.error, "phase": c.phase}
+                  "latency": f.ms(c.latency_ms), "compile": f.num(c.compile_s), "error": _notes(c.error, t),
+                  "phase": c.phase}
                  for c in [*ok[:8], *bad.values()]]
         # A kernel reused from the tuning cache was not searched in this run: its one
         # "candidate" is the cached config, untimed. Say so instead of an empty table.
