@@ -42,6 +42,8 @@ FAIL = "#c53030"
 WARN = "#b7791f"
 INK = "#2d3748"
 GRID = "#e2e8f0"
+FLAGGED = "#a0aec0"  # a number the run flagged: grey, like its row in the report's tables
+DIM = "#718096"
 
 
 
@@ -162,29 +164,36 @@ def hot_ops(rows: Sequence[tuple[str, float, bool]], *, xlabel: str = "share of 
         return _svg(fig, "hotops")
 
 
-def speedups(rows: Sequence[tuple[str, float | None]], *, xlabel: str = "speedup vs vendor library (x)",
-             guides: Sequence[float] = (0.5, 0.9), missing: str = "no TileLang time") -> str | None:
+def speedups(rows: Sequence[tuple[str, float | None] | tuple[str, float | None, bool]], *,
+             xlabel: str = "speedup vs vendor library (x)", guides: Sequence[float] = (0.5, 0.9),
+             missing: str = "no TileLang time") -> str | None:
     """Per-op speedup bars with the 1.0 line (parity with the vendor library); rows with
-    no speedup are drawn as a labelled gap so a failed kernel is not silently dropped."""
-    if not rows or all(s is None for _, s in rows):
+    no speedup are drawn as a labelled gap so a failed kernel is not silently dropped. A
+    row's optional third item marks its number as flagged (unstable, unverified,
+    implausible): its bar is grey, never green or red, as its row in the table is."""
+    if not rows or all(r[1] is None for r in rows):
         return None
     with matplotlib.rc_context(_rc()):
         fig = _figure(0.32 * len(rows) + 0.9)
         ax = fig.add_subplot()
         labels = [r[0] for r in rows][::-1]
         vals = [r[1] for r in rows][::-1]
+        flagged = [bool(r[2]) if len(r) > 2 else False for r in rows][::-1]
         known = [v for v in vals if v is not None]
         hi = max(max(known) * 1.15, 1.3)
         for i, v in enumerate(vals):
             if v is None:
                 ax.text(hi * 0.03, i, missing, va="center", fontsize=8, color=FAIL)
                 continue
-            color = PASS if v >= 1.0 else (WARN if v >= min(guides, default=0.5) else FAIL)
-            ax.barh(i, v, color=color, height=0.65)
-            ax.text(v + hi * 0.01, i, f"{v:.2f}x", va="center", fontsize=8, color=INK)
+            if flagged[i]:
+                color = FLAGGED
+            else:
+                color = PASS if v >= 1.0 else (WARN if v >= min(guides, default=0.5) else FAIL)
+            ax.barh(i, v, color=color, height=0.65, gid=f"bar-{len(vals) - 1 - i}" + ("-flagged" if flagged[i] else ""))
+            ax.text(v + hi * 0.01, i, f"{v:.2f}x", va="center", fontsize=8, color=DIM if flagged[i] else INK)
         ax.axvline(1.0, color=INK, linewidth=1.2, gid="parity")
         for g in guides:
-            ax.axvline(g, color="#718096", linewidth=0.8, linestyle="--")
+            ax.axvline(g, color=DIM, linewidth=0.8, linestyle="--")
         ax.set_yticks(range(len(vals)), labels)
         ax.set_xlim(0, hi)
         ax.set_xlabel(xlabel)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import html as htmllib
+import json
 import re
 from datetime import date
 from pathlib import Path
@@ -147,3 +148,17 @@ def pdf_pages(path: Path) -> list[str]:
 def words(html: str) -> str:
     """The text a reader sees: tags dropped, entities decoded, whitespace collapsed."""
     return " ".join(htmllib.unescape(re.sub(r"<[^>]+>", " ", html)).split())
+
+
+def example_result(folder: Path) -> RunResult:
+    """A committed example run (reports/examples/.../<run>/baseline/) as `evaluate report
+    --baseline` reads it from a store: migrated to this schema, with its baseline id."""
+    from evaluator.baseline import schema  # noqa: PLC0415 - only the example tests need it
+
+    base = Path(folder) / "baseline"
+    manifest = json.loads((base / "manifest.json").read_text(encoding="utf-8"))
+    bid = manifest["id"]
+    version, writer = schema.check_manifest(manifest, bid)
+    result = schema.result_from(json.loads((base / "result.json").read_text(encoding="utf-8")), version, writer, bid)
+    model, platform, ver = bid.split("/")
+    return dataclasses.replace(result, baseline=BaselineRef(str(folder), model, platform, ver, bid, "", bid))

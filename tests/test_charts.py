@@ -146,3 +146,13 @@ def test_chinese_labels_draw_without_warnings(caplog):
     assert not [w for w in caught if "Glyph" in str(w.message) or "font" in str(w.message).lower()], \
         [str(w.message) for w in caught]
     assert not [r for r in caplog.records if r.name.startswith("matplotlib")], caplog.text
+
+
+def test_flagged_speedups_are_grey_bars():
+    svg = charts.speedups([("gemm", 1.4), ("softmax", 0.3, True), ("layernorm", 1.2, False)])
+    def fill(gid: str) -> str:
+        group = re.search(rf'<g id="speedup\d+-{gid}">(.*?)</g>', svg, re.S).group(1)
+        return re.search(r"fill: (#[0-9a-f]{6})", group).group(1)
+    assert fill("bar-1-flagged") == charts.FLAGGED  # 0.3x would be red; flagged, it is unconfirmed
+    assert fill("bar-0") == fill("bar-2") == charts.PASS
+    assert charts.FAIL not in re.search(r'<g id="speedup\d+-bar-1-flagged">.*?</g>', svg, re.S).group(0)

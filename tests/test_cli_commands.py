@@ -85,11 +85,14 @@ def test_report_from_store_alone(store, tmp_path):
     path, a, _, _ = store
     p = evaluate("report", "--baseline", a.tag, "--store", str(path), "--out", str(tmp_path / "r"), "--lang", "zh")
     assert p.returncode == 0, p.stderr
-    html = (tmp_path / "r" / "report.html").read_text()
+    html = (tmp_path / "r" / "report.zh.html").read_text()
     assert "bert-tiny" in html
     from tests.test_pdf_env import skip_reason
     if not skip_reason("zh"):  # the PDF needs pango, harfbuzz-subset and a CJK font: checked, never assumed
-        assert (tmp_path / "r" / "report.pdf").stat().st_size > 10_000
+        assert (tmp_path / "r" / "report.zh.pdf").stat().st_size > 10_000
+    p = evaluate("report", "--baseline", a.tag, "--store", str(path), "--out", str(tmp_path / "r"))
+    assert p.returncode == 0, p.stderr  # English beside it: the Chinese files stay
+    assert (tmp_path / "r" / "report.html").is_file() and (tmp_path / "r" / "report.zh.html").read_text() == html
 
 
 def test_checklist_commands():

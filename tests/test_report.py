@@ -125,6 +125,7 @@ def test_without_weasyprint_html_is_written_and_note_says_how(tmp_path, monkeypa
 
 
 def test_zh_report_is_chinese(zh):
+    assert zh.html.name == "report.zh.html" and (zh.pdf is None or zh.pdf.name == "report.zh.pdf")
     html = zh.html.read_text(encoding="utf-8")
     assert '<html lang="zh-CN">' in html
     assert "有条件通过" in html and "建议的下一步" in html and "关键指标" in html
@@ -207,7 +208,7 @@ def test_old_baselines_without_the_new_fields_still_render(tmp_path):
     for lang in report.LANGS:
         html = html_of(old, tmp_path / lang, lang)
         assert "None" not in re.sub(r"<[^>]+>", " ", html)
-        assert "<table class=\"data views\">" not in html  # no empty views table
+        assert "<table class=\"data views" not in html  # no empty views table
 
 
 def headings_left_at_page_bottoms(html: str) -> list[tuple[int, str]]:
@@ -252,7 +253,7 @@ def test_the_package_keeps_the_names_callers_and_tests_use():
     # `evaluator.report` is the object the owning module defines.
     from evaluator.baseline import plausible_cause
     from evaluator.report import contents, html, notes, pdf, sections, strings
-    owners = {html: ("render", "render_html", "ReportFiles", "HTML_NAME"), contents: ("context",),
+    owners = {html: ("render", "render_html", "ReportFiles", "HTML_NAME", "file_names"), contents: ("context",),
               pdf: ("pdf_missing", "missing_note", "has_cjk_font", "_import_weasyprint", "local_only_fetcher",
                     "Requirement", "PDF_NAME"),
               strings: ("Strings", "Fmt", "LANGS", "TEMPLATES", "metric_strings_key", "_num", "_is_plural"),
@@ -285,3 +286,49 @@ def test_the_portability_line_never_pushes_the_failed_items_off_page_one(tmp_pat
     first = " ".join(pdf_pages(report.render(evaluate(r), tmp_path).pdf)[0].lower().split())
     assert "what failed" in first and "no operator is more than" in first
     assert "portability (lowered, not run)" in first and "rewritten kernels build unchanged for h100" in first
+
+
+# ---------------------------------------------------------------- the trend, on both paths
+
+
+def test_no_trend_table_with_fewer_than_two_baselines(tmp_path):
+    r = rich_result()
+    only = tuple(dataclasses.replace(p, version="2026Q4-1") for p in r.trend)  # a first run: itself only
+    for trend in (only, ()):
+        html = html_of(dataclasses.replace(r, trend=trend), tmp_path / str(len(trend)))
+        trend_html = html[html.index('<section id="trend"'):html.index('<section id="environment"')]
+        assert "Fewer than two baselines: no trend yet." in trend_html and "<table" not in trend_html
+    assert "<table" in html_of(r, tmp_path / "three").split('<section id="trend"')[1].split("</section>")[0]
+
+
+def test_a_rerendered_baseline_shows_the_trend_its_run_showed(tmp_path):
+    from evaluator import baseline
+    from evaluator.cli.baselines import report_command
+
+    store = tmp_path / "store"
+    first = baseline.record(store, sample_result(created="2026-10-02T10:00:00+00:00", run_id="a"))
+    second = baseline.record(store, sample_result(created="2026-10-09T10:00:00+00:00", run_id="b", scale=1.3))
+    baseline.record(store, sample_result(created="2026-10-16T10:00:00+00:00", run_id="c", scale=1.1))
+
+    def trend_of(ref) -> str:
+        out = tmp_path / ref.version
+        report_command(baseline_id=ref.tag, store=str(store), out=out, lang="en")
+        html = (out / "report.html").read_text(encoding="utf-8")
+        return html[html.index('<section id="trend"'):html.index('<section id="environment"')]
+
+    assert "Fewer than two baselines" in trend_of(first) and "<table" not in trend_of(first)
+    later = trend_of(second)  # two baselines up to it; the third came after and is not its trend
+    assert "<table" in later and f"({first.version})" in later and f"({second.version})" in later
+    assert "2026Q4-3" not in later
+
+
+def test_both_languages_fit_in_one_folder(tmp_path):
+    en = report.render(rich_result(), tmp_path)
+    zh = report.render(rich_result(), tmp_path, lang="zh")
+    assert (en.html.name, zh.html.name) == ("report.html", "report.zh.html")
+    assert "CONDITIONAL GO" in en.html.read_text(encoding="utf-8") and "有条件通过" in zh.html.read_text(encoding="utf-8")
+    if en.pdf is not None and zh.pdf is not None:  # where this machine writes both PDFs
+        assert (en.pdf.name, zh.pdf.name) == ("report.pdf", "report.zh.pdf")
+        assert "CONDITIONAL GO" in pdf_pages(en.pdf)[0] and "有条件通过" in pdf_pages(zh.pdf)[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        p.name for p in (en.html, zh.html, en.pdf, zh.pdf) if p is not None)  # nothing left behind

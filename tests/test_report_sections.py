@@ -43,6 +43,10 @@ def test_per_op_table_shows_interval_verification_and_kernel_cross_check(tmp_pat
     flagged = re.search(r'<tbody class="keep flagged">(.*?)</tbody>', ops, re.S).group(1)
     assert "4096x4096x4096" in flagged and "faster than the roofline allows" in flagged and "not verified" in flagged
     assert ">no</td>" in flagged  # the Verified column
+    # The chart greys a flagged number as the table does, under the caption that says so.
+    ops = section(html_of(evidence_result(softmax_flags=("unstable",)), tmp_path / "flagged"), "ops")
+    assert "Grey rows are flagged" in ops
+    assert len(re.findall(r'id="speedup\d+-bar-\d+-flagged"', ops)) == 1
 
 
 def test_soak_reports_timer_and_host_jitter_apart_from_drift(tmp_path):
@@ -125,7 +129,7 @@ def test_in_model_table_sets_each_family_beside_its_op_benchmarks(tmp_path):
     r = dataclasses.replace(r, e2e=dataclasses.replace(r.e2e, in_model=in_model))
     e2e = section(html_of(r, tmp_path), "e2e")
     assert "Inside the model, per family" in e2e and "inputs are where the model leaves them" in e2e
-    table = e2e.split('class="data in-model"', 1)[1].split("</table>", 1)[0]
+    table = e2e.split('class="data in-model', 1)[1].split("</table>", 1)[0]
     row = re.search(r'<tr class="([^"]*)"><td>gemm</td>(.*?)</tr>', table, re.S)
     assert row and "0.80×" in row.group(2) and "2.40" in row.group(2)
     # Worse in the model than on its own (0.80x against the op benchmarks' ratio): marked.
@@ -156,7 +160,7 @@ def test_in_model_table_marks_a_faster_family_that_makes_the_model_slower(tmp_pa
     assert back.in_model == in_model and back.kept == kept  # stored and read back with its interval
     e2e = section(html_of(r, tmp_path), "e2e")
     assert "Model, this family alone" in e2e and "can still make the model slower" in e2e
-    table = e2e.split('class="data in-model"', 1)[1].split("</table>", 1)[0]
+    table = e2e.split('class="data in-model', 1)[1].split("</table>", 1)[0]
     soft = re.search(r'<tr class="([^"]*)"><td>softmax</td>(.*?)</tr>', table, re.S)
     assert soft and soft.group(1) == "row-fail" and "0.92×" in soft.group(2) and "0.91" in soft.group(2)
     gemm = re.search(r'<tr class="([^"]*)"><td>gemm</td>(.*?)</tr>', table, re.S)
@@ -182,3 +186,36 @@ def test_the_profile_section_says_which_patterns_run_fused_and_which_were_left_u
     assert "layernorm_residual is left unfused at 3152x768" in html
     zh = html_of(dataclasses.replace(r, hot_ops=hot), tmp_path / "zh", lang="zh")
     assert "gemm_gelu 在模型出现其模式处作为一个融合内核运行" in zh
+
+
+def test_tolerances_read_in_two_digits(tmp_path):
+    r = rich_result()
+    v = r.verify[0]
+    case = dataclasses.replace(v.cases[0], atol=1.41421e-05, rtol=0.00566651)
+    r = dataclasses.replace(r, verify=(dataclasses.replace(v, cases=(case,) + v.cases[1:]),) + r.verify[1:])
+    correctness = section(html_of(r, tmp_path), "correctness")
+    assert "atol 1.4e-05, rtol 0.0057" in correctness and "1.41421e-05" not in correctness
+    assert "atol 0.0001, rtol 0.0001" in correctness
+
+
+def test_settings_read_without_json(tmp_path):
+    r = dataclasses.replace(rich_result(), settings={"batch_size": None, "families": [], "seeds": [0, 1, 2],
+                                                    "targets": ["a100", "h100"], "isolate": True, "upstream": None,
+                                                    "timing": {"timer": "cuda_graph", "reps": 20}, "extra": {}})
+    env = section(html_of(r, tmp_path), "environment")
+    rows = dict(re.findall(r'<tr><th scope="row">([^<]*)</th><td>([^<]*)</td></tr>', env))
+    assert rows["batch_size"] == rows["families"] == rows["upstream"] == rows["extra"] == "—"
+    assert rows["seeds"] == "0, 1, 2" and rows["targets"] == "a100, h100" and rows["isolate"] == "yes"
+    assert rows["timing.timer"] == "cuda_graph" and rows["timing.reps"] == "20"
+    words = re.sub(r"<[^>]+>", " ", env)
+    assert "null" not in words and "[]" not in words and '["' not in words
+
+
+def test_the_comparison_names_this_run_once(tmp_path):
+    r = rich_result()  # compared as the pipeline compares: candidate "this run"
+    for lang, want in (("en", "Compared with bert-tiny/h200/v2."), ("zh", "对比基线 bert-tiny/h200/v2。")):
+        cmp = section(html_of(r, tmp_path / lang, lang), "comparison")
+        assert want in cmp and "this run" not in cmp, lang
+    named = dataclasses.replace(r, comparison=dataclasses.replace(r.comparison, candidate="bert-tiny/h200/v3"))
+    cmp = section(html_of(named, tmp_path), "comparison")
+    assert "Compared with bert-tiny/h200/v2 (this run: bert-tiny/h200/v3)." in cmp

@@ -20,7 +20,7 @@ from evaluator import checklist as cl
 from evaluator import report
 from evaluator.report import notes as report_notes
 from evaluator.results import LaunchOverhead
-from report_samples import evaluate, evidence_result, html_of, page_one, rich_result, section
+from report_samples import evaluate, evidence_result, html_of, page_one, rich_result, section, words
 from samples import sample_result
 
 
@@ -117,10 +117,12 @@ def test_the_capture_path_and_compiled_program_notes_read_in_chinese(tmp_path):
     note = ("the model runs another program under torch.compile than eagerly (it asks torch.compiler.is_compiling()): "
             "it calls scaled_dot_product_attention(float16,float16,float16,bool) with a bool mask [4, 1, 512, 512] x12; "
             "Tensor.add(int64) x2 ..., instead of scaled_dot_product_attention(float16,float16,float16) with no mask, "
-            "causal x12; torch.compile's time is of that program; 3 graph breaks (x): those parts ran eagerly")
+            "causal x12; torch.compile's time is of that program; 3 graph breaks (x): those parts ran eagerly; "
+            "a note no pattern knows")
     got = report_notes._notes(note, report.Strings("zh"))
     assert got.startswith("模型在 torch.compile 下运行的程序与即时执行不同") and "with a bool mask [4, 1, 512, 512] x12" in got
-    assert "那个程序的时间" in got and "3 graph breaks (x)" in got, got  # the piece after it is kept
+    assert "那个程序的时间" in got and "3 处图中断（x）" in got, got  # the pieces after it are kept
+    assert got.endswith("；a note no pattern knows"), got
 
 
 def test_note_patterns_match_their_own_english_strings():
@@ -132,7 +134,9 @@ def test_note_patterns_match_their_own_english_strings():
               "cand": "h200", "cand_name": "NVIDIA H200", "ref": "cpu-x86_64", "ref_name": "Test CPU",
               "floor": "5%", "k": "3", "side": "TileLang", "roof": "compute", "est": "0.81", "lo": "2.55",
               "hi": "2.71", "ms": "0.12", "fam": "attention", "x": "0.92", "ops": "1.06",
-              "diff": "calls torch.sigmoid(float32) x1, instead of silu(float32) x1"}
+              "diff": "calls torch.sigmoid(float32) x1, instead of silu(float32) x1",
+              "hits": "1", "total": "2", "graphs": "graphs", "s": "0.1", "breaks": "graph breaks",
+              "torch": "2.11.0+cu130", "mib": "1024", "dtype": "float16", "bytes": "147456", "fam": "gemm"}
     for kind, rx in report._NOTE_PATTERNS:
         text = t(f"notes.{kind}", **sample)
         if kind in ("up_fork_not", "up_fork_reason"):
@@ -156,3 +160,49 @@ def test_flags_the_bench_writes_read_in_chinese(tmp_path):
     assert "CUDA Graph 捕获失败（RuntimeError: capture）；设备时间包含启动间隙" in section(html, "e2e")
     assert "TileLang 快于带宽上限所允许的速度" in section(html, "ops")
     assert "contradicts" not in html and "roof allows" not in html
+
+
+def test_two_flags_on_one_op_read_as_a_list_with_no_stray_separator(tmp_path):
+    both = ("TileLang faster than the memory roof allows", "PyTorch faster than the memory roof allows")
+    r = evidence_result(softmax=0.3, softmax_flags=both)
+    def text(html: str) -> str:
+        return words(re.sub(r"<style>.*?</style>", "", html, flags=re.S))
+    en, zh = text(html_of(r, tmp_path / "en")), text(html_of(r, tmp_path / "zh", "zh"))
+    assert "softmax 1024x128 float32 is flagged (TileLang faster than the memory roof allows, PyTorch faster than " \
+           "the memory roof allows)" in en
+    assert "已被标记（TileLang 快于带宽上限所允许的速度、PyTorch 快于带宽上限所允许的速度）" in zh
+    for seen in (en, zh):
+        doubled = r"[;；,，、]\s*[;；,，、]"
+        assert not re.search(doubled, seen), re.findall(r".{40}" + doubled + r".{20}", seen)
+    assert "roof allows" not in zh
+    t = report.Strings("en")
+    assert report_notes._notes("TileLang faster than the compute roof allows, mystery; ; , odd", t) == \
+        "TileLang faster than the compute roof allows; mystery; odd"
+
+
+def test_the_chinese_examples_keep_no_english_the_product_wrote():
+    """The committed H200 and CPU runs in Chinese: checklist titles, the targets' limits and
+    sources, torch.compile's notes, the roof's note, the calls' layout notes, the tuner's
+    reasons and the environment's field names are Chinese; measured values, model names,
+    commit subjects and document titles stay as they are."""
+    from pathlib import Path
+
+    from report_samples import example_result
+
+    examples = Path(__file__).resolve().parents[1] / "reports" / "examples"
+    for folder in (examples / "h200" / "llama-defaults", examples / "cpu" / "bert-tiny"):
+        html = report.render_html(example_result(folder), "zh")
+        seen = words(re.sub(r"<(style|svg)\b.*?</\1>", "", html, flags=re.S))
+        for english in ("The model runs at least 95% as fast", "Every rewritten kernel gives the same results",
+                        "tensor cores", "matrix cores", "shared memory per block", "per block opt-in",
+                        "on this machine", "provides it", "on-disk cache", "warm compile", "copy of",
+                        "matmul in", "copied to contiguous", "tuning budget", "of stack", "(this run: "):
+            assert english not in seen, (folder.name, english)
+        env = words(section(html, "environment"))
+        for key in ("batch_size", "seq_len", "spec_hash", "measured_tflops", "smem_per_block", "tune_budget_s",
+                    "families", "timing.reps", "null", "[]"):
+            assert key not in env, (folder.name, key)
+        assert "批大小" in env and "计时 · 重复次数" in env
+        one = section(html, "checklist")
+        assert "使用 TileLang 内核时模型速度至少达到原来的 95%" in one or "每个重写的内核与 PyTorch 结果一致" in one
+    assert "NVIDIA CUDA C++ Programming Guide" in seen  # a document's title is its name

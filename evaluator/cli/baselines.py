@@ -51,7 +51,15 @@ def report_command(
     from .. import baseline, report
     from ..config import check_writable_folder
 
-    result = baseline.load(_read_store(store), baseline_id)
+    st = _read_store(store)
+    result = baseline.load(st, baseline_id)
+    if not result.trend and result.baseline is not None:
+        # As the run showed it: every baseline of this model and platform up to this one.
+        points = baseline.trend(st, result.model.name, result.environment.hardware.platform)
+        versions = list(dict.fromkeys(p.version for p in points))
+        if result.baseline.version in versions:
+            upto = set(versions[:versions.index(result.baseline.version) + 1])
+            result = dataclasses.replace(result, trend=tuple(p for p in points if p.version in upto))
     folder = out or OutputSettings.reports / "rerendered" / baseline_id.replace("/", "_")
     check_writable_folder("--out", folder)
     folder.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,8 @@ In: a `RunResult` (any field may be None or empty: a run that stopped early, a s
 was not run, or a baseline written before a field existed), an output folder, and a
 language ("en" or "zh"). Out: `ReportFiles` naming `report.html` (self-contained: inline
 CSS, inline SVG charts, nothing fetched) and `report.pdf` (WeasyPrint, paged, with header
-and page numbers), or no PDF and a one-line `pdf_note` saying what to install.
+and page numbers), or no PDF and a one-line `pdf_note` saying what to install. A Chinese
+report is `report.zh.html` and `report.zh.pdf`, so both languages fit in one folder.
 
 Page one is for a manager: verdict, model, platform, date, five key numbers that cannot
 contradict the verdict (numbers the run flagged as unstable or suspect are greyed, with
@@ -44,7 +45,7 @@ from __future__ import annotations
 
 from ..baseline import plausible_cause
 from .contents import context
-from .html import HTML_NAME, ReportFiles, render, render_html
+from .html import HTML_NAME, ReportFiles, file_names, render, render_html
 from .notes import _NOTE_PATTERNS, _PORT_PATTERNS
 from .pdf import (PDF_NAME, Requirement, _import_weasyprint, has_cjk_font, local_only_fetcher, missing_note, pdf_missing,
                   probe, read_text)
@@ -52,7 +53,8 @@ from .sections.comparison import MAX_ROWS
 from .strings import LANGS, TEMPLATES, Fmt, Strings, _is_plural, _num, metric_strings_key
 
 __all__ = [
-    "render", "render_html", "context", "ReportFiles", "HTML_NAME", "PDF_NAME", "LANGS", "TEMPLATES", "MAX_ROWS",
+    "render", "render_html", "context", "ReportFiles", "HTML_NAME", "PDF_NAME", "file_names", "LANGS", "TEMPLATES",
+    "MAX_ROWS",
     "Strings", "Fmt", "metric_strings_key", "Requirement", "pdf_missing", "has_cjk_font", "missing_note", "probe",
     "read_text",
     "local_only_fetcher", "plausible_cause",

@@ -51,6 +51,6 @@ def context(result: RunResult, lang: str = "en") -> dict[str, Any]:
         "checklist_name": result.verdict.checklist if result.verdict else t("none"),
         "baseline_id": f"{baseline.model}/{baseline.platform}/{baseline.version}" if baseline else "",
         "header": f"{m.name} · {result.environment.hardware.name} · {_day(result.created)}",
-        "timing": _timing_policy(result), "method_steps": t.raw("method.steps"),
+        "timing": _timing_policy(result, f), "method_steps": t.raw("method.steps"),
     })
     return ctx

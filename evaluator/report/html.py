@@ -3,7 +3,9 @@
 In: a RunResult, a language, an output folder. Out: `render_html`, the self-contained
 page (inline CSS: the shipped report.css then each team's; inline SVG charts, checked by
 `_safe_svg` to hold nothing that could run or fetch), and `render`, which writes
-report.html and asks pdf.py for report.pdf, returning `ReportFiles`. Templates come from
+report.html and asks pdf.py for report.pdf, returning `ReportFiles`. A report in another
+language has its own names (report.zh.html, report.zh.pdf), so rendering one run in two
+languages into one folder keeps both. Templates come from
 a team's folders first (resources.template_dirs()), then the shipped one, which a team's
 template can still name as "shipped/report.html.j2" to extend it. Everything is
 autoescaped: names, subjects and paths in a result are not ours.
@@ -11,7 +13,10 @@ autoescaped: names, subjects and paths in a result are not ours.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,10 +26,18 @@ from .. import resources
 from ..errors import ReportError
 from ..results import RunResult
 from .contents import context
-from .pdf import write_pdf
+from .pdf import PDF_NAME, write_pdf
 from .strings import TEMPLATES
 
 HTML_NAME = "report.html"
+
+
+def file_names(lang: str) -> tuple[str, str]:
+    """(HTML name, PDF name) of a report in `lang`: report.html and report.pdf in English,
+    report.<lang>.html and report.<lang>.pdf otherwise."""
+    if lang == "en":
+        return HTML_NAME, PDF_NAME
+    return f"report.{lang}.html", f"report.{lang}.pdf"
 
 
 @dataclass(frozen=True)
@@ -92,9 +105,23 @@ def render(result: RunResult, out_dir: Path, *, lang: str = "en", pdf: bool = Tr
     except OSError as exc:
         raise ReportError(f"cannot create report folder {out_dir}: {exc}; pick a writable --out") from exc
     html = render_html(result, lang)
-    html_path = out_dir / HTML_NAME
+    html_name, pdf_name = file_names(lang)
+    html_path = out_dir / html_name
     html_path.write_text(html, encoding="utf-8")
     if not pdf:
         return ReportFiles(html=html_path, pdf=None, pdf_note="PDF not requested")
-    pdf_path, note = write_pdf(html, out_dir, html_path, result, lang)
+    if pdf_name == PDF_NAME:
+        pdf_path, note = write_pdf(html, out_dir, html_path, result, lang)
+        return ReportFiles(html=html_path, pdf=pdf_path, pdf_note=note)
+    # pdf.py writes report.pdf; in a private folder inside out_dir that name cannot
+    # overwrite the English PDF beside it, and the rename gives the language's own name.
+    staging = Path(tempfile.mkdtemp(prefix=".pdf-", dir=out_dir))
+    try:
+        written, note = write_pdf(html, staging, html_path, result, lang)
+        pdf_path = None
+        if written is not None:
+            pdf_path = out_dir / pdf_name
+            os.replace(written, pdf_path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return ReportFiles(html=html_path, pdf=pdf_path, pdf_note=note)

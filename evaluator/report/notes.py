@@ -81,6 +81,18 @@ _NOTE_PATTERNS = [(kind, re.compile(rx)) for kind, rx in (
     ("alone_slower", r"routing (?P<fam>\w+) alone makes the model (?P<x>[\d.]+)x end to end \[(?P<lo>[\d.]+)-"
                      r"(?P<hi>[\d.]+)\]; leaving (?P=fam) to PyTorch would be faster"),
     ("view_dropped", r"disturbed rounds dropped"),
+    # what the torch.compile side notes (evaluator/compiled.py, bench.compiled_record)
+    ("compile_cache", r"(?P<hits>\d+) of (?P<total>\d+) (?P<graphs>graphs?) came from Inductor's on-disk cache: "
+                      r"(?P<s>[\d.]+) s is a warm compile, not a cold one"),
+    ("compile_breaks", r"(?P<n>\d+) (?P<breaks>graph breaks?) \((?P<why>.*?)\): those parts ran eagerly"),
+    ("compiled_unstable", r"unstable \(spread (?P<pct>[+-]?[\d.]+)%\)"),
+    ("compiled_differs", r"outputs differ from PyTorch eager: (?P<why>[^;]*)"),
+    # how the measured ceilings were taken (hardware.measure_ceilings)
+    ("ceilings", r"torch (?P<torch>\S+): copy of (?P<mib>\d+) MiB, (?P<n>\d+)\^3 matmul in (?P<dtype>\w+)"),
+    # what the tuner records for a candidate it did not time (tuning.py, kernels' limits)
+    ("cand_budget", r"tuning budget of (?P<s>[\d.]+)s spent"),
+    ("cand_cached", r"reused from the tuning cache"),
+    ("cand_stack", r"(?P<fam>\w+): local tiles need (?P<bytes>\d+) B of stack"),
 )]
 # Segments of baseline.compare's note the report replaces with its own words (counts
 # come from the changes, causes from the filtered environment changes).
@@ -110,12 +122,30 @@ _PORT_PATTERNS = [(kind, re.compile(rx)) for kind, rx in (
 # Words inside a matched note that are themselves translated (notes.<key>).
 _NOTE_WORDS = {"upstream is a shallow clone": "why_up_shallow", "the fork is a shallow clone": "why_fork_shallow",
                "compute": "word_compute", "memory": "word_memory", "shared memory": "word_smem",
-               "LDS": "word_lds", "block": "word_block", "workgroup": "word_workgroup"}
+               "LDS": "word_lds", "block": "word_block", "workgroup": "word_workgroup",
+               "MetaX's TileLang fork for MACA": "word_metax_fork"}
+
+
+def _word(value: str, t: Strings) -> str:
+    """A word or phrase a note carries, in the report's language where the strings know it
+    (notes.word_*, a target's matrix cores), else as written."""
+    if value in _NOTE_WORDS:
+        return t(f"notes.{_NOTE_WORDS[value]}")
+    return _mapped("portability.cores", value, t)
+
+
+def _mapped(table: str, value: str, t: Strings) -> str:
+    """`value` looked up in the string table `table` (a mapping from the English words the
+    product writes to the language's), or `value` itself when the table lacks it."""
+    words = t.raw(table) if t.has(table) else {}
+    return str(words.get(value, value)) if isinstance(words, dict) else value
 
 
 def _notes(text: str, t: Strings, drop: re.Pattern | None = None,
            patterns: list[tuple[str, re.Pattern]] | None = None) -> str:
-    """A "; "-joined note in the report's language, piece by piece."""
+    """A "; "-joined note in the report's language, piece by piece. A piece a pattern
+    knows may be followed by "; " or ", " (flags are listed with commas); a piece no
+    pattern knows runs to the next "; " and is shown without a separator left on it."""
     out: list[str] = []
     pos = 0
     text = text or ""
@@ -123,21 +153,58 @@ def _notes(text: str, t: Strings, drop: re.Pattern | None = None,
         for kind, rx in patterns if patterns is not None else _NOTE_PATTERNS:
             m = rx.match(text, pos)
             if m:
-                kw = {k: (t(f"notes.{_NOTE_WORDS[v]}") if v in _NOTE_WORDS else v or "")
-                      for k, v in m.groupdict().items()}
+                kw = {k: _word(v, t) if v else "" for k, v in m.groupdict().items()}
                 out.append(t(f"notes.{kind}", **kw))
                 pos = m.end()
+                if text.startswith(", ", pos):
+                    pos += 2
                 break
         else:
             nxt = text.find("; ", pos)
             end = len(text) if nxt < 0 else nxt
-            piece = text[pos:end].strip()
+            piece = text[pos:end].strip().lstrip(",;").strip()
             if piece and not (drop and drop.match(piece)):
                 out.append(piece)
             pos = end
         if text.startswith("; ", pos):
             pos += 2
     return t("list_semi").join(p for p in out if p)
+
+
+def _top_level_split(text: str, sep: str) -> list[str]:
+    """`text` cut at each `sep` outside parentheses: "a (x, y), b" -> ["a (x, y)", "b"]."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        ch = text[i]
+        depth += ch == "("
+        depth -= ch == ")" and depth > 0
+        if depth == 0 and text.startswith(sep, i):
+            parts.append(text[start:i])
+            i += len(sep)
+            start = i
+            continue
+        i += 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _flagged_ops(text: str) -> list[tuple[str, list[str]]] | None:
+    """The checklist's "flagged: OP (flag, flag); OP (flag)" as [(op, [flag, ...])], or
+    None when `text` is not that list."""
+    if not text.startswith("flagged: "):
+        return None
+    out = []
+    for item in _top_level_split(text[len("flagged: "):], "; "):
+        m = re.fullmatch(r"(?P<op>[^()]+?) \((?P<flags>.*)\)", item)
+        if m is None:
+            return None
+        out.append((m["op"], _top_level_split(m["flags"], ", ")))
+    return out or None
+
+
+def _flags_words(flags: list[str], t: Strings) -> str:
+    """Flags in words, listed in the report's language, none left empty."""
+    return t("list_sep").join(w for w in (_flag(x, t) for x in flags) if w)
 
 
 def _flag(flag: str, t: Strings) -> str:

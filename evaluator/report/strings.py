@@ -229,6 +229,10 @@ class Fmt:
     def pct(self, v: float | None, digits: int = 1) -> str:
         return self.na if v is None or not math.isfinite(v) else f"{v * 100:.{digits}f}%"
 
+    def tol(self, v: float | None) -> str:
+        """A tolerance in two significant digits: 1.4e-05, 0.0057, 0.005, 2e-05."""
+        return self.na if not _finite(v) else f"{v:.2g}"
+
     def yn(self, v: bool | None) -> str:
         return self.na if v is None else self.t("bool_yes" if v else "bool_no")
 

@@ -4,7 +4,7 @@ In: a RunResult's comparison (from baseline.compare: changes, environment change
 note) and trend points, and a language's `Strings`/`Fmt`. Out: the comparison section
 (counts, changed measurements first, the environment changes that can explain a
 regression, the note without the parts this section says in its own words) and the
-trend chart with first and latest value per measurement.
+trend chart with first and latest value per measurement, once there are two baselines.
 """
 
 from __future__ import annotations
@@ -48,7 +48,11 @@ def _comparison(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
         cause_text = (t("text.causes", causes=t("list_sep").join(f"{e['field']} {e['before'] or '-'} → {e['now'] or '-'}"
                                                                   for e in causes))
                       if causes else t("text.causes_none"))
-    return {"present": True, "text": t("text.comparison_ref", reference=c.reference, candidate=c.candidate),
+    # The pipeline compares "this run" with the previous baseline: naming it again says nothing.
+    same = c.candidate in ("", "this run")
+    text = (t("text.comparison_ref_this", reference=c.reference) if same
+            else t("text.comparison_ref", reference=c.reference, candidate=c.candidate))
+    return {"present": True, "text": text,
             "not_comparable": "" if c.comparable else t("text.not_comparable"),
             "summary": summary, "note": _notes(c.note, t, drop=_DROPPED_NOTES), "causes": cause_text, "rows": rows,
             "more": t("text.more_rows", count=len(rest) - room, n=len(rest) - room) if len(rest) > room else "",
@@ -56,7 +60,9 @@ def _comparison(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
 
 
 def _trend(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
-    if not result.trend:
+    """The trend chart and table, or None with fewer than two distinct baselines: a
+    first baseline compared with itself is no trend (the section says so instead)."""
+    if len({p.version for p in result.trend or ()}) < 2:
         return None
     series: dict[str, list[tuple[str, float]]] = defaultdict(list)
     for p in sorted(result.trend, key=lambda p: p.created):

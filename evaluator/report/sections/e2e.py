@@ -12,12 +12,13 @@ and `compiled_sentence` says plainly how TileLang compares with it (also on page
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from ... import charts, paths
 from ...checklist import op_rows
 from ...results import RunResult, shape_str
-from ..notes import _e2e_flags, _flag, _notes, _timing_flags
+from ..notes import _e2e_flags, _flag, _mapped, _notes, _timing_flags
 from ..strings import Fmt, Strings, _ct, _finite, _num
 from .kernels import compiled_cell
 
@@ -89,15 +90,14 @@ def _e2e(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
                       "rounds": view.ratio.rounds if view.ratio is not None and view.ratio.rounds else 0,
                       "flagged": _timing_flags(view.reference, view.swapped), "note": _notes(view.note, t)})
     calls = []
-    # The router's common fallback reasons, in words; any other reason shows as recorded.
-    words = t.raw("fallbacks") if t.has("fallbacks") and isinstance(t.raw("fallbacks"), dict) else {}
+    # The router's fallback reasons and layout notes, in words; any other shows as recorded.
     for c in getattr(e, "calls", ()) or ():
         fallback = dict(getattr(c, "fallback", {}) or {})
         notes = dict(getattr(c, "notes", {}) or {})
         calls.append({"family": c.family, "shape": c.shape or "—", "tilelang": f.num(c.tilelang),
-                      "fallback": t("list_semi").join(f"{words.get(reason, reason)}: {_num(n)}"
+                      "fallback": t("list_semi").join(f"{_mapped('fallbacks', reason, t)}: {_num(n)}"
                                                       for reason, n in fallback.items()) or "—",
-                      "notes": t("list_semi").join(f"{k}: {_num(n)}" for k, n in notes.items()),
+                      "notes": t("list_semi").join(f"{_call_note(k, t)}: {_num(n)}" for k, n in notes.items()),
                       "profiled": f.ms(c.profiled_ms) if c.profiled_ms else "—",
                       "cls": "row-fail" if fallback and not c.tilelang else ""})
     tl_calls, fb_calls = getattr(e, "tilelang_calls", 0) or 0, getattr(e, "fallback_calls", 0) or 0
@@ -109,7 +109,7 @@ def _e2e(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
              (t("kv.rel_l2_err"), f.num(getattr(e, "rel_l2_err", None), 2)),
              (t("kv.rel_max_err"), f.num(getattr(e, "rel_max_err", None), 2))]
     if tol:
-        check.append((t("kv.tolerance"), ", ".join(f"{k} {_num(v, 2) or v}" for k, v in tol.items())))
+        check.append((t("kv.tolerance"), ", ".join(f"{k} {f.tol(v) if _finite(v) else v}" for k, v in tol.items())))
     used = (t("text.e2e_method", method=_view_name(method, t), meaning=t.get(f"views.{method}.meaning", ""))
             if method else "")
     return {"kv": kv, "error": t("text.e2e_error", error=e.error) if e.error else "", "views": views,
@@ -120,6 +120,15 @@ def _e2e(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
             "compiled": compiled_sentence(result, t, f) if comp is not None else "", "with_compiled": comp is not None,
             "method": used, "calls": calls, "calls_notes": any(c["notes"] for c in calls),
             "coverage": coverage_text, "check": check, "flags": [_flag(x, t) for x in _e2e_flags(result)]}
+
+
+def _call_note(note: str, t: Strings) -> str:
+    """A call's layout note (swap.py, the families' routes) in words: "fused into gemm_gelu",
+    "q/k/v copied to contiguous"."""
+    m = re.fullmatch(r"fused into (?P<kernel>\w+)", note)
+    if m:
+        return t("text.fused_into", kernel=m["kernel"])
+    return _mapped("call_notes", note, t)
 
 
 def _in_model_rows(result: RunResult, f: Fmt) -> list[dict[str, Any]]:

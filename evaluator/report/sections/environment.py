@@ -15,22 +15,49 @@ from typing import Any, Iterable
 
 from ... import resources
 from ...results import RunResult, shape_str
+from ..notes import _mapped
 from ..strings import Fmt, Strings
 
 
-def _flatten(prefix: str, value: Any) -> Iterable[tuple[str, str]]:
-    if isinstance(value, dict):
+def _value(value: Any, f: Fmt) -> str:
+    """A setting as people read it: "—" for unset (None, empty), lists as "a100, h100",
+    yes/no for switches, numbers as numbers."""
+    if value is None or value == "" or value == [] or value == {}:
+        return "—"
+    if isinstance(value, bool):
+        return f.yn(value)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_value(v, f) for v in value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return str(value)
+    return json.dumps(value, default=str)
+
+
+def _key(name: str, t: Strings) -> str:
+    """A field's name in the report's language ("batch_size" -> "批大小"); dotted names
+    part by part; a name the strings do not know stays as it is."""
+    return t("key_sep").join(_mapped("keys", part, t) for part in name.split("."))
+
+
+def _flatten(prefix: str, value: Any, f: Fmt) -> Iterable[tuple[str, str]]:
+    if isinstance(value, dict) and value:
         for k, v in value.items():
-            yield from _flatten(f"{prefix}.{k}" if prefix else str(k), v)
+            yield from _flatten(f"{prefix}.{k}" if prefix else str(k), v, f)
     else:
-        yield prefix, value if isinstance(value, str) else json.dumps(value, default=str)
+        yield prefix, _value(value, f)
+
+
+def _rows(pairs: Iterable[tuple[str, str]], t: Strings) -> list[tuple[str, str]]:
+    return [(_key(k, t), v) for k, v in pairs]
 
 
 def _environment(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
     env, hw, m = result.environment, result.environment.hardware, result.model
-    software = [("evaluator", env.evaluator), ("python", env.python), ("os", env.os), ("cpu", env.cpu),
-                ("torch", env.torch), ("tilelang", env.tilelang)]
-    software += sorted((getattr(env, "libraries", None) or {}).items())
+    software = _rows([("evaluator", env.evaluator), ("python", env.python), ("os", env.os), ("cpu", env.cpu),
+                      ("torch", env.torch), ("tilelang", env.tilelang)], t)
+    software += sorted((getattr(env, "libraries", None) or {}).items())  # package names, as pip spells them
     overrides = resources.template_overrides()
     if overrides:  # a report that looks or reads differently says where that came from
         software.append((t("text.template_overrides"), ", ".join(str(p) for p in overrides)))
@@ -45,9 +72,10 @@ def _environment(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
              ("parameters", f"{m.parameters:,}"), ("spec_hash", m.spec_hash or "—")]
     if result.baseline is not None:
         b = result.baseline
-        model.append(("baseline", f"{b.model}/{b.platform}/{b.version} ({b.commit[:10]})"))
-    settings = list(_flatten("", result.settings))
-    return {"software": software, "hardware": hardware, "model": model, "settings": settings}
+        model.append(("baseline", f"{b.model}/{b.platform}/{b.version}" + (f" ({b.commit[:10]})" if b.commit else "")))
+    settings = list(_flatten("", result.settings, f))
+    return {"software": software, "hardware": _rows(hardware, t), "model": _rows(model, t),
+            "settings": _rows(settings, t)}
 
 
 def _problems(result: RunResult, t: Strings, f: Fmt) -> list[tuple[str, str]]:
@@ -66,6 +94,6 @@ def _problems(result: RunResult, t: Strings, f: Fmt) -> list[tuple[str, str]]:
     return rows
 
 
-def _timing_policy(result: RunResult) -> list[tuple[str, str]]:
+def _timing_policy(result: RunResult, f: Fmt) -> list[tuple[str, str]]:
     timing = result.settings.get("timing") if isinstance(result.settings, dict) else None
-    return list(_flatten("", timing)) if isinstance(timing, dict) else []
+    return _rows(_flatten("", timing, f), f.t) if isinstance(timing, dict) else []

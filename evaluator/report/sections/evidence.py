@@ -16,7 +16,7 @@ from typing import Callable
 from ...checklist import METRICS, kernel_status, op_label, op_rows, op_speedup
 from ...checklist.metrics_kernels import failing_reasons
 from ...results import Outcome, RunResult
-from ..notes import _flag, _notes
+from ..notes import _flag, _flagged_ops, _flags_words, _mapped, _notes
 from ..strings import _PER_TARGET, Fmt, Strings, _finite
 from .e2e import _view_name
 from .page_one import _SEVERITY_ORDER, _SYMBOL, _item_title
@@ -166,12 +166,10 @@ _EVIDENCE_TAILS = [(kind, re.compile(rx)) for kind, rx in (
 def _doubt(text: str, t: Strings) -> str:
     """checklist's "why this number cannot pass" in words: "flagged: OP (flag, flag); ..."
     for ops, "flag; flag" for the end-to-end number."""
-    def flags(group: str) -> str:
-        return t("list_sep").join(_flag(x.strip(), t) for x in group.split(", "))
-    if text.startswith("flagged: "):
-        ops = re.sub(r"\(([^()]*)\)", lambda m: f"({flags(m.group(1))})", text[len("flagged: "):])
-        return t("evidence.doubt_ops", ops=ops)
-    return t("list_semi").join(_flag(x, t) for x in text.split("; ") if x)
+    ops = _flagged_ops(text)
+    if ops is not None:
+        return t("evidence.doubt_ops", ops=t("list_semi").join(f"{op} ({_flags_words(flags, t)})" for op, flags in ops))
+    return t("list_semi").join(w for w in (_flag(x, t) for x in text.split("; ") if x) if w)
 
 
 def _evidence(o: Outcome, result: RunResult, t: Strings, f: Fmt) -> str:
@@ -200,7 +198,8 @@ def _checklist_rows(result: RunResult, t: Strings, f: Fmt) -> list[dict[str, str
     rows = []
     for o in sorted(result.verdict.outcomes, key=lambda o: (order.get(o.status, 9), _SEVERITY_ORDER.get(o.severity, 9))):
         rows.append({
-            "id": o.id, "title": _item_title(o, t, f), "original": o.title if t.lang != "en" else "",
+            "id": o.id, "title": _item_title(o, t, f), "original": _mapped("checklist_titles", o.title, t)
+            if t.lang != "en" else "",
             "severity": o.severity, "severity_label": t.get(f"severity.{o.severity}", o.severity), "metric": o.metric,
             "required": f"{_SYMBOL.get(o.comparator, o.comparator)} {f.unit(o.threshold, o.unit)}",
             "measured": f.unit(o.value, o.unit),

@@ -47,7 +47,7 @@ def _verify(result: RunResult, t: Strings, f: Fmt) -> list[dict[str, str]]:
         for c in v.cases:
             rows.append({"family": c.family, "shape": shape_str(c.shape), "dtype": c.dtype, "seed": str(c.seed),
                          "abs": f.num(c.max_abs_err, 2), "rel": f.num(c.max_rel_err, 2),
-                         "tol": f"atol {c.atol:g}, rtol {c.rtol:g}",
+                         "tol": f"atol {f.tol(c.atol)}, rtol {f.tol(c.rtol)}",
                          "ok": c.passed, "result": t("status.pass" if c.passed else "status.fail"),
                          "reason": c.reason})
     return rows
@@ -102,8 +102,8 @@ def _ops(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
                      "compiled": compiled_cell(getattr(b, "compiled", None), t, f),
                      "verified": f.yn(getattr(b, "verified", None)), "cross": cross,
                      "tflops": _num(b.tilelang_tflops) or "—", "gbps": _num(b.tilelang_gbps) or "—", "notes": notes})
-    chart_rows = [(f"{b.family} {shape_str(b.shape)}" + ("" if b.source == "model" else " *"), op_speedup(b))
-                  for b in ordered][:30]
+    chart_rows = [(f"{b.family} {shape_str(b.shape)}" + ("" if b.source == "model" else " *"), op_speedup(b),
+                   bool(_op_flags(b))) for b in ordered][:30]
     chart = charts.speedups(chart_rows, xlabel=_ct("chart.speedup", t), missing=_ct("not_measured", t))
     text = t("text.ops_rows", which=t("text.ops_model" if which == "model shapes" else "text.ops_standard"))
     legend = shape_legend(sorted({b.family for b in ordered}), [b.shape for b in ordered], t)
@@ -193,7 +193,7 @@ def _roofline(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
     text = (t("text.roofline_peaks", tflops=f.num(roof_tflops), gbps=f.num(roof_gbps))
             if roof_tflops and roof_gbps else t("text.roofline_no_peaks"))
     if hw.measured_tflops and hw.ceilings_note:
-        text += f" ({hw.ceilings_note})"
+        text += f" ({_notes(hw.ceilings_note, t)})"
     return {"chart": chart, "text": text, "table": table}
 
 
@@ -210,7 +210,8 @@ def _tuning(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
             if c.status != "ok":
                 bad.setdefault(c.status, c)  # one example per failure kind keeps the appendix short
         cands = [{"config": f.config(c.config), "status": t.get(f"cand.{c.status}", c.status),
-                  "latency": f.ms(c.latency_ms), "compile": f.num(c.compile_s), "error": c.error, "phase": c.phase}
+                  "latency": f.ms(c.latency_ms), "compile": f.num(c.compile_s), "error": _notes(c.error, t),
+                  "phase": c.phase}
                  for c in [*ok[:8], *bad.values()]]
         # A kernel reused from the tuning cache was not searched in this run: its one
         # "candidate" is the cached config, untimed. Say so instead of an empty table.

@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 from ...checklist import METRICS, kernel_status, op_label, op_rows, op_speedup
 from ...results import Outcome, Ratio, RunResult, Verdict
-from ..notes import _e2e_flags, _flag, _op_flags
+from ..notes import _e2e_flags, _flag, _flagged_ops, _flags_words, _op_flags
 from ..strings import Fmt, Strings, _finite, _form, _num
 from .e2e import _view_name, compiled_sentence
 
@@ -73,9 +73,9 @@ def _doubt(o: Outcome) -> str:
 def _doubt_words(doubt: str, t: Strings) -> str:
     """A doubt in the report's language: the flags of one op ("flagged: softmax 1024x128
     float32 (TileLang faster than ...)"), or the end-to-end number's "; "-joined flags."""
-    m = re.fullmatch(r"flagged: (?P<op>.+?) \((?P<flags>.+)\)", doubt)
-    if m:
-        return t("summary.flagged_op", op=m["op"], flags=_flag(m["flags"], t))
+    ops = _flagged_ops(doubt)
+    if ops is not None:
+        return t("list_semi").join(t("summary.flagged_op", op=op, flags=_flags_words(flags, t)) for op, flags in ops)
     return _flag(doubt, t)
 
 

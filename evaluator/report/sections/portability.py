@@ -12,10 +12,11 @@ the kernel registry, which a report rendered from a stored baseline does not nee
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 from ...results import RunResult
-from ..notes import _PORT_PATTERNS, _notes
+from ..notes import _PORT_PATTERNS, _notes, _word
 from ..strings import Fmt, Strings
 
 
@@ -108,29 +109,51 @@ def _port_page_one(p: Any, t: Strings) -> str:
     return t("portability.page_one", parts=t("list_semi").join(parts))
 
 
-def _port_footnotes(p: Any, t: Strings) -> list[dict[str, str]]:
-    """Per target: its limits and the public documents they come from. In another
-    language the limits are rebuilt from the target table when it still says what the run
-    recorded; otherwise the recorded English line is shown as it is."""
-    from ... import targets as T  # noqa: PLC0415
+# The line targets.TargetSpec.describe() writes, for targets with published launch
+# limits and for those without; a recorded line in another shape is shown as written.
+_LIMITS = re.compile(r"(?P<name>.+?) \((?P<arch>[^()]+)\): (?P<block>\d+ KB) (?P<what>shared memory|LDS) per "
+                     r"(?P<unit>block|workgroup), (?P<sm>\d+ KB) per (?P<per>SM|CU), (?P<threads>\d+) threads per "
+                     r"block, (?P<lane>warp|wavefront) (?P<warp>\d+), (?P<count>\d+) (?:SMs|CUs); (?P<cores>.+)")
+_LIMITS_UNPUBLISHED = re.compile(r"(?P<name>.+?) \((?P<arch>[^()]+)\): launch limits not in the public sources; "
+                                 r"(?P<cores>.+)")
 
+
+def _limits_words(limits: str, t: Strings) -> str:
+    """A target's recorded limits line in the report's language, rebuilt from its numbers
+    (this machine's GPU included); as recorded where the line has another shape."""
+    m = _LIMITS.fullmatch(limits)
+    if m:
+        amd = m["per"] == "CU"
+        return t("portability.limits", name=m["name"], arch=m["arch"], block=m["block"], sm=m["sm"],
+                 what=_word(m["what"], t), unit=_word(m["unit"], t),
+                 per=t("portability.cu" if amd else "portability.sm"), threads=m["threads"], warp=m["warp"],
+                 lane=t("portability.wavefront" if amd else "portability.warp"), count=m["count"],
+                 cores=_word(m["cores"], t))
+    m = _LIMITS_UNPUBLISHED.fullmatch(limits)
+    if m:
+        return t("portability.limits_unpublished", name=m["name"], arch=m["arch"], cores=_word(m["cores"], t))
+    return limits
+
+
+def _source_words(key: str, source: str, t: Strings) -> str:
+    """Where a target's limits come from, in the report's language where the strings carry
+    this exact English line (portability.sources.<key>); document titles stay as published."""
+    english = Strings("en")
+    if english.has(f"portability.sources.{key}") and english(f"portability.sources.{key}") == source:
+        return t(f"portability.sources.{key}")
+    return source
+
+
+def _port_footnotes(p: Any, t: Strings) -> list[dict[str, str]]:
+    """Per target: its limits and the public documents they come from, in the report's
+    language where the recorded English lines have the shape this version writes."""
     out = []
     for key in p.targets:
         limits = p.target_limits.get(key, "")
-        spec = T.TARGETS.get(key)
-        if t.lang != "en" and spec is not None and spec.describe() == limits and spec.smem_per_block:
-            amd = spec.vendor == "amd"
-            limits = t("portability.limits", name=spec.name, arch=spec.arch,
-                       block=f"{spec.smem_per_block // 1024} KB", sm=f"{spec.smem_per_sm // 1024} KB",
-                       what=t("notes.word_lds" if amd else "notes.word_smem"),
-                       unit=t("notes.word_workgroup" if amd else "notes.word_block"),
-                       per=t("portability.cu" if amd else "portability.sm"), threads=spec.max_threads_per_block,
-                       warp=spec.warp_size, lane=t("portability.wavefront" if amd else "portability.warp"),
-                       count=spec.sm_count, cores=spec.matrix_cores)
-        elif t.lang != "en" and spec is not None and spec.describe() == limits:
-            limits = t("portability.limits_unpublished", name=spec.name, arch=spec.arch, cores=spec.matrix_cores)
-        out.append({"key": key, "name": p.target_names.get(key, key), "limits": limits,
-                    "source": p.target_sources.get(key, "")})
+        source = p.target_sources.get(key, "")
+        if t.lang != "en":
+            limits, source = _limits_words(limits, t), _source_words(key, source, t)
+        out.append({"key": key, "name": p.target_names.get(key, key), "limits": limits, "source": source})
     return out
 
 
