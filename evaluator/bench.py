@@ -110,11 +110,12 @@ def stalled_sides(timings: Sequence[Timing | None], fns: Sequence[Sequence[Calla
             except Exception:  # the guard is evidence, not a gate on the measurement itself
                 alone = 0.0
             if alone > 0:
-                seen.append((alone, "the same call timed again alone"))
+                seen.append((alone, "when timed again alone"))
         worst = [(ms, where) for ms, where in seen if t.median_ms > STALL_FACTOR * ms]
         if worst:
             ms, where = min(worst)
-            out.append(f"stalled: {name} {_ms(t.median_ms)} in the rounds against {_ms(ms)} ({where})")
+            # no parentheses or commas: an op's flags are listed in parentheses, comma-separated
+            out.append(f"stalled: {name} {_ms(t.median_ms)} in the rounds against {_ms(ms)} {where}")
     return out
 
 
@@ -193,7 +194,7 @@ def bench_op(family: KernelFamily, shape: Shape, dtype: str, kernel: Callable | 
     roofline's attainable rate at this shape's arithmetic intensity. An unverified
     kernel is not timed: a fast wrong kernel has no speed worth reporting. `evidence`
     holds each side's time from elsewhere ("PyTorch": its profiled time inside the model,
-    "TileLang": the tuner's), (ms, where from): a side far slower than its own other
+    "TileLang": the tuner's), (ms, where from, as words after "against X ms"): a side far slower than its own other
     evidence is re-measured, and flagged "stalled" if it stays so (`stalled_sides`).
     """
     sets = rotated_inputs(family, shape, dtype, device, seed, policy)
@@ -562,7 +563,7 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
         same = compare_outputs(prep.first_output, ref_out, dtype) if prep is not None and prep.ok else None
         made = [make_sampler([ref_fn], device, policy), make_sampler([cand_fn], device, policy)]
         sides, at, why = time_with_compiled(made, prep, device, policy)
-        evidence = {"PyTorch": (profiled_wall_ms, "the profiled forward pass")} if profiled_wall_ms else {}
+        evidence = {"PyTorch": (profiled_wall_ms, "in the profiled forward pass")} if profiled_wall_ms else {}
         stalls = stalled_sides(sides.timings[:2], ([ref_fn], [cand_fn]), ("PyTorch", "TileLang"), evidence,
                                device, policy)
         if stalls:  # measured once more; the run with fewer stalled sides is kept

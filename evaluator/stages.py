@@ -214,10 +214,10 @@ def _tune_one(ctx: Context, fam: kernels.KernelFamily, shape: Shape, source: str
     rep.update(f"{label}: benchmarking" + _against_compile(cfg.bench.timing.compile_mode, vr.passed))
     evidence = {}
     if profiled:
-        evidence["PyTorch"] = (profiled, "every call of this shape in one profiled forward pass")
+        evidence["PyTorch"] = (profiled, "for every call of this shape in the profiled forward pass")
     tuned = [c.latency_ms for c in tk.candidates if c.status == "ok" and c.config == tk.config and c.latency_ms]
     if tuned:
-        evidence["TileLang"] = (min(tuned), "the tuner's time of this config")
+        evidence["TileLang"] = (min(tuned), "when the tuner timed this config")
     ob = bench.bench_op(fam, shape, cfg.model.dtype, kernel, cfg.device, source=source, config=tk.config,
                         policy=cfg.bench.timing, roof=(hw.measured_tflops, hw.measured_gbps),
                         verified=vr.passed, error=why, evidence=evidence)

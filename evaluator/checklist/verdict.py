@@ -14,6 +14,7 @@ code; INCONCLUSIVE trips it as NO-GO does (no evidence is no licence to proceed)
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,8 @@ def evaluate(checklist: Checklist, result: RunResult, today: date | None = None)
             status = "fail"
             counted_fail.add(item.severity)
             clean_fail.add(item.severity)
+            if doubt:  # flags that only flatter the number: it fails on it all the same
+                evidence += f"; flagged, the fail stands: {doubt}"
         if waiver is not None and not waiver_active and status == "fail":
             evidence += f"; waiver by {waiver.who} expired on {waiver.expires.isoformat()}"
         outcomes.append(Outcome(id=item.id, title=item.title, severity=item.severity, metric=item.metric,
@@ -93,11 +96,25 @@ def evaluate(checklist: Checklist, result: RunResult, today: date | None = None)
                    rerun=tuple(dict.fromkeys(rerun)))
 
 
+# Flags that can only have made a speedup look better than it is (TileLang timed faster
+# than the roof allows, PyTorch's side stalled): they cast doubt on a pass, never on a fail.
+_FLATTERING = ("TileLang faster than", "stalled: PyTorch")
+
+
+def _flags_of(doubt: str) -> list[str]:
+    """The single flags in a doubt: an op's "flagged: OP (a, b); OP2 (c)", or the end to
+    end's "a; b"."""
+    inner = re.findall(r"\(([^()]*)\)", doubt) if doubt.startswith("flagged: ") else []
+    parts = [p for group in inner for p in group.split(", ")] if inner else doubt.split("; ")
+    return [p.strip() for p in parts if p.strip()]
+
+
 def _undermines_fail(doubt: str) -> bool:
-    """Whether a flag could have made a number fail that would otherwise pass: a stalled
-    TileLang side (slower than its own evidence), or a reference output with NaN or Inf
-    of its own (every comparison with it fails). The other flags cast doubt on a pass."""
-    return "stalled: TileLang" in doubt or "the reference itself has" in doubt
+    """Whether a doubt could have made a number fail that would otherwise pass: any flag
+    but those that can only flatter it (an unstable or contradicted timing goes either
+    way; PyTorch faster than the roof, a stalled TileLang side or a reference with NaN of
+    its own can only make TileLang look worse)."""
+    return any(not f.startswith(_FLATTERING) for f in _flags_of(doubt))
 
 
 def _inconclusive(result: RunResult, doubted: list[tuple[Any, str]]) -> tuple[list[str], list[str]]:

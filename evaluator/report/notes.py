@@ -55,6 +55,17 @@ _NOTE_PATTERNS = [(kind, re.compile(rx)) for kind, rx in (
     ("amdahl_in_model", r"contradicts the Amdahl estimate \((?P<est>[\d.]+)x from the operator times inside the "
                         r"model, measured (?P<lo>[\d.]+)-(?P<hi>[\d.]+)x\)"),
     ("capture_failed", r"graph capture failed \((?P<why>[^;]*)\)"),
+    ("stalled_alone", r"stalled: (?P<side>TileLang|PyTorch) (?P<t_run>[\d.]+ (?:ms|us)) in the rounds against "
+                      r"(?P<t_other>[\d.]+ (?:ms|us)) when timed again alone"),
+    ("stalled_profiled", r"stalled: (?P<side>TileLang|PyTorch) (?P<t_run>[\d.]+ (?:ms|us)) in the rounds against "
+                         r"(?P<t_other>[\d.]+ (?:ms|us)) (?:for every call of this shape )?in the profiled forward pass"),
+    ("stalled_tuner", r"stalled: (?P<side>TileLang|PyTorch) (?P<t_run>[\d.]+ (?:ms|us)) in the rounds against "
+                      r"(?P<t_other>[\d.]+ (?:ms|us)) when the tuner timed this config"),
+    ("no_signal_again", r"the reference carries no signal at this input \((?P<what>[^)]*)\); inputs drawn with "
+                        r"another seed gave none either"),
+    ("no_signal_once", r"the reference carries no signal at this input \((?P<what>[^)]*)\); the inputs have "
+                       r"nothing to draw again"),
+    ("no_signal", r"the reference carries no signal at this input \((?P<what>[^)]*)\)"),
     ("launch_gaps", r"the device number includes launch gaps"),
     ("own_capture", r"graph captured on the model's own capture path \(its eager path did not capture: "
                     r"(?P<why>[^)]*)\): the device number is of the program the model runs while captured, the "

@@ -89,17 +89,19 @@ def _e2e(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
                       "ratio": f.x(view.ratio.value if view.ratio else None), "ci": f.interval(view.ratio),
                       "rounds": view.ratio.rounds if view.ratio is not None and view.ratio.rounds else 0,
                       "flagged": _timing_flags(view.reference, view.swapped), "note": _notes(view.note, t)})
-    calls = []
+    calls, not_chosen = [], []
     # The router's fallback reasons and layout notes, in words; any other shows as recorded.
-    for c in getattr(e, "calls", ()) or ():
+    # The families not chosen follow the chosen ones', dimmed: every call they made ran in PyTorch.
+    for c in (*(getattr(e, "calls", ()) or ()), *(getattr(e, "not_chosen", ()) or ())):
         fallback = dict(getattr(c, "fallback", {}) or {})
         notes = dict(getattr(c, "notes", {}) or {})
-        calls.append({"family": c.family, "shape": c.shape or "—", "tilelang": f.num(c.tilelang),
+        rows = calls if c.family in e.families else not_chosen
+        rows.append({"family": c.family, "shape": c.shape or "—", "tilelang": f.num(c.tilelang),
                       "fallback": t("list_semi").join(f"{_mapped('fallbacks', reason, t)}: {_num(n)}"
                                                       for reason, n in fallback.items()) or "—",
                       "notes": t("list_semi").join(f"{_call_note(k, t)}: {_num(n)}" for k, n in notes.items()),
                       "profiled": f.ms(c.profiled_ms) if c.profiled_ms else "—",
-                      "cls": "row-fail" if fallback and not c.tilelang else ""})
+                      "cls": ("row-fail" if rows is calls else "row-dim") if fallback and not c.tilelang else ""})
     tl_calls, fb_calls = getattr(e, "tilelang_calls", 0) or 0, getattr(e, "fallback_calls", 0) or 0
     coverage_text = t("text.coverage", coverage=f.pct(e.coverage), tilelang=f.num(tl_calls), fallback=f.num(fb_calls),
                       count=fb_calls) if (calls or tl_calls or fb_calls) else t("text.coverage_only", coverage=f.pct(e.coverage))
@@ -118,7 +120,8 @@ def _e2e(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
             "kept": (t("text.e2e_kept", left=", ".join(e.kept.left), families=", ".join(e.kept.families),
                        x=f.x_ci(e.kept.ratio.value, e.kept.ratio)) if getattr(e, "kept", None) else ""),
             "compiled": compiled_sentence(result, t, f) if comp is not None else "", "with_compiled": comp is not None,
-            "method": used, "calls": calls, "calls_notes": any(c["notes"] for c in calls),
+            "method": used, "calls": calls, "not_chosen": not_chosen,
+            "calls_notes": any(c["notes"] for c in calls + not_chosen),
             "coverage": coverage_text, "check": check, "flags": [_flag(x, t) for x in _e2e_flags(result)]}
 
 

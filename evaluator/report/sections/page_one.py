@@ -16,14 +16,14 @@ import re
 from typing import Any, Iterable
 
 from ...checklist import METRICS, kernel_status, op_label, op_rows, op_speedup
-from ...results import Outcome, Ratio, RunResult, Verdict
-from ..notes import _e2e_flags, _flag, _flagged_ops, _flags_words, _op_flags
+from ...results import Outcome, Ratio, RunResult, Verdict, family_calls
+from ..notes import _e2e_flags, _flag, _flagged_ops, _flags_words, _mapped, _op_flags
 from ..strings import Fmt, Strings, _finite, _form, _num
 from .e2e import _view_name, compiled_sentence
 
 
 _SYMBOL = {">=": "≥", "<=": "≤", "==": "=", "!=": "≠", ">": ">", "<": "<"}
-_DECISION_CLASS = {"GO": "go", "CONDITIONAL GO": "conditional", "NO-GO": "nogo"}
+_DECISION_CLASS = {"GO": "go", "CONDITIONAL GO": "conditional", "NO-GO": "nogo", "INCONCLUSIVE": "inconclusive"}
 _SEVERITY_ORDER = {"blocker": 0, "major": 1, "minor": 2}
 
 
@@ -117,6 +117,9 @@ def _flip(result: RunResult, t: Strings, f: Fmt) -> str:
         parts = [_condition(o, t, f) for o in failed]
         parts += [t("flip.measured", label=t.metric(o.metric, "label")) for o in missing]
         return t("flip.conditional", items=sep.join(parts)) if parts else ""
+    if v.decision == "INCONCLUSIVE":
+        doubted = [o for o in failed if _doubt(o)]
+        return t("flip.inconclusive", items=sep.join(_condition(o, t, f) for o in doubted)) if doubted else ""
     if v.decision == "GO":
         close = [(h, o) for o in v.outcomes if (h := _headroom(o)) is not None]
         if not close:
@@ -124,6 +127,46 @@ def _flip(result: RunResult, t: Strings, f: Fmt) -> str:
         h, o = min(close, key=lambda x: x[0])
         return t("flip.go", item=_condition(o, t, f), headroom=f.pct(h, 0))
     return ""
+
+
+_INCONCLUSIVE = (
+    ("nothing", re.compile(r"nothing was rewritten: none of the model's profiled time is in a family with a "
+                           r"TileLang kernel \((?P<top>.*)\)")),
+    ("no_calls", re.compile(r"no call ran in TileLang: every call of (?P<families>.+?) fell back \((?P<why>.*)\)")),
+    ("doubted", re.compile(r"'(?P<title>.+)' \((?P<metric>[\w.]+)\) cannot be decided on its number: (?P<doubt>.*)")),
+)
+
+
+def _inconclusive_words(reason: str, t: Strings) -> str:
+    """One of the verdict's reasons for INCONCLUSIVE in the report's language (the verdict
+    writes them in English, for the terminal and the baseline); unknown ones as written."""
+    for kind, pattern in _INCONCLUSIVE:
+        m = pattern.fullmatch(reason)
+        if m is None:
+            continue
+        if kind == "doubted":
+            title = m["title"] if t.lang == "en" else t.metric(m["metric"], "label")
+            return t("inconclusive.doubted", title=title, why=_doubt_words(m["doubt"], t))
+        if kind == "no_calls":
+            why = t("list_semi").join(_mapped("fallbacks", part, t) for part in m["why"].split("; "))
+            return t("inconclusive.no_calls", families=m["families"], why=why)
+        return t("inconclusive.nothing", top=m["top"])
+    return reason
+
+
+def _pytorch_calls(result: RunResult, t: Strings) -> list[str] | None:
+    """Per family with a kernel, the calls of the checked forward pass that ran in PyTorch
+    and why, most first; [] where every call ran in TileLang; None with no end-to-end run."""
+    e = result.e2e
+    if e is None or e.swapped is None or not (e.calls or e.not_chosen):
+        return None
+    out = []
+    for row in family_calls(e):
+        if row.pytorch:
+            why = t("list_semi").join(f"{_mapped('fallbacks', r, t)}: {n}" for r, n in row.reasons[:3])
+            out.append(t("summary.pytorch_family", family=row.family, n=row.pytorch, total=row.pytorch + row.tilelang,
+                         why=why))
+    return out
 
 
 def _regression_lines(result: RunResult, t: Strings, f: Fmt) -> list[str]:
@@ -146,8 +189,11 @@ def _summary(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
     parts = ([t("summary.n_failed", count=len(failed), n=len(failed))] if failed else []) + \
         ([t("summary.n_missing", count=len(missing), n=len(missing))] if missing else [])
     passed = sum(o.status == "pass" for o in outcomes)
-    sentence = t(f"decision_summary.{key}", count=blockers if key == "NO-GO" else None, passed=passed,
-                 total=len(outcomes) - len(optional), blockers=blockers, parts=t("list_sep").join(parts))
+    reasons = tuple(_inconclusive_words(x, t) for x in v.inconclusive) if v is not None and key == "INCONCLUSIVE" \
+        else ()
+    count = blockers if key == "NO-GO" else len(reasons) if key == "INCONCLUSIVE" else None
+    sentence = t(f"decision_summary.{key}", count=count, passed=passed, total=len(outcomes) - len(optional),
+                 blockers=blockers, parts=t("list_sep").join(parts))
 
     def plain(o: Outcome) -> dict[str, Any]:
         kw = dict(value=f.unit(o.value, o.unit), threshold=f.unit(o.threshold, o.unit),
@@ -165,7 +211,7 @@ def _summary(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
                 "title": _item_title(o, t, f), "plain": t.metric(o.metric, "fail", count=o.value, **kw),
                 "measured": "" if quotes else t("summary.measured_vs", **kw), "id": o.id, "details": details}
 
-    steps: list[str] = []
+    steps: list[str] = [_mapped("rerun", x, t) for x in v.rerun] if v is not None and key == "INCONCLUSIVE" else []
     if v is None:
         steps.append(t("next.no_verdict"))
     for o in failed:  # a flagged number needs its flag explained before any speed work
@@ -189,6 +235,9 @@ def _summary(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
         "label": t(f"decision.{key}"),
         "sentence": sentence,
         "meaning": t(f"decision_meaning.{key}"),
+        # INCONCLUSIVE: why the evidence cannot carry a decision (the steps start with what to rerun)
+        "inconclusive": list(reasons),
+        "pytorch_calls": _pytorch_calls(result, t),
         # Every failed item, named in full: a manager must not have to open the checklist
         # to learn what the last one was.
         "failed": [plain(o) for o in failed],
