@@ -372,6 +372,8 @@ def plan(q, k, cos, sin, form: "written.RopeForm" = written.HALVES) -> Plan | st
             return "q and k of shapes that do not broadcast as rotary embeddings do"
     if min(b, s, hq, d) <= 0 or (not form.single and hk <= 0):
         return "empty input"
+    if d % 2:
+        return "odd head_dim"
     if int(cos.shape[1]) != s or int(cos.shape[0]) not in (1, b) or rot % 2 or rot <= 0:
         return "cos and sin of shapes that do not broadcast as rotary embeddings do"
     if rot > d or (rot < d and not (form.partial and not form.single)):
@@ -428,14 +430,15 @@ class RopeFamily(KernelFamily):
             rot, inter = dims[6:8] if len(dims) > 6 else (d, 0)
             qp = _pitches(b * s, hq, d, *dims[8:10]) if len(dims) > 8 else (0, 0)
             kp = _pitches(b * s, hk, d, *dims[10:12]) if len(dims) > 8 else (0, 0)
-            ok = (min(b, s, hq, d) > 0 and hk >= 0 and per_batch in (0, 1) and 0 < rot <= d and rot % 2 == 0
+            ok = (min(b, s, hq, d) > 0 and d % 2 == 0 and hk >= 0 and per_batch in (0, 1) and 0 < rot <= d
+                  and rot % 2 == 0
                   and inter in (0, 1, 2) and qp is not None and kp is not None and min(dims[8:] or (0,)) >= 0
                   and (hk or dims[10:12] in ((), (0, 0))))
         if not ok:
             raise KernelError(
                 f"rope: shape must be (batch, seq, q_heads, kv_heads, head_dim, per_batch[, rotary_dim, interleaved"
-                f"[, q_row, q_head, k_row, k_head]]): batch, seq, q_heads and head_dim positive, kv_heads 0 (one "
-                f"tensor) or more, per_batch 0 or 1, rotary_dim (default head_dim) even and at most head_dim, "
+                f"[, q_row, q_head, k_row, k_head]]): batch, seq, q_heads and head_dim positive, head_dim even, "
+                f"per_batch 0 or 1, kv_heads 0 (one tensor) or more, rotary_dim (default head_dim) even and at most head_dim, "
                 f"interleaved 0, 1 or 2, each tensor's row and head strides 0 (dense) or wide enough for its heads, "
                 f"got {tuple(shape)}")
         if qp != (0, 0) or kp != (0, 0):

@@ -85,15 +85,16 @@ def test_models_rotary_calls_run_in_tilelang_under_graph_capture_on_gpu(name, hw
 def test_views_stay_views_on_gpu():
     # the packed qkv's q and k, 16-byte aligned, reach the kernel as the views they are
     b, s, h, d = 2, 64, 4, 64
-    qkv = torch.randn(b, s, h * 3 * d, device="cuda", dtype=torch.float16).view(b, s, h, 3 * d).transpose(1, 2)
-    q, k, _ = qkv.chunk(3, dim=-1)
+    n = b * s * h * 3 * d
+    base = torch.randn(n + 8, device="cuda", dtype=torch.float16)
+    partial = written.RopeForm(partial=True)
     angle = torch.randn(1, s, 8, device="cuda")
-    cos = torch.cat((angle, angle), -1).cos().half()
-    sin = torch.cat((angle, angle), -1).sin().half()
-    found = plan(q, k, cos, sin, written.RopeForm(partial=True))
-    assert found.notes == () and found.inputs[1].data_ptr() == k.data_ptr()
-    # a view 2 bytes off a 16-byte boundary is copied (the kernel's vector loads need alignment), and said
-    angle = torch.randn(1, s, 7, device="cuda")
     cos, sin = torch.cat((angle, angle), -1).cos().half(), torch.cat((angle, angle), -1).sin().half()
-    off = plan(q[..., 1:], k[..., 1:], cos, sin, written.RopeForm(partial=True))
+    q, k, _ = base[:n].view(b, s, h, 3 * d).transpose(1, 2).chunk(3, dim=-1)
+    found = plan(q, k, cos, sin, partial)
+    assert found.notes == () and found.inputs[1].data_ptr() == k.data_ptr() and len(found.shape) == 12
+    # the same views 2 bytes off a 16-byte boundary are copied (the kernel's vector loads
+    # need alignment), and said
+    q, k, _ = base[1:n + 1].view(b, s, h, 3 * d).transpose(1, 2).chunk(3, dim=-1)
+    off = plan(q, k, cos, sin, partial)
     assert off.notes == ("input copied to contiguous",) and len(off.shape) == 8  # dense: no strides in the shape
