@@ -380,16 +380,13 @@ def plan(q, k, cos, sin, form: "written.RopeForm" = written.HALVES) -> Plan | st
         return "cos and sin narrower than q and k, and the function rotates all of them" if rot < d else \
             "cos and sin wider than q and k"
     per_batch = int(int(cos.shape[0]) == b and b > 1)
-    copied = False
-    qr, qp, q_copied = _as_rows(q, not form.single)
+    qr, qp, copied = _as_rows(q, not form.single)
     ins = [qr]
     kp: tuple[int, int] = (0, 0)
     if hk:
         kr, kp, k_copied = _as_rows(k, True)
         ins.append(kr)
-        copied = q_copied or k_copied
-    else:
-        copied = q_copied
+        copied = copied or k_copied
     notes = [COPIED] if copied else []
     if form.interleaved == 2:
         table, made = _table(sin, cos)
@@ -397,9 +394,12 @@ def plan(q, k, cos, sin, form: "written.RopeForm" = written.HALVES) -> Plan | st
         if made:
             notes.append("sin and cos copied into one table")
     else:
-        if not (cos.is_contiguous() and sin.is_contiguous()):
+        # dense, and 16-byte aligned on a GPU (the kernel's vector loads): as they come from
+        # the model's rotary embedding, else copied
+        bad = [not t.is_contiguous() or (t.is_cuda and t.data_ptr() % 16) for t in (cos, sin)]
+        if any(bad):
             notes.append("cos, sin copied to contiguous")
-        ins += [cos.contiguous(), sin.contiguous()]
+        ins += [t.clone(memory_format=torch.contiguous_format) if b_ else t for t, b_ in zip((cos, sin), bad)]
     shape = (b, s, hq, hk, d, per_batch, rot, form.interleaved) + qp + kp
     return Plan(FAMILY.check(shape), tuple(ins), tuple(notes))
 

@@ -254,6 +254,11 @@ def test_route_reads_gpt_neox_packed_qkv_in_place_and_rotates_a_quarter():
     for y, x in ((yq, q), (yk, k)):
         want = torch.cat((x[..., :rot] * c + rotate_half(x[..., :rot]) * sn, x[..., rot:]), -1)
         torch.testing.assert_close(y, want)
+    # cos and sin that are not dense are copied, and said
+    wide_cos, wide_sin = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)
+    other = FAM.route(written.rotary, (q, k, wide_cos[..., :rot], wide_sin[..., :rot]), {"form": partial}, "float32")
+    assert other.shape == route.shape and other.notes == ("cos, sin copied to contiguous",)
+    torch.testing.assert_close(other.launch(kernel)[0], yq)
     # llama's form does not rotate a part: the same call is not its kernel's
     assert "narrower" in FAM.route(written.rotary, (q, k, cos, sin), {}, "float32")
     assert "wider" in FAM.route(written.rotary, (q[..., :2], k[..., :2], cos, sin), {"form": partial}, "float32")
