@@ -5,7 +5,7 @@ own call timed in the same interleaved rounds. It answers two questions the tune
 numbers cannot: what the best reachable ratio is, and whether the family's search
 space (and its first config) contains that best.
 
-    python3 benchmarks/kernel_sweep.py [--only gemm,llama,pingpong,pingwave,swap,streamk,fused,gated,skinny,attention,views,rows,rope,conv2d,resnet50] [--shapes 3152x3072x768,...] [--json OUT.json]
+    python3 benchmarks/kernel_sweep.py [--only gemm,llama,pingpong,pingwave,swap,streamk,fused,gated,skinny,attention,views,rows,rope,rope_partial,conv2d,resnet50] [--shapes 3152x3072x768,...] [--json OUT.json]
 
 Each row: family, shape, PyTorch µs, best TileLang µs and config, the ratio
 (PyTorch / TileLang), and the ratios of the family's own first config and of the best
@@ -75,6 +75,12 @@ ROWS = {"layernorm": [(1024, 768), (2048, 768), (3152, 768), (16384, 4096)],
 # against the formula's ten elementwise calls and two cats (transformers' llama): TinyLlama
 # at b4 s512, an odd sequence, llama-7B's 32 heads of 128 at s4096.
 ROPE = [(4, 512, 32, 4, 64, 0), (4, 509, 32, 4, 64, 0), (1, 4096, 32, 32, 128, 0)]
+# The forms that rotate part of each head, against each model's own formula (slices, the
+# rotation and a cat; GPT-J's repeat_interleave and stack): GPT-NeoX-1.4B's 32 of 128
+# dims with q and k read in place from the packed qkv [b, s, 16, 3 * 128] at b4 s512;
+# GPT-J-6B's q[..., :64] of 256 in pairs off its sin|cos table, one tensor a call (it
+# rotates k, then q, the same shape).
+ROPE_PARTIAL = [(4, 512, 16, 16, 128, 0, 32, 0, 6144, 384, 6144, 384), (4, 512, 16, 0, 64, 0, 64, 2, 4096, 256, 0, 0)]
 # (N, H, W, C, K, R, S, stride, pad, nchw): ResNet-50's stem, 1x1s and a 3x3 as torchvision
 # runs them (NCHW, 1) and as a channels_last model does (0); channels not a multiple of 8 last.
 CONV = [(32, 224, 224, 3, 64, 7, 7, 2, 3, 1), (32, 56, 56, 64, 64, 1, 1, 1, 0, 1), (32, 56, 56, 64, 256, 1, 1, 1, 0, 1),
@@ -325,6 +331,8 @@ def cases(only: set[str], hw, own_only: bool = False) -> list[tuple[str, tuple, 
         out += [(f, s, []) for f, shapes in ROWS.items() for s in shapes]
     if "rope" in only:
         out += [("rope", s, []) for s in ROPE]
+    if "rope_partial" in only:
+        out += [("rope", s, []) for s in ROPE_PARTIAL]
     if "conv2d" in only:
         out += [("conv2d", s, conv_grid(s)) for s in CONV]
     if "resnet50" in only:

@@ -21,14 +21,20 @@ router (patterns found and run in PyTorch) sees the same call and runs it as wri
 (`call`). Outside the two nothing of the model is changed.
 
 Rotary embeddings are functions, not modules: transformers' `apply_rotary_pos_emb(q, k,
-cos, sin)`, which llama, mistral, qwen2 and gemma each define in their modeling module
-and call by its global name. `find_rotary` looks in the namespaces of the model's own
-classes for functions whose first four parameters are the query, the key, cos and sin,
-and keeps those that compute q * cos + rotate_half(q) * sin (and the same for k) on
-random tensors. The two managers patch such a function in its namespace: `marked` with
-a range named `rope` and its shape, `as_calls` as one call of `rotary`, a function that
-takes part in torch's function modes, so a router sees and routes it; not routed, it
-runs the function as written.
+cos, sin)`, which llama, mistral, qwen2, gemma, GPT-NeoX, Phi and Cohere each define in
+their modeling module and call by its global name, and GPT-J's and CodeGen's
+`apply_rotary_pos_emb(tensor, sin, cos)`, called once for k and once for q. `find_rotary`
+looks in the namespaces of the model's own classes for functions whose first parameters
+are the query, the key, cos and sin (or one tensor, then sin and cos), and keeps those
+that compute a rotation on random tensors, recording its form (`RopeForm`): halves
+(q * cos + rotate_half(q) * sin, the same for k) or interleaved pairs (2i, 2i+1); whether
+cos narrower than q rotates only that part of each head and passes the rest (GPT-NeoX's
+and Phi-3's partial rotary; Phi-2, StableLM and Persimmon slice q themselves and pass the
+slice); GPT-J's one tensor a call with one sin and cos a pair. The two managers patch
+such a function in its namespace: `marked` with a range named `rope` and the shape the
+rope family's route will see (`rope_shape`), `as_calls` as one call of `rotary`, a
+function that takes part in torch's function modes, so a router sees and routes it; not
+routed, it runs the function as written.
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ from torch.profiler import record_function
 # A profiler range around a written-out norm: "evaluator::written::rmsnorm::<rows>x<cols>".
 PREFIX = "evaluator::written::"
 FAMILY = "rmsnorm"
-ROPE = "rope"  # a rotary embedding function: "evaluator::written::rope::<b>x<s>x<hq>x<hk>x<d>x<per_batch>"
+ROPE = "rope"  # a rotary embedding function: "evaluator::written::rope::<the rope family's shape, with x>"
 FAMILIES = frozenset({FAMILY, ROPE})
 _EPS_ATTRS = ("variance_epsilon", "eps", "epsilon")
 # Probe tolerance (atol = rtol) per dtype: the written form rounds twice in 16-bit (the
@@ -191,13 +197,20 @@ def marked(model: torch.nn.Module) -> contextlib.AbstractContextManager:
                 return forward(x, *args, **kwargs)
         return marked_forward
 
-    def make_rope(fn):
-        def marked_rope(q, k, cos, sin, *args, **kwargs):
-            shape = rope_shape(q, k, cos)
-            if shape is None or getattr(_UNMARKED, "on", False):
-                return fn(q, k, cos, sin, *args, **kwargs)
+    def make_rope(r: WrittenRope, fn):
+        def marked_rope(*args, **kwargs):
+            shape = None
+            if not getattr(_UNMARKED, "on", False) and not kwargs and len(args) == (3 if r.form.single else 4):
+                if r.form.single:
+                    x, a, b = args
+                    sin, cos = (a, b) if r.form.sin_first else (b, a)
+                    shape = rope_shape(x, None, cos, sin, r.form)
+                else:
+                    shape = rope_shape(*args, form=r.form)
+            if shape is None:
+                return fn(*args, **kwargs)
             with record_function(f"{PREFIX}{ROPE}::{'x'.join(map(str, shape))}"):
-                return fn(q, k, cos, sin, *args, **kwargs)
+                return fn(*args, **kwargs)
         return marked_rope
 
     stack = contextlib.ExitStack()
@@ -253,41 +266,74 @@ def call(func, args: tuple, kwargs: dict):
 
 # ---------------------------------------------------------------- rotary embeddings
 
-def rotary(q, k, cos, sin, *, written=None):
-    """A rotary embedding function of the model's (`written`) called on four tensors, as
-    one call that a torch function mode sees: a router routes it to the rope family or,
-    not taking it, calls it again with no mode active, which runs `written` as the model
-    wrote it (its other parameters at their defaults, which the probe checked)."""
+
+@dataclass(frozen=True)
+class RopeForm:
+    """What a model's rotary embedding function computes, as its probe found it."""
+
+    # fn(x, sin, cos) (or (x, cos, sin), `sin_first` False): one tensor a call, [batch,
+    # seq, heads, dim], as GPT-J and CodeGen rotate k, then q; else fn(q, k, cos, sin) on
+    # [batch, heads, seq, dim] with cos, sin [1 or batch, seq, dim] unsqueezed at 1.
+    single: bool = False
+    # 0: halves (j, j + dim/2), llama's rotate_half; 1: pairs (2i, 2i+1) with cos and sin
+    # per dim (Cohere's); 2: pairs with one sin and cos a pair, repeated (GPT-J's).
+    interleaved: int = 0
+    # With cos narrower than q and k, the first cos.shape[-1] dims rotated and the rest
+    # passed through (GPT-NeoX's, Phi-3's); otherwise such a call is not the kernel's.
+    partial: bool = False
+    sin_first: bool = True
+
+
+HALVES = RopeForm()
+
+
+def rotary(q, k, cos, sin, *, written=None, form: RopeForm = HALVES):
+    """A rotary embedding function of the model's (`written`, of `form`) called on its
+    tensors (k None for one tensor a call), as one call that a torch function mode sees:
+    a router routes it to the rope family or, not taking it, calls it again with no mode
+    active, which runs `written` as the model wrote it (its other parameters at their
+    defaults, which the probe checked)."""
     if has_torch_function((q, k, cos, sin)):
-        return handle_torch_function(rotary, (q, k, cos, sin), q, k, cos, sin, written=written)
+        return handle_torch_function(rotary, (q, k, cos, sin), q, k, cos, sin, written=written, form=form)
+    if form.single:
+        return written(q, sin, cos) if form.sin_first else written(q, cos, sin)
     return written(q, k, cos, sin)
 
 
-def _as_rotary(fn):
+def _as_rotary(r: WrittenRope, fn):
+    if r.form.single:
+        def as_one_call(x, a, b, *args, **kwargs):
+            if args or kwargs:  # a parameter of another version's: as written
+                return fn(x, a, b, *args, **kwargs)
+            sin, cos = (a, b) if r.form.sin_first else (b, a)
+            return rotary(x, None, cos, sin, written=fn, form=r.form)
+        return as_one_call
+
     def as_call(q, k, cos, sin, *args, **kwargs):
         if args or kwargs:  # another unsqueeze_dim, or a parameter of another version's: as written
             return fn(q, k, cos, sin, *args, **kwargs)
-        return rotary(q, k, cos, sin, written=fn)
+        return rotary(q, k, cos, sin, written=fn, form=r.form)
     return as_call
 
 
-def rope_shape(q, k, cos) -> tuple[int, ...] | None:
-    """The rope family's shape of one call on q, k [batch, heads, seq, head_dim] and cos
-    [1 or batch, seq, head_dim], or None where the tensors are not that."""
-    if not all(isinstance(t, torch.Tensor) for t in (q, k, cos)) or q.dim() != 4 or k.dim() != 4 or cos.dim() != 3:
-        return None
-    b, hq, s, d = (int(v) for v in q.shape)
-    return (b, s, hq, int(k.shape[1]), d, int(cos.shape[0] == b and b > 1))
+def rope_shape(q, k, cos, sin, form: RopeForm = HALVES) -> tuple[int, ...] | None:
+    """The rope family's shape of one call of a function of `form` on these tensors (the
+    one its route will see, layout included), or None where the kernel does not compute it."""
+    from .kernels.rope import plan
+
+    found = plan(q, k, cos, sin, form)
+    return None if isinstance(found, str) else found.shape
 
 
 @dataclass(frozen=True)
 class WrittenRope:
-    """A module-level function `module.name` that computes transformers' rotary
-    embedding of q and k: q * cos + rotate_half(q) * sin, cos and sin unsqueezed at 1."""
+    """A module-level function `module.name` that computes a rotary embedding of q and k
+    (or of one tensor) in `form`."""
 
     module: types.ModuleType
     name: str
     fn: Callable
+    form: RopeForm = HALVES
 
 
 _ROPES: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[WrittenRope, ...]]" = weakref.WeakKeyDictionary()
@@ -295,9 +341,10 @@ _ROPES: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[WrittenRope, ...]]" = 
 
 def find_rotary(model: torch.nn.Module) -> tuple[WrittenRope, ...]:
     """The rotary embedding functions the model's own modules can call: functions in the
-    namespaces of the model's classes (not torch's) whose first four parameters are the
-    query, the key, cos and sin, each confirmed by running it on random tensors against
-    the formula. Found by what they compute, as the norms are; cached per model."""
+    namespaces of the model's classes (not torch's) whose first parameters are the query,
+    the key, cos and sin (or one tensor, then sin and cos, as GPT-J's), each confirmed by
+    running it on random tensors against the formula in each form it may have. Found by
+    what they compute, as the norms are; cached per model."""
     hit = _ROPES.get(model)
     if hit is not None:
         return hit
@@ -310,55 +357,108 @@ def find_rotary(model: torch.nn.Module) -> tuple[WrittenRope, ...]:
         for name, fn in sorted(vars(module).items()):
             # a plain function, or (transformers with the hub's `kernels` installed) a
             # module wrapping one so that it can be swapped for a hub kernel
-            if (inspect.isfunction(fn) or isinstance(fn, torch.nn.Module)) and _rope_signature(fn) \
-                    and _rope_probe(fn):
-                found.append(WrittenRope(module, name, fn))
+            if not (inspect.isfunction(fn) or isinstance(fn, torch.nn.Module)):
+                continue
+            sig = _rope_signature(fn)
+            form = _rope_probe(fn) if sig == "qk" else _one_tensor_probe(fn, sig == "sin") if sig else None
+            if form is not None:
+                found.append(WrittenRope(module, name, fn, form))
     _ROPES[model] = tuple(found)
     return _ROPES[model]
 
 
-def _rope_signature(fn) -> bool:
+def _rope_signature(fn) -> str | None:
+    """"qk" for fn(q, k, cos, sin, ...), "sin" or "cos" for fn(x, sin, cos, ...) or fn(x,
+    cos, sin, ...) (by which comes first), where every later parameter has a default."""
     try:
         params = list(inspect.signature(fn.forward if isinstance(fn, torch.nn.Module) else fn).parameters.values())
     except (TypeError, ValueError):
-        return False
-    if len(params) < 4 or any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params[:4]):
-        return False
-    first = [p.name.lower() for p in params[:4]]
-    return (first[0].startswith("q") and first[1].startswith("k") and first[2].startswith("cos")
-            and first[3].startswith("sin") and all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-                                                   for p in params[4:]))
+        return None
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = [p.name.lower() for p in positional]
+
+    def rest_defaulted(n: int) -> bool:
+        return positional[:n] == params[:n] and all(
+            p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params[n:])
+
+    if len(names) >= 4 and names[0].startswith("q") and names[1].startswith("k") and names[2].startswith("cos") \
+            and names[3].startswith("sin") and rest_defaulted(4):
+        return "qk"
+    if len(names) >= 3 and {names[1][:3], names[2][:3]} == {"sin", "cos"} and rest_defaulted(3):
+        return names[1][:3]
+    return None
 
 
-def _rope_probe(fn) -> bool:
+def _angles(g: torch.Generator, *size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    angle = torch.randn(*size, generator=g) * 3.0
+    return angle.cos(), angle.sin()
+
+
+def _matches(out, want) -> bool:
+    outs, wants = (out, want) if isinstance(want, tuple) else ((out,), (want,))
+    if not (isinstance(out, tuple) == isinstance(want, tuple) and len(outs) == len(wants)
+            and all(isinstance(t, torch.Tensor) for t in outs)):
+        return False
+    return all(o.shape == w.shape and torch.allclose(o, w, atol=1e-5, rtol=1e-5) for o, w in zip(outs, wants))
+
+
+def _run(fn, *args):
+    try:
+        with torch.no_grad():
+            return fn(*args)
+    except Exception:  # a function of other things, or of other shapes
+        return None
+
+
+def _rope_probe(fn) -> RopeForm | None:
+    """fn(q, k, cos, sin)'s form: halves or pairs of the whole head with cos and sin given
+    per dim (an angle of its own each, so that neither the pairs' layout nor the halves'
+    is assumed), and whether cos half as wide rotates only that part of each head."""
+    from .kernels.rope import formula
+
     g = torch.Generator(device="cpu").manual_seed(0)
     b, hq, hk, s, d = 2, 3, 1, 5, 8
     q, k = torch.randn(b, hq, s, d, generator=g), torch.randn(b, hk, s, d, generator=g)
-    angle = torch.randn(1, s, d // 2, generator=g)
-    cos, sin = torch.cat((angle, angle), -1).cos(), torch.cat((angle, angle), -1).sin()
-    try:
-        with torch.no_grad():
-            out = fn(q, k, cos, sin)
-    except Exception:  # a function of four other things
-        return False
-    if not (isinstance(out, tuple) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
-        return False
-    from .kernels.rope import rotate_half
+    cos, sin = _angles(g, 1, s, d)
+    out = _run(fn, q, k, cos, sin)
     c, sn = cos.unsqueeze(1), sin.unsqueeze(1)
-    want = (q * c + rotate_half(q) * sn, k * c + rotate_half(k) * sn)
-    return all(o.shape == w.shape and torch.allclose(o, w, atol=1e-5, rtol=1e-5) for o, w in zip(out, want))
+    inter = next((i for i in (0, 1) if _matches(out, (formula(q, c, sn, i), formula(k, c, sn, i)))), None)
+    if inter is None:
+        return None
+    cos, sin = _angles(g, b, s, d // 2)  # per sequence, as a padded batch's positions give them
+    c, sn = cos.unsqueeze(1), sin.unsqueeze(1)
+    partial = _matches(_run(fn, q, k, cos, sin), (formula(q, c, sn, inter), formula(k, c, sn, inter)))
+    return RopeForm(interleaved=inter, partial=partial)
+
+
+def _one_tensor_probe(fn, sin_first: bool) -> RopeForm | None:
+    """GPT-J's form: fn(x [batch, seq, heads, dim], sin, cos [1 or batch, seq, dim/2]), each
+    pair (2i, 2i+1) of x rotated by angle i (sin and cos repeated per pair)."""
+    from .kernels.rope import formula
+
+    g = torch.Generator(device="cpu").manual_seed(0)
+    b, s, h, d = 2, 5, 3, 8
+    x = torch.randn(b, s, h, d, generator=g)
+    for rows in (1, b):
+        cos, sin = _angles(g, rows, s, d // 2)
+        out = _run(fn, x, sin, cos) if sin_first else _run(fn, x, cos, sin)
+        c = torch.repeat_interleave(cos[:, :, None, :], 2, 3)
+        sn = torch.repeat_interleave(sin[:, :, None, :], 2, 3)
+        if not _matches(out, formula(x, c, sn, 1)):
+            return None
+    return RopeForm(single=True, interleaved=2, sin_first=sin_first)
 
 
 @contextlib.contextmanager
 def _patched_globals(ropes: tuple[WrittenRope, ...], make) -> Iterator[None]:
-    """Each function replaced in its module's namespace by `make(the current one)`, and
-    put back (a model's forward looks the name up there on every call)."""
+    """Each function replaced in its module's namespace by `make(rope, the current one)`,
+    and put back (a model's forward looks the name up there on every call)."""
     saved = []
     try:
         for r in ropes:
             current = getattr(r.module, r.name)
             saved.append((r, current))
-            setattr(r.module, r.name, make(current))
+            setattr(r.module, r.name, make(r, current))
         yield
     finally:
         for r, current in reversed(saved):

@@ -1,6 +1,9 @@
 """Written-out norms and rotary embeddings: found by what they compute in transformers'
-own LlamaRMSNorm and apply_rotary_pos_emb, not found in look-alikes that compute
-something else, and the two context managers leave the model as it was."""
+own LlamaRMSNorm and apply_rotary_pos_emb (llama's, GPT-NeoX's and Phi-3's partial
+rotation, Cohere's pairs, GPT-J's one tensor a call), not found in look-alikes that
+compute something else; real models' rotary calls run in TileLang under the router,
+every call counted, outputs matching; the profile names their shapes; and the two
+context managers leave the model as it was."""
 
 from __future__ import annotations
 
@@ -10,7 +13,9 @@ import torch.nn.functional as F
 
 from evaluator import kernels, profiling, swap, written
 from evaluator.models import load_model
+from evaluator.results import parse_shape
 from tests.fixtures import hf_models
+from tests.kernels.test_rows import CPU
 
 
 class _Norm(torch.nn.Module):
@@ -180,10 +185,16 @@ def test_transformers_llama_rotary_embedding_is_found_and_patched_only_while_ins
 
 
 @pytest.mark.parametrize("body", [
-    # GPT-J's interleaved pairs (x0, x1), (x2, x3): another rotation, not this kernel's
-    "    r = torch.stack((-q[..., 1::2], q[..., ::2]), -1).flatten(-2)\n"
-    "    s = torch.stack((-k[..., 1::2], k[..., ::2]), -1).flatten(-2)\n"
-    "    return q * cos.unsqueeze(1) + r * sin.unsqueeze(1), k * cos.unsqueeze(1) + s * sin.unsqueeze(1)\n",
+    # interleaved pairs turned the other way, (x1, -x0): the rotation by minus the angle
+    ("    r = torch.stack((q[..., 1::2], -q[..., ::2]), -1).flatten(-2)\n"
+     "    s = torch.stack((k[..., 1::2], -k[..., ::2]), -1).flatten(-2)\n"
+     "    return q * cos.unsqueeze(1) + r * sin.unsqueeze(1), k * cos.unsqueeze(1) + s * sin.unsqueeze(1)\n"),
+    # pairs whose angles are cos's first half repeated (GLM's): not cos and sin as given
+    ("    cos = cos[..., : cos.shape[-1] // 2].repeat_interleave(2, dim=-1).unsqueeze(1)\n"
+     "    sin = sin[..., : sin.shape[-1] // 2].repeat_interleave(2, dim=-1).unsqueeze(1)\n"
+     "    r = torch.stack((-q[..., 1::2], q[..., ::2]), -1).flatten(-2)\n"
+     "    s = torch.stack((-k[..., 1::2], k[..., ::2]), -1).flatten(-2)\n"
+     "    return q * cos + r * sin, k * cos + s * sin\n"),
     # cos and sin swapped
     "    return (q * sin.unsqueeze(1) + rotate_half(q) * cos.unsqueeze(1),\n"
     "            k * sin.unsqueeze(1) + rotate_half(k) * cos.unsqueeze(1))\n",
@@ -235,3 +246,193 @@ def test_the_profile_gives_the_rotary_embedding_its_calls_and_shape():
     rope = {o.family: o for o in hot.ops}["rope"]
     assert rope.shapes == ("2x16x4x2x16x0",) and rope.calls == 2 and {"aten::cat", "aten::neg"} <= set(rope.aten_ops)
     assert all("aten::neg" not in o.aten_ops for o in hot.ops if o.family != "rope")
+
+
+_PAIRS = """
+import torch
+def apply_rope(q, k, cos, sin, unsqueeze_dim=1):
+    cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+    r = torch.stack((-q[..., 1::2], q[..., ::2]), -1).flatten(-2)
+    s = torch.stack((-k[..., 1::2], k[..., ::2]), -1).flatten(-2)
+    return q * cos + r * sin, k * cos + s * sin
+"""
+# Rotates the last cos.shape[-1] dims, not the first: the same as llama's at full width.
+_LAST_PART = _HF_ROPE.split("def apply_rope")[0] + """
+def apply_rope(q, k, cos, sin, unsqueeze_dim=1):
+    cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+    n = cos.shape[-1]
+    rq = q[..., q.shape[-1] - n:] * cos + rotate_half(q[..., q.shape[-1] - n:]) * sin
+    rk = k[..., k.shape[-1] - n:] * cos + rotate_half(k[..., k.shape[-1] - n:]) * sin
+    return torch.cat((q[..., : q.shape[-1] - n], rq), -1), torch.cat((k[..., : k.shape[-1] - n], rk), -1)
+"""
+_ONE = """
+import torch
+def rotate_every_two(x):
+    return torch.stack((-x[:, :, :, 1::2], x[:, :, :, ::2]), dim=-1).flatten(-2)
+def apply_rope(tensor, {a}, {b}):
+    sin = torch.repeat_interleave(sin[:, :, None, :], 2, 3)
+    cos = torch.repeat_interleave(cos[:, :, None, :], 2, 3)
+    return (tensor * cos) + ({turn}(tensor) * sin)
+"""
+
+
+def _one_module(a="sin", b="cos", turn="rotate_every_two"):
+    """A module of GPT-J's kind: its one-tensor function, and an attention that calls it on k, then q."""
+    import sys
+    import types
+    mod = types.ModuleType("user_rope_one")
+    exec(_ONE.format(a=a, b=b, turn=turn) + _HF_ROPE.split("def apply_rope")[0] + f"""
+class Attention(torch.nn.Module):
+    def forward(self, q, k, sin, cos):
+        return apply_rope(k, {a}, {b}), apply_rope(q, {a}, {b})
+""", mod.__dict__)
+    mod.Attention.__module__ = mod.__name__
+    sys.modules[mod.__name__] = mod
+    return mod
+
+
+def test_each_rotary_form_is_found_with_what_it_computes():
+    forms = {src: written.find_rotary(torch.nn.Sequential(_rope_module(src).Attention()))
+             for src in (_HF_ROPE, _PAIRS, _LAST_PART)}
+    assert [r.form for r in forms[_HF_ROPE]] == [written.RopeForm()]
+    assert [r.form for r in forms[_PAIRS]] == [written.RopeForm(interleaved=1)]
+    # the last part rotated is llama's rotation at full width, and no partial one
+    assert [r.form for r in forms[_LAST_PART]] == [written.RopeForm(partial=False)]
+    (gptj,) = written.find_rotary(torch.nn.Sequential(_one_module().Attention()))
+    assert gptj.form == written.RopeForm(single=True, interleaved=2, sin_first=True)
+    (swapped,) = written.find_rotary(torch.nn.Sequential(_one_module("cos", "sin").Attention()))
+    assert swapped.form.single and not swapped.form.sin_first
+    # one tensor a call rotated by halves: not GPT-J's, not found
+    assert written.find_rotary(torch.nn.Sequential(_one_module(turn="rotate_half").Attention())) == ()
+
+
+def test_a_function_that_rotates_another_part_is_not_routed_on_a_narrower_cos():
+    mod = _rope_module(_LAST_PART)
+    model = torch.nn.Sequential(mod.Attention())
+    b, s, h, d = 2, 8, 2, 16
+    q = torch.randn(b, s, h * d).view(b, s, h, d).transpose(1, 2)
+    k = torch.randn(b, s, h * d).view(b, s, h, d).transpose(1, 2)
+    angle = torch.randn(1, s, 4)
+    cos, sin = torch.cat((angle, angle), -1).cos(), torch.cat((angle, angle), -1).sin()
+    expected = model[0](q, k, cos, sin)
+    router = swap.Router([kernels.get("rope")], swap.KernelTable("float32", "c"), model=model)
+    with torch.inference_mode(), router:
+        got = model[0](q, k, cos, sin)
+    assert not router.ran and list(router.fell_back) == [("rope", "")]
+    assert "narrower" in next(iter(router.fell_back[("rope", "")]))
+    assert all(torch.equal(g, e) for g, e in zip(got, expected))  # as written
+
+
+# ---------------------------------------------------------------- real models' rotary calls
+
+_TINY = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128,
+         "vocab_size": 128, "max_position_embeddings": 64, "attn_implementation": "sdpa"}
+# transformers class, config, and the calls two layers make (GPT-J and CodeGen rotate k, then q)
+MODELS = {
+    "gpt_neox": ("GPTNeoXModel", {"rotary_pct": 0.25}, 2),  # a quarter of q, k inside the packed qkv
+    "phi3": ("Phi3Model", {"partial_rotary_factor": 0.5, "num_key_value_heads": 2, "pad_token_id": 0}, 2),
+    "gptj": ("GPTJModel", {"rotary_dim": 8}, 4),  # 8 of 16 dims, pairs, one tensor a call
+    "llama": ("LlamaModel", {"num_key_value_heads": 2}, 2),
+    "phi": ("PhiModel", {"partial_rotary_factor": 0.5}, 2),  # q[..., :8] sliced by the model
+    "codegen": ("CodeGenModel", {"rotary_dim": 8}, 4),
+    "cohere": ("CohereModel", {"num_key_value_heads": 2}, 2),  # pairs, cos and sin per dim
+}
+
+
+def _model(name: str, batch: int = 2, seq: int = 16):
+    import transformers
+
+    cls, extra, _ = MODELS[name]
+    torch.manual_seed(0)
+    config = getattr(transformers, cls.replace("Model", "Config"))(**_TINY, **extra)
+    model = getattr(transformers, cls)(config).eval()
+    ids = torch.randint(0, 100, (batch, seq), generator=torch.Generator().manual_seed(0))
+    return model, ids
+
+
+def _routed_shapes(model, ids) -> dict:
+    """The rope shapes a router with no kernels sees, with their calls."""
+    router = swap.Router([kernels.get("rope")], swap.KernelTable("float32", "c"), model=model)
+    with torch.inference_mode(), router:
+        model(ids)
+    assert set(router.fell_back) == {k for k in router.fell_back if k[1]}, router.fell_back  # each call has a shape
+    return {k[1]: sum(v.values()) for k, v in router.fell_back.items()}
+
+
+def _route_with(model, ids, table):
+    with torch.inference_mode():
+        expected = model(ids).last_hidden_state
+        router = swap.Router([kernels.get("rope")], table, model=model)
+        with router:
+            got = model(ids).last_hidden_state
+    return router, got, expected
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_real_models_rotary_calls_run_in_tilelang_each_counted(name):
+    model, ids = _model(name)
+    shapes = _routed_shapes(model, ids)
+    assert len(shapes) == 1 and sum(shapes.values()) == MODELS[name][2], shapes
+    fam = kernels.get("rope")
+    table = swap.KernelTable("float32", "c")
+    for text in shapes:
+        shape = parse_shape(text)
+        table.add("rope", shape, fam.search_space(shape, "float32", CPU)[0],
+                  fam.build(shape, "float32", fam.search_space(shape, "float32", CPU)[0], "c"))
+    router, got, expected = _route_with(model, ids, table)
+    assert dict(router.ran) == {("rope", t): n for t, n in shapes.items()} and not router.fell_back
+    assert not any(router.notes.values()), router.notes  # q and k read where they lie: nothing copied
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    fam_shape = parse_shape(next(iter(shapes)))
+    if name in ("gpt_neox", "phi3"):
+        assert fam_shape[6] < fam_shape[4]  # a part rotated, the rest passed through
+    if name in ("gptj", "codegen"):
+        assert fam_shape[3] == 0 and fam_shape[7] == 2  # one tensor a call, pairs by GPT-J's table
+
+
+def test_gpt_j_scan_runs_the_one_tensor_function_as_written():
+    model, ids = _model("gptj")
+    (rope,) = written.find_rotary(model)
+    assert rope.name == "apply_rotary_pos_emb" and rope.form.single
+    with torch.inference_mode():
+        expected = model(ids).last_hidden_state
+        scan = swap.Router([kernels.get("rope")], swap.KernelTable("float32", "c"), model=model, scan=True)
+        with scan:
+            again = model(ids).last_hidden_state
+    assert not scan.ran and torch.equal(again, expected)
+
+
+@pytest.mark.parametrize("spec, shape, calls", [
+    (("hf:GPTNeoXModel,num_hidden_layers=2,hidden_size=64,intermediate_size=128,num_attention_heads=4,"
+      "rotary_pct=0.25,max_position_embeddings=64,vocab_size=128"), "2x16x4x4x16x0x4x0x192x48x192x48", 2),
+    ("hf:GPTJModel,n_layer=2,n_embd=64,n_head=4,rotary_dim=8,n_positions=64,vocab_size=128",
+     "2x16x4x0x8x0x8x2x64x16x0x0", 4),
+    (("hf:Phi3Model,num_hidden_layers=2,hidden_size=64,intermediate_size=128,num_attention_heads=4,"
+      "num_key_value_heads=2,partial_rotary_factor=0.5,max_position_embeddings=64,vocab_size=128,pad_token_id=0"),
+     "2x16x4x2x16x0x8x0x128x16x128x16", 2),
+], ids=["gpt_neox", "gptj", "phi3"])
+def test_the_profile_names_partial_and_interleaved_rotary_shapes(spec, shape, calls):
+    m = load_model(spec, batch_size=2, seq_len=16)
+    hot = profiling.hot_ops(m, families=("rope",), iters=1)
+    rope = {o.family: o for o in hot.ops}["rope"]
+    assert rope.shapes == (shape,) and rope.calls == calls and hot.selected == ("rope",)
+    assert "aten::mul" in rope.aten_ops
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["gpt_neox", "gptj"])
+def test_tuned_and_verified_rotary_kernels_route_the_model(name):
+    from evaluator import tuning, verify
+
+    model, ids = _model(name)
+    fam = kernels.get("rope")
+    table = swap.KernelTable("float32", "c")
+    for text in _routed_shapes(model, ids):
+        shape = parse_shape(text)
+        tk, kernel = tuning.tune(fam, shape, "float32", CPU, budget_s=20, fine_rounds=0)
+        res = verify.verify(fam, shape, "float32", tk.config, "c", "cpu")
+        assert res.passed and len(res.cases) == 4, [c for c in res.cases if not c.passed]
+        table.add("rope", shape, tk.config, kernel, verified=res.passed)
+    router, got, expected = _route_with(model, ids, table)
+    assert sum(router.ran.values()) == MODELS[name][2] and not router.fell_back
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
