@@ -5,7 +5,7 @@ own call timed in the same interleaved rounds. It answers two questions the tune
 numbers cannot: what the best reachable ratio is, and whether the family's search
 space (and its first config) contains that best.
 
-    python3 benchmarks/kernel_sweep.py [--only gemm,llama,pingpong,pingwave,swap,streamk,fused,gated,skinny,attention,views,rows,rope,rope_partial,conv2d,resnet50] [--shapes 3152x3072x768,...] [--json OUT.json]
+    python3 benchmarks/kernel_sweep.py [--only gemm,llama,pingpong,pingwave,swap,streamk,fused,gated,skinny,attention,views,bmm,rows,rope,rope_partial,conv2d,resnet50] [--shapes 3152x3072x768,...] [--json OUT.json]
 
 Each row: family, shape, PyTorch µs, best TileLang µs and config, the ratio
 (PyTorch / TileLang), and the ratios of the family's own first config and of the best
@@ -65,6 +65,14 @@ ATTENTION_VIEWS = [(8, 12, 128, 128, 64, 0, 12, 12, 12), (4, 12, 512, 512, 64, 1
                    # grouped-query heads (enable_gqa, session 21): TinyLlama's 32 over 4 at b4 s512,
                    # as transformers hands them over; llama-3-8B's 32 over 8 at s4096.
                    (4, 32, 512, 512, 64, 1, 32, 4, 4, 4), (1, 32, 4096, 4096, 128, 1, 0, 0, 0, 8)]
+# Batched products (bmm): BERT-base's eager attention at b8 s128, 12 heads (96 batches), as
+# transformers hands them over (q and v heads of their projections, k^T the transposed view;
+# scores 128x128x64, context 128x64x128) and as contiguous torch.bmm operands, and a long
+# sequence's 32 x 1024x1024x128. The PyTorch side is the family's reference on the same
+# views: torch.bmm's kernel on 3-D operands, and on the 4-D views torch.matmul with the
+# copies it makes to reach bmm, as the model runs it.
+BMM = [(96, 128, 128, 64, 0, 1, 12, 12, 12), (96, 128, 64, 128, 0, 0, 12, 0, 12), (96, 128, 128, 64, 0, 1),
+       (96, 128, 64, 128), (32, 1024, 1024, 128, 0, 1), (32, 1024, 1024, 128)]
 ROWS = {"layernorm": [(1024, 768), (2048, 768), (3152, 768), (16384, 4096)],
         # The pre-norm sum and its norm against PyTorch's add then layer_norm: ViT-B's, GPT-2's.
         "add_layernorm": [(3152, 768), (2048, 768), (16384, 4096)],
@@ -270,6 +278,21 @@ def attention_grid(shape) -> list[dict]:
     return out
 
 
+def bmm_grid(shape) -> list[dict]:
+    """Tensor-core tiles around the bmm family's coarse grid: every tile of 64 or 128 rows
+    by 64-256 columns, with 32- to 128-wide K steps in rings that fit, on one warpgroup
+    (and two for 128 rows); tiles far wider than N left out."""
+    N = shape[2]
+    base = dict(kernels.get("bmm").schedule(tuple(shape), DTYPE, "cuda").defaults)
+    out = []
+    for bM, bN, (bK, st) in itertools.product((64, 128), (64, 128, 256), ((32, 4), (64, 2), (64, 3), (128, 2))):
+        if bN > max(64, C.next_pow2(N)):
+            continue
+        for th in ((128, 256) if bM == 128 else (128,)):
+            out.append({**base, "block_M": bM, "block_N": bN, "block_K": bK, "num_stages": st, "threads": th})
+    return out
+
+
 def conv_grid(shape) -> list[dict]:
     """NCHW: tiles over (output channels, pixels), and for a 1x1 over at most 128 channels
     the stream schedule at every image size (the family offers it from 2048 pixels)."""
@@ -325,6 +348,8 @@ def cases(only: set[str], hw, own_only: bool = False) -> list[tuple[str, tuple, 
         out += [("attention", s, attention_grid(s)) for s in ATTENTION]
     if "views" in only:
         out += [("attention", s, []) for s in ATTENTION_VIEWS]
+    if "bmm" in only:  # batched products: eager attention's on its views, a long sequence's
+        out += [("bmm", s, bmm_grid(s)) for s in BMM]
     if "splitk" in only:  # the shapes where split-K may pay: long K, short output
         out += [("gemm", s, gemm_grid(s)) for s in GEMM_MODEL if s[2] >= 2048]
     if "rows" in only:

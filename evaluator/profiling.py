@@ -49,11 +49,10 @@ from .results import Fusion, HotOp, HotOps, parse_shape, shape_str
 from .swap import ROUTED_PREFIX
 
 # Operator families we account for but have no kernel for; ops a registered family
-# covers never get here (a matmul by a weight is gemm's, a batched one lands here).
+# covers never get here (a matmul by a weight is gemm's, a batched one bmm's).
 OTHER_FAMILIES: dict[str, str] = {
     "aten::batch_norm": "batchnorm", "aten::_batch_norm_impl_index": "batchnorm",
     "aten::native_batch_norm": "batchnorm", "aten::_native_batch_norm_legit_no_training": "batchnorm",
-    "aten::bmm": "bmm", "aten::baddbmm": "bmm", "aten::matmul": "bmm",
     "aten::embedding": "embedding",
     "aten::max_pool2d": "pooling", "aten::max_pool2d_with_indices": "pooling",
     "aten::adaptive_avg_pool2d": "pooling", "aten::avg_pool2d": "pooling",
@@ -65,7 +64,7 @@ ELEMENTWISE = {
     "aten::sin", "aten::exp", "aten::where",
 }
 # Families without a kernel whose report still lists the raw operand shapes.
-RAW_SHAPES = {"bmm"}
+RAW_SHAPES: set[str] = set()
 # The range around each profiled forward pass.
 PASS_RANGE = "evaluator::pass"
 

@@ -77,7 +77,7 @@ def test_family_for_aten():
     assert family_for_aten("aten::gelu") is None
     # a matmul by a weight is a linear layer; two batched operands are attention-style bmm
     assert family_for_aten("aten::matmul", [[2, 8, 16], [16, 4]]).name == "gemm"
-    assert family_for_aten("aten::matmul", [[2, 8, 16], [2, 16, 4]]) is None
+    assert family_for_aten("aten::matmul", [[2, 8, 16], [2, 16, 4]]).name == "bmm"
 
 
 def test_aten_ops_do_not_overlap():
