@@ -292,3 +292,26 @@ def test_a_scan_pairs_each_residual_add_with_its_written_norm_and_runs_the_norm_
             assert p is None, "a written norm's range inside tilelang::add_rmsnorm"
     with torch.inference_mode():
         assert torch.equal(reference().last_hidden_state, expected.last_hidden_state)
+
+
+def test_family_shares_add_up_and_a_recognised_call_inside_an_unrecognised_one_counts_once():
+    import torch
+
+    from evaluator.models import LoadedModel
+    from evaluator.results import ModelSpec
+
+    class Einsum(torch.nn.Module):  # aten::einsum (no family) calls aten::bmm (bmm's)
+        def forward(self, a, b):
+            return torch.einsum("bij,bjk->bik", a, b).relu()
+
+    model = LoadedModel(ModelSpec("einsum", "file", 8, None, "float32", 0, "x"), Einsum().eval(),
+                        (torch.randn(8, 64, 64), torch.randn(8, 64, 64)), "cpu")
+    hot = profiling.hot_ops(model, iters=3)
+    assert abs(sum(o.share for o in hot.ops) - 1.0) < 1e-9
+    assert abs(sum(o.time_ms for o in hot.ops) - hot.total_ms) < 1e-9
+    fams = {o.family: o for o in hot.ops}
+    assert "bmm" in fams and fams["bmm"].shapes
+    df = profiling.profile_model(model, iters=3)
+    einsum = df[df["op"] == "aten::einsum"]["time_us"].sum()
+    bmm = df[df["family"] == "bmm"]["time_us"].sum()
+    assert einsum < bmm  # the outer row keeps only what its bmm did not take
