@@ -251,3 +251,18 @@ def test_the_cpu_demo_gives_the_same_verdict_three_times_beside_a_busy_process(t
         busy.terminate()
     assert len(set(verdicts)) == 1, verdicts
     assert not unflagged
+
+
+def test_a_team_can_require_tilelang_to_beat_torch_compile_end_to_end():
+    from evaluator.results import Compiled, Ratio
+
+    r = sample_result()
+    slower = Compiled("max-autotune", timing=r.e2e.swapped, ratio=Ratio(0.745, 0.74, 0.75, 20), compile_s=45.0)
+    strict = cl.load(cl.DEFAULT_CHECKLIST.parent / "production.yaml")
+    v = cl.evaluate(strict, replace(r, e2e=dataclasses.replace(r.e2e, compiled=slower)))
+    item = next(o for o in v.outcomes if o.metric == "e2e.vs_compiled")
+    assert item.status == "fail" and item.value == pytest.approx(0.745) and "max-autotune" in item.evidence
+    faster = dataclasses.replace(slower, ratio=Ratio(1.10, 1.08, 1.12, 20))
+    v = cl.evaluate(strict, replace(r, e2e=dataclasses.replace(r.e2e, compiled=faster)))
+    assert next(o for o in v.outcomes if o.metric == "e2e.vs_compiled").status == "pass"
+    assert cl.METRICS["e2e.vs_compiled"](replace(r, e2e=dataclasses.replace(r.e2e, compiled=None))) is None

@@ -104,6 +104,29 @@ def _e2e_explain(r: RunResult) -> str:
     return text
 
 
+def _vs_compiled(r: RunResult) -> float | None:
+    c = r.e2e.compiled if r.e2e is not None else None
+    if c is None or c.ratio is None or _nothing_ran(r):
+        return None
+    return c.ratio.value
+
+
+def _vs_compiled_explain(r: RunResult) -> str:
+    c = r.e2e.compiled if r.e2e is not None else None
+    if c is None:
+        return "torch.compile was not a side of this run (--compile-mode none, or the e2e stage did not run)"
+    if c.timing is None or c.ratio is None:
+        return f"torch.compile ({c.mode}) not timed: {c.error or 'no reason recorded'}"
+    took = f", compiled in {c.compile_s:.1f} s" if c.compile_s is not None else ""
+    return (f"torch.compile ({c.mode}) {c.timing.median_ms:.3f} ms against TileLang's "
+            f"{r.e2e.swapped.median_ms:.3f} ms: {c.ratio.low:.2f}-{c.ratio.high:.2f}x{took}")
+
+
+def _vs_compiled_doubt(r: RunResult) -> str:
+    c = r.e2e.compiled if r.e2e is not None else None
+    return "unstable" if c is not None and c.timing is not None and c.timing.unstable else _e2e_doubt(r)
+
+
 def _soak(attr: str, scale: float = 1.0, absolute: bool = False) -> Callable[[RunResult], float | None]:
     def measure(r: RunResult) -> float | None:
         if r.soak is None or not r.soak.window_ms:
@@ -133,6 +156,11 @@ E2E = [
            "not evaluated where no call ran; a reference without signal (near zero or constant) or with NaN "
            "or Inf of its own decides nothing",
            _e2e_match, _e2e_explain, _match_doubt),
+    Metric("e2e.vs_compiled", "x",
+           "end-to-end time of the model through torch.compile / with calls routed to TileLang, same timer, "
+           "same rounds (> 1: TileLang is faster than the free alternative); not evaluated without a "
+           "torch.compile side (--compile-mode none)",
+           _vs_compiled, _vs_compiled_explain, _vs_compiled_doubt),
     Metric("e2e.coverage", "fraction",
            "share of the profiled operator time whose calls actually ran in TileLang in the end-to-end run",
            _e2e_coverage, _e2e_explain),
