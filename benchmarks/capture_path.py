@@ -33,8 +33,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from evaluator import models  # noqa: E402
-from evaluator.paths import Recorder, believed_compiling, differing_calls  # noqa: E402
-from evaluator.timing import captured, graph_kernel_events, unobserved_capture  # noqa: E402
+from evaluator.measuring.compile_path import Recorder, believed_compiling, differing_calls  # noqa: E402
+from evaluator.measuring.timing import captured, graph_kernel_events, unobserved_capture  # noqa: E402
 
 
 def record(fn, capture: bool, hidden: bool = False) -> Recorder:

@@ -33,8 +33,9 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from evaluator import kernels, models, swap  # noqa: E402
-from evaluator.timing import TimingPolicy, _GraphSampler, graph_kernel_events  # noqa: E402
+from evaluator import kernels, models
+from evaluator.routing import router as swap  # noqa: E402
+from evaluator.measuring.timing import TimingPolicy, _GraphSampler, graph_kernel_events  # noqa: E402
 
 
 def router_from(results: dict, target: str) -> swap.Router:

@@ -32,8 +32,9 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from evaluator import hardware, kernels  # noqa: E402
-from evaluator.timing import graph_kernel_events  # noqa: E402
+from evaluator.device import hardware
+from evaluator import kernels  # noqa: E402
+from evaluator.measuring.timing import graph_kernel_events  # noqa: E402
 
 
 def durations(fn, names: set[str], replays: int) -> list[float]:

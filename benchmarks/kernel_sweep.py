@@ -26,11 +26,13 @@ from concurrent.futures import ProcessPoolExecutor
 
 import torch
 
-from evaluator import bench, hardware, kernels
+from evaluator.measuring import bench
+from evaluator.device import hardware
+from evaluator import kernels
 from evaluator.kernels import _common as C
 from evaluator.kernels import _gemm_pingpong as PP
 from evaluator.kernels._conv2d_programs import stream_problem
-from evaluator.measure import check_output
+from evaluator.measuring.checks import check_output
 
 DTYPE = "float16"
 

@@ -17,7 +17,8 @@ import sys
 
 import torch
 
-from evaluator import hardware, kernels
+from evaluator.device import hardware
+from evaluator import kernels
 
 
 def main() -> None:

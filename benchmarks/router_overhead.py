@@ -3,7 +3,7 @@
 The operator router has to see calls such as F.linear, torch.addmm and SDPA wherever a
 model makes them. Three ways to intercept, each timed here as a pass-through (every
 call goes to PyTorch) on a transformers BertModel, eager, interleaved rounds:
-- TorchFunctionMode (what evaluator.swap uses): sees every torch function call with its
+- TorchFunctionMode (what evaluator.routing.router uses): sees every torch function call with its
   Python-level arguments (eps, scale, is_causal);
 - TorchDispatchMode: sees every aten op below autograd, already decomposed;
 - patching the few functions on their modules: cheapest, but misses call sites that
@@ -66,7 +66,9 @@ def main() -> None:
     args = ap.parse_args()
     import transformers
 
-    from evaluator import kernels, paths, swap
+    from evaluator import kernels
+    from evaluator.measuring import compile_path as paths
+    from evaluator.routing import router as swap
 
     dtype = torch.float16 if args.device == "cuda" else torch.float32
     heads = max(1, args.width // 64)

@@ -13,7 +13,9 @@ import statistics
 
 import torch
 
-from evaluator import bench, hardware, kernels
+from evaluator.measuring import bench
+from evaluator.device import hardware
+from evaluator import kernels
 
 CASES = [("gemm", (1024, 768, 768)), ("gemm", (1024, 3072, 768)), ("gemm", (1024, 768, 3072)),
          ("layernorm", (1024, 768)), ("softmax", (1024, 128)), ("attention", (8, 12, 128, 128, 64, 0))]

@@ -28,7 +28,10 @@ from typing import Callable
 
 import torch
 
-from . import __version__, bench, config as config_mod, hardware, kernels, models, report, stages
+from . import __version__, kernels, models, report, stages
+from .measuring import bench
+from . import config as config_mod
+from .device import hardware
 from .config import Config
 from .errors import BaselineError, ConfigError, EvaluatorError
 from .results import Environment, Hardware, OpBench, RunResult, Shape, TunedKernel, from_dict

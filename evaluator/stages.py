@@ -20,7 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import torch
 
-from . import baseline, bench, checklist, kernels, profiling, swap, tuning, tuning_cache, upstream, verify, written
+from . import baseline, checklist, kernels, profiling, upstream
+from .measuring import bench
+from .routing import router as swap, written
+from .tuning import search as tuning, cache as tuning_cache, verify
 from .config import Config
 from .models import LoadedModel
 from .results import (CallCount, Environment, Hardware, OpBench, Ratio, RunResult, Shape, parse_shape, shape_str,

@@ -7,7 +7,7 @@ a RunResult (checklist, report, CLI tables); real lowerings are in test_portabil
 from __future__ import annotations
 
 from evaluator import portability as P
-from evaluator import targets as T
+from evaluator.device import targets as T
 
 H200_GEMM = {"block_M": 128, "block_N": 256, "block_K": 64, "num_stages": 3, "threads": 256}
 FITS_MI300X = {"block_M": 128, "block_N": 128, "block_K": 32, "num_stages": 2, "threads": 256}

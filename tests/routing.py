@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import torch
 
-from evaluator import hardware, kernels, swap
+from evaluator.device import hardware
+from evaluator import kernels
+from evaluator.routing import router as swap
 from evaluator.results import parse_shape
 
 CPU_HW = hardware.detect("cpu")
@@ -17,7 +19,7 @@ def route_model(families, model, inputs, *, dtype="float32", build=None, skip=()
     fams = [kernels.get(f) for f in families]
     hw = CPU_HW if target == "c" else hardware.detect("cuda")
     table = swap.KernelTable(dtype, target, build=lambda f, s, c: kernels.get(f).build(s, dtype, c, target))
-    router = swap.Router(fams, table, model=model)  # its written-out norms too (evaluator.written)
+    router = swap.Router(fams, table, model=model)  # its written-out norms too (evaluator.routing.written)
     model = model.eval()
     with torch.inference_mode():
         expected = model(*inputs)

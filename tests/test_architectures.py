@@ -19,7 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from evaluator import config, kernels, pipeline
+from evaluator import config as config
+from evaluator import kernels, pipeline
 from evaluator.models import load_model
 
 pytest.importorskip("transformers")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import tuning_cache
+from evaluator.tuning import cache as tuning_cache
 from evaluator.baseline import clone as cl, ids, plumbing, remote as rm
 from evaluator.baseline import store as bs
 from evaluator.baseline.compare import E2E_TILELANG

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import evaluator.baseline as bl
-from evaluator import tuning_cache
+from evaluator.tuning import cache as tuning_cache
 import evaluator.baseline.rows as rows_module
 from evaluator.baseline import ids, lock, schema, tables
 from evaluator.baseline import clone as clone_module, remote as remote_module

@@ -2,11 +2,12 @@
 import math
 
 
-from evaluator import bench
+from evaluator.measuring import bench
 
 
 def test_launch_overhead_of_a_real_kernel():
-    from evaluator import hardware, kernels
+    from evaluator.device import hardware
+    from evaluator import kernels
     fam = kernels.get("softmax")
     shape = tuple(fam.standard_shapes("cpu")[0])
     kernel = fam.build(shape, "float32", fam.search_space(shape, "float32", hardware.detect("cpu"))[0], "c")
@@ -37,7 +38,8 @@ def test_an_op_faster_than_its_roof_is_flagged():
 
 
 def test_bench_op_does_not_time_an_unverified_kernel():
-    from evaluator import hardware, kernels
+    from evaluator.device import hardware
+    from evaluator import kernels
     fam = kernels.get("softmax")
     shape = (16, 32)
     kernel = fam.build(shape, "float32", fam.search_space(shape, "float32", hardware.detect("cpu"))[0], "c")
@@ -97,7 +99,8 @@ def test_each_family_alone_end_to_end_flags_one_that_makes_the_model_slower():
 
     import torch.nn.functional as F
 
-    from evaluator import kernels, swap
+    from evaluator import kernels
+    from evaluator.routing import router as swap
     from evaluator.results import FamilyTime
     from test_profiling import _routed_layernorm_model
     model, x, router = _routed_layernorm_model()
@@ -142,7 +145,7 @@ def test_each_family_alone_is_not_timed_eagerly_where_graph_capture_failed(monke
 
     monkeypatch.setattr(bench, "make_sampler", failing)
     rows = (FamilyTime("layernorm", 0.02, 0.02, 0.02), FamilyTime("gemm", 0.01, 0.009, 0.009))
-    from evaluator import swap
+    from evaluator.routing import router as swap
     router = swap.Router([], swap.KernelTable("float32", "c"))
     out, flags, kept = bench._alone(lambda: None, router, rows, "cpu", bench.TimingPolicy(warmup=1, reps=3))
     assert out == rows and kept is None
@@ -162,7 +165,7 @@ def test_each_family_alone_is_timed_where_the_graph_took_the_models_own_capture_
 
     monkeypatch.setattr(bench, "make_sampler", own_path)
     rows = (FamilyTime("layernorm", 0.02, 0.02, 0.02), FamilyTime("gemm", 0.01, 0.009, 0.009))
-    from evaluator import swap
+    from evaluator.routing import router as swap
     router = swap.Router([], swap.KernelTable("float32", "c"))
     out, flags, _ = bench._alone(lambda: None, router, rows, "cpu", bench.TimingPolicy(warmup=1, reps=3))
     assert not any("not measured" in f for f in flags), flags

@@ -19,7 +19,7 @@ from functools import lru_cache
 import matplotlib
 import pytest
 
-from evaluator import charts
+from evaluator.report import charts
 
 EVIL = "<script>alert(1)</script> $x^2$"
 

@@ -398,7 +398,7 @@ def test_a_family_this_run_did_not_select_is_not_measured_not_regressed(result):
 
 
 def test_portability_metrics_one_per_target_none_until_checked(result):
-    from evaluator import targets
+    from evaluator.device import targets
     from port_samples import sample_portability
 
     names = ["portability.targets_ok", "portability.kernels_ok"] + [

@@ -197,7 +197,8 @@ def test_main_command_refuses_unknown_targets_before_any_work(tmp_path):
 
 
 def test_help_names_every_family_and_target():
-    from evaluator import cli, kernels, targets
+    from evaluator import cli, kernels
+    from evaluator.device import targets
 
     assert set(cli.FAMILIES_HELP.split(", ")) == set(kernels.REGISTRY)
     assert all(key in cli.TARGETS_HELP for key in targets.TARGETS)
@@ -207,7 +208,7 @@ def test_help_names_every_family_and_target():
 
 
 def test_checklist_metrics_lists_the_portability_metrics():
-    from evaluator import targets
+    from evaluator.device import targets
 
     p = evaluate("checklist", "metrics")
     assert p.returncode == 0

@@ -16,7 +16,10 @@ import json
 import pytest
 import torch
 
-from evaluator import bench, compiled, config, kernels, report, swap
+from evaluator.measuring import bench, compiled
+from evaluator import config as config
+from evaluator import kernels, report
+from evaluator.routing import router as swap
 from evaluator.baseline import tables
 from evaluator.errors import ConfigError
 from evaluator.results import OpBench, RunResult, from_dict, to_dict

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import config
+from evaluator import config as config
 from evaluator.errors import ConfigError, EvaluatorError
 
 
@@ -144,7 +144,7 @@ def test_unwritable_folders(tmp_path, monkeypatch):
 
 
 def test_targets_default_all_none_and_what_the_settings_record():
-    from evaluator import targets
+    from evaluator.device import targets
 
     cfg = config.build(model="bert-tiny")
     assert cfg.portability.targets == tuple(s.key for s in targets.resolve(None))  # the module's default set
@@ -265,7 +265,7 @@ def test_build_without_options_is_the_settings_defaults(tmp_path, monkeypatch):
 def test_the_timing_defaults_agree_with_the_timers_own():
     import dataclasses
 
-    from evaluator.timing import TimingPolicy
+    from evaluator.measuring.timing import TimingPolicy
 
     # DEFAULTS' reps and warmup are timing.py's. The compile mode is the one exception: the
     # timer compiles nothing unless asked ("none"), the command line's default is the device's.

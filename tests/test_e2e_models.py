@@ -13,7 +13,9 @@ import dataclasses
 import pytest
 import torch
 
-from evaluator import bench, checklist, swap
+from evaluator.measuring import bench
+from evaluator import checklist
+from evaluator.routing import router as swap
 from tests.fixtures import hf_models, tv_resnet
 from tests.routing import count, route_model
 
@@ -40,7 +42,7 @@ CASES = [
     ("vit-prenorm", lambda: hf_models.vit(), ["gemm", "layernorm", "add_layernorm"]),
     ("gpt2-prenorm", lambda: hf_models.gpt2(), ["gemm", "layernorm", "add_layernorm"]),
     # The zoo's llama: nn.RMSNorm (F.rms_norm) after each residual. Transformers' LlamaRMSNorm
-    # writes the norm out as pow/mean/rsqrt; found by what it computes (evaluator.written),
+    # writes the norm out as pow/mean/rsqrt; found by what it computes (evaluator.routing.written),
     # each one reaches the router as one F.rms_norm call, after its residual add or alone.
     ("llama-prenorm", _zoo_llama, ["gemm", "rmsnorm", "add_rmsnorm"]),
     ("llama-hf-prenorm", lambda: hf_models.llama(), ["gemm", "rmsnorm", "add_rmsnorm"]),

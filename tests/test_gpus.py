@@ -3,7 +3,7 @@ parsing and the slots are exercised with the multi-device search, test_multi_dev
 
 In: a faked core count. Out: pass/fail."""
 
-from evaluator import gpus
+from evaluator.tuning import gpus
 
 
 def test_compile_threads_grow_with_the_devices_tuned_on(monkeypatch):

@@ -1,6 +1,6 @@
 import pytest
 
-from evaluator import hardware
+from evaluator.device import hardware
 from evaluator.errors import DeviceError
 
 

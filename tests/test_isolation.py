@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import crashy_family
-from evaluator import hardware, isolation, tuning
+from evaluator.device import hardware
+from evaluator.tuning import isolation, search as tuning
 from evaluator.errors import KernelError
 
 

@@ -339,7 +339,7 @@ def test_lengths_errors():
     ("16", "is not LO-HI"),
 ])
 def test_lengths_option_is_checked_at_the_edge(value, words):
-    from evaluator import config
+    from evaluator import config as config
     from evaluator.errors import ConfigError
 
     with pytest.raises(ConfigError, match=words) as info:

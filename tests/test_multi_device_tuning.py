@@ -22,7 +22,9 @@ import pytest
 import torch
 
 import crashy_family
-from evaluator import hardware, isolation, kernels, tuning
+from evaluator.device import hardware
+from evaluator.tuning import isolation, search as tuning
+from evaluator import kernels
 from evaluator.errors import ConfigError
 
 GEMM_SHAPE = (48, 40, 32)

@@ -1,5 +1,5 @@
 """Outputs of any structure, compared relative to their magnitude."""
-from evaluator import outputs as bench
+from evaluator.measuring import outputs as bench
 
 
 def test_outputs_compare_through_model_output_dicts_dataclasses_and_caches():

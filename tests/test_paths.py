@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from evaluator import paths
+from evaluator.measuring import compile_path as paths
 
 
 def _bert(**kw):

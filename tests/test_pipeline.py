@@ -9,7 +9,9 @@ import json
 
 import pytest
 
-from evaluator import bench, config, pipeline, upstream
+from evaluator.measuring import bench
+from evaluator import config as config
+from evaluator import pipeline, upstream
 from evaluator.errors import BaselineError, UpstreamError
 
 MODEL = "tests/fixtures/user_model.py:make"
@@ -162,7 +164,8 @@ def test_resume_refuses_what_it_cannot_continue(tmp_path):
 def test_environment_records_the_model_libraries_installed():
     import importlib.metadata
 
-    from evaluator import hardware, pipeline
+    from evaluator.device import hardware
+    from evaluator import pipeline
     from evaluator.results import Environment, from_dict, to_dict
     env = pipeline.environment(hardware.detect("cpu"))
     assert env.libraries["transformers"] == importlib.metadata.version("transformers")

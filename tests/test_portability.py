@@ -13,7 +13,7 @@ import json
 import pytest
 
 from evaluator import portability as P
-from evaluator import targets as T
+from evaluator.device import targets as T
 from evaluator.errors import ConfigError
 from evaluator.kernels import _gemm_pingpong as PP
 from evaluator.kernels import get

@@ -194,7 +194,9 @@ def test_layouts_match_the_route_when_the_profiler_records_no_strides(monkeypatc
 
 def _routed_layernorm_model():
     """LayerNorm then Linear on CPU, layernorm routed to a real TileLang kernel."""
-    from evaluator import hardware, kernels, swap
+    from evaluator.device import hardware
+    from evaluator import kernels
+    from evaluator.routing import router as swap
     fam = kernels.get("layernorm")
     shape = (6, 16)
     conf = fam.search_space(shape, "float32", hardware.detect("cpu"))[0]
@@ -265,7 +267,7 @@ def test_a_scan_pairs_each_residual_add_with_its_written_norm_and_runs_the_norm_
     # pairs (the scan saw no norm call) and rmsnorm's 9 written norms stood against the one
     # left unfused. The scan now sees each norm as one call and runs it as written, inside
     # the pair's range and without a range of its own.
-    from evaluator import swap, written
+    from evaluator.routing import router as swap, written
     from tests.fixtures import hf_models
     model, (ids,) = hf_models.llama()
     scan = swap.Router([kernels.get("add_rmsnorm")], swap.KernelTable("float32", "c"), scan=True, model=model)

@@ -31,7 +31,7 @@ def zh(tmp_path_factory) -> str:
 
 
 def test_portability_matrix_notes_summary_and_sources(en):
-    from evaluator import targets
+    from evaluator.device import targets
     import port_samples as S
 
     sec = section(en, "portability")

@@ -2,7 +2,7 @@
 
 In: a callable that slows down steadily. Out: pass/fail."""
 
-from evaluator import soak
+from evaluator.measuring import soak
 
 
 def test_soak_reports_windows_and_drift():
@@ -28,7 +28,7 @@ class _FakeGraphs:
         self.works_when_seen, self.tries = works_when_seen, []
 
     def __call__(self, fns, policy):
-        from evaluator import timing
+        from evaluator.measuring import timing
         self.tries.append(timing._hide_capture)
         if timing._hide_capture or not self.works_when_seen:
             raise RuntimeError("operation not permitted when stream is capturing")
@@ -47,7 +47,8 @@ def test_the_soak_captures_the_models_own_path_where_its_eager_path_cannot_be(mo
     step, note = soak._graph_step(lambda: None)
     assert fake.tries == [True, False] and step() == 1.0  # hidden first, then seen
     assert note == "soaked on the model's own capture path (its eager path did not capture: RuntimeError)"
-    from evaluator import report, timing
+    from evaluator import report
+    from evaluator.measuring import timing
     assert timing._hide_capture  # restored
     zh = report.notes._notes(note, report.Strings("zh"))
     assert zh == "按模型自己的捕获路径浸泡（其即时执行路径无法捕获：RuntimeError）"

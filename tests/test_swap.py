@@ -4,7 +4,9 @@ their families (tests/kernels/); real third-party models in tests/test_e2e_model
 
 import torch
 
-from evaluator import hardware, kernels, swap
+from evaluator.device import hardware
+from evaluator import kernels
+from evaluator.routing import router as swap
 from evaluator.results import CallCount
 
 

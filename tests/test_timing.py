@@ -3,8 +3,8 @@ import math
 
 import pytest
 
-from evaluator import timing
-from evaluator import timing as bench
+from evaluator.measuring import timing
+from evaluator.measuring import timing as bench
 
 
 def test_summarize_statistics():
@@ -85,7 +85,7 @@ def test_a_capture_is_hidden_from_the_model_unless_it_must_see_it(monkeypatch):
     and the retry for a model whose eager path cannot be captured answers as torch does."""
     import torch
 
-    from evaluator import timing
+    from evaluator.measuring import timing
 
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
     with timing.unobserved_capture():

@@ -17,7 +17,10 @@ import pytest
 import torch
 
 import toy_family
-from evaluator import config, hardware, kernels, pipeline, profiling, verify
+from evaluator import config as config
+from evaluator.device import hardware
+from evaluator import kernels, pipeline, profiling
+from evaluator.tuning import verify
 from evaluator.errors import KernelError
 
 MODEL = f"{Path(toy_family.__file__).resolve()}:make"

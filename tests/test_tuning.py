@@ -4,10 +4,12 @@ the cache is keyed by shape and toolchain."""
 import pytest
 import torch
 
-from evaluator import hardware, kernels, tuning
+from evaluator.device import hardware
+from evaluator import kernels
+from evaluator.tuning import search as tuning
 from evaluator.kernels.gemm import GemmFamily
 from evaluator.kernels.softmax import SoftmaxFamily
-from evaluator.measure import check_output
+from evaluator.measuring.checks import check_output
 
 
 class WithExtraConfigs(GemmFamily):

@@ -13,11 +13,11 @@ import json
 
 import pytest
 
-from evaluator import tuning_cache
+from evaluator.tuning import cache as tuning_cache
 from evaluator.baseline import store as bs
 from evaluator.errors import BaselineError
 from evaluator.results import Hardware
-from evaluator.tuning import cache_key
+from evaluator.tuning.search import cache_key
 from samples import sample_result
 from test_baseline_store import assert_clean, git
 

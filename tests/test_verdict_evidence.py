@@ -10,7 +10,8 @@ import time
 import pytest
 import torch
 
-from evaluator import bench, checklist as cl
+from evaluator.measuring import bench
+from evaluator import checklist as cl
 from evaluator.results import CallCount, Verdict
 from samples import replace, sample_result
 
@@ -130,7 +131,8 @@ class _StalledReference:
 
 
 def test_a_reference_side_that_stalls_is_flagged_against_its_profiled_time_and_cannot_pass():
-    from evaluator import hardware, kernels
+    from evaluator.device import hardware
+    from evaluator import kernels
 
     fam = kernels.get("softmax")
     shape = (64, 128)
@@ -163,7 +165,7 @@ def test_stalled_sides_reads_the_same_call_timed_again_when_no_other_evidence_is
 
 
 def test_timing_on_a_cpu_runs_both_sides_on_one_thread_and_says_so():
-    from evaluator import hardware
+    from evaluator.device import hardware
 
     before = torch.get_num_threads()
     try:
@@ -190,7 +192,8 @@ def test_redrawn_inputs_keep_shapes_masks_and_ranges():
 
 
 def _run(tmp_path, factory: str):
-    from evaluator import config, pipeline
+    from evaluator import config as config
+    from evaluator import pipeline
 
     cfg = config.build(model=f"tests/fixtures/odd_models.py:{factory}", device="cpu", budget=2, fine_rounds=0,
                        soak_seconds=0, pdf=False, reports=tmp_path / "reports", reps=3, compile_mode="none")
@@ -234,7 +237,8 @@ def _busy(stop_at: float) -> None:
 def test_the_cpu_demo_gives_the_same_verdict_three_times_beside_a_busy_process(tmp_path):
     import multiprocessing as mp
 
-    from evaluator import config, pipeline
+    from evaluator import config as config
+    from evaluator import pipeline
 
     busy = mp.get_context("spawn").Process(target=_busy, args=(time.time() + 900,), daemon=True)
     busy.start()

@@ -3,7 +3,9 @@ config that cannot work fails with a reason instead of raising.
 
 In: real families, shapes and configs (C backend). Out: pass/fail.
 """
-from evaluator import hardware, kernels, verify
+from evaluator.device import hardware
+from evaluator import kernels
+from evaluator.tuning import verify
 
 
 def test_verify_covers_seeds_and_an_awkward_shape():

@@ -11,7 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from evaluator import kernels, profiling, swap, written
+from evaluator import kernels, profiling
+from evaluator.routing import router as swap, written
 from evaluator.models import load_model
 from evaluator.results import parse_shape
 from tests.fixtures import hf_models
@@ -422,7 +423,7 @@ def test_the_profile_names_partial_and_interleaved_rotary_shapes(spec, shape, ca
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["gpt_neox", "gptj"])
 def test_tuned_and_verified_rotary_kernels_route_the_model(name):
-    from evaluator import tuning, verify
+    from evaluator.tuning import search as tuning, verify
 
     model, ids = _model(name)
     fam = kernels.get("rope")

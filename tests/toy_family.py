@@ -18,7 +18,7 @@ from torch import nn
 
 from evaluator.kernels import _common as C
 from evaluator.kernels.base import KernelFamily, Schedule
-from evaluator.swap import Route, arg, dtype_mismatch
+from evaluator.routing.router import Route, arg, dtype_mismatch
 
 
 def _cpu_program(shape, dtype, cfg):

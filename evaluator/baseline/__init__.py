@@ -71,9 +71,9 @@ _LAZY: dict[str, tuple[str, str]] = {
     "LOCK_NAME": ("evaluator.baseline.lock", "LOCK_NAME"),
     "LOCK_TIMEOUT_S": ("evaluator.baseline.lock", "LOCK_TIMEOUT_S"),
     "TABLES": ("evaluator.baseline.tables", "TABLES"),
-    "tuning_cache_lookup": ("evaluator.tuning_cache", "lookup"),
-    "tuning_cache_save": ("evaluator.tuning_cache", "save"),
-    "tuning_cache_changes": ("evaluator.tuning_cache", "changes"),
+    "tuning_cache_lookup": ("evaluator.tuning.cache", "lookup"),
+    "tuning_cache_save": ("evaluator.tuning.cache", "save"),
+    "tuning_cache_changes": ("evaluator.tuning.cache", "changes"),
 }
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .. import portability as _portability, targets as _targets
+from .. import portability as _portability
+from ..device import targets as _targets
 from ..results import RunResult
 from .metric import Metric, stage_note
 

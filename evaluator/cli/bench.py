@@ -51,11 +51,13 @@ def bench_command(
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Tune and benchmark one kernel family alone against PyTorch (and torch.compile)."""
-    from .. import config as config_mod, hardware, kernels, pipeline
+    from .. import config as config_mod
+    from ..device import hardware
+    from .. import kernels, pipeline
     from ..errors import ConfigError
     from ..kernels.base import DTYPE_ALIASES
     from ..results import to_dict
-    from ..timing import TimingPolicy
+    from ..measuring.timing import TimingPolicy
 
     fam = kernels.get(family)  # an unknown family: one line naming the known ones
     config_mod.check_count("--reps", reps, 1)
@@ -89,7 +91,8 @@ def port_command(
 ) -> None:
     """Lower one kernel for accelerators that are not on this machine: the kernel x target
     matrix (lowers / needs re-tuning / fails, and why), lowered, never run."""
-    from .. import config as config_mod, kernels, pipeline, portability
+    from .. import config as config_mod
+    from .. import kernels, pipeline, portability
     from ..errors import ConfigError
     from ..kernels.base import DTYPE_ALIASES
     from ..results import to_dict

@@ -27,7 +27,8 @@ def upstream_command(
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Print the upstream repository's health table (git history only)."""
-    from .. import config as config_mod, upstream
+    from .. import config as config_mod
+    from .. import upstream
     from ..results import to_dict
 
     # repo_option: the messages must name the option typed here, --repo, not the run's --upstream.

@@ -120,7 +120,8 @@ def _run(options: dict[str, Any], fail_on: str, verbose: bool = False) -> None:
     log = None
     try:
         with reported_errors(run_dir=folder.find, scratch=lambda: folder.reports):
-            from .. import config as config_mod, pipeline
+            from .. import config as config_mod
+            from .. import pipeline
 
             cfg = config_mod.build(**options)
             folder.watch(cfg)
@@ -136,7 +137,8 @@ def _resume(run_dir: Path, fail_on: str, verbose: bool = False) -> None:
     log = None
     try:
         with reported_errors(run_dir=lambda: run_dir):
-            from .. import config as config_mod, pipeline
+            from .. import config as config_mod
+            from .. import pipeline
 
             with progress(console) as p, third_party_output(run_dir / "third_party.resumed.log", verbose) as log:
                 outcome = pipeline.resume(run_dir, RichReporter(p))

@@ -133,7 +133,7 @@ def _schema_error(path: Path, exc: ValidationError) -> ConfigError:
 
 
 def _option_types() -> dict[str, Any]:
-    from .. import config
+    from .. import config as config
 
     return typing.get_type_hints(config.build)
 
@@ -275,7 +275,7 @@ def load_plan(path: str | os.PathLike, *, reports: str | os.PathLike | None = No
 
 def _check_cells(plan: Plan) -> None:
     """config.build on every cell, in this process: its one-line errors, with the cell named."""
-    from .. import config
+    from .. import config as config
 
     for i, m in enumerate(plan.models):
         for p in plan.platforms:

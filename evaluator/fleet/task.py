@@ -37,7 +37,8 @@ def _run_cell(task: dict[str, Any]) -> Cell:
                 options=task["options"], host=socket.gethostname())
     cell_dir = Path(task["cell_dir"])
     try:
-        from .. import config, pipeline
+        from .. import config as config
+        from .. import pipeline
 
         cfg = config.build(model=task["spec"], label=task["model"], device=task["device"], reports=cell_dir,
                            store=Path(task["store"]), **task["options"])

@@ -21,7 +21,7 @@ from typing import Callable
 import torch
 
 from ..results import Shape
-from ..swap import DERIVED
+from ..routing.router import DERIVED
 from . import _common as C
 from ._conv2d_calls import channels_last
 from ._conv2d_programs import out_size, stream_problem

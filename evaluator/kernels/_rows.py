@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from ..results import Hardware, KernelConfig, Shape
-from ..swap import Route, Start, arg, dtype_mismatch
+from ..routing.router import Route, Start, arg, dtype_mismatch
 from . import _common as C
 from .base import KernelFamily
 

@@ -45,7 +45,7 @@ import torch.nn.functional as F
 
 from ..errors import KernelError
 from ..results import Hardware, KernelConfig, Shape
-from ..swap import Route, arg, dtype_mismatch
+from ..routing.router import Route, arg, dtype_mismatch
 from . import _attention_pingpong as PPA
 from . import _attention_programs as P
 from . import _common as C

@@ -73,12 +73,12 @@ class KernelFamily(abc.ABC):
     # Kernel parameters that are neither tuned nor part of the shape (LayerNorm's eps):
     # compiled into the program, taken from the call at swap-in; these are the defaults.
     params: Mapping[str, float] = MappingProxyType({})
-    # The torch functions the router (evaluator.swap) hands to `route`. Empty for fused
+    # The torch functions the router (evaluator.routing.router) hands to `route`. Empty for fused
     # variants: their pattern is two calls, and the first has run before the second is seen.
     functions: tuple = ()
     # A fused family's pattern is two torch calls: a first whose result only a second reads
     # (gemm_gelu: an F.linear, then F.gelu on its output). `fuses` are the functions a
-    # pattern starts with; the router holds such a call back (evaluator.swap.Router) and
+    # pattern starts with; the router holds such a call back (evaluator.routing.router.Router) and
     # runs the fused kernel when `second` says the next call on its result completes it.
     fuses: tuple = ()
     # The second call's aten op, whose PyTorch time the fused kernel also replaces.

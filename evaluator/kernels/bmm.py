@@ -43,7 +43,7 @@ import torch
 
 from ..errors import KernelError
 from ..results import Hardware, KernelConfig, Shape
-from ..swap import Route, arg, dtype_mismatch
+from ..routing.router import Route, arg, dtype_mismatch
 from . import _bmm_programs as P
 from . import _common as C
 from ._einsum import as_matmul

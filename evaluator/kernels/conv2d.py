@@ -37,7 +37,7 @@ import torch.nn.functional as F
 
 from ..errors import KernelError
 from ..results import Hardware, KernelConfig, Shape
-from ..swap import DERIVED, Route, arg, dtype_mismatch
+from ..routing.router import DERIVED, Route, arg, dtype_mismatch
 from . import _common as C
 from . import _conv2d_programs as P
 from ._conv2d_layout import ViaChannelsLast, nchw_space

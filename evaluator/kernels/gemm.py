@@ -37,7 +37,7 @@ import torch.nn.functional as F
 
 from ..errors import KernelError
 from ..results import Hardware, KernelConfig, Shape
-from ..swap import DERIVED, Route, Start, arg, dtype_mismatch
+from ..routing.router import DERIVED, Route, Start, arg, dtype_mismatch
 from . import _common as C
 from . import _gemm_checks as K
 from . import _gemm_pingpong as PP

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from ..results import Hardware, KernelConfig, Shape
 from . import _common as C
 from . import _rows as R
-from ..swap import DERIVED, arg
+from ..routing.router import DERIVED, arg
 from .base import Schedule
 
 ACCUM = "float32"

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from ..results import Shape
 from . import _common as C
 from . import _rows as R
-from ..swap import DERIVED, Route, arg
+from ..routing.router import DERIVED, Route, arg
 from .base import Schedule
 
 ACCUM = "float32"

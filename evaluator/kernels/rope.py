@@ -41,10 +41,10 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import torch
 
-from .. import written
+from ..routing import written
 from ..errors import KernelError
 from ..results import Hardware, KernelConfig, Shape
-from ..swap import Route, arg, dtype_mismatch
+from ..routing.router import Route, arg, dtype_mismatch
 from . import _common as C
 from .base import KernelFamily, Schedule
 
@@ -564,7 +564,7 @@ class RopeFamily(KernelFamily):
                                        input_shapes=inputs))
 
     # The router sees a model's rotary embedding function as one call of `written.rotary`
-    # (evaluator.written finds it by what it computes and patches it while routing), with
+    # (evaluator.routing.written finds it by what it computes and patches it while routing), with
     # the form the probe found (halves or pairs, partial, one tensor a call).
     functions = (written.rotary,)
 

@@ -26,7 +26,7 @@ import torch
 from ..results import Hardware, KernelConfig, Shape
 from . import _common as C
 from . import _rows as R
-from ..swap import Route, arg
+from ..routing.router import Route, arg
 from .base import Schedule
 
 ACCUM = "float32"

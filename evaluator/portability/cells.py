@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from .. import targets as T
+from ..device import targets as T
 from ..results import KernelConfig, PortCell, Shape
 from .lowering import _Lowered, _lower_cached, _spent, classify, first_line
 

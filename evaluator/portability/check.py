@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable
 
 from .. import kernels as registry
-from .. import targets as T
+from ..device import targets as T
 from ..errors import ConfigError
 from ..results import KernelConfig, Portability, Shape, parse_shape
 from .cells import _cells_for

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .. import targets as T
+from ..device import targets as T
 from ..errors import KernelError
 from ..kernels._common import OnceCache
 from ..results import KernelConfig, Shape

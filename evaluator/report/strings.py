@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from .. import charts, resources
+from . import charts
+from .. import resources
 from ..errors import ReportError
 from ..results import Ratio
 
@@ -143,7 +144,7 @@ def _target_name(metric: str) -> str:
     m = _PER_TARGET.match(metric)
     if not m:
         return ""
-    from .. import targets  # noqa: PLC0415 - only for the per-target metrics
+    from ..device import targets  # noqa: PLC0415 - only for the per-target metrics
 
     spec = targets.TARGETS.get(m.group(1))
     return spec.name if spec else m.group(1)

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluator import hardware, kernels, verify
+from evaluator.device import hardware
+from evaluator import kernels
+from evaluator.tuning import verify
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from routing import count, route_model  # noqa: E402

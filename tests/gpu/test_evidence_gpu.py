@@ -6,7 +6,10 @@ kernel time where per-call events do not."""
 import pytest
 import torch
 
-from evaluator import bench, hardware, kernels, swap, timing
+from evaluator.measuring import bench, timing
+from evaluator.device import hardware
+from evaluator import kernels
+from evaluator.routing import router as swap
 from evaluator.results import parse_shape
 
 
@@ -14,7 +17,7 @@ def _route(model, inputs, families, dtype="float16"):
     hw = hardware.detect("cuda")
     fams = [kernels.get(f) for f in families]
     table = swap.KernelTable(dtype, hw.target, build=lambda f, s, c: kernels.get(f).build(s, dtype, c, hw.target))
-    router = swap.Router(fams, table, model=model)  # written-out norms too (evaluator.written)
+    router = swap.Router(fams, table, model=model)  # written-out norms too (evaluator.routing.written)
     with torch.inference_mode(), router:
         model(*inputs)
     wanted = {k for k in router.fell_back if k[1]}
@@ -322,7 +325,7 @@ def test_transformers_gpt2_is_timed_and_soaked_on_graph_replay_on_gpu():
     after its device time was spent: first run in the next session."""
     from transformers import GPT2Config, GPT2Model
 
-    from evaluator import soak
+    from evaluator.measuring import soak
     model = GPT2Model(GPT2Config(n_layer=2, n_embd=256, n_head=4, attn_implementation="sdpa")).cuda().half().eval()
     ids = torch.randint(0, 1000, (2, 128), device="cuda")
     with torch.inference_mode():

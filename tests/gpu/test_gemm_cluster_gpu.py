@@ -11,7 +11,9 @@ where its aligned awkward shape (tails at multiples of 8) pairs, it runs there a
 import pytest
 import torch
 
-from evaluator import hardware, kernels, verify
+from evaluator.device import hardware
+from evaluator import kernels
+from evaluator.tuning import verify
 
 PAIR = {"cluster": 2, "swizzle": False}
 CONFIGS = [

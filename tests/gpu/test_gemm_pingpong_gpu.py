@@ -12,7 +12,9 @@ since TMA cannot address its rows, so it checks tails at multiples of 8.
 import pytest
 import torch
 
-from evaluator import hardware, kernels, verify
+from evaluator.device import hardware
+from evaluator import kernels
+from evaluator.tuning import verify
 
 PING = {"pingpong": 1, "threads": 128}
 CONFIGS = {

@@ -4,7 +4,8 @@ and right after PyTorch's reference, both read from CUPTI inside captured graphs
 import importlib.util
 from pathlib import Path
 
-from evaluator import hardware, kernels
+from evaluator.device import hardware
+from evaluator import kernels
 
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("in_sequence", ROOT / "benchmarks" / "in_sequence.py")

@@ -10,7 +10,9 @@ import torch
 
 import pytest
 
-from evaluator import hardware, kernels, tuning, verify
+from evaluator.device import hardware
+from evaluator import kernels
+from evaluator.tuning import search as tuning, verify
 
 FAMILIES = sorted(kernels.REGISTRY)
 # Families profiling maps aten ops to; the fused variants share their tuner paths.
@@ -72,7 +74,8 @@ def test_every_candidate_is_correct_or_recorded(name, hw):
 
 
 def test_pipeline_on_gpu(tmp_path):
-    from evaluator import config, pipeline
+    from evaluator import config as config
+    from evaluator import pipeline
     cfg = config.build(model="bert-tiny", device="cuda", reports=tmp_path, pdf=False, soak_seconds=2, budget=30)
     out = pipeline.run(cfg)
     r = out.result

@@ -8,7 +8,11 @@ CUDA-graph capture, every call counted, outputs matching."""
 import pytest
 import torch
 
-from evaluator import bench, hardware, kernels, swap, verify, written
+from evaluator.measuring import bench
+from evaluator.device import hardware
+from evaluator import kernels
+from evaluator.routing import router as swap, written
+from evaluator.tuning import verify
 from evaluator.kernels.rope import plan
 from evaluator.results import parse_shape
 

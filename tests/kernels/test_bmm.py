@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluator import kernels, swap
+from evaluator import kernels
+from evaluator.routing import router as swap
 from evaluator.errors import KernelError
 from evaluator.kernels import _bmm_programs as P
 from evaluator.kernels import _common as C

@@ -27,7 +27,7 @@ from evaluator.kernels import gemm as G
 from evaluator.kernels import get
 from evaluator.results import Hardware
 from tests.barriers import Barrier, interleave
-from evaluator.targets import TARGETS
+from evaluator.device.targets import TARGETS
 
 FAM = get("gemm")
 SM90 = "cuda -arch=sm_90a"

@@ -12,7 +12,8 @@ import pkgutil
 import pytest
 import torch
 
-from evaluator import kernels, written
+from evaluator import kernels
+from evaluator.routing import written
 from evaluator.errors import KernelError, UnknownFamilyError
 from evaluator.kernels import REGISTRY, family_for_aten, get, register, unregister
 from evaluator.kernels.base import KernelFamily
@@ -34,7 +35,7 @@ def test_family_satisfies_protocol(name):
     assert fam.name == name and fam.title
     assert isinstance(fam.aten_ops, frozenset) and all(op.startswith("aten::") for op in fam.aten_ops)
     # a family with no aten op of its own (a fused variant) names the one whose shapes it
-    # takes, or is found in the model by what it computes (evaluator.written: rope)
+    # takes, or is found in the model by what it computes (evaluator.routing.written: rope)
     assert fam.aten_ops or (fam.profile_family != name and fam.profile_family in REGISTRY) \
         or name in written.FAMILIES
     shape = fam.standard_shapes("cpu")[0]

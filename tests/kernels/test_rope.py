@@ -16,7 +16,7 @@ import shutil
 import pytest
 import torch
 
-from evaluator import written
+from evaluator.routing import written
 from evaluator.errors import KernelError
 from evaluator.kernels import _common as C
 from evaluator.kernels import get

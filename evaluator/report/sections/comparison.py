@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from ... import charts
+from .. import charts
 from ...baseline import plausible_cause
 from ...results import RunResult
 from ..notes import _DROPPED_NOTES, _notes

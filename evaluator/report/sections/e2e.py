@@ -15,7 +15,8 @@ import math
 import re
 from typing import Any
 
-from ... import charts, paths
+from .. import charts
+from ...measuring import compile_path as paths
 from ...checklist import op_rows
 from ...results import RunResult, shape_str
 from ..notes import _e2e_flags, _flag, _mapped, _notes, _timing_flags

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from ... import charts
+from .. import charts
 from ...checklist import op_rows, op_speedup
 from ...results import Compiled, OpBench, RunResult, Timing, shape_str
 from ..notes import _flag, _notes, _op_flags

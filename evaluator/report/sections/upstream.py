@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from ... import charts
+from .. import charts
 from ...results import RunResult, UpstreamHealth
 from ..notes import _notes
 from ..strings import Fmt, Strings, _as_date, _ct, _day, _finite

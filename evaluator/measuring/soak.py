@@ -16,7 +16,7 @@ from typing import Callable
 
 import torch
 
-from .results import Soak
+from ..results import Soak
 from .timing import TimingPolicy, _GraphSampler, captured
 
 

@@ -31,8 +31,8 @@ from typing import Any, Callable, Sequence, TypeVar
 
 import torch
 
-from .hardware import CPU_THREADS
-from .results import Ratio, Timing
+from ..device.hardware import CPU_THREADS
+from ..results import Ratio, Timing
 
 T = TypeVar("T")
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import torch
 
-from .errors import DeviceError
-from .results import Hardware
+from ..errors import DeviceError
+from ..results import Hardware
 
 # Published dense fp16/bf16 tensor TFLOP/s (no sparsity) and memory bandwidth in GB/s,
 # from each vendor's datasheet. Keys are matched as lowercase substrings of the device name.

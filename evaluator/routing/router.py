@@ -34,7 +34,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
 from . import written
-from .results import CallCount, KernelConfig, Shape, shape_str
+from ..results import CallCount, KernelConfig, Shape, shape_str
 
 
 @dataclass(frozen=True)
@@ -651,7 +651,7 @@ def coverage(counts: Iterable[CallCount], total_profiled_ms: float) -> float:
     share that time by their calls instead of each counting it whole."""
     if total_profiled_ms <= 0:
         return 0.0
-    from . import kernels  # the kernel families import this module
+    from .. import kernels  # the kernel families import this module
 
     shapes: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0, 0])  # ms, in TileLang, calls
     for c in counts:
@@ -732,7 +732,7 @@ def _shape_key(shape: Shape) -> str:
 def dtype_mismatch(dtype: str, *tensors: torch.Tensor | None) -> str | None:
     want = _TORCH_DTYPES.get(dtype)
     if want is None:  # kernels.base imports this module: imported here, once per dtype
-        from .kernels.base import torch_dtype
+        from ..kernels.base import torch_dtype
 
         want = _TORCH_DTYPES[dtype] = torch_dtype(dtype)
     for t in tensors:

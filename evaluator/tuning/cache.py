@@ -21,12 +21,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .baseline import store
-from .baseline.ids import slug
-from .baseline.lock import LOCK_TIMEOUT_S, locked
-from .baseline.tables import cell, write_json
-from .errors import BaselineError
+from .. import __version__
+from ..baseline import store
+from ..baseline.ids import slug
+from ..baseline.lock import LOCK_TIMEOUT_S, locked
+from ..baseline.tables import cell, write_json
+from ..errors import BaselineError
 
 
 def _canonical(key: dict[str, Any]) -> str:

@@ -30,14 +30,14 @@ from typing import Any, Callable, Sequence
 import torch
 
 from . import compiled as compiled_mod
-from . import paths
-from .kernels.base import KernelFamily
+from . import compile_path as paths
+from ..kernels.base import KernelFamily
 from .outputs import OUTPUT_TOLERANCE, OutputCheck, compare_outputs, leaves, signal  # noqa: F401  (re-exported)
-from .results import (
+from ..results import (
     CallCount, Compiled, E2EBench, E2EView, FamilyTime, KeptFamilies, LaunchOverhead, OpBench, Ratio, Shape, Timing,
 )
 from .soak import THROTTLE_BITS, soak  # noqa: F401  (re-exported: the soak stage and tests reach it here)
-from .timing import (  # noqa: F401  (re-exported: callers time through bench)
+from .timing import (
     Sides, TimingPolicy, _GraphSampler, bootstrap_ratio, graph_kernel_ms, interleaved, kernel_time_ms, make_sampler,
     spread, summarize, time_callable, time_pair, time_sides,
 )
@@ -377,8 +377,9 @@ def _in_model(ref_fn: Callable, cand_fn: Callable, families: tuple[str, ...], de
     as written (the profile's way: `written.marked`), and a residual add with the norm
     after it as the fused family's pair (session 20 on the H200: without the pairs,
     llama's 9 written norms stood against the one rmsnorm left unfused, "131x")."""
-    from . import kernels, swap, written
-    from .profiling import family_times
+    from .. import kernels
+    from ..routing import router as swap, written
+    from ..profiling import family_times
 
     fused = [kernels.get(f) for f in families if kernels.get(f).fuses]
     marker = None
@@ -500,7 +501,7 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
     PyTorch (`E2EBench.not_chosen`, with `not_chosen`: counts from elsewhere, the written
     out norms of families not chosen as the profile saw them).
     """
-    from . import swap
+    from ..routing import router as swap
 
     families = tuple(sorted(router.families()))
     tol = OUTPUT_TOLERANCE.get(dtype, OUTPUT_TOLERANCE["float32"])

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import torch
 
-from .errors import KernelError
-from .kernels.base import KernelFamily
-from .measure import check_output
-from .results import KernelConfig, Shape, VerifyCase, VerifyResult
+from ..errors import KernelError
+from ..kernels.base import KernelFamily
+from ..measuring.checks import check_output
+from ..results import KernelConfig, Shape, VerifyCase, VerifyResult
 
 
 def _awkward_for(family: KernelFamily, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Shape:

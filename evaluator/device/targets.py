@@ -21,8 +21,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from .errors import ConfigError
-from .results import Hardware
+from ..errors import ConfigError
+from ..results import Hardware
 
 # The published peaks live in hardware.PEAKS (one table for the whole project).
 from .hardware import PEAKS

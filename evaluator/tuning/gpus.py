@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from . import isolation
-from .errors import ConfigError
-from .results import Hardware
+from ..errors import ConfigError
+from ..results import Hardware
 
 COMPILE_THREADS_PER_DEVICE = 16  # nvcc's memory and the H200 box's 16 cores per GPU
 

@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from .config import COMPILE_MODES
+from ..config import COMPILE_MODES
 
 # --compile-mode -> what torch.compile is given (see the module's docstring for why no cudagraphs).
 INDUCTOR_MODES = {"max-autotune": "max-autotune-no-cudagraphs", "default": "default"}

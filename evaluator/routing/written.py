@@ -78,7 +78,7 @@ class WrittenNorm:
         w = self.module.weight
         if not self.offset:
             return w
-        from .swap import DERIVED  # made once per weight tensor, remade if it changes
+        from .router import DERIVED  # made once per weight tensor, remade if it changes
 
         return DERIVED.get(w, f"plus {self.offset:g}", lambda t: t + self.offset)
 
@@ -319,7 +319,7 @@ def _as_rotary(r: WrittenRope, fn):
 def rope_shape(q, k, cos, sin, form: RopeForm = HALVES) -> tuple[int, ...] | None:
     """The rope family's shape of one call of a function of `form` on these tensors (the
     one its route will see, layout included), or None where the kernel does not compute it."""
-    from .kernels.rope import plan
+    from ..kernels.rope import plan
 
     found = plan(q, k, cos, sin, form)
     return None if isinstance(found, str) else found.shape
@@ -414,7 +414,7 @@ def _rope_probe(fn) -> RopeForm | None:
     """fn(q, k, cos, sin)'s form: halves or pairs of the whole head with cos and sin given
     per dim (an angle of its own each, so that neither the pairs' layout nor the halves'
     is assumed), and whether cos half as wide rotates only that part of each head."""
-    from .kernels.rope import formula
+    from ..kernels.rope import formula
 
     g = torch.Generator(device="cpu").manual_seed(0)
     b, hq, hk, s, d = 2, 3, 1, 5, 8
@@ -434,7 +434,7 @@ def _rope_probe(fn) -> RopeForm | None:
 def _one_tensor_probe(fn, sin_first: bool) -> RopeForm | None:
     """GPT-J's form: fn(x [batch, seq, heads, dim], sin, cos [1 or batch, seq, dim/2]), each
     pair (2i, 2i+1) of x rotated by angle i (sin and cos repeated per pair)."""
-    from .kernels.rope import formula
+    from ..kernels.rope import formula
 
     g = torch.Generator(device="cpu").manual_seed(0)
     b, s, h, d = 2, 5, 3, 8

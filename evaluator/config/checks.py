@@ -17,7 +17,7 @@ import tempfile
 from datetime import datetime
 from pathlib import Path
 
-from .errors import ConfigError, EvaluatorError
+from ..errors import ConfigError, EvaluatorError
 
 
 def parse_as_of(text: str | None) -> datetime | None:
@@ -25,7 +25,7 @@ def parse_as_of(text: str | None) -> datetime | None:
     in UTC (until 23:59:59.999999), a timestamp is exact."""
     if not text:
         return None
-    from . import upstream
+    from .. import upstream
 
     try:
         return upstream.parse_as_of(text)
@@ -40,7 +40,7 @@ def parse_as_of(text: str | None) -> datetime | None:
 def parse_targets(text: str | None, opt: str = "--targets") -> tuple[str, ...]:
     """--targets a100,h100|all|none -> target keys, () for none; None (not given) is the
     default set. Unknown names: one line naming the known targets, before any work."""
-    from . import targets as T
+    from ..device import targets as T
 
     words = [w.strip().lower() for w in (text or "").split(",") if w.strip()]
     known = f"known targets: {', '.join(T.TARGETS)}, local (this machine's GPU), all, or none to skip the check"
@@ -120,7 +120,7 @@ def check_writable_folder(opt: str, path: Path) -> None:
 
 def find_checklist(name_or_path: str | Path) -> Path:
     """--checklist: a file, or a name (a team's ./checklists/NAME.yaml before a shipped one)."""
-    from . import resources
+    from .. import resources
 
     found = resources.find_checklist(name_or_path)
     if found is None:

@@ -44,12 +44,12 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from . import isolation
-from .bench import TimingPolicy
+from ..measuring.bench import TimingPolicy
 from .gpus import COMPILE_THREADS_PER_DEVICE, _Slot, _slots, compile_workers, parse_gpus, visible_gpus  # noqa: F401
-from .errors import ConfigError, KernelError
-from .kernels.base import KernelFamily
-from .measure import measure, short_error
-from .results import Candidate, Hardware, KernelConfig, Shape, TunedKernel
+from ..errors import ConfigError, KernelError
+from ..kernels.base import KernelFamily
+from ..measuring.checks import measure, short_error
+from ..results import Candidate, Hardware, KernelConfig, Shape, TunedKernel
 
 CacheLookup = Callable[[dict], "dict | None"]
 CacheSave = Callable[[dict, dict], None]

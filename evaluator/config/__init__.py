@@ -24,13 +24,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config_checks import (_check_repo, check_count, check_folder_given, check_seconds, check_share,
-                            check_writable_folder, find_checklist, parse_as_of, parse_targets)
-from .errors import ConfigError, EvaluatorError
-from .resources import SHIPPED_CHECKLISTS
+from .checks import (
+    _check_repo, check_count, check_folder_given, check_seconds, check_share, check_writable_folder, find_checklist,
+    parse_as_of, parse_targets,
+)
+from ..errors import ConfigError, EvaluatorError
+from ..resources import SHIPPED_CHECKLISTS
 
 if TYPE_CHECKING:  # imported where needed: timing.py imports torch (a second on every --help)
-    from .timing import TimingPolicy
+    from ..measuring.timing import TimingPolicy
 
 
 # ---------------------------------------------------------------- defaults, in one place
@@ -101,7 +103,7 @@ _CPU = device_defaults("cpu")
 
 def _default_timing() -> TimingPolicy:
     """BenchSettings' timing policy: the timer's own, at DEFAULTS' reps and warm-up."""
-    from .timing import TimingPolicy  # here, not at the top: it imports torch
+    from ..measuring.timing import TimingPolicy  # here, not at the top: it imports torch
 
     return TimingPolicy(warmup=DEFAULTS["warmup"], reps=DEFAULTS["reps"], compile_mode=_CPU["compile_mode"])
 
@@ -263,7 +265,7 @@ class Config:
 
 def _check_label(model: str, label: str | None) -> str:
     """The model spec is one the loaders know, and its name can make a baseline id."""
-    from . import baseline, models
+    from .. import baseline, models
 
     if model not in models.ZOO and ":" not in model:
         raise ConfigError(f"unknown model '{model}'; use one of {', '.join(models.ZOO)}, "
@@ -327,7 +329,7 @@ def _output_folders(reports: str | Path | None, store: str | Path | None,
     given (an empty string is not a folder) and checked writable: a run that cannot write its
     folder or its baseline would otherwise find out at the very end and lose the minutes it
     measured."""
-    from . import baseline
+    from .. import baseline
 
     check_folder_given("--reports", reports)
     check_folder_given("--store", store)
@@ -355,7 +357,7 @@ def _devices(gpus: str | None, device: str, isolate: str) -> tuple[int, ...] | N
         return None
     if device != "cuda":
         raise ConfigError(f"--gpus {gpus} needs --device cuda; this run is on {device}")
-    from .gpus import parse_gpus, visible_gpus
+    from ..tuning.gpus import parse_gpus, visible_gpus
 
     devices = tuple(parse_gpus(gpus, visible_gpus()))
     if len(devices) > 1 and isolate == "off":
@@ -381,9 +383,10 @@ def build(*, model: str, device: str = DEFAULTS["device"], batch_size: int | Non
           push: bool = DEFAULTS["push"], gpus: str | None = None, compile_mode: str | None = None) -> Config:
     """The options by their command-line names (--name is `label`) -> a checked Config.
     fleet/plan.py reads this signature's annotations to check a plan's options."""
-    from . import checklist as checklist_mod, hardware, kernels
-    from .kernels.base import DTYPE_ALIASES
-    from .timing import TimingPolicy
+    from .. import checklist as checklist_mod, kernels
+    from ..device import hardware
+    from ..kernels.base import DTYPE_ALIASES
+    from ..measuring.timing import TimingPolicy
 
     label = _check_label(model, label)
     # Counts and durations first: --reps 0 used to surface as a StatisticsError at the
@@ -447,7 +450,7 @@ def _adapter():
     annotations from this module's globals: the name is put there before the schema is built."""
     from pydantic import TypeAdapter
 
-    from .timing import TimingPolicy
+    from ..measuring.timing import TimingPolicy
 
     globals()["TimingPolicy"] = TimingPolicy
     return TypeAdapter(Config)
