@@ -229,7 +229,7 @@ def test_problem_shape_names_masked_calls_from_a_real_profile():
 
 def test_route_takes_masks_and_scales_and_says_why_not():
     q, k = torch.randn(2, 4, 8, 16), torch.randn(2, 2, 8, 16)
-    route = lambda *a, **kw: FAM.route(SDPA, a, kw, "float32")  # noqa: E731
+    route = lambda *a, **kw: FAM.route(SDPA, a, kw, "float32")
     r = route(q, q, q, attn_mask=torch.ones(2, 1, 8, 8, dtype=torch.bool), scale=1.0)
     assert r.shape == (2, 4, 8, 8, 16, 0, 0, 0, 0, 0, 1, 1011) and r.params == {"scale": 1.0} and not r.notes
     r = route(q, k, k, torch.zeros(4, 8, 8), enable_gqa=True)
@@ -322,7 +322,7 @@ def test_masked_schedules_lower_for_sm90_reading_the_mask(shape, cfg):
 def test_masked_overlap_keeps_its_softmax_under_pv():
     from tests.kernels.test_attention import _issue_order
 
-    order, stage = P._overlap_schedule(masked=True)
+    order, _ = P._overlap_schedule(masked=True)
     names = [n for n, _ in P._OVERLAP_BODY]
     assert len(order) == len(names) + 1 and sorted(order) == list(range(len(order)))
     assert P._overlap_schedule() == P._overlap_schedule(masked=False)
@@ -456,3 +456,24 @@ def test_models_run_their_masked_and_scaled_attention_in_tilelang(name, monkeypa
     assert fell == 0 and ran == 2, rows  # both layers' attention, none fell back
     assert {c.shape for c in rows} == shapes, rows
     assert all(p == ({"scale": scale} if scale else {}) for p in seen), seen
+
+
+def test_kernel_sweep_times_masked_attention_beside_unmasked():
+    # `python3 benchmarks/kernel_sweep.py --only masked` on the GPU: BERT's padding and
+    # ViT-B's bias against SDPA with the same mask, the unmasked shapes beside them.
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "kernel_sweep.py"
+    spec = importlib.util.spec_from_file_location("kernel_sweep", path)
+    ks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ks)
+    todo = ks.cases({"masked"}, H200)
+    shapes = [s for _, s, _, _ in todo]
+    assert {BERT_MASKED, VIT_BIASED, (8, 12, 128, 128, 64, 0), (16, 12, 197, 197, 64, 0)} <= set(shapes)
+    for fam, shape, configs, own in todo:
+        assert fam == "attention" and own and configs[:len(own)] == own  # the family's space first
+        assert all(FAM.reject_reason(shape, "float16", c, H200) is None for c in own)
+    inputs = FAM.make_inputs(BERT_MASKED, "float16", "cpu", 0)
+    assert inputs[3].shape == (8, 1, 128, 128) and inputs[3].dtype == torch.bool  # what SDPA is timed with
+    assert FAM.make_inputs(VIT_BIASED, "float16", "cpu", 0)[3].dtype == torch.float16
