@@ -1,7 +1,8 @@
 """The TileLang programs of the attention family (see attention.py for what they compute).
 
-In: shape (B, H, Sq, Skv, D, causal[, q_pitch, k_pitch, v_pitch[, kv_heads]]), a dtype and
-a full config (the schedule's defaults filled in). A pitch of 0 declares that operand
+In: shape (B, H, Sq, Skv, D, causal[, q_pitch, k_pitch, v_pitch[, kv_heads[, mask,
+mask_dims]]]), a dtype and a full config (the schedule's defaults and the kernel parameter
+`scale` filled in). A pitch of 0 declares that operand
 contiguous [B, heads, S, D]; a pitch p >= its heads declares it the transposed view a model
 hands SDPA, heads of a row-major [B, S, p, D] buffer (strides S*p*D, D, p*D, 1): p = H for
 `x.view(B, S, H, D).transpose(1, 2)`, 3H for timm's packed qkv. kv_heads (grouped-query
@@ -17,6 +18,12 @@ with `pingpong` the whole kernel is `_attention_pingpong`'s (a TMA producer warp
 two consumer warpgroups, FlashAttention-3's forward).
 Both mask only the key blocks on the causal diagonal or at the Skv tail (`kv_blocks`), and
 both carry `tl.enable_fast_math` unless `cfg["fast_math"]` is off (see `gpu_program`).
+With a mask (`mask_kind`), every program takes it as one more input before O, at its
+broadcast size (`mask_shape`, index 0 along the dims it does not vary along; a bool mask
+as its bytes), and applies it to each score tile once the tile lands (`apply_mask`: q.k *
+scale + mask, -inf where a bool mask hides the key); the softmax then runs on those
+scores, and a row hidden from every key ends as 0. A program without a mask has none of
+this in its source.
 Checking configs and compiling are the family's (attention.py, base.py); nothing here
 runs a kernel.
 """
