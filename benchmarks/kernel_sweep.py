@@ -5,7 +5,7 @@ own call timed in the same interleaved rounds. It answers two questions the tune
 numbers cannot: what the best reachable ratio is, and whether the family's search
 space (and its first config) contains that best.
 
-    python3 benchmarks/kernel_sweep.py [--only gemm,llama,pingpong,pingwave,swap,streamk,fused,gated,skinny,attention,views,bmm,rows,rope,rope_partial,conv2d,resnet50] [--shapes 3152x3072x768,...] [--json OUT.json]
+    python3 benchmarks/kernel_sweep.py [--only gemm,llama,pingpong,pingwave,swap,streamk,fused,gated,skinny,attention,views,masked,bmm,rows,rope,rope_partial,conv2d,resnet50] [--shapes 3152x3072x768,...] [--json OUT.json]
 
 Each row: family, shape, PyTorch µs, best TileLang µs and config, the ratio
 (PyTorch / TileLang), and the ratios of the family's own first config and of the best
@@ -75,6 +75,13 @@ ATTENTION_VIEWS = [(8, 12, 128, 128, 64, 0, 12, 12, 12), (4, 12, 512, 512, 64, 1
 # copies it makes to reach bmm, as the model runs it.
 BMM = [(96, 128, 128, 64, 0, 1, 12, 12, 12), (96, 128, 64, 128, 0, 0, 12, 0, 12), (96, 128, 128, 64, 0, 1),
        (96, 128, 64, 128), (32, 1024, 1024, 128, 0, 1), (32, 1024, 1024, 128)]
+# Attention with the mask models pass SDPA, against SDPA with that mask (which leaves flash
+# attention for its masked backends): BERT-base's padding at b8 s128, a bool [B, 1, Sq, Skv]
+# (contiguous, and on the views BERT hands over), and ViT-B's s197 under a per-head float
+# bias [B, H, Sq, Skv] as a relative-position bias is; the same shapes unmasked beside them.
+ATTENTION_MASKED = [(8, 12, 128, 128, 64, 0, 0, 0, 0, 0, 1, 1011), (8, 12, 128, 128, 64, 0, 12, 12, 12, 0, 1, 1011),
+                    (16, 12, 197, 197, 64, 0, 0, 0, 0, 0, 2, 1111),
+                    (8, 12, 128, 128, 64, 0), (16, 12, 197, 197, 64, 0)]
 ROWS = {"layernorm": [(1024, 768), (2048, 768), (3152, 768), (16384, 4096)],
         # The pre-norm sum and its norm against PyTorch's add then layer_norm: ViT-B's, GPT-2's.
         "add_layernorm": [(3152, 768), (2048, 768), (16384, 4096)],
@@ -352,6 +359,9 @@ def cases(only: set[str], hw, own_only: bool = False) -> list[tuple[str, tuple, 
         out += [("attention", s, []) for s in ATTENTION_VIEWS]
     if "bmm" in only:  # batched products: eager attention's on its views, a long sequence's
         out += [("bmm", s, bmm_grid(s)) for s in BMM]
+    if "masked" in only:  # the family's space and the attention grid: every schedule takes a mask
+        out += [("attention", s, attention_grid(s)) for s in ATTENTION_MASKED
+                if "attention" not in only or s not in ATTENTION]
     if "splitk" in only:  # the shapes where split-K may pay: long K, short output
         out += [("gemm", s, gemm_grid(s)) for s in GEMM_MODEL if s[2] >= 2048]
     if "rows" in only:

@@ -109,7 +109,8 @@ def test_per_op_table_says_how_shapes_are_written(tmp_path):
     b = base.op_bench[0]
     views = dataclasses.replace(b, family="attention", shape=(1, 32, 512, 512, 64, 1, 32, 32, 32))
     ops = section(html_of(dataclasses.replace(base, op_bench=base.op_bench + (views,)), tmp_path), "ops")
-    assert ("Shapes are written attention B×H×Sq×Skv×D×causal[×q_pitch×k_pitch×v_pitch×kv_heads]; gemm M×N×K;"
+    assert ("Shapes are written attention B×H×Sq×Skv×D×causal[×q_pitch×k_pitch×v_pitch×kv_heads×mask×mask_dims]; "
+            "gemm M×N×K;"
             in ops)
     assert "row pitches of q, k and v" in ops and "1x32x512x512x64x1x32x32x32" in ops
     assert "key/value heads" not in ops

@@ -98,7 +98,7 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
     `output_shape` are `_attention_programs`' (strided q, k, v and the output's layout)."""
     import tilelang.language as T
 
-    from ._attention_programs import kv_head, kv_heads, pitches
+    from ._attention_programs import kv_head, kv_heads, mask_dtype, mask_shape, pitches
 
     B, H, Sq, Skv, D, causal = shape[:6]
     pq, pk, pv = pitches(shape)
@@ -107,6 +107,7 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
     bM, bN, stages = cfg["block_M"], cfg["block_N"], cfg["num_stages"]
     n_q = C.ceildiv(Sq, bM)
     init_scores, softmax, rescale = parts["init_scores"], parts["softmax"], parts["rescale"]
+    apply_mask, finish, masked = parts["apply_mask"], parts["finish"], parts["masked"]
     s_regs, o_regs = ROWS * bN // 128, ROWS * D // 128  # 32-bit registers a thread, for the fences
 
     def rows_bounds(bx, me):
@@ -123,7 +124,7 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
 
     @T.macro
     def consume(Q_s, K_s, V_s, acc_s, acc_p, acc_o, m_cur, m_prev, r_scale, r_sum, l_sum, full, empty, order,
-                q_full, me, bx, n_blocks):
+                q_full, me, bx, n_blocks, M, by, bz):
         row_tile = bx * CONSUMERS + me
         n_full = rows_bounds(bx, me)
         T.fill(acc_o, 0)
@@ -136,6 +137,8 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
         T.mbarrier_arrive(order[1 - me])
         T.wait_wgmma(0)
         T.warpgroup_fence_operand(acc_s, num_regs=s_regs)
+        if masked:  # the mask input on this consumer's rows (`by`: the query head)
+            apply_mask(acc_s, M, 0, row_tile, by, bz)
         softmax(acc_s, m_cur, m_prev, r_scale, r_sum, l_sum)
         T.copy(acc_s, acc_p)
         for t in T.serial(n_blocks - 1):
@@ -152,6 +155,8 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
             # wgmma groups retire in order: this waits for QK^T and leaves PV in flight.
             T.wait_wgmma(1)
             T.warpgroup_fence_operand(acc_s, num_regs=s_regs)
+            if masked:
+                apply_mask(acc_s, M, kb, row_tile, by, bz)
             softmax(acc_s, m_cur, m_prev, r_scale, r_sum, l_sum)
             T.wait_wgmma(0)
             T.warpgroup_fence_operand(acc_o, num_regs=o_regs)
@@ -165,8 +170,7 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
         T.wait_wgmma(0)
         T.warpgroup_fence_operand(acc_o, num_regs=o_regs)
         T.mbarrier_arrive(empty[last])
-        for i, j in T.Parallel(ROWS, D):
-            acc_o[i, j] /= l_sum[i]
+        finish(acc_o, l_sum)
 
     @T.macro
     def store(acc_o, O_s, O, bz, by, r0):
@@ -177,13 +181,8 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
         else:
             T.copy(O_s, O[bz, by, r0:r0 + ROWS, :])
 
-    @T.prim_func
-    def attention_fwd_pingpong(
-        Q: operand(T, pq, B, H, Sq, D, dtype),
-        K: operand(T, pk, B, Hkv, Skv, D, dtype),
-        V: operand(T, pv, B, Hkv, Skv, D, dtype),
-        O: T.Tensor(output_shape(shape), dtype),
-    ):
+    @T.macro
+    def body(Q, K, V, M, O):
         with T.Kernel(n_q, H, B, threads=CONSUMERS * 128 + PRODUCERS) as (bq, by, bz):
             # Causal work grows with the query block: the longest launch first.
             bx = n_q - 1 - bq if causal else bq
@@ -230,12 +229,34 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
             elif tx < 128:
                 T.set_max_nreg(CONSUMER_REGS, 1)
                 consume(Q_s0, K_s, V_s, acc_s0, acc_p0, acc_o0, m_cur0, m_prev0, r_scale0, r_sum0, l_sum0, full,
-                        empty, order, q_full, 0, bx, n_blocks)
+                        empty, order, q_full, 0, bx, n_blocks, M, by, bz)
                 store(acc_o0, Q_s0, O, bz, by, r0)
             else:
                 T.set_max_nreg(CONSUMER_REGS, 1)
                 consume(Q_s1, K_s, V_s, acc_s1, acc_p1, acc_o1, m_cur1, m_prev1, r_scale1, r_sum1, l_sum1, full,
-                        empty, order, q_full, 1, bx, n_blocks)
+                        empty, order, q_full, 1, bx, n_blocks, M, by, bz)
                 store(acc_o1, Q_s1, O, bz, by, r0 + ROWS)
+
+    if masked:
+        @T.prim_func
+        def attention_fwd_pingpong_masked(
+            Q: operand(T, pq, B, H, Sq, D, dtype),
+            K: operand(T, pk, B, Hkv, Skv, D, dtype),
+            V: operand(T, pv, B, Hkv, Skv, D, dtype),
+            M: T.Tensor(mask_shape(shape), mask_dtype(shape, dtype)),
+            O: T.Tensor(output_shape(shape), dtype),
+        ):
+            body(Q, K, V, M, O)
+
+        return attention_fwd_pingpong_masked
+
+    @T.prim_func
+    def attention_fwd_pingpong(
+        Q: operand(T, pq, B, H, Sq, D, dtype),
+        K: operand(T, pk, B, Hkv, Skv, D, dtype),
+        V: operand(T, pv, B, Hkv, Skv, D, dtype),
+        O: T.Tensor(output_shape(shape), dtype),
+    ):
+        body(Q, K, V, None, O)
 
     return attention_fwd_pingpong

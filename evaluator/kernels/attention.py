@@ -1,35 +1,53 @@
-"""Attention forward (FlashAttention): o = softmax(q k^T / sqrt(D), causal mask) v.
+"""Attention forward (FlashAttention): o = softmax(q k^T * scale + mask) v.
 
-In: shape (B, H, Sq, Skv, D, causal[, q_pitch, k_pitch, v_pitch[, kv_heads]]); inputs
-q[B, H, Sq, D], k[B, Hkv, Skv, D], v[B, Hkv, Skv, D], where Hkv is H or, with grouped-query
-attention (SDPA's enable_gqa, as transformers calls it for llama 2/3, Mistral and Qwen
-without a mask), `kv_heads`, a divisor of H (query head h reads key/value head
-h // (H // Hkv)); causal is 0 or 1 and follows PyTorch's top-left
-alignment (query i sees keys j <= i). Each operand is either contiguous (pitch 0, the
-default, six ints) or, as Hugging Face, timm and llama-style blocks hand it to SDPA, the
-transposed view of a row-major [B, S, pitch, D] projection (`x.view(B, S, H,
+In: shape (B, H, Sq, Skv, D, causal[, q_pitch, k_pitch, v_pitch[, kv_heads[, mask,
+mask_dims]]]); inputs q[B, H, Sq, D], k[B, Hkv, Skv, D], v[B, Hkv, Skv, D] and, with a
+mask, the mask. Hkv is H or, with grouped-query attention (SDPA's enable_gqa, as
+transformers calls it for llama 2/3, Mistral and Qwen), `kv_heads`, a divisor of H (query
+head h reads key/value head h // (H // Hkv)); causal is 0 or 1 and follows PyTorch's
+top-left alignment (query i sees keys j <= i). Each operand is either contiguous (pitch
+0, the default, six ints) or, as Hugging Face, timm and llama-style blocks hand it to
+SDPA, the transposed view of a row-major [B, S, pitch, D] projection (`x.view(B, S, H,
 D).transpose(1, 2)` has pitch H, timm's packed qkv 3H): the kernel reads such views in
-place, as PyTorch's flash SDPA does, instead of copying them (`row_pitch`). Out:
-o[B, H, Sq, D] in the input dtype (a transposed [B, Sq, H, D] view when q is strided),
-compared against `torch.nn.functional.scaled_dot_product_attention(q, k, v,
-is_causal=causal, enable_gqa=Hkv != H)` with its default scale 1/sqrt(D).
+place, as PyTorch's flash SDPA does, instead of copying them (`row_pitch`).
+The mask is SDPA's attn_mask as models pass it. `mask` is its kind: 1 bool (True =
+attend: BERT's padding, Mistral's sliding window, transformers' masks in general), 2
+additive in the inputs' dtype, 3 additive float32 beside float16/bfloat16 inputs (T5's
+and Swin's relative-position biases, ALiBi). `mask_dims` says in four binary digits for
+[B, H, Sq, Skv] along which dims it varies: 1011 is BERT's [B, 1, Sq, Skv], 1001 a
+key-padding [B, 1, 1, Skv], 11 a [1, 1, Sq, Skv] window, 1111 a per-head bias. It
+broadcasts (size 1 or stride 0) along the others, and the kernel reads it as that
+smaller tensor (`mask_shape`), index 0 on broadcast dims. A masked shape writes all
+twelve fields (pitches 0 when contiguous, kv_heads 0 when H) and is not causal.
+The softmax scale is a kernel parameter (`params`, like LayerNorm's eps), not part of the
+shape: one tuned shape serves every scale= a model passes (OPT's and Whisper's 1.0 on
+pre-scaled queries, T5's 1.0, the default); 0 stands for SDPA's default 1/sqrt(D).
+Out: o[B, H, Sq, D] in the input dtype (a transposed [B, Sq, H, D] view when q is
+strided), compared against `torch.nn.functional.scaled_dot_product_attention(q, k, v,
+attn_mask=mask, is_causal=causal, enable_gqa=Hkv != H)`. A query row the mask hides from
+every key (all False, or all -inf) gives 0, as PyTorch's SDPA does on the CPU (math and
+flash backends alike); a row of nothing but an additive mask's float min averages its
+keys, as PyTorch's does.
 Schedules: on CUDA (fp16/bf16), FlashAttention-2: a block owns block_M query rows of one
 (batch, head), keeps its Q tile in shared memory and streams K/V tiles through a
 pipelined loop; QK^T and PV run on tensor cores (`T.gemm`) into fp32 fragments with an
 online softmax (exp2 on log2(e)-prescaled scores) in between; causal blocks stop at the
 diagonal, and only the key blocks that straddle it (or hold the Skv tail) build the
-per-element mask. Config keys: block_M, block_N, num_stages (K/V buffers), threads, and
-`overlap`: False is the loop above, warp-specialized by TileLang on sm_90 (a TMA
-producer warpgroup); True is FlashAttention-3's intra-warpgroup overlap, a hand-ordered
-software pipeline with asynchronous WGMMA in which block t's softmax runs while block
-t-1's PV gemm is on the tensor cores (sm_90 only, num_stages 2, cp.async loads, no
-producer warpgroup); `pingpong` (sm_90 only; 128 query rows, 256 consumer threads) is
-FlashAttention-3's forward written out (`_attention_pingpong`): a TMA producer warpgroup
-feeds two consumer warpgroups of 64 rows each, which overlap softmax and gemms within
-and across warpgroups. fp32 is refused on CUDA (T.gemm on fp32 is TF32, which would not
-match PyTorch's fp32). On CPU (the C backend), the same online-softmax loop over fp32
-local tiles, one (batch, head, query block) per kernel block. The programs themselves
-are in `_attention_programs.py`; this module sizes, checks, searches and routes them.
+per-element mask. With a mask input each score tile is scaled and masked once it lands
+(`apply_mask`: q.k * scale + mask, or -inf where a bool mask hides the key), and the
+softmax runs on those scores. Config keys: block_M, block_N, num_stages (K/V buffers),
+threads, and `overlap`: False is the loop above, warp-specialized by TileLang on sm_90 (a
+TMA producer warpgroup); True is FlashAttention-3's intra-warpgroup overlap, a
+hand-ordered software pipeline with asynchronous WGMMA in which block t's softmax runs
+while block t-1's PV gemm is on the tensor cores (sm_90 only, num_stages 2, cp.async
+loads, no producer warpgroup); `pingpong` (sm_90 only; 128 query rows, 256 consumer
+threads) is FlashAttention-3's forward written out (`_attention_pingpong`): a TMA
+producer warpgroup feeds two consumer warpgroups of 64 rows each, which overlap softmax
+and gemms within and across warpgroups. All three take a mask. fp32 is refused on CUDA
+(T.gemm on fp32 is TF32, which would not match PyTorch's fp32). On CPU (the C backend),
+the same online-softmax loop over fp32 local tiles, one (batch, head, query block) per
+kernel block. The programs themselves are in `_attention_programs.py`; this module
+sizes, checks, searches and routes them.
 
 The causal flag is not recoverable from q, k and v, so `make_inputs` tags q with it and
 `reference` reads it back (see `CAUSAL_ATTR`).
@@ -38,6 +56,7 @@ The causal flag is not recoverable from q, k and v, so `make_inputs` tags q with
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 from typing import Any, Callable, Sequence
 
 import torch
@@ -187,8 +206,11 @@ class AttentionFamily(KernelFamily):
     name = "attention"
     title = "Attention forward (flash)"
     aten_ops = frozenset({SDPA})
-    shape_names = ("B", "H", "Sq", "Skv", "D", "causal", "q_pitch", "k_pitch", "v_pitch", "kv_heads")
-    optional_dims = 4  # contiguous q, k, v with a head each
+    shape_names = ("B", "H", "Sq", "Skv", "D", "causal", "q_pitch", "k_pitch", "v_pitch", "kv_heads", "mask",
+                   "mask_dims")
+    optional_dims = 6  # contiguous q, k, v with a head each, no mask
+    # SDPA's scale= (0: its default 1/sqrt(D)); a call's own scale builds the tuned config again.
+    params = MappingProxyType({"scale": 0.0})
     # The dims `awkward_shape` moves off tile multiples: D stays (it is the tensor-core
     # K and N, a multiple of 16 on GPU), causal is a flag.
     awkward_dims = ("Sq", "Skv")
@@ -197,39 +219,53 @@ class AttentionFamily(KernelFamily):
 
     def check(self, shape: Sequence[int]) -> Shape:
         """The shape as ints, or KernelError: five positive sizes, causal 0 or 1, and
-        optionally three row pitches, each 0 or at least its operand's heads, and the
-        key/value heads (0 or H: as many as the queries'; else a divisor of H). What
-        says nothing is dropped (all-zero pitches, kv_heads 0 or H), so a call has one
-        key whichever way it was written."""
+        optionally three row pitches, each 0 or at least its operand's heads, the
+        key/value heads (0 or H: as many as the queries'; else a divisor of H), and a
+        mask kind (0-3) with its mask_dims (four binary digits; 0 without a mask; a
+        masked shape is not causal). What says nothing is dropped (all-zero pitches,
+        kv_heads 0 or H, no mask), so a call has one key whichever way it was written."""
         try:
             dims = tuple(int(s) for s in shape)
         except (TypeError, ValueError):
             dims = ()
-        ok = len(dims) in (6, 9, 10) and dims[5] in (0, 1) and all(d > 0 for d in dims[:5])
-        kv = (dims[9] or dims[1]) if ok and len(dims) == 10 else dims[1] if ok else 0
-        if (not ok or kv <= 0 or dims[1] % kv
+        ok = len(dims) in (6, 9, 10, 12) and dims[5] in (0, 1) and all(d > 0 for d in dims[:5])
+        kv = (dims[9] or dims[1]) if ok and len(dims) >= 10 else dims[1] if ok else 0
+        kind, spread = dims[10:12] if ok and len(dims) == 12 else (0, 0)
+        mask_ok = (kind in (P.MASK_NONE, P.MASK_BOOL, P.MASK_FLOAT, P.MASK_FP32) and 0 <= spread <= 1111
+                   and set(str(spread)) <= {"0", "1"} and (kind or not spread) and not (kind and dims[5]))
+        if (not ok or kv <= 0 or dims[1] % kv or not mask_ok
                 or any(p != 0 and p < heads for p, heads in zip(dims[6:9], (dims[1], kv, kv)))):
             raise KernelError(f"attention: shape must be (B, H, Sq, Skv, D, causal[, q_pitch, k_pitch, v_pitch"
-                              f"[, kv_heads]]): five positive ints, causal 0 or 1, pitches 0 (contiguous) or at "
-                              f"least the operand's heads, and kv_heads a divisor of H, got {tuple(shape)}")
+                              f"[, kv_heads[, mask, mask_dims]]]): five positive ints, causal 0 or 1, pitches 0 "
+                              f"(contiguous) or at least the operand's heads, kv_heads a divisor of H, mask 0 (none), "
+                              f"1 (bool), 2 (additive, the inputs' dtype) or 3 (additive float32) with mask_dims four "
+                              f"binary digits for [B, H, Sq, Skv] (1 where the mask varies), and no mask when causal, "
+                              f"got {tuple(shape)}")
         # A one-head operand's view of pitch 1 is that operand contiguous (as row_pitch reads it).
         found = tuple(0 if p == heads == 1 else p for p, heads in zip(dims[6:9], (dims[1], kv, kv)))
+        if kind:
+            return tuple(dims[:6]) + (found or (0, 0, 0)) + (0 if kv == dims[1] else kv, kind, spread)
         if kv != dims[1]:
             return tuple(dims[:6]) + (found or (0, 0, 0)) + (kv,)
         return dims[:6] if not any(found) else dims[:6] + found
 
     def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]],
                       concrete_inputs: Sequence[Any] | None = None,
-                      input_strides: Sequence[Sequence[int]] | None = None) -> Shape | None:
-        """(B, H, Sq, Skv, D, causal) of one profiled aten::scaled_dot_product_attention.
+                      input_strides: Sequence[Sequence[int]] | None = None,
+                      input_dtypes: Sequence[str] | None = None) -> Shape | None:
+        """The shape of one profiled aten::scaled_dot_product_attention.
 
         Input shapes alone cannot say whether the call was causal (is_causal is a
         scalar): pass the event's `concrete_inputs` (torch.profiler with
-        record_shapes=True fills them: [None, None, None, None, dropout_p, is_causal,
-        scale, enable_gqa]). Without them the call is taken as non-causal. Calls the
-        kernel does not compute (an explicit mask, dropout, a non-default scale,
-        key/value heads that do not divide the query's, a value head dim different
-        from D) map to None."""
+        record_shapes=True fills them: [None, None, None, mask, dropout_p, is_causal,
+        scale, enable_gqa]). Without them the call is taken as non-causal. The scale is
+        a kernel parameter, not part of the shape. A mask's broadcast dims come from
+        its size and, where recorded, its strides (stride 0: expanded); its kind from
+        `input_dtypes` (the event's, as torch.profiler names them: 'bool', 'float',
+        'c10::Half'), else bool, the kind transformers passes; `layout_free` leaves
+        both out, so the route's shape of the same call replaces a guess. Calls the
+        kernel does not compute (dropout, a mask with is_causal, key/value heads that
+        do not divide the query's, a value head dim different from D) map to None."""
         if op != SDPA:
             return None
         try:
@@ -240,27 +276,41 @@ class AttentionFamily(KernelFamily):
             Hkv = k[1]
             if k[0] != B or k[:2] != v[:2] or Hkv <= 0 or H % Hkv or k[3] != D or v[3] != D or k[2] != v[2]:
                 return None
-            if len(input_shapes) > ARG_MASK and list(input_shapes[ARG_MASK] or []):
-                return None  # an attn_mask tensor
+            strides = list(input_strides or []) + [None] * 4
+            shapes = list(input_shapes) + [None] * 4
+            names = list(input_dtypes or []) + [""] * 4
+            mask = ()
+            # No mask records as []; so does a 0-d one, which only its dtype tells apart.
+            if shapes[ARG_MASK] or names[ARG_MASK]:
+                spread = mask_dims_of(shapes[ARG_MASK], strides[ARG_MASK] or None, (B, H, Sq, k[2]))
+                kind = _mask_kind_named(names[ARG_MASK], names[0])
+                if spread is None or kind is None:
+                    return None
+                mask = (kind, spread)
             # The layouts the routed call will run: strided views in place, others copied.
-            strides = list(input_strides or [])[:3]
-            found = [row_pitch(s, st) if st else 0 for s, st in zip((q, k, v), strides + [None] * 3)]
+            found = [row_pitch(s, st) if st else 0 for s, st in zip((q, k, v), strides[:3])]
             layout = tuple(p or 0 for p in found)
             causal = 0
             if concrete_inputs is not None:
                 args = list(concrete_inputs) + [None] * 8
                 if args[ARG_DROPOUT] not in (None, 0, 0.0):
                     return None
-                if args[ARG_SCALE] is not None and not math.isclose(float(args[ARG_SCALE]), 1.0 / math.sqrt(D),
-                                                                    rel_tol=1e-6):
-                    return None
                 causal = 1 if args[ARG_CAUSAL] else 0
-            return self.check((B, H, Sq, k[2], D, causal) + layout + ((Hkv,) if Hkv != H else ()))
+            if mask and causal:
+                return None
+            tail = ((Hkv if Hkv != H else 0,) + mask) if mask else ((Hkv,) if Hkv != H else ())
+            return self.check((B, H, Sq, k[2], D, causal) + layout + tail)
         except (IndexError, TypeError, ValueError, KernelError):
             return None
 
     def layout_free(self, shape: Shape) -> Shape:
+        """The shape without what a profile cannot see: the row pitches, and a mask's
+        kind and broadcast dims (bool or float and a stride-0 expand are not in its
+        recorded sizes); the mask itself stays (kind 1, dims 0), so a masked call never
+        matches an unmasked one."""
         shape = tuple(shape)
+        if len(shape) > 10:
+            return shape[:6] + (0, 0, 0, shape[9], P.MASK_BOOL if shape[10] else 0, 0)
         return shape[:6] + ((0, 0, 0) + shape[9:] if len(shape) > 9 else ())
 
     def standard_shapes(self, device: str) -> list[Shape]:
@@ -291,24 +341,29 @@ class AttentionFamily(KernelFamily):
                        C.randn((B, n, S, D), dtype, device, g)
                        for S, p, n in ((Sq, pq, H), (Skv, pk, Hkv), (Skv, pv, Hkv)))
         setattr(q, CAUSAL_ATTR, bool(causal))
-        return q, k, v
+        if P.mask_kind(shape) == P.MASK_NONE:
+            return q, k, v
+        return q, k, v, _make_mask(shape, dtype, device, g)
 
     def reference(self, *inputs: torch.Tensor) -> torch.Tensor:
         """F.scaled_dot_product_attention with the causal flag `make_inputs` put on q
-        (a plain tensor attribute: it does not survive .to() or .clone())."""
-        q, k, v = inputs
+        (a plain tensor attribute: it does not survive .to() or .clone()) and the mask,
+        where the inputs have one, as attn_mask."""
+        q, k, v = inputs[:3]
         causal = getattr(q, CAUSAL_ATTR, None)
         if causal is None:
             raise KernelError(f"attention: reference needs q from make_inputs (tagged with .{CAUSAL_ATTR}); "
                               f"set q.{CAUSAL_ATTR} = True/False on other tensors")
+        extra = {"attn_mask": inputs[3]} if len(inputs) > 3 else {}
         if k.shape[1] != q.shape[1]:  # grouped-query heads
-            return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal), enable_gqa=True)
-        return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
+            extra["enable_gqa"] = True
+        return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal), **extra)
 
     def input_shapes(self, shape: Shape) -> list[tuple[int, ...]]:
         B, H, Sq, Skv, D = shape[:5]
         Hkv = P.kv_heads(shape)
-        return [(B, H, Sq, D), (B, Hkv, Skv, D), (B, Hkv, Skv, D)]
+        mask = [P.mask_shape(shape)] if P.mask_kind(shape) else []
+        return [(B, H, Sq, D), (B, Hkv, Skv, D), (B, Hkv, Skv, D)] + mask
 
     # ------------------------------------------------------------ metrics
 
@@ -320,9 +375,15 @@ class AttentionFamily(KernelFamily):
         return f / 2 if causal else f
 
     def bytes(self, shape: Shape, dtype: str) -> float:
+        """q, k, v and o once, and the mask once at the size it has (its broadcast dims 1)."""
         shape = self.check(shape)
         B, H, Sq, Skv, D = shape[:5]
-        return float(B * (2 * H * Sq + 2 * P.kv_heads(shape) * Skv) * D * C.dtype_bytes(C.canonical_dtype(dtype)))
+        dtype = C.canonical_dtype(dtype)
+        mask = 0.0
+        if P.mask_kind(shape):
+            per = {"uint8": 1, "float32": 4}.get(P.mask_dtype(shape, dtype)) or C.dtype_bytes(dtype)
+            mask = float(math.prod(P.mask_shape(shape)) * per)
+        return float(B * (2 * H * Sq + 2 * P.kv_heads(shape) * Skv) * D * C.dtype_bytes(dtype)) + mask
 
     def tolerance(self, dtype: str, shape: Shape | None = None) -> tuple[float, float]:
         """Outputs are softmax-weighted means of N(0, 1) values; with unit-variance
@@ -465,6 +526,8 @@ class AttentionFamily(KernelFamily):
 
     def compile(self, resolved: Any, target: str) -> Callable[..., torch.Tensor]:
         launcher = super().compile(resolved, target)
+        if P.mask_kind(resolved.shape):
+            return MaskedAttention(launcher)
         return StridedAttention(launcher) if any(P.pitches(resolved.shape)) else launcher
 
     # ------------------------------------------------------------ swap-in (at the operator)
@@ -472,16 +535,18 @@ class AttentionFamily(KernelFamily):
     functions = (F.scaled_dot_product_attention,)
 
     def route(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Route | str:
-        """One SDPA call, from any call site, as (B, H, Sq, Skv, D, causal), or why not."""
+        """One SDPA call, from any call site, as its shape and scale, or why not."""
         q, k, v = (arg(args, kwargs, i, n) for i, n in enumerate(("query", "key", "value")))
         mask = arg(args, kwargs, 3, "attn_mask")
         dropout = arg(args, kwargs, 4, "dropout_p", 0.0)
         causal = bool(arg(args, kwargs, 5, "is_causal", False))
         scale = arg(args, kwargs, 6, "scale")
-        if mask is not None:
-            return "explicit attention mask"
         if dropout:
             return "dropout"
+        if mask is not None and causal:
+            return "explicit attention mask with is_causal"
+        if mask is not None and not isinstance(mask, torch.Tensor):
+            return "attention mask not a tensor"
         gqa = bool(arg(args, kwargs, 7, "enable_gqa", False))
         if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
             return "not [batch, heads, seq, head_dim]"
@@ -491,24 +556,108 @@ class AttentionFamily(KernelFamily):
             return "key/value shapes or head dims differ from the query's"
         if Hkv != H and not (gqa and Hkv > 0 and H % Hkv == 0):
             return "key/value heads differ from the query's" + ("" if gqa else " without enable_gqa")
-        if scale is not None and abs(float(scale) * math.sqrt(D) - 1.0) > 1e-6:
-            return "non-default softmax scale"
+        params = {}
+        if scale is not None:
+            scale = float(scale)
+            if not (scale > 0 and math.isfinite(scale)):
+                return "softmax scale not positive and finite"
+            if abs(scale * math.sqrt(D) - 1.0) > 1e-6:  # SDPA's default, written out: the tuned kernel
+                params = {"scale": scale}
         bad = dtype_mismatch(dtype, q, k, v)
         if bad:
             return bad
         if min(B, H, Sq, Skv, D) <= 0:
             return "empty input"
+        masking: tuple[int, ...] = ()
+        if mask is not None:
+            kind = mask_kind_of(mask, q)
+            if kind is None:
+                return f"attention mask of dtype {str(mask.dtype).removeprefix('torch.')}"
+            spread = mask_dims_of(mask.shape, mask.stride(), (B, H, Sq, Skv))
+            if spread is None or mask.device != q.device:
+                return "attention mask not broadcastable to [B, H, Sq, Skv] on the query's device"
+            masking = (Hkv if Hkv != H else 0, kind, spread)
         # Hugging Face and timm blocks hand SDPA transposed views of their projections: the
         # kernel reads those in place. Any other layout is copied, in the measured time.
         found = [row_pitch(t.shape, t.stride()) if t.data_ptr() % 16 == 0 else None for t in (q, k, v)]
         layout = tuple(p or 0 for p in found)
         copied = any(p is None for p in found)
 
-        def launch(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
-            return kernel(*(t if p is not None else t.contiguous() for t, p in zip((q, k, v), found)))
+        notes = ("q/k/v copied to contiguous",) if copied else ()
+        shape = self.check((B, H, Sq, Skv, D, int(causal)) + layout + (masking or ((Hkv,) if Hkv != H else ())))
+        # The mask as the kernel reads it: index 0 on its broadcast dims, so an expanded
+        # mask (stride 0) is not materialized; another layout is copied.
+        m = broadcast_mask(mask, P.mask_shape(shape)) if masking else None
+        copy_mask = m is not None and (not m.is_contiguous() or m.data_ptr() % 16 != 0)
+        notes += ("mask copied to contiguous",) if copy_mask else ()
 
-        shape = self.check((B, H, Sq, Skv, D, int(causal)) + layout + ((Hkv,) if Hkv != H else ()))
-        return Route(shape, launch, notes=("q/k/v copied to contiguous",) if copied else ())
+        def launch(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
+            operands = [t if p is not None else t.contiguous() for t, p in zip((q, k, v), found)]
+            if m is not None:
+                operands.append(m.clone(memory_format=torch.contiguous_format) if copy_mask else m)
+            return kernel(*operands)
+
+        return Route(shape, launch, params=params, notes=notes)
+
+
+def _make_mask(shape: Shape, dtype: str, device: str, g: torch.Generator) -> torch.Tensor:
+    """A mask of the shape's kind at its broadcast size, as models make them: a bool
+    mask keeps about 3 keys in 4; an additive one is an N(0, 1) bias (a relative-position
+    bias's scale) with about 1 key in 5 at the dtype's float min (transformers' padding).
+    Every query row keeps at least one key: a fully masked row is a test of its own
+    (its reference differs between PyTorch's backends)."""
+    size = P.mask_shape(shape)
+    kind = P.mask_kind(shape)
+    keep = torch.rand(size, generator=g) < 0.75
+    if size[3] > 1:
+        one = torch.randint(0, size[3], size[:3] + (1,), generator=g)
+        keep.scatter_(3, one, True)
+    else:  # one key value for every key: a row keeps all of them
+        keep.fill_(True)
+    if kind == P.MASK_BOOL:
+        return keep.to(device)
+    mdtype = C.torch_dtype(P.mask_dtype(shape, dtype))
+    bias = torch.randn(size, generator=g).to(mdtype)
+    return bias.masked_fill(~keep, torch.finfo(mdtype).min).to(device).contiguous()
+
+
+def mask_dims_of(size: Sequence[int], strides: Sequence[int] | None, target: Sequence[int]) -> int | None:
+    """`mask_dims` of a mask of this size (and strides, where known) as SDPA broadcasts
+    it to target [B, H, Sq, Skv]: a digit 1 for each dim along which it varies (not
+    size 1, not stride 0), right-aligned as PyTorch broadcasts; None when it does not
+    broadcast to target."""
+    size = [int(n) for n in size]
+    if len(size) > 4 or (strides is not None and len(strides) != len(size)):
+        return None
+    pad = 4 - len(size)
+    size = [1] * pad + size
+    strides = [0] * pad + [int(n) for n in strides] if strides is not None else [None] * 4
+    if any(n not in (1, t) for n, t in zip(size, target)):
+        return None
+    return int("".join("1" if n > 1 and st != 0 else "0" for n, st in zip(size, strides)))
+
+
+# torch.profiler's names of a mask's dtype, and of the query's beside an fp32 mask.
+_BOOL_NAMES, _FP32_NAMES = ("bool",), ("float",)
+
+
+def _mask_kind_named(mask: str, query: str) -> int | None:
+    """The mask kind of a profiled call from its recorded dtypes: bool when unknown (the
+    kind transformers passes), None for a dtype SDPA refuses."""
+    if not mask or mask in _BOOL_NAMES:
+        return P.MASK_BOOL
+    if mask == query:
+        return P.MASK_FLOAT
+    return P.MASK_FP32 if mask in _FP32_NAMES else None
+
+
+def mask_kind_of(mask: torch.Tensor, query: torch.Tensor) -> int | None:
+    """The mask kind of a mask tensor beside this query, or None for a dtype SDPA refuses."""
+    if mask.dtype == torch.bool:
+        return P.MASK_BOOL
+    if mask.dtype == query.dtype:
+        return P.MASK_FLOAT
+    return P.MASK_FP32 if mask.dtype == torch.float32 else None
 
 
 def row_pitch(shape: Sequence[int], strides: Sequence[int]) -> int | None:
@@ -545,14 +694,59 @@ class StridedAttention(C.LauncherWrapper):
         self.pitches = P.pitches(launcher.shape)
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        self.check_pitches(q, k, v)
+        args = self.launcher.check_inputs((q, k, v), keep_strides=[bool(p) for p in self.pitches])
+        return self.output(self.launcher.kernel(*args))
+
+    def check_pitches(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         for i, (t, p) in enumerate(zip((q, k, v), self.pitches)):
             got = row_pitch(t.shape, t.stride())
             if p and got != p:
                 raise KernelError(f"attention: input {i} has strides {tuple(t.stride())} (row pitch {got}); "
                                   f"the kernel was built for row pitch {p}")
-        args = self.launcher.check_inputs((q, k, v), keep_strides=[bool(p) for p in self.pitches])
-        out = self.launcher.kernel(*args)
+
+    def output(self, out: torch.Tensor) -> torch.Tensor:
         return out.transpose(1, 2) if self.pitches[0] else out
+
+
+def broadcast_mask(mask: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
+    """A view of `mask` (broadcastable to [B, H, Sq, Skv]) at `size`, the kernel's mask
+    tensor: leading dims added, and each dim of size 1 in `size` narrowed to its first
+    index (where the mask is expanded along it, that index holds every value)."""
+    m = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape)) if mask.dim() < 4 else mask
+    for d, n in enumerate(size):
+        if n == 1 and m.shape[d] != 1:
+            m = m.narrow(d, 0, 1)
+    return m.expand(*size)
+
+
+class MaskedAttention(C.LauncherWrapper):
+    """The kernel of a masked shape: q, k, v as `StridedAttention` takes them, and the
+    mask at the kernel's size (`_attention_programs.mask_shape`): a bool mask goes to
+    the kernel as its bytes, an additive one in its own dtype (the inputs', or float32)."""
+
+    def __init__(self, launcher: C.Launcher):
+        super().__init__(launcher)
+        self.strided = StridedAttention(launcher)
+        shape = launcher.shape
+        self.mask_size = P.mask_shape(shape)
+        self.mask_dtype = torch.bool if P.mask_kind(shape) == P.MASK_BOOL else C.torch_dtype(
+            P.mask_dtype(shape, launcher.dtype))
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if tuple(mask.shape) != self.mask_size or mask.dtype != self.mask_dtype:
+            raise KernelError(f"attention: the mask is {tuple(mask.shape)} {mask.dtype}; the kernel was built "
+                              f"for {self.mask_size} {self.mask_dtype}")
+        self.strided.check_pitches(q, k, v)
+        want, args = C.torch_dtype(self.launcher.dtype), []
+        for i, (t, size, p) in enumerate(zip((q, k, v), self.launcher.input_shapes, self.strided.pitches)):
+            if tuple(t.shape) != size or t.dtype != want:
+                raise KernelError(f"attention: input {i} is {tuple(t.shape)} {t.dtype}; the kernel was built for "
+                                  f"{size} {want}")
+            args.append(t.detach() if p else t.detach().contiguous())
+        m = mask.detach().contiguous()
+        args.append(m.view(torch.uint8) if m.dtype == torch.bool else m)
+        return self.strided.output(self.launcher.kernel(*args))
 
 
 _FP32_GPU = ("attention: float32 has no GPU schedule (T.gemm on fp32 runs as TF32 and would not match "

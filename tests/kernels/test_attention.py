@@ -181,14 +181,18 @@ def test_problem_shape_from_input_shapes():
     assert FAM.problem_shape(sdpa, [q, k, k, [], [], [], [], []], args) == (2, 4, 16, 24, 8, 1)
     assert FAM.problem_shape(sdpa, [q, k, k], [None] * 5 + [False]) == (2, 4, 16, 24, 8, 0)
     assert FAM.problem_shape(sdpa, [q, k, k], [None] * 6 + [1 / math.sqrt(8)]) == (2, 4, 16, 24, 8, 0)
+    # The scale is a kernel parameter: any scale names the same shape.
+    assert FAM.problem_shape(sdpa, [q, k, k], [None] * 6 + [0.5]) == (2, 4, 16, 24, 8, 0)
+    # A mask is part of the shape: a 2-D [Sq, Skv] one varies along the last two dims
+    # (bool unless the dtypes say otherwise; tests/kernels/test_attention_masks.py).
+    assert FAM.problem_shape(sdpa, [q, k, k, [16, 24]]) == (2, 4, 16, 24, 8, 0, 0, 0, 0, 0, 1, 11)
     # What the kernel does not compute maps to None rather than to a wrong shape.
-    assert FAM.problem_shape(sdpa, [q, k, k, [16, 24]]) is None  # explicit mask
+    assert FAM.problem_shape(sdpa, [q, k, k, [16, 23]]) is None  # a mask that does not broadcast
     # grouped-query heads (enable_gqa): key/value heads that divide the query's
     assert FAM.problem_shape(sdpa, [q, [2, 2, 24, 8], [2, 2, 24, 8]]) == (2, 4, 16, 24, 8, 0, 0, 0, 0, 2)
     assert FAM.problem_shape(sdpa, [q, [2, 3, 24, 8], [2, 3, 24, 8]]) is None  # 3 does not divide 4
     assert FAM.problem_shape(sdpa, [q, k, [2, 4, 24, 16]]) is None  # value head dim != D
     assert FAM.problem_shape(sdpa, [q, k, k], [None] * 4 + [0.1, True]) is None  # dropout
-    assert FAM.problem_shape(sdpa, [q, k, k], [None] * 6 + [0.5]) is None  # custom scale
     assert FAM.problem_shape(sdpa, [[16, 8], [24, 8], [24, 8]]) is None
     assert FAM.problem_shape("aten::bmm", [q, k, k]) is None
     assert FAM.problem_shape(sdpa, []) is None
@@ -572,8 +576,9 @@ def _ptxas_log(tmp_path, shape, cfg):
 
 def test_sdpa_routes_from_any_call_site_and_counts_masks():
     """SDPA inside a block, on transposed views of a packed qkv as timm passes them,
-    causal or not: the views are read in place (row pitch 3H = 6, no copy); a call with
-    an explicit mask falls back and is counted with its reason."""
+    causal or not, with the default scale written out or a causal bool mask: the views
+    are read in place (row pitch 3H = 6, no copy); a call with both a mask and is_causal
+    falls back and is counted with its reason."""
     from tests.routing import count, route_model
     import torch.nn.functional as F
 
@@ -589,13 +594,15 @@ def test_sdpa_routes_from_any_call_site_and_counts_masks():
             b = F.scaled_dot_product_attention(q, k, v, scale=16 ** -0.5)
             mask = torch.ones(S, S, dtype=torch.bool).tril()
             c = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-            return a + b + c
+            d = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=True)
+            return a + b + c + d
 
     torch.manual_seed(0)
     router, got, expected = route_model(["attention"], Block(), (torch.randn(2, 19, 32),))
     torch.testing.assert_close(got, expected, atol=2e-4, rtol=1e-4)
-    assert count(router, "attention") == (2, 1)
+    assert count(router, "attention") == (3, 1)
     reasons = {r for c in router.counts() for r in c.fallback}
     notes = {n for c in router.counts() for n in c.notes}
-    assert reasons == {"explicit attention mask"} and not notes
-    assert {c.shape for c in router.counts() if c.tilelang} == {"2x2x19x19x16x1x6x6x6", "2x2x19x19x16x0x6x6x6"}
+    assert reasons == {"explicit attention mask with is_causal"} and not notes
+    assert {c.shape for c in router.counts() if c.tilelang} == {"2x2x19x19x16x1x6x6x6", "2x2x19x19x16x0x6x6x6",
+                                                                "2x2x19x19x16x0x6x6x6x0x1x11"}
