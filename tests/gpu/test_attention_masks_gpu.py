@@ -15,7 +15,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from evaluator import bench, hardware, kernels, verify
+from evaluator.measuring import bench
+from evaluator.device import hardware
+from evaluator import kernels
+from evaluator.tuning import verify
 from evaluator.kernels import _attention_programs as P
 from evaluator.results import parse_shape
 
@@ -111,7 +114,7 @@ def test_rows_the_mask_hides_entirely_on_gpu(dtype, hw):
 
 
 def _route(model, inputs, dtype="float16"):
-    from evaluator import swap
+    from evaluator.routing import router as swap
 
     fam = kernels.get("attention")
     target = hardware.detect("cuda").target
