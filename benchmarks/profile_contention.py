@@ -33,7 +33,7 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from evaluator import profiling
+    from evaluator.profiling import profile as profiling
     from evaluator.models import load_model
 
     model = load_model("resnet-tiny")

@@ -10,7 +10,9 @@ baseline; then the report. `run_stage` runs one: it times it, records it as fini
 writes `<run folder>/results.json`, and turns an optional stage's error into data. The
 run folder also keeps `config.json`, so `evaluate --resume RUN_DIR` rebuilds the same
 config and continues after the last finished stage (a stopped kernels stage resumes
-after its last finished kernel). The stages themselves are in `stages.py`.
+after its last finished kernel). Each stage function lives in the folder of its step
+(`profiling/stage.py`, `tuning/stage.py`, `measuring/stage.py`, ...); what they share is
+`context.Context`.
 """
 
 from __future__ import annotations
@@ -28,14 +30,21 @@ from typing import Callable
 
 import torch
 
-from . import __version__, kernels, models, report, stages
-from .measuring import bench
+from . import __version__, kernels, models, report
 from . import config as config_mod
-from .device import hardware
+from .baseline import stage as recording
+from .checklist import stage as deciding
 from .config import Config
+from .context import Context, Reporter
+from .device import hardware
 from .errors import BaselineError, ConfigError, EvaluatorError
+from .measuring import bench
+from .measuring import stage as measuring
+from .portability import stage as porting
+from .profiling import stage as profiling
 from .results import Environment, Hardware, OpBench, RunResult, Shape, TunedKernel, from_dict
-from .stages import Context, Reporter
+from .tuning import stage as tuning
+from .upstream import stage as upstream
 
 __all__ = ["Reporter", "RunOutcome", "STAGES", "Stage", "run", "bench_family"]
 
@@ -110,16 +119,16 @@ def _usable(ctx: Context, r: RunResult) -> bool:
 
 
 STAGES: tuple[Stage, ...] = (
-    Stage("profile", stages.profile),
-    Stage("kernels", stages.tune_verify_bench),
-    Stage("portability", stages.portability_check, optional=True,
+    Stage("profile", profiling.profile),
+    Stage("kernels", tuning.tune_verify_bench),
+    Stage("portability", porting.portability_check, optional=True,
           needed=lambda ctx, r: bool(r.tuned) and ctx.cfg.portability.targets != ()),
-    Stage("e2e", stages.end_to_end, optional=True, needed=lambda ctx, r: ctx.cfg.bench.e2e and bool(r.families)),
-    Stage("soak", stages.soak, optional=True, needed=lambda ctx, r: ctx.cfg.bench.soak_s > 0 and _usable(ctx, r)),
-    Stage("upstream", stages.upstream_health, optional=True),
-    Stage("compare", stages.compare_previous, optional=True),
-    Stage("verdict", stages.decide),
-    Stage("baseline", stages.record),
+    Stage("e2e", measuring.end_to_end, optional=True, needed=lambda ctx, r: ctx.cfg.bench.e2e and bool(r.families)),
+    Stage("soak", measuring.soak, optional=True, needed=lambda ctx, r: ctx.cfg.bench.soak_s > 0 and _usable(ctx, r)),
+    Stage("upstream", upstream.upstream_health, optional=True),
+    Stage("compare", recording.compare_previous, optional=True),
+    Stage("verdict", deciding.decide),
+    Stage("baseline", recording.record),
 )
 
 
@@ -278,5 +287,5 @@ def bench_family(family: str, shapes: list[Shape], dtype: str, device: str, *, b
     shapes = [fit_shape(fam, shape) for shape in shapes]
     hardware.pin_threads(device)
     hw = hardware.measure_ceilings(hardware.detect(device), dtype)
-    return stages.bench_family(family, shapes, dtype, device, hw, tilelang_version(), budget_s=budget_s,
+    return tuning.bench_shapes(family, shapes, dtype, device, hw, tilelang_version(), budget_s=budget_s,
                                policy=policy or bench.TimingPolicy(), store=store, rep=rep)

@@ -8,7 +8,8 @@ import dataclasses
 
 import torch
 
-from evaluator import kernels, profiling
+from evaluator import kernels
+from evaluator.profiling import profile as profiling
 from evaluator.models import load_model
 
 
@@ -139,7 +140,7 @@ def test_a_family_the_model_never_calls_is_a_one_line_error():
 
 
 def test_shapes_are_taken_hottest_first_until_they_hold_the_share_of_the_family_time():
-    from evaluator.stages import hottest
+    from evaluator.tuning.stage import hottest
 
     times = (50.0, 30.0, 15.0, 4.0, 1.0)
     assert hottest(("a", "b", "c", "d", "e"), times, 0.95, None) == ("a", "b", "c")

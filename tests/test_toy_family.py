@@ -19,7 +19,8 @@ import torch
 import toy_family
 from evaluator import config as config
 from evaluator.device import hardware
-from evaluator import kernels, pipeline, profiling
+from evaluator import kernels, pipeline
+from evaluator.profiling import profile as profiling
 from evaluator.tuning import verify
 from evaluator.errors import KernelError
 

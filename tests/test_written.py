@@ -11,7 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from evaluator import kernels, profiling
+from evaluator import kernels
+from evaluator.profiling import profile as profiling
 from evaluator.routing import router as swap, written
 from evaluator.models import load_model
 from evaluator.results import parse_shape

@@ -379,7 +379,7 @@ def _in_model(ref_fn: Callable, cand_fn: Callable, families: tuple[str, ...], de
     llama's 9 written norms stood against the one rmsnorm left unfused, "131x")."""
     from .. import kernels
     from ..routing import router as swap, written
-    from ..profiling import family_times
+    from ..profiling.profile import family_times
 
     fused = [kernels.get(f) for f in families if kernels.get(f).fuses]
     marker = None

@@ -27,6 +27,8 @@ An optional comparison never fails a run: every exception becomes `error`.
 
 from __future__ import annotations
 
+import math
+
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -142,3 +144,15 @@ def prepare(fn: Callable[..., Any], calls: Sequence[tuple], device: str, mode: s
                           f"Inductor's on-disk cache: {prep.compile_s:.1f} s is a warm compile, not a cold one")
     prep.fns = [(lambda args=args: compiled(*args)) for args in calls]
     return prep
+
+
+def progress_text(c) -> str:
+    """The torch.compile side in a progress line: its time and ratio, or why it has none.
+    Escaped for rich markup: Dynamo's reasons quote code, which may hold [brackets]."""
+    if c is None:
+        return ""
+    if c.timing is None:
+        return f"; torch.compile: {c.error}".replace("[", "\\[")
+    ratio = f", TileLang {c.ratio.value:.3g}x of it" if c.ratio is not None and math.isfinite(c.ratio.value) else ""
+    took = "" if c.compile_s is None else f" (compiled in {c.compile_s:.2g} s)"  # 0.05 s: Inductor's cache
+    return f"; torch.compile {c.timing.median_ms:.4g} ms{ratio}{took}"

@@ -26,7 +26,7 @@ from .environment import Environment, Hardware, ModelSpec
 from .kernels import (
     Candidate, LaunchOverhead, OpBench, PortCell, Portability, TunedKernel, VerifyCase, VerifyResult,
 )
-from .measurement import Compiled, Ratio, Timing
+from .measurement import Compiled, Ratio, Timing, geomean
 from .model import (CallCount, E2EBench, E2EView, FamilyCalls, FamilyTime, Fusion, HotOp, HotOps, KeptFamilies, Soak,
                     family_calls)
 from .run import BaselineRef, Change, Comparison, Outcome, RunResult, TrendPoint, Verdict
@@ -40,7 +40,7 @@ __all__ = [
     "Environment", "Hardware", "ModelSpec",
     "Candidate", "LaunchOverhead", "OpBench", "PortCell", "Portability", "TunedKernel", "VerifyCase",
     "VerifyResult",
-    "Compiled", "Ratio", "Timing",
+    "Compiled", "Ratio", "Timing", "geomean",
     "CallCount", "E2EBench", "E2EView", "FamilyCalls", "FamilyTime", "Fusion", "HotOp", "HotOps", "KeptFamilies",
     "Soak", "family_calls",
     "BaselineRef", "Change", "Comparison", "Outcome", "RunResult", "TrendPoint", "Verdict",

@@ -10,6 +10,8 @@ are made of them.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 
@@ -57,3 +59,15 @@ class Compiled:
     compile_s: float | None = None  # wall seconds of the first calls, which trace, compile and autotune
     error: str = ""  # why it could not run (inductor error, no C++ compiler, a graph break...), one line
     note: str = ""  # what to know about a number that stands (graph breaks, outputs that differ from eager)
+
+
+def geomean(rows: list) -> "Ratio | float":
+    """Geometric mean of speedups (numbers or Ratios), a Ratio's interval ends combined the same way."""
+    vals = [r.value if isinstance(r, Ratio) else r for r in rows]
+    if not all(isinstance(r, Ratio) for r in rows):
+        return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+    def g(xs):
+        return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+    return Ratio(g(vals), g([r.low for r in rows]), g([r.high for r in rows]), min(r.rounds for r in rows))

@@ -237,7 +237,7 @@ def test_profiled_ops_map_to_one_family_with_their_layout():
 
 
 def test_profiler_sees_eager_attention_as_bmm_at_the_routed_layout():
-    from evaluator import profiling
+    from evaluator.profiling import profile as profiling
     from evaluator.models import load_model
 
     m = load_model("hf:BertModel,num_hidden_layers=1,hidden_size=32,num_attention_heads=2,intermediate_size=64,"

@@ -236,7 +236,7 @@ def test_problem_shape_from_concrete_inputs():
 
 
 def test_problem_shape_from_a_real_profiler_trace():
-    from evaluator.profiling import _problem_shape
+    from evaluator.profiling.profile import _problem_shape
 
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False),
                                 torch.nn.Conv2d(8, 4, 1, bias=True)).eval()

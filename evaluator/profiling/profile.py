@@ -42,12 +42,12 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from . import kernels
-from .routing import written
-from .errors import ConfigError, ModelLoadError
-from .models import LoadedModel
-from .results import Fusion, HotOp, HotOps, parse_shape, shape_str
-from .routing.router import ROUTED_PREFIX
+from .. import kernels
+from ..routing import written
+from ..errors import ConfigError, ModelLoadError
+from ..models import LoadedModel
+from ..results import Fusion, HotOp, HotOps, parse_shape, shape_str
+from ..routing.router import ROUTED_PREFIX
 
 # Operator families we account for but have no kernel for; ops a registered family
 # covers never get here (a matmul by a weight is gemm's, a batched one bmm's).
@@ -266,7 +266,7 @@ def _event_strides(evt) -> list | None:
 def _routed_shapes(model: LoadedModel) -> dict[tuple[str, tuple], Counter]:
     """(family, layout-free shape) -> Counter of the shapes the routes see, from one
     forward pass under a router with no kernels (every call falls back, counted)."""
-    from .routing import router as swap
+    from ..routing import router as swap
 
     fams = [f for f in kernels.REGISTRY.values() if f.functions]
     router = swap.Router(fams, swap.KernelTable(_model_dtype(model), "c"), model=model.module)
@@ -296,7 +296,7 @@ def fusions(model: LoadedModel, selected: Sequence[str]) -> tuple[Fusion, ...]:
     (a pre-norm model's residual sum is also the next block's input: fusing the norm
     would compute the sum twice). A variant whose kernel also writes the first call's
     result (add_layernorm) takes exactly those shapes from its siblings on the pattern."""
-    from .routing import router as swap
+    from ..routing import router as swap
 
     fams = [f for f in kernels.REGISTRY.values() if f.fuses and (f.profile_family in selected or f.name in selected)]
     if not fams:
