@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
-from evaluator import verify
+from evaluator import kernels, verify
 from evaluator.errors import KernelError
 from evaluator.kernels import _common as C
 from evaluator.kernels import _conv2d_grouped as GR
@@ -243,3 +243,29 @@ def test_depthwise_and_grouped_calls_run_in_tilelang(channels_last):
     assert {r for c in router.counts() for r in c.fallback} == {"dilated convolution"}
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     assert got.is_contiguous(memory_format=fmt)
+
+
+# ---------------------------------------------------------------- the GPU sweep's entries
+
+
+def test_kernel_sweep_times_depthwise_and_conv1d_at_the_models_shapes():
+    # benchmarks/kernel_sweep.py --only depthwise,conv1d (run on an H100/H200 against cuDNN):
+    # MobileNetV2's three depthwise layers at batch 32 in both layouts and ConvNeXt-T's 7x7;
+    # Whisper-base's two front-end conv1d at batch 1 and 8. The family's own space first,
+    # then a wider grid of configs the family accepts.
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "kernel_sweep.py"
+    spec = importlib.util.spec_from_file_location("kernel_sweep", path)
+    ks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ks)
+    todo = ks.cases({"depthwise", "conv1d"}, H200)
+    shapes = {(f, "x".join(map(str, s))) for f, s, _, _ in todo}
+    assert {("conv2d", "x".join(map(str, s))) for s in MOBILENET} <= shapes
+    assert ("conv2d", "32x14x14x576x576x3x3x1x1x0x576") in shapes and ("conv2d", "32x56x56x96x96x7x7x1x3x0x96") in shapes
+    assert {("conv1d", "1x3000x80x512x3x1x1x1"), ("conv1d", "8x3000x512x512x3x2x1x1")} <= shapes
+    for fam, shape, configs, own in todo:
+        family = kernels.get(fam)
+        assert own and configs[:len(own)] == own and len(configs) > len(own), shape
+        assert all(family.reject_reason(shape, "float16", c, H200) is None for c in configs), shape

@@ -104,7 +104,7 @@ def _check(name, make, families, want_calls, depthwise=0, grouped_nlc=0):
 @pytest.mark.slow
 @pytest.mark.parametrize("tf_padding", [True, False], ids=["tf-padding", "torch-padding"])
 def test_mobilenet_v2_depthwise_runs_in_tilelang(tf_padding):
-    router, shapes = _check("mobilenet_v2", lambda: mobilenet_v2(tf_padding), ["conv2d"], {"conv1d": 0, "conv2d": 52},
+    _, shapes = _check("mobilenet_v2", lambda: mobilenet_v2(tf_padding), ["conv2d"], {"conv1d": 0, "conv2d": 52},
                             depthwise=5)
     # The depthwise 3x3s at stride 1 and 2: padded by F.pad first (TensorFlow's "SAME",
     # asymmetric at stride 2) or by the convolution itself.
