@@ -304,16 +304,16 @@ def nchw_tiles() -> list[dict]:
 
 def depthwise_grid(shape, hw) -> list[dict]:
     """Direct tiles (not yet timed on a GPU): NCHW, rows of 16-64 pixels by 1-16 rows by
-    1-16 channels; channels_last, 16-128 channels by 1-8 x 1-8 pixels; 4-16 outputs a
+    1-16 channels, 1 or 4 neighbours a thread; channels_last, 16-128 channels by 1-8 x 1-8 pixels; 4-16 outputs a
     thread, at most 40 configs, whichever the family refuses (registers, shared memory) left out."""
     fam = kernels.get("conv2d")
     out = []
-    if shape[9]:
-        dims = itertools.product((1, 2, 4, 8, 16), (1, 2, 4, 8, 16), (16, 32, 64))
+    if shape[9]:  # and 1 or 4 neighbours along a row a thread
+        dims = itertools.product((1, 2, 4, 8, 16), (1, 2, 4, 8, 16), (16, 32, 64), (1, 4))
     else:
-        dims = itertools.product((16, 32, 64, 128), (1, 2, 4, 8), (1, 2, 4, 8))
-    for (bC, bH, bW), threads in itertools.product(dims, (128, 256)):
-        cfg = {"block_C": bC, "block_H": bH, "block_W": bW, "threads": threads}
+        dims = itertools.product((16, 32, 64, 128), (1, 2, 4, 8), (1, 2, 4, 8), (1,))
+    for (bC, bH, bW, vec), threads in itertools.product(dims, (128, 256)):
+        cfg = {"block_C": bC, "block_H": bH, "block_W": bW, "threads": threads, "vec": vec}
         if 4 <= bC * bH * bW // threads <= 16 and fam.reject_reason(shape, DTYPE, cfg, hw) is None:
             out.append(cfg)
     # Spread over the grid rather than its first corner.

@@ -8,8 +8,9 @@ and a full config. Out: a TileLang PrimFunc, in the layout the model holds its t
   (with the filter's halo, zero padding and tails masked on the way in) and the taps of
   its channels into shared memory once, and each thread accumulates its outputs in fp32
   registers over the R x S taps, unrolled. NCHW tiles are channel planes (rows of pixels
-  contiguous); NHWC tiles put the channels innermost, so loads and stores are vectors
-  along C.
+  contiguous): a thread takes `vec` neighbours along a row, so the taps they share are
+  read from shared memory once and the row is stored as one vector; NHWC tiles put the
+  channels innermost, so loads and stores are vectors along C.
 - `grouped_tc_program` (CUDA), channels_last: an implicit GEMM per group, the grid's z
   axis over groups: M = N*P*Q pixels x the group's K/G output channels over R*S*C/G,
   tensor-core `T.gemm` as conv2d's channels_last kernel, with the weight tile and the
@@ -53,8 +54,12 @@ def direct_problem(g: Geometry, cfg: dict[str, Any]) -> str | None:
     if g.Cg != 1:
         return (f"direct takes one input channel a group (depthwise); this convolution has {g.Cg} "
                 "(an implicit GEMM per group takes it)")
-    if min(cfg["block_C"], cfg["block_H"], cfg["block_W"]) <= 0:
-        return "block_C, block_H and block_W must be positive"
+    if min(cfg["block_C"], cfg["block_H"], cfg["block_W"], cfg["vec"]) <= 0:
+        return "block_C, block_H, block_W and vec must be positive"
+    if cfg["block_W"] % cfg["vec"]:
+        return f"block_W ({cfg['block_W']}) must be a multiple of vec ({cfg['vec']})"
+    if cfg["vec"] > 1 and not g.nchw:
+        return "vec (neighbours along a row a thread) is the NCHW tile's; channels_last vectors run along C"
     if cfg["threads"] % 32 or not 32 <= cfg["threads"] <= 1024:
         return f"threads must be a multiple of 32 in 32..1024, got {cfg['threads']}"
     if direct_per_thread(cfg) > DIRECT_MAX_PER_THREAD:
@@ -70,22 +75,26 @@ def direct_space(g: Geometry) -> list[dict[str, Any]]:
     out = []
     if g.nchw:
         # Rows of pixels are contiguous: a tile as wide as the row (up to 64), then as tall
-        # as gives a few hundred pixels a channel plane, then channels to fill the block.
+        # as gives a few hundred pixels a channel plane, then channels to fill the block;
+        # 4 neighbours a thread (2 on rows of 8 or fewer), then one (scalar taps).
         bW = min(64, max(8, C.next_pow2(Q)))
-        for bH0, threads in ((256 // bW, 128), (512 // bW, 256), (128 // bW, 128), (1024 // bW, 256)):
-            bH = max(1, min(bH0, C.next_pow2(P)))
-            for per_thread in (8, 4, 16):
-                bC = max(1, min(C.next_pow2(K), per_thread * threads // (bH * bW)))
-                out.append({"block_C": bC, "block_H": bH, "block_W": bW, "threads": threads})
+        for v, n in ((min(4, bW // 4), 5), (1, 3)):
+            mine = []
+            for bH0, threads in ((256 // bW, 128), (512 // bW, 256), (128 // bW, 128), (1024 // bW, 256)):
+                bH = max(1, min(bH0, C.next_pow2(P)))
+                for per_thread in (8, 16, 4):
+                    bC = max(1, min(C.next_pow2(K), per_thread * threads // (bH * bW)))
+                    mine.append({"block_C": bC, "block_H": bH, "block_W": bW, "threads": threads, "vec": v})
+            out += [c for c in C.dedupe(mine) if direct_problem(g, c) is None][:n]
     else:
         # Channels innermost: 8 fp16 channels a thread is one 16-byte vector.
         bC = min(64, max(8, C.next_pow2(K)))
         for bH, bW, threads in ((4, 8, 128), (2, 8, 128), (4, 4, 128), (8, 8, 256), (4, 16, 256), (2, 4, 64),
                                 (1, 8, 64)):
             out.append({"block_C": bC, "block_H": max(1, min(bH, C.next_pow2(P))),
-                        "block_W": max(1, min(bW, C.next_pow2(Q))), "threads": threads})
+                        "block_W": max(1, min(bW, C.next_pow2(Q))), "threads": threads, "vec": 1})
         if K >= 128:
-            out.insert(2, {"block_C": 128, "block_H": 2, "block_W": 4, "threads": 128})
+            out.insert(2, {"block_C": 128, "block_H": 2, "block_W": 4, "threads": 128, "vec": 1})
     out = [c for c in C.dedupe(out) if direct_problem(g, c) is None]
     return out[:8]
 
@@ -96,7 +105,7 @@ def direct_program(g: Geometry, dtype: str, cfg: dict[str, Any]):
 
     N, H, W, _, K, R, S, sh, sw, ph, pw = g[:11]
     P, Q, Kg = g.P, g.Q, g.Kg
-    bC, bH, bW, threads = cfg["block_C"], cfg["block_H"], cfg["block_W"], cfg["threads"]
+    bC, bH, bW, threads, V = cfg["block_C"], cfg["block_H"], cfg["block_W"], cfg["threads"], cfg["vec"]
     TH, TW = halo(g, cfg)
     tiles_q = C.ceildiv(Q, bW)
     tiles = C.ceildiv(P, bH) * tiles_q
@@ -116,7 +125,7 @@ def direct_program(g: Geometry, dtype: str, cfg: dict[str, Any]):
             with T.Kernel(tiles, T.ceildiv(K, bC), N, threads=threads) as (bx, by, bz):
                 X_s = T.alloc_shared((bC, TH, TW), dtype)
                 W_s = T.alloc_shared((bC, R * S), dtype)
-                acc = T.alloc_fragment((bC, bH, bW), ACCUM)
+                acc = T.alloc_fragment((bC, bH, bW // V, V), ACCUM)
                 p0 = bx // tiles_q * bH
                 q0 = bx % tiles_q * bW
                 for c, i, j in T.Parallel(bC, TH, TW):
@@ -130,12 +139,16 @@ def direct_program(g: Geometry, dtype: str, cfg: dict[str, Any]):
                 T.clear(acc)
                 for r in T.unroll(R):
                     for s in T.unroll(S):
-                        for c, i, j in T.Parallel(bC, bH, bW):
-                            acc[c, i, j] += T.cast(X_s[c, i * sh + r, j * sw + s], ACCUM) * T.cast(
-                                W_s[c, r * S + s], ACCUM)
-                for c, i, j in T.Parallel(bC, bH, bW):
-                    if (by * bC + c < K) and (p0 + i < P) and (q0 + j < Q):
-                        Y[bz, by * bC + c, p0 + i, q0 + j] = T.cast(acc[c, i, j], dtype)
+                        # A thread's V neighbours (the serial v): the taps they share are
+                        # one shared-memory read each once the loops are unrolled.
+                        for c, i, jj in T.Parallel(bC, bH, bW // V):
+                            for v in T.unroll(V):
+                                acc[c, i, jj, v] += T.cast(X_s[c, i * sh + r, (jj * V + v) * sw + s], ACCUM) * T.cast(
+                                    W_s[c, r * S + s], ACCUM)
+                for c, i, jj in T.Parallel(bC, bH, bW // V):
+                    for v in T.unroll(V):
+                        if (by * bC + c < K) and (p0 + i < P) and (q0 + jj * V + v < Q):
+                            Y[bz, by * bC + c, p0 + i, q0 + jj * V + v] = T.cast(acc[c, i, jj, v], dtype)
 
         return conv2d_depthwise_nchw
 

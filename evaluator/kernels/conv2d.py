@@ -80,9 +80,10 @@ TC_DEFAULTS = {"block_M": 64, "block_N": 128, "block_K": 64, "num_stages": 4, "t
 NCHW_DEFAULTS = {"block_M": 64, "block_N": 128, "block_K": 32, "num_stages": 4, "threads": 128, "swizzle": True,
                  "via_nhwc": False, "flat_k": False, "stream": 0}
 # Groups > 1 on CUDA. direct (depthwise): block_C channels x block_H x block_W output
-# pixels a block (_conv2d_grouped.direct_program). Otherwise the implicit GEMM per group
-# with the channels_last tile keys above (an NCHW shape with via_nhwc).
-GROUPED_DEFAULTS = {"direct": True, "block_C": 64, "block_H": 4, "block_W": 8, "threads": 128,
+# pixels a block, vec neighbours along a row a thread (NCHW; _conv2d_grouped.direct_program).
+# Otherwise the implicit GEMM per group with the channels_last tile keys above (an NCHW
+# shape with via_nhwc).
+GROUPED_DEFAULTS = {"direct": True, "block_C": 64, "block_H": 4, "block_W": 8, "threads": 128, "vec": 1,
                     "block_M": 64, "block_N": 64, "block_K": 32, "num_stages": 3, "swizzle": True, "flat_k": False,
                     "via_nhwc": False}
 # Groups > 1 on CPU: block_M output pixels x block_N output channels (_conv2d_grouped.cpu_program).

@@ -147,7 +147,10 @@ def test_search_spaces_offer_only_schedules_that_take_groups():
         for dtype in ("float16", "bfloat16"):
             space = FAM.search_space(shape, dtype, H200)
             # Depthwise: the direct kernel only (a GEMM per channel would be one column wide).
-            assert 3 <= len(space) <= 8 and all(set(c) == {"block_C", "block_H", "block_W", "threads"} for c in space)
+            assert 3 <= len(space) <= 8 and all(set(c) == {"block_C", "block_H", "block_W", "threads", "vec"}
+                                                for c in space)
+            # NCHW: a thread's neighbours along a row first (taps read once), then one a thread.
+            assert {c["vec"] for c in space} == ({4, 1} if shape[9] else {1})
             assert all(FAM.reject_reason(shape, dtype, c, H200) is None for c in space)
             assert all(GR.direct_per_thread(c) <= GR.DIRECT_MAX_PER_THREAD for c in space)
     for shape in (RESNEXT, conv_module.channels_last(RESNEXT)):
@@ -166,6 +169,8 @@ def test_grouped_config_errors():
     assert "NCHW shapes" in FAM.reject_reason(conv_module.channels_last(RESNEXT), "float16",
                                               {"direct": False, "via_nhwc": True}, H200)
     assert "spill" in FAM.reject_reason(MOBILENET[0], "float16", {**direct, "block_C": 64, "block_W": 64}, H200)
+    assert "multiple of vec" in FAM.reject_reason(MOBILENET[0], "float16", {**direct, "vec": 3}, H200)
+    assert "NCHW tile's" in FAM.reject_reason(CONVNEXT, "float16", {**direct, "vec": 4}, H200)
     assert "shared memory" in FAM.reject_reason(CONVNEXT, "float16",
                                                 {"block_C": 1024, "block_H": 4, "block_W": 4, "threads": 1024},
                                                 H200)
@@ -187,6 +192,8 @@ def test_depthwise_direct_configs_lower_for_sm90(shape):
         assert "conv2d_depthwise_" + ("nchw" if shape[9] else "nhwc") in src
         if not shape[9] and shape[4] % cfg["block_C"] == 0:
             assert "uint4" in src, cfg  # channels innermost: 16-byte vector loads along C
+        if shape[9] and cfg["vec"] == 4:
+            assert "uint2" in src, cfg  # a thread's 4 neighbours along a row: one 8-byte store
 
 
 @pytest.mark.parametrize("shape", [RESNEXT, conv_module.channels_last(RESNEXT), FAM.awkward_shape(GROUPED_S2)],
