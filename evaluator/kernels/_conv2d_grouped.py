@@ -16,8 +16,8 @@ and a full config. Out: a TileLang PrimFunc, in the layout the model holds its t
   tensor-core `T.gemm` as conv2d's channels_last kernel, with the weight tile and the
   output store masked at the group's edge (a tile never writes a neighbour's channels).
   An NCHW grouped call runs it between two layout transposes (conv2d's via_nhwc).
-- `cpu_program` (the C backend), any groups, both layouts: a tile of output pixels x
-  output channels, each output the fp32 sum over its group's C/G x R x S inputs.
+- `cpu_program` (the C backend), both layouts: depthwise as a direct loop nest over a
+  tile of output pixels x channels, other groupings as conv2d's CPU implicit GEMM per group.
 Sizing and checking configs: `direct_smem`, `direct_per_thread`, `direct_problem`,
 `direct_space`. Nothing here runs a kernel.
 """
@@ -275,14 +275,82 @@ def grouped_tc_program(g: Geometry, dtype: str, cfg: dict[str, Any]):
 
 
 def cpu_program(g: Geometry, dtype: str, cfg: dict[str, Any]):
-    """The C backend, any groups, either layout: a block_M x block_N tile of (output
-    pixel, output channel) pairs, each the fp32 sum over its group's C/G x R x S inputs."""
+    """The C backend: depthwise as a direct loop nest, other groupings as an implicit
+    GEMM per group."""
+    return (cpu_depthwise_program if g.Cg == 1 else cpu_gemm_program)(g, dtype, cfg)
+
+
+def cpu_depthwise_program(g: Geometry, dtype: str, cfg: dict[str, Any]):
+    """One input channel a group, either layout: a block_M x block_N tile of (output pixel,
+    output channel) pairs, its taps copied to fp32 once, the padding test hoisted out of
+    the channel loop. NHWC walks the channels innermost (contiguous in x and y), NCHW the
+    pixels (contiguous along a row)."""
     import tilelang.cpu.language as T
 
     N, H, W, _, K, R, S, sh, sw, ph, pw = g[:11]
-    P, Q, Cg, Kg, nchw = g.P, g.Q, g.Cg, g.Kg, g.nchw
+    P, Q, Kg, nchw = g.P, g.Q, g.Kg, g.nchw
     M = N * P * Q
     bM, bN = cfg["block_M"], cfg["block_N"]
+    x_shape, w_shape, y_shape = tensor_shapes(g)
+
+    @T.prim_func
+    def conv2d_depthwise_cpu(
+        X: T.Tensor(x_shape, dtype),
+        Wt: T.Tensor(w_shape, dtype),
+        Y: T.Tensor(y_shape, dtype),
+    ):
+        with T.Kernel(T.ceildiv(K, bN), T.ceildiv(M, bM)) as (bx, by):
+            acc = T.alloc_local((bM, bN), ACCUM)
+            W_l = T.alloc_local((R * S, bN), ACCUM)
+            for t, j in T.grid(R * S, bN):
+                if nchw:
+                    W_l[t, j] = T.if_then_else(bx * bN + j < K, T.cast(Wt[bx * bN + j, 0, t // S, t % S], ACCUM),
+                                               T.float32(0))
+                else:
+                    W_l[t, j] = T.if_then_else(bx * bN + j < K, T.cast(Wt[bx * bN + j, t // S, t % S, 0], ACCUM),
+                                               T.float32(0))
+            T.clear(acc)
+            if nchw:
+                for j, r, s in T.grid(bN, R, S):
+                    # Channels past K read the last one (their sums are never stored).
+                    for i in T.serial(bM):
+                        m = by * bM + i
+                        h = (m % (P * Q)) // Q * sh - ph + r
+                        w = m % Q * sw - pw + s
+                        if (m < M) and (h >= 0) and (h < H) and (w >= 0) and (w < W):
+                            acc[i, j] += T.cast(X[m // (P * Q), T.min(bx * bN + j, K - 1) // Kg, h, w],
+                                                ACCUM) * W_l[r * S + s, j]
+            else:
+                for i, r, s in T.grid(bM, R, S):
+                    m = by * bM + i
+                    h = (m % (P * Q)) // Q * sh - ph + r
+                    w = m % Q * sw - pw + s
+                    if (m < M) and (h >= 0) and (h < H) and (w >= 0) and (w < W):
+                        for j in T.serial(bN):
+                            acc[i, j] += T.cast(X[m // (P * Q), h, w, T.min(bx * bN + j, K - 1) // Kg],
+                                                ACCUM) * W_l[r * S + s, j]
+            for i, j in T.grid(bM, bN):
+                m = by * bM + i
+                if (m < M) and (bx * bN + j < K):
+                    if nchw:
+                        Y[m // (P * Q), bx * bN + j, (m % (P * Q)) // Q, m % Q] = T.cast(acc[i, j], dtype)
+                    else:
+                        Y[m // (P * Q), (m % (P * Q)) // Q, m % Q, bx * bN + j] = T.cast(acc[i, j], dtype)
+
+    return conv2d_depthwise_cpu
+
+
+def cpu_gemm_program(g: Geometry, dtype: str, cfg: dict[str, Any]):
+    """C/G > 1, either layout: conv2d's CPU implicit GEMM (fp32 local tiles, i-k-j order
+    that gcc vectorizes) per group, the grid's x axis over (group, output-channel tile)."""
+    import tilelang.cpu.language as T
+
+    N, H, W, _, K, R, S, sh, sw, ph, pw = g[:11]
+    P, Q, Cg, Kg, G, nchw = g.P, g.Q, g.Cg, g.Kg, g.G, g.nchw
+    M = N * P * Q
+    bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
+    tiles_n = C.ceildiv(Kg, bN)
+    c_chunks = C.ceildiv(Cg, bK)
     x_shape, w_shape, y_shape = tensor_shapes(g)
 
     @T.prim_func
@@ -291,31 +359,42 @@ def cpu_program(g: Geometry, dtype: str, cfg: dict[str, Any]):
         Wt: T.Tensor(w_shape, dtype),
         Y: T.Tensor(y_shape, dtype),
     ):
-        with T.Kernel(T.ceildiv(K, bN), T.ceildiv(M, bM)) as (bx, by):
-            acc = T.alloc_local((bM, bN), ACCUM)
-            T.clear(acc)
-            for c, r, s in T.grid(Cg, R, S):
-                # j innermost: the output channels, contiguous in NHWC x and y.
-                for i, j in T.grid(bM, bN):
+        with T.Kernel(tiles_n * G, T.ceildiv(M, bM)) as (bx, by):
+            A_l = T.alloc_local((bM, bK), ACCUM)
+            B_l = T.alloc_local((bK, bN), ACCUM)
+            C_l = T.alloc_local((bM, bN), ACCUM)
+            grp = bx // tiles_n
+            n0 = bx % tiles_n * bN
+            T.clear(C_l)
+            for r, s, co in T.grid(R, S, c_chunks):
+                for i, k in T.grid(bM, bK):
                     m = by * bM + i
-                    k = bx * bN + j
                     h = (m % (P * Q)) // Q * sh - ph + r
                     w = m % Q * sw - pw + s
-                    inside = (m < M) and (k < K) and (h >= 0) and (h < H) and (w >= 0) and (w < W)
+                    inside = (m < M) and (h >= 0) and (h < H) and (w >= 0) and (w < W) and (co * bK + k < Cg)
                     if nchw:
-                        acc[i, j] += T.if_then_else(
-                            inside, T.cast(X[m // (P * Q), k // Kg * Cg + c, h, w], ACCUM) * T.cast(Wt[k, c, r, s], ACCUM),
-                            T.float32(0))
+                        A_l[i, k] = T.if_then_else(inside, T.cast(X[m // (P * Q), grp * Cg + co * bK + k, h, w], ACCUM),
+                                                   T.float32(0))
                     else:
-                        acc[i, j] += T.if_then_else(
-                            inside, T.cast(X[m // (P * Q), h, w, k // Kg * Cg + c], ACCUM) * T.cast(Wt[k, r, s, c], ACCUM),
-                            T.float32(0))
+                        A_l[i, k] = T.if_then_else(inside, T.cast(X[m // (P * Q), h, w, grp * Cg + co * bK + k], ACCUM),
+                                                   T.float32(0))
+                for k, j in T.grid(bK, bN):
+                    kept = (n0 + j < Kg) and (co * bK + k < Cg)
+                    if nchw:
+                        B_l[k, j] = T.if_then_else(kept, T.cast(Wt[grp * Kg + n0 + j, co * bK + k, r, s], ACCUM),
+                                                   T.float32(0))
+                    else:
+                        B_l[k, j] = T.if_then_else(kept, T.cast(Wt[grp * Kg + n0 + j, r, s, co * bK + k], ACCUM),
+                                                   T.float32(0))
+                for i, k in T.grid(bM, bK):
+                    for j in T.serial(bN):
+                        C_l[i, j] += A_l[i, k] * B_l[k, j]
             for i, j in T.grid(bM, bN):
                 m = by * bM + i
-                if (m < M) and (bx * bN + j < K):
+                if (m < M) and (n0 + j < Kg):
                     if nchw:
-                        Y[m // (P * Q), bx * bN + j, (m % (P * Q)) // Q, m % Q] = T.cast(acc[i, j], dtype)
+                        Y[m // (P * Q), grp * Kg + n0 + j, (m % (P * Q)) // Q, m % Q] = T.cast(C_l[i, j], dtype)
                     else:
-                        Y[m // (P * Q), (m % (P * Q)) // Q, m % Q, bx * bN + j] = T.cast(acc[i, j], dtype)
+                        Y[m // (P * Q), (m % (P * Q)) // Q, m % Q, grp * Kg + n0 + j] = T.cast(C_l[i, j], dtype)
 
     return conv2d_grouped_cpu

@@ -140,9 +140,14 @@ def test_problem_shape_from_a_real_profiler_trace():
 
 
 def test_search_spaces_offer_only_schedules_that_take_groups():
+    # CPU: depthwise a direct loop nest (pixels x channels), other groupings the GEMM per
+    # group (its channel chunk too), no tile wider than a group's channels.
     for shape in (DW_S1, DW_S2, GROUPED):
         cpu = FAM.search_space(shape, "float32", CPU)
-        assert 1 <= len(cpu) <= 4 and all(set(c) == {"block_M", "block_N"} for c in cpu)
+        keys = {"block_M", "block_N"} if shape[3] == shape[10] else {"block_M", "block_N", "block_K"}
+        assert 1 <= len(cpu) <= 4 and all(set(c) == keys for c in cpu), cpu
+    assert all(c["block_N"] <= 8 and c["block_K"] <= 8 for c in FAM.search_space(GROUPED, "float32", CPU))
+    assert FAM.search_space(DW_S2, "float32", CPU)[0]["block_N"] in (8, 24)  # channel tiles that divide K first
     for shape in [*MOBILENET, *[conv_module.channels_last(s) for s in MOBILENET], CONVNEXT, CONVNEXT[:9] + (1, 96)]:
         for dtype in ("float16", "bfloat16"):
             space = FAM.search_space(shape, dtype, H200)
@@ -174,7 +179,7 @@ def test_grouped_config_errors():
     assert "shared memory" in FAM.reject_reason(CONVNEXT, "float16",
                                                 {"block_C": 1024, "block_H": 4, "block_W": 4, "threads": 1024},
                                                 H200)
-    assert "unknown config" in FAM.reject_reason(DW_S1, "float32", {"block_K": 8}, CPU)
+    assert "unknown config" in FAM.reject_reason(DW_S1, "float32", {"block_C": 8}, CPU)  # a CUDA tile key
     assert "stack" in FAM.reject_reason(DW_S1, "float32", {"block_M": 256, "block_N": 256}, CPU)
 
 
