@@ -49,6 +49,11 @@ WHISPER_BASE = [(8, 3000, 80, 512, 3, 1, 1, 1), (8, 3000, 512, 512, 3, 2, 1, 1)]
 WAV2VEC2_BASE = [(8, 16000, 1, 512, 10, 5, 0, 1), (8, 49, 768, 768, 128, 1, 64, 0, 16)]
 
 
+def _ksc(w: torch.Tensor) -> torch.Tensor:
+    """A [K, C/G, S] weight as the channels_last programs read it, [K, S, C/G]."""
+    return w.permute(0, 2, 1).contiguous()
+
+
 def strides_are_nlc(sizes: Sequence[int], strides: Sequence[int]) -> bool:
     """Whether a 3-D [N, C, L] tensor's memory is [N, L, C] (a transposed view) and not
     also plainly contiguous: conv2d's channels_last rule on its [N, C, 1, L] view."""
@@ -75,11 +80,14 @@ class As2d(C.LauncherWrapper):
     def source(self) -> str:
         return self.launcher.source + ("" if self.to_ncl is None else "\n" + self.to_ncl.source)
 
-    def __call__(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor, w: torch.Tensor, w_ksc: torch.Tensor | None = None) -> torch.Tensor:
+        """`w_ksc`: the weight's [K, S, C/G] copy where the caller made it (a weight the
+        model computes on every call); otherwise made here once per weight tensor."""
         if self._ncl:  # x [N, C, L] -> [N, C, 1, L], w [K, C/G, S] -> [K, C/G, 1, S]
             return self.launcher(x.unsqueeze(2), w.unsqueeze(2)).squeeze(2)
         # x [N, L, C] -> [N, 1, L, C], w [K, C/G, S] -> its copy [K, S, C/G] -> [K, 1, S, C/G]
-        w_ksc = DERIVED.get(w, "ksc", lambda t: t.permute(0, 2, 1).contiguous())
+        if w_ksc is None:
+            w_ksc = DERIVED.get(w, "ksc", _ksc)
         y = self.launcher(x.unsqueeze(1), w_ksc.unsqueeze(1))
         N, Lo, K = self._dims
         return self.to_ncl(y.view(N, Lo, K))
@@ -260,11 +268,16 @@ class Conv1dFamily(Conv2dFamily):
         def add_bias(y: torch.Tensor) -> torch.Tensor:
             return y if b is None else y + b.view(1, -1, 1)
 
-        w_kcs = DERIVED.get(w, "kcs", lambda t: t.contiguous())
+        # A weight the model computes on every call (wav2vec2's positional convolution is
+        # weight-normalised) is a new tensor each time: its copies are made per call, as a
+        # cache keyed by tensors that die with the call would only grow.
+        constant = isinstance(w, torch.nn.Parameter)
+        w_kcs = w if w.is_contiguous() else DERIVED.get(w, "kcs", torch.Tensor.contiguous) if constant else w.contiguous()
         if strides_are_nlc(x.shape, x.stride()):
             # [N, L, C] memory read as it lies; the kernel returns y as NCL, as F.conv1d does.
             nlc = x.permute(0, 2, 1)
-            return Route(dims + (0,) + grouped, lambda kernel: add_bias(kernel(nlc, w_kcs)))
+            return Route(dims + (0,) + grouped,
+                         lambda kernel: add_bias(kernel(nlc, w_kcs, None if constant else _ksc(w.detach()))))
         notes = () if x.is_contiguous() else ("input copied to contiguous NCL",)
         return Route(dims + (1,) + grouped, lambda kernel: add_bias(kernel(x.contiguous(), w_kcs)), notes=notes)
 

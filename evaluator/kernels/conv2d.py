@@ -664,11 +664,15 @@ class Conv2dFamily(KernelFamily):
         # runs exactly as its authors wrote it (handing an NCHW model channels_last
         # tensors would speed up its remaining PyTorch convolutions and credit TileLang
         # with a layout change).
+        # A weight the model computes on every call (weight_norm's) is a new tensor each
+        # time: its copies are made per call, as a cache keyed by tensors that die with
+        # the call would only grow.
+        constant = isinstance(w, torch.nn.Parameter)
         if strides_are_channels_last(x.shape, x.stride()):
             nhwc = x.permute(0, 2, 3, 1)  # a free view of channels_last memory
-            w_krsc = DERIVED.get(w, "krsc", lambda t: t.permute(0, 2, 3, 1).contiguous())
 
             def launch_nhwc(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
+                w_krsc = DERIVED.get(w, "krsc", _krsc) if constant else _krsc(w.detach())
                 y = kernel(nhwc, w_krsc)
                 if b is not None:
                     y = y + b  # broadcasts over the channel-last dim
@@ -677,13 +681,18 @@ class Conv2dFamily(KernelFamily):
             return Route(geometry + (0,) + grouped, launch_nhwc)
         # Any other strides (a sliced or permuted view) are copied to NCHW, counted in the time.
         notes = () if x.is_contiguous() else ("input copied to contiguous NCHW",)
-        w_kcrs = DERIVED.get(w, "kcrs", lambda t: t.contiguous())
+        w_kcrs = w if w.is_contiguous() else DERIVED.get(w, "kcrs", torch.Tensor.contiguous) if constant else w.contiguous()
 
         def launch_nchw(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
             y = kernel(x.contiguous(), w_kcrs)
             return y if b is None else y + b.view(1, -1, 1, 1)
 
         return Route(geometry + (1,) + grouped, launch_nchw, notes=notes)
+
+
+def _krsc(w: torch.Tensor) -> torch.Tensor:
+    """A [K, C/G, R, S] weight as the channels_last programs read it, [K, R, S, C/G]."""
+    return w.permute(0, 2, 3, 1).contiguous()
 
 
 def _gemm() -> KernelFamily:

@@ -219,3 +219,33 @@ def test_conv1d_calls_run_in_tilelang_in_both_layouts():
     assert ran == {"2x31x16x24x3x1x1x1", "2x31x24x24x3x2x1x1", "2x16x24x24x6x1x3x0x3", "2x16x24x8x5x1x2x1"}
     assert {r for c in router.counts() for r in c.fallback} == {"dilated convolution"}
     assert got.is_contiguous()
+
+
+def test_weights_computed_on_every_call_leave_no_cached_copies_behind():
+    # wav2vec2's positional convolution is weight-normalised: each forward makes a new
+    # weight tensor. Its [K, S, C] copy is made per call, never cached by a key that dies
+    # with the call (the cache would grow by a weight's size every forward).
+    from torch.nn.utils.parametrizations import weight_norm
+
+    from evaluator import swap
+    from tests.routing import count, route_model
+
+    class Pos(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = weight_norm(torch.nn.Conv1d(16, 16, 8, padding=4, groups=2), name="weight", dim=2)
+            self.proj = weight_norm(torch.nn.Conv1d(16, 16, 3, padding=1))
+
+        def forward(self, h):  # h [N, L, C]
+            return self.proj(F.gelu(self.conv(h.transpose(1, 2))[:, :, :-1]))
+
+    torch.manual_seed(0)
+    model, h = Pos().eval(), torch.randn(2, 20, 16)
+    router, got, expected = route_model(["conv1d"], model, (h,))
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert count(router, "conv1d") == (2, 0)
+    cached = len(swap.DERIVED._cache)
+    with torch.inference_mode(), router:
+        for _ in range(3):
+            torch.testing.assert_close(model(h), expected, atol=1e-4, rtol=1e-4)
+    assert count(router, "conv1d") == (8, 0) and len(swap.DERIVED._cache) == cached

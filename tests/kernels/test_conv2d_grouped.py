@@ -257,6 +257,27 @@ def test_depthwise_and_grouped_calls_run_in_tilelang(channels_last):
     assert got.is_contiguous(memory_format=fmt)
 
 
+def test_weights_computed_on_every_call_leave_no_cached_copies_behind():
+    # A weight-normalised convolution makes a new weight tensor each forward: its KRSC copy
+    # (channels_last) is made per call, never cached by a key that dies with the call.
+    from torch.nn.utils.parametrizations import weight_norm
+
+    from evaluator import swap
+    from tests.routing import count, route_model
+
+    model = torch.nn.Sequential(weight_norm(torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)),
+                                weight_norm(torch.nn.Conv2d(8, 4, 1))).eval()
+    model = model.to(memory_format=torch.channels_last)
+    x = torch.randn(2, 8, 9, 7).contiguous(memory_format=torch.channels_last)
+    router, got, expected = route_model(["conv2d"], model, (x,))
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    cached = len(swap.DERIVED._cache)
+    with torch.inference_mode(), router:
+        for _ in range(3):
+            torch.testing.assert_close(model(x), expected, atol=1e-4, rtol=1e-4)
+    assert count(router, "conv2d") == (8, 0) and len(swap.DERIVED._cache) == cached
+
+
 # ---------------------------------------------------------------- the GPU sweep's entries
 
 
