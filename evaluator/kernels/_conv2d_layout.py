@@ -168,9 +168,12 @@ class ViaChannelsLast(C.LauncherWrapper):
     def source(self) -> str:
         return "\n".join((self.launcher.source, self.to_nhwc.source, self.to_nchw.source))
 
-    def __call__(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor, w: torch.Tensor, w_krsc: torch.Tensor | None = None) -> torch.Tensor:
+        """`w_krsc`: the weight's KRSC copy where the caller made it (a weight the model
+        computes on every call, or one seen through a view made per call)."""
         N, H, W, Cin, K, P, Q = self._dims
-        w_krsc = DERIVED.get(w, "krsc", lambda t: t.permute(0, 2, 3, 1).contiguous())
+        if w_krsc is None:
+            w_krsc = DERIVED.get(w, "krsc", lambda t: t.permute(0, 2, 3, 1).contiguous())
         # Reshapes of contiguous tensors are views: the only copies are the two kernels.
         x_nhwc = self.to_nhwc(x.contiguous().view(N, Cin, H * W)).view(N, H, W, Cin)
         y = self.launcher(x_nhwc, w_krsc)

@@ -38,7 +38,7 @@ from . import _common as C
 from ._conv2d_calls import pair as _pair
 from ._conv2d_calls import strides_are_channels_last
 from ._conv2d_calls import string_padding as _string_padding
-from ._conv2d_layout import transpose_launcher
+from ._conv2d_layout import ViaChannelsLast, transpose_launcher
 from ._conv2d_programs import Geometry
 from .conv2d import Conv2dFamily
 
@@ -80,15 +80,20 @@ class As2d(C.LauncherWrapper):
     def source(self) -> str:
         return self.launcher.source + ("" if self.to_ncl is None else "\n" + self.to_ncl.source)
 
-    def __call__(self, x: torch.Tensor, w: torch.Tensor, w_ksc: torch.Tensor | None = None) -> torch.Tensor:
-        """`w_ksc`: the weight's [K, S, C/G] copy where the caller made it (a weight the
-        model computes on every call); otherwise made here once per weight tensor."""
+    def __call__(self, x: torch.Tensor, w: torch.Tensor, cache: bool = True) -> torch.Tensor:
+        """`cache`: whether the weight outlives the call, so that its [K, S, C/G] copy (for
+        the channels_last programs) is made once per weight tensor; a weight the model
+        computes on every call (cache=False) gets its copy per call."""
+
+        def ksc() -> torch.Tensor:
+            return DERIVED.get(w, "ksc", _ksc) if cache else _ksc(w.detach())
+
         if self._ncl:  # x [N, C, L] -> [N, C, 1, L], w [K, C/G, S] -> [K, C/G, 1, S]
+            if isinstance(self.launcher, ViaChannelsLast):  # its KRSC weight, from w itself (the view is new each call)
+                return self.launcher(x.unsqueeze(2), w.unsqueeze(2), w_krsc=ksc().unsqueeze(1)).squeeze(2)
             return self.launcher(x.unsqueeze(2), w.unsqueeze(2)).squeeze(2)
         # x [N, L, C] -> [N, 1, L, C], w [K, C/G, S] -> its copy [K, S, C/G] -> [K, 1, S, C/G]
-        if w_ksc is None:
-            w_ksc = DERIVED.get(w, "ksc", _ksc)
-        y = self.launcher(x.unsqueeze(1), w_ksc.unsqueeze(1))
+        y = self.launcher(x.unsqueeze(1), ksc().unsqueeze(1))
         N, Lo, K = self._dims
         return self.to_ncl(y.view(N, Lo, K))
 
@@ -276,10 +281,10 @@ class Conv1dFamily(Conv2dFamily):
         if strides_are_nlc(x.shape, x.stride()):
             # [N, L, C] memory read as it lies; the kernel returns y as NCL, as F.conv1d does.
             nlc = x.permute(0, 2, 1)
-            return Route(dims + (0,) + grouped,
-                         lambda kernel: add_bias(kernel(nlc, w_kcs, None if constant else _ksc(w.detach()))))
+            return Route(dims + (0,) + grouped, lambda kernel: add_bias(kernel(nlc, w_kcs, cache=constant)))
         notes = () if x.is_contiguous() else ("input copied to contiguous NCL",)
-        return Route(dims + (1,) + grouped, lambda kernel: add_bias(kernel(x.contiguous(), w_kcs)), notes=notes)
+        return Route(dims + (1,) + grouped, lambda kernel: add_bias(kernel(x.contiguous(), w_kcs, cache=constant)),
+                     notes=notes)
 
 
 FAMILY = Conv1dFamily()

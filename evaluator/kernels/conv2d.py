@@ -684,7 +684,10 @@ class Conv2dFamily(KernelFamily):
         w_kcrs = w if w.is_contiguous() else DERIVED.get(w, "kcrs", torch.Tensor.contiguous) if constant else w.contiguous()
 
         def launch_nchw(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
-            y = kernel(x.contiguous(), w_kcrs)
+            if not constant and isinstance(kernel, ViaChannelsLast):  # its KRSC copy, per call
+                y = kernel(x.contiguous(), w_kcrs, w_krsc=_krsc(w.detach()))
+            else:
+                y = kernel(x.contiguous(), w_kcrs)
             return y if b is None else y + b.view(1, -1, 1, 1)
 
         return Route(geometry + (1,) + grouped, launch_nchw, notes=notes)

@@ -249,3 +249,27 @@ def test_weights_computed_on_every_call_leave_no_cached_copies_behind():
         for _ in range(3):
             torch.testing.assert_close(model(h), expected, atol=1e-4, rtol=1e-4)
     assert count(router, "conv1d") == (8, 0) and len(swap.DERIVED._cache) == cached
+
+
+def test_ncl_through_the_channels_last_kernel_keeps_one_weight_copy():
+    # On CUDA an NCL conv1d may run the channels_last kernel between two transposes
+    # (via_nhwc, first in Whisper's space). The 2-D view of the weight is new on every
+    # call, so its KRSC copy is keyed by the weight itself: made once, reused after.
+    from evaluator import swap
+    from evaluator.kernels import _conv2d_layout as conv_layout
+    from evaluator.kernels import conv2d as conv2d_module
+
+    shape = (2, 33, 16, 24, 3, 2, 0, 1)  # unpadded: its channels_last twin is a conv2d shape
+    twin = (2, 1, 33, 16, 24, 1, 3, 2, 0, 0)
+    inner = conv2d_module.FAMILY.build(twin, "float32", {"block_M": 16, "block_N": 16, "block_K": 16}, "c")
+    kernel = conv1d_module.As2d(conv_layout.ViaChannelsLast(inner, FAM.geometry(shape), "c"), FAM.geometry(shape), "c")
+    x, w = FAM.make_inputs(shape, "float32", "cpu", 0)
+    torch.testing.assert_close(kernel(x, w), FAM.reference(x, w), atol=1e-5, rtol=1e-5)
+    cached = len(swap.DERIVED._cache)
+    for _ in range(3):
+        torch.testing.assert_close(kernel(x, w), FAM.reference(x, w), atol=1e-5, rtol=1e-5)
+    assert len(swap.DERIVED._cache) == cached
+    # A weight computed on every call (cache=False): no entry at all.
+    w2 = w * 1.0
+    torch.testing.assert_close(kernel(x, w2, cache=False), FAM.reference(x, w), atol=1e-5, rtol=1e-5)
+    assert len(swap.DERIVED._cache) == cached

@@ -278,6 +278,35 @@ def test_weights_computed_on_every_call_leave_no_cached_copies_behind():
     assert count(router, "conv2d") == (8, 0) and len(swap.DERIVED._cache) == cached
 
 
+def test_nchw_through_the_channels_last_kernel_with_a_computed_weight():
+    # On CUDA an NCHW layer may run the channels_last kernel between transposes
+    # (via_nhwc); with a weight-normalised weight the route makes its KRSC copy per call.
+    from torch.nn.utils.parametrizations import weight_norm
+
+    from evaluator import swap
+    from evaluator.kernels import _conv2d_layout as conv_layout
+
+    shape = (2, 9, 7, 8, 8, 3, 3, 1, 1, 1, 2)
+    last = conv_module.channels_last(shape)
+    kernel = conv_layout.ViaChannelsLast(FAM.build(last, "float32", FAM.search_space(last, "float32", CPU)[0], "c"),
+                                         shape, "c")
+    table = swap.KernelTable("float32", "c")
+    table.add("conv2d", shape, {}, kernel)
+    model = weight_norm(torch.nn.Conv2d(8, 8, 3, padding=1, groups=2)).eval()
+    x = torch.randn(2, 8, 9, 7)
+    router = swap.Router([FAM], table)
+    with torch.inference_mode():
+        expected = model(x)
+        with router:
+            got = [model(x) for _ in range(2)]
+        cached = len(swap.DERIVED._cache)
+        with router:
+            got += [model(x) for _ in range(2)]
+    for out in got:
+        torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    assert [(c.tilelang, c.fallback) for c in router.counts()] == [(4, {})] and len(swap.DERIVED._cache) == cached
+
+
 # ---------------------------------------------------------------- the GPU sweep's entries
 
 
