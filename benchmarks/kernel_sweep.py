@@ -5,7 +5,7 @@ own call timed in the same interleaved rounds. It answers two questions the tune
 numbers cannot: what the best reachable ratio is, and whether the family's search
 space (and its first config) contains that best.
 
-    python3 benchmarks/kernel_sweep.py [--only gemm,llama,pingpong,pingwave,swap,streamk,fused,gated,skinny,attention,views,masked,bmm,rows,rope,rope_partial,conv2d,resnet50] [--shapes 3152x3072x768,...] [--json OUT.json]
+    python3 benchmarks/kernel_sweep.py [--only gemm,llama,pingpong,pingwave,swap,streamk,fused,gated,skinny,attention,views,masked,bmm,rows,rope,rope_partial,conv2d,resnet50,depthwise,conv1d] [--shapes 3152x3072x768,...] [--json OUT.json]
 
 Each row: family, shape, PyTorch µs, best TileLang µs and config, the ratio
 (PyTorch / TileLang), and the ratios of the family's own first config and of the best
@@ -117,6 +117,19 @@ RESNET50 = [(32, 224, 224, 3, 64, 7, 7, 2, 3, 1),
             (32, 14, 14, 1024, 256, 1, 1, 1, 0, 1), (32, 14, 14, 1024, 512, 1, 1, 1, 0, 1),
             (32, 14, 14, 512, 512, 3, 3, 2, 1, 1), (32, 14, 14, 1024, 2048, 1, 1, 2, 0, 1),
             (32, 7, 7, 512, 512, 3, 3, 1, 1, 1), (32, 7, 7, 512, 2048, 1, 1, 1, 0, 1), (32, 7, 7, 2048, 512, 1, 1, 1, 0, 1)]
+
+# (N, H, W, C, K, R, S, stride, pad, nchw, groups): MobileNetV2's depthwise 3x3s at batch 32
+# (112x112x32, 56x56x144 at stride 2, 14x14x576) as torchvision runs them (NCHW) and
+# channels_last; ConvNeXt-T's first-stage 7x7 in both layouts (transformers' ConvNeXt
+# hands it channels_last tensors, torchvision's NCHW). Against cuDNN's grouped convolution.
+DEPTHWISE = [(32, 112, 112, 32, 32, 3, 3, 1, 1, 1, 32), (32, 56, 56, 144, 144, 3, 3, 2, 1, 1, 144),
+             (32, 14, 14, 576, 576, 3, 3, 1, 1, 1, 576), (32, 112, 112, 32, 32, 3, 3, 1, 1, 0, 32),
+             (32, 56, 56, 144, 144, 3, 3, 2, 1, 0, 144), (32, 14, 14, 576, 576, 3, 3, 1, 1, 0, 576),
+             (32, 56, 56, 96, 96, 7, 7, 1, 3, 1, 96), (32, 56, 56, 96, 96, 7, 7, 1, 3, 0, 96)]
+# (N, L, C, K, S, stride, pad, ncl): Whisper-base's encoder front end on 30 s of audio
+# (80 mel bins x 3000 frames -> 512, k3; then 512 -> 512, k3 stride 2), batch 1 and 8.
+CONV1D = [(1, 3000, 80, 512, 3, 1, 1, 1), (1, 3000, 512, 512, 3, 2, 1, 1),
+          (8, 3000, 80, 512, 3, 1, 1, 1), (8, 3000, 512, 512, 3, 2, 1, 1)]
 
 
 # (block_M, block_N, block_K, num_stages, threads)
@@ -315,12 +328,43 @@ def conv_grid(shape) -> list[dict]:
             if bM <= max(64, K):
                 out.append({"block_M": bM, "block_N": bN, "block_K": 32, "num_stages": st, "threads": th,
                             "swizzle": True, "stream": max(1, 132 // C.ceildiv(K, bM))})  # the H200's 132 SMs
-    for bM, bN, bK, st, th in ((64, 64, 32, 4, 128), (64, 128, 32, 3, 128), (64, 128, 64, 4, 128),
-                               (64, 256, 32, 4, 256), (64, 256, 64, 3, 256), (128, 64, 32, 4, 128),
-                               (128, 128, 32, 3, 256), (128, 128, 64, 4, 256), (128, 256, 32, 3, 256),
-                               (64, 128, 16, 6, 128), (128, 128, 16, 6, 256), (64, 64, 64, 3, 128)):
-        out.append({"block_M": bM, "block_N": bN, "block_K": bK, "num_stages": st, "threads": th, "swizzle": True})
-    return out
+    return out + nchw_tiles()
+
+
+def nchw_tiles() -> list[dict]:
+    """The NCHW implicit GEMM's tiles over (output channels, pixels)."""
+    return [{"block_M": bM, "block_N": bN, "block_K": bK, "num_stages": st, "threads": th, "swizzle": True}
+            for bM, bN, bK, st, th in ((64, 64, 32, 4, 128), (64, 128, 32, 3, 128), (64, 128, 64, 4, 128),
+                                       (64, 256, 32, 4, 256), (64, 256, 64, 3, 256), (128, 64, 32, 4, 128),
+                                       (128, 128, 32, 3, 256), (128, 128, 64, 4, 256), (128, 256, 32, 3, 256),
+                                       (64, 128, 16, 6, 128), (128, 128, 16, 6, 256), (64, 64, 64, 3, 128))]
+
+
+def depthwise_grid(shape, hw) -> list[dict]:
+    """Direct tiles (not yet timed on a GPU): NCHW, rows of 16-64 pixels by 1-16 rows by
+    1-16 channels, 1 or 4 neighbours a thread; channels_last, 16-128 channels by 1-8 x 1-8 pixels; 4-16 outputs a
+    thread, at most 40 configs, whichever the family refuses (registers, shared memory) left out."""
+    fam = kernels.get("conv2d")
+    out = []
+    if shape[9]:  # and 1 or 4 neighbours along a row a thread
+        dims = itertools.product((1, 2, 4, 8, 16), (1, 2, 4, 8, 16), (16, 32, 64), (1, 4))
+    else:
+        dims = itertools.product((16, 32, 64, 128), (1, 2, 4, 8), (1, 2, 4, 8), (1,))
+    for (bC, bH, bW, vec), threads in itertools.product(dims, (128, 256)):
+        cfg = {"block_C": bC, "block_H": bH, "block_W": bW, "threads": threads, "vec": vec}
+        if 4 <= bC * bH * bW // threads <= 16 and fam.reject_reason(shape, DTYPE, cfg, hw) is None:
+            out.append(cfg)
+    # Spread over the grid rather than its first corner.
+    step = max(1, len(out) // 40)
+    return out[::step][:40]
+
+
+def conv1d_grid(shape) -> list[dict]:
+    """NCL: conv_grid's NCHW tiles on the one-row image, and the same through the
+    channels_last kernel between transposes (via_nhwc, whole channel chunks or flat taps)."""
+    tiles = nchw_tiles()
+    flat = shape[2] % 32 != 0
+    return tiles + [{**c, "via_nhwc": True, "flat_k": flat} for c in tiles]
 
 
 def _worth_compiling(fam, shape, cfg, hw) -> bool:
@@ -374,6 +418,10 @@ def cases(only: set[str], hw, own_only: bool = False) -> list[tuple[str, tuple, 
         out += [("conv2d", s, conv_grid(s)) for s in CONV]
     if "resnet50" in only:
         out += [("conv2d", s, conv_grid(s)) for s in RESNET50 if s not in CONV or "conv2d" not in only]
+    if "depthwise" in only:
+        out += [("conv2d", s, depthwise_grid(s, hw)) for s in DEPTHWISE]
+    if "conv1d" in only:
+        out += [("conv1d", s, conv1d_grid(s)) for s in CONV1D]
     full = []
     for fam_name, shape, grid in out:
         fam = kernels.get(fam_name)

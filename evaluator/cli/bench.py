@@ -18,8 +18,8 @@ from .options import COMPILE_HELP, DTYPE_HELP, FAMILIES_HELP, GPU_DTYPE, TARGETS
 from .output import RichReporter, bench_table, console, err_console, portability_table, progress
 
 # Sizes that are flags or offsets rather than extents: attention's causal (0 or 1),
-# conv2d's padding and layout flag, rope's per_batch may be 0; every other size must be at least 1.
-_MAY_BE_ZERO = frozenset({"causal", "pad", "nchw", "q_pitch", "k_pitch", "v_pitch", "per_batch"})
+# conv2d's and conv1d's padding and layout flags, rope's per_batch may be 0; every other size must be at least 1.
+_MAY_BE_ZERO = frozenset({"causal", "pad", "nchw", "ncl", "q_pitch", "k_pitch", "v_pitch", "per_batch"})
 
 
 def parse_shape(text: str, names: tuple[str, ...], error: type[Exception]):

@@ -16,8 +16,8 @@ from ..results import Shape
 
 
 def channels_last(shape: Shape) -> Shape:
-    """The same convolution on channels_last tensors."""
-    return tuple(shape[:9]) + (0,)
+    """The same convolution on channels_last tensors (its groups, if any, kept)."""
+    return tuple(shape[:9]) + (0,) + tuple(shape[10:])
 
 
 def strides_are_channels_last(sizes: Sequence[int], strides: Sequence[int]) -> bool:

@@ -2,7 +2,7 @@
 (an NCHW convolution run by the channels_last kernel) with both layout changes done by
 TileLang kernels.
 
-In: an NCHW shape and the SM count (for `nchw_space`); a batch of row-major matrices
+In: an NCHW convolution's Geometry and the SM count (for `nchw_space`); a batch of row-major matrices
 In[B, R, Cc] (an NCHW image is [C, H*W], a channels_last output [P*Q, K]), a dtype and a
 TileLang target. Out: the ordered NCHW configs; a compiled batched transpose
 Out[B, Cc, R] (cached per shape, dtype and target); and `ViaChannelsLast`, the kernel the
@@ -23,8 +23,7 @@ import torch
 from ..results import Shape
 from ..routing.router import DERIVED
 from . import _common as C
-from ._conv2d_calls import channels_last
-from ._conv2d_programs import out_size, stream_problem
+from ._conv2d_programs import Geometry, geometry, stream_problem
 
 # A 64 x 64 tile: 8 KB of fp16 per block, rows of 128 bytes on both sides (whole
 # 16-byte vectors and TMA boxes), and enough blocks to fill the GPU at ResNet sizes
@@ -86,7 +85,7 @@ def transpose_launcher(B: int, R: int, Cc: int, dtype: str, target: str) -> C.La
                           input_shapes=[(B, R, Cc)])
 
 
-def nchw_space(shape: Shape, sms: int, tc_space: Callable[[Shape], list[dict]]) -> list[dict]:
+def nchw_space(shape: Shape | Geometry, sms: int, tc_space: Callable[[Geometry], list[dict]]) -> list[dict]:
     """Tiles over (output channels, pixels of one image), ordered by an H200 sweep
     against cuDNN on NCHW tensors (benchmarks/kernel_sweep.py --only conv2d;
     reports/examples/h200/bench/kernel_sweep_session5.json): 64-deep K chunks
@@ -103,13 +102,14 @@ def nchw_space(shape: Shape, sms: int, tc_space: Callable[[Shape], list[dict]]) 
     Over small images too: at 28x28 128->512 (ResNet-50's layer2) the stream schedule
     with 128x128 tiles ran 1.05x cuDNN against 0.66x for the best tiled config
     (reports/examples/h200/session8/bench/kernel_sweep_r50_llama.json)."""
-    N, H, W, Cin, K, R, S, stride, pad = shape[:9]
-    P_, Q = out_size(shape)
+    g = geometry(shape)
+    Cin, K, R, S = g.C, g.K, g.R, g.S
+    P_, Q = g.P, g.Q
     raw = [  # (block_M, block_N, block_K, num_stages, threads)
         (64, 128, 64, 4, 128), (128, 64, 64, 4, 128), (64, 64, 64, 3, 128), (128, 128, 64, 4, 256),
         (64, 256, 32, 3, 256), (128, 256, 32, 3, 256), (64, 128, 32, 4, 128), (64, 64, 32, 4, 128),
     ]
-    direct = R == S == stride == 1 and pad == 0
+    direct = R == S == g.sh == g.sw == 1 and g.ph == g.pw == 0
     if direct and P_ * Q >= 2048:
         raw.insert(0, raw.pop(5 if K > 64 else 4))
         if K <= 64:  # 56x56 256->64: four stages 0.90x cuDNN, three 0.83x (session 8's sweep)
@@ -125,10 +125,10 @@ def nchw_space(shape: Shape, sms: int, tc_space: Callable[[Shape], list[dict]]) 
         out.append({"block_M": bM, "block_N": bN, "block_K": bK, "num_stages": stages, "threads": threads,
                     "swizzle": True})
     if R * S > 1 and Cin >= 8:
-        via = [{**c, "via_nhwc": True} for c in tc_space(channels_last(shape))[:3]]
+        via = [{**c, "via_nhwc": True} for c in tc_space(g._replace(nchw=False))[:3]]
         out = via + out
     out = C.dedupe(out)[:10]
-    if stream_problem(shape) is None:
+    if stream_problem(g) is None:
         large = pq >= 2048
         if K <= 64:
             tiles = ((64, 128, 4, 128), (64, 256, 3, 256)) if large else ((64, 128, 4, 128), (64, 64, 4, 128))
@@ -154,10 +154,11 @@ class ViaChannelsLast(C.LauncherWrapper):
     The weight's KRSC copy is made once per weight tensor (swap.DERIVED), as a model's
     weights are constants."""
 
-    def __init__(self, launcher: C.Launcher, shape: tuple[int, ...], target: str):
+    def __init__(self, launcher: C.Launcher, shape: Shape | Geometry, target: str):
         super().__init__(launcher)
-        N, H, W, Cin, K = shape[:5]
-        P, Q = out_size(shape)
+        g = geometry(shape)
+        N, H, W, Cin, K = g[:5]
+        P, Q = g.P, g.Q
         self._dims = (N, H, W, Cin, K, P, Q)
         self.to_nhwc = transpose_launcher(N, Cin, H * W, launcher.dtype, target)
         self.to_nchw = transpose_launcher(N, P * Q, K, launcher.dtype, target)
@@ -167,9 +168,12 @@ class ViaChannelsLast(C.LauncherWrapper):
     def source(self) -> str:
         return "\n".join((self.launcher.source, self.to_nhwc.source, self.to_nchw.source))
 
-    def __call__(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor, w: torch.Tensor, w_krsc: torch.Tensor | None = None) -> torch.Tensor:
+        """`w_krsc`: the weight's KRSC copy where the caller made it (a weight the model
+        computes on every call, or one seen through a view made per call)."""
         N, H, W, Cin, K, P, Q = self._dims
-        w_krsc = DERIVED.get(w, "krsc", lambda t: t.permute(0, 2, 3, 1).contiguous())
+        if w_krsc is None:
+            w_krsc = DERIVED.get(w, "krsc", lambda t: t.permute(0, 2, 3, 1).contiguous())
         # Reshapes of contiguous tensors are views: the only copies are the two kernels.
         x_nhwc = self.to_nhwc(x.contiguous().view(N, Cin, H * W)).view(N, H, W, Cin)
         y = self.launcher(x_nhwc, w_krsc)

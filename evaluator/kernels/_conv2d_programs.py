@@ -1,8 +1,10 @@
 """The TileLang programs of the conv2d family (see conv2d.py for what they compute).
 
-In: shape (N, H, W, C, K, R, S, stride, pad, nchw), a dtype and a full config (the
-schedule's defaults filled in). Out: a TileLang PrimFunc computing the convolution as an
-implicit GEMM in the layout the model holds its tensors in:
+In: a `Geometry` (the convolution's sizes, one stride and one padding per spatial dim,
+groups and layout; `geometry` reads it from a conv2d shape (N, H, W, C, K, R, S, stride,
+pad, nchw[, groups]), and the conv1d family makes one with H = R = 1), a dtype and a full
+config (the schedule's defaults filled in). Out: a TileLang PrimFunc computing the
+convolution (groups = 1) as an implicit GEMM in the layout the model holds its tensors in:
 - nchw = 0 (channels_last): NHWC x and KRSC weights, GEMM rows are output pixels
   (M = N*P*Q), columns output channels; the A tile is gathered along C.
 - nchw = 1 (PyTorch's default layout): NCHW x and KCRS weights (nn.Conv2d's own), one
@@ -12,14 +14,14 @@ implicit GEMM in the layout the model holds its tensors in:
   image's (C, H*W) slab; its `stream` schedule keeps one weight tile in shared memory
   and streams pixel tiles through a fixed grid of blocks.
 On CPU a loop nest over fp32 local tiles, on CUDA shared-memory tiles into tensor-core
-`T.gemm`. Checking configs and compiling are the family's (conv2d.py, base.py); nothing
-here runs a kernel.
+`T.gemm`. Grouped and depthwise programs are in `_conv2d_grouped.py`. Checking configs
+and compiling are the family's (conv2d.py, base.py); nothing here runs a kernel.
 """
 
 # No `from __future__ import annotations`: TileLang resolves the prim_func's tensor
 # annotations from the closure, and names used only there (N, H, ...) are not in it.
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..results import Shape
 from . import _common as C
@@ -27,32 +29,79 @@ from . import _common as C
 ACCUM = "float32"
 
 
-def out_size(shape: Shape) -> tuple[int, int]:
+class Geometry(NamedTuple):
+    """One 2-D convolution as the programs compute it: x [N, C, H, W] (nchw) or
+    [N, H, W, C], weight [K, C/G, R, S] or [K, R, S, C/G], stride (sh, sw), zero padding
+    (ph, pw) on both sides of each dim, G groups, dilation 1."""
+
+    N: int
+    H: int
+    W: int
+    C: int
+    K: int
+    R: int
+    S: int
+    sh: int
+    sw: int
+    ph: int
+    pw: int
+    G: int
+    nchw: bool
+
+    @property
+    def P(self) -> int:
+        return (self.H + 2 * self.ph - self.R) // self.sh + 1
+
+    @property
+    def Q(self) -> int:
+        return (self.W + 2 * self.pw - self.S) // self.sw + 1
+
+    @property
+    def Cg(self) -> int:
+        return self.C // self.G
+
+    @property
+    def Kg(self) -> int:
+        return self.K // self.G
+
+
+def geometry(shape: Shape | Geometry) -> Geometry:
+    """A conv2d shape (N, H, W, C, K, R, S, stride, pad[, nchw[, groups]]) as a Geometry
+    (a Geometry passes through)."""
+    if isinstance(shape, Geometry):
+        return shape
+    N, H, W, Cin, K, R, S, stride, pad = (int(v) for v in shape[:9])
+    nchw = len(shape) > 9 and bool(shape[9])
+    G = int(shape[10]) if len(shape) > 10 else 1
+    return Geometry(N, H, W, Cin, K, R, S, stride, stride, pad, pad, G, nchw)
+
+
+def out_size(shape: Shape | Geometry) -> tuple[int, int]:
     """(P, Q): the output height and width."""
-    _, H, W, _, _, R, S, stride, pad = shape[:9]
-    return (H + 2 * pad - R) // stride + 1, (W + 2 * pad - S) // stride + 1
+    g = geometry(shape)
+    return g.P, g.Q
 
 
-def is_nchw(shape: Shape) -> bool:
-    return len(shape) > 9 and bool(shape[9])
+def is_nchw(shape: Shape | Geometry) -> bool:
+    return geometry(shape).nchw
 
 
-def tensor_shapes(shape: Shape) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+def tensor_shapes(shape: Shape | Geometry) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """(x, weight, y) shapes in the layout the shape names."""
-    N, H, W, Cin, K, R, S = shape[:7]
-    P, Q = out_size(shape)
-    if is_nchw(shape):
-        return (N, Cin, H, W), (K, Cin, R, S), (N, K, P, Q)
-    return (N, H, W, Cin), (K, R, S, Cin), (N, P, Q, K)
+    g = geometry(shape)
+    if g.nchw:
+        return (g.N, g.C, g.H, g.W), (g.K, g.Cg, g.R, g.S), (g.N, g.K, g.P, g.Q)
+    return (g.N, g.H, g.W, g.C), (g.K, g.R, g.S, g.Cg), (g.N, g.P, g.Q, g.K)
 
 
-def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
+def cpu_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any]):
     import tilelang.cpu.language as T
 
-    N, H, W, Cin, K, R, S, stride, pad = shape[:9]
-    nchw = is_nchw(shape)
-    x_shape, w_shape, y_shape = tensor_shapes(shape)
-    P, Q = out_size(shape)
+    g = geometry(shape)
+    N, H, W, Cin, K, R, S, sh, sw, ph, pw = g[:11]
+    nchw = g.nchw
+    x_shape, w_shape, y_shape = tensor_shapes(g)
+    P, Q = g.P, g.Q
     M = N * P * Q
     bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
     c_chunks = C.ceildiv(Cin, bK)
@@ -75,8 +124,8 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
             for r, s, co in T.grid(R, S, c_chunks):
                 for i, k in T.grid(bM, bK):
                     m = by * bM + i
-                    h = (m % (P * Q)) // Q * stride - pad + r
-                    w = m % Q * stride - pad + s
+                    h = (m % (P * Q)) // Q * sh - ph + r
+                    w = m % Q * sw - pw + s
                     inside = (m < M) and (h >= 0) and (h < H) and (w >= 0) and (w < W) and (co * bK + k < Cin)
                     if nchw:
                         A_l[i, k] = T.if_then_else(inside, T.cast(X[m // (P * Q), co * bK + k, h, w], ACCUM),
@@ -109,11 +158,12 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     return conv2d_cpu
 
 
-def tc_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
+def tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any]):
     import tilelang.language as T
 
-    N, H, W, Cin, K, R, S, stride, pad = shape[:9]
-    P, Q = out_size(shape)
+    g = geometry(shape)
+    N, H, W, Cin, K, R, S, sh, sw, ph, pw = g[:11]
+    P, Q = g.P, g.Q
     M, RSC = N * P * Q, R * S * Cin
     bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
     stages, threads, swizzle, flat_k = cfg["num_stages"], cfg["threads"], cfg["swizzle"], cfg["flat_k"]
@@ -144,8 +194,8 @@ def tc_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
                     for i, j in T.Parallel(bM, bK):
                         m = by * bM + i
                         kk = ko * bK + j
-                        h = (m % (P * Q)) // Q * stride - pad + kk // (S * Cin)
-                        w = m % Q * stride - pad + kk // Cin % S
+                        h = (m % (P * Q)) // Q * sh - ph + kk // (S * Cin)
+                        w = m % Q * sw - pw + kk // Cin % S
                         A_s[i, j] = T.if_then_else(
                             (m < M) and (kk < RSC) and (h >= 0) and (h < H) and (w >= 0) and (w < W),
                             X[m // (P * Q), h, w, kk % Cin], T.cast(0, dtype))
@@ -156,8 +206,8 @@ def tc_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
                     c0 = ko % c_chunks * bK
                     for i, j in T.Parallel(bM, bK):
                         m = by * bM + i
-                        h = (m % (P * Q)) // Q * stride - pad + r
-                        w = m % Q * stride - pad + s
+                        h = (m % (P * Q)) // Q * sh - ph + r
+                        w = m % Q * sw - pw + s
                         if c_tail:
                             A_s[i, j] = T.if_then_else(
                                 (m < M) and (h >= 0) and (h < H) and (w >= 0) and (w < W) and (c0 + j < Cin),
@@ -180,19 +230,20 @@ def tc_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     return conv2d_tc
 
 
-def nchw_tc_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
+def nchw_tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any]):
     """NCHW x, KCRS weights, NCHW y: per image, Y[K, P*Q] = W[K, C*R*S] @ X_col[C*R*S, P*Q],
     the grid's z axis over images so a pixel tile never straddles two of them."""
     import tilelang.language as T
 
-    N, H, W, Cin, K, R, S, stride, pad = shape[:9]
-    P, Q = out_size(shape)
+    g = geometry(shape)
+    N, H, W, Cin, K, R, S, sh, sw, ph, pw = g[:11]
+    P, Q = g.P, g.Q
     PQ, CRS = P * Q, Cin * R * S
     bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
     stages, threads, swizzle = cfg["num_stages"], cfg["threads"], cfg["swizzle"]
     # A 1x1, stride-1, unpadded convolution reads X_col straight from the image: its
     # rows are the channels' (H*W) planes, copied as tiles (vector loads, no index math).
-    direct = R == 1 and S == 1 and stride == 1 and pad == 0
+    direct = R == 1 and S == 1 and sh == sw == 1 and ph == pw == 0
 
     @T.prim_func
     def conv2d_nchw(
@@ -219,8 +270,8 @@ def nchw_tc_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
                     for k, j in T.Parallel(bK, bN):
                         kk = ko * bK + k
                         pq = bx * bN + j
-                        h = pq // Q * stride - pad + kk // S % R
-                        w = pq % Q * stride - pad + kk % S
+                        h = pq // Q * sh - ph + kk // S % R
+                        w = pq % Q * sw - pw + kk % S
                         B_s[k, j] = T.if_then_else(
                             (kk < CRS) and (pq < PQ) and (h >= 0) and (h < H) and (w >= 0) and (w < W),
                             X[bz, kk // (R * S), h, w], T.cast(0, dtype))
@@ -236,13 +287,13 @@ def nchw_tc_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
 STREAM_MAX_C = 128
 
 
-def stream_problem(shape: Shape) -> str | None:
+def stream_problem(shape: Shape | Geometry) -> str | None:
     """Why the stream schedule cannot take `shape`, or None."""
-    N, H, W, Cin, K, R, S, stride, pad = shape[:9]
-    if not is_nchw(shape) or not (R == S == stride == 1 and pad == 0):
-        return "stream is for 1x1, stride-1, unpadded NCHW convolutions (a plain GEMM per image)"
-    if Cin > STREAM_MAX_C:
-        return f"stream keeps all C input channels in one tile: C must be at most {STREAM_MAX_C}, got {Cin}"
+    g = geometry(shape)
+    if not g.nchw or not (g.R == g.S == g.sh == g.sw == 1 and g.ph == g.pw == 0) or g.G != 1:
+        return "stream is for 1x1, stride-1, unpadded, ungrouped NCHW convolutions (a plain GEMM per image)"
+    if g.C > STREAM_MAX_C:
+        return f"stream keeps all C input channels in one tile: C must be at most {STREAM_MAX_C}, got {g.C}"
     return None
 
 
@@ -251,7 +302,7 @@ def stream_channels(Cin: int) -> int:
     return C.round_up(Cin, 16)
 
 
-def nchw_stream_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
+def nchw_stream_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any]):
     """1x1 stride-1 NCHW as a stream of pixel tiles: Y[n][K, HW] = W[K, C] @ X[n][C, HW].
     With C <= 128 the reduction is one or two MMA steps, so the tiled GEMM spends its
     time in the prologue and epilogue of each short K loop (2.0 TB/s against cuDNN's 3.1
@@ -261,7 +312,7 @@ def nchw_stream_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     a producer warpgroup) while the current one's MMA and store run."""
     import tilelang.language as T
 
-    N, H, W, Cin, K = shape[:5]
+    N, H, W, Cin, K = geometry(shape)[:5]
     HW = H * W
     bM, bN = cfg["block_M"], cfg["block_N"]
     stages, threads, blocks = cfg["num_stages"], cfg["threads"], cfg["stream"]

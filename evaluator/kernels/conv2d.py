@@ -1,27 +1,34 @@
-"""2-D convolution as an implicit GEMM, no bias, in the memory layout the model holds
-its tensors in.
+"""2-D convolution, no bias, in the memory layout the model holds its tensors in: an
+implicit GEMM, and for depthwise layers a direct kernel.
 
-In: shape (N, H, W, C, K, R, S, stride, pad, nchw) — batch, input height and width,
-input channels, output channels, filter height and width, one stride and one zero
-padding for both spatial dims (dilation 1, groups 1), and the layout: nchw = 1 for
-PyTorch's default contiguous tensors (x[N, C, H, W], weight[K, C, R, S], as nn.Conv2d
-holds them), nchw = 0 for channels_last ones (x[N, H, W, C], weight[K, R, S, C]). A
-9-int shape (from before layouts were told apart) means channels_last.
+In: shape (N, H, W, C, K, R, S, stride, pad, nchw[, groups]) — batch, input height and
+width, input channels, output channels, filter height and width, one stride and one zero
+padding for both spatial dims (dilation 1), the layout: nchw = 1 for PyTorch's default
+contiguous tensors (x[N, C, H, W], weight[K, C/groups, R, S], as nn.Conv2d holds them),
+nchw = 0 for channels_last ones (x[N, H, W, C], weight[K, R, S, C/groups]), and the
+number of groups, left out where it is 1 (so an ungrouped shape is 10 ints, as it
+always was). A 9-int shape (from before layouts were told apart) means channels_last.
 Out: y in the input's layout and dtype, compared against `F.conv2d` on the same memory:
 what cuDNN / oneDNN run for that model, layout conversions included, so a ratio
 measured here is the one the model sees.
-The GEMM views: channels_last, M = N*P*Q output pixels x K output channels over R*S*C,
-the pixel tile gathered from x; NCHW, per image, K output channels x P*Q pixels over
-C*R*S, the weights a plain matrix and the pixel tile gathered (or, for 1x1 stride-1,
-copied) from x, the output tile stored straight into NCHW. The A/B operand is never
-materialised; padding and tails are masked. A channels_last 1x1 (stride 1, no padding) is
-also one plain GEMM, x[N*H*W, C] @ w[K, C]^T, which `gemm` hands to the gemm family.
+The GEMM views (groups = 1): channels_last, M = N*P*Q output pixels x K output channels
+over R*S*C, the pixel tile gathered from x; NCHW, per image, K output channels x P*Q
+pixels over C*R*S, the weights a plain matrix and the pixel tile gathered (or, for 1x1
+stride-1, copied) from x, the output tile stored straight into NCHW. The A/B operand is
+never materialised; padding and tails are masked. A channels_last 1x1 (stride 1, no
+padding) is also one plain GEMM, x[N*H*W, C] @ w[K, C]^T, which `gemm` hands to the gemm
+family. Groups > 1 (`_conv2d_grouped`): depthwise (one input channel a group) runs
+`direct`, a tile of output pixels x channels a block with the taps unrolled (memory-bound:
+no GEMM to feed); other groupings an implicit GEMM per group, channels_last, an NCHW one
+between two layout transposes (via_nhwc).
 Schedules: on CUDA (fp16/bf16), shared-memory tiles, a pipelined K loop, tensor-core
-`T.gemm` into an fp32 fragment and the output written back through shared memory; on
-CPU (the C backend), one loop nest over fp32 local tiles that gcc vectorizes. The
-programs themselves are in `_conv2d_programs.py`, the NCHW search space and the
-via-channels_last kernel (with its TileLang layout changes) in `_conv2d_layout.py`;
-this module sizes, checks, searches and routes them.
+`T.gemm` into an fp32 fragment and the output written back through shared memory
+(direct: fp32 register accumulators on CUDA cores); on CPU (the C backend), loop nests
+over fp32 local tiles that gcc vectorizes. The programs themselves are in
+`_conv2d_programs.py` and `_conv2d_grouped.py`, the NCHW search space and the
+via-channels_last kernel (with its TileLang layout changes) in `_conv2d_layout.py`; this
+module sizes, checks, searches and routes them, on a `Geometry` (per-dim stride and
+padding) that the conv1d family (conv1d.py) also builds its calls on.
 
 The stride and padding are not recoverable from the two tensors, so `make_inputs`
 tags x with its problem shape and `reference` reads it back (see `reference`).
@@ -39,10 +46,11 @@ from ..errors import KernelError
 from ..results import Hardware, KernelConfig, Shape
 from ..routing.router import DERIVED, Route, arg, dtype_mismatch
 from . import _common as C
+from . import _conv2d_grouped as GR
 from . import _conv2d_programs as P
 from ._conv2d_layout import ViaChannelsLast, nchw_space
 from ._conv2d_calls import channels_last, pair as _pair, string_padding as _string_padding, strides_are_channels_last
-from ._conv2d_programs import is_nchw, out_size  # the programs need them too
+from ._conv2d_programs import Geometry, is_nchw, out_size  # noqa: F401  (out_size: the family's public helper)
 from .base import KernelFamily, Schedule
 
 # The attribute make_inputs sets on x so that reference(x, w) knows stride and padding.
@@ -71,6 +79,16 @@ TC_DEFAULTS = {"block_M": 64, "block_N": 128, "block_K": 64, "num_stages": 4, "t
 # (_conv2d_programs.nchw_stream_program; block_K is unused there, C is one tile).
 NCHW_DEFAULTS = {"block_M": 64, "block_N": 128, "block_K": 32, "num_stages": 4, "threads": 128, "swizzle": True,
                  "via_nhwc": False, "flat_k": False, "stream": 0}
+# Groups > 1 on CUDA. direct (depthwise): block_C channels x block_H x block_W output
+# pixels a block, vec neighbours along a row a thread (NCHW; _conv2d_grouped.direct_program).
+# Otherwise the implicit GEMM per group with the channels_last tile keys above (an NCHW
+# shape with via_nhwc).
+GROUPED_DEFAULTS = {"direct": True, "block_C": 64, "block_H": 4, "block_W": 8, "threads": 128, "vec": 1,
+                    "block_M": 64, "block_N": 64, "block_K": 32, "num_stages": 3, "swizzle": True, "flat_k": False,
+                    "via_nhwc": False}
+# Groups > 1 on CPU: block_M output pixels x block_N output channels, block_K input
+# channels a chunk of the GEMM per group (unused by depthwise; _conv2d_grouped.cpu_program).
+GROUPED_CPU_DEFAULTS = {"block_M": 32, "block_N": 16, "block_K": 32}
 
 # ResNet-50's convolutions at batch 32 (torchvision v1.5: the stride sits in the 3x3),
 # the bottleneck 3x3s and 1x1s of every stage, as (N, H, W, C, K, R, S, stride, pad,
@@ -92,24 +110,24 @@ RESNET50_STEM = (32, 224, 224, 3, 64, 7, 7, 2, 3, 1)
 CPU_LOCAL_LIMIT_BYTES = 128 * 1024
 
 
-def conv2d_nhwc(x: torch.Tensor, w: torch.Tensor, stride: int, pad: int) -> torch.Tensor:
+def conv2d_nhwc(x: torch.Tensor, w: torch.Tensor, stride: int, pad: int, groups: int = 1) -> torch.Tensor:
     """PyTorch's convolution of NHWC x and KRSC w, returned as NHWC. The permuted views
     are channels_last tensors, so cuDNN / oneDNN run NHWC natively and the final permute
     is a free view of an already channels_last output (no copy in a timed reference)."""
-    y = F.conv2d(x.permute(0, 3, 1, 2), w.permute(0, 3, 1, 2), stride=stride, padding=pad)
+    y = F.conv2d(x.permute(0, 3, 1, 2), w.permute(0, 3, 1, 2), stride=stride, padding=pad, groups=groups)
     return y.permute(0, 2, 3, 1)
 
 
-def gemm_view(shape: Shape) -> tuple[int, int, int]:
+def gemm_view(shape: Shape | Geometry) -> tuple[int, int, int]:
     """The gemm family's (M, N, K) of a 1x1 stride-1 unpadded channels_last convolution."""
-    N, H, W, Cin, K = shape[:5]
+    N, H, W, Cin, K = P.geometry(shape)[:5]
     return (N * H * W, K, Cin)
 
 
-def gemm_problem(shape: Shape) -> str | None:
-    N, H, W, Cin, K, R, S, stride, pad = shape[:9]
-    if is_nchw(shape) or (R, S, stride, pad) != (1, 1, 1, 0):
-        return "gemm runs a 1x1, stride-1, unpadded channels_last convolution as one GEMM"
+def gemm_problem(shape: Shape | Geometry) -> str | None:
+    g = P.geometry(shape)
+    if g.nchw or (g.R, g.S, g.sh, g.sw, g.ph, g.pw, g.G) != (1, 1, 1, 1, 0, 0, 1):
+        return "gemm runs a 1x1, stride-1, unpadded channels_last convolution of one group as one GEMM"
     return None
 
 
@@ -128,10 +146,10 @@ class ViaGemm(C.LauncherWrapper):
     NHWC memory is the GEMM's [N*H*W, C] operand and the KRSC weight its [K, C] one (views,
     no copies), with a zero bias; y comes back as the [N, H, W, K] the family returns."""
 
-    def __init__(self, launcher: C.Launcher, shape: Shape, config: dict[str, Any]):
+    def __init__(self, launcher: C.Launcher, shape: Shape | Geometry, config: dict[str, Any]):
         super().__init__(launcher)
         self.config = dict(config)  # the conv2d config the tuner chose, not the gemm's
-        self._dims = tuple(shape[:5])
+        self._dims = tuple(P.geometry(shape)[:5])
         self._zeros: dict[Any, torch.Tensor] = {}
 
     def __call__(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -178,11 +196,11 @@ def _tc_problem(cfg: dict[str, Any]) -> str | None:
 
 class Conv2dFamily(KernelFamily):
     name = "conv2d"
-    title = "Conv2d (implicit GEMM, NHWC)"
+    title = "Conv2d (implicit GEMM; direct depthwise)"
     aten_ops = frozenset({"aten::conv2d", "aten::convolution", "aten::_convolution", "aten::cudnn_convolution",
                           "aten::mkldnn_convolution"})
-    shape_names = ("N", "H", "W", "C", "K", "R", "S", "stride", "pad", "nchw")
-    optional_dims = 1  # channels_last
+    shape_names = ("N", "H", "W", "C", "K", "R", "S", "stride", "pad", "nchw", "groups")
+    optional_dims = 2  # channels_last; one group
     # The dims awkward_shape makes non-multiples of 16 (filter, stride and pad stay).
     awkward_dims = ("H", "W", "C", "K")
     # The `gemm` configs load rows by TMA (the gemm family's ping-pong): they are checked on
@@ -193,6 +211,7 @@ class Conv2dFamily(KernelFamily):
     # (`concrete_inputs` follows the schema; mkldnn and cudnn put padding first).
     _ARG_POS = {
         "aten::conv2d": (3, 4, 5, 6),
+        "aten::conv1d": (3, 4, 5, 6),
         "aten::convolution": (3, 4, 5, 8),
         "aten::_convolution": (3, 4, 5, 8),
         "aten::mkldnn_convolution": (4, 3, 5, 6),
@@ -201,24 +220,53 @@ class Conv2dFamily(KernelFamily):
 
     # ------------------------------------------------------------ shapes
 
+    def geometry(self, shape: Shape) -> Geometry:
+        """The checked shape as the programs' Geometry."""
+        return P.geometry(shape)
+
     def check(self, shape: Sequence[int]) -> Shape:
-        """The shape as 10 ints, or KernelError saying what a valid convolution shape is.
-        9 ints are a channels_last shape (nchw = 0), as recorded before the layout was."""
+        """The shape as 10 ints, or 11 where groups > 1, or KernelError saying what a valid
+        convolution shape is. 9 ints are a channels_last shape (nchw = 0), as recorded
+        before the layout was; a trailing groups of 1 is dropped (the shape it always was)."""
         names = self.shape_names
+        want = (f"conv2d: shape must be 10 ints ({', '.join(names[:10])}) or 11 with groups, all positive except "
+                f"pad >= 0 and nchw 0 (channels_last) or 1 (NCHW), C and K multiples of groups")
         try:
             shape = tuple(int(s) for s in shape)
         except (TypeError, ValueError):
-            raise KernelError(f"conv2d: shape must be 10 ints ({', '.join(names)}), got {shape}") from None
+            raise KernelError(f"{want}, got {shape}") from None
         if len(shape) == 9:
             shape += (0,)
-        if len(shape) != 10 or any(s <= 0 for s in shape[:8]) or shape[8] < 0 or shape[9] not in (0, 1):
-            raise KernelError(f"conv2d: shape must be 10 ints ({', '.join(names)}), all positive except "
-                              f"pad >= 0 and nchw 0 (channels_last) or 1 (NCHW), got {shape}")
-        _, H, W, _, _, R, S, _, pad, _ = shape
+        if len(shape) == 11 and shape[10] == 1:
+            shape = shape[:10]
+        if (len(shape) not in (10, 11) or any(s <= 0 for s in shape[:8]) or shape[8] < 0 or shape[9] not in (0, 1)
+                or (len(shape) == 11 and (shape[10] < 1 or shape[3] % shape[10] or shape[4] % shape[10]))):
+            raise KernelError(f"{want}, got {shape}")
+        _, H, W, _, _, R, S, _, pad = shape[:9]
         if H + 2 * pad < R or W + 2 * pad < S:
             raise KernelError(f"conv2d: the padded input {H + 2 * pad}x{W + 2 * pad} is smaller than the "
                               f"{R}x{S} filter in {shape}")
         return shape
+
+    def covers(self, op: str, input_shapes: Sequence[Sequence[int]] = ()) -> bool:
+        """Its aten ops, except where the weight is 3-D: a 1-D convolution (conv1d's)."""
+        if op not in self.aten_ops:
+            return False
+        try:
+            return len(input_shapes[1]) != 3
+        except (IndexError, TypeError):
+            return True
+
+    def _call_args(self, op: str, concrete_inputs: Sequence[Any] | None) -> tuple | None:
+        """(stride, padding, dilation, groups) of one profiled call, as recorded, or None."""
+        pos = self._ARG_POS.get(op)
+        if pos is None or not concrete_inputs:
+            return None
+        args = list(concrete_inputs)
+        i_stride, i_pad, i_dil, i_groups = pos
+        if op in ("aten::convolution", "aten::_convolution") and bool(args[6]):
+            return None  # transposed convolution
+        return args[i_stride], args[i_pad], args[i_dil], int(args[i_groups])
 
     def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]],
                       concrete_inputs: Sequence[Any] | None = None,
@@ -228,8 +276,7 @@ class Conv2dFamily(KernelFamily):
         `concrete_inputs`; without them the call's shape is unknowable, so None. The
         layout comes from x's strides (`structured_input_strides`); without them, NCHW,
         PyTorch's default."""
-        pos = self._ARG_POS.get(op)
-        if pos is None or not concrete_inputs:
+        if op == "aten::conv1d":
             return None
         try:
             x, w = [list(s) for s in input_shapes[:2]]
@@ -239,26 +286,25 @@ class Conv2dFamily(KernelFamily):
                 return None
             N, Cin, H, W = (int(v) for v in x)
             K, Cw, R, S = (int(v) for v in w)
-            args = list(concrete_inputs)
-            i_stride, i_pad, i_dil, i_groups = pos
-            if op in ("aten::convolution", "aten::_convolution") and bool(args[6]):
-                return None  # transposed convolution
-            stride, dil, groups = _pair(args[i_stride]), _pair(args[i_dil]), int(args[i_groups])
-            pad = args[i_pad]
+            call = self._call_args(op, concrete_inputs)
+            if call is None:
+                return None
+            stride, dil, groups = _pair(call[0]), _pair(call[2]), call[3]
+            pad = call[1]
             if isinstance(pad, str):  # aten::conv2d.padding: "valid" or "same"
                 pad = _string_padding(pad, R, S, stride)
             else:
                 pad = _pair(pad)
         except (IndexError, TypeError, ValueError):
             return None
-        if (stride is None or pad is None or dil != (1, 1) or groups != 1 or Cw != Cin
+        if (stride is None or pad is None or dil != (1, 1) or groups < 1 or Cw * groups != Cin or K % groups
                 or stride[0] != stride[1] or pad[0] != pad[1]):
             return None
         try:
             nchw = not strides_are_channels_last(x, input_strides[0]) if input_strides else True
         except (IndexError, TypeError, ValueError):
             nchw = True
-        shape = (N, H, W, Cin, K, R, S, stride[0], pad[0], int(nchw))
+        shape = (N, H, W, Cin, K, R, S, stride[0], pad[0], int(nchw)) + ((groups,) if groups > 1 else ())
         try:
             return self.check(shape)
         except KernelError:
@@ -276,33 +322,49 @@ class Conv2dFamily(KernelFamily):
                 self.awkward_shape(RESNET50_LAYERS[1])]
 
     def layout_free(self, shape: Shape) -> Shape:
-        return tuple(shape[:9])
+        return tuple(shape[:9]) + tuple(shape[10:])
 
     def awkward_shape(self, shape: Shape) -> Shape:
         """Odd H and W (so P, Q tails and odd stride-2 edges) and C, K not multiples of 16
-        (channel-chunk and output-channel tails); the filter, stride and padding stay."""
-        N, H, W, Cin, K, R, S, stride, pad, nchw = self.check(shape)
+        (channel-chunk and output-channel tails); the filter, stride and padding stay.
+        Grouped: the channels of a group move instead (depthwise: the groups with them)."""
+        shape = self.check(shape)
+        N, H, W, Cin, K, R, S, stride, pad, nchw = shape[:10]
+        groups = shape[10] if len(shape) > 10 else 1
 
         def odd(n: int) -> int:
             m = C.awkward(n, minimum=max(R, S) + 2)
             return m if m % 2 else m + 1
 
-        return (N, odd(H), odd(W), C.awkward(Cin), C.awkward(K), R, S, stride, pad, nchw)
+        if groups == 1:
+            return (N, odd(H), odd(W), C.awkward(Cin), C.awkward(K), R, S, stride, pad, nchw)
+        cg, kg = Cin // groups, K // groups
+        if cg == 1:  # depthwise: a channel count no tile divides
+            g2 = C.awkward(groups)
+            return (N, odd(H), odd(W), g2, kg * g2, R, S, stride, pad, nchw, g2)
+        cg2, kg2 = C.awkward(cg, minimum=3), C.awkward(kg, minimum=3)
+        return (N, odd(H), odd(W), cg2 * groups, kg2 * groups, R, S, stride, pad, nchw, groups)
+
+    def awkward_shapes(self, shape: Shape) -> list[Shape]:
+        # The aligned second shape is for the `gemm` configs, which take no grouped shape.
+        if self.geometry(self.check(shape)).G > 1:
+            return [self.awkward_shape(shape)]
+        return super().awkward_shapes(shape)
 
     # ------------------------------------------------------------ data
 
     def make_inputs(self, shape: Shape, dtype: str, device: str, seed: int) -> tuple[torch.Tensor, ...]:
-        """(x, w) in the shape's layout: NCHW x[N, C, H, W] and w[K, C, R, S], or
-        channels_last x[N, H, W, C] and w[K, R, S, C]; x carries `shape` as an attribute
+        """(x, w) in the shape's layout: NCHW x[N, C, H, W] and w[K, C/G, R, S], or
+        channels_last x[N, H, W, C] and w[K, R, S, C/G]; x carries `shape` as an attribute
         so that `reference(x, w)` knows the stride and padding."""
         shape = self.check(shape)
-        _, _, _, Cin, _, R, S = shape[:7]
-        x_shape, w_shape, _ = P.tensor_shapes(shape)
+        g = self.geometry(shape)
+        x_shape, w_shape = self.input_shapes(shape)
         dtype = C.canonical_dtype(dtype)
-        g = C.generator(seed)
-        x = C.randn(x_shape, dtype, device, g)
-        # Kaiming-like scaling keeps outputs O(1) for every R*S*C, so one tolerance fits all.
-        w = C.randn(w_shape, dtype, device, g, scale=1.0 / math.sqrt(R * S * Cin))
+        gen = C.generator(seed)
+        x = C.randn(x_shape, dtype, device, gen)
+        # Kaiming-like scaling keeps outputs O(1) for every R*S*C/G, so one tolerance fits all.
+        w = C.randn(w_shape, dtype, device, gen, scale=1.0 / math.sqrt(g.R * g.S * g.Cg))
         setattr(x, SHAPE_ATTR, shape)
         return x, w
 
@@ -311,45 +373,55 @@ class Conv2dFamily(KernelFamily):
         through their NCHW-shaped views (returned as NHWC). The protocol passes only the
         tensors, which do not determine stride and padding, so x must be the tensor
         `make_inputs` returned (it carries the problem shape)."""
+        x, w, shape = self._reference_inputs(inputs)
+        stride, pad = shape[7], shape[8]
+        groups = shape[10] if len(shape) > 10 else 1
+        if is_nchw(shape):
+            return F.conv2d(x, w, stride=stride, padding=pad, groups=groups)
+        return conv2d_nhwc(x, w, stride, pad, groups)
+
+    def _reference_inputs(self, inputs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, Shape]:
         if len(inputs) != 2:
-            raise KernelError(f"conv2d: reference expects (x, w), got {len(inputs)} tensors")
+            raise KernelError(f"{self.name}: reference expects (x, w), got {len(inputs)} tensors")
         x, w = inputs
         shape = getattr(x, SHAPE_ATTR, None)
         if shape is None:
-            raise KernelError("conv2d: reference needs x from make_inputs (it carries stride and padding); "
+            raise KernelError(f"{self.name}: reference needs x from make_inputs (it carries stride and padding); "
                               "for other tensors call conv2d_nhwc(x, w, stride, pad)")
-        x_shape, w_shape, _ = P.tensor_shapes(shape)
-        stride, pad = shape[7], shape[8]
+        x_shape, w_shape = self.input_shapes(shape)
         if tuple(x.shape) != x_shape or tuple(w.shape) != w_shape:
-            names = "x [N, C, H, W] and w [K, C, R, S]" if is_nchw(shape) else "x [N, H, W, C] and w [K, R, S, C]"
-            raise KernelError(f"conv2d: x {tuple(x.shape)} and w {tuple(w.shape)} do not match shape {shape}; "
-                              f"expected {names}")
-        if is_nchw(shape):
-            return F.conv2d(x, w, stride=stride, padding=pad)
-        return conv2d_nhwc(x, w, stride, pad)
+            raise KernelError(f"{self.name}: x {tuple(x.shape)} and w {tuple(w.shape)} do not match shape {shape}; "
+                              f"expected {self._tensor_names(shape)}")
+        return x, w, shape
+
+    def _tensor_names(self, shape: Shape) -> str:
+        return "x [N, C, H, W] and w [K, C, R, S]" if is_nchw(shape) else "x [N, H, W, C] and w [K, R, S, C]"
 
     def input_shapes(self, shape: Shape) -> list[tuple[int, ...]]:
-        return list(P.tensor_shapes(shape)[:2])
+        return list(P.tensor_shapes(self.geometry(shape))[:2])
 
     # ------------------------------------------------------------ metrics
 
     def flops(self, shape: Shape) -> float:
-        N, H, W, Cin, K, R, S = shape[:7]
-        P_, Q = out_size(shape)
-        return 2.0 * N * P_ * Q * K * Cin * R * S
+        g = self.geometry(shape)
+        return 2.0 * g.N * g.P * g.Q * g.K * g.Cg * g.R * g.S
 
     def bytes(self, shape: Shape, dtype: str) -> float:
-        N, H, W, Cin, K, R, S = shape[:7]
-        P_, Q = out_size(shape)
-        return float((N * H * W * Cin + K * R * S * Cin + N * P_ * Q * K) * C.dtype_bytes(C.canonical_dtype(dtype)))
+        g = self.geometry(shape)
+        return float((g.N * g.H * g.W * g.C + g.K * g.R * g.S * g.Cg + g.N * g.P * g.Q * g.K)
+                     * C.dtype_bytes(C.canonical_dtype(dtype)))
 
     def tolerance(self, dtype: str, shape: Shape | None = None) -> tuple[float, float]:
-        """Both sides accumulate in fp32 over the R*S*C reduction; the difference is the
+        """Both sides accumulate in fp32 over the R*S*C/G reduction; the difference is the
         summation order (grows ~sqrt of it) plus one output rounding. oneDNN / cuDNN may
         also pick Winograd for 3x3, whose transforms cost a few more ulps. Without a
         shape, a reduction of 1152 (3x3x128) is assumed."""
         dtype = C.canonical_dtype(dtype)
-        k = int(shape[3]) * int(shape[5]) * int(shape[6]) if shape is not None else 1152
+        if shape is not None:
+            g = self.geometry(shape)
+            k = g.Cg * g.R * g.S
+        else:
+            k = 1152
         grow = max(1.0, math.sqrt(k / 256.0))
         base = {"float32": 2e-5, "float16": 2e-3, "bfloat16": 1.6e-2}[dtype]
         return (base * grow, base * grow)
@@ -358,19 +430,22 @@ class Conv2dFamily(KernelFamily):
 
     def search_space(self, shape: Shape, dtype: str, hardware: Hardware) -> list[KernelConfig]:
         shape = self.check(shape)
+        g = self.geometry(shape)
         dtype = C.canonical_dtype(dtype)
         if _on_cpu(hardware):
-            cands = self._cpu_space(shape)
+            cands = self._cpu_space(g)
         elif dtype == "float32":
             return []  # no fp32 CUDA schedule (see reject_reason); the caller falls back to PyTorch
-        elif is_nchw(shape):
-            cands = nchw_space(shape, hardware.cores or 132, self._tc_space)
+        elif g.G > 1:
+            cands = self._grouped_space(g)
+        elif g.nchw:
+            cands = nchw_space(g, hardware.cores or 132, self._tc_space)
         else:
-            cands = self._tc_space(shape)
+            cands = self._tc_space(g)
             # Right behind the measured first config, the gemm family's ping-pong tiles on
             # the GEMM view, one persistent block per SM (Hopper's wgmma only). Not yet
             # timed on a GPU (session 17), so not first.
-            if gemm_problem(shape) is None and str(hardware.compute_capability or "").startswith("9."):
+            if gemm_problem(g) is None and str(hardware.compute_capability or "").startswith("9."):
                 cands[1:1] = [{"block_M": bM, "block_N": bN, "block_K": 64, "num_stages": st, "threads": 128,
                                "swizzle": True, "flat_k": False, "gemm": int(hardware.cores or 132)}
                               for bM, bN, st in ((128, 128, 5), (128, 64, 8), (128, 96, 6))]
@@ -378,30 +453,39 @@ class Conv2dFamily(KernelFamily):
         return [c for c in cands if self.reject_reason(shape, dtype, c, hardware) is None]
 
     def limits_error(self, shape: Shape, dtype: str, cfg: dict, hw: Hardware) -> str | None:
+        g = self.geometry(shape)
         if cfg.get("gemm"):
-            g = _gemm().resolve(gemm_view(shape), dtype, gemm_config(cfg, hw.target or "c"), hw.target or "c")
-            return _gemm().limits_error(g.shape, g.dtype, g.config, hw)
+            gv = _gemm().resolve(gemm_view(g), dtype, gemm_config(cfg, hw.target or "c"), hw.target or "c")
+            return _gemm().limits_error(gv.shape, gv.dtype, gv.config, hw)
         if C.targets_cpu(hw):
-            if _cpu_local(cfg) > CPU_LOCAL_LIMIT_BYTES:
-                return f"local tiles need {_cpu_local(cfg)} B, more than the {CPU_LOCAL_LIMIT_BYTES} B stack budget"
+            local = _cpu_local(cfg) if g.Cg > 1 or g.G == 1 else (cfg["block_M"] + g.R * g.S) * cfg["block_N"] * 4
+            if local > CPU_LOCAL_LIMIT_BYTES:
+                return f"local tiles need {local} B, more than the {CPU_LOCAL_LIMIT_BYTES} B stack budget"
             return None
-        smem = _tc_smem(cfg, dtype, shape[3])
+        smem = GR.direct_smem(g, cfg, dtype) if g.G > 1 and cfg["direct"] else _tc_smem(cfg, dtype, g.C)
         if not C.smem_fits(smem, hw):
             return f"needs {smem} B of shared memory, the device allows {hw.smem_per_block} B per block"
         return None
 
-    def _cpu_space(self, shape: Shape) -> list[KernelConfig]:
-        N, H, W, Cin, K, R, S = shape[:7]
-        P, Q = out_size(shape)
+    def _cpu_space(self, g: Geometry) -> list[KernelConfig]:
+        M = g.N * g.P * g.Q
         out = []
+        if g.G > 1 and g.Cg == 1:
+            # Depthwise: channels innermost on NHWC (gcc vectorizes along them), pixels on
+            # NCHW; channel tiles that divide K first (a channel tail kept a 48-channel
+            # 16x16 NHWC layer at 0.26 ms against 0.035 ms without one).
+            tiles = ((16, 32), (32, 16), (8, 64)) if not g.nchw else ((64, 8), (32, 16), (128, 4))
+            for bM, bN in tiles:
+                out.append({"block_M": min(bM, C.round_up(M, 4)), "block_N": min(bN, C.round_up(g.K, 4))})
+            return sorted(C.dedupe(out), key=lambda c: g.K % c["block_N"] != 0)
         for bM, bN, bK in ((64, 32, 32), (32, 64, 32), (64, 64, 16)):
-            # Tiles much larger than the problem only add zero padding work.
-            out.append({"block_M": min(bM, C.round_up(N * P * Q, 8)), "block_N": min(bN, C.round_up(K, 8)),
-                        "block_K": min(bK, C.round_up(Cin, 8))})
+            # Tiles much larger than the problem (a group's) only add zero padding work.
+            out.append({"block_M": min(bM, C.round_up(M, 8)), "block_N": min(bN, C.round_up(g.Kg, 8)),
+                        "block_K": min(bK, C.round_up(g.Cg, 8))})
         return C.dedupe(out)
 
-    def _tc_space(self, shape: Shape) -> list[KernelConfig]:
-        N, H, W, Cin, K, R, S = shape[:7]
+    def _tc_space(self, g: Geometry) -> list[KernelConfig]:
+        Cin, K = g.C, g.K
         # Ranked by H200 measurements on ResNet-50's layers at batch 32 (fp16 and bf16):
         # 64x128 with one warpgroup was fastest or within 3% on every layer with K >= 128.
         raw = [
@@ -440,58 +524,113 @@ class Conv2dFamily(KernelFamily):
             out.sort(key=lambda c: (c["block_K"], c["block_M"] * c["block_N"]))
         return out
 
+    def _grouped_space(self, g: Geometry) -> list[KernelConfig]:
+        """Depthwise: the direct tiles alone (a GEMM per channel would be 1 column wide).
+        Other groupings: the channels_last tiles on one group's GEMM (its C/G inputs and
+        K/G outputs, the output tile no wider than the group rounded to 16), through
+        the layout transposes on NCHW."""
+        if g.Cg == 1:
+            return GR.direct_space(g)
+        one = g._replace(C=g.Cg, K=g.Kg, G=1, nchw=False)
+        out = []
+        for c in self._tc_space(one):
+            bN = min(c["block_N"], max(16, C.next_pow2(g.Kg)))
+            threads = 128 if bN < 64 else c["threads"]
+            out.append({**c, "block_N": bN, "threads": threads, "direct": False, "via_nhwc": g.nchw})
+        return C.dedupe(out)[:8]
+
     # ------------------------------------------------------------ build
 
-    cpu_schedule = Schedule(CPU_DEFAULTS, P.cpu_program)
-    gpu_schedule = Schedule(TC_DEFAULTS, P.tc_program)
-    nchw_schedule = Schedule(NCHW_DEFAULTS, lambda shape, dtype, cfg: (
-        P.tc_program(channels_last(shape), dtype, cfg) if cfg["via_nhwc"]
-        else P.nchw_stream_program(shape, dtype, cfg) if cfg["stream"] else P.nchw_tc_program(shape, dtype, cfg)))
-
     def schedule(self, shape: Shape, dtype: str, target: str) -> Schedule:
-        if not C.is_cpu_target(target):
-            _check_cuda_dtype(dtype)
-            if is_nchw(shape):
-                return self.nchw_schedule
-        own = super().schedule(shape, dtype, target)
+        """CPU: the implicit GEMM's loop nest (or the gemm family's program), grouped ones'
+        own loop nest. CUDA: the channels_last or the NCHW implicit GEMM, or for groups the
+        direct kernel or the GEMM per group."""
+        geo = self.geometry
+        on_cpu = C.is_cpu_target(target)
+        if not on_cpu:
+            _check_cuda_dtype(self.name, dtype)
+        if geo(shape).G > 1:
+            if on_cpu:
+                return Schedule(GROUPED_CPU_DEFAULTS, lambda s, d, cfg: GR.cpu_program(geo(s), d, cfg))
 
-        def program(shape: Shape, dtype: str, cfg: dict[str, Any]) -> Any:
+            def grouped(s: Shape, d: str, cfg: dict[str, Any]) -> Any:
+                g = geo(s)
+                if cfg["direct"]:
+                    return GR.direct_program(g, d, cfg)
+                return GR.grouped_tc_program(g._replace(nchw=False), d, cfg)
+
+            return Schedule(GROUPED_DEFAULTS, grouped)
+        if on_cpu:
+            def cpu(s: Shape, d: str, cfg: dict[str, Any]) -> Any:
+                if cfg["gemm"]:
+                    return _gemm().program(gemm_view(geo(s)), d, gemm_config(cfg, target), target)
+                return P.cpu_program(geo(s), d, cfg)
+
+            return Schedule(CPU_DEFAULTS, cpu)
+        if geo(shape).nchw:
+            def nchw(s: Shape, d: str, cfg: dict[str, Any]) -> Any:
+                g = geo(s)
+                return (P.tc_program(g._replace(nchw=False), d, cfg) if cfg["via_nhwc"]
+                        else P.nchw_stream_program(g, d, cfg) if cfg["stream"] else P.nchw_tc_program(g, d, cfg))
+
+            return Schedule(NCHW_DEFAULTS, nchw)
+
+        def last(s: Shape, d: str, cfg: dict[str, Any]) -> Any:
             if cfg["gemm"]:
-                return _gemm().program(gemm_view(shape), dtype, gemm_config(cfg, target), target)
-            return own.program(shape, dtype, cfg)
+                return _gemm().program(gemm_view(geo(s)), d, gemm_config(cfg, target), target)
+            return P.tc_program(geo(s), d, cfg)
 
-        return Schedule(own.defaults, program)
+        return Schedule(TC_DEFAULTS, last)
 
     def config_error(self, shape: Shape, dtype: str, cfg: dict, target: str) -> str | None:
+        g = self.geometry(shape)
+        if g.G > 1:
+            return self._grouped_config_error(g, cfg, target)
         if cfg.get("gemm"):  # merge_config already refused a negative count
             try:
-                _gemm().resolve(gemm_view(shape), dtype, gemm_config(cfg, target), target)
+                _gemm().resolve(gemm_view(g), dtype, gemm_config(cfg, target), target)
             except KernelError as exc:
-                return f"gemm: the GEMM view {'x'.join(map(str, gemm_view(shape)))}: {exc}"
-            return gemm_problem(shape)
+                return f"gemm: the GEMM view {'x'.join(map(str, gemm_view(g)))}: {exc}"
+            return gemm_problem(g)
         if C.is_cpu_target(target):
             if min(cfg["block_M"], cfg["block_N"], cfg["block_K"]) <= 0:
                 return f"block sizes must be positive, got {cfg}"
             return None
-        if cfg.get("flat_k") and is_nchw(shape) and not cfg["via_nhwc"]:
+        if cfg.get("flat_k") and g.nchw and not cfg["via_nhwc"]:
             return "flat_k is the channels_last gather's: it needs via_nhwc on an NCHW shape"
         if cfg.get("stream"):
             if cfg["via_nhwc"]:
                 return "stream and via_nhwc are two different schedules: pick one"
-            return P.stream_problem(shape)
+            return P.stream_problem(g)
+        return _tc_problem(cfg)
+
+    @staticmethod
+    def _grouped_config_error(g: Geometry, cfg: dict, target: str) -> str | None:
+        if C.is_cpu_target(target):
+            if min(cfg["block_M"], cfg["block_N"], cfg["block_K"]) <= 0:
+                return f"block sizes must be positive, got {cfg}"
+            return None
+        if cfg["direct"]:
+            if cfg["via_nhwc"] or cfg["flat_k"]:
+                return "direct runs in the call's own layout: via_nhwc and flat_k are the grouped GEMM's"
+            return GR.direct_problem(g, cfg)
+        if g.nchw and not cfg["via_nhwc"]:
+            return "the GEMM per group runs channels_last: an NCHW shape needs via_nhwc (or direct)"
+        if not g.nchw and cfg["via_nhwc"]:
+            return "via_nhwc is for NCHW shapes"
         return _tc_problem(cfg)
 
     def compile(self, resolved: Any, target: str) -> Callable[..., torch.Tensor]:
+        g = self.geometry(resolved.shape)
         if resolved.config.get("gemm"):
-            shape = gemm_view(resolved.shape)
-            kernel = _gemm().build(shape, resolved.dtype, gemm_config(resolved.config, target), target)
-            return ViaGemm(kernel, resolved.shape, resolved.config)
-        if is_nchw(resolved.shape) and resolved.config.get("via_nhwc"):
-            inputs = list(P.tensor_shapes(channels_last(resolved.shape))[:2])
+            kernel = _gemm().build(gemm_view(g), resolved.dtype, gemm_config(resolved.config, target), target)
+            return ViaGemm(kernel, g, resolved.config)
+        if g.nchw and resolved.config.get("via_nhwc"):
+            inputs = list(P.tensor_shapes(g._replace(nchw=False))[:2])
             return ViaChannelsLast(C.build_cached(self.name, resolved.shape, resolved.dtype, resolved.config, target,
-                                                  resolved.program, out_idx=[2], input_shapes=inputs),
-                                   resolved.shape, target)
-        return super().compile(resolved, target)
+                                                  resolved.program, out_idx=[2], input_shapes=inputs), g, target)
+        return C.build_cached(self.name, resolved.shape, resolved.dtype, resolved.config, target, resolved.program,
+                              out_idx=[2], input_shapes=list(P.tensor_shapes(g)[:2]))
 
     # ------------------------------------------------------------ swap-in (at the operator)
 
@@ -506,8 +645,8 @@ class Conv2dFamily(KernelFamily):
             return "not a batched 4-D input"
         N, Cin, H, W = (int(s) for s in x.shape)
         K, Cw, R, S = (int(s) for s in w.shape)
-        if groups != 1 or Cw != Cin:
-            return "grouped or depthwise convolution"
+        if groups < 1 or Cw * groups != Cin or K % groups:
+            return "weight does not match the input's channels and groups"
         if dilation != (1, 1):
             return "dilated convolution"
         pad = _string_padding(padding, R, S, stride) if isinstance(padding, str) else _pair(padding)
@@ -519,31 +658,44 @@ class Conv2dFamily(KernelFamily):
         if N <= 0 or H + 2 * pad[0] < R or W + 2 * pad[1] < S:
             return "empty input or filter larger than the padded input"
         geometry = (N, H, W, Cin, K, R, S, stride[0], pad[0])
+        grouped = (groups,) if groups > 1 else ()
         # The kernel runs in the layout the input arrives in, and the output comes back
         # in the layout PyTorch's conv2d would have returned, so the rest of the model
         # runs exactly as its authors wrote it (handing an NCHW model channels_last
         # tensors would speed up its remaining PyTorch convolutions and credit TileLang
         # with a layout change).
+        # A weight the model computes on every call (weight_norm's) is a new tensor each
+        # time: its copies are made per call, as a cache keyed by tensors that die with
+        # the call would only grow.
+        constant = isinstance(w, torch.nn.Parameter)
         if strides_are_channels_last(x.shape, x.stride()):
             nhwc = x.permute(0, 2, 3, 1)  # a free view of channels_last memory
-            w_krsc = DERIVED.get(w, "krsc", lambda t: t.permute(0, 2, 3, 1).contiguous())
 
             def launch_nhwc(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
+                w_krsc = DERIVED.get(w, "krsc", _krsc) if constant else _krsc(w.detach())
                 y = kernel(nhwc, w_krsc)
                 if b is not None:
                     y = y + b  # broadcasts over the channel-last dim
                 return y.permute(0, 3, 1, 2)
 
-            return Route(geometry + (0,), launch_nhwc)
+            return Route(geometry + (0,) + grouped, launch_nhwc)
         # Any other strides (a sliced or permuted view) are copied to NCHW, counted in the time.
         notes = () if x.is_contiguous() else ("input copied to contiguous NCHW",)
-        w_kcrs = DERIVED.get(w, "kcrs", lambda t: t.contiguous())
+        w_kcrs = w if w.is_contiguous() else DERIVED.get(w, "kcrs", torch.Tensor.contiguous) if constant else w.contiguous()
 
         def launch_nchw(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
-            y = kernel(x.contiguous(), w_kcrs)
+            if not constant and isinstance(kernel, ViaChannelsLast):  # its KRSC copy, per call
+                y = kernel(x.contiguous(), w_kcrs, w_krsc=_krsc(w.detach()))
+            else:
+                y = kernel(x.contiguous(), w_kcrs)
             return y if b is None else y + b.view(1, -1, 1, 1)
 
-        return Route(geometry + (1,), launch_nchw, notes=notes)
+        return Route(geometry + (1,) + grouped, launch_nchw, notes=notes)
+
+
+def _krsc(w: torch.Tensor) -> torch.Tensor:
+    """A [K, C/G, R, S] weight as the channels_last programs read it, [K, R, S, C/G]."""
+    return w.permute(0, 2, 3, 1).contiguous()
 
 
 def _gemm() -> KernelFamily:
@@ -556,10 +708,10 @@ def _on_cpu(hw: Hardware) -> bool:
     return C.targets_cpu(hw) or hw.device == "cpu"
 
 
-def _check_cuda_dtype(dtype: str) -> None:
+def _check_cuda_dtype(family: str, dtype: str) -> None:
     if dtype not in ("float16", "bfloat16"):
         # T.gemm on fp32 operands runs TF32 tensor cores; a SIMT fp32 schedule is not written.
-        raise KernelError(f"conv2d: the CUDA schedule takes float16 or bfloat16, got {dtype}")
+        raise KernelError(f"{family}: the CUDA schedule takes float16 or bfloat16, got {dtype}")
 
 
 FAMILY = Conv2dFamily()

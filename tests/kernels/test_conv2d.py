@@ -224,8 +224,13 @@ def test_problem_shape_from_concrete_inputs():
     assert conv_module.strides_are_channels_last([2, 3, 5, 5], [75, 1, 15, 3]) is True
     # Not computable by this kernel, or not knowable: None, never a guess.
     assert FAM.problem_shape("aten::conv2d", [x, w, [], [], [], [], []]) is None
+    # Groups: an eleventh size, left out where it is 1 (the shape ungrouped calls always had).
     assert FAM.problem_shape("aten::conv2d", [x, [64, 32, 3, 3], [], [], [], [], []],
-                             [None, None, None, [1, 1], [1, 1], [1, 1], 2]) is None  # groups
+                             [None, None, None, [1, 1], [1, 1], [1, 1], 2]) == want + (2,)
+    assert FAM.problem_shape("aten::conv2d", [x, [64, 1, 3, 3], [], [], [], [], []],
+                             [None, None, None, [1, 1], [1, 1], [1, 1], 64]) == want + (64,)  # depthwise
+    assert FAM.problem_shape("aten::conv2d", [x, [64, 16, 3, 3], [], [], [], [], []],
+                             [None, None, None, [1, 1], [1, 1], [1, 1], 2]) is None  # weight fits no grouping
     assert FAM.problem_shape("aten::conv2d", [x, w, [], [], [], [], []],
                              [None, None, None, [1, 1], [1, 1], [2, 2], 1]) is None  # dilation
     assert FAM.problem_shape("aten::conv2d", [x, w, [], [], [], [], []],
@@ -454,20 +459,8 @@ def test_transposes_lower_for_sm90(shape):
 # ---------------------------------------------------------------- swap-in
 
 
-class _Tiny(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a = torch.nn.Conv2d(32, 32, 3, padding=1, bias=False)  # S3
-        self.b = torch.nn.Conv2d(32, 48, 3, stride=2, padding=1, bias=True)  # S3S2, bias added after
-        self.grouped = torch.nn.Conv2d(48, 48, 3, padding=1, groups=2)  # not swapped
-        self.dilated = torch.nn.Conv2d(48, 8, 3, padding=2, dilation=2)  # not swapped
-
-    def forward(self, x):
-        return self.dilated(self.grouped(torch.relu(self.b(torch.relu(self.a(x))))))
-
-
 @pytest.mark.parametrize("channels_last", [False, True])
-def test_conv2d_routes_nchw_and_channels_last_and_counts_grouped(channels_last):
+def test_conv2d_routes_nchw_and_channels_last_and_depthwise(channels_last):
     from tests.routing import count, route_model
 
     class M(torch.nn.Module):
@@ -486,14 +479,14 @@ def test_conv2d_routes_nchw_and_channels_last_and_counts_grouped(channels_last):
         x = x.contiguous(memory_format=torch.channels_last)
     router, got, expected = route_model(["conv2d"], M(), (x,))
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
-    assert count(router, "conv2d") == (2, 1)
+    assert count(router, "conv2d") == (3, 0)  # the depthwise 3x3 too (tests/kernels/test_conv2d_grouped.py)
     # Each layout runs its own kernel: no transposes either way.
     assert {n for c in router.counts() for n in c.notes} == set()
-    assert {c.shape.split("x")[-1] for c in router.counts() if c.tilelang} == {"0" if channels_last else "1"}
+    assert {c.shape.split("x")[9] for c in router.counts() if c.tilelang} == {"0" if channels_last else "1"}
     # The output keeps the layout PyTorch returns: the rest of the model runs as written.
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     assert got.is_contiguous(memory_format=fmt) and expected.is_contiguous(memory_format=fmt)
-    assert {r for c in router.counts() for r in c.fallback} == {"grouped or depthwise convolution"}
+    assert {c.shape for c in router.counts() if c.tilelang} >= {f"2x7x6x8x8x3x3x1x1x{1 - int(channels_last)}x8"}
 
 
 # ---------------------------------------------------------------- 1x1 channels_last as one GEMM
@@ -508,7 +501,7 @@ def test_gemm_view_matches_conv2d_on_cpu(shape, dtype):
     # `gemm`: x's NHWC memory as the gemm family's [N*H*W, C] operand and the KRSC weight
     # as its [K, C] one, with a zero bias; y back as [N, H, W, K]. Checked by verify on
     # three seeds and a shape no tile divides, and against F.conv2d here.
-    from evaluator.tuning import verify
+    from evaluator.tuning.search import verify
 
     res = verify.verify(FAM, shape, dtype, GEMM_1X1, "c", "cpu", seeds=(0, 1, 2))
     assert res.passed, [c for c in res.cases if not c.passed]
