@@ -19,7 +19,7 @@ import torch
 
 from evaluator import kernels
 from evaluator.device import hardware
-from evaluator.tuning.search import verify
+from evaluator.tuning import verify
 from evaluator.kernels import _conv2d_layout as layout
 from evaluator.kernels import conv2d as conv_module
 
@@ -110,7 +110,7 @@ GEMM_SHAPES = [(32, 56, 56, 64, 256, 1, 1, 1, 0, 0), (32, 14, 14, 1024, 256, 1, 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", GEMM_SHAPES, ids=["56x56-64-256", "14x14-1024-256", "odd"])
 def test_gemm_view_matches_conv2d_on_gpu(shape, dtype, hw):
-    from evaluator.tuning.search import verify
+    from evaluator.tuning import verify
 
     configs = [c for c in FAM.search_space(shape, dtype, hw) if c.get("gemm")]
     assert configs

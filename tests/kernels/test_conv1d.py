@@ -15,8 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
-from evaluator import kernels, profiling
-from evaluator.tuning.search import verify
+from evaluator import kernels
+from evaluator.profiling import profile as profiling
+from evaluator.tuning import verify
 from evaluator.errors import KernelError
 from evaluator.kernels import _common as C
 from evaluator.kernels import conv1d as conv1d_module

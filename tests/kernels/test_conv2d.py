@@ -501,7 +501,7 @@ def test_gemm_view_matches_conv2d_on_cpu(shape, dtype):
     # `gemm`: x's NHWC memory as the gemm family's [N*H*W, C] operand and the KRSC weight
     # as its [K, C] one, with a zero bias; y back as [N, H, W, K]. Checked by verify on
     # three seeds and a shape no tile divides, and against F.conv2d here.
-    from evaluator.tuning.search import verify
+    from evaluator.tuning import verify
 
     res = verify.verify(FAM, shape, dtype, GEMM_1X1, "c", "cpu", seeds=(0, 1, 2))
     assert res.passed, [c for c in res.cases if not c.passed]

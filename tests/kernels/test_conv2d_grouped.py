@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
 from evaluator import kernels
-from evaluator.tuning.search import verify
+from evaluator.tuning import verify
 from evaluator.errors import KernelError
 from evaluator.kernels import _common as C
 from evaluator.kernels import _conv2d_grouped as GR
@@ -122,7 +122,7 @@ def test_awkward_shapes_move_the_groups_channels():
 
 
 def test_problem_shape_from_a_real_profiler_trace():
-    from evaluator.profiling import _problem_shape
+    from evaluator.profiling.profile import _problem_shape
 
     model = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8),
                                 torch.nn.Conv2d(8, 16, 3, padding=1, groups=2, bias=False)).eval()

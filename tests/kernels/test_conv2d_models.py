@@ -23,7 +23,7 @@ from torch.overrides import TorchFunctionMode
 from evaluator.measuring import bench
 from evaluator.device import hardware
 from evaluator import kernels
-from evaluator.tuning.search import search as tuning
+from evaluator.tuning import search as tuning
 from tests.routing import count, route_model
 
 
