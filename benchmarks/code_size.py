@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from evaluator import kernels  # noqa: E402
-from evaluator.kernels import _common as C  # noqa: E402
+from evaluator.kernels import common as C  # noqa: E402
 
 TARGET = "cuda -arch=sm_90a"
 

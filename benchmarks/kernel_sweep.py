@@ -29,9 +29,9 @@ import torch
 from evaluator.measuring import bench
 from evaluator.device import hardware
 from evaluator import kernels
-from evaluator.kernels import _common as C
-from evaluator.kernels import _gemm_pingpong as PP
-from evaluator.kernels._conv2d_programs import stream_problem
+from evaluator.kernels import common as C
+from evaluator.kernels.gemm import pingpong as PP
+from evaluator.kernels.conv2d.programs import stream_problem
 from evaluator.measuring.checks import check_output
 
 DTYPE = "float16"

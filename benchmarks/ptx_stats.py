@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 from evaluator import kernels
-from evaluator.kernels import _common as C
+from evaluator.kernels import common as C
 
 # One instruction per line of cuobjdump -sass: "/*0a40*/  FFMA R1, ... ;".
 SASS_LINE = re.compile(r"^\s+/\*[0-9a-f]{4,}\*/\s+\S", re.M)

@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from evaluator.kernels import _common as C
+from evaluator.kernels import common as C
 from evaluator.kernels.base import KernelFamily, Schedule
 
 ILLEGAL_ADDRESS = "CUDA error: an illegal memory access was encountered"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from evaluator import kernels
-from evaluator.kernels import _common as C
+from evaluator.kernels import common as C
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("code_size", ROOT / "benchmarks" / "code_size.py")

@@ -15,7 +15,7 @@ import pytest
 from evaluator import portability as P
 from evaluator.device import targets as T
 from evaluator.errors import ConfigError
-from evaluator.kernels import _gemm_pingpong as PP
+from evaluator.kernels.gemm import pingpong as PP
 from evaluator.kernels import get
 from evaluator.results import from_dict, to_dict
 

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from evaluator.kernels import _common as C
+from evaluator.kernels import common as C
 from evaluator.kernels.base import KernelFamily, Schedule
 from evaluator.routing.router import Route, arg, dtype_mismatch
 

@@ -1,8 +1,8 @@
-"""The registry of kernel families: one module per family, one base class (`base.KernelFamily`).
+"""The registry of kernel families: one folder per family, one base class (`base.KernelFamily`).
 
 In: a family name, or a profiled aten op. Out: the family object. Importing this package
-imports every family module in it (any module whose name does not start with "_"), and
-each registers its families; adding a family is adding its module. A family defined
+imports every family folder in it (kernels/<family>/, whose `FAMILIES` it registers);
+adding a family is adding its folder. A family defined
 elsewhere (a test, a plug-in) calls `register` itself, and `unregister` to take it out.
 """
 
@@ -61,11 +61,14 @@ def family_for_aten(op: str, input_shapes: Sequence[Sequence[int]] = ()) -> Kern
     return None
 
 
-def _import_family_modules() -> None:
-    # Sorted, so the registry's order does not depend on the filesystem.
+def _register_families() -> None:
+    """Each family folder (kernels/<family>/) names its families in `FAMILIES`; they are
+    registered here, in one place, folders sorted so the order does not depend on the
+    filesystem."""
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if not info.name.startswith("_") and info.name != "base":
-            importlib.import_module(f"{__name__}.{info.name}")
+        if info.ispkg:
+            for family in importlib.import_module(f"{__name__}.{info.name}").FAMILIES:
+                register(family)
 
 
-_import_family_modules()
+_register_families()

@@ -28,7 +28,7 @@ def _normalize(kernels: Iterable[Any]) -> list[tuple[str, Shape, str, KernelConf
     """(family, shape, dtype, tuned config) from tuples or TunedKernel records. A config
     tuned for the CPU (C backend) says nothing about a GPU: it is dropped there and only
     the family's default for each target is checked."""
-    from ..kernels import _common as C
+    from ..kernels import common as C
     from ..kernels.base import is_cpu_target
 
     out = []

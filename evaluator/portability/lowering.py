@@ -25,7 +25,7 @@ from typing import Any
 
 from ..device import targets as T
 from ..errors import KernelError
-from ..kernels._common import OnceCache
+from ..kernels.common import OnceCache
 from ..results import KernelConfig, Shape
 
 

@@ -19,7 +19,7 @@ from evaluator.measuring import bench
 from evaluator.device import hardware
 from evaluator import kernels
 from evaluator.tuning import verify
-from evaluator.kernels import _attention_programs as P
+from evaluator.kernels.attention import programs as P
 from evaluator.results import parse_shape
 
 DTYPES = ("float16", "bfloat16")

@@ -20,7 +20,7 @@ import torch
 from evaluator import kernels
 from evaluator.device import hardware
 from evaluator.tuning import verify
-from evaluator.kernels import _conv2d_layout as layout
+from evaluator.kernels.conv2d import layout
 from evaluator.kernels import conv2d as conv_module
 
 FAM = conv_module.FAMILY

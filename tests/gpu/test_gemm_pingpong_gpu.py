@@ -73,7 +73,7 @@ SK_SHAPES = [(3152, 3072, 768), (3152, 2304, 768), (2048, 2304, 768), (3000, 100
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("shape", SK_SHAPES)
 def test_gemm_stream_k_matches_linear(shape, dtype, hw):
-    from evaluator.kernels import _gemm_pingpong as PP
+    from evaluator.kernels.gemm import pingpong as PP
     assert PP.sk_splits(shape, SK)
     _check(verify.verify(kernels.get("gemm"), shape, dtype, SK, hw.target, "cuda", seeds=(0, 1, 2)))
 

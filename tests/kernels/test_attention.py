@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 
 from evaluator.errors import KernelError
-from evaluator.kernels import _attention_programs as P
-from evaluator.kernels import _common as C
+from evaluator.kernels.attention import programs as P
+from evaluator.kernels import common as C
 from evaluator.kernels import attention as A
 from evaluator.results import Hardware
 

@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 
 from evaluator.errors import KernelError
-from evaluator.kernels import _attention_programs as P
-from evaluator.kernels import _common as C
+from evaluator.kernels.attention import programs as P
+from evaluator.kernels import common as C
 from evaluator.kernels import attention as A
 from evaluator.models.zoo import rotate_half
 from evaluator.results import Hardware

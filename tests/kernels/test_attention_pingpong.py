@@ -17,8 +17,8 @@ import shutil
 
 import pytest
 
-from evaluator.kernels import _attention_pingpong as PPA
-from evaluator.kernels import _common as C
+from evaluator.kernels.attention import pingpong as PPA
+from evaluator.kernels import common as C
 from evaluator.kernels import attention as A
 from evaluator.results import Hardware
 from tests.barriers import Barrier, interleave

@@ -22,8 +22,8 @@ import torch
 from evaluator import kernels
 from evaluator.routing import router as swap
 from evaluator.errors import KernelError
-from evaluator.kernels import _bmm_programs as P
-from evaluator.kernels import _common as C
+from evaluator.kernels.bmm import programs as P
+from evaluator.kernels import common as C
 from evaluator.kernels import bmm as BM
 from evaluator.kernels import family_for_aten, get
 from evaluator.results import Hardware, parse_shape

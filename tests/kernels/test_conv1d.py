@@ -19,7 +19,7 @@ from evaluator import kernels
 from evaluator.profiling import profile as profiling
 from evaluator.tuning import verify
 from evaluator.errors import KernelError
-from evaluator.kernels import _common as C
+from evaluator.kernels import common as C
 from evaluator.kernels import conv1d as conv1d_module
 from evaluator.results import Hardware
 
@@ -258,7 +258,7 @@ def test_ncl_through_the_channels_last_kernel_keeps_one_weight_copy():
     # (via_nhwc, first in Whisper's space). The 2-D view of the weight is new on every
     # call, so its KRSC copy is keyed by the weight itself: made once, reused after.
     from evaluator.routing import router as swap
-    from evaluator.kernels import _conv2d_layout as conv_layout
+    from evaluator.kernels.conv2d import layout as conv_layout
     from evaluator.kernels import conv2d as conv2d_module
 
     shape = (2, 33, 16, 24, 3, 2, 0, 1)  # unpadded: its channels_last twin is a conv2d shape

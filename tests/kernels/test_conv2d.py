@@ -15,8 +15,8 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
 from evaluator.errors import KernelError
-from evaluator.kernels import _common as C
-from evaluator.kernels import _conv2d_layout as conv_layout
+from evaluator.kernels import common as C
+from evaluator.kernels.conv2d import layout as conv_layout
 from evaluator.kernels import conv2d as conv_module
 from evaluator.results import Hardware
 

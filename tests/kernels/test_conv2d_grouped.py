@@ -18,8 +18,8 @@ from torch.profiler import ProfilerActivity, profile
 from evaluator import kernels
 from evaluator.tuning import verify
 from evaluator.errors import KernelError
-from evaluator.kernels import _common as C
-from evaluator.kernels import _conv2d_grouped as GR
+from evaluator.kernels import common as C
+from evaluator.kernels.conv2d import grouped as GR
 from evaluator.kernels import conv2d as conv_module
 from evaluator.results import Hardware
 
@@ -214,7 +214,7 @@ def test_grouped_gemm_lowers_for_sm90(shape):
 def test_via_channels_last_grouped_on_cpu():
     # The NCHW grouped GEMM's call path (transpose x, channels_last kernel, transpose y)
     # on the C backend: the CPU grouped kernel between the CPU transposes.
-    from evaluator.kernels import _conv2d_layout as conv_layout
+    from evaluator.kernels.conv2d import layout as conv_layout
 
     last = conv_module.channels_last(GROUPED)
     inner = FAM.build(last, "float32", FAM.search_space(last, "float32", CPU)[0], "c")
@@ -285,7 +285,7 @@ def test_nchw_through_the_channels_last_kernel_with_a_computed_weight():
     from torch.nn.utils.parametrizations import weight_norm
 
     from evaluator.routing import router as swap
-    from evaluator.kernels import _conv2d_layout as conv_layout
+    from evaluator.kernels.conv2d import layout as conv_layout
 
     shape = (2, 9, 7, 8, 8, 3, 3, 1, 1, 1, 2)
     last = conv_module.channels_last(shape)

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from evaluator.errors import KernelError
-from evaluator.kernels import _common as C
+from evaluator.kernels import common as C
 from evaluator.kernels import get
 from evaluator.results import Hardware
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from evaluator.errors import KernelError
-from evaluator.kernels import _common as C
+from evaluator.kernels import common as C
 from evaluator.kernels import get
 from evaluator.results import Hardware
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from evaluator.errors import KernelError
-from evaluator.kernels import _common as C
-from evaluator.kernels import _gemm_pingpong as PP
+from evaluator.kernels import common as C
+from evaluator.kernels.gemm import pingpong as PP
 from evaluator.kernels import gemm as G
 from evaluator.kernels import get
 from evaluator.results import Hardware
@@ -447,7 +447,7 @@ def test_a_152_column_tile_lowers_to_64x8_wgmma_pieces(tmp_path):
     # instructions): TileLang 0.1.15 issues a 128x152 tile as 64x8 wgmmas, 19 for each
     # of the 64x144 kind it issues for 144 columns. The family refuses such widths; the
     # program is lowered here straight from gemm's schedule, past that check.
-    from evaluator.kernels import _gemm_programs as P
+    from evaluator.kernels.gemm import programs as P
 
     cfg = {**G.TC_DEFAULTS, **T128, "block_N": 152}
     text = _ptx(tmp_path, C.lower_source(P.tensor_core_program((3152, 3072, 768), "float16", cfg, "none"), SM90))

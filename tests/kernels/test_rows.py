@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from evaluator.errors import KernelError
-from evaluator.kernels import _common as C
+from evaluator.kernels import common as C
 from evaluator.kernels import get
 from evaluator.results import Hardware
 

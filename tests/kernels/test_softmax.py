@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from evaluator.errors import KernelError
-from evaluator.kernels import _common as C
+from evaluator.kernels import common as C
 from evaluator.kernels import get
 from test_rows import CPU, H200, SM90, check
 

@@ -17,7 +17,7 @@ import torch
 
 from ..results import Hardware, KernelConfig, Shape
 from ..routing.router import Route, Start, arg, dtype_mismatch
-from . import _common as C
+from . import common as C
 from .base import KernelFamily
 
 # CPU: `buffered` keeps one row (fp32) in a stack array so it is read from memory

@@ -27,8 +27,8 @@ Sizing and checking configs: `direct_smem`, `direct_per_thread`, `direct_problem
 
 from typing import Any
 
-from . import _common as C
-from ._conv2d_programs import ACCUM, Geometry, tensor_shapes
+from .. import common as C
+from .programs import ACCUM, Geometry, tensor_shapes
 
 # fp32 accumulators a thread may hold (block_C * block_H * block_W / threads): beyond
 # this the unrolled taps spill registers.

@@ -39,8 +39,8 @@ consumers (FlashAttention-3's split), 64,512 of the SM's 65,536.
 
 from typing import Any
 
-from ..results import Shape
-from . import _common as C
+from ...results import Shape
+from .. import common as C
 
 ACCUM = "float32"
 PRODUCERS = 128  # one producer warpgroup
@@ -98,7 +98,7 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
     `output_shape` are `_attention_programs`' (strided q, k, v and the output's layout)."""
     import tilelang.language as T
 
-    from ._attention_programs import kv_head, kv_heads, mask_dtype, mask_shape, pitches
+    from .programs import kv_head, kv_heads, mask_dtype, mask_shape, pitches
 
     B, H, Sq, Skv, D, causal = shape[:6]
     pq, pk, pv = pitches(shape)

@@ -14,9 +14,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..results import Shape
-from . import _common as C
-from . import _gemm_programs as P
+from ...results import Shape
+from .. import common as C
+from . import programs as P
 
 # nn modules whose output a fused family computes (nn.GELU only in its exact erf form).
 TORCH_ACTS = {"none": lambda y: y, "relu": F.relu, "gelu": F.gelu, "silu": F.silu,

@@ -22,7 +22,7 @@ base.py); nothing here runs a kernel.
 from dataclasses import dataclass
 from typing import Any
 
-from ..results import Shape
+from ...results import Shape
 
 ACCUM = "float32"
 # Shape fields, in order; the trailing twelve-minus-four may be left out (all zero).

@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..results import Shape
-from . import _common as C
-from . import _gemm_pingpong as PP
+from ...results import Shape
+from .. import common as C
+from . import pingpong as PP
 
 
 def _hopper_error(needs: str, target: str, hopper_only: bool = False) -> str | None:

@@ -60,7 +60,7 @@ ring (128x144 fits 4 stages with the tiles, 6 without).
 import re
 from typing import Any, Callable
 
-from ..results import Shape
+from ...results import Shape
 
 ACCUM = "float32"
 PRODUCERS = 128  # one producer warpgroup
@@ -485,6 +485,6 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], bias_act: An
         else:
             body(A, W, Bias, Y, None, None, G)
 
-    from ._gemm_programs import linear_program  # that module imports this one
+    from .programs import linear_program  # that module imports this one
 
     return linear_program(T, shape, dtype, whole_tiles, gate, "linear_tc_pingpong")

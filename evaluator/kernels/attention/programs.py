@@ -34,10 +34,10 @@ runs a kernel.
 import math
 from typing import Any
 
-from ..errors import KernelError
-from ..results import Shape
-from . import _attention_pingpong as PPA
-from . import _common as C
+from ...errors import KernelError
+from ...results import Shape
+from . import pingpong as PPA
+from .. import common as C
 
 ACCUM = "float32"
 LOG2E = 1.4426950408889634

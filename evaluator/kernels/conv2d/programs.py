@@ -23,8 +23,8 @@ and compiling are the family's (conv2d.py, base.py); nothing here runs a kernel.
 
 from typing import Any, NamedTuple
 
-from ..results import Shape
-from . import _common as C
+from ...results import Shape
+from .. import common as C
 
 ACCUM = "float32"
 

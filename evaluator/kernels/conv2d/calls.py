@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..results import Shape
+from ...results import Shape
 
 
 def channels_last(shape: Shape) -> Shape:

@@ -22,8 +22,8 @@ import functools
 import math
 from typing import Any
 
-from ..results import Shape
-from ._gemm_pingpong import pingpong_program
+from ...results import Shape
+from .pingpong import pingpong_program
 
 ACCUM = "float32"
 _SQRT1_2 = 1.0 / math.sqrt(2.0)

@@ -20,10 +20,10 @@ from typing import Callable
 
 import torch
 
-from ..results import Shape
-from ..routing.router import DERIVED
-from . import _common as C
-from ._conv2d_programs import Geometry, geometry, stream_problem
+from ...results import Shape
+from ...routing.router import DERIVED
+from .. import common as C
+from .programs import Geometry, geometry, stream_problem
 
 # A 64 x 64 tile: 8 KB of fp16 per block, rows of 128 bytes on both sides (whole
 # 16-byte vectors and TMA boxes), and enough blocks to fill the GPU at ResNet sizes
