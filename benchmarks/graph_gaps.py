@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from evaluator import kernels, models
 from evaluator.routing import router as swap  # noqa: E402
-from evaluator.measuring.timing import TimingPolicy, _GraphSampler, graph_kernel_events  # noqa: E402
+from evaluator.measuring.timing import TimingPolicy, GraphSampler, graph_kernel_events  # noqa: E402
 
 
 def router_from(results: dict, target: str) -> swap.Router:
@@ -138,7 +138,7 @@ def main() -> None:
         for k, ev in events.items():
             out[k] = median_split(ev, None if k == "reference" else ours)
         if args.time:  # graph replay, interleaved, reversed every other round
-            samplers = {k: _GraphSampler([f], TimingPolicy()) for k, f in fns.items()}
+            samplers = {k: GraphSampler([f], TimingPolicy()) for k, f in fns.items()}
             times = {k: [] for k in fns}
             for r in range(15):
                 order = list(samplers) if r % 2 == 0 else list(samplers)[::-1]

@@ -48,4 +48,4 @@ def sample_portability(targets: tuple[str, ...] = ("a100", "h100", "mi300x", "c5
                       target_limits={s.key: s.describe() for s in specs},
                       target_sources={s.key: s.source + (f"; {s.notes}" if s.notes else "") for s in specs},
                       tilelang="0.1.15", seconds=7.4, lowerings=16)
-    return P._with_summary(p)
+    return P.with_summary(p)

@@ -189,7 +189,7 @@ def test_two_hosts_record_different_models_and_both_push(tmp_path, remote):
 def test_two_hosts_record_the_same_model_and_platform_concurrently(tmp_path, remote, monkeypatch):
     clones = [host(remote, tmp_path, f"host-{i}") for i in range(2)]
     pushes: list[list[str]] = []
-    real_fetch, real_net = rm._fetch, rm._net
+    real_fetch, real_net = rm._fetch, rm.run_remote_git
     fetched = threading.Barrier(2, timeout=30)
     first = set()
 
@@ -207,7 +207,7 @@ def test_two_hosts_record_the_same_model_and_platform_concurrently(tmp_path, rem
         return real_net(args, root, timeout)
 
     monkeypatch.setattr(rm, "_fetch", fetch_together)
-    monkeypatch.setattr(rm, "_net", net)
+    monkeypatch.setattr(rm, "run_remote_git", net)
     results: dict[int, object] = {}
     start = threading.Barrier(2, timeout=30)
 
@@ -405,7 +405,7 @@ def test_an_auth_failure_names_gits_reason(tmp_path, remote, monkeypatch):
 def test_rejections_are_retried_a_bounded_number_of_times(tmp_path, remote, monkeypatch):
     a = host(remote, tmp_path, "host-a")
     ref = bs.record(a, sample_result())
-    real = rm._net
+    real = rm.run_remote_git
     tries = []
 
     def always_rejected(args, root, timeout):
@@ -414,7 +414,7 @@ def test_rejections_are_retried_a_bounded_number_of_times(tmp_path, remote, monk
             return 1, "To shared.git\n!\tHEAD:refs/heads/master\t[rejected] (fetch first)\nDone\n", ""
         return real(args, root, timeout)
 
-    monkeypatch.setattr(rm, "_net", always_rejected)
+    monkeypatch.setattr(rm, "run_remote_git", always_rejected)
     with pytest.raises(BaselineError, match=r"rejected 3 times, last: .*\(fetch first\)") as err:
         rm.push(a, attempts=3, backoff_s=0)
     assert len(tries) == 3 and "evaluate baseline push --store" in str(err.value)

@@ -449,13 +449,13 @@ def test_older_schema_is_migrated(store, monkeypatch):
 
 
 def test_failed_initialisation_leaves_no_half_store(store, monkeypatch):
-    real = bs._git
+    real = bs.run_git
 
     def no_commit(repo, *args):
         if args[0] == "commit":
             raise BaselineError("commit refused")
         return real(repo, *args)
-    monkeypatch.setattr(bs, "_git", no_commit)
+    monkeypatch.setattr(bs, "run_git", no_commit)
     with pytest.raises(BaselineError, match="commit refused"):
         bs.open_store(store)
     assert {p.name for p in store.iterdir()} <= {lock.LOCK_NAME}

@@ -153,7 +153,7 @@ def test_an_unexpected_error_in_a_task_is_a_failed_cell_with_its_traceback(tmp_p
         raise ValueError("shape mismatch\nsecond line")
 
     monkeypatch.setattr(pipeline, "run", boom)
-    cell = fleet._run_cell(_task(tmp_path))
+    cell = fleet.run_cell(_task(tmp_path))
     assert cell.status == "failed" and not cell.ok
     assert cell.error == "ValueError: shape mismatch second line (full traceback in traceback.txt)"
     assert cell.traceback == tmp_path / "cell" / "traceback.txt"
@@ -163,7 +163,7 @@ def test_an_unexpected_error_in_a_task_is_a_failed_cell_with_its_traceback(tmp_p
 
 def test_an_evaluator_error_in_a_task_is_its_own_line(tmp_path):
     # config.build rejects it inside the task (load_plan would have caught it earlier).
-    cell = fleet._run_cell({**_task(tmp_path), "options": {"reps": 0}})
+    cell = fleet.run_cell({**_task(tmp_path), "options": {"reps": 0}})
     assert (cell.status, cell.error, cell.traceback) == ("failed", "--reps must be a positive integer, got 0", None)
 
 

@@ -156,12 +156,12 @@ def test_devices_map_to_the_visible_gpus(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,GPU-8f2a,3")  # CUDA stopped at an entry it could not use
     assert tuning.visible_gpus() == ["5", "GPU-8f2a"]
     cuda = dataclasses.replace(hardware.detect("cpu"), device="cuda")
-    assert [(s.index, s.gpu, s.label) for s in tuning._slots([1, 0], cuda)] == \
+    assert [(s.index, s.gpu, s.label) for s in tuning.gpu_slots([1, 0], cuda)] == \
            [(0, "GPU-8f2a", "cuda:1"), (1, "5", "cuda:0")]
-    assert [(s.index, s.gpu, s.label) for s in tuning._slots([1], cuda)] == [(0, "GPU-8f2a", None)]
-    assert [(s.index, s.gpu, s.label) for s in tuning._slots(None, cuda)] == [(0, None, None)]
+    assert [(s.index, s.gpu, s.label) for s in tuning.gpu_slots([1], cuda)] == [(0, "GPU-8f2a", None)]
+    assert [(s.index, s.gpu, s.label) for s in tuning.gpu_slots(None, cuda)] == [(0, None, None)]
     with pytest.raises(ConfigError, match="cuda:2 is not visible"):
-        tuning._slots([0, 2], cuda)
+        tuning.gpu_slots([0, 2], cuda)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert tuning.visible_gpus() == []

@@ -38,7 +38,7 @@ def needs_pdf(lang: str = "en"):
 def needs_weasyprint():
     """Skip unless WeasyPrint imports (pango and friends are installed)."""
     try:
-        report._import_weasyprint()
+        report.import_weasyprint()
         reason = ""
     except ImportError:
         reason = "needs the weasyprint Python package (pip install weasyprint)"
@@ -72,7 +72,7 @@ def text_lost(monkeypatch, *, unless_bigger_than: int | None = None) -> None:
 def test_the_check_is_what_a_probe_pdf_gives_back():
     # Whatever this machine has: the check names libharfbuzz-subset0 exactly when no way of
     # writing a PDF here gives a probe's text back.
-    weasyprint = report._import_weasyprint()
+    weasyprint = report.import_weasyprint()
     names = {p for r in report.pdf_missing("en") for p in r.packages}
     assert ("libharfbuzz-subset0" in names) == (report.probe(weasyprint) is None)
 
@@ -121,7 +121,7 @@ def test_zh_without_a_cjk_font_is_not_tofu_but_a_note(tmp_path, monkeypatch):
 def test_without_pango_the_note_names_the_pango_packages(tmp_path, monkeypatch):
     def no_pango():
         raise OSError("cannot load library 'libpango-1.0-0': libpango-1.0-0: cannot open shared object file")
-    monkeypatch.setattr(report, "_import_weasyprint", no_pango)
+    monkeypatch.setattr(report, "import_weasyprint", no_pango)
     files = report.render(sample_result(), tmp_path)
     assert files.pdf is None and files.html.is_file()
     assert "libpango-1.0-0" in files.pdf_note and "libpangoft2-1.0-0" in files.pdf_note

@@ -251,7 +251,7 @@ def _synthetic() -> P.Portability:
              cell("mi300x", "default", "lowers"),
              cell("c500", "tuned", "fails", "feature", "no backend"),
              cell("c500", "default", "fails", "feature", "no backend"))
-    return P._with_summary(P.Portability(targets=("h100", "mi300x", "c500"), kernels=("gemm 64x64x64 float16",),
+    return P.with_summary(P.Portability(targets=("h100", "mi300x", "c500"), kernels=("gemm 64x64x64 float16",),
                                          cells=cells, summary=(), target_names={"h100": "H100", "mi300x": "MI300X",
                                                                                 "c500": "C500"}))
 

@@ -214,7 +214,7 @@ def test_old_baselines_without_the_new_fields_still_render(tmp_path):
 def headings_left_at_page_bottoms(html: str) -> list[tuple[int, str]]:
     """Pages whose last heading has nothing after it on that page, from WeasyPrint's own
     layout (its page boxes), so what is checked is where the PDF breaks."""
-    weasyprint = report._import_weasyprint()
+    weasyprint = report.import_weasyprint()
     found = []
     for n, page in enumerate(weasyprint.HTML(string=html).render().pages, start=1):
         tags = [b.element_tag for b in page._page_box.descendants()
@@ -249,15 +249,15 @@ def test_zh_charts_draw_without_matplotlib_warnings(tmp_path, caplog):
 
 
 def test_the_package_keeps_the_names_callers_and_tests_use():
-    # report.py became a package; what other modules and tests reach through
-    # `evaluator.report` is the object the owning module defines.
+    # What other modules and tests reach through `evaluator.report` is the object the
+    # owning module defines.
     from evaluator.baseline import plausible_cause
     from evaluator.report import contents, html, notes, pdf, sections, strings
     owners = {html: ("render", "render_html", "ReportFiles", "HTML_NAME", "file_names"), contents: ("context",),
-              pdf: ("pdf_missing", "missing_note", "has_cjk_font", "_import_weasyprint", "local_only_fetcher",
+              pdf: ("pdf_missing", "missing_note", "has_cjk_font", "import_weasyprint", "local_only_fetcher",
                     "Requirement", "PDF_NAME"),
-              strings: ("Strings", "Fmt", "LANGS", "TEMPLATES", "metric_strings_key", "_num", "_is_plural"),
-              notes: ("_NOTE_PATTERNS", "_PORT_PATTERNS"), sections.comparison: ("MAX_ROWS",)}
+              strings: ("Strings", "Fmt", "LANGS", "TEMPLATES", "metric_strings_key", "num", "is_plural"),
+              notes: ("NOTE_PATTERNS", "PORT_PATTERNS"), sections.comparison: ("MAX_ROWS",)}
     for module, names in owners.items():
         for name in names:
             assert getattr(report, name) is getattr(module, name), name

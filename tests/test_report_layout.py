@@ -31,7 +31,7 @@ SLACK_PX = 0.5  # rounding in WeasyPrint's own arithmetic
 def _layout_skip(lang: str) -> str:
     """Why this machine cannot lay the report out as the PDF would be, or ""."""
     try:
-        report._import_weasyprint()
+        report.import_weasyprint()
     except ImportError:
         return "needs the weasyprint Python package (pip install weasyprint) to lay out the PDF"
     except OSError as exc:

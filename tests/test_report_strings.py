@@ -27,7 +27,7 @@ from samples import sample_result
 def test_strings_have_the_same_keys_in_every_language():
     def keys(d, prefix=()):
         for k, v in d.items():
-            if isinstance(v, dict) and not report._is_plural(v):  # plural forms are one string
+            if isinstance(v, dict) and not report.is_plural(v):  # plural forms are one string
                 yield from keys(v, prefix + (k,))
             else:
                 yield prefix + (k,)
@@ -53,8 +53,8 @@ def test_no_scientific_notation_for_days_times_or_counts(tmp_path):
     assert "7,460 µs / 12.5 µs" in text and "1,234" in text
     assert not re.search(r"\d\.?\d*e[+-]\d", re.sub(r"\b\d\.\de-0\d\b", "", text)), \
         re.findall(r"\S*\de[+-]\d\S*", text)
-    assert report._num(100.0) == "100" and report._num(7460.2) == "7,460" and report._num(0.5) == "0.5"
-    assert report._num(12.34) == "12.3" and report._num(1.0e-6, 2) == "1.0e-06"
+    assert report.num(100.0) == "100" and report.num(7460.2) == "7,460" and report.num(0.5) == "0.5"
+    assert report.num(12.34) == "12.3" and report.num(1.0e-6, 2) == "1.0e-06"
 
 
 def test_plurals_and_zero_cases_read_as_prose(tmp_path):
@@ -119,7 +119,7 @@ def test_the_capture_path_and_compiled_program_notes_read_in_chinese(tmp_path):
             "Tensor.add(int64) x2 ..., instead of scaled_dot_product_attention(float16,float16,float16) with no mask, "
             "causal x12; torch.compile's time is of that program; 3 graph breaks (x): those parts ran eagerly; "
             "a note no pattern knows")
-    got = report_notes._notes(note, report.Strings("zh"))
+    got = report_notes.notes_in_words(note, report.Strings("zh"))
     assert got.startswith("模型在 torch.compile 下运行的程序与即时执行不同") and "with a bool mask [4, 1, 512, 512] x12" in got
     assert "那个程序的时间" in got and "3 处图中断（x）" in got, got  # the pieces after it are kept
     assert got.endswith("；a note no pattern knows"), got
@@ -138,7 +138,7 @@ def test_note_patterns_match_their_own_english_strings():
               "hits": "1", "total": "2", "graphs": "graphs", "s": "0.1", "breaks": "graph breaks",
               "torch": "2.11.0+cu130", "mib": "1024", "dtype": "float16", "bytes": "147456", "fam": "gemm",
               "t_run": "7.5 ms", "t_other": "30 us", "what": "largest value 2e-30"}
-    for kind, rx in report._NOTE_PATTERNS:
+    for kind, rx in report.NOTE_PATTERNS:
         text = t(f"notes.{kind}", **sample)
         if kind in ("up_fork_not", "up_fork_reason"):
             text = text.replace("timeout", "upstream is a shallow clone")
@@ -148,7 +148,7 @@ def test_note_patterns_match_their_own_english_strings():
     port = {"kb": "208 KB", "req": "210 KB", "target": "MI300X", "what": "LDS", "unit": "workgroup", "n": "1024",
             "cores": "2nd-gen tensor cores (fp16, int8, int4)", "dtype": "bfloat16", "arch": "sm_80", "kind": "MACA",
             "version": "0.1.15", "target_kind": "maca", "got": "mma.sync", "want": "tcgen05"}
-    for kind, rx in report._PORT_PATTERNS:
+    for kind, rx in report.PORT_PATTERNS:
         assert rx.fullmatch(t(f"notes.{kind}", **port)), kind
 
 
@@ -177,7 +177,7 @@ def test_two_flags_on_one_op_read_as_a_list_with_no_stray_separator(tmp_path):
         assert not re.search(doubled, seen), re.findall(r".{40}" + doubled + r".{20}", seen)
     assert "roof allows" not in zh
     t = report.Strings("en")
-    assert report_notes._notes("TileLang faster than the compute roof allows, mystery; ; , odd", t) == \
+    assert report_notes.notes_in_words("TileLang faster than the compute roof allows, mystery; ; , odd", t) == \
         "TileLang faster than the compute roof allows; mystery; odd"
 
 

@@ -20,7 +20,7 @@ def test_soak_reports_windows_and_drift():
 
 
 class _FakeGraphs:
-    """Stands in for timing._GraphSampler: capture fails while the capture is hidden from
+    """Stands in for timing.GraphSampler: capture fails while the capture is hidden from
     the model (its eager path syncs, as transformers' GPT-2 did on the H200) and works
     where the model sees it, or never works."""
 
@@ -43,18 +43,18 @@ class _FakeGraphs:
 
 def test_the_soak_captures_the_models_own_path_where_its_eager_path_cannot_be(monkeypatch):
     fake = _FakeGraphs(works_when_seen=True)
-    monkeypatch.setattr(soak, "_GraphSampler", fake)
+    monkeypatch.setattr(soak, "GraphSampler", fake)
     step, note = soak._graph_step(lambda: None)
     assert fake.tries == [True, False] and step() == 1.0  # hidden first, then seen
     assert note == "soaked on the model's own capture path (its eager path did not capture: RuntimeError)"
     from evaluator import report
     from evaluator.measuring import timing
     assert timing._hide_capture  # restored
-    zh = report.notes._notes(note, report.Strings("zh"))
+    zh = report.notes.notes_in_words(note, report.Strings("zh"))
     assert zh == "按模型自己的捕获路径浸泡（其即时执行路径无法捕获：RuntimeError）"
 
 
 def test_the_soak_is_eager_where_no_capture_works(monkeypatch):
     fake = _FakeGraphs(works_when_seen=False)
-    monkeypatch.setattr(soak, "_GraphSampler", fake)
+    monkeypatch.setattr(soak, "GraphSampler", fake)
     assert soak._graph_step(lambda: None) == (None, "") and fake.tries == [True, False]

@@ -115,7 +115,7 @@ def clone_path(spec: str | os.PathLike, cache: str | os.PathLike | None = None) 
 def _clean_env() -> dict[str, str]:
     """The caller's environment without anything pointing git at another repository (a hook's
     GIT_DIR), with prompts off: a credential prompt would hang a batch run."""
-    env = {k: v for k, v in os.environ.items() if k not in plumbing._GIT_LOCATION_VARS}
+    env = {k: v for k, v in os.environ.items() if k not in plumbing.GIT_LOCATION_VARS}
     env.update(GIT_TERMINAL_PROMPT="0", GCM_INTERACTIVE="never", LC_ALL="C", LANGUAGE="C")
     return env
 
@@ -131,7 +131,7 @@ def _ssh_env(env: dict[str, str], root: Path | None) -> dict[str, str]:
     return {**env, "GIT_SSH_COMMAND": "ssh -o BatchMode=yes -o ConnectTimeout=20"}
 
 
-def _net(args: list[str], root: Path | None, timeout: float) -> tuple[int, str, str]:
+def run_remote_git(args: list[str], root: Path | None, timeout: float) -> tuple[int, str, str]:
     """Run a git command that talks to the remote: (status, stdout, stderr); never hangs past
     `timeout` (its whole process group, ssh included, is killed) and never reads a terminal."""
     env = _ssh_env(_clean_env(), root)
@@ -164,7 +164,7 @@ _NOISE = ("hint:", "cloning into", "to ", "from ", "please make sure you have th
           "error: failed to push some refs", "warning: you appear to have cloned an empty repository")
 
 
-def _reason(err: str) -> str:
+def git_reason(err: str) -> str:
     """git's reason in one line: 'Permission denied (publickey)', not the generic lines around it."""
     lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
     useful = [ln for ln in lines if not ln.lower().startswith(_NOISE)] or lines or ["no error output from git"]
@@ -200,9 +200,9 @@ def ensure_clone(spec: str | os.PathLike, clone: str | os.PathLike | None = None
     try:
         # Cloned aside and renamed: an interrupted clone never passes for a finished one,
         # and two runs cloning at once both end up with the one that was renamed first.
-        status, _, err = _net(["clone", "--quiet", url, str(partial)], None, NET_TIMEOUT_S)
+        status, _, err = run_remote_git(["clone", "--quiet", url, str(partial)], None, NET_TIMEOUT_S)
         if status != 0:
-            raise BaselineError(f"cannot clone baseline store {redact(url)}: {_reason(err)}; check the URL, "
+            raise BaselineError(f"cannot clone baseline store {redact(url)}: {git_reason(err)}; check the URL, "
                                 f"the network and your git credentials (git ls-remote {redact(url)})")
         try:
             os.rename(partial, dest)  # also replaces an empty folder
@@ -239,11 +239,11 @@ def remote_of(spec: StoreLike) -> str | None:
     """The shared remote a store spec syncs with (credentials hidden), None for a store of one's
     own; no network, nothing created (for checking `--push` before a run)."""
     if isinstance(spec, Store):
-        return spec.remote or plumbing._origin_url(spec.path)
+        return spec.remote or plumbing.origin_url(spec.path)
     if is_remote(spec):
         return redact(remote_url(spec))
     p = Path(os.fspath(spec)).expanduser().absolute()
-    return plumbing._origin_url(p) if (p / ".git").exists() else None
+    return plumbing.origin_url(p) if (p / ".git").exists() else None
 
 
 def _retry_spec(spec: str | os.PathLike, dest: Path) -> str:
@@ -265,15 +265,15 @@ def existing_clone(spec: str | os.PathLike) -> Path | None:
                         f"(no {store.MARKER}); pass --store with a shared baseline store")
 
 
-def _shared(spec: StoreLike, clone: str | os.PathLike | None, create: bool) -> Store:
+def shared_store(spec: StoreLike, clone: str | os.PathLike | None, create: bool) -> Store:
     if isinstance(spec, Store):
-        st = spec if spec.remote else Store(spec.path, plumbing._origin_url(spec.path), spec.spec)
+        st = spec if spec.remote else Store(spec.path, plumbing.origin_url(spec.path), spec.spec)
     elif is_remote(spec):
         st = open_remote(spec, create=create, clone=clone) if create else _clone_for_pull(spec, clone)
     else:
         p = Path(os.fspath(spec)).expanduser().absolute()
         # A clone made while the remote was empty has nothing to open yet, but can be pulled into.
-        st = (Store(p, plumbing._origin_url(p), os.fspath(spec)) if not create and store._state(p) == "empty-repo"
+        st = (Store(p, plumbing.origin_url(p), os.fspath(spec)) if not create and store._state(p) == "empty-repo"
               else store.open_store(spec, create=create))
     if not st.remote:
         raise BaselineError(f"baseline store {st.path} has no remote to sync with; pass --store with the shared "

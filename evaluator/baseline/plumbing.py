@@ -36,24 +36,24 @@ REMOTE_TAGS = "refs/evaluator/remote-tags/"  # the remote's tags as last fetched
 WRITER_KEY, WRITER_AT_KEY = "evaluator.writer", "evaluator.writerat"
 
 # Variables that point git at another repository (exported inside git hooks, for one).
-_GIT_LOCATION_VARS = frozenset({"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+GIT_LOCATION_VARS = frozenset({"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
                                 "GIT_COMMON_DIR", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_PREFIX"})
 
 
 @contextlib.contextmanager
-def _repo(root: Path) -> Iterator[git.Repo]:
+def open_repo(root: Path) -> Iterator[git.Repo]:
     try:
         repo = git.Repo(root)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         raise BaselineError(f"{root} is not a git repository; pass --store with a baseline store") from None
     try:
-        _prepare(repo)
+        prepare_repo(repo)
         yield repo
     finally:
         repo.close()
 
 
-def _prepare(repo: git.Repo) -> None:
+def prepare_repo(repo: git.Repo) -> None:
     env = {
         # A caller running inside another repository's hook may export these; pin them so
         # every command below acts on the store and nothing else.
@@ -62,7 +62,7 @@ def _prepare(repo: git.Repo) -> None:
     }
     common = Path(repo.common_dir)
     pinned = {"GIT_OBJECT_DIRECTORY": str(common / "objects"), "GIT_COMMON_DIR": str(common)}
-    env.update({k: pinned.get(k, "") for k in _GIT_LOCATION_VARS if k in os.environ and k not in env})
+    env.update({k: pinned.get(k, "") for k in GIT_LOCATION_VARS if k in os.environ and k not in env})
     repo.git.update_environment(**env)
     try:
         repo.git.var("GIT_COMMITTER_IDENT")
@@ -74,7 +74,7 @@ def _prepare(repo: git.Repo) -> None:
         repo.git.update_environment(**who)
 
 
-def _first_line(e: BaseException) -> str:
+def first_line(e: BaseException) -> str:
     if isinstance(e, git.GitCommandError):
         text = (e.stderr or e.stdout or "").strip().replace("stderr: ", "").strip("' \n")
         text = text or str(e)
@@ -84,31 +84,31 @@ def _first_line(e: BaseException) -> str:
     return lines[0] if lines else type(e).__name__
 
 
-def _git(repo: git.Repo, *args: str) -> str:
+def run_git(repo: git.Repo, *args: str) -> str:
     try:
         return repo.git.execute(["git", *args])
     except git.GitCommandError as e:
-        raise BaselineError(f"git {args[0]} failed in baseline store {repo.working_tree_dir}: {_first_line(e)}; "
+        raise BaselineError(f"git {args[0]} failed in baseline store {repo.working_tree_dir}: {first_line(e)}; "
                             f"check it with `git -C {repo.working_tree_dir} status`") from None
 
 
-def _config(repo: git.Repo, key: str) -> str | None:
+def git_config(repo: git.Repo, key: str) -> str | None:
     """One value of the store's git config (local, global or system), None when unset."""
     status, out, _ = repo.git.execute(["git", "config", "--get", key], with_extended_output=True,
                                       with_exceptions=False)
     return out.strip() if status == 0 and out.strip() else None
 
 
-def _origin_url(root: Path) -> str | None:
+def origin_url(root: Path) -> str | None:
     """The URL of the store's shared remote (credentials hidden), None for a store of one's own."""
     from .clone import redact
-    with contextlib.suppress(Exception), _repo(root) as repo:
-        url = _config(repo, f"remote.{REMOTE}.url")
+    with contextlib.suppress(Exception), open_repo(root) as repo:
+        url = git_config(repo, f"remote.{REMOTE}.url")
         return redact(url) if url else None
     return None
 
 
-def _damage(root: Path) -> str | None:
+def find_damage(root: Path) -> str | None:
     """What makes the store's repository unusable, in words, or None: read-only and cheap
     (HEAD resolved, and `git fsck --connectivity-only`, which walks commits and trees but
     reads no file contents). A store must be a whole repository; a new one has a first commit."""
@@ -119,9 +119,9 @@ def _damage(root: Path) -> str | None:
         text = head.read_text(errors="replace").strip() if head.is_file() else ""
         if head.is_file() and not (text.startswith("ref: refs/") or re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", text)):
             return f"its .git/HEAD names neither a branch nor a commit (it holds {text[:40]!r})"
-        return f"git cannot open it ({_first_line(e)})"
+        return f"git cannot open it ({first_line(e)})"
     with repo:
-        _prepare(repo)
+        prepare_repo(repo)
         status, out, err = repo.git.execute(["git", "rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
                                             with_extended_output=True, with_exceptions=False)
         if status != 0:
@@ -148,12 +148,12 @@ def _head_valid(repo: git.Repo) -> bool:
         return False
 
 
-def _head_baselines(repo: git.Repo) -> list[str]:
+def head_baselines(repo: git.Repo) -> list[str]:
     """Folders `<model>/<platform>/<version>` that HEAD holds a manifest for."""
     if not _head_valid(repo):
         return []
     out = []
-    for line in _git(repo, "ls-tree", "-r", "--name-only", "-z", "HEAD").split("\0"):
+    for line in run_git(repo, "ls-tree", "-r", "--name-only", "-z", "HEAD").split("\0"):
         parts = line.split("/")
         if (len(parts) == 4 and parts[3] == "manifest.json" and parts[0][:1] not in "._"
                 and VERSION_RE.match(parts[2])):
@@ -161,22 +161,22 @@ def _head_baselines(repo: git.Repo) -> list[str]:
     return out
 
 
-def _tags(repo: git.Repo, namespace: str = "refs/tags/", *, objects: bool = False) -> dict[str, str]:
+def tag_map(repo: git.Repo, namespace: str = "refs/tags/", *, objects: bool = False) -> dict[str, str]:
     """tag name -> the commit it points at (or, with objects=True, the tag object itself)."""
     out = {}
-    text = _git(repo, "for-each-ref", "--format=%(refname)%00%(objectname)%00%(*objectname)", namespace.rstrip("/"))
+    text = run_git(repo, "for-each-ref", "--format=%(refname)%00%(objectname)%00%(*objectname)", namespace.rstrip("/"))
     for line in text.splitlines():
         name, obj, peeled = (line.split("\0") + ["", ""])[:3]
         out[name[len(namespace):]] = obj if objects else (peeled or obj)
     return out
 
 
-def _known_ids(repo: git.Repo) -> set[str]:
+def known_ids(repo: git.Repo) -> set[str]:
     """Every baseline id this clone knows of: its branch, its tags and the remote's tags as last fetched."""
-    return {*_head_baselines(repo), *_tags(repo), *_tags(repo, REMOTE_TAGS)}
+    return {*head_baselines(repo), *tag_map(repo), *tag_map(repo, REMOTE_TAGS)}
 
 
-def _writer(repo: git.Repo, root: Path, *, avoid: frozenset[str] = frozenset()) -> str:
+def writer_name(repo: git.Repo, root: Path, *, avoid: frozenset[str] = frozenset()) -> str:
     """This clone's writer id (ids.py), drawn once and kept in its git config.
 
     Drawn again when the clone was copied to another host or folder (a copy must not share
@@ -185,35 +185,35 @@ def _writer(repo: git.Repo, root: Path, *, avoid: frozenset[str] = frozenset()) 
     """
     where = f"{socket.gethostname()}\0{os.path.realpath(root)}\0{os.stat(repo.git_dir).st_ino}"
     here = hashlib.sha256(where.encode()).hexdigest()[:16]
-    current = _config(repo, WRITER_KEY)
-    if current and WRITER_RE.match(current) and _config(repo, WRITER_AT_KEY) == here and current not in avoid:
+    current = git_config(repo, WRITER_KEY)
+    if current and WRITER_RE.match(current) and git_config(repo, WRITER_AT_KEY) == here and current not in avoid:
         return current
-    seen = set(avoid) | {parts[2] for bid in _known_ids(repo)
+    seen = set(avoid) | {parts[2] for bid in known_ids(repo)
                          if (parts := version_parts(bid.rsplit("/", 1)[-1])) and parts[2]}
     writer = secrets.token_hex(3)
     while writer in seen:
         writer = secrets.token_hex(3)
-    _git(repo, "config", WRITER_KEY, writer)
-    _git(repo, "config", WRITER_AT_KEY, here)
+    run_git(repo, "config", WRITER_KEY, writer)
+    run_git(repo, "config", WRITER_AT_KEY, here)
     return writer
 
 
-def _repoint_tags(repo: git.Repo, committed: set[str]) -> None:
+def repoint_tags(repo: git.Repo, committed: set[str]) -> None:
     """Move baseline tags left on commits no longer in the branch (a rebase onto the remote
     rewrote them; a crash came before the tags followed) to the commit that added the
     baseline now. Local tags only: a tag on a rewritten commit was never pushed."""
     if not _head_valid(repo):
         return
-    stale = _git(repo, "for-each-ref", "--no-merged", "HEAD", "--format=%(refname:strip=2)", "refs/tags")
+    stale = run_git(repo, "for-each-ref", "--no-merged", "HEAD", "--format=%(refname:strip=2)", "refs/tags")
     for bid in stale.splitlines():
         if bid in committed:
-            commit = _git(repo, "log", "-1", "--format=%H", "--diff-filter=A", "--", f"{bid}/manifest.json")
-            message = _git(repo, "for-each-ref", "--format=%(contents)", f"refs/tags/{bid}") or f"baseline {bid}"
+            commit = run_git(repo, "log", "-1", "--format=%H", "--diff-filter=A", "--", f"{bid}/manifest.json")
+            message = run_git(repo, "for-each-ref", "--format=%(contents)", f"refs/tags/{bid}") or f"baseline {bid}"
             if commit:
-                _git(repo, "tag", "-f", "-a", "-m", message, bid, commit)
+                run_git(repo, "tag", "-f", "-a", "-m", message, bid, commit)
 
 
-def _read_json(repo: git.Repo, path: str, what: str) -> dict[str, Any] | None:
+def read_json(repo: git.Repo, path: str, what: str) -> dict[str, Any] | None:
     """A JSON object from HEAD's tree (not the work tree: only committed baselines count)."""
     try:
         raw = (repo.head.commit.tree / path).data_stream.read()
@@ -230,9 +230,9 @@ def _read_json(repo: git.Repo, path: str, what: str) -> dict[str, Any] | None:
     return data
 
 
-def _ref(repo: git.Repo, root: Path, bid: str, tags: dict[str, str]) -> BaselineRef:
+def baseline_ref(repo: git.Repo, root: Path, bid: str, tags: dict[str, str]) -> BaselineRef:
     """The ref of a committed baseline; its commit from the tag, or from history when the tag is missing."""
     m, p, v = bid.split("/")
-    commit = tags[bid] if bid in tags else _git(repo, "log", "-1", "--format=%H", "--", f"{bid}/manifest.json")
+    commit = tags[bid] if bid in tags else run_git(repo, "log", "-1", "--format=%H", "--", f"{bid}/manifest.json")
     return BaselineRef(store=str(root), model=m, platform=p, version=v, path=bid, commit=commit,
                        tag=bid if bid in tags else "")

@@ -38,7 +38,7 @@ from .store import META_FILES, TUNING_DIR
 _TUNING_COMMIT = "Tuning configs saved since the last baseline"
 
 
-def _upstream(repo: git.Repo, branch: str) -> str | None:
+def upstream_branch(repo: git.Repo, branch: str) -> str | None:
     ref = f"refs/remotes/{REMOTE}/{branch}^{{commit}}"
     status, out, _ = repo.git.execute(["git", "rev-parse", "-q", "--verify", ref], with_extended_output=True,
                                       with_exceptions=False)
@@ -51,47 +51,47 @@ class _Integrated:
     renumbered: tuple[tuple[str, str], ...] = ()
 
 
-def _integrate(repo: git.Repo, root: Path, branch: str) -> _Integrated:
+def integrate(repo: git.Repo, root: Path, branch: str) -> _Integrated:
     """Under the lock: bring the clone onto the fetched remote branch, keeping every local baseline."""
     store._recover(repo, root)
-    upstream = _upstream(repo, branch)
-    remote_tags = plumbing._tags(repo, REMOTE_TAGS, objects=True)
+    upstream = upstream_branch(repo, branch)
+    remote_tags = plumbing.tag_map(repo, REMOTE_TAGS, objects=True)
     if upstream is None:  # an empty remote: whatever we have goes up as it is
         return _Integrated()
     if not plumbing._head_valid(repo):  # a clone made while the remote was empty
-        plumbing._git(repo, "checkout", "-q", "-B", _local_branch(repo), upstream)
+        plumbing.run_git(repo, "checkout", "-q", "-B", _local_branch(repo), upstream)
         _adopt_tags(repo, remote_tags)
-        return _Integrated(pulled=tuple(sorted(plumbing._head_baselines(repo))))
+        return _Integrated(pulled=tuple(sorted(plumbing.head_baselines(repo))))
     _commit_pending_tuning(repo)
-    before = set(plumbing._head_baselines(repo))
-    old = plumbing._git(repo, "rev-parse", "HEAD")
-    ours = plumbing._tags(repo, objects=True)
+    before = set(plumbing.head_baselines(repo))
+    old = plumbing.run_git(repo, "rev-parse", "HEAD")
+    ours = plumbing.tag_map(repo, objects=True)
     # A remote tag of a name we recorded here is another baseline only when it is another object.
     foreign = {name for name, obj in remote_tags.items() if ours.get(name) != obj}
     renumbered: list[tuple[str, str]] = []
     if old != upstream and _is_ancestor(repo, old, upstream):
-        plumbing._git(repo, "reset", "-q", "--keep", upstream)  # fast-forward
+        plumbing.run_git(repo, "reset", "-q", "--keep", upstream)  # fast-forward
     elif old != upstream:
-        local = plumbing._git(repo, "rev-list", "--reverse", "--first-parent", f"{upstream}..{old}").split()
+        local = plumbing.run_git(repo, "rev-list", "--reverse", "--first-parent", f"{upstream}..{old}").split()
         collide = [b for b in _added(repo, local) if b in foreign or _has_folder(repo, upstream, b)]
         if not _is_ancestor(repo, upstream, old) or collide:
             tip, renumbered = _replay(repo, root, upstream, local, foreign)
             if tip != old:
                 # --keep: refuses rather than overwrite anything uncommitted in the work tree.
                 try:
-                    plumbing._git(repo, "reset", "-q", "--keep", tip)
+                    plumbing.run_git(repo, "reset", "-q", "--keep", tip)
                 except BaselineError as e:
                     raise BaselineError(f"could not bring {root} onto the remote's baselines ({e}); "
                                         "nothing was lost; commit or remove what `git status` shows there") from None
             _retag(repo, renumbered)
     _adopt_tags(repo, remote_tags)
-    after = set(plumbing._head_baselines(repo))
+    after = set(plumbing.head_baselines(repo))
     mine = {new for _, new in renumbered}
     return _Integrated(pulled=tuple(sorted(after - before - mine)), renumbered=tuple(renumbered))
 
 
 def _local_branch(repo: git.Repo) -> str:
-    return plumbing._git(repo, "symbolic-ref", "--short", "HEAD")
+    return plumbing.run_git(repo, "symbolic-ref", "--short", "HEAD")
 
 
 def _is_ancestor(repo: git.Repo, a: str, b: str) -> bool:
@@ -101,7 +101,7 @@ def _is_ancestor(repo: git.Repo, a: str, b: str) -> bool:
 
 
 def _has_folder(repo: git.Repo, commit: str, bid: str) -> bool:
-    return bool(plumbing._git(repo, "ls-tree", "--name-only", commit, "--", bid))
+    return bool(plumbing.run_git(repo, "ls-tree", "--name-only", commit, "--", bid))
 
 
 def _bid(path: str) -> str | None:
@@ -121,9 +121,9 @@ def _commit_pending_tuning(repo: git.Repo) -> None:
     """Tuned configs saved since the last baseline are committed first: they travel with the
     push, and the work tree is clean for the rebase (a remote copy of the same config would
     otherwise collide with the uncommitted file)."""
-    if plumbing._git(repo, "status", "--porcelain", "--untracked-files=all", "--", TUNING_DIR):
-        plumbing._git(repo, "add", "--all", "--", TUNING_DIR)
-        plumbing._git(repo, "commit", "-q", "--no-verify", "-m", _TUNING_COMMIT, "--", TUNING_DIR)
+    if plumbing.run_git(repo, "status", "--porcelain", "--untracked-files=all", "--", TUNING_DIR):
+        plumbing.run_git(repo, "add", "--all", "--", TUNING_DIR)
+        plumbing.run_git(repo, "commit", "-q", "--no-verify", "-m", _TUNING_COMMIT, "--", TUNING_DIR)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,9 +137,9 @@ class _Change:
 
 
 def _changes(repo: git.Repo, commit: str) -> list[_Change]:
-    parents = plumbing._git(repo, "rev-list", "--parents", "-n", "1", commit).split()[1:]
+    parents = plumbing.run_git(repo, "rev-list", "--parents", "-n", "1", commit).split()[1:]
     args = ["diff-tree", "-r", "-z", "--no-renames", "--no-commit-id"]
-    text = plumbing._git(repo, *args, "--root", commit) if not parents else plumbing._git(repo, *args, parents[0], commit)
+    text = plumbing.run_git(repo, *args, "--root", commit) if not parents else plumbing.run_git(repo, *args, parents[0], commit)
     tokens = text.split("\0")
     out, i = [], 0
     while i + 1 < len(tokens) and tokens[i].startswith(":"):
@@ -152,7 +152,7 @@ def _changes(repo: git.Repo, commit: str) -> list[_Change]:
 def _tree(repo: git.Repo, commit: str) -> dict[str, tuple[str, str]]:
     """path -> (mode, object) of every file in a commit."""
     out = {}
-    for line in plumbing._git(repo, "ls-tree", "-r", "-z", "--full-tree", commit).split("\0"):
+    for line in plumbing.run_git(repo, "ls-tree", "-r", "-z", "--full-tree", commit).split("\0"):
         if line:
             meta, path = line.split("\t", 1)
             mode, _, sha = meta.split()
@@ -172,7 +172,7 @@ def _replay(repo: git.Repo, root: Path, upstream: str, commits: list[str],
     tip = upstream
     entries = _tree(repo, upstream)
     folders = {b for p in entries if (b := _bid(p))}
-    known = plumbing._known_ids(repo) | folders
+    known = plumbing.known_ids(repo) | folders
     renames: dict[str, str] = {}
     index = Path(repo.git_dir) / f"evaluator-replay-{uuid.uuid4().hex}.index"
     try:
@@ -224,13 +224,13 @@ def _fresh_id(repo: git.Repo, root: Path, bid: str, known: set[str]) -> str:
     m, p, v = bid.split("/")
     period, _, writer = version_parts(v)  # type: ignore[misc]
     # The collision says our writer id is shared (a copied clone): draw another one.
-    mine = plumbing._writer(repo, root, avoid=frozenset({writer} if writer else ()))
+    mine = plumbing.writer_name(repo, root, avoid=frozenset({writer} if writer else ()))
     version = store._next_version(repo, m, p, period, mine, extra=known)
     return f"{m}/{p}/{version}"
 
 
 def _renumbered_manifest(repo: git.Repo, sha: str, new_bid: str) -> str:
-    data = json.loads(plumbing._git(repo, "cat-file", "blob", sha))
+    data = json.loads(plumbing.run_git(repo, "cat-file", "blob", sha))
     _, _, version = new_bid.split("/")
     data.update(id=new_bid, version=version)
     return _hash_blob(repo, json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
@@ -240,7 +240,7 @@ def _hash_blob(repo: git.Repo, text: str) -> str:
     with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=repo.git_dir, delete=False) as f:
         f.write(text)
     try:
-        return plumbing._git(repo, "hash-object", "-w", "--", f.name)
+        return plumbing.run_git(repo, "hash-object", "-w", "--", f.name)
     finally:
         os.unlink(f.name)
 
@@ -263,8 +263,8 @@ def _commit(repo: git.Repo, index: Path, c: str, parent: str, updates: dict[str,
     with _stdin(lines, repo.git_dir) as f:
         _git_with(repo, ["update-index", "-z", "--index-info"], env, istream=f)
     tree = _git_with(repo, ["write-tree"], env)
-    name, email, date = plumbing._git(repo, "log", "-1", "--format=%an%x00%ae%x00%ad", "--date=raw", c).split("\0")
-    message = plumbing._git(repo, "log", "-1", "--format=%B", c)
+    name, email, date = plumbing.run_git(repo, "log", "-1", "--format=%an%x00%ae%x00%ad", "--date=raw", c).split("\0")
+    message = plumbing.run_git(repo, "log", "-1", "--format=%B", c)
     for old, new in renames.items():
         if old in message:
             message = message.replace(old, new) + f"\n\nRenumbered from {old}: the remote already had that id."
@@ -273,30 +273,30 @@ def _commit(repo: git.Repo, index: Path, c: str, parent: str, updates: dict[str,
 
 
 def _git_with(repo: git.Repo, args: list[str], env: dict[str, str], istream: object = None) -> str:
-    """plumbing._git with extra environment (another index, an author) or input."""
+    """plumbing.run_git with extra environment (another index, an author) or input."""
     try:
         return repo.git.execute(["git", *args], env=env, istream=istream).strip()
     except git.GitCommandError as e:
         raise BaselineError(f"git {args[0]} failed in baseline store {repo.working_tree_dir}: "
-                            f"{plumbing._first_line(e)}; nothing was changed there") from None
+                            f"{plumbing.first_line(e)}; nothing was changed there") from None
 
 
 def _retag(repo: git.Repo, renumbered: list[tuple[str, str]]) -> None:
     """Tags follow the rewritten commits (local tags only: none of them was on the remote)."""
-    tags = plumbing._tags(repo)
-    committed = set(plumbing._head_baselines(repo))
+    tags = plumbing.tag_map(repo)
+    committed = set(plumbing.head_baselines(repo))
     for old, new in renumbered:
-        commit = plumbing._git(repo, "log", "-1", "--format=%H", "--diff-filter=A", "--", f"{new}/manifest.json")
-        message = plumbing._git(repo, "log", "-1", "--format=%B", commit)
-        plumbing._git(repo, "tag", "-a", "-m", message, new, commit)
+        commit = plumbing.run_git(repo, "log", "-1", "--format=%H", "--diff-filter=A", "--", f"{new}/manifest.json")
+        message = plumbing.run_git(repo, "log", "-1", "--format=%B", commit)
+        plumbing.run_git(repo, "tag", "-a", "-m", message, new, commit)
         if old in tags:  # the remote's baseline of that id brings its own tag (_adopt_tags)
-            plumbing._git(repo, "tag", "-d", old)
-    plumbing._repoint_tags(repo, committed)
+            plumbing.run_git(repo, "tag", "-d", old)
+    plumbing.repoint_tags(repo, committed)
 
 
 def _adopt_tags(repo: git.Repo, remote_tags: dict[str, str]) -> None:
     """The remote's tags into refs/tags where we have none of that name (ours are never overwritten)."""
-    ours = plumbing._tags(repo)
+    ours = plumbing.tag_map(repo)
     new = [f"create refs/tags/{name} {obj}\n" for name, obj in sorted(remote_tags.items()) if name not in ours]
     if new:
         with _stdin("".join(new), repo.git_dir) as f:

@@ -27,10 +27,10 @@ import git
 from ..errors import BaselineError
 from ..results import BaselineRef, RunResult
 from . import plumbing, store
-from .clone import NET_TIMEOUT_S, _net, _reason, _shared
+from .clone import NET_TIMEOUT_S, run_remote_git, git_reason, shared_store
 from .lock import LOCK_TIMEOUT_S, locked
 from .plumbing import REMOTE, REMOTE_TAGS
-from .rebase import _integrate, _upstream
+from .rebase import integrate, upstream_branch
 from .store import Store, StoreLike
 
 PUSH_ATTEMPTS = 8
@@ -56,10 +56,10 @@ class Sync:
 def pull(spec: StoreLike, *, clone: str | os.PathLike | None = None, timeout: float = NET_TIMEOUT_S) -> Sync:
     """Fetch the remote and bring the clone up to it with its tags (fast-forward; unpushed local
     baselines are replayed on top, as `git pull --rebase` would). Nothing is pushed."""
-    st = _shared(spec, clone, create=False)
+    st = shared_store(spec, clone, create=False)
     branch = _fetch(st, timeout, "pull from")
-    with locked(st.path, LOCK_TIMEOUT_S), plumbing._repo(st.path) as repo:
-        done = _integrate(repo, st.path, branch)
+    with locked(st.path, LOCK_TIMEOUT_S), plumbing.open_repo(st.path) as repo:
+        done = integrate(repo, st.path, branch)
         return Sync(str(st.path), st.remote or "", branch, _head(repo), pulled=done.pulled,
                     renumbered=done.renumbered)
 
@@ -68,18 +68,18 @@ def push(spec: StoreLike, *, clone: str | os.PathLike | None = None, attempts: i
          backoff_s: float = BACKOFF_S, timeout: float = NET_TIMEOUT_S) -> Sync:
     """Fetch, rebase this clone's unpushed baselines onto the remote's branch and push the branch
     and their tags; when another host pushed first, do it again (at most `attempts` times)."""
-    st = _shared(spec, clone, create=True)
+    st = shared_store(spec, clone, create=True)
     pulled: list[str] = []
     renumbered: list[tuple[str, str]] = []
     why = ""
     for attempt in range(1, max(1, attempts) + 1):
         branch = _fetch(st, timeout, "push to")
-        with locked(st.path, LOCK_TIMEOUT_S), plumbing._repo(st.path) as repo:
-            done = _integrate(repo, st.path, branch)
+        with locked(st.path, LOCK_TIMEOUT_S), plumbing.open_repo(st.path) as repo:
+            done = integrate(repo, st.path, branch)
             pulled += done.pulled
             renumbered += done.renumbered
-            head, upstream = _head(repo), _upstream(repo, branch)
-            remote_tags = plumbing._tags(repo, REMOTE_TAGS)
+            head, upstream = _head(repo), upstream_branch(repo, branch)
+            remote_tags = plumbing.tag_map(repo, REMOTE_TAGS)
             new_tags = sorted(b for b in _baselines_tagged(repo) if b not in remote_tags)
             refspecs = ([f"{head}:refs/heads/{branch}"] if head != upstream else []) + \
                 [f"refs/tags/{t}:refs/tags/{t}" for t in new_tags]
@@ -90,16 +90,16 @@ def push(spec: StoreLike, *, clone: str | os.PathLike | None = None, attempts: i
             # or a new tag, which is exactly when we fetch and rebase again. Atomic, so the
             # branch and its tags land together; a server without atomic pushes updates each
             # ref on its own (a tag left behind is pushed by the next push).
-            status, out, err = _net(["push", "--atomic", "--porcelain", "--no-verify", REMOTE, *refspecs],
+            status, out, err = run_remote_git(["push", "--atomic", "--porcelain", "--no-verify", REMOTE, *refspecs],
                                     st.path, timeout)
             if status != 0 and "does not support --atomic" in err:
-                status, out, err = _net(["push", "--porcelain", "--no-verify", REMOTE, *refspecs], st.path, timeout)
+                status, out, err = run_remote_git(["push", "--porcelain", "--no-verify", REMOTE, *refspecs], st.path, timeout)
             if status == 0:
                 return Sync(str(st.path), st.remote or "", branch, head, tuple(pulled), tuple(new_tags),
                             tuple(renumbered), attempt)
             rejected = [ln for ln in out.splitlines() if ln.startswith("!")]
             if not rejected:  # never reached the refs: auth, network, a missing repository
-                raise BaselineError(_push_failed(st, _reason(err)))
+                raise BaselineError(_push_failed(st, git_reason(err)))
             why = _rejection(rejected)
         if attempt < attempts:
             # Jittered so two hosts rejected together do not collide again in lockstep.
@@ -129,8 +129,8 @@ def record_and_push(spec: StoreLike, result: RunResult, *, attempts: int = PUSH_
         raise PushError(str(e), ref) from None
     # The push rebased the baseline onto the remote (a new commit), and may have renumbered it.
     bid = dict(sync.renumbered).get(ref.tag, ref.tag)
-    with plumbing._repo(st.path) as repo:
-        return plumbing._ref(repo, st.path, bid, plumbing._tags(repo)), sync
+    with plumbing.open_repo(st.path) as repo:
+        return plumbing.baseline_ref(repo, st.path, bid, plumbing.tag_map(repo)), sync
 
 
 def _push_failed(st: Store, why: str) -> str:
@@ -145,21 +145,21 @@ def _rejection(lines: list[str]) -> str:
 
 def _fetch(st: Store, timeout: float, verb: str) -> str:
     """Fetch the remote's branches and (into REMOTE_TAGS, apart from ours) its tags; the branch to sync."""
-    with plumbing._repo(st.path) as repo:
+    with plumbing.open_repo(st.path) as repo:
         branch = _branch(repo)
     # Forced updates of our own remote-tracking refs, as any fetch does; the remote is only read.
     # Outside the store's lock (a slow network must not keep a finishing run from recording),
     # so two syncs of one clone may fetch at once: git then refuses one a ref lock, and that
     # one simply fetches again.
     for wait in (0.2, 0.5, 1.0, 0.0):
-        status, _, err = _net(["fetch", "--quiet", "--prune", "--no-tags", REMOTE,
+        status, _, err = run_remote_git(["fetch", "--quiet", "--prune", "--no-tags", REMOTE,
                                f"+refs/heads/*:refs/remotes/{REMOTE}/*", f"+refs/tags/*:{REMOTE_TAGS}*"],
                               st.path, timeout)
         if status == 0 or not _LOCK_CONTENTION.search(err) or not wait:
             break
         time.sleep(wait * random.uniform(0.5, 1.5))
     if status != 0:
-        msg = f"could not {verb} baseline store {st.remote}: {_reason(err)}"
+        msg = f"could not {verb} baseline store {st.remote}: {git_reason(err)}"
         if verb == "push to":
             raise BaselineError(f"{msg}; the baselines stay recorded in {st.path}; "
                                 f"retry with: evaluate baseline push --store {st.spec}")
@@ -175,15 +175,15 @@ def _branch(repo: git.Repo) -> str:
     if status != 0 or not local.strip():
         raise BaselineError(f"baseline store {repo.working_tree_dir} is not on a branch (detached HEAD); "
                             f"check it out: git -C {repo.working_tree_dir} switch -")
-    merge = plumbing._config(repo, f"branch.{local.strip()}.merge")
+    merge = plumbing.git_config(repo, f"branch.{local.strip()}.merge")
     return merge[len("refs/heads/"):] if merge and merge.startswith("refs/heads/") else local.strip()
 
 
 def _head(repo: git.Repo) -> str:
-    return plumbing._git(repo, "rev-parse", "HEAD") if plumbing._head_valid(repo) else ""
+    return plumbing.run_git(repo, "rev-parse", "HEAD") if plumbing._head_valid(repo) else ""
 
 
 
 def _baselines_tagged(repo: git.Repo) -> list[str]:
-    tags = plumbing._tags(repo)
-    return [b for b in plumbing._head_baselines(repo) if b in tags]
+    tags = plumbing.tag_map(repo)
+    return [b for b in plumbing.head_baselines(repo) if b in tags]

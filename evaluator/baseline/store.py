@@ -41,8 +41,8 @@ from .ids import VERSION_RE, model_slug, parse_id, parse_time, platform_slug, qu
 from .ids import version as make_version
 from .lock import LOCK_NAME, LOCK_TIMEOUT_S, locked
 from .plumbing import (
-    _GIT_LOCATION_VARS, REMOTE, _config, _damage, _first_line, _git, _head_baselines, _known_ids, _origin_url,
-    _prepare, _read_json, _ref, _repo, _repoint_tags, _tags, _writer,
+    GIT_LOCATION_VARS, REMOTE, git_config, find_damage, first_line, run_git, head_baselines, known_ids, origin_url,
+    prepare_repo, read_json, baseline_ref, open_repo, repoint_tags, tag_map, writer_name,
 )
 
 DEFAULT_STORE = Path("reports") / "baselines"
@@ -142,7 +142,7 @@ def open_store(path: StoreLike, *, create: bool = True, clone: str | os.PathLike
         with locked(p, LOCK_TIMEOUT_S):
             state = _state(p)
     if state == "store":
-        return Store(p, _origin_url(p), os.fspath(path))
+        return Store(p, origin_url(p), os.fspath(path))
     if state in ("empty", "empty-repo", "missing") and create:
         try:
             p.mkdir(parents=True, exist_ok=True)
@@ -156,7 +156,7 @@ def open_store(path: StoreLike, *, create: bool = True, clone: str | os.PathLike
                 _initialise(p)
             elif state != "store":
                 raise BaselineError(_refusal(p, state))
-        return Store(p, _origin_url(p), os.fspath(path))
+        return Store(p, origin_url(p), os.fspath(path))
     if state in ("empty", "empty-repo"):
         raise BaselineError(f"{p} is not initialised as a baseline store yet; record a run into it first")
     raise BaselineError(_refusal(p, state))
@@ -190,7 +190,7 @@ def check_health(folder: str | os.PathLike) -> None:
     root = existing(p)
     if root is None:
         return
-    damage = _damage(root)
+    damage = find_damage(root)
     if damage:
         raise BaselineError(f"baseline store {root} is damaged: {damage}; repair or restore it, or pass --store "
                             "with another folder (nothing was run, and no baseline was changed)")
@@ -212,7 +212,7 @@ def _initialise(p: Path) -> None:
 def _init_repo(p: Path) -> None:
     if not (p / ".git").exists():
         # Not git.Repo.init: an inherited GIT_DIR would make `git init` initialise that one.
-        env = {k: v for k, v in os.environ.items() if k not in _GIT_LOCATION_VARS}
+        env = {k: v for k, v in os.environ.items() if k not in GIT_LOCATION_VARS}
         try:
             done = subprocess.run(["git", "init", "-q", str(p)], env=env, capture_output=True, text=True)
         except OSError as e:
@@ -224,16 +224,16 @@ def _init_repo(p: Path) -> None:
     try:
         repo = git.Repo(p)
     except git.GitError as e:
-        raise BaselineError(f"cannot open the new git repository at {p} ({_first_line(e)}); "
+        raise BaselineError(f"cannot open the new git repository at {p} ({first_line(e)}); "
                             "check that git is installed and the folder is writable") from None
     with repo:
-        _prepare(repo)
+        prepare_repo(repo)
         (p / ".gitignore").write_text(_GITIGNORE)
         (p / "README.md").write_text(_README)
         (p / MARKER).write_text(json.dumps({"kind": "evaluator-baseline-store", "created_by": __version__,
                                             "schema_version": SCHEMA_VERSION}, indent=2) + "\n")
-        _git(repo, "add", "--", ".gitignore", "README.md", MARKER)
-        _git(repo, "commit", "-q", "--no-verify", "-m", "Create baseline store")
+        run_git(repo, "add", "--", ".gitignore", "README.md", MARKER)
+        run_git(repo, "commit", "-q", "--no-verify", "-m", "Create baseline store")
 
 
 # ---------------------------------------------------------------- recovery and rollback
@@ -257,11 +257,11 @@ def _recover(repo: git.Repo, root: Path) -> None:
             shutil.rmtree(leftover, ignore_errors=True)
         else:
             leftover.unlink(missing_ok=True)
-    if _git(repo, "diff", "--cached", "--name-only"):
-        _git(repo, "reset", "-q")
-    committed = set(_head_baselines(repo))
+    if run_git(repo, "diff", "--cached", "--name-only"):
+        run_git(repo, "reset", "-q")
+    committed = set(head_baselines(repo))
     stale = set()
-    for path in _git(repo, "ls-files", "--others", "--exclude-standard", "-z").split("\0"):
+    for path in run_git(repo, "ls-files", "--others", "--exclude-standard", "-z").split("\0"):
         parts = path.split("/")
         if len(parts) >= 4 and parts[0][:1] not in "._" and VERSION_RE.match(parts[2]):
             folder = "/".join(parts[:3])
@@ -270,13 +270,13 @@ def _recover(repo: git.Repo, root: Path) -> None:
                 stale.add(folder)
     for folder in sorted(stale):
         _rmtree_and_prune(root, root / folder)
-    _repoint_tags(repo, committed)
-    tags = _tags(repo)
+    repoint_tags(repo, committed)
+    tags = tag_map(repo)
     for bid in sorted(committed - set(tags)):
         # Committed but killed before tagging: the baseline is whole, so finish the job.
-        commit = _git(repo, "log", "-1", "--format=%H", "--diff-filter=A", "--", f"{bid}/manifest.json")
+        commit = run_git(repo, "log", "-1", "--format=%H", "--diff-filter=A", "--", f"{bid}/manifest.json")
         if commit:
-            _git(repo, "tag", "-a", "-m", f"baseline {bid} (tag restored)", bid, commit)
+            run_git(repo, "tag", "-a", "-m", f"baseline {bid} (tag restored)", bid, commit)
 
 
 def _rollback(repo: git.Repo, root: Path, bid: str, prev_head: str, tmp: Path) -> None:
@@ -305,7 +305,7 @@ def _next_version(repo: git.Repo, model: str, platform: str, period: str, writer
     """One above the highest k of this model/platform/quarter this clone knows of (ids.py)."""
     prefix = f"{model}/{platform}/"
     # Tags count too: a tag fetched from the shared remote reserves its number.
-    taken = [parts[1] for name in {*_known_ids(repo), *extra} if name.startswith(prefix)
+    taken = [parts[1] for name in {*known_ids(repo), *extra} if name.startswith(prefix)
              and (parts := version_parts(name[len(prefix):])) and parts[0] == period]
     return make_version(period, max(taken, default=0) + 1, writer)
 
@@ -322,7 +322,7 @@ def _messages(r: RunResult, bid: str) -> str:
 
 
 def _tag(repo: git.Repo, bid: str, commit: str, message: str) -> None:
-    _git(repo, "tag", "-a", "-m", message, bid, commit)
+    run_git(repo, "tag", "-a", "-m", message, bid, commit)
 
 
 def record(store_path: StoreLike, result: RunResult, *, lock_timeout: float = LOCK_TIMEOUT_S) -> BaselineRef:
@@ -337,16 +337,16 @@ def record(store_path: StoreLike, result: RunResult, *, lock_timeout: float = LO
     period = quarter(result.created)
     store = open_store(store_path, create=True)
     root = store.path
-    with locked(root, lock_timeout), _repo(root) as repo:
+    with locked(root, lock_timeout), open_repo(root) as repo:
         _recover(repo, root)
         # A clone of a shared remote suffixes its ids with its writer id, so that two hosts
         # recording at once never pick the same id (ids.py).
-        writer = _writer(repo, root) if _config(repo, f"remote.{REMOTE}.url") else None
+        writer = writer_name(repo, root) if git_config(repo, f"remote.{REMOTE}.url") else None
         version = _next_version(repo, model, platform, period, writer)
         bid = f"{model}/{platform}/{version}"
         folder = root / bid
         tmp = root / f"{TMP_PREFIX}{uuid.uuid4().hex}"
-        prev_head = _git(repo, "rev-parse", "HEAD")
+        prev_head = run_git(repo, "rev-parse", "HEAD")
         try:
             tmp.mkdir()
             tables.write_folder(tmp, result, bid)
@@ -357,10 +357,10 @@ def record(store_path: StoreLike, result: RunResult, *, lock_timeout: float = LO
             os.rename(tmp, folder)
             # Tuning configs saved by this (or an interrupted earlier) run ride in the same commit.
             paths = [bid] + ([TUNING_DIR] if (root / TUNING_DIR).is_dir() else [])
-            _git(repo, "add", "--", *paths)
+            run_git(repo, "add", "--", *paths)
             message = _messages(result, bid)
-            _git(repo, "commit", "-q", "--no-verify", "-m", message, "--", *paths)
-            commit = _git(repo, "rev-parse", "HEAD")
+            run_git(repo, "commit", "-q", "--no-verify", "-m", message, "--", *paths)
+            commit = run_git(repo, "rev-parse", "HEAD")
             _tag(repo, bid, commit, message)
         except BaseException as exc:
             _rollback(repo, root, bid, prev_head, tmp)
@@ -377,14 +377,14 @@ def record(store_path: StoreLike, result: RunResult, *, lock_timeout: float = LO
 
 def _scan(repo: git.Repo, root: Path, model: str | None, platform: str | None) -> list[BaselineRef]:
     """Committed baselines (of one model and/or platform), oldest first by the run's own time."""
-    tags = _tags(repo)
+    tags = tag_map(repo)
     found = []
-    for bid in _head_baselines(repo):
+    for bid in head_baselines(repo):
         m, p, _ = bid.split("/")
         if (model and m != model) or (platform and p != platform):
             continue
-        manifest = _read_json(repo, f"{bid}/manifest.json", "manifest") or {}
-        found.append((_ref(repo, root, bid, tags), str(manifest.get("created", ""))))
+        manifest = read_json(repo, f"{bid}/manifest.json", "manifest") or {}
+        found.append((baseline_ref(repo, root, bid, tags), str(manifest.get("created", ""))))
 
     def order(item: tuple[BaselineRef, str]) -> tuple:
         try:
@@ -408,20 +408,20 @@ def list_baselines(store_path: StoreLike, model: str | None = None,
         if not p.exists():
             raise BaselineError(_refusal(p, "missing"))
         return []
-    with _repo(root) as repo:
+    with open_repo(root) as repo:
         return _scan(repo, root, model and model_slug(model), platform and platform_slug(platform))
 
 
 def _load(repo: git.Repo, root: Path, bid: str, tags: dict[str, str]) -> RunResult:
-    manifest = _read_json(repo, f"{bid}/manifest.json", "manifest")
+    manifest = read_json(repo, f"{bid}/manifest.json", "manifest")
     if manifest is None:
         raise BaselineError(f"no baseline {bid} in store {root}; `evaluate baseline list` shows the ids")
     version, writer = schema.check_manifest(manifest, bid)  # before reading a result it may not understand
-    data = _read_json(repo, f"{bid}/result.json", "result")
+    data = read_json(repo, f"{bid}/result.json", "result")
     if data is None:
         raise BaselineError(f"baseline {bid} has no result.json; restore it with git checkout")
     result = schema.result_from(data, version, writer, bid)
-    return dataclasses.replace(result, baseline=_ref(repo, root, bid, tags))
+    return dataclasses.replace(result, baseline=baseline_ref(repo, root, bid, tags))
 
 
 def load(store_path: StoreLike, baseline_id: str) -> RunResult:
@@ -431,8 +431,8 @@ def load(store_path: StoreLike, baseline_id: str) -> RunResult:
     if root is None:
         raise BaselineError(f"no baseline {bid}: there is no baseline store at {store_path}; "
                             "pass --store with the store's path")
-    with _repo(root) as repo:
-        return _load(repo, root, bid, _tags(repo))
+    with open_repo(root) as repo:
+        return _load(repo, root, bid, tag_map(repo))
 
 
 def previous(store_path: StoreLike, model: str, platform: str) -> RunResult | None:
@@ -440,9 +440,9 @@ def previous(store_path: StoreLike, model: str, platform: str) -> RunResult | No
     root = existing(store_path)
     if root is None:
         return None
-    with _repo(root) as repo:
+    with open_repo(root) as repo:
         found = _scan(repo, root, model_slug(model), platform_slug(platform))
-        return _load(repo, root, found[-1].path, _tags(repo)) if found else None
+        return _load(repo, root, found[-1].path, tag_map(repo)) if found else None
 
 
 def trend(store_path: StoreLike, model: str, platform: str) -> tuple[TrendPoint, ...]:
@@ -451,8 +451,8 @@ def trend(store_path: StoreLike, model: str, platform: str) -> tuple[TrendPoint,
     if root is None:
         return ()
     points = []
-    with _repo(root) as repo:
-        tags = _tags(repo)
+    with open_repo(root) as repo:
+        tags = tag_map(repo)
         for ref in _scan(repo, root, model_slug(model), platform_slug(platform)):
             r = _load(repo, root, ref.path, tags)
             points += [TrendPoint(ref.version, r.created, key, t.median_ms) for key, t in timings(r).items()]
@@ -466,7 +466,7 @@ def diff(store_path: StoreLike, a_id: str, b_id: str, *, threshold: float = 0.05
     root = existing(store_path)
     if root is None:
         raise BaselineError(f"there is no baseline store at {store_path}; pass --store with the store's path")
-    with _repo(root) as repo:
-        tags = _tags(repo)
+    with open_repo(root) as repo:
+        tags = tag_map(repo)
         a, b = _load(repo, root, a_bid, tags), _load(repo, root, b_bid, tags)
     return compare(a, b, threshold=threshold, noise_k=noise_k, reference_id=a_bid, candidate_id=b_bid)

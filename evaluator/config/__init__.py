@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .checks import (
-    _check_repo, check_count, check_folder_given, check_seconds, check_share, check_writable_folder, find_checklist,
+    check_repo, check_count, check_folder_given, check_seconds, check_share, check_writable_folder, find_checklist,
     parse_as_of, parse_targets,
 )
 from ..errors import ConfigError, EvaluatorError
@@ -414,8 +414,8 @@ def build(*, model: str, device: str = DEFAULTS["device"], batch_size: int | Non
     padded = parse_lengths(lengths, seq_len)
     checklist = find_checklist(checklist) if checklist else OutputSettings.checklist
     checklist_mod.load(checklist)  # a checklist that does not validate fails now, not after the run
-    _check_repo("--upstream", upstream)
-    _check_repo("--fork", fork)
+    check_repo("--upstream", upstream)
+    check_repo("--fork", fork)
     as_of_time = parse_as_of(as_of)
     target_keys = parse_targets(targets)
     # Checked at the dtype asked for, or the one the model runs at on a GPU (see PortabilitySettings).

@@ -129,7 +129,7 @@ def find_checklist(name_or_path: str | Path) -> Path:
     return found
 
 
-def _check_repo(opt: str, value: str | None) -> None:
+def check_repo(opt: str, value: str | None) -> None:
     if not value or "://" in value or value.startswith("git@"):
         return  # URLs are cloned (and checked) by the upstream stage
     p = Path(value).expanduser()

@@ -21,7 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from ..errors import ConfigError, DeviceError, EvaluatorError
-from .records import _one_line
+from .records import one_line
 
 DEFAULT_PLATFORM = "this machine"
 # Options a plan sets through its own fields, never through `defaults` or overrides.
@@ -116,7 +116,7 @@ def _where(loc: tuple) -> str:
 
 
 def _fail(path: Path, where: str, message: str) -> ConfigError:
-    return ConfigError(_one_line(f"{path}: {where}: {message}", limit=500))
+    return ConfigError(one_line(f"{path}: {where}: {message}", limit=500))
 
 
 def _schema_error(path: Path, exc: ValidationError) -> ConfigError:

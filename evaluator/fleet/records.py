@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import EvaluatorError
 
 SCHEMA_VERSION = 1
-_ERROR_CHARS = 300
+ERROR_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -67,12 +67,12 @@ class FleetResult:
         return tuple(c for c in self.cells if not c.ok)
 
 
-def _one_line(text: str, limit: int = _ERROR_CHARS) -> str:
+def one_line(text: str, limit: int = ERROR_CHARS) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _error_line(exc: BaseException) -> str:
+def error_line(exc: BaseException) -> str:
     # Our own errors are already a sentence for the user; anything else keeps its type.
-    return _one_line(str(exc) if isinstance(exc, EvaluatorError) else f"{type(exc).__name__}: {exc}")
+    return one_line(str(exc) if isinstance(exc, EvaluatorError) else f"{type(exc).__name__}: {exc}")
 

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError
 from .page import summary
 from .plan import Plan
-from .records import Cell, FleetResult, _error_line, _one_line
-from .task import _run_cell
+from .records import Cell, FleetResult, error_line, one_line
+from .task import run_cell
 
 if TYPE_CHECKING:  # the pipeline imports torch; the plan checks and the summary do not need it
     from ..pipeline import Reporter
@@ -126,7 +126,7 @@ def run_plan(plan: Plan, *, ray_address: str | None = None, reporter: "Reporter 
         try:
             ray.init(address=ray_address, log_to_driver=False, logging_level=logging.WARNING)
         except Exception as exc:  # ConnectionError, a bad address, a version mismatch
-            raise ConfigError(f"--ray {ray_address}: cannot connect to the Ray cluster ({_error_line(exc)})") from exc
+            raise ConfigError(f"--ray {ray_address}: cannot connect to the Ray cluster ({error_line(exc)})") from exc
         started, where = True, ray_address
     else:
         cpus = num_cpus or os.cpu_count() or 1
@@ -134,7 +134,7 @@ def run_plan(plan: Plan, *, ray_address: str | None = None, reporter: "Reporter 
             ray.init(num_cpus=cpus, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False,
                      logging_level=logging.WARNING)
         except Exception as exc:  # no room in /tmp, ports taken, a broken install
-            raise ConfigError(f"cannot start a local Ray ({_error_line(exc)}); or give --ray ADDRESS of a "
+            raise ConfigError(f"cannot start a local Ray ({error_line(exc)}); or give --ray ADDRESS of a "
                               "running cluster") from exc
         started, where = True, f"local ({cpus} CPUs)"
 
@@ -146,7 +146,7 @@ def run_plan(plan: Plan, *, ray_address: str | None = None, reporter: "Reporter 
         has_gpu = any(n.get("Resources", {}).get("GPU", 0) > 0 for n in nodes if n.get("Alive", True))
         # A fresh worker per run (max_calls=1) and no retries: a model that fails fails
         # once, and it takes nothing of another run's state (TileLang, torch, CUDA) with it.
-        remote = ray.remote(max_calls=1, max_retries=0)(_run_cell)
+        remote = ray.remote(max_calls=1, max_retries=0)(run_cell)
         dirs: set[str] = set()
         rep.stage(f"Fleet {plan.name}: {len(plan.models) * len(plan.platforms)} runs on Ray, {where}",
                   total=len(plan.models) * len(plan.platforms))
@@ -223,7 +223,7 @@ def exit_code(result: FleetResult, fail_on: str = "never") -> int:
 def _ray_error(exc: BaseException) -> str:
     # Ray's messages carry a traceback and advice over many lines; the first says what happened.
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    return _one_line(f"{type(exc).__name__}: {lines[0] if lines else 'the task failed'}")
+    return one_line(f"{type(exc).__name__}: {lines[0] if lines else 'the task failed'}")
 
 
 def _cell_line(c: Cell) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EvaluatorError
-from .records import _ERROR_CHARS, Cell, _error_line, _one_line
+from .records import ERROR_CHARS, Cell, error_line, one_line
 
 
 def _newest_run(cell_dir: Path) -> Path | None:
@@ -30,7 +30,7 @@ def _newest_run(cell_dir: Path) -> Path | None:
     return max(found, key=lambda p: p.stat().st_mtime, default=None)
 
 
-def _run_cell(task: dict[str, Any]) -> Cell:
+def run_cell(task: dict[str, Any]) -> Cell:
     """The body of one Ray task (also callable in-process): never raises, a failure is a Cell."""
     start = time.monotonic()
     base = dict(model=task["model"], platform=task["platform"], spec=task["spec"], device=task["device"],
@@ -62,13 +62,13 @@ def _run_cell(task: dict[str, Any]) -> Cell:
         except (OSError, ValueError, AttributeError):
             pass
         report = run_dir / "report.html" if run_dir and (run_dir / "report.html").is_file() else None
-        error, tb = _error_line(exc), None
+        error, tb = error_line(exc), None
         if not isinstance(exc, EvaluatorError):  # a bug or a model that raised: keep the whole story
             tb = (run_dir or cell_dir) / "traceback.txt"
             try:
                 tb.parent.mkdir(parents=True, exist_ok=True)
                 tb.write_text("".join(traceback.format_exception(exc)))
-                error = _one_line(error, _ERROR_CHARS - 40) + f" (full traceback in {tb.name})"
+                error = one_line(error, ERROR_CHARS - 40) + f" (full traceback in {tb.name})"
             except OSError:
                 tb = None
         return Cell(**base, status="failed", verdict=verdict, speedup=speedup, run_dir=run_dir, report=report,

@@ -38,7 +38,7 @@ from ..results import (
 )
 from .soak import THROTTLE_BITS, soak  # noqa: F401  (re-exported: the soak stage and tests reach it here)
 from .timing import (
-    Sides, TimingPolicy, _GraphSampler, bootstrap_ratio, graph_kernel_ms, interleaved, kernel_time_ms, make_sampler,
+    Sides, TimingPolicy, GraphSampler, bootstrap_ratio, graph_kernel_ms, interleaved, kernel_time_ms, make_sampler,
     spread, summarize, time_callable, time_pair, time_sides,
 )
 

@@ -17,7 +17,7 @@ from typing import Callable
 import torch
 
 from ..results import Soak
-from .timing import TimingPolicy, _GraphSampler, captured
+from .timing import TimingPolicy, GraphSampler, captured
 
 
 def _gpu_clock() -> tuple[float | None, str]:
@@ -46,8 +46,8 @@ def _graph_step(fn: Callable[[], object]) -> tuple[Callable[[], float] | None, s
     hidden from the model first, and seen by it where its eager path cannot be captured
     (transformers' GPT-2 on the H200, session 14, whose soak otherwise ran eagerly and read
     host jitter as a 10.6% spread). (None, "") where neither captures."""
-    def one_call_graph() -> _GraphSampler:
-        sampler = _GraphSampler([fn], TimingPolicy(graph_ms=0.0))
+    def one_call_graph() -> GraphSampler:
+        sampler = GraphSampler([fn], TimingPolicy(graph_ms=0.0))
         sampler.calls = 1
         sampler.graph = sampler._capture(1)
         return sampler

@@ -138,7 +138,7 @@ def model_sees_capture():
         _hide_capture = saved
 
 
-class _GraphSampler:
+class GraphSampler:
     """`calls` back-to-back calls of the rotated callables captured in one CUDA graph;
     a sample is one replay timed with events, divided by the calls."""
 
@@ -259,7 +259,7 @@ def _sampler(fns: Sequence[Callable[[], object]], device: str, policy: TimingPol
     if device != "cuda" or eager:
         return _HostSampler(fns, policy, device), "perf_counter" if device != "cuda" else "eager", ""
     try:
-        sampler, first = captured(lambda: _GraphSampler(fns, policy))
+        sampler, first = captured(lambda: GraphSampler(fns, policy))
     except Exception as exc:  # not capturable: timed back-to-back instead, and said so
         note = f"graph capture failed ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''})"
         return _EagerCudaSampler(fns, policy), "cuda_event", note

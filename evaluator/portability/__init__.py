@@ -38,7 +38,7 @@ from .cells import MAX_FIT_TRIES  # noqa: F401
 from .check import check, from_tuned, port  # noqa: F401
 from .lowering import cache_size, classify, clear_cache, first_line, matrix_instruction  # noqa: F401
 from .matrix import (  # noqa: F401
-    FAILURE_CLASSES, METRIC_INFO, STATUSES, Failure, Retune, TargetFacts, _with_summary, cell_text, config_str,
+    FAILURE_CLASSES, METRIC_INFO, STATUSES, Failure, Retune, TargetFacts, with_summary, cell_text, config_str,
     explain, format_matrix, kernel_label, metrics, rows, target_facts,
 )
 

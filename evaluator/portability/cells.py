@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from ..device import targets as T
 from ..results import KernelConfig, PortCell, Shape
-from .lowering import _Lowered, _lower_cached, _spent, classify, first_line
+from .lowering import Lowered, lower_cached, lowering_seconds, classify, first_line
 
 # Configs of the target's search space tried, in the family's order, when looking for one
 # that fits and lowers; each is a lowering (0.1-2 s), so the search is bounded.
@@ -40,7 +40,7 @@ def _limit_phrase(spec: T.TargetSpec) -> str:
 
 
 def _judge(family: Any, shape: Shape, dtype: str, config: KernelConfig, spec: T.TargetSpec,
-           numerics: Callable[..., str | None] | None) -> tuple[str, str, str, _Lowered, str]:
+           numerics: Callable[..., str | None] | None) -> tuple[str, str, str, Lowered, str]:
     """(status, failure class, reason, lowering, note) for one config on one target."""
     hw = spec.hardware()
     reject = None
@@ -49,7 +49,7 @@ def _judge(family: Any, shape: Shape, dtype: str, config: KernelConfig, spec: T.
             reject = family.reject_reason(shape, dtype, config, hw)
         except Exception as exc:  # a family bug must not hide the other cells
             reject = first_line(exc)
-    low = _lower_cached(family, shape, dtype, config, spec)
+    low = lower_cached(family, shape, dtype, config, spec)
     if not low.ok:
         if _NEEDS_ARCH.search(low.error):
             return "needs_retuning", "feature", low.error, low, ""
@@ -99,7 +99,7 @@ def _judge(family: Any, shape: Shape, dtype: str, config: KernelConfig, spec: T.
 
 
 # ---------------------------------------------------------------- one kernel on one target
-def _cells_for(family: Any, shape: Shape, dtype: str, tuned: KernelConfig | None, spec: T.TargetSpec,
+def cells_for(family: Any, shape: Shape, dtype: str, tuned: KernelConfig | None, spec: T.TargetSpec,
                numerics: Callable[..., str | None] | None) -> list[PortCell]:
     base = dict(family=family.name, shape=tuple(shape), dtype=dtype, target=spec.key)
     kinds = ([("tuned", tuned)] if tuned is not None else []) + [("default", None)]
@@ -122,7 +122,7 @@ def _cells_for(family: Any, shape: Shape, dtype: str, tuned: KernelConfig | None
                                       failure_class=classify(space_error, default="feature"), reason=space_error))
                 continue
             config = space[0]
-        spent0 = _spent()
+        spent0 = lowering_seconds()
         status, cls, reason, low, note = _judge(family, shape, dtype, config, spec, numerics)
         fit = None
         # Another config cannot give the target a dtype or a backend it lacks: search
@@ -135,7 +135,7 @@ def _cells_for(family: Any, shape: Shape, dtype: str, tuned: KernelConfig | None
         cells.append(PortCell(**base, config_kind=kind, status=status, failure_class=cls, reason=reason,
                               config=dict(config), fitting_config=dict(fit) if fit else None,
                               instruction=low.instruction, smem_bytes=low.smem_bytes, threads=low.threads,
-                              note=note, lower_s=round(_spent() - spent0, 3)))
+                              note=note, lower_s=round(lowering_seconds() - spent0, 3)))
     return cells
 
 

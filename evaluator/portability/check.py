@@ -19,9 +19,9 @@ from .. import kernels as registry
 from ..device import targets as T
 from ..errors import ConfigError
 from ..results import KernelConfig, Portability, Shape, parse_shape
-from .cells import _cells_for
-from .lowering import _COUNT, _COUNT_LOCK, _quiet_builder, _without_rocm_warning
-from .matrix import _with_summary, kernel_label
+from .cells import cells_for
+from .lowering import COUNT, COUNT_LOCK, quiet_builder, without_rocm_warning
+from .matrix import with_summary, kernel_label
 
 
 def _normalize(kernels: Iterable[Any]) -> list[tuple[str, Shape, str, KernelConfig | None]]:
@@ -75,17 +75,17 @@ def check(kernels: Iterable[Any], targets: Iterable[str | T.TargetSpec] | str | 
     items = _normalize(kernels)
     if not items:
         raise ConfigError("no kernels to check; give at least one (family, shape, dtype, config)")
-    with _COUNT_LOCK:
-        count0 = _COUNT[0]
+    with COUNT_LOCK:
+        count0 = COUNT[0]
     jobs = [(item, spec) for item in items for spec in specs]
     workers = workers or max(1, min(len(jobs), os.cpu_count() or 1, 4))
 
     def run(job):
         (fam_name, shape, dtype, tuned), spec = job
-        return _cells_for(registry.get(fam_name), shape, dtype, tuned, spec, numerics)
+        return cells_for(registry.get(fam_name), shape, dtype, tuned, spec, numerics)
 
     hip = any(s.kind == "hip" and not T.backend_gap(s) for s in specs)
-    with _quiet_builder(), _without_rocm_warning(hip):
+    with quiet_builder(), without_rocm_warning(hip):
         if workers == 1:
             results = [run(j) for j in jobs]
         else:
@@ -94,15 +94,15 @@ def check(kernels: Iterable[Any], targets: Iterable[str | T.TargetSpec] | str | 
                 results = list(pool.map(run, jobs))
     cells = tuple(c for group in results for c in group)
     labels = tuple(dict.fromkeys(kernel_label(f, s, d) for f, s, d, _ in items))
-    with _COUNT_LOCK:
-        lowered = _COUNT[0] - count0
+    with COUNT_LOCK:
+        lowered = COUNT[0] - count0
     p = Portability(
         targets=tuple(s.key for s in specs), kernels=labels, cells=cells, summary=(),
         target_names={s.key: s.name for s in specs}, target_limits={s.key: s.describe() for s in specs},
         target_sources={s.key: s.source + (f"; {s.notes}" if s.notes else "") for s in specs},
         tilelang=_tilelang_version(), seconds=round(time.perf_counter() - t0, 2), lowerings=lowered,
     )
-    return _with_summary(p)
+    return with_summary(p)
 
 
 def port(family: str, shape: Shape | str, dtype: str = "float16",

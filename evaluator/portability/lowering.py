@@ -30,7 +30,7 @@ from ..results import KernelConfig, Shape
 
 
 @dataclass(frozen=True)
-class _Lowered:
+class Lowered:
     ok: bool
     error: str = ""  # first meaningful line, "<Type>: <message>"
     error_class: str = ""
@@ -57,27 +57,27 @@ def _freeze(config: KernelConfig | None) -> tuple:
     return tuple(sorted((str(k), repr(v)) for k, v in (config or {}).items()))
 
 
-def _lower_cached(family: Any, shape: Shape, dtype: str, config: KernelConfig, spec: T.TargetSpec) -> _Lowered:
+def lower_cached(family: Any, shape: Shape, dtype: str, config: KernelConfig, spec: T.TargetSpec) -> Lowered:
     """One lowering per (family, shape, dtype, config, target) per process; a second
     caller of the same key waits for the first instead of lowering twice."""
     key = (family.name, tuple(shape), dtype, _freeze(config), spec.target_json())
     return _CACHE.get(key, lambda: _lower(family, shape, dtype, config, spec))
 
 
-_COUNT = [0]  # lowerings run in this process (cache misses), for the timing line
-_COUNT_LOCK = threading.Lock()
+COUNT = [0]  # lowerings run in this process (cache misses), for the timing line
+COUNT_LOCK = threading.Lock()
 
 
-def _lower(family: Any, shape: Shape, dtype: str, config: KernelConfig, spec: T.TargetSpec) -> _Lowered:
+def _lower(family: Any, shape: Shape, dtype: str, config: KernelConfig, spec: T.TargetSpec) -> Lowered:
     out = _lower_once(family, shape, dtype, config, spec)
     # Accounted per thread, so each cell knows what its own lowerings cost.
     _STATS.spent = getattr(_STATS, "spent", 0.0) + out.seconds
-    with _COUNT_LOCK:
-        _COUNT[0] += 1
+    with COUNT_LOCK:
+        COUNT[0] += 1
     return out
 
 
-def _lower_once(family: Any, shape: Shape, dtype: str, config: KernelConfig, spec: T.TargetSpec) -> _Lowered:
+def _lower_once(family: Any, shape: Shape, dtype: str, config: KernelConfig, spec: T.TargetSpec) -> Lowered:
     t0 = time.perf_counter()
     try:
         # The arch goes with the kind, so a config that needs one (the sm_90-only ping-pong
@@ -86,7 +86,7 @@ def _lower_once(family: Any, shape: Shape, dtype: str, config: KernelConfig, spe
         prim = family.program(shape, dtype, config, _family_target(spec))
     except Exception as exc:  # the family refuses the config for this kind of target
         msg = first_line(exc)
-        return _Lowered(ok=False, error=msg, error_class=classify(msg), seconds=time.perf_counter() - t0)
+        return Lowered(ok=False, error=msg, error_class=classify(msg), seconds=time.perf_counter() - t0)
     try:
         import tilelang
 
@@ -100,9 +100,9 @@ def _lower_once(family: Any, shape: Shape, dtype: str, config: KernelConfig, spe
         msg = first_line(exc)
         # A lowering error is a code-generation gap unless it names a dtype, a backend or a limit.
         cls = classify(msg, default="codegen")
-        return _Lowered(ok=False, error=msg, error_class=cls, seconds=time.perf_counter() - t0)
+        return Lowered(ok=False, error=msg, error_class=cls, seconds=time.perf_counter() - t0)
     smem, threads = _launch_needs(artifact, source)
-    return _Lowered(ok=True, instruction=matrix_instruction(source), uses_gemm=_uses_gemm(prim),
+    return Lowered(ok=True, instruction=matrix_instruction(source), uses_gemm=_uses_gemm(prim),
                     smem_bytes=smem, threads=threads, seconds=time.perf_counter() - t0)
 
 
@@ -210,7 +210,7 @@ def classify(message: str, default: str = "codegen") -> str:
 
 
 @contextlib.contextmanager
-def _quiet_builder():
+def quiet_builder():
     """TileLang logs the whole generated builder source at CRITICAL when a program fails
     to build; one line per failure is what the matrix keeps, so drop that dump here."""
     logger = logging.getLogger("tilelang.language.eager.builder")
@@ -232,7 +232,7 @@ _FD_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def _without_rocm_warning(active: bool):
+def without_rocm_warning(active: bool):
     """TVM's C++ logger writes "Warning: Unable to detect ROCm version, assuming >= 3.5"
     straight to file descriptor 2 whenever a HIP target is made on a machine without
     ROCm (several times per lowering, with no level to turn it off), through the middle
@@ -269,6 +269,6 @@ def _without_rocm_warning(active: bool):
                     os.write(2, "".join(kept).encode("utf-8"))
 
 
-def _spent() -> float:
+def lowering_seconds() -> float:
     """Seconds this thread has spent lowering so far."""
     return getattr(_STATS, "spent", 0.0)

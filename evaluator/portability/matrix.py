@@ -123,7 +123,7 @@ def target_facts(p: Portability) -> list[TargetFacts]:
     return out
 
 
-def _with_summary(p: Portability) -> Portability:
+def with_summary(p: Portability) -> Portability:
     from dataclasses import replace
 
     n = len(p.kernels)

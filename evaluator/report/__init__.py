@@ -37,7 +37,7 @@ new code imports from the module that owns a name. Names with a leading undersco
 private to the package; the few re-exported here are the ones tests check directly. No
 module is named after a function it defines (html.py holds `render`, contents.py
 `context`), so `report.render` and `report.context` are always the functions.
-`has_cjk_font` and `_import_weasyprint` may be replaced on this package (a test playing a
+`has_cjk_font` and `import_weasyprint` may be replaced on this package (a test playing a
 machine without a CJK font or pango): pdf.py looks them up here at call time.
 """
 
@@ -46,11 +46,11 @@ from __future__ import annotations
 from ..baseline import plausible_cause
 from .contents import context
 from .html import HTML_NAME, ReportFiles, file_names, render, render_html
-from .notes import _NOTE_PATTERNS, _PORT_PATTERNS
-from .pdf import (PDF_NAME, Requirement, _import_weasyprint, has_cjk_font, local_only_fetcher, missing_note, pdf_missing,
+from .notes import NOTE_PATTERNS, PORT_PATTERNS
+from .pdf import (PDF_NAME, Requirement, import_weasyprint, has_cjk_font, local_only_fetcher, missing_note, pdf_missing,
                   probe, read_text)
 from .sections.comparison import MAX_ROWS
-from .strings import LANGS, TEMPLATES, Fmt, Strings, _is_plural, _num, metric_strings_key
+from .strings import LANGS, TEMPLATES, Fmt, Strings, is_plural, num, metric_strings_key
 
 __all__ = [
     "render", "render_html", "context", "ReportFiles", "HTML_NAME", "PDF_NAME", "file_names", "LANGS", "TEMPLATES",
@@ -59,5 +59,5 @@ __all__ = [
     "read_text",
     "local_only_fetcher", "plausible_cause",
     # private, re-exported for the tests that check them directly
-    "_NOTE_PATTERNS", "_PORT_PATTERNS", "_import_weasyprint", "_is_plural", "_num",
+    "NOTE_PATTERNS", "PORT_PATTERNS", "import_weasyprint", "is_plural", "num",
 ]

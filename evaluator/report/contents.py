@@ -11,15 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from ..results import RunResult
-from .sections.comparison import _comparison, _trend
-from .sections.e2e import _e2e, _soak
-from .sections.environment import _environment, _problems, _timing_policy
-from .sections.evidence import _checklist_rows
-from .sections.kernels import _hot_ops, _ops, _roofline, _tuning, _verify
-from .sections.page_one import _headlines, _summary
-from .sections.portability import _portability
-from .sections.upstream import _upstream
-from .strings import Fmt, Strings, _day
+from .sections.comparison import comparison_section, trend_section
+from .sections.e2e import e2e_section, soak_section
+from .sections.environment import environment_section, problems_section, timing_policy
+from .sections.evidence import checklist_rows
+from .sections.kernels import hot_ops_section, ops_section, roofline, tuning_section, verify_section
+from .sections.page_one import headlines_section, summary_section
+from .sections.portability import portability_section
+from .sections.upstream import upstream_section
+from .strings import Fmt, Strings, day
 
 
 def _platform(result: RunResult) -> str:
@@ -37,20 +37,20 @@ def context(result: RunResult, lang: str = "en") -> dict[str, Any]:
     if m.seq_len:
         precision += ", " + t("meta.seq", seq=m.seq_len)
     checks = [(name, fn) for name, fn in (
-        ("summary", _summary), ("headlines", _headlines), ("checklist", _checklist_rows), ("hot_ops", _hot_ops),
-        ("verify", _verify), ("ops", _ops), ("roofline", _roofline), ("e2e", _e2e), ("soak", _soak),
-        ("portability", _portability), ("upstream", _upstream), ("comparison", _comparison), ("trend", _trend),
-        ("environment", _environment), ("tuning", _tuning), ("stage_errors", _problems))]
+        ("summary", summary_section), ("headlines", headlines_section), ("checklist", checklist_rows), ("hot_ops", hot_ops_section),
+        ("verify", verify_section), ("ops", ops_section), ("roofline", roofline), ("e2e", e2e_section), ("soak", soak_section),
+        ("portability", portability_section), ("upstream", upstream_section), ("comparison", comparison_section), ("trend", trend_section),
+        ("environment", environment_section), ("tuning", tuning_section), ("stage_errors", problems_section))]
     ctx: dict[str, Any] = {name: fn(result, t, f) for name, fn in checks}
     baseline = result.baseline
     ctx.update({
         "t": t, "lang": lang, "html_lang": t("lang_tag"), "na": f.na,
         "title": t("title", model=m.name),
         "model": m.name, "precision": precision, "platform": _platform(result),
-        "date": _day(result.created), "run_id": result.run_id,
+        "date": day(result.created), "run_id": result.run_id,
         "checklist_name": result.verdict.checklist if result.verdict else t("none"),
         "baseline_id": f"{baseline.model}/{baseline.platform}/{baseline.version}" if baseline else "",
-        "header": f"{m.name} · {result.environment.hardware.name} · {_day(result.created)}",
-        "timing": _timing_policy(result, f), "method_steps": t.raw("method.steps"),
+        "header": f"{m.name} · {result.environment.hardware.name} · {day(result.created)}",
+        "timing": timing_policy(result, f), "method_steps": t.raw("method.steps"),
     })
     return ctx

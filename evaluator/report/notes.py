@@ -14,13 +14,13 @@ from __future__ import annotations
 import re
 
 from ..results import OpBench, RunResult, Timing
-from .strings import Strings, _finite
+from .strings import Strings, finite
 
 
 # Notes the bench and upstream stages write in English, as (kind, pattern): the i18n
 # string notes.<kind> takes the pattern's named groups. A note no pattern knows is shown
 # as written, so a reworded note degrades to English instead of disappearing.
-_NOTE_PATTERNS = [(kind, re.compile(rx)) for kind, rx in (
+NOTE_PATTERNS = [(kind, re.compile(rx)) for kind, rx in (
     ("soak_drift", r"latency drifted (?P<pct>[+-]?[\d.]+)% from the first to the last window"),
     ("soak_reserved", r"reserved CUDA memory grew by (?P<mb>[\d.]+) MB"),
     ("soak_memory", r"memory grew by (?P<mb>[\d.]+) MB"),
@@ -107,12 +107,12 @@ _NOTE_PATTERNS = [(kind, re.compile(rx)) for kind, rx in (
 )]
 # Segments of baseline.compare's note the report replaces with its own words (counts
 # come from the changes, causes from the filtered environment changes).
-_DROPPED_NOTES = re.compile(r"^(likely causes: .*|(?:\d+ (?:regression|improvement|unchanged|new|gone)"
+DROPPED_NOTES = re.compile(r"^(likely causes: .*|(?:\d+ (?:regression|improvement|unchanged|new|gone)"
                             r"(?:, )?)+|nothing to compare|NOT COMPARABLE: .*)$")
 # The reasons evaluator/portability/ gives for a cell, as (kind, pattern) for notes.<kind>: a
 # target's limit, a missing backend or matrix-core dtype. Compiler errors are shown as
 # TileLang wrote them.
-_PORT_PATTERNS = [(kind, re.compile(rx)) for kind, rx in (
+PORT_PATTERNS = [(kind, re.compile(rx)) for kind, rx in (
     ("port_uses", r"uses (?P<kb>[\d.]+ KB) of shared memory"),
     ("port_allows_req", r"(?P<target>[^\s;]+) allows (?P<kb>[\d.]+ KB) of (?P<what>LDS|shared memory) per "
                         r"(?P<unit>workgroup|block) \(the lowered kernel itself requests (?P<req>[\d.]+ KB)\)"),
@@ -137,22 +137,22 @@ _NOTE_WORDS = {"upstream is a shallow clone": "why_up_shallow", "the fork is a s
                "MetaX's TileLang fork for MACA": "word_metax_fork"}
 
 
-def _word(value: str, t: Strings) -> str:
+def word_in_words(value: str, t: Strings) -> str:
     """A word or phrase a note carries, in the report's language where the strings know it
     (notes.word_*, a target's matrix cores), else as written."""
     if value in _NOTE_WORDS:
         return t(f"notes.{_NOTE_WORDS[value]}")
-    return _mapped("portability.cores", value, t)
+    return mapped("portability.cores", value, t)
 
 
-def _mapped(table: str, value: str, t: Strings) -> str:
+def mapped(table: str, value: str, t: Strings) -> str:
     """`value` looked up in the string table `table` (a mapping from the English words the
     product writes to the language's), or `value` itself when the table lacks it."""
     words = t.raw(table) if t.has(table) else {}
     return str(words.get(value, value)) if isinstance(words, dict) else value
 
 
-def _notes(text: str, t: Strings, drop: re.Pattern | None = None,
+def notes_in_words(text: str, t: Strings, drop: re.Pattern | None = None,
            patterns: list[tuple[str, re.Pattern]] | None = None) -> str:
     """A "; "-joined note in the report's language, piece by piece. A piece a pattern
     knows may be followed by "; " or ", " (flags are listed with commas); a piece no
@@ -161,10 +161,10 @@ def _notes(text: str, t: Strings, drop: re.Pattern | None = None,
     pos = 0
     text = text or ""
     while pos < len(text):
-        for kind, rx in patterns if patterns is not None else _NOTE_PATTERNS:
+        for kind, rx in patterns if patterns is not None else NOTE_PATTERNS:
             m = rx.match(text, pos)
             if m:
-                kw = {k: _word(v, t) if v else "" for k, v in m.groupdict().items()}
+                kw = {k: word_in_words(v, t) if v else "" for k, v in m.groupdict().items()}
                 out.append(t(f"notes.{kind}", **kw))
                 pos = m.end()
                 if text.startswith(", ", pos):
@@ -199,7 +199,7 @@ def _top_level_split(text: str, sep: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
-def _flagged_ops(text: str) -> list[tuple[str, list[str]]] | None:
+def flagged_op_labels(text: str) -> list[tuple[str, list[str]]] | None:
     """The checklist's "flagged: OP (flag, flag); OP (flag)" as [(op, [flag, ...])], or
     None when `text` is not that list."""
     if not text.startswith("flagged: "):
@@ -213,35 +213,35 @@ def _flagged_ops(text: str) -> list[tuple[str, list[str]]] | None:
     return out or None
 
 
-def _flags_words(flags: list[str], t: Strings) -> str:
+def flags_words(flags: list[str], t: Strings) -> str:
     """Flags in words, listed in the report's language, none left empty."""
-    return t("list_sep").join(w for w in (_flag(x, t) for x in flags) if w)
+    return t("list_sep").join(w for w in (flag_in_words(x, t) for x in flags) if w)
 
 
-def _flag(flag: str, t: Strings) -> str:
+def flag_in_words(flag: str, t: Strings) -> str:
     """A flag a stage attached to a number ("unstable", "contradicts the Amdahl estimate
     (...)"), in words: the short ones by name, the ones carrying numbers by pattern."""
     known = t.raw("flags") if t.has("flags") else {}
     if isinstance(known, dict) and flag in known:
         return str(known[flag])
-    return _notes(flag, t) or flag
+    return notes_in_words(flag, t) or flag
 
 
-def _timing_flags(*timings: Timing | None) -> bool:
+def timing_flags(*timings: Timing | None) -> bool:
     return any(tm is not None and getattr(tm, "unstable", False) for tm in timings)
 
 
-def _op_flags(b: OpBench) -> list[str]:
+def op_flags(b: OpBench) -> list[str]:
     """Why an op's number is not clean evidence: its own flags, unstable timings, unverified."""
     flags = list(getattr(b, "flags", ()) or ())
-    if _timing_flags(b.tilelang, b.torch) and "unstable" not in flags:
+    if timing_flags(b.tilelang, b.torch) and "unstable" not in flags:
         flags.append("unstable")
     if getattr(b, "verified", True) is False:
         flags.append("not verified")
     return flags
 
 
-def _e2e_flags(result: RunResult) -> list[str]:
+def e2e_flags(result: RunResult) -> list[str]:
     """The end-to-end number's flags, plus the report's own check for baselines written
     before the bench stage flagged anything: a measured speedup far above what the op
     speedups and coverage allow (Amdahl) is a measurement problem, not a result."""
@@ -249,9 +249,9 @@ def _e2e_flags(result: RunResult) -> list[str]:
     if e is None:
         return []
     flags = list(getattr(e, "flags", ()) or ())
-    if _timing_flags(e.reference, e.swapped) and "unstable" not in flags:
+    if timing_flags(e.reference, e.swapped) and "unstable" not in flags:
         flags.append("unstable")
-    if (_finite(e.speedup) and _finite(e.amdahl_speedup) and e.amdahl_speedup > 0
+    if (finite(e.speedup) and finite(e.amdahl_speedup) and e.amdahl_speedup > 0
             and e.speedup > 1.25 * max(e.amdahl_speedup, 1.0)
             and not any(f.startswith("contradicts the Amdahl estimate") for f in flags)):
         flags.append("contradicts the Amdahl estimate")

@@ -97,14 +97,14 @@ _CJK_FILES = re.compile(r"(?i)(cjk|wqy|wenquanyi|droidsansfallback|sourcehan|not
                         r"msyh|pingfang|hiragino|uming|ukai)")
 
 
-def _import_weasyprint() -> Any:
+def import_weasyprint() -> Any:
     import weasyprint  # noqa: PLC0415 - lazy: GPU machines often lack pango
     return weasyprint
 
 
 def _package() -> Any:
     """The package, evaluator.report. Tests play a machine without pango or without a
-    Chinese font by replacing `_import_weasyprint` or `has_cjk_font` there
+    Chinese font by replacing `import_weasyprint` or `has_cjk_font` there
     (tests/test_pdf_env.py), as they did when the report was one module; so this module
     calls those functions, and `pdf_missing`, through the package at call time, and a
     replacement made there is the one used."""
@@ -169,7 +169,7 @@ def pdf_missing(lang: str = "en") -> list[Requirement]:
     """
     missing: list[Requirement] = []
     try:
-        weasyprint = _package()._import_weasyprint()
+        weasyprint = _package().import_weasyprint()
     except ImportError:
         return [Requirement("WeasyPrint", ("weasyprint",), "the report can be laid out as a PDF", pip=True)]
     except OSError as exc:  # a shared library WeasyPrint dlopens is not installed
@@ -211,7 +211,7 @@ def write_pdf(html: str, out_dir: Path, html_path: Path, result: RunResult, lang
     missing = _package().pdf_missing(lang)
     if missing:
         return None, missing_note(missing, html_path, result)
-    weasyprint = _package()._import_weasyprint()
+    weasyprint = _package().import_weasyprint()
     pdf_path = out_dir / PDF_NAME
     quiet = _QuietSvgStyles()
     logger = logging.getLogger("weasyprint")

@@ -39,13 +39,13 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _is_plural(node: Any) -> bool:
+def is_plural(node: Any) -> bool:
     return isinstance(node, dict) and "other" in node and set(node) <= {"zero", "one", "other"}
 
 
-def _form(node: Any, n: float | None) -> Any:
+def plural_form(node: Any, n: float | None) -> Any:
     """The plural form of a {zero, one, other} string for count n (Chinese needs only other)."""
-    if not _is_plural(node):
+    if not is_plural(node):
         return node
     if n is not None and n == 0 and "zero" in node:
         return node["zero"]
@@ -82,9 +82,9 @@ class Strings:
 
     def __call__(self, key: str, /, count: float | None = None, **kw: Any) -> str:
         n = count if count is not None else kw.get("n") if isinstance(kw.get("n"), (int, float)) else None
-        text = _form(self._get(key.split(".")), n)
+        text = plural_form(self._get(key.split(".")), n)
         if count is not None:  # the count picks the plural form and may be quoted too ("all {count} blockers")
-            kw = {"count": _num(count) or count, **kw}
+            kw = {"count": num(count) or count, **kw}
         return str(text).format_map(_Keep(kw)) if kw else str(text)
 
     def raw(self, key: str) -> Any:
@@ -122,7 +122,7 @@ class Strings:
         # Metric names contain dots, so they cannot go through the dotted lookup. A baseline
         # written by another version may name a metric this one has no words for.
         try:
-            text = str(_form(self._metric_node(name, field), count))
+            text = str(plural_form(self._metric_node(name, field), count))
         except ReportError:
             fallback = {"label": name, "fail": "next.unknown_fail", "next": "next.unknown_next",
                         "missing": "next.unknown_missing"}[field]
@@ -130,18 +130,18 @@ class Strings:
         return text.format_map(_Keep({"metric": name, "target": _target_name(name), **kw}))
 
 
-_PER_TARGET = re.compile(r"^portability\.([a-z0-9_]+)\.kernels_ok$")
+PER_TARGET = re.compile(r"^portability\.([a-z0-9_]+)\.kernels_ok$")
 
 
 def metric_strings_key(name: str) -> str:
     """Where a metric's words live in i18n/<lang>.yaml: its own name, except the one
     metric per portability target, which share `portability.<target>.kernels_ok`."""
-    return "portability.<target>.kernels_ok" if _PER_TARGET.match(name) else name
+    return "portability.<target>.kernels_ok" if PER_TARGET.match(name) else name
 
 
 def _target_name(metric: str) -> str:
     """The accelerator a per-target metric names ("NVIDIA H100"), or ""."""
-    m = _PER_TARGET.match(metric)
+    m = PER_TARGET.match(metric)
     if not m:
         return ""
     from ..device import targets  # noqa: PLC0415 - only for the per-target metrics
@@ -187,7 +187,7 @@ def _strip(text: str) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-def _num(v: float | None, digits: int = 3, plain: bool = False) -> str | None:
+def num(v: float | None, digits: int = 3, plain: bool = False) -> str | None:
     """Plain numbers for people: 120, 7,460, 12.5, 1.25, 0.048. Scientific notation only
     below 0.001 (errors such as 1.2e-06) and not with `plain` (rates such as 0.00098
     TFLOP/s), never for days, times or counts."""
@@ -217,7 +217,7 @@ class Fmt:
         self.na = t("not_measured")
 
     def num(self, v: float | None, digits: int = 3) -> str:
-        return _num(v, digits) or self.na
+        return num(v, digits) or self.na
 
     def ms(self, v: float | None) -> str:
         if v is None or not math.isfinite(v):
@@ -232,13 +232,13 @@ class Fmt:
 
     def tol(self, v: float | None) -> str:
         """A tolerance in two significant digits: 1.4e-05, 0.0057, 0.005, 2e-05."""
-        return self.na if not _finite(v) else f"{v:.2g}"
+        return self.na if not finite(v) else f"{v:.2g}"
 
     def yn(self, v: bool | None) -> str:
         return self.na if v is None else self.t("bool_yes" if v else "bool_no")
 
     def us(self, v: float | None) -> str:
-        return self.na if v is None or not math.isfinite(v) else f"{_num(v)} µs"
+        return self.na if v is None or not math.isfinite(v) else f"{num(v)} µs"
 
     def secs(self, v: float | None) -> str:
         """Seconds as people say them: "29 s", "3.2 s", "0.8 s"."""
@@ -247,7 +247,7 @@ class Fmt:
         return f"{v:.0f} s" if v >= 10 else f"{_strip(f'{v:.1f}')} s"
 
     def mb(self, v: float | None) -> str:
-        return self.na if v is None or not math.isfinite(v) else f"{_num(v)} MB"
+        return self.na if v is None or not math.isfinite(v) else f"{num(v)} MB"
 
     def interval(self, r: Ratio | None) -> str:
         """"1.05–1.12×": the 95% interval of a paired ratio, or "" when there is none."""
@@ -272,26 +272,26 @@ class Fmt:
         elif unit == "%":
             text = f"{v:.1f}"
         else:
-            text = _num(v) or self.na
+            text = num(v) or self.na
         if not unit:
             return text
         # Units the strings do not know (a metric added later) still show, untranslated.
         if not self.t.has(f"units.{unit}"):
             return f"{text} {unit}"
-        return str(_form(self.t.raw(f"units.{unit}"), 1 if text == "1" else v)).format(v=text)
+        return str(plural_form(self.t.raw(f"units.{unit}"), 1 if text == "1" else v)).format(v=text)
 
     def config(self, cfg: dict[str, Any] | None) -> str:
         return ", ".join(f"{k}={v}" for k, v in cfg.items()) if cfg else self.na
 
 
-def _day(iso: str) -> str:
+def day(iso: str) -> str:
     try:
         return datetime.fromisoformat(iso).date().isoformat()
     except (TypeError, ValueError):
         return iso or ""
 
 
-def _as_date(value: Any) -> date | None:
+def as_date(value: Any) -> date | None:
     if isinstance(value, datetime):
         return value.date()
     if isinstance(value, date):
@@ -304,11 +304,11 @@ def _as_date(value: Any) -> date | None:
     return None
 
 
-def _finite(v: Any) -> bool:
+def finite(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _ct(key: str, t: Strings) -> str:
+def ct(key: str, t: Strings) -> str:
     """Chart text: translated where matplotlib has the glyphs, English otherwise, so a
     Chinese report on a machine without a CJK font gets readable charts and no warnings."""
     text = t(key)

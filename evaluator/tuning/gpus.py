@@ -76,7 +76,7 @@ def compile_workers(n: int, devices: int = 1) -> int:
 
 
 @dataclass(frozen=True)
-class _Slot:
+class Slot:
     """One worker of a tune: the isolation slot, the CUDA_VISIBLE_DEVICES entry its
     worker gets (None: inherit this process's, as a single-device run and a CPU do) and
     the label its candidates are recorded with."""
@@ -86,9 +86,9 @@ class _Slot:
     label: str | None
 
 
-def _slots(devices: Sequence[int] | None, hw: Hardware) -> list[_Slot]:
+def gpu_slots(devices: Sequence[int] | None, hw: Hardware) -> list[Slot]:
     if devices is None:
-        return [_Slot(0, None, None)]  # exactly the single worker of old
+        return [Slot(0, None, None)]  # exactly the single worker of old
     devices = [int(d) for d in devices]
     if not devices:
         raise ConfigError("devices is empty; give at least one device index, or None")
@@ -102,5 +102,5 @@ def _slots(devices: Sequence[int] | None, hw: Hardware) -> list[_Slot]:
             raise ConfigError(f"device cuda:{bad[0]} is not visible ({len(visible)} GPUs are); see parse_gpus")
         gpus = [visible[d] for d in devices]
     if len(devices) == 1:  # one device: the single-worker search, pinned to that GPU
-        return [_Slot(0, gpus[0], None)]
-    return [_Slot(i, g, f"{hw.device}:{d}") for i, (d, g) in enumerate(zip(devices, gpus))]
+        return [Slot(0, gpus[0], None)]
+    return [Slot(i, g, f"{hw.device}:{d}") for i, (d, g) in enumerate(zip(devices, gpus))]

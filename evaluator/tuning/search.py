@@ -45,7 +45,7 @@ from typing import Callable, Sequence
 
 from . import isolation
 from ..measuring.bench import TimingPolicy
-from .gpus import COMPILE_THREADS_PER_DEVICE, _Slot, _slots, compile_workers, parse_gpus, visible_gpus  # noqa: F401
+from .gpus import COMPILE_THREADS_PER_DEVICE, Slot, gpu_slots, compile_workers, parse_gpus, visible_gpus  # noqa: F401
 from ..errors import ConfigError, KernelError
 from ..kernels.base import KernelFamily
 from ..measuring.checks import measure, short_error
@@ -122,7 +122,7 @@ def tune(family: KernelFamily, shape: Shape, dtype: str, hw: Hardware, *, budget
     filled as DeviceLog says.
     """
     t_start = time.perf_counter()
-    slots = _slots(devices, hw)
+    slots = gpu_slots(devices, hw)
     if len(slots) > 1 and isolate is False:
         raise ConfigError("timing on several devices needs isolated workers; use --isolate on or auto, or one GPU")
     space = list(family.search_space(shape, dtype, hw))
@@ -175,7 +175,7 @@ def _ckey(config: KernelConfig) -> tuple:
 
 
 def _isolation_spec(family: KernelFamily, hw: Hardware, isolate: bool | None,
-                    slots: list[_Slot]) -> tuple | str | None:
+                    slots: list[Slot]) -> tuple | str | None:
     """The worker's handle on the family when candidates are to be isolated, else None;
     a string says why isolation was wanted (auto mode) but is impossible."""
     if isolate is False or (isolate is None and hw.device != "cuda" and len(slots) == 1):
@@ -196,7 +196,7 @@ class _Search:
 
     def __init__(self, family: KernelFamily, shape: Shape, dtype: str, hw: Hardware, policy: TimingPolicy,
                  budget_s: float, t_start: float, on_candidate: Callable[[Candidate], None] | None,
-                 spec: tuple | str | None, timeout_s: float, slots: list[_Slot]):
+                 spec: tuple | str | None, timeout_s: float, slots: list[Slot]):
         self.family, self.shape, self.dtype, self.hw, self.policy = family, shape, dtype, hw, policy
         self.budget_s, self.t_start, self.on_candidate, self.timeout_s = budget_s, t_start, on_candidate, timeout_s
         self.spec = spec if isinstance(spec, tuple) else None
@@ -316,7 +316,7 @@ class _Search:
         with self._lock:
             self.candidates[start:] = sorted(self.candidates[start:], key=lambda c: order[_ckey(c.config)])
 
-    def _slot_loop(self, slot: _Slot, work: queue.SimpleQueue, phase: str, skip: str) -> None:
+    def _slot_loop(self, slot: Slot, work: queue.SimpleQueue, phase: str, skip: str) -> None:
         while not self._stop.is_set():
             try:  # ready before taking work, and no waiting for a restart once the work is gone
                 if not isolation.wait_ready(slot.index, slot.gpu, timeout=0.2):
@@ -347,7 +347,7 @@ class _Search:
             if not self._stop.is_set():
                 self.record(cand)
 
-    def _drop(self, slot: _Slot, exc: Exception) -> None:
+    def _drop(self, slot: Slot, exc: Exception) -> None:
         """A slot whose worker cannot start leaves this tune; with none left, candidates run
         in-process (their error says why)."""
         with self._lock:
@@ -381,12 +381,12 @@ class _Search:
             error = f"evaluated in-process: {self.note}" if self.note else ""
         return Candidate(config, status, latency_ms=latency, compile_s=compile_s, error=error, phase=phase)
 
-    def run_on(self, slot: _Slot, config: KernelConfig) -> dict:
+    def run_on(self, slot: Slot, config: KernelConfig) -> dict:
         return isolation.run_candidate(self.spec, self.shape, self.dtype, config, self.hw.target, self.hw.device,
                                        self.policy, self.atol, self.rtol, timeout_s=self.timeout_s,
                                        slot=slot.index, gpu=slot.gpu)
 
-    def in_worker(self, slot: _Slot, config: KernelConfig, compile_s: float | None, phase: str) -> Candidate:
+    def in_worker(self, slot: Slot, config: KernelConfig, compile_s: float | None, phase: str) -> Candidate:
         r = self.run_on(slot, config)
         if slot.label is not None:
             with self._lock:
@@ -418,7 +418,7 @@ class _Search:
                     return
                 self._replace_timing(slot, config, r)
 
-    def _replace_timing(self, slot: _Slot, config: KernelConfig, r: dict) -> None:
+    def _replace_timing(self, slot: Slot, config: KernelConfig, r: dict) -> None:
         k = _ckey(config)
         i = next(j for j, c in enumerate(self.candidates) if _ckey(c.config) == k)
         first = self.candidates[i]

@@ -15,13 +15,13 @@ from typing import Any
 from .. import charts
 from ...baseline import plausible_cause
 from ...results import RunResult
-from ..notes import _DROPPED_NOTES, _notes
-from ..strings import Fmt, Strings, _ct
+from ..notes import DROPPED_NOTES, notes_in_words
+from ..strings import Fmt, Strings, ct
 
 MAX_ROWS = 60  # long tables (candidates, unchanged comparisons) are cut; the baseline has them all
 
 
-def _comparison(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
+def comparison_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
     c = result.comparison
     if c is None:
         return {"present": False, "text": t("text.comparison_none")}
@@ -54,12 +54,12 @@ def _comparison(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
             else t("text.comparison_ref", reference=c.reference, candidate=c.candidate))
     return {"present": True, "text": text,
             "not_comparable": "" if c.comparable else t("text.not_comparable"),
-            "summary": summary, "note": _notes(c.note, t, drop=_DROPPED_NOTES), "causes": cause_text, "rows": rows,
+            "summary": summary, "note": notes_in_words(c.note, t, drop=DROPPED_NOTES), "causes": cause_text, "rows": rows,
             "more": t("text.more_rows", count=len(rest) - room, n=len(rest) - room) if len(rest) > room else "",
             "env": env}
 
 
-def _trend(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
+def trend_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
     """The trend chart and table, or None with fewer than two distinct baselines: a
     first baseline compared with itself is no trend (the section says so instead)."""
     if len({p.version for p in result.trend or ()}) < 2:
@@ -67,7 +67,7 @@ def _trend(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
     series: dict[str, list[tuple[str, float]]] = defaultdict(list)
     for p in sorted(result.trend, key=lambda p: p.created):
         series[p.key].append((p.version, p.median_ms))
-    chart = charts.trend(series, ylabel=_ct("chart.trend_y", t), xlabel=_ct("chart.version", t))
+    chart = charts.trend(series, ylabel=ct("chart.trend_y", t), xlabel=ct("chart.version", t))
     rows = []
     for key, pts in series.items():
         first, last = pts[0][1], pts[-1][1]

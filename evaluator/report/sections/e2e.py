@@ -19,12 +19,12 @@ from .. import charts
 from ...measuring import compile_path as paths
 from ...checklist import op_rows
 from ...results import RunResult, shape_str
-from ..notes import _e2e_flags, _flag, _mapped, _notes, _timing_flags
-from ..strings import Fmt, Strings, _ct, _finite, _num
+from ..notes import e2e_flags, flag_in_words, mapped, notes_in_words, timing_flags
+from ..strings import Fmt, Strings, ct, finite, num
 from .kernels import compiled_cell
 
 
-def _view_name(method: str, t: Strings) -> str:
+def view_name(method: str, t: Strings) -> str:
     return t.get(f"views.{method}.name", method or t("not_measured"))
 
 
@@ -36,14 +36,14 @@ def compiled_sentence(result: RunResult, t: Strings, f: Fmt) -> str:
     if c is not None:
         if c.timing is None:
             return t("compiled.e2e_not_run", mode=c.mode, reason=(c.error or t("not_measured")).rstrip("."))
-        value = c.ratio.value if c.ratio is not None and _finite(c.ratio.value) else None
+        value = c.ratio.value if c.ratio is not None and finite(c.ratio.value) else None
         sentence = t("compiled.e2e", x=f.x(value), s=f.secs(c.compile_s), mode=c.mode)
         if paths.OTHER_PROGRAM in (c.note or ""):  # said where the ratio is read, not only in a note
             sentence = f"{sentence} {t('compiled.other_program')}"
         return sentence
     rows, _ = op_rows(result)  # the rows the op metrics use: the model's own shapes where there are any
     timed = [b for b in rows if getattr(b, "compiled", None) is not None and b.compiled.ratio is not None
-             and _finite(b.compiled.ratio.value) and b.compiled.ratio.value > 0]
+             and finite(b.compiled.ratio.value) and b.compiled.ratio.value > 0]
     if timed:
         mean = math.exp(sum(math.log(b.compiled.ratio.value) for b in timed) / len(timed))
         modes = ", ".join(sorted({b.compiled.mode for b in timed}))
@@ -51,7 +51,7 @@ def compiled_sentence(result: RunResult, t: Strings, f: Fmt) -> str:
     return ""
 
 
-def _e2e(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
+def e2e_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
     e = result.e2e
     if e is None:
         return None
@@ -80,16 +80,16 @@ def _e2e(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
         if comp.compile_s is not None:
             kv.append((t("kv.compile_time"), f.secs(comp.compile_s)))
         if comp.note:
-            kv.append((t("kv.compiled_note"), _notes(comp.note, t)))
+            kv.append((t("kv.compiled_note"), notes_in_words(comp.note, t)))
     method = getattr(e, "method", "") or ""
     views = []
     for view in getattr(e, "views", ()) or ():
-        views.append({"compiled": compiled_cell(comp, t, f) if comp is not None and view.method == method else None,"name": _view_name(view.method, t), "meaning": t.get(f"views.{view.method}.meaning", ""),
+        views.append({"compiled": compiled_cell(comp, t, f) if comp is not None and view.method == method else None,"name": view_name(view.method, t), "meaning": t.get(f"views.{view.method}.meaning", ""),
                       "used": view.method == method, "ref": f.ms(view.reference.median_ms if view.reference else None),
                       "swapped": f.ms(view.swapped.median_ms if view.swapped else None),
                       "ratio": f.x(view.ratio.value if view.ratio else None), "ci": f.interval(view.ratio),
                       "rounds": view.ratio.rounds if view.ratio is not None and view.ratio.rounds else 0,
-                      "flagged": _timing_flags(view.reference, view.swapped), "note": _notes(view.note, t)})
+                      "flagged": timing_flags(view.reference, view.swapped), "note": notes_in_words(view.note, t)})
     calls, not_chosen = [], []
     # The router's fallback reasons and layout notes, in words; any other shows as recorded.
     # The families not chosen follow the chosen ones', dimmed: every call they made ran in PyTorch.
@@ -98,9 +98,9 @@ def _e2e(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
         notes = dict(getattr(c, "notes", {}) or {})
         rows = calls if c.family in e.families else not_chosen
         rows.append({"family": c.family, "shape": c.shape or "—", "tilelang": f.num(c.tilelang),
-                      "fallback": t("list_semi").join(f"{_mapped('fallbacks', reason, t)}: {_num(n)}"
+                      "fallback": t("list_semi").join(f"{mapped('fallbacks', reason, t)}: {num(n)}"
                                                       for reason, n in fallback.items()) or "—",
-                      "notes": t("list_semi").join(f"{_call_note(k, t)}: {_num(n)}" for k, n in notes.items()),
+                      "notes": t("list_semi").join(f"{_call_note(k, t)}: {num(n)}" for k, n in notes.items()),
                       "profiled": f.ms(c.profiled_ms) if c.profiled_ms else "—",
                       "cls": ("row-fail" if rows is calls else "row-dim") if fallback and not c.tilelang else ""})
     tl_calls, fb_calls = getattr(e, "tilelang_calls", 0) or 0, getattr(e, "fallback_calls", 0) or 0
@@ -112,8 +112,8 @@ def _e2e(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
              (t("kv.rel_l2_err"), f.num(getattr(e, "rel_l2_err", None), 2)),
              (t("kv.rel_max_err"), f.num(getattr(e, "rel_max_err", None), 2))]
     if tol:
-        check.append((t("kv.tolerance"), ", ".join(f"{k} {f.tol(v) if _finite(v) else v}" for k, v in tol.items())))
-    used = (t("text.e2e_method", method=_view_name(method, t), meaning=t.get(f"views.{method}.meaning", ""))
+        check.append((t("kv.tolerance"), ", ".join(f"{k} {f.tol(v) if finite(v) else v}" for k, v in tol.items())))
+    used = (t("text.e2e_method", method=view_name(method, t), meaning=t.get(f"views.{method}.meaning", ""))
             if method else "")
     return {"kv": kv, "error": t("text.e2e_error", error=e.error) if e.error else "", "views": views,
             "in_model": _in_model_rows(result, f),
@@ -123,7 +123,7 @@ def _e2e(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
             "compiled": compiled_sentence(result, t, f) if comp is not None else "", "with_compiled": comp is not None,
             "method": used, "calls": calls, "not_chosen": not_chosen,
             "calls_notes": any(c["notes"] for c in calls + not_chosen),
-            "coverage": coverage_text, "check": check, "flags": [_flag(x, t) for x in _e2e_flags(result)]}
+            "coverage": coverage_text, "check": check, "flags": [flag_in_words(x, t) for x in e2e_flags(result)]}
 
 
 def _call_note(note: str, t: Strings) -> str:
@@ -132,7 +132,7 @@ def _call_note(note: str, t: Strings) -> str:
     m = re.fullmatch(r"fused into (?P<kernel>\w+)", note)
     if m:
         return t("text.fused_into", kernel=m["kernel"])
-    return _mapped("call_notes", note, t)
+    return mapped("call_notes", note, t)
 
 
 def _in_model_rows(result: RunResult, f: Fmt) -> list[dict[str, Any]]:
@@ -153,7 +153,7 @@ def _in_model_rows(result: RunResult, f: Fmt) -> list[dict[str, Any]]:
     return rows
 
 
-def _soak(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
+def soak_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
     s = result.soak
     if s is None:
         return None
@@ -169,8 +169,8 @@ def _soak(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
         kv.append((t("kv.clocks"), f"{min(s.clocks_mhz):.0f}–{max(s.clocks_mhz):.0f} MHz"))
         kv.append((t("kv.throttle"), ", ".join(s.throttle_reasons) or t("none")))
     if s.notes:
-        kv.append((t("kv.notes"), _notes("; ".join(s.notes), t)))
-    chart = charts.soak(s.window_ms, seconds=s.seconds, xlabel=_ct("chart.soak_x", t), ylabel=_ct("chart.soak_y", t))
+        kv.append((t("kv.notes"), notes_in_words("; ".join(s.notes), t)))
+    chart = charts.soak(s.window_ms, seconds=s.seconds, xlabel=ct("chart.soak_x", t), ylabel=ct("chart.soak_y", t))
     return {"kv": kv, "chart": chart,
             "text": t("text.soak_summary", seconds=f.num(s.seconds), iterations=f.num(s.iterations),
                       windows=len(s.window_ms), timer=t.get(f"timers.{timer}", timer))}

@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 from ... import resources
 from ...results import RunResult, shape_str
-from ..notes import _mapped
+from ..notes import mapped
 from ..strings import Fmt, Strings
 
 
@@ -38,7 +38,7 @@ def _value(value: Any, f: Fmt) -> str:
 def _key(name: str, t: Strings) -> str:
     """A field's name in the report's language ("batch_size" -> "批大小"); dotted names
     part by part; a name the strings do not know stays as it is."""
-    return t("key_sep").join(_mapped("keys", part, t) for part in name.split("."))
+    return t("key_sep").join(mapped("keys", part, t) for part in name.split("."))
 
 
 def _flatten(prefix: str, value: Any, f: Fmt) -> Iterable[tuple[str, str]]:
@@ -53,7 +53,7 @@ def _rows(pairs: Iterable[tuple[str, str]], t: Strings) -> list[tuple[str, str]]
     return [(_key(k, t), v) for k, v in pairs]
 
 
-def _environment(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
+def environment_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
     env, hw, m = result.environment, result.environment.hardware, result.model
     software = _rows([("evaluator", env.evaluator), ("python", env.python), ("os", env.os), ("cpu", env.cpu),
                       ("torch", env.torch), ("tilelang", env.tilelang)], t)
@@ -78,7 +78,7 @@ def _environment(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
             "settings": _rows(settings, t)}
 
 
-def _problems(result: RunResult, t: Strings, f: Fmt) -> list[tuple[str, str]]:
+def problems_section(result: RunResult, t: Strings, f: Fmt) -> list[tuple[str, str]]:
     """Stages that failed, plus failures inside a stage that finished (the swapped-in model
     that did not run, ops without a TileLang time): "every stage finished" only when none."""
     rows = sorted(result.stage_errors.items())
@@ -94,6 +94,6 @@ def _problems(result: RunResult, t: Strings, f: Fmt) -> list[tuple[str, str]]:
     return rows
 
 
-def _timing_policy(result: RunResult, f: Fmt) -> list[tuple[str, str]]:
+def timing_policy(result: RunResult, f: Fmt) -> list[tuple[str, str]]:
     timing = result.settings.get("timing") if isinstance(result.settings, dict) else None
     return _rows(_flatten("", timing, f), f.t) if isinstance(timing, dict) else []

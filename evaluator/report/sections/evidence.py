@@ -16,11 +16,11 @@ from typing import Callable
 from ...checklist import METRICS, kernel_status, op_label, op_rows, op_speedup
 from ...checklist.metrics_kernels import failing_reasons
 from ...results import Outcome, RunResult
-from ..notes import _flag, _flagged_ops, _flags_words, _mapped, _notes
-from ..strings import _PER_TARGET, Fmt, Strings, _finite
-from .e2e import _view_name
-from .page_one import _SEVERITY_ORDER, _SYMBOL, _item_title
-from .portability import _port_not_checked, _port_sentences
+from ..notes import flag_in_words, flagged_op_labels, flags_words, mapped, notes_in_words
+from ..strings import PER_TARGET, Fmt, Strings, finite
+from .e2e import view_name
+from .page_one import SEVERITY_ORDER, SYMBOL, item_title
+from .portability import port_not_checked, port_sentences
 
 
 def _stage(result: RunResult, stage: str, t: Strings) -> str:
@@ -67,12 +67,12 @@ def _ev_e2e(r: RunResult, t: Strings, f: Fmt) -> str:
     method = getattr(e, "method", "") or e.reference.timer
     ci = f.interval(getattr(e, "ratio", None))
     parts = [t("evidence.e2e", ref=f.ms(e.reference.median_ms), swapped=f.ms(e.swapped.median_ms),
-               method=_view_name(method, t) + (t("comma") + ci if ci else ""), families=", ".join(e.families) or t("none"))]
+               method=view_name(method, t) + (t("comma") + ci if ci else ""), families=", ".join(e.families) or t("none"))]
     if getattr(e, "calls", ()) or getattr(e, "tilelang_calls", 0) or getattr(e, "fallback_calls", 0):
         parts.append(t("evidence.e2e_calls", tilelang=f.num(e.tilelang_calls), fallback=f.num(e.fallback_calls)))
-    if _finite(getattr(e, "rel_l2_err", None)):
+    if finite(getattr(e, "rel_l2_err", None)):
         parts.append(t("evidence.e2e_rel_l2", err=f.num(e.rel_l2_err, 2)))
-    elif _finite(e.max_abs_err):
+    elif finite(e.max_abs_err):
         parts.append(t("evidence.e2e_abs", err=f.num(e.max_abs_err, 2)))
     parts.append(t("evidence.e2e_coverage", coverage=f.pct(e.coverage, 0)))
     if e.error:
@@ -92,7 +92,7 @@ def _ev_soak(r: RunResult, t: Strings, f: Fmt) -> str:
         return _stage(r, "soak", t)
     text = t("evidence.soak", seconds=f.num(s.seconds), iterations=f.num(s.iterations), windows=len(s.window_ms),
              first=f.ms(s.window_ms[0]), last=f.ms(s.window_ms[-1]))
-    notes = _notes("; ".join(s.notes), t)
+    notes = notes_in_words("; ".join(s.notes), t)
     return text + (t("list_semi") + notes if notes else "")
 
 
@@ -101,9 +101,9 @@ def _ev_upstream(r: RunResult, t: Strings, f: Fmt) -> str:
     if u is None:
         return _stage(r, "upstream", t)
     if not u.measured:
-        return t("evidence.upstream_not_measured", note=_notes(u.note, t) or t("none"))
+        return t("evidence.upstream_not_measured", note=notes_in_words(u.note, t) or t("none"))
     text = t("evidence.upstream", repo=u.repo or "upstream", head=u.head[:10] or "?", as_of=u.as_of or "?")
-    note = _notes(u.note, t)
+    note = notes_in_words(u.note, t)
     return text + (t("list_semi") + note if note else "")
 
 
@@ -113,7 +113,7 @@ def _ev_fork(r: RunResult, t: Strings, f: Fmt) -> str:
         return _ev_upstream(r, t, f)
     if u.fork_days_behind is None:
         if u.fork is not None and u.fork.reason:
-            return t("evidence.fork_not_measured", reason=_notes(u.fork.reason, t))
+            return t("evidence.fork_not_measured", reason=notes_in_words(u.fork.reason, t))
         return t("evidence.fork_none")
     return t("evidence.fork", behind=f.num(u.fork_behind), ahead=f.num(u.fork_ahead))
 
@@ -134,12 +134,12 @@ def _ev_baseline(r: RunResult, t: Strings, f: Fmt) -> str:
 def _ev_portability(r: RunResult, t: Strings, f: Fmt, metric: str) -> str:
     p = r.portability
     if p is None:
-        return _port_not_checked(r, t)
-    m = _PER_TARGET.match(metric)
+        return port_not_checked(r, t)
+    m = PER_TARGET.match(metric)
     if m:
         if m.group(1) not in p.targets:
             return t("evidence.port_not_target", target=m.group(1), targets=", ".join(p.targets))
-        return _port_sentences(p, t)[p.targets.index(m.group(1))]
+        return port_sentences(p, t)[p.targets.index(m.group(1))]
     from ... import portability as P  # noqa: PLC0415 - lazy, as in sections/portability.py
 
     facts = P.target_facts(p)
@@ -166,10 +166,10 @@ _EVIDENCE_TAILS = [(kind, re.compile(rx)) for kind, rx in (
 def _doubt(text: str, t: Strings) -> str:
     """checklist's "why this number cannot pass" in words: "flagged: OP (flag, flag); ..."
     for ops, "flag; flag" for the end-to-end number."""
-    ops = _flagged_ops(text)
+    ops = flagged_op_labels(text)
     if ops is not None:
-        return t("evidence.doubt_ops", ops=t("list_semi").join(f"{op} ({_flags_words(flags, t)})" for op, flags in ops))
-    return t("list_semi").join(w for w in (_flag(x, t) for x in text.split("; ") if x) if w)
+        return t("evidence.doubt_ops", ops=t("list_semi").join(f"{op} ({flags_words(flags, t)})" for op, flags in ops))
+    return t("list_semi").join(w for w in (flag_in_words(x, t) for x in text.split("; ") if x) if w)
 
 
 def _evidence(o: Outcome, result: RunResult, t: Strings, f: Fmt) -> str:
@@ -191,17 +191,17 @@ def _evidence(o: Outcome, result: RunResult, t: Strings, f: Fmt) -> str:
     return t("list_semi").join(p for p in parts if p)
 
 
-def _checklist_rows(result: RunResult, t: Strings, f: Fmt) -> list[dict[str, str]]:
+def checklist_rows(result: RunResult, t: Strings, f: Fmt) -> list[dict[str, str]]:
     if result.verdict is None:
         return []
     order = {"fail": 0, "not_evaluated": 1, "waived": 2, "pass": 3}
     rows = []
-    for o in sorted(result.verdict.outcomes, key=lambda o: (order.get(o.status, 9), _SEVERITY_ORDER.get(o.severity, 9))):
+    for o in sorted(result.verdict.outcomes, key=lambda o: (order.get(o.status, 9), SEVERITY_ORDER.get(o.severity, 9))):
         rows.append({
-            "id": o.id, "title": _item_title(o, t, f), "original": _mapped("checklist_titles", o.title, t)
+            "id": o.id, "title": item_title(o, t, f), "original": mapped("checklist_titles", o.title, t)
             if t.lang != "en" else "",
             "severity": o.severity, "severity_label": t.get(f"severity.{o.severity}", o.severity), "metric": o.metric,
-            "required": f"{_SYMBOL.get(o.comparator, o.comparator)} {f.unit(o.threshold, o.unit)}",
+            "required": f"{SYMBOL.get(o.comparator, o.comparator)} {f.unit(o.threshold, o.unit)}",
             "measured": f.unit(o.value, o.unit),
             "status": o.status, "status_label": t.get(f"status.{o.status}", o.status),
             "evidence": _evidence(o, result, t, f), "rationale": o.rationale,

@@ -17,11 +17,11 @@ from typing import Any
 from .. import charts
 from ...checklist import op_rows, op_speedup
 from ...results import Compiled, OpBench, RunResult, Timing, shape_str
-from ..notes import _flag, _notes, _op_flags
-from ..strings import Fmt, Strings, _ct, _finite, _num
+from ..notes import flag_in_words, notes_in_words, op_flags
+from ..strings import Fmt, Strings, ct, finite, num
 
 
-def _hot_ops(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
+def hot_ops_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
     h = result.hot_ops
     if h is None or not h.ops:
         return None
@@ -30,7 +30,7 @@ def _hot_ops(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
              "kernel": t("selected") if o.family in h.selected else (t("bool_yes") if o.has_kernel else t("bool_no"))}
             for o in h.ops]
     chart = charts.hot_ops([(o.family, o.share, o.family in h.selected) for o in h.ops[:15]],
-                           xlabel=_ct("chart.share", t), rewritten=_ct("selected", t), kept=_ct("kept", t))
+                           xlabel=ct("chart.share", t), rewritten=ct("selected", t), kept=ct("kept", t))
     text = [t("text.hot_ops_total", total=f.ms(h.total_ms), wall=f.ms(h.wall_ms),
               selected=", ".join(h.selected) or t("none"))]
     for fu in h.fusions:
@@ -41,7 +41,7 @@ def _hot_ops(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
     return {"rows": rows, "chart": chart, "text": " ".join(text)}
 
 
-def _verify(result: RunResult, t: Strings, f: Fmt) -> list[dict[str, str]]:
+def verify_section(result: RunResult, t: Strings, f: Fmt) -> list[dict[str, str]]:
     rows = []
     for v in result.verify:
         for c in v.cases:
@@ -67,13 +67,13 @@ def compiled_cell(c: Compiled | None, t: Strings, f: Fmt) -> dict[str, Any]:
         return {"ms": "", "sub": "", "ratio": "—", "ci": "", "cls": "none",
                 "reason": t("text.compiled_not_run", reason=c.error or t("not_measured"))}
     r = c.ratio
-    value = r.value if r is not None and _finite(r.value) else None
-    return {"ms": f.ms(c.timing.median_ms), "sub": t("text.compiled_in", s=f.secs(c.compile_s)) if _finite(
+    value = r.value if r is not None and finite(r.value) else None
+    return {"ms": f.ms(c.timing.median_ms), "sub": t("text.compiled_in", s=f.secs(c.compile_s)) if finite(
                 c.compile_s) else "", "ratio": f.x(value), "ci": f.interval(r), "reason": "",
             "cls": _speed_class(value)}
 
 
-def _ops(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
+def ops_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
     if not result.op_bench:
         return None
     _, which = op_rows(result)
@@ -81,16 +81,16 @@ def _ops(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
     ordered = sorted(result.op_bench, key=lambda b: (b.source != "model", b.family, b.shape))
     for b in ordered:
         s = op_speedup(b)
-        flags = _op_flags(b)
+        flags = op_flags(b)
         tl_k, pt_k = getattr(b, "tilelang_kernel_ms", None), getattr(b, "torch_kernel_ms", None)
-        cross = f"{f.ms(tl_k)} / {f.ms(pt_k)}" if _finite(tl_k) or _finite(pt_k) else "—"
-        notes = [_flag(x, t) for x in flags]
+        cross = f"{f.ms(tl_k)} / {f.ms(pt_k)}" if finite(tl_k) or finite(pt_k) else "—"
+        notes = [flag_in_words(x, t) for x in flags]
         if getattr(b, "timer_note", ""):
-            notes.append(t("text.timer_note", note=_notes(b.timer_note, t)))
+            notes.append(t("text.timer_note", note=notes_in_words(b.timer_note, t)))
         if b.error:
             notes.append(b.error)
         if getattr(b, "compiled", None) is not None and b.compiled.note:
-            notes.append(t("text.compiled_note", note=_notes(b.compiled.note, t)))
+            notes.append(t("text.compiled_note", note=notes_in_words(b.compiled.note, t)))
         # Optional columns show "—" when absent: "not measured" in every cell would crowd
         # out the numbers that were measured.
         rows.append({"family": b.family, "shape": shape_str(b.shape), "dtype": b.dtype,
@@ -101,10 +101,10 @@ def _ops(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
                      "cls": "none" if flags else _speed_class(s), "flagged": bool(flags),
                      "compiled": compiled_cell(getattr(b, "compiled", None), t, f),
                      "verified": f.yn(getattr(b, "verified", None)), "cross": cross,
-                     "tflops": _num(b.tilelang_tflops) or "—", "gbps": _num(b.tilelang_gbps) or "—", "notes": notes})
+                     "tflops": num(b.tilelang_tflops) or "—", "gbps": num(b.tilelang_gbps) or "—", "notes": notes})
     chart_rows = [(f"{b.family} {shape_str(b.shape)}" + ("" if b.source == "model" else " *"), op_speedup(b),
-                   bool(_op_flags(b))) for b in ordered][:30]
-    chart = charts.speedups(chart_rows, xlabel=_ct("chart.speedup", t), missing=_ct("not_measured", t))
+                   bool(op_flags(b))) for b in ordered][:30]
+    chart = charts.speedups(chart_rows, xlabel=ct("chart.speedup", t), missing=ct("not_measured", t))
     text = t("text.ops_rows", which=t("text.ops_model" if which == "model shapes" else "text.ops_standard"))
     legend = shape_legend(sorted({b.family for b in ordered}), [b.shape for b in ordered], t)
     if legend:
@@ -143,14 +143,14 @@ def shape_legend(families: list[str], shapes: list, t: Strings) -> str:
 
 
 def _tflops(b: OpBench, tm: Timing | None, given: float | None) -> float | None:
-    if _finite(given) and given > 0:
+    if finite(given) and given > 0:
         return given
-    if tm is not None and _finite(tm.median_ms) and tm.median_ms > 0 and b.flops > 0:
+    if tm is not None and finite(tm.median_ms) and tm.median_ms > 0 and b.flops > 0:
         return b.flops / (tm.median_ms * 1e-3) / 1e12
     return None
 
 
-def _roofline(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
+def roofline(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
     if not result.op_bench:
         return None
     hw = result.environment.hardware
@@ -177,27 +177,27 @@ def _roofline(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
         attainable = min(roof_tflops, intensity * roof_gbps / 1000) if roof_tflops and roof_gbps else None
 
         def of_roof(x: float | None, given: float | None) -> str:
-            pct = given if _finite(given) else (x / attainable * 100 if x and attainable else None)
-            return f" ({_num(pct, plain=True)}%)" if _finite(pct) else ""
+            pct = given if finite(given) else (x / attainable * 100 if x and attainable else None)
+            return f" ({num(pct, plain=True)}%)" if finite(pct) else ""
 
         table.append({"n": n, "op": label + ("" if b.source == "model" else " *"), "dtype": b.dtype,
                       "intensity": f.num(intensity),
-                      "tilelang": (_num(tl, plain=True) + of_roof(tl, b.tilelang_roof_pct)) if tl else f.na,
-                      "vendor": (_num(vd, plain=True) + of_roof(vd, b.torch_roof_pct)) if vd else f.na,
-                      "flagged": bool(_op_flags(b))})
+                      "tilelang": (num(tl, plain=True) + of_roof(tl, b.tilelang_roof_pct)) if tl else f.na,
+                      "vendor": (num(vd, plain=True) + of_roof(vd, b.torch_roof_pct)) if vd else f.na,
+                      "flagged": bool(op_flags(b))})
     chart = charts.roofline(pts, peak_tflops=roof_tflops, peak_gbps=roof_gbps,
-                            xlabel=_ct("chart.intensity", t), ylabel=_ct("chart.tflops", t),
-                            vendor=_ct("kept", t), roof=_ct("chart.roof", t))
+                            xlabel=ct("chart.intensity", t), ylabel=ct("chart.tflops", t),
+                            vendor=ct("kept", t), roof=ct("chart.roof", t))
     if chart is None:
         return None
     text = (t("text.roofline_peaks", tflops=f.num(roof_tflops), gbps=f.num(roof_gbps))
             if roof_tflops and roof_gbps else t("text.roofline_no_peaks"))
     if hw.measured_tflops and hw.ceilings_note:
-        text += f" ({_notes(hw.ceilings_note, t)})"
+        text += f" ({notes_in_words(hw.ceilings_note, t)})"
     return {"chart": chart, "text": text, "table": table}
 
 
-def _tuning(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
+def tuning_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
     kernels = []
     for k in result.tuned:
         counts: dict[str, int] = defaultdict(int)
@@ -210,7 +210,7 @@ def _tuning(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
             if c.status != "ok":
                 bad.setdefault(c.status, c)  # one example per failure kind keeps the appendix short
         cands = [{"config": f.config(c.config), "status": t.get(f"cand.{c.status}", c.status),
-                  "latency": f.ms(c.latency_ms), "compile": f.num(c.compile_s), "error": _notes(c.error, t),
+                  "latency": f.ms(c.latency_ms), "compile": f.num(c.compile_s), "error": notes_in_words(c.error, t),
                   "phase": c.phase}
                  for c in [*ok[:8], *bad.values()]]
         # A kernel reused from the tuning cache was not searched in this run: its one

@@ -17,14 +17,14 @@ from typing import Any, Iterable
 
 from ...checklist import METRICS, kernel_status, op_label, op_rows, op_speedup
 from ...results import Outcome, Ratio, RunResult, Verdict, family_calls
-from ..notes import _e2e_flags, _flag, _flagged_ops, _flags_words, _mapped, _op_flags
-from ..strings import Fmt, Strings, _finite, _form, _num
-from .e2e import _view_name, compiled_sentence
+from ..notes import e2e_flags, flag_in_words, flagged_op_labels, flags_words, mapped, op_flags
+from ..strings import Fmt, Strings, finite, plural_form, num
+from .e2e import view_name, compiled_sentence
 
 
-_SYMBOL = {">=": "≥", "<=": "≤", "==": "=", "!=": "≠", ">": ">", "<": "<"}
+SYMBOL = {">=": "≥", "<=": "≤", "==": "=", "!=": "≠", ">": ">", "<": "<"}
 _DECISION_CLASS = {"GO": "go", "CONDITIONAL GO": "conditional", "NO-GO": "nogo", "INCONCLUSIVE": "inconclusive"}
-_SEVERITY_ORDER = {"blocker": 0, "major": 1, "minor": 2}
+SEVERITY_ORDER = {"blocker": 0, "major": 1, "minor": 2}
 
 
 def _outcome(verdict: Verdict | None, metric: str) -> Outcome | None:
@@ -52,12 +52,12 @@ def _waiver_date(o: Outcome) -> str:
     return m.group(1) if m else "?"
 
 
-def _item_title(o: Outcome, t: Strings, f: Fmt) -> str:
+def item_title(o: Outcome, t: Strings, f: Fmt) -> str:
     """The item's own title in English; in other languages a description built from the
     metric (checklist files are written in one language, the report in several)."""
     if t.lang == "en":
         return o.title
-    return f"{t.metric(o.metric, 'label')} {_SYMBOL.get(o.comparator, o.comparator)} {f.unit(o.threshold, o.unit)}"
+    return f"{t.metric(o.metric, 'label')} {SYMBOL.get(o.comparator, o.comparator)} {f.unit(o.threshold, o.unit)}"
 
 
 _DOUBT = "cannot pass on this number: "
@@ -73,17 +73,17 @@ def _doubt(o: Outcome) -> str:
 def _doubt_words(doubt: str, t: Strings) -> str:
     """A doubt in the report's language: the flags of one op ("flagged: softmax 1024x128
     float32 (TileLang faster than ...)"), or the end-to-end number's "; "-joined flags."""
-    ops = _flagged_ops(doubt)
+    ops = flagged_op_labels(doubt)
     if ops is not None:
-        return t("list_semi").join(t("summary.flagged_op", op=op, flags=_flags_words(flags, t)) for op, flags in ops)
-    return _flag(doubt, t)
+        return t("list_semi").join(t("summary.flagged_op", op=op, flags=flags_words(flags, t)) for op, flags in ops)
+    return flag_in_words(doubt, t)
 
 
 def _condition(o: Outcome, t: Strings, f: Fmt) -> str:
     """"Slowest op speedup ≥ 0.50× (now 0.31×)": an item as a condition on its number; one
     failed on a flagged number asks for a number that can be trusted instead, since its
     reading may already meet the threshold (GPT-2's 1.36x against >= 0.95x, session 12)."""
-    kw = dict(label=t.metric(o.metric, "label"), comparator=_SYMBOL.get(o.comparator, o.comparator),
+    kw = dict(label=t.metric(o.metric, "label"), comparator=SYMBOL.get(o.comparator, o.comparator),
               threshold=f.unit(o.threshold, o.unit), value=f.unit(o.value, o.unit))
     if _doubt(o):
         return t("flip.condition_doubted", **kw)
@@ -92,7 +92,7 @@ def _condition(o: Outcome, t: Strings, f: Fmt) -> str:
 
 def _headroom(o: Outcome) -> float | None:
     """How far a passing item is from failing, relative to its threshold (None: not comparable)."""
-    if o.status != "pass" or not _finite(o.value) or not _finite(o.threshold) or o.threshold == 0:
+    if o.status != "pass" or not finite(o.value) or not finite(o.threshold) or o.threshold == 0:
         return None
     if o.unit == "1/0" or o.comparator in ("==", "!="):
         return None
@@ -148,7 +148,7 @@ def _inconclusive_words(reason: str, t: Strings) -> str:
             title = m["title"] if t.lang == "en" else t.metric(m["metric"], "label")
             return t("inconclusive.doubted", title=title, why=_doubt_words(m["doubt"], t))
         if kind == "no_calls":
-            why = t("list_semi").join(_mapped("fallbacks", part, t) for part in m["why"].split("; "))
+            why = t("list_semi").join(mapped("fallbacks", part, t) for part in m["why"].split("; "))
             return t("inconclusive.no_calls", families=m["families"], why=why)
         return t("inconclusive.nothing", top=m["top"])
     return reason
@@ -163,7 +163,7 @@ def _pytorch_calls(result: RunResult, t: Strings) -> list[str] | None:
     out = []
     for row in family_calls(e):
         if row.pytorch:
-            why = t("list_semi").join(f"{_mapped('fallbacks', r, t)}: {n}" for r, n in row.reasons[:3])
+            why = t("list_semi").join(f"{mapped('fallbacks', r, t)}: {n}" for r, n in row.reasons[:3])
             out.append(t("summary.pytorch_family", family=row.family, n=row.pytorch, total=row.pytorch + row.tilelang,
                          why=why))
     return out
@@ -177,11 +177,11 @@ def _regression_lines(result: RunResult, t: Strings, f: Fmt) -> list[str]:
             for x in c.regressions]
 
 
-def _summary(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
+def summary_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
     v = result.verdict
     key = v.decision if v is not None and v.decision in _DECISION_CLASS else "NONE"
     outcomes = v.outcomes if v is not None else ()
-    failed = sorted((o for o in outcomes if o.status == "fail"), key=lambda o: _SEVERITY_ORDER.get(o.severity, 9))
+    failed = sorted((o for o in outcomes if o.status == "fail"), key=lambda o: SEVERITY_ORDER.get(o.severity, 9))
     missing = [o for o in outcomes if o.status == "not_evaluated" and not _is_optional(o)]
     optional = [o for o in outcomes if o.status == "not_evaluated" and _is_optional(o)]
     waived = [o for o in outcomes if o.status == "waived"]
@@ -197,29 +197,29 @@ def _summary(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
 
     def plain(o: Outcome) -> dict[str, Any]:
         kw = dict(value=f.unit(o.value, o.unit), threshold=f.unit(o.threshold, o.unit),
-                  comparator=_SYMBOL.get(o.comparator, o.comparator), n=_num(o.value) or f.na)
+                  comparator=SYMBOL.get(o.comparator, o.comparator), n=num(o.value) or f.na)
         # Sentences that already quote the numbers need no "(measured …)" after them.
         text = t.raw_metric(o.metric, "fail")
-        quotes = "{threshold}" in str(_form(text, o.value))
+        quotes = "{threshold}" in str(plural_form(text, o.value))
         details = _regression_lines(result, t, f) if o.metric == "baseline.regressions" else []
         doubt = _doubt(o)
         if doubt:  # the number may meet the threshold: say why it still failed
             return {"severity": o.severity, "severity_label": t.get(f"severity.{o.severity}", o.severity),
-                    "title": _item_title(o, t, f), "plain": t("summary.doubted", why=_doubt_words(doubt, t), **kw),
+                    "title": item_title(o, t, f), "plain": t("summary.doubted", why=_doubt_words(doubt, t), **kw),
                     "measured": "", "id": o.id, "details": details}
         return {"severity": o.severity, "severity_label": t.get(f"severity.{o.severity}", o.severity),
-                "title": _item_title(o, t, f), "plain": t.metric(o.metric, "fail", count=o.value, **kw),
+                "title": item_title(o, t, f), "plain": t.metric(o.metric, "fail", count=o.value, **kw),
                 "measured": "" if quotes else t("summary.measured_vs", **kw), "id": o.id, "details": details}
 
-    steps: list[str] = [_mapped("rerun", x, t) for x in v.rerun] if v is not None and key == "INCONCLUSIVE" else []
+    steps: list[str] = [mapped("rerun", x, t) for x in v.rerun] if v is not None and key == "INCONCLUSIVE" else []
     if v is None:
         steps.append(t("next.no_verdict"))
     for o in failed:  # a flagged number needs its flag explained before any speed work
-        steps.append(t("next.doubted", title=_item_title(o, t, f)) if _doubt(o) else t.metric(o.metric, "next"))
+        steps.append(t("next.doubted", title=item_title(o, t, f)) if _doubt(o) else t.metric(o.metric, "next"))
     for o in missing:
         steps.append(t.metric(o.metric, "missing"))
     for o in waived:
-        steps.append(t("next.waiver", title=_item_title(o, t, f), date=_waiver_date(o)))
+        steps.append(t("next.waiver", title=item_title(o, t, f), date=_waiver_date(o)))
     if key == "GO":
         steps.append(t("next.go"))
         if result.hot_ops is not None:
@@ -244,11 +244,11 @@ def _summary(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
         "flip": _flip(result, t, f),
         "cpu_caveat": t("caveat.cpu") if (hw.device or "").lower() == "cpu" else "",
         "eager_caveat": _eager_caveat(result, t, f),
-        "missing": [{"title": _item_title(o, t, f), "severity_label": t.get(f"severity.{o.severity}", o.severity)}
+        "missing": [{"title": item_title(o, t, f), "severity_label": t.get(f"severity.{o.severity}", o.severity)}
                     for o in missing],
-        "optional": t("list_sep").join(_item_title(o, t, f) for o in optional),
+        "optional": t("list_sep").join(item_title(o, t, f) for o in optional),
         "optional_n": len(optional),
-        "waived": [{"title": _item_title(o, t, f), "date": _waiver_date(o)} for o in waived],
+        "waived": [{"title": item_title(o, t, f), "date": _waiver_date(o)} for o in waived],
         "steps": list(dict.fromkeys(steps)),  # several items can share one remedy
         # The alternative a team weighs against TileLang, in one line; not a checklist item.
         "compiled": compiled_sentence(result, t, f),
@@ -270,10 +270,10 @@ def _eager_caveat(result: RunResult, t: Strings, f: Fmt) -> str:
     if eager is None or used is None or used is eager or eager.ratio is None or used.ratio is None:
         return ""
     x_eager, x_used = eager.ratio.value, used.ratio.value
-    if not (_finite(x_eager) and _finite(x_used)) or x_eager >= EAGER_CAVEAT_BELOW or x_used < x_eager:
+    if not (finite(x_eager) and finite(x_used)) or x_eager >= EAGER_CAVEAT_BELOW or x_used < x_eager:
         return ""
     ms = getattr(e, "router_overhead_ms", None)
-    router = t("caveat.eager_router", ms=f.ms(ms)) if _finite(ms) and ms > 0 else ""
+    router = t("caveat.eager_router", ms=f.ms(ms)) if finite(ms) and ms > 0 else ""
     return t("caveat.eager", eager=f.x(x_eager), graph=f.x(x_used), router=router)
 
 
@@ -293,7 +293,7 @@ def _card(label: str, value: str, sub: str, status: str, *, flags: Iterable[str]
     """A key number. Green only when its item passed and nothing casts doubt on it:
     flagged or unstable numbers, and intervals that reach across the threshold, are grey
     with the reason underneath, so a card never looks better than the evidence."""
-    notes = [_flag(x, t) for x in dict.fromkeys(flags)]
+    notes = [flag_in_words(x, t) for x in dict.fromkeys(flags)]
     if crosses:
         notes.append(t("headline.crosses"))
     doubtful = bool(notes)
@@ -304,9 +304,9 @@ def _card(label: str, value: str, sub: str, status: str, *, flags: Iterable[str]
 
 def _crosses(o: Outcome | None, r: Ratio | None) -> bool:
     """Does the 95% interval reach the other side of the item's threshold?"""
-    if o is None or r is None or o.unit != "x" or not _finite(o.threshold):
+    if o is None or r is None or o.unit != "x" or not finite(o.threshold):
         return False
-    if not (_finite(r.low) and _finite(r.high)):
+    if not (finite(r.low) and finite(r.high)):
         return False
     if o.comparator in (">=", ">"):
         return o.status == "pass" and r.low < o.threshold
@@ -315,7 +315,7 @@ def _crosses(o: Outcome | None, r: Ratio | None) -> bool:
     return False
 
 
-def _headlines(result: RunResult, t: Strings, f: Fmt) -> list[dict[str, str]]:
+def headlines_section(result: RunResult, t: Strings, f: Fmt) -> list[dict[str, str]]:
     v = result.verdict
     rows, _ = op_rows(result)
     sp = [(b, s) for b in rows if (s := op_speedup(b)) is not None]
@@ -323,7 +323,7 @@ def _headlines(result: RunResult, t: Strings, f: Fmt) -> list[dict[str, str]]:
     worst = min(sp, key=lambda x: x[1]) if sp else None
     wrong = _untrusted_speed(result)
     wrong_flag = [t(f"headline.{wrong}")] if wrong else []
-    flagged_ops = [b for b, _ in sp if _op_flags(b)]
+    flagged_ops = [b for b, _ in sp if op_flags(b)]
     cards = [_card(
         t("headline.geomean"), f.x(geomean),
         t("headline.geomean_sub", count=len(sp), n=len(sp)) if sp else "",
@@ -336,12 +336,12 @@ def _headlines(result: RunResult, t: Strings, f: Fmt) -> list[dict[str, str]]:
         # checklist counts it as 0): name it rather than the slowest of the others.
         b = no_time[0]
         cards.append(_card(t("headline.worst"), t("headline.no_kernel"), op_label(b),
-                           _metric_status(v, "ops.speedup_min"), t=t, flags=wrong_flag + _op_flags(b)))
+                           _metric_status(v, "ops.speedup_min"), t=t, flags=wrong_flag + op_flags(b)))
     elif worst:
         b, s = worst
         cards.append(_card(t("headline.worst"), f.x(s), op_label(b), _metric_status(v, "ops.speedup_min"), t=t,
                            ci=f.interval(b.ratio), crosses=_crosses(_outcome(v, "ops.speedup_min"), b.ratio),
-                           flags=wrong_flag + _op_flags(b)))
+                           flags=wrong_flag + op_flags(b)))
     else:
         cards.append(_card(t("headline.worst"), f.na, "", _metric_status(v, "ops.speedup_min"), t=t))
     fams = kernel_status(result) or {}
@@ -352,15 +352,15 @@ def _headlines(result: RunResult, t: Strings, f: Fmt) -> list[dict[str, str]]:
     e2e_value = METRICS["e2e.speedup"](result)
     sub = ""
     if e is not None:
-        sub = t("headline.e2e_sub", method=_view_name(e.method, t)) if e.method else t("headline.e2e_sub_plain")
-        if _finite(e.amdahl_speedup):
+        sub = t("headline.e2e_sub", method=view_name(e.method, t)) if e.method else t("headline.e2e_sub_plain")
+        if finite(e.amdahl_speedup):
             sub += t("list_semi") + t("headline.amdahl", x=f.x(e.amdahl_speedup))
         if getattr(e, "kept", None):
             sub += t("list_semi") + t("headline.kept", x=f.x(e.kept.ratio.value), left=", ".join(e.kept.left))
     cards.append(_card(t("headline.e2e"), f.x(e2e_value), sub, _metric_status(v, "e2e.speedup"), t=t,
                        ci=f.interval(e.ratio) if e is not None else "",
                        crosses=_crosses(_outcome(v, "e2e.speedup"), e.ratio if e is not None else None),
-                       flags=(wrong_flag + _e2e_flags(result)) if e is not None else ()))
+                       flags=(wrong_flag + e2e_flags(result)) if e is not None else ()))
     score = METRICS["upstream.maintenance_score"](result)
     cpw = METRICS["upstream.commits_per_week_90d"](result)
     statuses = {_metric_status(v, m) for m in METRICS if m.startswith("upstream.")}

@@ -16,11 +16,11 @@ import re
 from typing import Any, Callable
 
 from ...results import RunResult
-from ..notes import _PORT_PATTERNS, _notes, _word
+from ..notes import PORT_PATTERNS, notes_in_words, word_in_words
 from ..strings import Fmt, Strings
 
 
-def _port_not_checked(result: RunResult, t: Strings) -> str:
+def port_not_checked(result: RunResult, t: Strings) -> str:
     """Why a run has no portability matrix, in one sentence."""
     err = result.stage_errors.get("portability")
     if err:
@@ -33,7 +33,7 @@ def _port_not_checked(result: RunResult, t: Strings) -> str:
 
 
 def _port_text(text: str, t: Strings) -> str:
-    return _notes(text, t, patterns=_PORT_PATTERNS)
+    return notes_in_words(text, t, patterns=PORT_PATTERNS)
 
 
 def _short_target(name: str) -> str:
@@ -49,7 +49,7 @@ def _port_cell_reason(c: Any, t: Strings) -> str:
              reason=_port_text(c.reason, t))
 
 
-def _port_sentences(p: Any, t: Strings, ref: Callable[[Any], int] | None = None) -> list[str]:
+def port_sentences(p: Any, t: Strings, ref: Callable[[Any], int] | None = None) -> list[str]:
     """One sentence per target, from portability.target_facts, in the report's language.
     With `ref` (the matrix's note number of a cell) the reasons are cited, not repeated."""
     from ... import portability as P  # noqa: PLC0415
@@ -125,13 +125,13 @@ def _limits_words(limits: str, t: Strings) -> str:
     if m:
         amd = m["per"] == "CU"
         return t("portability.limits", name=m["name"], arch=m["arch"], block=m["block"], sm=m["sm"],
-                 what=_word(m["what"], t), unit=_word(m["unit"], t),
+                 what=word_in_words(m["what"], t), unit=word_in_words(m["unit"], t),
                  per=t("portability.cu" if amd else "portability.sm"), threads=m["threads"], warp=m["warp"],
                  lane=t("portability.wavefront" if amd else "portability.warp"), count=m["count"],
-                 cores=_word(m["cores"], t))
+                 cores=word_in_words(m["cores"], t))
     m = _LIMITS_UNPUBLISHED.fullmatch(limits)
     if m:
-        return t("portability.limits_unpublished", name=m["name"], arch=m["arch"], cores=_word(m["cores"], t))
+        return t("portability.limits_unpublished", name=m["name"], arch=m["arch"], cores=word_in_words(m["cores"], t))
     return limits
 
 
@@ -157,13 +157,13 @@ def _port_footnotes(p: Any, t: Strings) -> list[dict[str, str]]:
     return out
 
 
-def _portability(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
+def portability_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
     """The matrix section: kernel x target, each cell lowers / needs re-tuning / fails
     with a numbered note giving the reason (and the config that fits), the per-target
     sentences, the targets' limits with their sources, and page one's line."""
     p = result.portability
     if p is None:
-        return {"checked": False, "text": _port_not_checked(result, t), "page_one": ""}
+        return {"checked": False, "text": port_not_checked(result, t), "page_one": ""}
     from ... import portability as P  # noqa: PLC0415
 
     cells = {(P.kernel_label(c.family, c.shape, c.dtype), c.config_kind, c.target): c for c in p.cells}
@@ -200,7 +200,7 @@ def _portability(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
             tuned = next((c.config for c in mine if c is not None and c.config_kind == "tuned"), None)
             rows.append({"kernel": label, "kind": t(f"portability.kind.{kind}"),
                          "config": P.config_str(tuned) if tuned else "", "cells": shown})
-    summary = _port_sentences(p, t, ref=lambda c: ref(cell_note(c)))  # before the notes are listed
+    summary = port_sentences(p, t, ref=lambda c: ref(cell_note(c)))  # before the notes are listed
     dtypes = sorted({c.dtype for c in p.cells})
     intro = t("portability.intro", tilelang=p.tilelang or "?", count=len(p.targets), n=len(p.targets),
               kernels=len(p.kernels), lowerings=f.num(p.lowerings), seconds=f.num(p.seconds))

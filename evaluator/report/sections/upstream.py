@@ -16,25 +16,25 @@ from typing import Any
 
 from .. import charts
 from ...results import RunResult, UpstreamHealth
-from ..notes import _notes
-from ..strings import Fmt, Strings, _as_date, _ct, _day, _finite
+from ..notes import notes_in_words
+from ..strings import Fmt, Strings, as_date, ct, day, finite
 
 
-def _upstream(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
+def upstream_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
     u = result.upstream
     if u is None or not u.measured:
         note = (u.note if u is not None else "") or result.stage_errors.get("upstream", "")
-        return {"measured": False, "text": t("text.upstream_not_measured", note=_notes(note, t) if note else t("text.stage_not_run"))}
+        return {"measured": False, "text": t("text.upstream_not_measured", note=notes_in_words(note, t) if note else t("text.stage_not_run"))}
     a, au, r = u.activity, u.authors, u.releases
     weekly = _weekly(result, t)  # before the releases chart: charts number their SVG ids in drawing order
-    rels = [(_as_date(x.date), x.tag) for x in (r.tags if r else ())]
-    releases = charts.releases([(dd, tag) for dd, tag in rels if dd is not None], as_of=_as_date(u.as_of),
-                               xlabel=_ct("chart.release_date", t), today_label=_ct("chart.as_of", t))
-    commits = [{"sha": c.sha[:10], "date": _day(c.date), "author": c.author, "subject": c.subject}
+    rels = [(as_date(x.date), x.tag) for x in (r.tags if r else ())]
+    releases = charts.releases([(dd, tag) for dd, tag in rels if dd is not None], as_of=as_date(u.as_of),
+                               xlabel=ct("chart.release_date", t), today_label=ct("chart.as_of", t))
+    commits = [{"sha": c.sha[:10], "date": day(c.date), "author": c.author, "subject": c.subject}
                for c in (a.recent_commits if a else ())[:15]]
     authors = [{"name": x.name, "commits": str(x.commits)} for x in (au.top_365d if au else ())[:10]]
     return {"measured": True, "kv": _kv(u, t, f), "fork": _fork(u, t, f), "weekly": weekly,
-            "releases": releases, "commits": commits, "authors": authors, "note": _notes(u.note, t),
+            "releases": releases, "commits": commits, "authors": authors, "note": notes_in_words(u.note, t),
             "text": t("text.upstream_as_of", repo=u.repo or "?", head=(u.head or "?")[:12], as_of=u.as_of or "?")}
 
 
@@ -47,7 +47,7 @@ def _kv(u: UpstreamHealth, t: Strings, f: Fmt) -> list[tuple[str, str]]:
     for value, label in ((u.authors and u.authors.bus_factor, "kv.bus_factor"),
                          (u.activity and u.activity.merged_prs_90d, "kv.merged_prs_90d"),
                          (u.releases and u.releases.median_interval_days, "kv.release_interval")):
-        if _finite(value):
+        if finite(value):
             kv.append((t(label), f.num(value)))
     limited = u.caveats.limited if u.caveats else {}
     if limited:
@@ -63,11 +63,11 @@ def _fork(u: UpstreamHealth, t: Strings, f: Fmt) -> list[tuple[str, str]] | None
         return None
     rows = [(t("kv.fork_repo"), f"{d.repo} ({d.branch})")] if d else []
     if d and not d.measured:
-        rows.append((t("kv.fork_not_measured"), _notes(d.reason, t)))
+        rows.append((t("kv.fork_not_measured"), notes_in_words(d.reason, t)))
     rows += [(t("kv.fork_behind"), f.num(u.fork_behind)), (t("kv.fork_ahead"), f.num(u.fork_ahead)),
              (t("kv.fork_days_behind"), f.num(u.fork_days_behind))]
     if d and d.last_sync_date:
-        rows.append((t("kv.fork_last_sync"), _day(d.last_sync_date)))
+        rows.append((t("kv.fork_last_sync"), day(d.last_sync_date)))
     if d and d.missing_releases:
         rows.append((t("kv.fork_missing_releases"), ", ".join(d.missing_releases[-8:])))
     return rows
@@ -78,9 +78,9 @@ def _weekly(result: RunResult, t: Strings) -> str | None:
     week's start, or counted back from the last week when the start does not parse."""
     a = result.upstream.activity
     counts = list(a.weekly_commits) if a else []
-    start = _as_date(a.weekly_commits_start) if a else None
+    start = as_date(a.weekly_commits_start) if a else None
     labels = [(start + timedelta(days=7 * i)).isoformat() for i in range(len(counts))] if start and counts else []
     guide = next((o.threshold for o in (result.verdict.outcomes if result.verdict else ())
                   if o.metric == "upstream.commits_per_week_90d"), None)
-    return charts.weekly_commits(counts, labels=labels or None, xlabel="" if labels else _ct("chart.weeks_ago", t),
-                                 ylabel=_ct("chart.commits", t), guide=guide)
+    return charts.weekly_commits(counts, labels=labels or None, xlabel="" if labels else ct("chart.weeks_ago", t),
+                                 ylabel=ct("chart.commits", t), guide=guide)
