@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 import evaluator.baseline as bl
-from evaluator.tuning import cache as tuning_cache
 import evaluator.baseline.rows as rows_module
 from evaluator.baseline import ids, lock, schema, tables
 from evaluator.baseline import clone as clone_module, remote as remote_module
+from evaluator.baseline import local
 from evaluator.baseline import store as bs
 from evaluator.baseline.compare import E2E_TILELANG, E2E_TORCH, compare, plausible_cause
 from evaluator.baseline.rows import COMPARISON_COLUMNS, comparison_rows, show_rows
@@ -39,7 +39,7 @@ Q1 = "2027-01-05T08:00:00+00:00"
 
 def assert_clean(store: Path) -> None:
     assert git(store, "status", "--porcelain", "--untracked-files=all") == ""
-    assert not list(store.glob(bs.TMP_PREFIX + "*"))
+    assert not list(store.glob(local.TMP_PREFIX + "*"))
     assert git(store, "diff", "--cached", "--name-only") == ""
 
 
@@ -65,10 +65,11 @@ def clone_cache(tmp_path, monkeypatch):
 
 def test_the_package_keeps_every_name_its_callers_use():
     # pipeline, cli, report, config and the tests call these as baseline.<name>; each is the
-    # very object of the module that owns it now.
+    # very object of the module that owns it.
     owners = {
-        bs: ("DEFAULT_STORE", "MARKER", "TMP_PREFIX", "TUNING_DIR", "Store", "open_store", "record",
-             "list_baselines", "load", "previous", "trend", "diff", "check_health"),
+        bs: ("DEFAULT_STORE", "open_store", "record", "list_baselines", "load", "previous", "trend", "diff",
+             "check_health"),
+        local: ("MARKER", "TMP_PREFIX", "TUNING_DIR", "Store"),
         remote_module: ("pull", "push", "record_and_push", "PushError", "Sync"),
         clone_module: ("is_remote", "remote_of", "clone_path", "DEFAULT_CLONE_CACHE"),
         lock: ("LOCK_NAME", "LOCK_TIMEOUT_S"),
@@ -79,11 +80,9 @@ def test_the_package_keeps_every_name_its_callers_use():
     for module, names in owners.items():
         for name in names:
             assert getattr(bl, name) is getattr(module, name), name
-    from evaluator.baseline import compare as compare_function  # the function, as before the split
+    from evaluator.baseline import compare as compare_function  # the function, not the module
     assert compare_function is compare and bl.plausible_cause is plausible_cause  # report.py imports it
     assert (bl.E2E_TILELANG, bl.E2E_TORCH, bl.SCHEMA_VERSION) == (E2E_TILELANG, E2E_TORCH, SCHEMA_VERSION)
-    assert (bl.tuning_cache_lookup, bl.tuning_cache_save, bl.tuning_cache_changes) == (
-        tuning_cache.lookup, tuning_cache.save, tuning_cache.changes)
     assert all(hasattr(bl, name) for name in bl.__all__)
     with pytest.raises(AttributeError):
         bl.no_such_name  # noqa: B018
@@ -105,7 +104,7 @@ def test_ids_are_path_and_ref_safe():
 
 def test_open_store_creates_once_and_refuses_what_is_not_a_store(tmp_path, store):
     s = bs.open_store(store)
-    assert (store / bs.MARKER).is_file() and git(store, "rev-list", "--count", "HEAD") == "1"
+    assert (store / local.MARKER).is_file() and git(store, "rev-list", "--count", "HEAD") == "1"
     assert bs.open_store(store).path == s.path and git(store, "rev-list", "--count", "HEAD") == "1"
     assert bs.list_baselines(s) == []
 
@@ -411,7 +410,7 @@ def test_store_git_is_isolated_from_the_callers_environment(tmp_path, store, mon
         monkeypatch.delenv(name, raising=False)
     ref = bs.record(store, sample_result())
     assert git(other, "rev-parse", "-q", "--verify", "HEAD", check=False) == ""  # untouched
-    assert git(other, "tag") == "" and not (other / bs.MARKER).exists()
+    assert git(other, "tag") == "" and not (other / local.MARKER).exists()
     assert bs.load(store, ref.path).run_id == sample_result().run_id
 
 
@@ -449,13 +448,13 @@ def test_older_schema_is_migrated(store, monkeypatch):
 
 
 def test_failed_initialisation_leaves_no_half_store(store, monkeypatch):
-    real = bs.run_git
+    real = local.run_git
 
     def no_commit(repo, *args):
         if args[0] == "commit":
             raise BaselineError("commit refused")
         return real(repo, *args)
-    monkeypatch.setattr(bs, "run_git", no_commit)
+    monkeypatch.setattr(local, "run_git", no_commit)
     with pytest.raises(BaselineError, match="commit refused"):
         bs.open_store(store)
     assert {p.name for p in store.iterdir()} <= {lock.LOCK_NAME}

@@ -6,6 +6,7 @@ import torch
 
 from evaluator.device import hardware
 from evaluator import kernels
+from evaluator.tuning import cache as tuning_cache
 from evaluator.tuning import search as tuning
 from evaluator.kernels.gemm import GemmFamily
 from evaluator.kernels.softmax import SoftmaxFamily
@@ -162,11 +163,11 @@ def test_a_changed_toolchain_is_named_when_re_tuning(tmp_path):
     hw = hardware.detect("cpu")
     fam = kernels.get("softmax")
     store = tmp_path / "store"
-    look = lambda key: baseline.tuning_cache_lookup(store, key)  # noqa: E731
-    keep = lambda key, conf: baseline.tuning_cache_save(store, key, conf)  # noqa: E731
+    look = lambda key: tuning_cache.lookup(store, key)  # noqa: E731
+    keep = lambda key, conf: tuning_cache.save(store, key, conf)  # noqa: E731
     tuning.tune(fam, (16, 40), "float32", hw, tilelang_version="0.1.15", lookup=look, save=keep, fine_rounds=0)
     again, _ = tuning.tune(fam, (16, 40), "float32", hw, tilelang_version="0.1.15", lookup=look, save=keep)
     assert again.cached
     key = tuning.cache_key("softmax", (16, 40), "float32", hw, "0.1.16")
     assert look(key) is None
-    assert ("tilelang", "0.1.15", "0.1.16") in baseline.tuning_cache_changes(store, key)
+    assert ("tilelang", "0.1.15", "0.1.16") in tuning_cache.changes(store, key)

@@ -1,5 +1,5 @@
 """Results written before the typed upstream parts existed: they carry a `details` dict
-instead, and must load, print and render as they did (evaluator/upstream/details.py).
+instead, and must load, print and render as they did (evaluator/results/upstream.py, from_details).
 
 In: the scripted repositories of tests/upstream_repos.py, measured as today (typed parts),
 and the same measurements written the old way by `legacy_details`, the writer those
@@ -22,7 +22,7 @@ import pytest
 from evaluator import checklist as cl
 from evaluator import upstream
 from evaluator.results import ForkDrift, RunResult, UpstreamHealth, from_dict, to_dict
-from evaluator.upstream.details import Parts
+from evaluator.results.upstream import Parts
 from report_samples import TODAY, html_of, section
 from samples import sample_result
 from upstream_repos import AS_OF, git, health, world  # noqa: F401  (fixtures)

@@ -8,7 +8,8 @@ other hosts included), `Comparison`s between two runs, trend points across basel
 rows the CLI prints, and `Sync`s saying what a pull or push moved. The modules:
 
   ids.py      baseline ids and the slugs they are made of; the id scheme across hosts
-  store.py    the git store: create, check, lock, record, recover, roll back, list, load, trend, diff
+  local.py    a local store folder: what it is, opening and creating one, the names of its files
+  store.py    the git store: check, lock, record, recover, roll back, list, load, trend, diff
   plumbing.py git in a store: commands, refs, committed files, the writer id
   remote.py   a shared remote: pull, push (fetch, rebase, retry; never forced)
   clone.py    a shared remote's spec and its local clone; git talking to the remote
@@ -18,7 +19,7 @@ rows the CLI prints, and `Sync`s saying what a pull or push moved. The modules:
   schema.py   reading a stored result back: schema checks and migrations
   compare.py  the comparison: thresholds from noise, regressions, environment changes, causes
   rows.py     the rows `baseline show/diff` and `compare` print
-  ../tuning_cache.py  the cache of tuned configs kept in the store
+  (tuned configs are kept in the store too, by evaluator/tuning/cache.py)
 
 A shared remote: `open_store(spec)` takes a folder, as before, or a shared remote (a git
 URL, or the path of a bare repository), which it clones once into
@@ -29,15 +30,15 @@ clone (fetch, rebase, push, retried when another host pushed first; never forced
 return a `Sync` naming the baselines that moved; `record_and_push` is `evaluate --push`. Ids recorded in a clone carry a writer
 suffix, so hosts recording at once never collide (the scheme is in ids.py).
 
-This package re-exports the names its callers used when it was one module, so
-`baseline.record(...)` and `from evaluator.baseline import plausible_cause` keep
-working; new code imports from the module that owns a name. Only compare, rows and ids are
+This package re-exports the names its callers use, so `baseline.record(...)` and
+`from evaluator.baseline import plausible_cause` work; code inside the package imports from
+the module that owns a name. Only compare, rows and ids are
 imported eagerly: the store, its git modules and the tables (pandas) load on first use, so a caller
 that only compares or prints never needs git (`python -c "import evaluator.baseline.compare"`
 works on a machine without it).
 
 `compare` is both a submodule and the function it defines; the package attribute is the
-function, as it always was. Import the module's other names with
+function. Import the module's other names with
 `from evaluator.baseline.compare import ...`.
 """
 
@@ -54,16 +55,17 @@ from .rows import COMPARISON_COLUMNS, comparison_rows, environment_rows, show_ro
 __all__ = [
     "DEFAULT_STORE", "Store", "open_store", "record", "list_baselines", "load", "previous", "pull", "push",
     "record_and_push", "PushError", "Sync",
-    "compare", "diff", "trend", "tuning_cache_lookup", "tuning_cache_save",
-    "tuning_cache_changes", "show_rows", "comparison_rows", "environment_rows",
+    "compare", "diff", "trend", "show_rows", "comparison_rows", "environment_rows",
     "COMPARISON_COLUMNS", "model_slug", "baseline_id", "E2E_TILELANG", "E2E_TORCH",
 ]
 
 # name here -> (module, name there), imported on first use (PEP 562).
 _LAZY: dict[str, tuple[str, str]] = {
     **{name: ("evaluator.baseline.store", name) for name in (
-        "DEFAULT_STORE", "MARKER", "TMP_PREFIX", "TUNING_DIR", "Store", "StoreLike", "open_store", "record",
-        "list_baselines", "load", "previous", "trend", "diff", "check_health")},
+        "DEFAULT_STORE", "open_store", "record", "list_baselines", "load", "previous", "trend", "diff",
+        "check_health")},
+    **{name: ("evaluator.baseline.local", name) for name in (
+        "MARKER", "TMP_PREFIX", "TUNING_DIR", "Store", "StoreLike")},
     **{name: ("evaluator.baseline.remote", name) for name in (
         "pull", "push", "record_and_push", "PushError", "Sync")},
     **{name: ("evaluator.baseline.clone", name) for name in (
@@ -71,9 +73,6 @@ _LAZY: dict[str, tuple[str, str]] = {
     "LOCK_NAME": ("evaluator.baseline.lock", "LOCK_NAME"),
     "LOCK_TIMEOUT_S": ("evaluator.baseline.lock", "LOCK_TIMEOUT_S"),
     "TABLES": ("evaluator.baseline.tables", "TABLES"),
-    "tuning_cache_lookup": ("evaluator.tuning.cache", "lookup"),
-    "tuning_cache_save": ("evaluator.tuning.cache", "save"),
-    "tuning_cache_changes": ("evaluator.tuning.cache", "changes"),
 }
 
 

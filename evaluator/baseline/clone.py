@@ -29,10 +29,10 @@ import urllib.parse
 from pathlib import Path
 
 from ..errors import BaselineError
-from . import plumbing, store
+from . import plumbing
 from .ids import slug
-from .plumbing import REMOTE
-from .store import Store, StoreLike
+from .plumbing import REMOTE, redact
+from .local import MARKER, Store, StoreLike, folder_state, open_local
 
 DEFAULT_CLONE_CACHE = Path("~/.cache/evaluator/stores")
 CACHE_ENV = "EVALUATOR_STORE_CACHE"
@@ -90,14 +90,6 @@ def _canonical(url: str) -> str:
     if "://" not in url and not _SCP_RE.match(url):
         return os.path.realpath(os.path.expanduser(url))
     return url
-
-
-def redact(text: str) -> str:
-    """URLs with credentials hidden: `https://user:token@host` -> `https://***@host`."""
-    def hide(m: re.Match) -> str:
-        scheme, user = m.group(1), m.group(2)
-        return f"{scheme}***@" if ":" in user or scheme.startswith("http") else m.group(0)
-    return re.sub(r"([a-zA-Z][a-zA-Z0-9+.-]*://)([^/@\s]+)@", hide, str(text))
 
 
 def _cache_root() -> Path:
@@ -223,15 +215,15 @@ def open_remote(spec: str | os.PathLike, *, create: bool = True, clone: str | os
     url = remote_url(spec)
     dest = ensure_clone(url, clone)
     shown = redact(url)
-    state = store._state(dest)
+    state = folder_state(dest)
     if state == "store":
         return Store(dest, shown, _retry_spec(spec, dest))
     if state == "empty-repo":
         if not create:
             raise BaselineError(f"nothing was pushed to baseline store {shown} yet; record a run into it first")
-        store.open_store(dest, create=True)
+        open_local(dest, create=True)
         return Store(dest, shown, _retry_spec(spec, dest))
-    raise BaselineError(f"{shown} is a git repository but not a baseline store (no {store.MARKER}); "
+    raise BaselineError(f"{shown} is a git repository but not a baseline store (no {MARKER}); "
                         "pass --store with a shared baseline store or an empty repository")
 
 
@@ -256,13 +248,13 @@ def _retry_spec(spec: str | os.PathLike, dest: Path) -> str:
 def existing_clone(spec: str | os.PathLike) -> Path | None:
     """For readers: the clone's folder, or None when nothing was pushed to the remote yet."""
     dest = ensure_clone(spec)
-    state = store._state(dest)
+    state = folder_state(dest)
     if state == "store":
         return dest
     if state == "empty-repo":
         return None
     raise BaselineError(f"{redact(remote_url(spec))} is a git repository but not a baseline store "
-                        f"(no {store.MARKER}); pass --store with a shared baseline store")
+                        f"(no {MARKER}); pass --store with a shared baseline store")
 
 
 def shared_store(spec: StoreLike, clone: str | os.PathLike | None, create: bool) -> Store:
@@ -273,8 +265,8 @@ def shared_store(spec: StoreLike, clone: str | os.PathLike | None, create: bool)
     else:
         p = Path(os.fspath(spec)).expanduser().absolute()
         # A clone made while the remote was empty has nothing to open yet, but can be pulled into.
-        st = (Store(p, plumbing.origin_url(p), os.fspath(spec)) if not create and store._state(p) == "empty-repo"
-              else store.open_store(spec, create=create))
+        st = (Store(p, plumbing.origin_url(p), os.fspath(spec)) if not create and folder_state(p) == "empty-repo"
+              else open_local(spec, create=create))
     if not st.remote:
         raise BaselineError(f"baseline store {st.path} has no remote to sync with; pass --store with the shared "
                             f"remote's URL, or add one: git -C {st.path} remote add {REMOTE} URL")
@@ -283,6 +275,6 @@ def shared_store(spec: StoreLike, clone: str | os.PathLike | None, create: bool)
 
 def _clone_for_pull(spec: str | os.PathLike, clone: str | os.PathLike | None) -> Store:
     dest = ensure_clone(spec, clone)
-    if store._state(dest) not in ("store", "empty-repo"):
+    if folder_state(dest) not in ("store", "empty-repo"):
         return open_remote(spec, create=False, clone=clone)  # raises the refusal
     return Store(dest, redact(remote_url(spec)), _retry_spec(spec, dest))

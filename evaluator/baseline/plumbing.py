@@ -99,9 +99,16 @@ def git_config(repo: git.Repo, key: str) -> str | None:
     return out.strip() if status == 0 and out.strip() else None
 
 
+def redact(text: str) -> str:
+    """URLs with credentials hidden: `https://user:token@host` -> `https://***@host`."""
+    def hide(m: re.Match) -> str:
+        scheme, user = m.group(1), m.group(2)
+        return f"{scheme}***@" if ":" in user or scheme.startswith("http") else m.group(0)
+    return re.sub(r"([a-zA-Z][a-zA-Z0-9+.-]*://)([^/@\s]+)@", hide, str(text))
+
+
 def origin_url(root: Path) -> str | None:
     """The URL of the store's shared remote (credentials hidden), None for a store of one's own."""
-    from .clone import redact
     with contextlib.suppress(Exception), open_repo(root) as repo:
         url = git_config(repo, f"remote.{REMOTE}.url")
         return redact(url) if url else None

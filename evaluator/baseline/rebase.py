@@ -33,7 +33,7 @@ from ..errors import BaselineError
 from . import plumbing, store
 from .ids import VERSION_RE, version_parts
 from .plumbing import REMOTE, REMOTE_TAGS
-from .store import META_FILES, TUNING_DIR
+from .local import META_FILES, TUNING_DIR
 
 _TUNING_COMMIT = "Tuning configs saved since the last baseline"
 

@@ -22,104 +22,39 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import json
 import os
 import shutil
-import subprocess
 import uuid
 from pathlib import Path
-from typing import Union
 
 import git
 
-from .. import __version__
 from ..errors import BaselineError
-from ..results import SCHEMA_VERSION, BaselineRef, Comparison, RunResult, TrendPoint
+from ..results import BaselineRef, Comparison, RunResult, TrendPoint
+from . import clone as clones
 from . import schema, tables
+from .local import (TMP_PREFIX, TUNING_DIR, Store, StoreLike, open_local, refusal,
+                    folder_state as store_state)
 from .compare import compare, timings
 from .ids import VERSION_RE, model_slug, parse_id, parse_time, platform_slug, quarter, version_key, version_parts
 from .ids import version as make_version
 from .lock import LOCK_NAME, LOCK_TIMEOUT_S, locked
 from .plumbing import (
-    GIT_LOCATION_VARS, REMOTE, git_config, find_damage, first_line, run_git, head_baselines, known_ids, origin_url,
-    prepare_repo, read_json, baseline_ref, open_repo, repoint_tags, tag_map, writer_name,
+    REMOTE, git_config, find_damage, run_git, head_baselines, known_ids, read_json, baseline_ref, open_repo, repoint_tags, tag_map, writer_name,
 )
 
 DEFAULT_STORE = Path("reports") / "baselines"
-MARKER = ".evaluator-store"  # tells a store apart from any other git repository
-TMP_PREFIX = ".tmp-"
-TUNING_DIR = "_tuning"  # the tuning cache (evaluator/tuning_cache.py); committed with the next baseline
-META_FILES = (MARKER, ".gitignore", "README.md")  # written once, when the store is created
 
-_GITIGNORE = f"/{LOCK_NAME}\n/{TMP_PREFIX}*\n"
-_README = """# Baseline store
 
-Written by `evaluate` (package `evaluator`). One folder, commit and annotated tag per run:
-`<model>/<platform>/<version>/` with manifest.json, result.json and CSV tables; tuned
-kernel configs live under `_tuning/`, keyed by toolchain. Push to a shared remote to
-collect baselines from several machines; `evaluate baseline list --store PATH` lists them.
-"""
-
-StoreLike = Union[str, os.PathLike, "Store"]
 
 
 # ---------------------------------------------------------------- opening and creating
 
 
-class Store:
-    """An opened store: a git work tree holding the store marker. Usable wherever a path is.
-
-    `path` is the local folder every read and record works on; `remote` the shared remote's
-    URL (credentials hidden) when the folder is a clone of one (its `origin`), else None;
-    `spec` what the caller passed (`--store`), which messages repeat so a retry can be typed.
-    """
-
-    def __init__(self, path: Path, remote: str | None = None, spec: str | None = None):
-        self.path = path
-        self.remote = remote
-        self.spec = spec if spec is not None else str(path)
-
-    def __fspath__(self) -> str:
-        return str(self.path)
-
-    def __repr__(self) -> str:
-        return f"Store({str(self.path)!r}, remote={self.remote!r})" if self.remote else f"Store({str(self.path)!r})"
 
 
-def _state(p: Path) -> str:
-    if not p.exists():
-        return "missing"
-    if not p.is_dir():
-        return "file"
-    names = {c.name for c in p.iterdir() if c.name != LOCK_NAME and not c.name.startswith(TMP_PREFIX)}
-    if (p / ".git").exists():
-        if (p / MARKER).is_file():
-            return "store"
-        if names == {".git"}:
-            # `git init`, or a clone of a fresh shared remote: ours to initialise.
-            with contextlib.suppress(Exception), git.Repo(p) as repo:
-                if not repo.head.is_valid():
-                    return "empty-repo"
-        return "foreign-repo"
-    if not names:
-        return "empty"
-    if (p / "HEAD").is_file() and (p / "objects").is_dir():
-        return "bare"
-    return "foreign"
 
 
-def _refusal(p: Path, state: str) -> str:
-    return {
-        "file": f"baseline store {p} is a file; pass --store with a folder (new or an existing store)",
-        "foreign-repo": f"{p} is a git repository but not a baseline store (no {MARKER}); "
-                        "pass --store with a new folder or an existing store",
-        "bare": f"{p} is a bare git repository; clone it (git clone {p} DIR) and pass the clone "
-                "with --store",
-        "foreign": f"{p} exists and is not a baseline store; pass --store with a new or empty folder "
-                   "or an existing store",
-        "missing": f"there is no baseline store at {p}; record a run first or pass --store with "
-                   "the store's path",
-    }[state]
 
 
 def open_store(path: StoreLike, *, create: bool = True, clone: str | os.PathLike | None = None) -> Store:
@@ -131,51 +66,24 @@ def open_store(path: StoreLike, *, create: bool = True, clone: str | os.PathLike
     """
     if isinstance(path, Store):
         return path
-    from . import clone as clones  # it imports this module; `clone` is the parameter
     if clones.is_remote(path):
         return clones.open_remote(path, create=create, clone=clone)
-    p = Path(os.fspath(path)).expanduser().absolute()
-    state = _state(p)
-    if state == "foreign-repo" and create and (p / LOCK_NAME).exists():
-        # Another first run may be initialising this folder right now (its git repository
-        # exists, its marker not yet): wait for its lock and look again.
-        with locked(p, LOCK_TIMEOUT_S):
-            state = _state(p)
-    if state == "store":
-        return Store(p, origin_url(p), os.fspath(path))
-    if state in ("empty", "empty-repo", "missing") and create:
-        try:
-            p.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise BaselineError(f"cannot create baseline store {p}: {e.strerror}; "
-                                "pass --store with a writable folder") from None
-        # Two first runs can race to initialise the same folder; the lock makes one do it.
-        with locked(p, LOCK_TIMEOUT_S):
-            state = _state(p)
-            if state in ("empty", "empty-repo"):
-                _initialise(p)
-            elif state != "store":
-                raise BaselineError(_refusal(p, state))
-        return Store(p, origin_url(p), os.fspath(path))
-    if state in ("empty", "empty-repo"):
-        raise BaselineError(f"{p} is not initialised as a baseline store yet; record a run into it first")
-    raise BaselineError(_refusal(p, state))
+    return open_local(path, create=create)
 
 
 def existing(store_path: StoreLike) -> Path | None:
     """The root of an existing store, None when nothing was ever recorded there."""
     if isinstance(store_path, Store):
         return store_path.path
-    from . import clone
-    if clone.is_remote(store_path):
-        return clone.existing_clone(store_path)
+    if clones.is_remote(store_path):
+        return clones.existing_clone(store_path)
     p = Path(os.fspath(store_path)).expanduser().absolute()
-    state = _state(p)
+    state = store_state(p)
     if state == "store":
         return p
     if state in ("missing", "empty", "empty-repo"):
         return None
-    raise BaselineError(_refusal(p, state))
+    raise BaselineError(refusal(p, state))
 
 
 def check_health(folder: str | os.PathLike) -> None:
@@ -185,7 +93,7 @@ def check_health(folder: str | os.PathLike) -> None:
     history) is one line naming the store and what is wrong. A store not created yet (no
     folder, an empty one, a fresh `git init`) passes: `record` creates it."""
     p = Path(os.fspath(folder)).expanduser().absolute()
-    if _state(p) == "foreign-repo" and (p / LOCK_NAME).exists():
+    if store_state(p) == "foreign-repo" and (p / LOCK_NAME).exists():
         return  # another first run is initialising it right now; `record` waits for its lock
     root = existing(p)
     if root is None:
@@ -196,44 +104,8 @@ def check_health(folder: str | os.PathLike) -> None:
                             "with another folder (nothing was run, and no baseline was changed)")
 
 
-def _initialise(p: Path) -> None:
-    fresh = not (p / ".git").exists()
-    try:
-        _init_repo(p)
-    except BaseException:
-        # Half an initialisation would pass for a store (the marker) without a first commit.
-        for name in (MARKER, ".gitignore", "README.md"):
-            (p / name).unlink(missing_ok=True)
-        if fresh:
-            shutil.rmtree(p / ".git", ignore_errors=True)
-        raise
 
 
-def _init_repo(p: Path) -> None:
-    if not (p / ".git").exists():
-        # Not git.Repo.init: an inherited GIT_DIR would make `git init` initialise that one.
-        env = {k: v for k, v in os.environ.items() if k not in GIT_LOCATION_VARS}
-        try:
-            done = subprocess.run(["git", "init", "-q", str(p)], env=env, capture_output=True, text=True)
-        except OSError as e:
-            raise BaselineError(f"cannot run git to create the baseline store at {p} ({e.strerror}); "
-                                "install git") from None
-        if done.returncode != 0:
-            why = (done.stderr.strip() or "git init failed").splitlines()[0]
-            raise BaselineError(f"cannot create a git repository at {p} ({why}); check that the folder is writable")
-    try:
-        repo = git.Repo(p)
-    except git.GitError as e:
-        raise BaselineError(f"cannot open the new git repository at {p} ({first_line(e)}); "
-                            "check that git is installed and the folder is writable") from None
-    with repo:
-        prepare_repo(repo)
-        (p / ".gitignore").write_text(_GITIGNORE)
-        (p / "README.md").write_text(_README)
-        (p / MARKER).write_text(json.dumps({"kind": "evaluator-baseline-store", "created_by": __version__,
-                                            "schema_version": SCHEMA_VERSION}, indent=2) + "\n")
-        run_git(repo, "add", "--", ".gitignore", "README.md", MARKER)
-        run_git(repo, "commit", "-q", "--no-verify", "-m", "Create baseline store")
 
 
 # ---------------------------------------------------------------- recovery and rollback
@@ -401,12 +273,11 @@ def list_baselines(store_path: StoreLike, model: str | None = None,
     """Baselines in the store (optionally of one model and/or platform), oldest first by run time."""
     root = existing(store_path)
     if root is None:
-        from . import clone
-        if clone.is_remote(store_path):
+        if clones.is_remote(store_path):
             return []  # a shared remote nothing was pushed to yet
         p = Path(os.fspath(store_path)).expanduser().absolute()
         if not p.exists():
-            raise BaselineError(_refusal(p, "missing"))
+            raise BaselineError(refusal(p, "missing"))
         return []
     with open_repo(root) as repo:
         return _scan(repo, root, model and model_slug(model), platform and platform_slug(platform))

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..baseline import store
+from ..baseline import local, store
 from ..baseline.ids import slug
 from ..baseline.lock import LOCK_TIMEOUT_S, locked
 from ..baseline.tables import cell, write_json
@@ -37,10 +37,10 @@ def _canonical(key: dict[str, Any]) -> str:
 
 def _path(root: Path, key: dict[str, Any]) -> Path:
     digest = hashlib.sha256(_canonical(key).encode()).hexdigest()[:20]
-    return root / store.TUNING_DIR / (slug(str(key.get("family", ""))) or "misc") / f"{digest}.json"
+    return root / local.TUNING_DIR / (slug(str(key.get("family", ""))) or "misc") / f"{digest}.json"
 
 
-def lookup(store_path: store.StoreLike, key: dict[str, Any]) -> dict[str, Any] | None:
+def lookup(store_path: local.StoreLike, key: dict[str, Any]) -> dict[str, Any] | None:
     """The config tuned for exactly this key, or None (never tuned, or any toolchain field changed)."""
     root = store.existing(store_path)
     if root is None:
@@ -57,7 +57,7 @@ def lookup(store_path: store.StoreLike, key: dict[str, Any]) -> dict[str, Any] |
     return dict(config) if isinstance(config, dict) else None
 
 
-def save(store_path: store.StoreLike, key: dict[str, Any], config: dict[str, Any], *,
+def save(store_path: local.StoreLike, key: dict[str, Any], config: dict[str, Any], *,
          lock_timeout: float = LOCK_TIMEOUT_S) -> None:
     """Store a tuned config under `_tuning/`; committed with the next recorded baseline."""
     path_for = _canonical(key)  # validate before touching the store
@@ -68,7 +68,7 @@ def save(store_path: store.StoreLike, key: dict[str, Any], config: dict[str, Any
     with locked(root, lock_timeout):
         # Written aside and renamed: a reader never sees half a file, a crash leaves a temp
         # file that the next recorded baseline's recovery removes.
-        tmp = root / f"{store.TMP_PREFIX}{uuid.uuid4().hex}.json"
+        tmp = root / f"{local.TMP_PREFIX}{uuid.uuid4().hex}.json"
         try:
             write_json(tmp, entry)
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -79,7 +79,7 @@ def save(store_path: store.StoreLike, key: dict[str, Any], config: dict[str, Any
                                 "configs must be flat JSON (str -> int/str/bool)") from None
 
 
-def changes(store_path: store.StoreLike, key: dict[str, Any]) -> tuple[tuple[str, str, str], ...]:
+def changes(store_path: local.StoreLike, key: dict[str, Any]) -> tuple[tuple[str, str, str], ...]:
     """Why a lookup missed: (field, cached value, now) against the closest cached entry of the
     same family, shape and dtype, so the tuning stage can say what changed before re-tuning."""
     root = store.existing(store_path)

@@ -44,7 +44,7 @@ from evaluator.results import UpstreamHealth
 
 from .activity import PR_MERGE, PR_SQUASH, WEEKS
 from .clock import DAY, END_OF_DAY, as_of_text, end_of_day, parse_as_of
-from .details import from_details
+from ..results.upstream import from_details
 from .gitcmd import GIT_TIMEOUT_S
 from .health import STALE_CLONE_DAYS, measure_open
 from .history import BOT

@@ -18,7 +18,7 @@ from evaluator.results import UpstreamCaveats, UpstreamHealth
 from .activity import build_activity, commit_counts, commit_series, merged_prs, path_activity
 from .authors import measure_authors
 from .clock import DAY, as_of_text, days, iso
-from .details import Parts
+from ..results.upstream import Parts
 from .fork import fork_drift
 from .gitcmd import GitRepo
 from .history import History, Window, read_history
