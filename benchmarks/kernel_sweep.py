@@ -26,7 +26,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import torch
 
-from evaluator.measuring import bench
+from evaluator.measuring import bench, timing
 from evaluator.device import hardware
 from evaluator import kernels
 from evaluator.kernels import common as C
@@ -520,7 +520,7 @@ def main() -> None:
         ref = fam.reference(*sets[0])
         atol, rtol = fam.tolerance(DTYPE, shape)
         samplers, names, errors = [], [], {}
-        samplers.append(bench.GraphSampler([lambda s=s: fam.reference(*s) for s in sets], policy))
+        samplers.append(timing.GraphSampler([lambda s=s: fam.reference(*s) for s in sets], policy))
         names.append("torch")
         for cfg, (k, err) in zip(configs, mine):
             key = json.dumps(cfg, sort_keys=True)
@@ -532,7 +532,7 @@ def main() -> None:
                 if not ok:
                     errors[key] = why
                     continue
-                samplers.append(bench.GraphSampler([lambda s=s, k=k: k(*s) for s in sets], policy))
+                samplers.append(timing.GraphSampler([lambda s=s, k=k: k(*s) for s in sets], policy))
                 names.append(key)
             except Exception as exc:
                 errors[key] = str(exc).splitlines()[0][:200]

@@ -359,3 +359,9 @@ def test_a_saved_config_loads_in_a_fresh_process(tmp_path):
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["TimingPolicy", "7", "False"]
     assert config.from_json(saved.read_text()) == cfg
+
+
+def test_every_compile_mode_but_none_is_given_to_inductor():
+    from evaluator.measuring import compiled
+
+    assert set(compiled.INDUCTOR_MODES) | {"none"} == set(config.COMPILE_MODES)

@@ -1,9 +1,11 @@
 """The package's import graph has no circles, counting imports inside functions: each
 module of evaluator/ is read with `ast`, every `import` and `from ... import` anywhere in
 it (top level, functions, TYPE_CHECKING blocks excepted) becomes an arrow to the module it
-names (a package's name is its __init__), and the graph must be acyclic. Private names are
-not imported across modules: a name starting with "_" is used only in its own module (and
-by the tests)."""
+names and to every package above that module which the importer is not itself inside
+(importing a.b.c runs a/__init__ and a/b/__init__ first), a package that imports its
+folders by walking them (the kernel registry) has an arrow to each, and the graph must be
+acyclic. Private names are not imported across modules: a name starting with "_" is used
+only in its own module (and by the tests)."""
 
 from __future__ import annotations
 
@@ -37,13 +39,24 @@ def _type_checking(node: ast.AST) -> bool:
     return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
 
 
+def _ancestors(target: str, importer: str) -> list[str]:
+    """The packages above `target` that importing it runs, but for those the importer is in."""
+    parts = target.split(".")
+    mine = importer.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))
+            if ".".join(parts[:i]) != ".".join(mine[:i])]
+
+
 def edges() -> dict[str, set[tuple[str, tuple[str, ...]]]]:
     """module -> {(imported module, names taken)} for every import in it, at any depth."""
     mods = _modules()
     out: dict[str, set[tuple[str, tuple[str, ...]]]] = {m: set() for m in mods}
     for name, path in mods.items():
-        tree = ast.parse(path.read_text(), filename=str(path))
+        text = path.read_text()
+        tree = ast.parse(text, filename=str(path))
         is_pkg = path.name == "__init__.py"
+        if is_pkg and "iter_modules(__path__)" in text and "import_module" in text:
+            out[name] |= {(m, ()) for m in mods if m.startswith(name + ".") and m.count(".") == name.count(".") + 1}
         skip = {id(n) for t in ast.walk(tree) if _type_checking(t) for n in ast.walk(t)}
         for node in ast.walk(tree):
             if id(node) in skip:
@@ -54,18 +67,21 @@ def edges() -> dict[str, set[tuple[str, tuple[str, ...]]]]:
                     sub = f"{base}.{alias.name}"
                     if sub in mods:
                         out[name].add((sub, ()))
+                        out[name] |= {(a, ()) for a in _ancestors(sub, name) if a in mods}
                     elif base in mods:
                         out[name].add((base, (alias.name,)))
+                        out[name] |= {(a, ()) for a in _ancestors(base, name) if a in mods}
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.name in mods:
                         out[name].add((alias.name, ()))
+                        out[name] |= {(a, ()) for a in _ancestors(alias.name, name) if a in mods}
     return out
 
 
 def cycles() -> list[list[str]]:
     """Strongly connected components of more than one module (or a module importing itself)."""
-    graph = {m: {t for t, _ in ts if t != m or True} for m, ts in edges().items()}
+    graph = {m: {t for t, _ in ts if t != m} for m, ts in edges().items()}
     index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
 
     def visit(v: str) -> None:

@@ -4,6 +4,7 @@ their families (tests/kernels/); real third-party models in tests/test_e2e_model
 
 import torch
 
+from evaluator.routing import calls
 from evaluator.device import hardware
 from evaluator import kernels
 from evaluator.routing import router as swap
@@ -76,7 +77,7 @@ def test_coverage_weights_each_shape_by_the_calls_that_ran():
     fused = [CallCount("gemm", "a", tilelang=0, notes={"fused into gemm_silu": 2}, profiled_ms=4.0),
              CallCount("gemm_silu", "a", tilelang=2, profiled_ms=4.0),
              CallCount("gemm_mul", "a", tilelang=1, fallback={"shape not tuned": 1}, profiled_ms=4.0)]
-    assert abs(swap.coverage(fused, 10.0) - 0.3) < 1e-9
+    assert abs(swap.coverage(fused, 10.0, {"gemm_silu": "gemm", "gemm_mul": "gemm"}) - 0.3) < 1e-9
 
 
 def test_derived_weights_are_made_once_and_remade_after_an_update():
@@ -87,12 +88,12 @@ def test_derived_weights_are_made_once_and_remade_after_an_update():
         made.append(1)
         return t.t().contiguous()
 
-    a = swap.DERIVED.get(w, "t", make)
-    b = swap.DERIVED.get(w, "t", make)
+    a = calls.DERIVED.get(w, "t", make)
+    b = calls.DERIVED.get(w, "t", make)
     assert a is b and len(made) == 1
     with torch.no_grad():
         w.add_(1)
-    c = swap.DERIVED.get(w, "t", make)
+    c = calls.DERIVED.get(w, "t", make)
     assert len(made) == 2 and torch.equal(c, w.detach().t())
 
 

@@ -1,7 +1,7 @@
-"""A toy kernel family: the whole of what adding a family takes is one module like this
-and its test (tests/test_toy_family.py). In evaluator/kernels/ the module would end with
-`register(FAMILY)` and be found when the package is imported; kept under tests/, the test
-registers it and takes it out again.
+"""A toy kernel family: the whole of what adding a family takes is one folder like this
+module and its test (tests/test_toy_family.py). As evaluator/kernels/hardtanh/__init__.py
+it would name `FAMILIES = (FAMILY,)` and the registry would find it; kept under tests/,
+the test registers it and takes it out again.
 
 In: shape (rows, cols); input x[rows, cols]; the kernel parameters min_val and max_val.
 Out: y = hardtanh(x) = clamp(x, min_val, max_val) from a real TileLang CPU kernel,
@@ -18,7 +18,8 @@ from torch import nn
 
 from evaluator.kernels import common as C
 from evaluator.kernels.base import KernelFamily, Schedule
-from evaluator.routing.router import Route, arg, dtype_mismatch
+from evaluator.routing.calls import arg, dtype_mismatch
+from evaluator.routing.router import Route
 
 
 def _cpu_program(shape, dtype, cfg):

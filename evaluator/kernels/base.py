@@ -26,9 +26,11 @@ from ..errors import KernelError
 from ..results import Hardware, KernelConfig, Shape
 from . import common as C
 
-# Defined in _common (which must not import this module); the rest of the evaluator
+# Defined in common (which must not import this module); the rest of the evaluator
 # imports them from here, the kernels' public module.
-from .common import CPU_COMPILE_FLAGS, DTYPE_ALIASES, DTYPE_BYTES, TORCH_DTYPES, is_cpu_target, torch_dtype
+from .common import (  # noqa: F401
+    CPU_COMPILE_FLAGS, DTYPE_ALIASES, DTYPE_BYTES, TORCH_DTYPES, is_cpu_target, torch_dtype,
+)
 
 ProgramFactory = Callable[[Shape, str, dict], Any]  # (shape, dtype, merged config) -> TileLang PrimFunc
 

@@ -17,20 +17,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
+from ..dtypes import DTYPE_ALIASES, DTYPE_BYTES, TORCH_DTYPES, torch_dtype  # noqa: F401  (the kernels' own)
 from ..errors import KernelError
 
 # dtype names used throughout (TileLang spells them the same way)
-TORCH_DTYPES = {
-    "float32": torch.float32,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
-DTYPE_ALIASES = {
-    "fp32": "float32", "float": "float32", "float32": "float32",
-    "fp16": "float16", "half": "float16", "float16": "float16",
-    "bf16": "bfloat16", "bfloat16": "bfloat16",
-}
-DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 # Compile flags for TileLang's C backend: without them the generated C is built at -O0
 # and runs ~10x slower, which would make every CPU measurement meaningless.
@@ -42,10 +32,6 @@ CPU_DTYPES = ("float32", "float16")
 
 
 # ---------------------------------------------------------------- small utilities
-
-
-def torch_dtype(name: str) -> torch.dtype:
-    return TORCH_DTYPES[DTYPE_ALIASES.get(name, name)]
 
 
 def is_cpu_target(target: str) -> bool:

@@ -16,7 +16,8 @@ from typing import Any, Callable, Sequence
 import torch
 
 from ..results import Hardware, KernelConfig, Shape
-from ..routing.router import Route, Start, arg, dtype_mismatch
+from ..routing.calls import arg, dtype_mismatch
+from ..routing.router import Route, Start
 from . import common as C
 from .base import KernelFamily
 

@@ -29,6 +29,10 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from .. import kernels
+from ..kernels import rope
+from ..profiling.profile import family_times
+from ..routing import router as swap, written
 from . import compiled as compiled_mod
 from . import compile_path as paths
 from ..kernels.base import KernelFamily
@@ -37,8 +41,8 @@ from ..results import (
     CallCount, Compiled, E2EBench, E2EView, FamilyTime, KeptFamilies, LaunchOverhead, OpBench, Ratio, Shape, Timing,
 )
 from .soak import THROTTLE_BITS, soak  # noqa: F401  (re-exported: the soak stage and tests reach it here)
-from .timing import (
-    Sides, TimingPolicy, GraphSampler, bootstrap_ratio, graph_kernel_ms, interleaved, kernel_time_ms, make_sampler,
+from .timing import (  # noqa: F401  (re-exported: callers time through bench)
+    Sides, TimingPolicy, bootstrap_ratio, graph_kernel_ms, interleaved, kernel_time_ms, make_sampler,
     spread, summarize, time_callable, time_pair, time_sides,
 )
 
@@ -377,9 +381,6 @@ def _in_model(ref_fn: Callable, cand_fn: Callable, families: tuple[str, ...], de
     as written (the profile's way: `written.marked`), and a residual add with the norm
     after it as the fused family's pair (session 20 on the H200: without the pairs,
     llama's 9 written norms stood against the one rmsnorm left unfused, "131x")."""
-    from .. import kernels
-    from ..routing import router as swap, written
-    from ..profiling.profile import family_times
 
     fused = [kernels.get(f) for f in families if kernels.get(f).fuses]
     marker = None
@@ -389,7 +390,7 @@ def _in_model(ref_fn: Callable, cand_fn: Callable, families: tuple[str, ...], de
                              model=model)
 
     def ref_side():
-        with written.marked(model) if model is not None else contextlib.nullcontext():
+        with written.marked(model, rope_shape=rope.call_shape) if model is not None else contextlib.nullcontext():
             if marker is None:
                 return ref_fn()
             with marker:
@@ -501,7 +502,6 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
     PyTorch (`E2EBench.not_chosen`, with `not_chosen`: counts from elsewhere, the written
     out norms of families not chosen as the profile saw them).
     """
-    from ..routing import router as swap
 
     families = tuple(sorted(router.families()))
     tol = OUTPUT_TOLERANCE.get(dtype, OUTPUT_TOLERANCE["float32"])
@@ -648,7 +648,7 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
         samples_per_s_reference=batch_size / (t_ref.median_ms * 1e-3),
         samples_per_s_swapped=batch_size / (t_sw.median_ms * 1e-3) if t_sw.median_ms > 0 else None,
         max_abs_err=check.max_abs, outputs_match=check.ok and tl_calls > 0,
-        coverage=swap.coverage(counts, total_profiled_ms), amdahl_speedup=est[0] if est else None,
+        coverage=swap.coverage(counts, total_profiled_ms, {f.name: f.profile_family for f in router.all}), amdahl_speedup=est[0] if est else None,
         error=check.reason if not check.ok else (
             "" if tl_calls else "no call ran in TileLang: the model was compared with itself"), views=tuple(views), method=method, ratio=ratio, calls=counts,
         tilelang_calls=tl_calls, fallback_calls=fb_calls, rel_l2_err=check.rel_l2, rel_max_err=check.rel_max,

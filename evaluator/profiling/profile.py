@@ -43,6 +43,7 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from .. import kernels
+from ..kernels import rope
 from ..routing import written
 from ..errors import ConfigError, ModelLoadError
 from ..models import LoadedModel
@@ -230,7 +231,8 @@ def kernel_time_in(spans: Sequence[tuple[float, float]], kernels: Sequence[tuple
 def profile_model(model: LoadedModel, *, iters: int = 3, warmup: int = 2) -> pd.DataFrame:
     """Profile `iters` forward passes; one row per attributed aten call."""
     use_cuda = model.device == "cuda"
-    with written.marked(model.module):  # norms written out as several calls: their range names them
+    # norms and rotary embeddings written out as several calls: their range names them
+    with written.marked(model.module, rope_shape=rope.call_shape):
         prof, wall = _profiled(lambda: model.module(*model.inputs), use_cuda, iters, warmup)
     rows = [{k: v for k, v in r.items() if k != "routed"} for r in _attributed(prof, use_cuda)]
     if rows:

@@ -643,7 +643,7 @@ def fusible(fn: Callable[[], Any], families: Iterable[Any], dtype: str,
     return router.fusible, router.reused
 
 
-def coverage(counts: Iterable[CallCount], total_profiled_ms: float) -> float:
+def coverage(counts: Iterable[CallCount], total_profiled_ms: float, base_of: dict[str, str] | None = None) -> float:
     """Share of the profiled time whose calls ran in TileLang: each shape's profiled
     time, weighted by the fraction of its calls that ran in TileLang. A fused family's
     rows carry the time of its base family's shape (llama's 2048x5632x2048 linears are
@@ -651,12 +651,9 @@ def coverage(counts: Iterable[CallCount], total_profiled_ms: float) -> float:
     share that time by their calls instead of each counting it whole."""
     if total_profiled_ms <= 0:
         return 0.0
-    from .. import kernels  # the kernel families import this module
-
     shapes: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0, 0])  # ms, in TileLang, calls
     for c in counts:
-        fam = kernels.REGISTRY.get(c.family)
-        row = shapes[(fam.profile_family if fam is not None else c.family, c.shape)]
+        row = shapes[((base_of or {}).get(c.family, c.family), c.shape)]
         row[0] = max(row[0], c.profiled_ms)
         row[1] += c.tilelang
         row[2] += c.tilelang + sum(c.fallback.values())
@@ -666,56 +663,6 @@ def coverage(counts: Iterable[CallCount], total_profiled_ms: float) -> float:
     return covered / total_profiled_ms
 
 
-# ---------------------------------------------------------------- helpers the families' routes share
-
-
-class DerivedWeights:
-    """Weights in the layout a kernel wants (transformers' Conv1D weight transposed to
-    nn.Linear's, a conv weight as KRSC), made once per weight tensor and remade only if
-    the weight is replaced or updated in place."""
-
-    def __init__(self):
-        self._cache: dict[tuple, tuple[weakref.ref, torch.Tensor]] = {}
-        self._lock = threading.Lock()
-
-    def get(self, w: torch.Tensor, kind: str, make: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
-        try:
-            version = w._version
-        except RuntimeError:  # inference tensors keep no version counter (and cannot change)
-            version = 0
-        key = (id(w), kind, w.data_ptr(), w.dtype, str(w.device), version)
-        with self._lock:
-            hit = self._cache.get(key)
-            if hit is not None and hit[0]() is w:
-                return hit[1]
-        out = make(w.detach())
-        with self._lock:
-            self._cache[key] = (weakref.ref(w), out)
-        return out
-
-    def constant(self, kind: str, n: int, dtype: torch.dtype, device: torch.device, value: float) -> torch.Tensor:
-        key = ("const", kind, n, dtype, str(device), value)
-        with self._lock:
-            hit = self._cache.get(key)
-        if hit is not None:
-            return hit[1]
-        t = torch.full((n,), value, dtype=dtype, device=device)
-        with self._lock:
-            self._cache[key] = (lambda: None, t)
-        return t
-
-
-DERIVED = DerivedWeights()
-
-
-def arg(args: tuple, kwargs: dict, index: int, name: str, default: Any = None) -> Any:
-    """A torch function's argument by position or keyword."""
-    if len(args) > index:
-        return args[index]
-    return kwargs.get(name, default)
-
-
-_TORCH_DTYPES: dict[str, torch.dtype] = {}
 _SHAPE_KEYS: dict[tuple, str] = {}
 
 
@@ -727,15 +674,3 @@ def _shape_key(shape: Shape) -> str:
             _SHAPE_KEYS.clear()
         key = _SHAPE_KEYS[shape] = shape_str(shape)
     return key
-
-
-def dtype_mismatch(dtype: str, *tensors: torch.Tensor | None) -> str | None:
-    want = _TORCH_DTYPES.get(dtype)
-    if want is None:  # kernels.base imports this module: imported here, once per dtype
-        from ..kernels.base import torch_dtype
-
-        want = _TORCH_DTYPES[dtype] = torch_dtype(dtype)
-    for t in tensors:
-        if t is not None and t.dtype != want:
-            return f"dtype {str(t.dtype).replace('torch.', '')} (kernels are {dtype})"
-    return None

@@ -53,6 +53,8 @@ import torch.nn.functional as F
 from torch.overrides import handle_torch_function, has_torch_function
 from torch.profiler import record_function
 
+from .calls import DERIVED  # made once per weight tensor, remade if it changes
+
 # A profiler range around a written-out norm: "evaluator::written::rmsnorm::<rows>x<cols>".
 PREFIX = "evaluator::written::"
 FAMILY = "rmsnorm"
@@ -78,7 +80,6 @@ class WrittenNorm:
         w = self.module.weight
         if not self.offset:
             return w
-        from .router import DERIVED  # made once per weight tensor, remade if it changes
 
         return DERIVED.get(w, f"plus {self.offset:g}", lambda t: t + self.offset)
 
@@ -186,9 +187,10 @@ def unmarked() -> Iterator[None]:
         _UNMARKED.on = before
 
 
-def marked(model: torch.nn.Module) -> contextlib.AbstractContextManager:
+def marked(model: torch.nn.Module, rope_shape: Callable | None = None) -> contextlib.AbstractContextManager:
     """Each written-out norm's forward and rotary embedding, unchanged, inside a profiler
-    range with its shape."""
+    range with its shape. `rope_shape(q, k, cos, sin, form)` names a rotary call's shape
+    as the rope family's route will see it (None, or no callable: the call is not marked)."""
     def make(n: WrittenNorm, forward):
         def marked_forward(x, *args, **kwargs):
             if not isinstance(x, torch.Tensor) or x.shape[-1:] != (n.cols,) or getattr(_UNMARKED, "on", False):
@@ -200,7 +202,8 @@ def marked(model: torch.nn.Module) -> contextlib.AbstractContextManager:
     def make_rope(r: WrittenRope, fn):
         def marked_rope(*args, **kwargs):
             shape = None
-            if not getattr(_UNMARKED, "on", False) and not kwargs and len(args) == (3 if r.form.single else 4):
+            if rope_shape is not None and not getattr(_UNMARKED, "on", False) and not kwargs \
+                    and len(args) == (3 if r.form.single else 4):
                 if r.form.single:
                     x, a, b = args
                     sin, cos = (a, b) if r.form.sin_first else (b, a)
@@ -316,13 +319,28 @@ def _as_rotary(r: WrittenRope, fn):
     return as_call
 
 
-def rope_shape(q, k, cos, sin, form: RopeForm = HALVES) -> tuple[int, ...] | None:
-    """The rope family's shape of one call of a function of `form` on these tensors (the
-    one its route will see, layout included), or None where the kernel does not compute it."""
-    from ..kernels.rope import plan
+# ---------------------------------------------------------------- what a rotary embedding computes
 
-    found = plan(q, k, cos, sin, form)
-    return None if isinstance(found, str) else found.shape
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def rotate_pairs(x: torch.Tensor) -> torch.Tensor:
+    """(x0, x1, x2, x3, ...) -> (-x1, x0, -x3, x2, ...), as GPT-J's rotate_every_two."""
+    return torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2)
+
+
+def formula(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: int) -> torch.Tensor:
+    """x's first cos.shape[-1] dims rotated (cos and sin broadcast against them), the rest
+    passed through, in x's dtype, as the models write it."""
+    rot = cos.shape[-1]
+    turn = rotate_pairs if interleaved else rotate_half
+    if rot == x.shape[-1]:
+        return x * cos + turn(x) * sin
+    xr, xp = x[..., :rot], x[..., rot:]
+    return torch.cat((xr * cos + turn(xr) * sin, xp), dim=-1)
 
 
 @dataclass(frozen=True)
@@ -414,8 +432,6 @@ def _rope_probe(fn) -> RopeForm | None:
     """fn(q, k, cos, sin)'s form: halves or pairs of the whole head with cos and sin given
     per dim (an angle of its own each, so that neither the pairs' layout nor the halves'
     is assumed), and whether cos half as wide rotates only that part of each head."""
-    from ..kernels.rope import formula
-
     g = torch.Generator(device="cpu").manual_seed(0)
     b, hq, hk, s, d = 2, 3, 1, 5, 8
     q, k = torch.randn(b, hq, s, d, generator=g), torch.randn(b, hk, s, d, generator=g)
@@ -434,8 +450,6 @@ def _rope_probe(fn) -> RopeForm | None:
 def _one_tensor_probe(fn, sin_first: bool) -> RopeForm | None:
     """GPT-J's form: fn(x [batch, seq, heads, dim], sin, cos [1 or batch, seq, dim/2]), each
     pair (2i, 2i+1) of x rotated by angle i (sin and cos repeated per pair)."""
-    from ..kernels.rope import formula
-
     g = torch.Generator(device="cpu").manual_seed(0)
     b, s, h, d = 2, 5, 3, 8
     x = torch.randn(b, s, h, d, generator=g)

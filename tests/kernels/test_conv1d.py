@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
+from evaluator.routing import calls
 from evaluator import kernels
 from evaluator.profiling import profile as profiling
 from evaluator.tuning import verify
@@ -246,11 +247,11 @@ def test_weights_computed_on_every_call_leave_no_cached_copies_behind():
     router, got, expected = route_model(["conv1d"], model, (h,))
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
     assert count(router, "conv1d") == (2, 0)
-    cached = len(swap.DERIVED._cache)
+    cached = len(calls.DERIVED._cache)
     with torch.inference_mode(), router:
         for _ in range(3):
             torch.testing.assert_close(model(h), expected, atol=1e-4, rtol=1e-4)
-    assert count(router, "conv1d") == (8, 0) and len(swap.DERIVED._cache) == cached
+    assert count(router, "conv1d") == (8, 0) and len(calls.DERIVED._cache) == cached
 
 
 def test_ncl_through_the_channels_last_kernel_keeps_one_weight_copy():
@@ -267,11 +268,11 @@ def test_ncl_through_the_channels_last_kernel_keeps_one_weight_copy():
     kernel = conv1d_module.As2d(conv_layout.ViaChannelsLast(inner, FAM.geometry(shape), "c"), FAM.geometry(shape), "c")
     x, w = FAM.make_inputs(shape, "float32", "cpu", 0)
     torch.testing.assert_close(kernel(x, w), FAM.reference(x, w), atol=1e-5, rtol=1e-5)
-    cached = len(swap.DERIVED._cache)
+    cached = len(calls.DERIVED._cache)
     for _ in range(3):
         torch.testing.assert_close(kernel(x, w), FAM.reference(x, w), atol=1e-5, rtol=1e-5)
-    assert len(swap.DERIVED._cache) == cached
+    assert len(calls.DERIVED._cache) == cached
     # A weight computed on every call (cache=False): no entry at all.
     w2 = w * 1.0
     torch.testing.assert_close(kernel(x, w2, cache=False), FAM.reference(x, w), atol=1e-5, rtol=1e-5)
-    assert len(swap.DERIVED._cache) == cached
+    assert len(calls.DERIVED._cache) == cached

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
+from evaluator.routing import calls
 from evaluator import kernels
 from evaluator.tuning import verify
 from evaluator.errors import KernelError
@@ -272,11 +273,11 @@ def test_weights_computed_on_every_call_leave_no_cached_copies_behind():
     x = torch.randn(2, 8, 9, 7).contiguous(memory_format=torch.channels_last)
     router, got, expected = route_model(["conv2d"], model, (x,))
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
-    cached = len(swap.DERIVED._cache)
+    cached = len(calls.DERIVED._cache)
     with torch.inference_mode(), router:
         for _ in range(3):
             torch.testing.assert_close(model(x), expected, atol=1e-4, rtol=1e-4)
-    assert count(router, "conv2d") == (8, 0) and len(swap.DERIVED._cache) == cached
+    assert count(router, "conv2d") == (8, 0) and len(calls.DERIVED._cache) == cached
 
 
 def test_nchw_through_the_channels_last_kernel_with_a_computed_weight():
@@ -300,12 +301,12 @@ def test_nchw_through_the_channels_last_kernel_with_a_computed_weight():
         expected = model(x)
         with router:
             got = [model(x) for _ in range(2)]
-        cached = len(swap.DERIVED._cache)
+        cached = len(calls.DERIVED._cache)
         with router:
             got += [model(x) for _ in range(2)]
     for out in got:
         torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
-    assert [(c.tilelang, c.fallback) for c in router.counts()] == [(4, {})] and len(swap.DERIVED._cache) == cached
+    assert [(c.tilelang, c.fallback) for c in router.counts()] == [(4, {})] and len(calls.DERIVED._cache) == cached
 
 
 # ---------------------------------------------------------------- the GPU sweep's entries

@@ -20,7 +20,8 @@ from evaluator.routing import written
 from evaluator.errors import KernelError
 from evaluator.kernels import common as C
 from evaluator.kernels import get
-from evaluator.kernels.rope import FORM_ATTR, plan, rotate_half
+from evaluator.kernels.rope import FORM_ATTR, plan
+from evaluator.routing.written import rotate_half
 from test_rows import CPU, H200, SM90, check
 
 FAM = get("rope")

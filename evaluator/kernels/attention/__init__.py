@@ -64,7 +64,8 @@ import torch.nn.functional as F
 
 from ...errors import KernelError
 from ...results import Hardware, KernelConfig, Shape
-from ...routing.router import Route, arg, dtype_mismatch
+from ...routing.calls import arg, dtype_mismatch
+from ...routing.router import Route
 from . import pingpong as PPA
 from . import programs as P
 from .. import common as C

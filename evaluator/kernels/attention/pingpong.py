@@ -41,6 +41,7 @@ from typing import Any
 
 from ...results import Shape
 from .. import common as C
+from .shapes import kv_head, kv_heads, mask_dtype, mask_shape, pitches
 
 ACCUM = "float32"
 PRODUCERS = 128  # one producer warpgroup
@@ -97,8 +98,6 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
     gives the (key blocks, unmasked key blocks) of the block's 128 rows; `operand` and
     `output_shape` are `_attention_programs`' (strided q, k, v and the output's layout)."""
     import tilelang.language as T
-
-    from .programs import kv_head, kv_heads, mask_dtype, mask_shape, pitches
 
     B, H, Sq, Skv, D, causal = shape[:6]
     pq, pk, pv = pitches(shape)

@@ -43,7 +43,8 @@ import torch
 
 from ...errors import KernelError
 from ...results import Hardware, KernelConfig, Shape
-from ...routing.router import Route, arg, dtype_mismatch
+from ...routing.calls import arg, dtype_mismatch
+from ...routing.router import Route
 from . import programs as P
 from .. import common as C
 from ..einsum import as_matmul

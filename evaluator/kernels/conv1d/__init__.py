@@ -33,7 +33,8 @@ import torch.nn.functional as F
 
 from ...errors import KernelError
 from ...results import Shape
-from ...routing.router import DERIVED, Route, arg, dtype_mismatch
+from ...routing.calls import DERIVED, arg, dtype_mismatch
+from ...routing.router import Route
 from .. import common as C
 from ..conv2d.calls import pair as _pair
 from ..conv2d.calls import strides_are_channels_last

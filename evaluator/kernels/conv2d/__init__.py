@@ -44,8 +44,10 @@ import torch.nn.functional as F
 
 from ...errors import KernelError
 from ...results import Hardware, KernelConfig, Shape
-from ...routing.router import DERIVED, Route, arg, dtype_mismatch
+from ...routing.calls import DERIVED, arg, dtype_mismatch
+from ...routing.router import Route
 from .. import common as C
+from ..gemm import FAMILY as GEMM
 from . import grouped as GR
 from . import programs as P
 from .layout import ViaChannelsLast, nchw_space
@@ -699,9 +701,8 @@ def _krsc(w: torch.Tensor) -> torch.Tensor:
 
 
 def _gemm() -> KernelFamily:
-    from .. import get  # the registry imports this module; look the gemm family up on use
-
-    return get("gemm")
+    """The plain GEMM family: a 1x1, stride-1, unpadded channels_last convolution is one GEMM."""
+    return GEMM
 
 
 def _on_cpu(hw: Hardware) -> bool:

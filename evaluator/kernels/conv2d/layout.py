@@ -21,7 +21,7 @@ from typing import Callable
 import torch
 
 from ...results import Shape
-from ...routing.router import DERIVED
+from ...routing.calls import DERIVED
 from .. import common as C
 from .programs import Geometry, geometry, stream_problem
 

@@ -37,7 +37,8 @@ import torch.nn.functional as F
 
 from ...errors import KernelError
 from ...results import Hardware, KernelConfig, Shape
-from ...routing.router import DERIVED, Route, Start, arg, dtype_mismatch
+from ...routing.calls import DERIVED, arg, dtype_mismatch
+from ...routing.router import Route, Start
 from .. import common as C
 from . import checks as K
 from . import pingpong as PP

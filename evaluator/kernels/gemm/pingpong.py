@@ -61,6 +61,7 @@ import re
 from typing import Any, Callable
 
 from ...results import Shape
+from .prim import linear_program
 
 ACCUM = "float32"
 PRODUCERS = 128  # one producer warpgroup
@@ -484,7 +485,5 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], bias_act: An
             body(W, A, Bias, Y, None, None, G)
         else:
             body(A, W, Bias, Y, None, None, G)
-
-    from .programs import linear_program  # that module imports this one
 
     return linear_program(T, shape, dtype, whole_tiles, gate, "linear_tc_pingpong")

@@ -24,6 +24,7 @@ from typing import Any
 
 from ...results import Shape
 from .pingpong import pingpong_program
+from .prim import linear_program
 
 ACCUM = "float32"
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -145,42 +146,6 @@ def mul_macro(T: Any, bM: int, bN: int, by_row: bool = False):
                 C_f[i, j] = C_f[i, j] * T.if_then_else((r * bM + i < M) and (c * bN + j < N),
                                                        T.cast(G[r * bM + i, c * bN + j], ACCUM), T.float32(0))
     return mul
-
-
-def renamed(program: Any, name: str) -> Any:
-    """`program` under the kernel name `name`: one prim_func written once serves several
-    variants, each keeping the name profilers and tests know it by (`name` + "_kernel")."""
-    return program.with_attr("global_symbol", name)
-
-
-def linear_program(T: Any, shape: Shape, dtype: str, body: Any, gate: bool, name: str) -> Any:
-    """The PrimFunc of a whole-K program: nn.Linear's (A, W, Bias) -> Y, or with `gate`
-    (A, W, Bias, G) -> Y, around `body(A, W, Bias, G, Y)`, a macro that reads G only when
-    gated (it gets None otherwise). Named `name`, or `name` + "_mul" when gated."""
-    M, N, K = shape
-    if gate:
-        @T.prim_func
-        def linear_mul(
-            A: T.Tensor((M, K), dtype),
-            W: T.Tensor((N, K), dtype),
-            Bias: T.Tensor((N,), dtype),
-            G: T.Tensor((M, N), dtype),
-            Y: T.Tensor((M, N), dtype),
-        ):
-            body(A, W, Bias, G, Y)
-
-        return renamed(linear_mul, name + "_mul")
-
-    @T.prim_func
-    def linear(
-        A: T.Tensor((M, K), dtype),
-        W: T.Tensor((N, K), dtype),
-        Bias: T.Tensor((N,), dtype),
-        Y: T.Tensor((M, N), dtype),
-    ):
-        body(A, W, Bias, None, Y)
-
-    return renamed(linear, name)
 
 
 def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, gate: bool = False):

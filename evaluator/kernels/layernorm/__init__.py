@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from ...results import Hardware, KernelConfig, Shape
 from .. import common as C
 from .. import rows as R
-from ...routing.router import DERIVED, arg
+from ...routing.calls import DERIVED, arg
 from ..base import Schedule
 
 ACCUM = "float32"

@@ -21,7 +21,8 @@ import torch.nn.functional as F
 from ...results import Shape
 from .. import common as C
 from .. import rows as R
-from ...routing.router import DERIVED, Route, arg
+from ...routing.calls import DERIVED, arg
+from ...routing.router import Route
 from ..base import Schedule
 
 ACCUM = "float32"

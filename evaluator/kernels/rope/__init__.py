@@ -44,7 +44,8 @@ import torch
 from ...routing import written
 from ...errors import KernelError
 from ...results import Hardware, KernelConfig, Shape
-from ...routing.router import Route, arg, dtype_mismatch
+from ...routing.calls import arg, dtype_mismatch
+from ...routing.router import Route
 from .. import common as C
 from ..base import KernelFamily, Schedule
 
@@ -55,27 +56,6 @@ GPU_DEFAULTS = {"block_tokens": 1, "threads": 256}
 # tensors' shapes alone do not say (halves and pairs take the same cos and sin).
 FORM_ATTR = "rope_form"
 COPIED = "input copied to contiguous"
-
-
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-def rotate_pairs(x: torch.Tensor) -> torch.Tensor:
-    """(x0, x1, x2, x3, ...) -> (-x1, x0, -x3, x2, ...), as GPT-J's rotate_every_two."""
-    return torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2)
-
-
-def formula(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: int) -> torch.Tensor:
-    """x's first cos.shape[-1] dims rotated (cos and sin broadcast against them), the rest
-    passed through, in x's dtype, as the models write it."""
-    rot = cos.shape[-1]
-    turn = rotate_pairs if interleaved else rotate_half
-    if rot == x.shape[-1]:
-        return x * cos + turn(x) * sin
-    xr, xp = x[..., :rot], x[..., rot:]
-    return torch.cat((xr * cos + turn(xr) * sin, xp), dim=-1)
 
 
 class _Layout(NamedTuple):
@@ -404,6 +384,14 @@ def plan(q, k, cos, sin, form: "written.RopeForm" = written.HALVES) -> Plan | st
     return Plan(FAMILY.check(shape), tuple(ins), tuple(notes))
 
 
+def call_shape(q, k, cos, sin, form: "written.RopeForm" = written.HALVES) -> tuple[int, ...] | None:
+    """The family's shape of one call of a rotary function of `form` on these tensors (the
+    one its route will see, layout included), or None where the kernel does not compute it:
+    what the profile's range names a written-out rotary embedding by (`written.marked`)."""
+    found = plan(q, k, cos, sin, form)
+    return None if isinstance(found, str) else found.shape
+
+
 class RopeFamily(KernelFamily):
     name = "rope"
     title = "Rotary position embedding (q and k)"
@@ -498,13 +486,13 @@ class RopeFamily(KernelFamily):
             c, sn = cos[:, :, None, :], sin[:, :, None, :]
             if inter == 2:  # GPT-J: torch.repeat_interleave(sin[:, :, None, :], 2, 3)
                 c, sn = torch.repeat_interleave(c, 2, 3), torch.repeat_interleave(sn, 2, 3)
-            return formula(x, c, sn, inter)
+            return written.formula(x, c, sn, inter)
         c, sn = cos.unsqueeze(1), sin.unsqueeze(1)
         if inter == 2:
             c, sn = torch.repeat_interleave(c, 2, 3), torch.repeat_interleave(sn, 2, 3)
         qv = q.view(b, s, -1, d).transpose(1, 2)
         kv = inputs[1].view(b, s, -1, d).transpose(1, 2)
-        return formula(qv, c, sn, inter), formula(kv, c, sn, inter)
+        return written.formula(qv, c, sn, inter), written.formula(kv, c, sn, inter)
 
     def search_space(self, shape: Shape, dtype: str, hardware: Hardware) -> list[KernelConfig]:
         L = _layout(self.check(shape))
@@ -575,7 +563,7 @@ class RopeFamily(KernelFamily):
         bad = dtype_mismatch(dtype, *(t for t in (q, k, cos, sin) if isinstance(t, torch.Tensor)))
         if bad:
             return bad
-        p = plan(q, k, cos, sin, form)  # the profile's range names the same shape (written.rope_shape)
+        p = plan(q, k, cos, sin, form)  # the profile's range names the same shape (call_shape)
         if isinstance(p, str):
             return p
         return Route(p.shape, lambda kernel: kernel(*p.inputs), notes=p.notes)

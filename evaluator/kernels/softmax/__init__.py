@@ -26,7 +26,8 @@ import torch
 from ...results import Hardware, KernelConfig, Shape
 from .. import common as C
 from .. import rows as R
-from ...routing.router import Route, arg
+from ...routing.calls import arg
+from ...routing.router import Route
 from ..base import Schedule
 
 ACCUM = "float32"
