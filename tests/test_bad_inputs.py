@@ -165,6 +165,7 @@ def test_a_damaged_store_is_refused_before_the_run(damage, words, reports, monke
     assert snapshot(reports) == before  # no run folder, and the store as it was
 
 
+@pytest.mark.slow
 def test_read_only_store_is_refused_up_front_by_the_real_process(reports):
     store = reports / "baselines"
     before = snapshot(reports)
@@ -231,6 +232,7 @@ def test_a_run_with_a_bad_checklist_says_how_to_see_every_problem(tmp_path, monk
 # ---------------------------------------------------------------- failures during the run
 
 
+@pytest.mark.slow
 def test_model_whose_forward_raises_is_one_line_and_keeps_its_run_folder(reports, tmp_path):
     model = tmp_path / "bad_forward.py"
     model.write_text(
@@ -331,6 +333,7 @@ def test_ctrl_c_during_a_resumed_run_names_the_same_folder(reports, monkeypatch,
         f"interrupted; finished stages are kept in {run}; continue with: evaluate --resume {run}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("left", ["no config.json", "baseline recorded"])
 def test_ctrl_c_offers_resume_only_for_a_folder_resume_takes(left, reports, monkeypatch, capsys):
     run = reports / "runs" / "bert-tiny-20260821-150000"

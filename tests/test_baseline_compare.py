@@ -125,6 +125,7 @@ def test_a_negative_threshold_is_refused():
         compare(sample_result(), sample_result(), noise_k=-1)
 
 
+@pytest.mark.slow
 def test_comparing_needs_no_git():
     # A fresh interpreter in which `import git` fails, as on a machine without GitPython:
     # the comparison, its rows and the package's old names for them all work; only the

@@ -187,6 +187,7 @@ def test_two_hosts_record_different_models_and_both_push(tmp_path, remote):
     assert git(b.path, "status", "--porcelain") == ""
 
 
+@pytest.mark.slow
 def test_two_hosts_record_the_same_model_and_platform_concurrently(tmp_path, remote, monkeypatch):
     clones = [host(remote, tmp_path, f"host-{i}") for i in range(2)]
     pushes: list[list[str]] = []
@@ -258,6 +259,7 @@ def _record_and_push(remote, clone, run_id, barrier, queue):
         queue.put(("error", repr(e), 0))
 
 
+@pytest.mark.slow
 def test_three_host_processes_record_and_push_at_once(tmp_path, remote):
     ctx = multiprocessing.get_context("fork")
     barrier, queue = ctx.Barrier(3), ctx.Queue()
@@ -274,6 +276,7 @@ def test_three_host_processes_record_and_push_at_once(tmp_path, remote):
     assert_linear_and_never_forced(remote)
 
 
+@pytest.mark.slow
 def test_a_pull_makes_another_hosts_baselines_readable(tmp_path, remote):
     h200, metax = host(remote, tmp_path, "gpu-box"), host(remote, tmp_path, "metax-box")
     first = bs.record(h200, on(sample_result(created=Q4), "h200", "NVIDIA H200"))
@@ -309,6 +312,7 @@ def test_readers_take_the_url_itself(tmp_path, remote, monkeypatch):
 # ---------------------------------------------------------------- collisions and conflicts
 
 
+@pytest.mark.slow
 def test_a_collided_id_is_renumbered_before_pushing(tmp_path, remote, monkeypatch):
     # Two clones that drew the same writer id (a clone copied byte for byte) record the same id.
     monkeypatch.setattr(plumbing.secrets, "token_hex", lambda n: "abcdef")
@@ -342,6 +346,7 @@ def test_a_copied_clone_draws_its_own_writer(tmp_path, remote):
     assert rc.version.split("-")[2] != ra.version.split("-")[2]
 
 
+@pytest.mark.slow
 def test_tuned_configs_saved_on_both_hosts_never_conflict(tmp_path, remote):
     a, b = host(remote, tmp_path, "host-a"), host(remote, tmp_path, "host-b")
     key = {"family": "gemm", "shape": [256, 128, 128], "dtype": "float32", "device": "cpu", "tilelang": "0.1.15"}
@@ -423,6 +428,7 @@ def test_rejections_are_retried_a_bounded_number_of_times(tmp_path, remote, monk
     assert git(remote, "for-each-ref") == ""  # nothing reached the remote
 
 
+@pytest.mark.slow
 def test_a_conflicting_edit_is_refused_and_nothing_changes(tmp_path, remote):
     a, b = host(remote, tmp_path, "host-a"), host(remote, tmp_path, "host-b")
     ref = bs.record(a, sample_result())
@@ -439,6 +445,7 @@ def test_a_conflicting_edit_is_refused_and_nothing_changes(tmp_path, remote):
     assert git(b.path, "rev-parse", "HEAD") == head and (b.path / ref.path / "soak.csv").read_text() == "edited on b\n"
 
 
+@pytest.mark.slow
 def test_a_clone_made_while_the_remote_was_empty_pulls_what_others_pushed(tmp_path, remote):
     git(tmp_path, "clone", "-q", str(remote), str(tmp_path / "early"))  # before anything was pushed
     a = host(remote, tmp_path, "host-a")
@@ -450,6 +457,7 @@ def test_a_clone_made_while_the_remote_was_empty_pulls_what_others_pushed(tmp_pa
     assert bs.load(tmp_path / "early", ref.tag).baseline.tag == ref.tag
 
 
+@pytest.mark.slow
 def test_tags_left_on_rewritten_commits_are_healed(tmp_path, remote):
     a, b = host(remote, tmp_path, "host-a"), host(remote, tmp_path, "host-b")
     bs.record(a, sample_result())
@@ -465,6 +473,7 @@ def test_tags_left_on_rewritten_commits_are_healed(tmp_path, remote):
     assert git(b.path, "rev-parse", f"{rb.tag}^{{commit}}") == git(remote, "rev-parse", f"{rb.tag}^{{commit}}")
 
 
+@pytest.mark.slow
 def test_record_and_push_is_one_step_and_a_failed_push_keeps_the_ref(tmp_path, remote, monkeypatch):
     a = host(remote, tmp_path, "host-a")
     ref, sync = rm.record_and_push(a, sample_result())

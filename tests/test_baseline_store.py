@@ -187,6 +187,7 @@ def test_check_health_passes_a_whole_store_and_one_not_created_yet(tmp_path):
         bs.check_health(tmp_path / "project")
 
 
+@pytest.mark.slow
 def test_several_baselines_list_show_load_and_layout(store):
     first = bs.record(store, sample_result(created=Q4))
     second = bs.record(store, sample_result(created=Q4_LATER, run_id="r2"))
@@ -371,6 +372,7 @@ def _slow_record(store, created, run_id, barrier, queue):
         queue.put(("error", repr(e)))
 
 
+@pytest.mark.slow
 def test_two_concurrent_writers_both_land(store):
     ctx = multiprocessing.get_context("fork")
     barrier, queue = ctx.Barrier(2), ctx.Queue()

@@ -1,4 +1,5 @@
 """The op benchmark, roofline and Amdahl guards and launch overhead (the soak: test_soak.py)."""
+import pytest
 import math
 
 
@@ -94,6 +95,7 @@ def test_in_model_family_times_and_their_flags():
     assert "the profiler attributed no time to gemm's TileLang calls: no in-model time for gemm" in flags
 
 
+@pytest.mark.slow
 def test_each_family_alone_end_to_end_flags_one_that_makes_the_model_slower():
     import time
 

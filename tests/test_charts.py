@@ -41,6 +41,7 @@ def all_charts(label: str = "gemm") -> dict[str, str | None]:
     }
 
 
+@pytest.mark.slow
 def test_every_chart_is_inline_svg_without_external_references():
     for name, svg in all_charts().items():
         assert svg is not None and svg.startswith("<svg "), name
@@ -50,6 +51,7 @@ def test_every_chart_is_inline_svg_without_external_references():
         assert "\\mathdefault" not in svg, name  # log axes must not fall back to mathtext
 
 
+@pytest.mark.slow
 def test_labels_are_escaped_and_not_parsed_as_math():
     for name in ("hot_ops", "speedups", "roofline", "releases", "trend"):
         svg = all_charts(EVIL)[name]

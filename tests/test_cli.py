@@ -16,6 +16,7 @@ def evaluate(*args, cwd=ROOT, timeout=900):
                           text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, words", [
     (["--model", "nonesuch"], "unknown model 'nonesuch'; use one of bert-tiny"),
     (["--model", "tests/fixtures/user_model.py:broken"], "weights not found"),
@@ -49,6 +50,7 @@ def test_bad_input_one_line_exit_2(args, words, tmp_path):
     assert words in lines[0]
 
 
+@pytest.mark.slow
 def test_factory_that_raises_keeps_nothing_half_written(tmp_path):
     p = evaluate("--model", "tests/fixtures/user_model.py:broken", "--reports", str(tmp_path))
     assert p.returncode == 2

@@ -22,6 +22,7 @@ def repos(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_upstream_table_and_json(repos):
     day = AS_OF.date().isoformat()
     p = evaluate("upstream", "--repo", str(repos / "upstream"), "--as-of", day)
@@ -34,6 +35,7 @@ def test_upstream_table_and_json(repos):
     assert data["measured"] and data["commits_90d"] >= 1 and data["fork_behind"] >= 1
 
 
+@pytest.mark.slow
 def test_upstream_as_of_a_day_includes_that_days_commits(tmp_path):
     b = Builder(tmp_path / "repo")
     day = datetime(2026, 8, 21, tzinfo=timezone.utc)
@@ -61,6 +63,7 @@ def store(tmp_path):
     return path, a, b, c
 
 
+@pytest.mark.slow
 def test_baseline_list_show_diff(store):
     path, a, b, _ = store
     p = evaluate("baseline", "list", "--store", str(path), "--platform", "cpu-x86_64")
@@ -71,6 +74,7 @@ def test_baseline_list_show_diff(store):
     assert p.returncode == 0 and "regression" in p.stdout
 
 
+@pytest.mark.slow
 def test_compare_two_platforms(store):
     path, a, _, c = store
     p = evaluate("compare", "--candidate", c.tag, "--reference", a.tag, "--store", str(path),
@@ -81,6 +85,7 @@ def test_compare_two_platforms(store):
     assert a.tag in html  # the comparison section names the reference platform's baseline
 
 
+@pytest.mark.slow
 def test_report_from_store_alone(store, tmp_path):
     path, a, _, _ = store
     p = evaluate("report", "--baseline", a.tag, "--store", str(path), "--out", str(tmp_path / "r"), "--lang", "zh")
@@ -95,6 +100,7 @@ def test_report_from_store_alone(store, tmp_path):
     assert (tmp_path / "r" / "report.html").is_file() and (tmp_path / "r" / "report.zh.html").read_text() == html
 
 
+@pytest.mark.slow
 def test_checklist_commands():
     p = evaluate("checklist", "validate", "checklists/production.yaml")
     assert p.returncode == 0 and "valid" in p.stdout
@@ -113,6 +119,7 @@ def _finished_run(reports, run_id="bert-tiny-20261129-120000"):
     return folder
 
 
+@pytest.mark.slow
 def test_baseline_record_a_finished_run(tmp_path):
     folder = _finished_run(tmp_path / "reports")
     store = tmp_path / "store"
@@ -132,6 +139,7 @@ def test_baseline_record_a_finished_run(tmp_path):
     assert [r.tag for r in baseline.list_baselines(store)] == [tag]
 
 
+@pytest.mark.slow
 def test_baseline_record_defaults_to_the_store_next_to_the_run(tmp_path):
     folder = _finished_run(tmp_path / "reports")
     p = evaluate("baseline", "record", str(folder / "results.json"))  # the file works as well as its folder
@@ -146,6 +154,7 @@ H200_GEMM = {"block_M": 128, "block_N": 256, "block_K": 64, "num_stages": 3, "th
              "panel": 10, "policy": "square", "split_k": 1}
 
 
+@pytest.mark.slow
 def test_port_prints_the_matrix_and_the_summary_lines():
     pytest.importorskip("tilelang")
     args = ("port", "--family", "gemm", "--shape", "4096x4096x4096", "--targets", "h100,mi300x,c500",
@@ -168,6 +177,7 @@ def test_port_prints_the_matrix_and_the_summary_lines():
     assert tuned["status"] == "needs_retuning" and tuned["fitting_config"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, words", [
     (["--family", "gemm", "--shape", "4x4"], "error: --shape 4x4 does not fit gemm: it takes 3 sizes, MxNxK"),
     (["--family", "gemm", "--shape", "64x64x64", "--targets", "h300"],
@@ -187,6 +197,7 @@ def test_port_bad_input_is_one_line_exit_2(args, words):
     assert "Traceback" not in p.stderr
 
 
+@pytest.mark.slow
 def test_main_command_refuses_unknown_targets_before_any_work(tmp_path):
     p = evaluate("--model", "bert-tiny", "--targets", "a100,h300", "--reports", str(tmp_path / "r"))
     assert p.returncode == 2
@@ -196,6 +207,7 @@ def test_main_command_refuses_unknown_targets_before_any_work(tmp_path):
     assert not (tmp_path / "r").exists()  # refused before a run folder was made
 
 
+@pytest.mark.slow
 def test_help_names_every_family_and_target():
     from evaluator import cli, kernels
     from evaluator.device import targets
@@ -207,6 +219,7 @@ def test_help_names_every_family_and_target():
     assert p.returncode == 0 and all(name in " ".join(p.stdout.split()) for name in kernels.REGISTRY)
 
 
+@pytest.mark.slow
 def test_checklist_metrics_lists_the_portability_metrics():
     from evaluator.device import targets
 

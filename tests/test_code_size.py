@@ -26,6 +26,7 @@ PING = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 4, "threads
         "cluster": 0, "stream_k": 0}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_sass_size_of_each_kernel_from_the_cubin(tmp_path):
     sizes = {}

@@ -113,6 +113,7 @@ def measured():
 # ---------------------------------------------------------------- measured for real
 
 
+@pytest.mark.slow
 def test_an_operator_gets_a_third_side_timed_with_the_others(measured):
     op = measured["op"]
     c = op.compiled
@@ -227,6 +228,7 @@ def test_the_mode_is_an_option_with_the_devices_default_and_is_recorded():
 # ---------------------------------------------------------------- results, report, baseline tables
 
 
+@pytest.mark.slow
 def test_an_old_results_json_without_the_side_loads_and_renders(tmp_path):
     from pathlib import Path
 
@@ -243,6 +245,7 @@ def test_new_fields_round_trip_through_results_json():
     assert from_dict(RunResult, json.loads(json.dumps(to_dict(r)))) == r
 
 
+@pytest.mark.slow
 def test_the_report_shows_the_column_the_e2e_ratio_and_one_line_on_page_one(tmp_path):
     html = html_of(compiled_result(), tmp_path)
     one = words(page_one(html))
@@ -256,6 +259,7 @@ def test_the_report_shows_the_column_the_e2e_ratio_and_one_line_on_page_one(tmp_
     assert "TileLang vs torch.compile (default) 0.93× (0.90–0.96×)" in e2e
 
 
+@pytest.mark.slow
 def test_page_one_says_when_the_compiled_model_is_another_program(tmp_path):
     # The note compile_path_note writes for transformers GPT-2 (H200, session 14).
     note = ("the model runs another program under torch.compile than eagerly (it asks torch.compiler.is_compiling()): "
@@ -273,6 +277,7 @@ def test_page_one_says_when_the_compiled_model_is_another_program(tmp_path):
     assert "two programs" not in html_of(compiled_result(), tmp_path / "plain")
 
 
+@pytest.mark.slow
 def test_the_e2e_views_table_gets_the_side_in_the_verdicts_view(tmp_path):
     r = evidence_result()
     r = dataclasses.replace(r, e2e=dataclasses.replace(r.e2e, compiled=compiled_result().e2e.compiled))
@@ -283,6 +288,7 @@ def test_the_e2e_views_table_gets_the_side_in_the_verdicts_view(tmp_path):
     assert e2e.count('<td class="num">—</td><td class="num">—</td>') == len(r.e2e.views) - 1
 
 
+@pytest.mark.slow
 def test_a_failed_compile_is_a_line_in_words_never_a_blank(tmp_path):
     html = html_of(failed_e2e(), tmp_path)
     assert ("torch.compile (default) could not run end to end: Unsupported: Failed to trace builtin operator "
@@ -290,11 +296,13 @@ def test_a_failed_compile_is_a_line_in_words_never_a_blank(tmp_path):
     assert "not measured: Unsupported" in words(section(html, "e2e"))
 
 
+@pytest.mark.slow
 def test_chinese_report_says_it_in_chinese(tmp_path):
     one = words(page_one(html_of(compiled_result(), tmp_path, lang="zh")))
     assert "与 torch.compile 对比 端到端来看，TileLang 的速度是 torch.compile 的 0.93×（编译耗时 29 s，模式 default）。" in one
 
 
+@pytest.mark.slow
 def test_without_e2e_page_one_gives_the_per_operator_geomean(tmp_path):
     r = dataclasses.replace(compiled_result(), e2e=None)
     one = words(page_one(html_of(r, tmp_path)))
@@ -313,6 +321,7 @@ def test_baseline_tables_get_the_columns():
     assert e2e["compiled_ratio"] == "0.93" and e2e["compile_s"] == "29.3" and e2e["compile_error"] == ""
 
 
+@pytest.mark.slow
 def test_report_renders_from_a_results_json_with_the_side(tmp_path):
     path = tmp_path / "results.json"
     path.write_text(json.dumps(to_dict(compiled_result())))
@@ -321,6 +330,7 @@ def test_report_renders_from_a_results_json_with_the_side(tmp_path):
     assert "TileLang is 0.93× torch.compile end to end" in files.html.read_text()
 
 
+@pytest.mark.slow
 @needs_pdf("en")
 def test_the_compile_line_never_pushes_the_failed_items_off_page_one(tmp_path):
     # The page one of tests/test_report.py's brim-full run (CPU caveat, two-line title, cards

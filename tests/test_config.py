@@ -346,6 +346,7 @@ def test_settings_dict_records_every_field_that_changes_a_result():
             assert any(changes), f"settings_dict does not record {name}: record it, or say why not in NOT_RECORDED"
 
 
+@pytest.mark.slow
 def test_a_saved_config_loads_in_a_fresh_process(tmp_path):
     import sys
 

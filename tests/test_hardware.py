@@ -23,6 +23,7 @@ def test_platform_slug_and_published_peaks():
     assert hardware.PEAKS["h200"][1] > hardware.PEAKS["h100"][1]
 
 
+@pytest.mark.slow
 def test_measured_ceilings(tmp_path):
     cache = tmp_path / "ceilings.json"
     hw = hardware.measure_ceilings(hardware.detect("cpu"), "float32", cache=cache)

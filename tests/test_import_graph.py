@@ -9,6 +9,7 @@ only in its own module (and by the tests)."""
 
 from __future__ import annotations
 
+import pytest
 import ast
 from pathlib import Path
 
@@ -114,11 +115,13 @@ def cycles() -> list[list[str]]:
     return out
 
 
+@pytest.mark.slow
 def test_no_import_circles_counting_imports_inside_functions():
     found = cycles()
     assert not found, "\n".join(" <-> ".join(c) for c in found)
 
 
+@pytest.mark.slow
 def test_no_private_name_is_imported_from_another_module():
     taken = sorted({(m, t, n) for m, ts in edges().items() for t, names in ts for n in names
                     if n.startswith("_") and not n.startswith("__")})

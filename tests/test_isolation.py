@@ -21,6 +21,7 @@ def hw():
     isolation.shutdown()
 
 
+@pytest.mark.slow
 def test_segfault_and_poisoned_context_are_recorded_and_the_good_config_wins(hw):
     before = isolation.stats()
     tk, kernel = tuning.tune(crashy_family.FAMILY, (64,), "float32", hw, isolate=True, budget_s=300)
@@ -38,6 +39,7 @@ def test_segfault_and_poisoned_context_are_recorded_and_the_good_config_wins(hw)
     assert after["spawn_s"] and after["spawn_s"] > 0
 
 
+@pytest.mark.slow
 def test_hung_and_exiting_candidates_are_killed_and_recorded(hw):
     before = isolation.stats()
     tk, kernel = tuning.tune(crashy_family.HANGS, (64,), "float32", hw, isolate=True, budget_s=300,

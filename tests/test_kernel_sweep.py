@@ -35,6 +35,7 @@ def test_shapes_keeps_only_the_named_cases_and_fast_math_is_timed_both_ways():
     assert any(c.get("swap_ab") and c["block_N"] == 48 for c in swap[0][2])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
 def test_without_cuda_one_line_and_exit_2():
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernel_sweep.py"), "--only", "attention"],

@@ -37,6 +37,7 @@ def test_another_seed_gives_other_weights_and_inputs(name):
     assert not torch.equal(pa, pb) and not torch.equal(a.inputs[0], b.inputs[0])
 
 
+@pytest.mark.slow
 def test_real_sizes_are_declared_with_the_right_scale():
     # building bert-base and resnet50 is cheap enough to check their parameter counts
     n = sum(p.numel() for p in ZOO["bert-base"].build().parameters())
@@ -45,6 +46,7 @@ def test_real_sizes_are_declared_with_the_right_scale():
     assert sum(p.numel() for p in ZOO["resnet50"].build().parameters()) == 25_557_032
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", TINY + ["bert-base", "resnet50"])
 def test_zoo_holds_no_helper_modules_for_the_tool(name):
     model = ZOO[name].build()

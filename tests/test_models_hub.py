@@ -217,6 +217,7 @@ def test_hf_deberta_v2_position_buckets_an_attribute_only_the_model_reads():
     assert _run(m).last_hidden_state.shape == (2, 8, 64)
 
 
+@pytest.mark.slow
 def test_hf_an_alias_the_model_never_reads_is_an_error():
     msg = _one_line_error("hf:SwinModel,num_hidden_layers=2", "changed nothing")
     assert msg.startswith("hf:SwinModel: num_hidden_layers=2 changed nothing (SwinModel never reads num_layers; "

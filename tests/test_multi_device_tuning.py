@@ -48,6 +48,7 @@ def _ready_both():
     isolation.wait_ready(1)
 
 
+@pytest.mark.slow
 def test_two_slots_time_side_by_side_and_the_best_is_retimed_on_slot_0(hw):
     _ready_both()  # so that both take work from the first candidate on
     before = _slots()
@@ -77,6 +78,7 @@ def test_two_slots_time_side_by_side_and_the_best_is_retimed_on_slot_0(hw):
     torch.testing.assert_close(kernel(x, w, b), torch.nn.functional.linear(x, w, b), atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_a_crash_on_one_slot_costs_one_candidate_and_the_other_slot_works_on(hw):
     _ready_both()
     before, stats_before = _slots(), isolation.stats()
@@ -197,6 +199,7 @@ def test_several_devices_need_isolation_and_distinct_devices(hw):
         tuning.tune(kernels.get("gemm"), GEMM_SHAPE, "float32", hw, isolate=True, devices=[1, 1])
 
 
+@pytest.mark.slow
 def test_shutdown_ends_a_busy_worker_without_starting_another(hw):
     isolation.wait_ready(1)
     started = isolation.stats()["started"]

@@ -101,6 +101,7 @@ def probe(paths: list[str], prefix: str, cwd: Path, prelude: str = "") -> str:
     return p.stdout
 
 
+@pytest.mark.slow
 @needs_build_tools
 def test_the_wheel_carries_checklists_and_templates_as_package_data(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
@@ -122,6 +123,7 @@ def test_every_subpackage_is_in_the_wheel(wheel):
             assert rel in names, f"{rel} is not in the wheel: add its package to [tool.setuptools] packages"
 
 
+@pytest.mark.slow
 @needs_build_tools
 def test_an_installed_wheel_finds_them_and_renders(wheel, tmp_path):
     target = tmp_path / "target"
@@ -135,6 +137,7 @@ def test_an_installed_wheel_finds_them_and_renders(wheel, tmp_path):
     assert f"found {target}" in out and "rendered True" in out
 
 
+@pytest.mark.slow
 @needs_build_tools
 def test_an_editable_install_finds_them_in_the_checkout(tmp_path):
     src = project_copy(tmp_path / "project")
@@ -173,6 +176,7 @@ def test_a_teams_checklist_wins_over_the_shipped_one(tmp_path, monkeypatch):
     assert resources.find_checklist("nonesuch") is None
 
 
+@pytest.mark.slow
 def test_a_teams_templates_folder_overrides_css_strings_and_template(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(resources.TEMPLATES_ENV, raising=False)
@@ -191,6 +195,7 @@ def test_a_teams_templates_folder_overrides_css_strings_and_template(tmp_path, m
     assert report.render_html(sample_result()).strip() == "<p>ACME platform review for bert-tiny</p>"
 
 
+@pytest.mark.slow
 def test_evaluator_templates_wins_over_the_working_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "templates" / "i18n").mkdir(parents=True)

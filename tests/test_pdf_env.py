@@ -87,6 +87,7 @@ def test_the_skip_reason_names_the_package(monkeypatch):
 # ---------------------------------------------------------------- missing pieces
 
 
+@pytest.mark.slow
 @needs_weasyprint()
 def test_where_a_pdf_loses_its_text_no_pdf_and_one_line_saying_what_to_install(tmp_path, monkeypatch):
     text_lost(monkeypatch)
@@ -100,6 +101,7 @@ def test_where_a_pdf_loses_its_text_no_pdf_and_one_line_saying_what_to_install(t
     assert str(files.html) in note
 
 
+@pytest.mark.slow
 @needs_weasyprint()
 def test_where_only_whole_fonts_keep_the_text_the_report_embeds_them_whole(tmp_path, monkeypatch):
     pypdf = pytest.importorskip("pypdf")
@@ -110,6 +112,7 @@ def test_where_only_whole_fonts_keep_the_text_the_report_embeds_them_whole(tmp_p
     assert "NO VERDICT" in pypdf.PdfReader(str(files.pdf)).pages[0].extract_text()
 
 
+@pytest.mark.slow
 def test_zh_without_a_cjk_font_is_not_tofu_but_a_note(tmp_path, monkeypatch):
     monkeypatch.setattr(report, "has_cjk_font", lambda: False)
     files = report.render(sample_result(), tmp_path, lang="zh")
@@ -118,6 +121,7 @@ def test_zh_without_a_cjk_font_is_not_tofu_but_a_note(tmp_path, monkeypatch):
     assert "\n" not in files.pdf_note
 
 
+@pytest.mark.slow
 def test_without_pango_the_note_names_the_pango_packages(tmp_path, monkeypatch):
     def no_pango():
         raise OSError("cannot load library 'libpango-1.0-0': libpango-1.0-0: cannot open shared object file")
@@ -128,6 +132,7 @@ def test_without_pango_the_note_names_the_pango_packages(tmp_path, monkeypatch):
     assert "apt-get install" in files.pdf_note and "\n" not in files.pdf_note
 
 
+@pytest.mark.slow
 def test_without_the_weasyprint_module_the_note_says_pip(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "weasyprint", None)  # import now raises ImportError
     files = report.render(sample_result(), tmp_path)
@@ -137,6 +142,7 @@ def test_without_the_weasyprint_module_the_note_says_pip(tmp_path, monkeypatch):
 # ---------------------------------------------------------------- the real thing
 
 
+@pytest.mark.slow
 @needs_pdf("en")
 def test_pdf_text_extracts_cleanly(tmp_path):
     pypdf = pytest.importorskip("pypdf")
@@ -147,6 +153,7 @@ def test_pdf_text_extracts_cleanly(tmp_path):
     assert "NO VERDICT" in text and "key numbers" in text.lower()
 
 
+@pytest.mark.slow
 @needs_pdf("zh")
 def test_zh_pdf_text_extracts_as_chinese(tmp_path):
     pypdf = pytest.importorskip("pypdf")

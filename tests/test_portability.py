@@ -70,6 +70,7 @@ def test_unknown_family_is_a_config_error():
 # ---------------------------------------------------------------- lowering per target
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target, instruction", [("h100", "wgmma"), ("a100", "mma.sync"), ("mi300x", "mfma")])
 def test_gemm_lowers_for_sm90a_sm80_gfx942(target, instruction):
     p = P.port("gemm", GEMM_SHAPE, "fp16", [target])
@@ -85,6 +86,7 @@ def test_gemm_lowers_for_sm90a_sm80_gfx942(target, instruction):
     assert p.summary[1].startswith(f"1 of 1 rewritten kernels build for {T.TARGETS[target].name}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["gemm_gelu", "gemm_silu", "gemm_gelu_tanh"])
 def test_fused_gemm_lowers_for_gfx942_without_cuda_intrinsics(family):
     # The epilogue's __expf and rcp.approx are CUDA's: with them, TileLang's HIP backend
@@ -95,6 +97,7 @@ def test_fused_gemm_lowers_for_gfx942_without_cuda_intrinsics(family):
     assert cell.instruction == "mfma"
 
 
+@pytest.mark.slow
 def test_row_families_lower_for_one_target_each():
     p = P.check([("softmax", (4096, 1024), "fp16", None), ("layernorm", (2048, 768), "bf16", None)],
                 ["mi300x", "a100"])
@@ -104,6 +107,7 @@ def test_row_families_lower_for_one_target_each():
     assert P.metrics(p)["portability.targets_ok"] == 1.0
 
 
+@pytest.mark.slow
 def test_b200_lowers_but_says_which_instruction_it_got():
     cell = one(P.port("gemm", GEMM_SHAPE, "fp16", ["b200"]), "b200")
     assert cell.status == "lowers"
@@ -114,6 +118,7 @@ def test_b200_lowers_but_says_which_instruction_it_got():
 # ---------------------------------------------------------------- failures and their classes
 
 
+@pytest.mark.slow
 def test_tuned_config_over_mi300x_lds_needs_retuning_and_a_fitting_config_is_named():
     p = P.port("gemm", (4096, 4096, 4096), "fp16", ["h100", "mi300x"], config=H200_GEMM)
     assert one(p, "h100", "tuned").status == "lowers"  # fits the device it was tuned for
@@ -141,6 +146,7 @@ H200_PINGPONG = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 5,
                  "cluster": 0, "pingpong": 1}
 
 
+@pytest.mark.slow
 def test_a_pingpong_config_is_refused_on_sm80_in_a_sentence_and_lowers_on_sm90():
     p = P.port("gemm", (3152, 3072, 768), "fp16", ["a100", "h100"], config=H200_PINGPONG)
     assert one(p, "h100", "tuned").status == "lowers"
@@ -153,6 +159,7 @@ def test_a_pingpong_config_is_refused_on_sm80_in_a_sentence_and_lowers_on_sm90()
     assert cell.fitting_config is not None and not cell.fitting_config.get("pingpong")
 
 
+@pytest.mark.slow
 def test_huge_tiles_break_the_lowered_kernel_limit_too():
     huge = {**H200_GEMM, "block_M": 256, "block_N": 256}
     cell = one(P.port("gemm", (4096, 4096, 4096), "fp16", ["mi300x"], config=huge), "mi300x", "tuned")
@@ -161,6 +168,7 @@ def test_huge_tiles_break_the_lowered_kernel_limit_too():
     assert cell.fitting_config is not None
 
 
+@pytest.mark.slow
 def test_bf16_on_a_target_without_bf16_tensor_cores_is_a_feature_gap():
     p = P.check([("gemm", GEMM_SHAPE, "bf16", None), ("gemm", GEMM_SHAPE, "fp16", None)], ["t4"])
     bf16 = next(c for c in p.cells if c.dtype == "bfloat16")
@@ -172,6 +180,7 @@ def test_bf16_on_a_target_without_bf16_tensor_cores_is_a_feature_gap():
     assert P.metrics(p)["portability.fails.feature"] == 1
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(getattr(tilelang, "__version__", "") != "0.1.15",
                     reason="documents a TileLang 0.1.15 code-generation gap")
 def test_pipelined_causal_attention_is_a_codegen_gap_on_sm80():
@@ -193,6 +202,7 @@ def test_missing_backend_is_a_feature_gap_without_lowering():
     assert P.metrics(p)["portability.c500.kernels_ok"] == 0.0
 
 
+@pytest.mark.slow
 def test_numerical_hook_runs_for_the_local_device_only():
     local = T.with_limits(T.TARGETS["h100"], key="local", name="NVIDIA H100 (this machine)")
     seen = []
@@ -207,6 +217,7 @@ def test_numerical_hook_runs_for_the_local_device_only():
     assert seen and set(seen) == {"gemm"}
 
 
+@pytest.mark.slow
 def test_an_mma_tile_measured_on_this_device_carries_no_instruction_note_here():
     # A 16-row decode tile runs mma.sync on Hopper by design. Measured on the local
     # device, its speed is that device's; on another Hopper the note says the speed was

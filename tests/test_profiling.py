@@ -4,6 +4,7 @@ choices checked against what the model calls.
 
 In: zoo models at small sizes. Out: pass/fail.
 """
+import pytest
 import dataclasses
 
 import torch
@@ -44,6 +45,7 @@ def test_bert_tiny_hot_ops_find_gemm_first_and_pick_two_kernel_families():
     assert not fams["embedding"].has_kernel
 
 
+@pytest.mark.slow
 def test_no_fuse_keeps_the_two_hottest_families_alone():
     hot = profiling.hot_ops(load_model("bert-tiny", seq_len=64), top=2, iters=1, fuse=False)
     bases = tuple(o.family for o in hot.ops if o.has_kernel and o.shapes)[:2]

@@ -20,6 +20,7 @@ ps = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ps)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_a_ping_pong_tile_counts_its_wgmma_and_ptxas_lines():
     cfg = {"block_M": 128, "block_N": 64, "num_stages": 4, "pingpong": 1, "persistent": 132}
@@ -31,12 +32,14 @@ def test_a_ping_pong_tile_counts_its_wgmma_and_ptxas_lines():
     assert any("registers" in ln for ln in lines) and any("spill" in ln for ln in lines)
 
 
+@pytest.mark.slow
 def test_bad_shape_is_one_line_and_exit_2():
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ptx_stats.py"), "gemm", "3152by3072", "{}"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1 and "expected a shape" in run.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_a_family_with_kernel_parameters_and_fast_math():
     # layernorm's eps rides in the config; softmax builds with --use_fast_math, so its

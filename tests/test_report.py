@@ -45,6 +45,7 @@ def zh(tmp_path_factory):
 # ---------------------------------------------------------------- HTML
 
 
+@pytest.mark.slow
 def test_files_and_page_one(en):
     assert en.html == en.html.parent / "report.html"
     html = en.html.read_text(encoding="utf-8")
@@ -68,6 +69,7 @@ def test_every_section_present(en):
     assert "vendor/tilelang-maca" in html and "2026-10-20" in html and "Bus factor" in html
 
 
+@pytest.mark.slow
 def test_outside_text_is_escaped(en, tmp_path):
     html = en.html.read_text(encoding="utf-8")
     assert "<script" not in html.lower()
@@ -88,6 +90,7 @@ def test_html_is_self_contained(en):
 # ---------------------------------------------------------------- PDF
 
 
+@pytest.mark.slow
 @needs_pdf("en")
 def test_pdf_pages_header_and_numbers(en):
     pages = pdf_pages(en.pdf)
@@ -113,6 +116,7 @@ def test_fetcher_refuses_network_and_outside_files(tmp_path):
     fetch("data:text/plain,hi").close()
 
 
+@pytest.mark.slow
 def test_without_weasyprint_html_is_written_and_note_says_how(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "weasyprint", None)  # import now raises ImportError
     files = report.render(rich_result(), tmp_path)
@@ -124,6 +128,7 @@ def test_without_weasyprint_html_is_written_and_note_says_how(tmp_path, monkeypa
 # ---------------------------------------------------------------- Chinese
 
 
+@pytest.mark.slow
 def test_zh_report_is_chinese(zh):
     assert zh.html.name == "report.zh.html" and (zh.pdf is None or zh.pdf.name == "report.zh.pdf")
     html = zh.html.read_text(encoding="utf-8")
@@ -132,6 +137,7 @@ def test_zh_report_is_chinese(zh):
     assert len(re.findall(r"[\u4e00-\u9fff]", html)) > 500
 
 
+@pytest.mark.slow
 @needs_pdf("zh")
 def test_zh_pdf_page_one_is_chinese(zh):
     assert "有条件通过" in pdf_pages(zh.pdf)[0]
@@ -193,6 +199,7 @@ def test_pdftoppm_can_rasterise_the_pdf(en, tmp_path):
     assert list(tmp_path.glob("p-*.png"))
 
 
+@pytest.mark.slow
 def test_old_baselines_without_the_new_fields_still_render(tmp_path):
     """A results.json written before views, calls, ratios, flags and the soak timer existed."""
     data = to_dict(evidence_result())
@@ -225,6 +232,7 @@ def headings_left_at_page_bottoms(html: str) -> list[tuple[int, str]]:
     return found
 
 
+@pytest.mark.slow
 @needs_weasyprint()  # layout only: no font subsetting or CJK font needed
 def test_no_page_ends_with_a_heading():
     # The check itself: a heading before an unbreakable block is left behind without the
@@ -238,6 +246,7 @@ def test_no_page_ends_with_a_heading():
             assert headings_left_at_page_bottoms(report.render_html(r, lang)) == [], (lang, r.verdict.decision)
 
 
+@pytest.mark.slow
 def test_zh_charts_draw_without_matplotlib_warnings(tmp_path, caplog):
     import warnings
     with warnings.catch_warnings(record=True) as caught, caplog.at_level("WARNING", logger="matplotlib"):
@@ -264,12 +273,14 @@ def test_the_package_keeps_the_names_callers_and_tests_use():
     assert report.plausible_cause is plausible_cause
 
 
+@pytest.mark.slow
 @needs_pdf("en")
 def test_pdf_has_the_portability_matrix(en):
     page = next(p for p in pdf_pages(en.pdf) if "Portability (lowered, not run)" in p and "Kernel (config)" in p)
     assert "needs re-tuning" in page and "MI300X" in page
 
 
+@pytest.mark.slow
 @needs_pdf("en")
 def test_the_portability_line_never_pushes_the_failed_items_off_page_one(tmp_path):
     # A page one filled to the brim: a CPU run (caveat), a two-line title, cards with
@@ -291,6 +302,7 @@ def test_the_portability_line_never_pushes_the_failed_items_off_page_one(tmp_pat
 # ---------------------------------------------------------------- the trend, on both paths
 
 
+@pytest.mark.slow
 def test_no_trend_table_with_fewer_than_two_baselines(tmp_path):
     r = rich_result()
     only = tuple(dataclasses.replace(p, version="2026Q4-1") for p in r.trend)  # a first run: itself only
@@ -301,6 +313,7 @@ def test_no_trend_table_with_fewer_than_two_baselines(tmp_path):
     assert "<table" in html_of(r, tmp_path / "three").split('<section id="trend"')[1].split("</section>")[0]
 
 
+@pytest.mark.slow
 def test_a_rerendered_baseline_shows_the_trend_its_run_showed(tmp_path):
     from evaluator import baseline
     from evaluator.cli.baselines import report_command
@@ -322,6 +335,7 @@ def test_a_rerendered_baseline_shows_the_trend_its_run_showed(tmp_path):
     assert "2026Q4-3" not in later
 
 
+@pytest.mark.slow
 def test_both_languages_fit_in_one_folder(tmp_path):
     en = report.render(rich_result(), tmp_path)
     zh = report.render(rich_result(), tmp_path, lang="zh")

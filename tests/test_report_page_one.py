@@ -9,6 +9,7 @@ item in full; the checklist table gives each item's evidence in both languages.
 
 from __future__ import annotations
 
+import pytest
 import dataclasses
 import html as htmllib
 import re
@@ -21,6 +22,7 @@ from report_samples import (
 from samples import sample_result
 
 
+@pytest.mark.slow
 def test_a_suspect_e2e_number_is_grey_next_to_a_no_go(tmp_path):
     """The reported case: "End-to-end 2.63x" in green beside a NO-GO while Amdahl said
     0.81x. An old baseline carries no flag, so the report's own check catches it."""
@@ -34,6 +36,7 @@ def test_a_suspect_e2e_number_is_grey_next_to_a_no_go(tmp_path):
     assert "card-dim" in one
 
 
+@pytest.mark.slow
 def test_flags_from_the_run_grey_the_card_and_show_the_interval(tmp_path):
     r = evidence_result(e2e_flags=("unstable",), softmax_flags=("unstable",))
     # A flagged number cannot pass its item (checklist), and its card says why, greyed.
@@ -46,6 +49,7 @@ def test_flags_from_the_run_grey_the_card_and_show_the_interval(tmp_path):
     assert "card-pass card-dim" not in one  # never green and doubted at once
 
 
+@pytest.mark.slow
 def test_wrong_kernels_make_every_speed_card_not_evidence(tmp_path):
     r = evaluate(sample_result(correct=False))
     one = page_one(html_of(r, tmp_path))
@@ -53,6 +57,7 @@ def test_wrong_kernels_make_every_speed_card_not_evidence(tmp_path):
     assert "card-pass card-dim" not in one
 
 
+@pytest.mark.slow
 def test_what_would_change_the_verdict(tmp_path):
     nogo = page_one(html_of(evidence_result(softmax=0.3), tmp_path / "a"))  # one blocker: ops-no-cliff
     assert "What would change the verdict: this blocker must pass: Slowest op speedup ≥ 0.50× (now 0.30×)." in nogo
@@ -70,6 +75,7 @@ def test_what_would_change_the_verdict(tmp_path):
         in line
 
 
+@pytest.mark.slow
 def test_cpu_runs_say_their_speeds_are_not_gpu_evidence(tmp_path):
     caveat = "they are not evidence about speed on a GPU"
     assert caveat in page_one(html_of(evaluate(sample_result()), tmp_path / "cpu"))
@@ -77,6 +83,7 @@ def test_cpu_runs_say_their_speeds_are_not_gpu_evidence(tmp_path):
     assert "不能作为 GPU 上性能的依据" in page_one(html_of(evaluate(sample_result()), tmp_path / "zh", "zh"))
 
 
+@pytest.mark.slow
 def test_a_gain_the_model_only_gets_as_a_cuda_graph_is_said_on_page_one(tmp_path):
     # transformers GPT-2 on the H200 (session 14): 1.34x as a graph, 0.353x eagerly.
     from evaluator.results import Ratio
@@ -94,6 +101,7 @@ def test_a_gain_the_model_only_gets_as_a_cuda_graph_is_said_on_page_one(tmp_path
     assert "即时执行时，换上 TileLang 内核的模型只有 PyTorch 速度的 0.35×" in words(zh) and "Run eagerly" not in zh
 
 
+@pytest.mark.slow
 def test_every_failed_item_is_named_in_full(tmp_path):
     r = sample_result(correct=False, gemm_speedup=0.3, softmax_speedup=0.2)
     r = evaluate(dataclasses.replace(r, comparison=rich_result().comparison,
@@ -108,6 +116,7 @@ def test_every_failed_item_is_named_in_full(tmp_path):
     assert "gemm 256x128x128 float32 now takes 1.14× the time (noise limit 5%)" in one
 
 
+@pytest.mark.slow
 def test_production_item_evidence_in_both_languages(tmp_path):
     r = dataclasses.replace(rich_result(), verdict=None)
     r = dataclasses.replace(r, verdict=cl.evaluate(cl.load(cl.DEFAULT_CHECKLIST.parent / "production.yaml"), r,
@@ -121,6 +130,7 @@ def test_production_item_evidence_in_both_languages(tmp_path):
     assert "能为 NVIDIA H100 编译的内核占比 ≥ 100%" in zh_row and "2 个重写内核中有 2 个能为 NVIDIA H100 编译。" in zh_row
 
 
+@pytest.mark.slow
 def test_an_item_failed_on_a_flagged_number_says_why_not_that_it_was_too_slow(tmp_path):
     # GPT-2 on the H200 (session 12): e2e-speed failed at 1.36x against >= 0.95x because the
     # number was flagged; page one had read "runs at 1.36x (required >= 0.95x)" as a failure.

@@ -30,6 +30,7 @@ def zh(tmp_path_factory) -> str:
     return html_of(rich_result(), tmp_path_factory.mktemp("zh"), "zh")
 
 
+@pytest.mark.slow
 def test_portability_matrix_notes_summary_and_sources(en):
     from evaluator.device import targets
     import port_samples as S
@@ -67,6 +68,7 @@ def test_page_one_names_where_the_kernels_build(en):
             "backend).") in one
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change, says", [
     ({}, "Not checked: this run did not lower its kernels for other targets"),
     ({"settings": {"targets": []}}, "Not checked: this run was given --targets none."),
@@ -80,6 +82,7 @@ def test_portability_not_checked_says_why(tmp_path, change, says):
     assert "port-line" not in page_one(html)  # page one says nothing when nothing was checked
 
 
+@pytest.mark.slow
 def test_portability_in_chinese(zh):
     text = words(section(zh, "portability"))
     assert "6. 可移植性（仅编译，未运行）" in text

@@ -11,6 +11,7 @@ stage finished" only when none failed; regression causes that can matter, only.
 
 from __future__ import annotations
 
+import pytest
 import dataclasses
 import re
 
@@ -19,6 +20,7 @@ from report_samples import evidence_result, html_of, rich_result, section
 from samples import sample_result
 
 
+@pytest.mark.slow
 def test_e2e_views_coverage_and_output_check(tmp_path):
     e2e = section(html_of(evidence_result(), tmp_path), "e2e")
     assert "The verdict uses CUDA graph replay: device time with launch cost removed" in e2e
@@ -35,6 +37,7 @@ def test_e2e_views_coverage_and_output_check(tmp_path):
     assert "rel_l2 0.001, rel_max 0.01" in e2e
 
 
+@pytest.mark.slow
 def test_per_op_table_shows_interval_verification_and_kernel_cross_check(tmp_path):
     ops = section(html_of(evidence_result(), tmp_path), "ops")
     assert "1.05–1.15×" in ops and "30 rounds" in ops
@@ -49,6 +52,7 @@ def test_per_op_table_shows_interval_verification_and_kernel_cross_check(tmp_pat
     assert len(re.findall(r'id="speedup\d+-bar-\d+-flagged"', ops)) == 1
 
 
+@pytest.mark.slow
 def test_soak_reports_timer_and_host_jitter_apart_from_drift(tmp_path):
     soak = section(html_of(evidence_result(), tmp_path), "soak")
     assert "CUDA graph replay (device time)" in soak
@@ -56,6 +60,7 @@ def test_soak_reports_timer_and_host_jitter_apart_from_drift(tmp_path):
     assert "Drift (first to last window)</th><td>0.5%" in soak
 
 
+@pytest.mark.slow
 def test_roofline_numbers_every_point_and_names_them_in_a_table(tmp_path):
     roof = section(html_of(evidence_result(), tmp_path), "roofline")
     svg = roof[roof.index("<svg"):roof.index("</svg>")]
@@ -68,12 +73,14 @@ def test_roofline_numbers_every_point_and_names_them_in_a_table(tmp_path):
         assert re.search(rf"<strong>{n}</strong></td><td>{re.escape(op)}", table), n
 
 
+@pytest.mark.slow
 def test_cached_kernels_say_cached_instead_of_an_empty_table(tmp_path):
     appendix = section(html_of(evidence_result(), tmp_path), "appendix")
     assert "Reused from the tuning cache: tuned in an earlier run" in appendix
     assert "(showing 0 of" not in appendix
 
 
+@pytest.mark.slow
 def test_every_stage_finished_only_when_nothing_failed(tmp_path):
     clean = dataclasses.replace(sample_result(), op_bench=sample_result().op_bench)
     assert "Every stage that ran finished" in section(html_of(clean, tmp_path / "a"), "environment")
@@ -85,6 +92,7 @@ def test_every_stage_finished_only_when_nothing_failed(tmp_path):
     assert "Every stage that ran finished" not in failed_op and "shared memory exceeds 228 KB" in failed_op
 
 
+@pytest.mark.slow
 def test_regression_causes_name_only_changes_that_matter(tmp_path):
     r = rich_result()
     noise = (("settings.upstream", "/src/tilelang", "https://github.com/tile-ai/tilelang"),
@@ -102,6 +110,7 @@ def test_regression_causes_name_only_changes_that_matter(tmp_path):
     assert report.plausible_cause("settings.dtype") and not report.plausible_cause("settings.upstream")
 
 
+@pytest.mark.slow
 def test_per_op_table_says_how_shapes_are_written(tmp_path):
     """A layout-carrying shape (attention on q/k/v views, 9 sizes) is explained under
     the table: the legend per family, and what the pitches mean."""
@@ -122,6 +131,7 @@ def test_per_op_table_says_how_shapes_are_written(tmp_path):
     assert "key/value heads" in ops and "4x32x512x512x64x1x32x4x4x4" in ops
 
 
+@pytest.mark.slow
 def test_in_model_table_sets_each_family_beside_its_op_benchmarks(tmp_path):
     from evaluator.results import FamilyTime
     r = evidence_result()  # gemm's model-shape op benchmarks: 1.1x
@@ -145,6 +155,7 @@ def test_in_model_table_sets_each_family_beside_its_op_benchmarks(tmp_path):
     assert "this family alone" not in e2e
 
 
+@pytest.mark.slow
 def test_in_model_table_marks_a_faster_family_that_makes_the_model_slower(tmp_path):
     from evaluator.results import FamilyTime, KeptFamilies, Ratio, RunResult, from_dict, to_dict
     r = evidence_result()
@@ -175,6 +186,7 @@ def test_in_model_table_marks_a_faster_family_that_makes_the_model_slower(tmp_pa
     assert "把 softmax 留给 PyTorch、gemm 使用 TileLang 时" in zh
 
 
+@pytest.mark.slow
 def test_the_profile_section_says_which_patterns_run_fused_and_which_were_left_unfused(tmp_path):
     from evaluator.results import Fusion
 
@@ -189,6 +201,7 @@ def test_the_profile_section_says_which_patterns_run_fused_and_which_were_left_u
     assert "gemm_gelu 在模型出现其模式处作为一个融合内核运行" in zh
 
 
+@pytest.mark.slow
 def test_tolerances_read_in_two_digits(tmp_path):
     r = rich_result()
     v = r.verify[0]
@@ -199,6 +212,7 @@ def test_tolerances_read_in_two_digits(tmp_path):
     assert "atol 0.0001, rtol 0.0001" in correctness
 
 
+@pytest.mark.slow
 def test_settings_read_without_json(tmp_path):
     r = dataclasses.replace(rich_result(), settings={"batch_size": None, "families": [], "seeds": [0, 1, 2],
                                                     "targets": ["a100", "h100"], "isolate": True, "upstream": None,
@@ -212,6 +226,7 @@ def test_settings_read_without_json(tmp_path):
     assert "null" not in words and "[]" not in words and '["' not in words
 
 
+@pytest.mark.slow
 def test_the_comparison_names_this_run_once(tmp_path):
     r = rich_result()  # compared as the pipeline compares: candidate "this run"
     for lang, want in (("en", "Compared with bert-tiny/h200/v2."), ("zh", "对比基线 bert-tiny/h200/v2。")):

@@ -11,6 +11,7 @@ shows those notes and flags in Chinese.
 
 from __future__ import annotations
 
+import pytest
 import dataclasses
 import re
 
@@ -41,6 +42,7 @@ def test_strings_have_the_same_keys_in_every_language():
             assert set(words) == {"label", "fail", "next", "missing"}, (lang, metric)
 
 
+@pytest.mark.slow
 def test_no_scientific_notation_for_days_times_or_counts(tmp_path):
     r = rich_result()
     r = dataclasses.replace(r, upstream=dataclasses.replace(r.upstream, days_since_last_commit=123.4,
@@ -57,6 +59,7 @@ def test_no_scientific_notation_for_days_times_or_counts(tmp_path):
     assert report.num(12.34) == "12.3" and report.num(1.0e-6, 2) == "1.0e-06"
 
 
+@pytest.mark.slow
 def test_plurals_and_zero_cases_read_as_prose(tmp_path):
     r = rich_result()
     r = dataclasses.replace(r, upstream=dataclasses.replace(r.upstream, authors_90d=0, commits_90d=0,
@@ -81,6 +84,7 @@ def test_a_count_that_picks_the_plural_is_also_quoted():
     assert t("flip.nogo", count=3, items="x") == "What would change the verdict: all 3 blockers must pass: x."
 
 
+@pytest.mark.slow
 def test_zh_evidence_notes_and_comparison_are_chinese(tmp_path):
     r = evidence_result()
     r = dataclasses.replace(
@@ -107,6 +111,7 @@ def test_zh_evidence_notes_and_comparison_are_chinese(tmp_path):
     assert "a change counts" not in cmp and "regression," not in cmp
 
 
+@pytest.mark.slow
 def test_the_capture_path_and_compiled_program_notes_read_in_chinese(tmp_path):
     own = ("graph captured on the model's own capture path (its eager path did not capture: AcceleratorError): the "
            "device number is of the program the model runs while captured, the eager view's of the one it runs eagerly")
@@ -125,6 +130,7 @@ def test_the_capture_path_and_compiled_program_notes_read_in_chinese(tmp_path):
     assert got.endswith("；a note no pattern knows"), got
 
 
+@pytest.mark.slow
 def test_note_patterns_match_their_own_english_strings():
     """The English note strings reproduce the stages' notes, so each pattern matches the
     note it translates (a stage that rewords its note breaks this test, not the report)."""
@@ -152,6 +158,7 @@ def test_note_patterns_match_their_own_english_strings():
         assert rx.fullmatch(t(f"notes.{kind}", **port)), kind
 
 
+@pytest.mark.slow
 def test_flags_the_bench_writes_read_in_chinese(tmp_path):
     r = evidence_result(e2e_flags=("contradicts the Amdahl estimate (0.81x from the op speedups, measured 2.55-2.71x)",
                                    "graph capture failed (RuntimeError: capture); the device number includes launch gaps"),
@@ -163,6 +170,7 @@ def test_flags_the_bench_writes_read_in_chinese(tmp_path):
     assert "contradicts" not in html and "roof allows" not in html
 
 
+@pytest.mark.slow
 def test_two_flags_on_one_op_read_as_a_list_with_no_stray_separator(tmp_path):
     both = ("TileLang faster than the memory roof allows", "PyTorch faster than the memory roof allows")
     r = evidence_result(softmax=0.3, softmax_flags=both)
@@ -181,6 +189,7 @@ def test_two_flags_on_one_op_read_as_a_list_with_no_stray_separator(tmp_path):
         "TileLang faster than the compute roof allows; mystery; odd"
 
 
+@pytest.mark.slow
 def test_the_chinese_examples_keep_no_english_the_product_wrote():
     """The committed H200 and CPU runs in Chinese: checklist titles, the targets' limits and
     sources, torch.compile's notes, the roof's note, the calls' layout notes, the tuner's

@@ -4,6 +4,7 @@ both baselines and both tags land on the remote, and a pull shows each host the 
 
 from __future__ import annotations
 
+import pytest
 import dataclasses
 import json
 import os
@@ -35,6 +36,7 @@ def _finished_run(folder: Path, platform: str) -> Path:
     return run
 
 
+@pytest.mark.slow
 def test_two_hosts_record_and_push_at_once_and_both_land(tmp_path):
     remote = tmp_path / "remote.git"
     subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
@@ -64,6 +66,7 @@ def test_two_hosts_record_and_push_at_once_and_both_land(tmp_path):
     assert listing.returncode == 0 and all(i in listing.stdout for i in ids), listing.stdout
 
 
+@pytest.mark.slow
 def test_push_without_a_shared_store_is_one_line(tmp_path):
     p = _evaluate("--model", "bert-tiny", "--push", "--reports", str(tmp_path), cache=tmp_path / "cache")
     assert p.returncode == 2 and "Traceback" not in p.stderr

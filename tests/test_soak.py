@@ -1,10 +1,13 @@
-"""The soak (evaluator/soak.py) on the CPU: windows, drift and its note.
+"""The soak (evaluator/measuring/soak.py) on the CPU: windows, drift and its note.
 
 In: a callable that slows down steadily. Out: pass/fail."""
+
+import pytest
 
 from evaluator.measuring import soak
 
 
+@pytest.mark.slow
 def test_soak_reports_windows_and_drift():
     import time
     calls = []

@@ -442,6 +442,7 @@ def test_fork_without_common_history(world, tmp_path):
         upstream.measure(str(root / "up"), fork=str(tmp_path / "other"), as_of=AS_OF)
 
 
+@pytest.mark.slow
 def test_silent_host_times_out(tmp_path, monkeypatch):
     # A host that accepts the connection and then says nothing, like a firewalled proxy.
     server = socket.socket()

@@ -147,6 +147,7 @@ def _without_svg_ids(html: str) -> str:
     return re.sub(r"\b([a-z_]+)\d+-", r"\1N-", html)
 
 
+@pytest.mark.slow
 def test_an_old_result_gets_the_same_evidence_and_report_section(measured, tmp_path):
     old = _run(from_dict(UpstreamHealth, old_style(measured)))
     new = _run(measured)
@@ -158,6 +159,7 @@ def test_an_old_result_gets_the_same_evidence_and_report_section(measured, tmp_p
     assert sections[:2] == sections[2:]
 
 
+@pytest.mark.slow
 def test_hand_made_partial_details_leave_parts_none(tmp_path):
     h = UpstreamHealth(measured=True, repo="/tmp/tilelang", head="deadbeef", commits_90d=3,
                        details={"branch": "main", "weekly_commits": [1, 2], "fork": None})

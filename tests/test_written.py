@@ -129,6 +129,7 @@ def test_the_profile_gives_a_written_norm_its_calls_and_shape():
     assert [(fu.family, fu.shapes, fu.calls) for fu in hot.fusions] == [("add_rmsnorm", ("32x64",), 4)]
 
 
+@pytest.mark.slow
 def test_a_router_without_the_model_or_without_an_rmsnorm_family_leaves_written_norms_as_written():
     model, (ids,) = hf_models.llama()
     table = swap.KernelTable("float32", "c")

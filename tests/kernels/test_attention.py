@@ -53,6 +53,7 @@ def check(shape, dtype, seeds=(0, 1, 2), config=None):
 # ---------------------------------------------------------------- CPU correctness
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [SMALL, SMALL_CAUSAL], ids=["full", "causal"])
 def test_cpu_fp32_matches_sdpa(shape):
     check(shape, "float32")
@@ -236,6 +237,7 @@ def test_grouped_query_shapes_check_route_and_count():
                                  "float32")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cfg", [{"block_M": 128, "block_N": 128, "num_stages": 1, "threads": 256},
                                  {"block_M": 64, "block_N": 128, "num_stages": 2, "threads": 128, "overlap": True},
                                  {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256, "pingpong": True}],
@@ -248,6 +250,7 @@ def test_grouped_query_heads_lower_for_sm90_reading_the_groups_head(cfg):
     assert "((int)blockIdx.y) >> 3" not in plain
 
 
+@pytest.mark.slow
 def test_problem_shape_from_a_real_profile():
     from torch.profiler import ProfilerActivity, profile
 
@@ -376,6 +379,7 @@ def test_gpu_fp32_is_refused_clearly():
 H200_SPACE = FAM.search_space(GPU_SHAPE, "float16", H200)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", range(len(H200_SPACE)))
 def test_every_h200_config_lowers_for_sm90(index):
     # Causal alternates across configs so both mask paths are lowered without
@@ -387,12 +391,14 @@ def test_every_h200_config_lowers_for_sm90(index):
     assert "exp2" in src
 
 
+@pytest.mark.slow
 def test_bf16_lowers_for_sm90():
     cfg = FAM.search_space(GPU_SHAPE, "bfloat16", H200)[0]
     src = C.lower_source(FAM.program(GPU_SHAPE[:5] + (1,), "bfloat16", cfg, SM90), SM90)
     assert "wgmma" in src and "kBFloat16" in src
 
 
+@pytest.mark.slow
 def test_d64_awkward_causal_lowers_for_sm90():
     shape = (2, 3, 135, 119, 64, 1)
     cfg = FAM.search_space(shape, "float16", H200)[0]
@@ -437,6 +443,7 @@ def _mask_guards(src):
     return guards
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(4, 32, 4096, 4096, 128, 0), (4, 12, 512, 512, 64, 1), (16, 12, 197, 197, 64, 0)],
                          ids=["full", "causal", "kv-tail"])
 def test_ws_schedule_masks_only_diagonal_and_tail_blocks(shape):
@@ -464,6 +471,7 @@ def _issue_order(src):
     return " ".join(seq)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(4, 32, 4096, 4096, 128, 1), (4, 12, 512, 512, 64, 1), (16, 12, 197, 197, 64, 0),
                                    (2, 3, 135, 119, 64, 1), (2, 3, 119, 135, 128, 1)],
                          ids=["s4096-d128-causal", "gpt2-causal", "vit-tail", "Sq>Skv-causal", "Sq<Skv-causal"])
@@ -481,6 +489,7 @@ def test_overlap_lowers_for_sm90_with_softmax_under_pv(shape):
     assert src.rindex("wait_wgmma<0>") > src.rindex("wgmma_rs<")
 
 
+@pytest.mark.slow
 def test_overlap_one_key_block_lowers_without_the_pipeline():
     # Skv <= block_N, non-causal (BERT s128): one block, computed without the pipeline.
     src = C.lower_source(FAM.program((8, 12, 128, 128, 64, 0), "float16", OVERLAP, SM90), SM90)

@@ -107,6 +107,7 @@ def test_strided_kernel_refuses_other_strides():
     torch.testing.assert_close(plain(q, k, v), FAM.reference(q, k, v), atol=2e-5, rtol=2e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape,cfg", [
     ((4, 12, 512, 512, 64, 1, 12, 12, 12), {"block_M": 64, "block_N": 128, "num_stages": 2, "threads": 128,
                                             "overlap": True}),

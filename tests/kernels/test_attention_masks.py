@@ -91,6 +91,7 @@ def test_cpu_masked_awkward_shape_and_other_tiles(dtype):
     check(masked((1, 2, 53, 70, 16), P.MASK_FLOAT, 1111), dtype, seeds=(0,), config={"block_M": 16, "block_N": 32})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_cpu_mask_with_grouped_query_heads_and_views(dtype):
     # Mistral-style: 4 query heads over 2 key/value heads with a window mask; the mask is
@@ -103,6 +104,7 @@ def test_cpu_mask_with_grouped_query_heads_and_views(dtype):
     assert kernel(q, k, v, mask).transpose(1, 2).is_contiguous()  # a strided q's output, as flash SDPA's
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scale", [1.0, 0.3, 2.5])
 @pytest.mark.parametrize("mask", [None, "bias", "bert-padding"])
 def test_scale_is_a_kernel_parameter(scale, mask):
@@ -301,6 +303,7 @@ def _consumer(src, me):
     return src[start:second] if me == 0 else src[second:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape,cfg", [
     (BERT_MASKED, WS), (VIT_BIASED, ONE_BLOCK), ((4, 12, 512, 500, 64, 0, 0, 0, 0, 0, 3, 111), OVERLAP),
     ((2, 12, 300, 300, 64, 0, 12, 12, 12, 4, 1, 1001), PING),
@@ -319,6 +322,7 @@ def test_masked_schedules_lower_for_sm90_reading_the_mask(shape, cfg):
     assert "CUDART_INF_F" in src
 
 
+@pytest.mark.slow
 def test_masked_overlap_keeps_its_softmax_under_pv():
     from tests.kernels.test_attention import _issue_order
 
@@ -435,6 +439,7 @@ MODELS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(MODELS))
 def test_models_run_their_masked_and_scaled_attention_in_tilelang(name, monkeypatch):
     make, shapes, scale = MODELS[name]

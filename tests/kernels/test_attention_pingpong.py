@@ -46,6 +46,7 @@ def _consumer(src, me):
     return src[start:second] if me == 0 else src[second:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", SHAPES, ids=IDS)
 def test_pingpong_lowers_to_a_producer_and_two_consumers_that_take_turns(shape):
     src = _lower(shape)
@@ -78,6 +79,7 @@ def test_pingpong_lowers_to_a_producer_and_two_consumers_that_take_turns(shape):
     assert first1.index("order[1].wait(") < first1.index("wgmma_ss<")
 
 
+@pytest.mark.slow
 def test_pingpong_buffers_do_not_alias():
     # Everything lives through the whole kernel in one warp-specialized block: the ring,
     # and each consumer's Q tile (which carries its O out at the end), must be disjoint.

@@ -70,6 +70,7 @@ def check(shape, dtype, seeds=(0, 1, 2), config=None):
     return kernel
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(LAYOUTS))
 def test_cpu_fp32_matches_torch_on_every_layout(name):
     shape = LAYOUTS[name]
@@ -236,6 +237,7 @@ def test_profiled_ops_map_to_one_family_with_their_layout():
     assert FAM.problem_shape("aten::bmm", [[24, 128, 64], [12, 64, 128]]) is None
 
 
+@pytest.mark.slow
 def test_profiler_sees_eager_attention_as_bmm_at_the_routed_layout():
     from evaluator.profiling import profile as profiling
     from evaluator.models import load_model
@@ -345,6 +347,7 @@ def test_search_spaces_fit_and_start_where_blocks_fill_the_gpu():
     assert FAM.reject_reason(bert, "float16", {"threads": 96}, H200)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["scores", "transposed", "shared-a", "addend-row"])
 def test_tensor_core_schedule_lowers_for_sm90(name):
     shape = FAM.check(LAYOUTS[name])
@@ -353,6 +356,7 @@ def test_tensor_core_schedule_lowers_for_sm90(name):
     assert "__global__" in src and "wgmma" in src  # Hopper's tensor cores, not a scalar loop
 
 
+@pytest.mark.slow
 def test_bert_shapes_lower_to_tma_loads_of_the_views_in_place():
     # q, v and k^T read where the projections put them: TMA loads of 4-D strided tensors
     for shape in ((96, 128, 128, 64, 0, 1, 12, 12, 12), (96, 128, 64, 128, 0, 0, 12, 0, 12)):

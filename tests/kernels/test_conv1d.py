@@ -176,6 +176,7 @@ def test_search_spaces():
     assert all(c["direct"] is False and not c["via_nhwc"] for c in FAM.search_space(w2v[1], "float16", H200))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [*conv1d_module.WHISPER_BASE, *conv1d_module.WAV2VEC2_BASE,
                                    (8, 1500, 512, 512, 3, 1, 1, 0)],
                          ids=["whisper-conv1", "whisper-conv2", "w2v-first", "w2v-pos", "nlc"])

@@ -317,6 +317,7 @@ def _lower(shape, dtype, cfg):
     return src
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [RESNET_3X3, RESNET_1X1], ids=["resnet3x3", "resnet1x1"])
 def test_every_cuda_config_lowers_for_sm90(shape):
     space = FAM.search_space(shape, "float16", H200)
@@ -339,6 +340,7 @@ def test_nchw_space_puts_the_measured_best_first():
     assert not [c for c in FAM.search_space(stem, "float16", H200) if c.get("via_nhwc")]  # 3 channels
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [conv_module.RESNET50_STEM, conv_module.RESNET50_LAYERS[5],
                                    conv_module.RESNET50_LAYERS[6], conv_module.RESNET50_LAYERS[0],
                                    conv_module.RESNET50_LAYERS[7]],
@@ -355,6 +357,7 @@ def test_every_nchw_cuda_config_lowers_for_sm90(shape):
         assert gathers is not direct, cfg
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype, flat_k, cin", [("bfloat16", False, 40), ("float16", True, 3)],
                          ids=["bf16-channel-tail", "fp16-flat-k-stem"])
 def test_cuda_masked_paths_lower(dtype, flat_k, cin):
@@ -403,6 +406,7 @@ def test_stream_is_first_for_1x1_over_few_channels_and_rejected_elsewhere():
                                                 {**cfg, "block_M": 128, "num_stages": 4}, H200)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [ONE_56, ONE_56_WIDE, ONE_28], ids=["64-64", "64-256", "28x28-100"])
 def test_stream_lowers_for_sm90(shape):
     # Lowering only (under a second each): TMA loads into a pipelined ring that a
@@ -443,6 +447,7 @@ def test_via_channels_last_wrapper_on_cpu(shape):
     assert "batched_transpose" in kernel.source
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(32, 56, 56, 64, 64, 3, 3, 1, 1, 1), (32, 56, 56, 60, 60, 3, 3, 1, 1, 1)],
                          ids=["64", "60"])
 def test_transposes_lower_for_sm90(shape):
@@ -533,6 +538,7 @@ def test_gemm_view_follows_the_first_config_on_hopper_only():
     assert not [c for c in FAM.search_space(RESNET_1X1, "float16", a100) if c.get("gemm")]
 
 
+@pytest.mark.slow
 def test_gemm_view_lowers_to_the_ping_pong_program_for_sm90():
     shape = (32, 56, 56, 64, 256, 1, 1, 1, 0, 0)
     cfg = next(c for c in FAM.search_space(shape, "float16", H200) if c.get("gemm"))

@@ -188,6 +188,7 @@ def test_grouped_config_errors():
 # ---------------------------------------------------------------- CUDA schedules (lowered, not run)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [MOBILENET[0], MOBILENET[1], conv_module.channels_last(MOBILENET[2]), CONVNEXT,
                                    FAM.awkward_shape(DW_S2)],
                          ids=["112x112-nchw", "56x56s2-nchw", "14x14-nhwc", "convnext-7x7-nhwc", "awkward-nhwc"])
@@ -203,6 +204,7 @@ def test_depthwise_direct_configs_lower_for_sm90(shape):
             assert "uint2" in src, cfg  # a thread's 4 neighbours along a row: one 8-byte store
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [RESNEXT, conv_module.channels_last(RESNEXT), FAM.awkward_shape(GROUPED_S2)],
                          ids=["resnext-nchw", "resnext-nhwc", "awkward-nhwc"])
 def test_grouped_gemm_lowers_for_sm90(shape):

@@ -75,6 +75,7 @@ def test_build_is_cached_per_key():
     assert FAM.build(MODEL_SHAPE, "float32", cfg, "c") is FAM.build(MODEL_SHAPE, "float32", dict(cfg), "c")
 
 
+@pytest.mark.slow
 def test_bad_config_and_target_raise():
     with pytest.raises(KernelError, match="unknown config"):
         FAM.build(MODEL_SHAPE, "float32", {"block_Q": 3}, "c")
@@ -130,6 +131,7 @@ def test_search_space_fits_device():
                <= 48 * 1024 for c in fitted)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
 def test_cuda_schedule_lowers_for_sm90(dtype):
     shape = FAM.awkward_shape((1024, 1024, 1024))
@@ -237,6 +239,7 @@ def test_gated_product_searches_the_whole_k_programs_and_refuses_the_others(shap
         assert "whole-K" in MUL.reject_reason(shape, "float16", bad, H200)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cfg", [
     {"pingpong": 1, "persistent": 132, "block_M": 128, "block_N": 128, "num_stages": 5},
     {"pingpong": 1, "persistent": 132, "block_M": 128, "block_N": 144, "num_stages": 4, "swap_ab": 1},
@@ -306,12 +309,14 @@ def test_split_k_only_where_tiles_do_not_fill_the_gpu():
     assert not [c for c in FAM.search_space((1024, 768, 128), "float16", H200) if c["split_k"] > 1]  # short K
 
 
+@pytest.mark.slow
 def test_split_k_lowers_to_atomic_adds_for_awkward_shapes():
     cfg = next(c for c in FAM.search_space((1024, 768, 3072), "float16", H200) if c["split_k"] > 1)
     src = C.lower_source(FAM.program((1000, 770, 3001), "float16", cfg, SM90), SM90)
     assert "__global__" in src and "atomic" in src.lower()
 
 
+@pytest.mark.slow
 def test_both_split_k_reductions_are_offered_and_the_fused_one_reduces_in_the_kernel():
     split = [c for c in FAM.search_space((1024, 768, 3072), "float16", H200) if c["split_k"] > 1]
     assert {c["splitk_fused"] for c in split} == {True, False}
@@ -323,6 +328,7 @@ def test_both_split_k_reductions_are_offered_and_the_fused_one_reduces_in_the_ke
     assert "= 0;" in src.split("Cnt[")[-1]  # the counter is reset for the next call
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(3152, 768, 3072), (1024, 768, 768), (1024, 3072, 768), (2048, 2304, 768)])
 def test_model_shapes_start_from_tiles_that_fill_whole_waves(shape):
     # Power-of-two tiles leave SMs idle on these shapes (ViT-B's 3152x768: 75 tiles of
@@ -338,6 +344,7 @@ def test_model_shapes_start_from_tiles_that_fill_whole_waves(shape):
     assert "wgmma" in src
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(3152, 3072, 768), (1000, 770, 3001)])
 def test_persistent_tiles_are_offered_and_lower_to_one_block_per_sm(shape):
     persistent = [c for c in FAM.search_space(shape, "float16", H200) if c["persistent"] and not c["pingpong"]]
@@ -363,6 +370,7 @@ def test_large_problems_start_from_the_power_of_two_tile():
     assert FAM.search_space((3152, 3072, 768), "float16", H200)[0]["block_N"] % 16 == 0  # wave tiles stay
 
 
+@pytest.mark.slow
 def test_decode_shapes_get_small_m_tiles_first():
     for shape in ((1, 4096, 11008), (16, 4096, 4096), (32, 1000, 2048)):
         space = FAM.search_space(shape, "float16", H200)

@@ -37,6 +37,7 @@ def _lower(shape, dtype, cfg, family=FAM):
     return C.lower_source(family.program(shape, dtype, cfg, SM90), SM90)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape,dtype,cfg", [((512, 2048, 2048), "float16", TILE_64),
                                              ((512, 2048, 2048), "bfloat16", TILE_128),
                                              (AWKWARD, "float16", TILE_64), (AWKWARD, "bfloat16", TILE_128)])
@@ -58,6 +59,7 @@ def test_cluster_variant_of_a_fused_family_keeps_its_epilogue():
     assert "tma_load_multicast" in src and "__expf(" in src  # GELU: act_macro's A&S erfc
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_cluster_source_compiles_to_multicast_ptx(tmp_path):
     import tilelang

@@ -45,6 +45,7 @@ def _lower(shape, dtype, cfg, family=FAM):
 
 # Fewer blocks than tiles where the tiles would not give every block two (64 tiles of
 # 128x128 on 132 blocks leave the second consumer nothing, and TileLang drops its loop).
+@pytest.mark.slow
 @pytest.mark.parametrize("shape,dtype,cfg", [((3152, 3072, 768), "float16", T128), ((3152, 3072, 768), "bfloat16", T64),
                                              (AWKWARD, "float16", {**T128, "persistent": 20}),
                                              ((512, 2048, 2048), "bfloat16", {**T128, "persistent": 24})])
@@ -64,6 +65,7 @@ def test_pingpong_lowers_to_a_producer_and_two_consumer_warpgroups(shape, dtype,
     assert "order[0].wait(" in src and "order[1].wait(" in src
 
 
+@pytest.mark.slow
 def test_a_consumer_without_a_tile_skips_its_round():
     # 192 tiles on 132 blocks: blocks 0-59 have two tiles, the rest one, so consumer 1 of
     # block 60 and up has none. Written as a loop of `mine // 2` rounds, TileLang lowered
@@ -74,6 +76,7 @@ def test_a_consumer_without_a_tile_skips_its_round():
     assert "if (((int)blockIdx.x) < 60) {" in consumer1
 
 
+@pytest.mark.slow
 def test_pingpong_output_tiles_do_not_alias_the_ring():
     # TileLang reuses shared memory whose lifetimes do not overlap; here everything is live
     # in one persistent loop, so the ring and the two output tiles must be disjoint.
@@ -83,6 +86,7 @@ def test_pingpong_output_tiles_do_not_alias_the_ring():
     assert sorted(offsets.values()) == [0, 65536, ring, ring + 128 * 128 * 2], offsets
 
 
+@pytest.mark.slow
 def test_pingpong_variant_of_a_fused_family_keeps_its_epilogue():
     # GELU as Abramowitz & Stegun's erfc on the MUFU's exp and reciprocal (act_macro).
     src = _lower((1024, 3072, 768), "float16", T128, family=get("gemm_gelu"))
@@ -90,6 +94,7 @@ def test_pingpong_variant_of_a_fused_family_keeps_its_epilogue():
     assert "__expf(" not in _lower((1024, 3072, 768), "float16", T128)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fused", ["gemm_gelu", "gemm_gelu_tanh", "gemm_silu"])
 @pytest.mark.parametrize("cfg", [T128, {**T128, "pingpong": 0, "persistent": 0, "threads": 256, "block_N": 208}])
 def test_fused_epilogue_loads_the_bias_as_the_plain_one_does(fused, cfg):
@@ -119,6 +124,7 @@ def _ptx(tmp_path, source):
     return ptx.read_text()
 
 
+@pytest.mark.slow
 def test_pingpong_source_compiles_for_sm90a(tmp_path):
     text = _ptx(tmp_path, _lower((3152, 3072, 768), "float16", T128))
     assert "wgmma.mma_async" in text and "setmaxnreg" in text
@@ -252,6 +258,7 @@ def test_stream_k_units_keep_the_barrier_protocol(tiles, blocks, kt, stages):
 SK = {**T128, "num_stages": 5, "stream_k": 1}
 
 
+@pytest.mark.slow
 def test_stream_k_lowers_to_a_serial_reduction_per_consumer():
     src = _lower((3152, 3072, 768), "float16", SK)
     # The partials and counters are the kernel's own arguments; each consumer counts its
@@ -262,6 +269,7 @@ def test_stream_k_lowers_to_a_serial_reduction_per_consumer():
     assert len(re.findall(r"Cnt\[[^\]]+\] = 0;", src)) == 2  # the last contributor resets the counter
 
 
+@pytest.mark.slow
 def test_stream_k_without_a_tail_is_the_plain_pingpong_kernel():
     # 1024x768x768 at 128x64: 96 tiles on 96 blocks, one round, nothing to split.
     cfg = {**PING, "block_M": 128, "block_N": 64, "num_stages": 8}
@@ -269,6 +277,7 @@ def test_stream_k_without_a_tail_is_the_plain_pingpong_kernel():
     assert _lower((1024, 768, 768), "float16", {**cfg, "stream_k": 1}) == _lower((1024, 768, 768), "float16", cfg)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_stream_k_source_compiles_for_sm90a(tmp_path):
     text = _ptx(tmp_path, _lower((3000, 1000, 1000), "float16", SK))  # tails in M, N and K
@@ -397,6 +406,7 @@ def test_swap_ab_walks_the_transposes_tiles():
     assert PP._geometry((3152, 768, 768), SWAP) == (132, 132, 12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("direct", [0, 1])
 def test_swap_ab_loads_the_weight_as_wgmmas_a_and_stores_the_transpose(direct):
     src = _lower((3152, 3072, 768), "float16", {**SWAP, "direct": direct, "num_stages": 6 if direct else 4})
@@ -433,6 +443,7 @@ def test_config_error_names_what_a_swap_config_cannot_run(change, reason):
     assert reason in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 @pytest.mark.parametrize("direct", [0, 1])
 def test_swap_ab_source_compiles_for_sm90a(tmp_path, direct):
@@ -441,6 +452,7 @@ def test_swap_ab_source_compiles_for_sm90a(tmp_path, direct):
     assert "wgmma.mma_async.sync.aligned.m64n144k16" in text
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_a_152_column_tile_lowers_to_64x8_wgmma_pieces(tmp_path):
     # Why widths off steps of 16 ran 3x slower on the H200 (session 15's ncu: 3.4x the
@@ -460,6 +472,7 @@ WAVE_SWAP = {"block_M": 256, "block_N": 144, "block_K": 64, "num_stages": 3, "th
              "swap_ab": 1}
 
 
+@pytest.mark.slow
 def test_the_wave_schedule_swaps_too_and_stays_out_of_the_space():
     src = _lower((3152, 3072, 768), "float16", WAVE_SWAP)
     rows = re.findall(r"Bias\[([^\]]*)\]", src)
@@ -469,6 +482,7 @@ def test_the_wave_schedule_swaps_too_and_stays_out_of_the_space():
         assert not any(c["swap_ab"] and not c["pingpong"] for c in FAM.search_space(shape, "float16", H200))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_the_wave_swap_source_compiles_to_64x144_wgmmas(tmp_path):
     text = _ptx(tmp_path, _lower((1000, 1000, 3000), "float16", WAVE_SWAP))

@@ -81,6 +81,7 @@ def test_shape_checks_and_metrics():
     torch.testing.assert_close(cos ** 2 + sin ** 2, torch.ones_like(cos))  # real angles
 
 
+@pytest.mark.slow
 def test_search_space_and_cuda_schedule_lowers_for_sm90():
     for shape in [(4, 512, 32, 4, 64, 0), (4, 509, 32, 4, 64, 0), (1, 4096, 32, 32, 128, 0)]:
         space = FAM.search_space(shape, "float16", H200)
@@ -207,6 +208,7 @@ def test_variant_shapes_are_canonical_and_checked():
     assert q.stride() == (192, 48, 1) and k.stride() == (192, 48, 1)  # views of wider rows, as the model's
 
 
+@pytest.mark.slow
 def test_cuda_schedules_of_the_variants_lower_for_sm90():
     # GPT-NeoX-1.4B's 32 of 128 in the packed qkv, GPT-J-6B's 64 of 256 as pairs, Phi-3-mini's 48 of 96
     neox, gptj = (4, 512, 16, 16, 128, 0, 32, 0, 6144, 384, 6144, 384), (4, 512, 16, 0, 64, 0, 64, 2, 4096, 256, 0, 0)

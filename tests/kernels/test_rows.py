@@ -87,6 +87,7 @@ def test_cpu_bf16_is_refused_clearly(name):
         get(name).build(MODEL_SHAPE[name], "bfloat16", {}, "c")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ROWS)
 @pytest.mark.parametrize("shape,dtype", [((1031, 135), "float32"), ((1031, 519), "float32"),
                                           ((16391, 4103), "bfloat16"), ((64, 50257), "float16")])

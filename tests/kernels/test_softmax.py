@@ -92,6 +92,7 @@ def _vector_access(src: str, buf: str) -> bool:
     return re.search(rf"\*\((uint4|float4)\*\)\({buf} \+", src) is not None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape,dtype", [(VIT, "float16"), ((1001, 197), "float16"), ((1001, 197), "float32")])
 def test_flat_configs_lower_with_16_byte_global_accesses(shape, dtype):
     # 1001 rows leave the last block of 8 (fp16) or 4 (fp32) rows partial: whole vectors
