@@ -23,7 +23,6 @@ import pytest
 
 from evaluator.tuning import cache as tuning_cache
 from evaluator.baseline import clone as cl, ids, plumbing, remote as rm
-from evaluator.baseline import local
 from evaluator.baseline import store as bs
 from evaluator.baseline.compare import E2E_TILELANG
 from evaluator.errors import BaselineError

@@ -142,7 +142,7 @@ def test_note_patterns_match_their_own_english_strings():
               "hi": "2.71", "ms": "0.12", "fam": "attention", "x": "0.92", "ops": "1.06",
               "diff": "calls torch.sigmoid(float32) x1, instead of silu(float32) x1",
               "hits": "1", "total": "2", "graphs": "graphs", "s": "0.1", "breaks": "graph breaks",
-              "torch": "2.11.0+cu130", "mib": "1024", "dtype": "float16", "bytes": "147456", "fam": "gemm",
+              "torch": "2.11.0+cu130", "mib": "1024", "dtype": "float16", "bytes": "147456",
               "t_run": "7.5 ms", "t_other": "30 us", "what": "largest value 2e-30"}
     for kind, rx in report.NOTE_PATTERNS:
         text = t(f"notes.{kind}", **sample)

@@ -159,7 +159,6 @@ def test_check_output_catches_nan_zeros_and_mismatch():
 
 
 def test_a_changed_toolchain_is_named_when_re_tuning(tmp_path):
-    from evaluator import baseline
     hw = hardware.detect("cpu")
     fam = kernels.get("softmax")
     store = tmp_path / "store"

@@ -231,7 +231,10 @@ def test_problem_shape_names_masked_calls_from_a_real_profile():
 
 def test_route_takes_masks_and_scales_and_says_why_not():
     q, k = torch.randn(2, 4, 8, 16), torch.randn(2, 2, 8, 16)
-    route = lambda *a, **kw: FAM.route(SDPA, a, kw, "float32")
+
+    def route(*a, **kw):
+        return FAM.route(SDPA, a, kw, "float32")
+
     r = route(q, q, q, attn_mask=torch.ones(2, 1, 8, 8, dtype=torch.bool), scale=1.0)
     assert r.shape == (2, 4, 8, 8, 16, 0, 0, 0, 0, 0, 1, 1011) and r.params == {"scale": 1.0} and not r.notes
     r = route(q, k, k, torch.zeros(4, 8, 8), enable_gqa=True)

@@ -231,7 +231,6 @@ def test_weights_computed_on_every_call_leave_no_cached_copies_behind():
     # with the call (the cache would grow by a weight's size every forward).
     from torch.nn.utils.parametrizations import weight_norm
 
-    from evaluator.routing import router as swap
     from tests.routing import count, route_model
 
     class Pos(torch.nn.Module):
@@ -259,7 +258,6 @@ def test_ncl_through_the_channels_last_kernel_keeps_one_weight_copy():
     # On CUDA an NCL conv1d may run the channels_last kernel between two transposes
     # (via_nhwc, first in Whisper's space). The 2-D view of the weight is new on every
     # call, so its KRSC copy is keyed by the weight itself: made once, reused after.
-    from evaluator.routing import router as swap
     from evaluator.kernels.conv2d import layout as conv_layout
     from evaluator.kernels import conv2d as conv2d_module
 

@@ -266,7 +266,6 @@ def test_weights_computed_on_every_call_leave_no_cached_copies_behind():
     # (channels_last) is made per call, never cached by a key that dies with the call.
     from torch.nn.utils.parametrizations import weight_norm
 
-    from evaluator.routing import router as swap
     from tests.routing import count, route_model
 
     model = torch.nn.Sequential(weight_norm(torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)),
