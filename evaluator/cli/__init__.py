@@ -47,6 +47,7 @@ for group, name, command in [
     (app, "report", baselines.report_command),
     (app, "compare", baselines.compare_command),
     (app, "fleet", misc.fleet_command),
+    (app, "families", misc.families_command),
     (baseline_app, "list", baselines.baseline_list),
     (baseline_app, "show", baselines.baseline_show),
     (baseline_app, "diff", baselines.baseline_diff),

@@ -83,3 +83,19 @@ def checklist_metrics() -> None:
     from .. import checklist
 
     console.print(metrics_table(checklist.METRICS))
+
+
+def families_command() -> None:
+    """List the kernel families: name, what it computes, and its shape's sizes."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from .. import kernels
+    from .output import console
+
+    t = Table(title="Kernel families (evaluate --families, bench --family, port --family)")
+    for col in ("family", "computes", "shape"):
+        t.add_column(col)
+    for name, fam in kernels.REGISTRY.items():
+        t.add_row(Text(name), Text(fam.title), Text("x".join(fam.shape_names)))
+    console.print(t)

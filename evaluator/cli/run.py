@@ -40,7 +40,8 @@ def main_command(
     lengths: Optional[str] = typer.Option(None, "--lengths", help=LENGTHS_HELP),
     dtype: Optional[str] = typer.Option(None, help=DTYPE_HELP),
     ops: int = typer.Option(DEFAULTS["ops"], help="How many hot operator families to rewrite."),
-    families: Optional[str] = typer.Option(None, help="Comma-separated families to rewrite (overrides --ops)."),
+    families: Optional[str] = typer.Option(None, help="Comma-separated families to rewrite (overrides --ops); "
+                                           "`evaluate families` lists them."),
     max_shapes: Optional[int] = typer.Option(None, help="At most this many distinct shapes per "
                                              "family (default: no cap; --shape-share decides)."),
     shape_share: float = typer.Option(DEFAULTS["shape_share"], help="Per family, tune its shapes hottest first until "
