@@ -6,12 +6,16 @@ through the whole evaluation with every family that has a kernel chosen; the run
 finishes, the outputs match, and for every family the calls the run counts (ran in
 TileLang + fell back with a reason) equal the calls PyTorch makes of it in one forward
 pass, counted here independently with a TorchFunctionMode of the test's own (fused
-variants counted as the base family's call they replace). docs/results/architectures.md
-lists what is routed for each.
+variants counted as the base family's call they replace). docs/results.md lists what is routed for each
+(`python3 benchmarks/architectures.py`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import re
+import sys
+from pathlib import Path
 from collections import Counter
 
 import pytest
@@ -23,35 +27,10 @@ from evaluator import config as config
 from evaluator import kernels, pipeline
 from evaluator.models import load_model
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from architectures import ARCHITECTURES, SEQ  # noqa: E402  (the benchmark's list, one place)
+
 pytest.importorskip("transformers")
-
-ARCHITECTURES = {
-    "distilbert": ("hf:DistilBertModel,n_layers=2,dim=64,n_heads=2,hidden_dim=128,vocab_size=1000", {}),
-    "bert-padded": ("hf:BertModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
-                    "vocab_size=1000", {"lengths": "16-32"}),
-    "t5-encoder": ("hf:T5EncoderModel,num_layers=2,d_model=64,d_ff=128,num_heads=2,d_kv=32,vocab_size=1000", {}),
-    "bart": ("hf:BartModel,d_model=64,encoder_layers=1,decoder_layers=1,encoder_attention_heads=2,"
-             "decoder_attention_heads=2,encoder_ffn_dim=128,decoder_ffn_dim=128,vocab_size=1000", {}),
-    "mistral-sliding": ("hf:MistralModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=4,"
-                        "num_key_value_heads=2,intermediate_size=128,vocab_size=1000,sliding_window=8", {}),
-    "qwen2": ("hf:Qwen2Model,num_hidden_layers=2,hidden_size=64,num_attention_heads=4,num_key_value_heads=2,"
-              "intermediate_size=128,vocab_size=1000", {}),
-    "phi3": ("hf:Phi3Model,num_hidden_layers=2,hidden_size=64,num_attention_heads=4,num_key_value_heads=2,"
-             "intermediate_size=128,vocab_size=1000,partial_rotary_factor=0.5", {}),
-    "gpt-neox": ("hf:GPTNeoXModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
-                 "vocab_size=1000,rotary_pct=0.25", {}),
-    "gemma": ("hf:GemmaModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,num_key_value_heads=1,"
-              "head_dim=32,intermediate_size=128,vocab_size=1000", {}),
-    "vit": ("hf:ViTModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
-            "image_size=32,patch_size=8", {}),
-    "convnext": ("hf:ConvNextModel,depths=[1,1],hidden_sizes=[16,32],image_size=32", {}),
-    "mobilenet-v2": ("hf:MobileNetV2Model,depth_multiplier=0.35,image_size=32", {}),
-    "whisper-encoder": ("hf:WhisperEncoder,d_model=64,encoder_layers=1,encoder_attention_heads=2,"
-                        "encoder_ffn_dim=128,num_mel_bins=16,max_source_positions=32", {}),
-    "written-block": ("tests/fixtures/written_block.py:make", {}),
-}
-SEQ = {"whisper-encoder": None, "vit": None, "convnext": None, "mobilenet-v2": None, "written-block": None}
-
 
 class Count(TorchFunctionMode):
     """The test's own count of the calls each family knows, by the torch function called."""
@@ -91,6 +70,32 @@ class Count(TorchFunctionMode):
         return None
 
 
+@contextlib.contextmanager
+def written_calls(model):
+    """The calls a model writes out as several torch calls, counted by what the model's code
+    names them: its RMSNorm modules' forwards (LlamaRMSNorm, T5LayerNorm...) and its
+    modeling module's `apply_rotary_pos_emb`."""
+    counts: Counter = Counter()
+    hooks = [m.register_forward_hook(lambda *_: counts.update(["rmsnorm"])) for m in model.modules()
+             if re.search(r"RMSNorm$", type(m).__name__) or type(m).__name__ == "T5LayerNorm"]
+    patched = []
+    for mod in {sys.modules[type(m).__module__] for m in model.modules()}:
+        fn = getattr(mod, "apply_rotary_pos_emb", None)
+        if callable(fn):
+            def counted(*args, _fn=fn, **kwargs):
+                counts.update(["rope"])
+                return _fn(*args, **kwargs)
+            setattr(mod, "apply_rotary_pos_emb", counted)
+            patched.append((mod, fn))
+    try:
+        yield counts
+    finally:
+        for h in hooks:
+            h.remove()
+        for mod, fn in patched:
+            setattr(mod, "apply_rotary_pos_emb", fn)
+
+
 def counted_by_run(e2e) -> Counter:
     """The run's counts per base family: a fused kernel's call is the one base call it replaces."""
     out: Counter = Counter()
@@ -115,10 +120,11 @@ def test_every_call_of_every_family_is_accounted_for(arch, tmp_path):
     loaded = load_model(spec, dtype="float32", device="cpu", **sizes,
                         **({"lengths": tuple(int(x) for x in extra["lengths"].split("-"))} if "lengths" in extra
                            else {}))
-    with torch.inference_mode(), Count() as mine:
+    with torch.inference_mode(), written_calls(loaded.module) as written, Count() as mine:
         loaded.module(*loaded.inputs)
+    mine.calls.update(written)
     theirs = counted_by_run(e)
-    for fam in ("gemm", "bmm", "attention", "layernorm", "rmsnorm", "softmax", "conv"):
+    for fam in ("gemm", "bmm", "attention", "layernorm", "rmsnorm", "softmax", "conv", "rope"):
         if fam == "bmm" and "bmm" not in kernels.REGISTRY:
             continue
         assert theirs.get(fam, 0) == mine.calls.get(fam, 0), (fam, dict(theirs), dict(mine.calls))

@@ -145,8 +145,8 @@ class GemmFamily(KernelFamily):
     # ------------------------------------------------------------ shapes
 
     def covers(self, op: str, input_shapes: Sequence[Sequence[int]] = ()) -> bool:
-        # The time of a matmul by a weight counts as gemm's (its shape stays unknown:
-        # torch.matmul is not routed, so a tuned kernel would never run).
+        # A matmul by a weight (a 2-D second operand) is gemm's: the router takes x @ W and
+        # torch.matmul(x, W.T) as it takes F.linear.
         return op in self.aten_ops or (bool(self.aten_ops) and op == "aten::matmul"
                                        and _is_linear_matmul(input_shapes))
 
@@ -165,6 +165,11 @@ class GemmFamily(KernelFamily):
                 if len(a) != 2 or len(b) != 2 or a[1] != b[0]:
                     return None
                 return (int(a[0]), int(b[1]), int(a[1]))
+            if op == "aten::matmul":  # by a 2-D weight (covers): x[..., K] @ W[K, N], W.T included
+                a, b = shapes[0], shapes[1]
+                if len(a) < 2 or len(b) != 2 or a[-1] != b[0]:
+                    return None
+                return (math.prod(a[:-1]), int(b[1]), int(a[-1]))
             if op == "aten::addmm":
                 a, b = shapes[1], shapes[2]
                 if len(a) != 2 or len(b) != 2 or a[1] != b[0]:

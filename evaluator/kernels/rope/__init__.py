@@ -566,6 +566,17 @@ class RopeFamily(KernelFamily):
         p = plan(q, k, cos, sin, form)  # the profile's range names the same shape (call_shape)
         if isinstance(p, str):
             return p
+        L = _layout(p.shape)
+        if L.hk and L.rot < L.d:
+            # A function that rotates part of each head returns the rotated part concatenated
+            # with the rest (torch.cat): contiguous [batch, heads, seq, dim]. The kernel's
+            # views are copied to that layout, so that what reads them next (attention) sees
+            # the layout it was profiled and tuned in, as without the kernel.
+            def launch(kernel):
+                yq, yk = kernel(*p.inputs)
+                return yq.contiguous(), yk.contiguous()
+
+            return Route(p.shape, launch, notes=p.notes + ("output copied to contiguous, as torch.cat returns it",))
         return Route(p.shape, lambda kernel: kernel(*p.inputs), notes=p.notes)
 
 
