@@ -230,7 +230,7 @@ def test_the_mode_is_an_option_with_the_devices_default_and_is_recorded():
 def test_an_old_results_json_without_the_side_loads_and_renders(tmp_path):
     from pathlib import Path
 
-    old = Path(__file__).resolve().parents[1] / "reports/examples/cpu/bert-tiny/baseline/result.json"
+    old = Path(__file__).resolve().parents[1] / "reports/examples/bert-tiny/cpu-x86_64/2026-12-01/baseline/result.json"
     r = from_dict(RunResult, json.loads(old.read_text()))
     assert r.op_bench and all(b.compiled is None for b in r.op_bench) and r.e2e.compiled is None
     html = html_of(r, tmp_path)

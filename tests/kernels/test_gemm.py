@@ -444,7 +444,7 @@ def test_the_tile_score_ranks_the_measured_best_early():
     import json
     from pathlib import Path
 
-    sweep = json.loads((Path(__file__).parents[2] / "reports/examples/h200/bench/kernel_sweep_wave_tiles.json")
+    sweep = json.loads((Path(__file__).parents[2] / "reports/examples/kernels/h200-2026-12-01/kernel_sweep_wave_tiles.json")
                        .read_text())
     rows = [r for r in sweep["rows"] if r["family"] == "gemm"]
     assert len(rows) >= 8
