@@ -257,7 +257,7 @@ def test_the_report_shows_the_column_the_e2e_ratio_and_one_line_on_page_one(tmp_
 
 
 def test_page_one_says_when_the_compiled_model_is_another_program(tmp_path):
-    # The note compile_path_note writes for transformers GPT-2 (H200, session 14).
+    # The note compile_path_note writes for transformers GPT-2 (H200, 2026-12-02).
     note = ("the model runs another program under torch.compile than eagerly (it asks torch.compiler.is_compiling()): "
             "it calls scaled_dot_product_attention(float16,float16,float16,bool) with a bool mask [4, 1, 512, 512] x12, "
             "instead of scaled_dot_product_attention(float16,float16,float16) with no mask, causal x12; "
