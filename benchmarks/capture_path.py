@@ -10,11 +10,12 @@ call its mask (type, dtype, shape), is_causal and the backend PyTorch's dispatch
 it (`torch._fused_sdp_choice`); then the difference between the sides and the kernels of
 one captured replay by time. `--json` writes it all.
 
-Why: on the H200 (session 12) transformers' BertModel replayed 413 kernels and 1773 µs as a
-graph where its eager forward's kernels summed to 810 µs, with 24 fp32 GEMMs and no cuDNN
-attention kernel under capture. transformers counts a capturing stream as tracing
-(`is_tracing`), so a model may take another path while the timer captures it; this says
-which calls differ, rather than guessing from kernel names.
+Why: on the H200 (2026-12-02, reports/examples/benchmarks/h200-2026-12-02/) transformers'
+BertModel replayed 413 kernels and 1773 µs as a graph where its eager forward's kernels
+summed to 810 µs, with 24 fp32 GEMMs and no cuDNN attention kernel under capture.
+transformers counts a capturing stream as tracing (`is_tracing`), so a model may take
+another path while the timer captures it; this says which calls differ, rather than
+guessing from kernel names.
 
     python3 benchmarks/capture_path.py hf:BertModel --batch-size 8 --seq-len 128 [--json OUT.json]
 """
@@ -41,7 +42,7 @@ def record(fn, capture: bool, hidden: bool = False) -> Recorder:
     """One pass under the recorder: eagerly, or captured in a CUDA graph with the capture
     seen by the model or (`hidden`) hidden from it as the timer hides it. A capture that
     fails leaves `error` and `failed_at` (the torch call running when it failed) on the
-    recorder: transformers' GPT-2 on the H200 (session 14) did not capture hidden."""
+    recorder: transformers' GPT-2 on the H200 (2026-12-02) did not capture hidden."""
     rec = Recorder()
     rec.error = rec.failed_at = ""
     if not capture:

@@ -3,9 +3,10 @@ lowered to CUDA source by TileLang, compiled for sm_90a, and the size of each ke
 SASS (its ELF `.text.` section) read from the cubin, with ptxas's registers and spills.
 
 In: a family, a shape written with x, and configs (JSON objects). Out: a line per config.
-Why: at ViT-B's 3152x3072x768 on the H200 (session 12) the ping-pong gemm_gelu ran 48.7 µs
-inside the model against 36.1 µs in the op sweep, and the suspect is its code size:
-each of its two consumers carries its own fully unrolled epilogue.
+Why: at ViT-B's 3152x3072x768 on the H200 (2026-12-02,
+reports/examples/benchmarks/h200-2026-12-02/) the ping-pong gemm_gelu ran 48.7 µs inside
+the model against 36.1 µs in the op sweep, and the cause is its code size: each of its two
+consumers carries its own fully unrolled epilogue.
 
 Needs nvcc on PATH (the GPU image has it), or else the PyPI wheels nvidia-cuda-nvrtc-cu12
 (CUDA C++ to PTX) and nvidia-cuda-nvcc-cu12 (ptxas), which install on a machine with no GPU:

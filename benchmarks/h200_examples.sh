@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The committed H200 examples (reports/examples/h200/): models nobody here wrote, at the
+# The committed H200 examples (reports/examples/<model>/h200/<date>/, and the kernel
+# profiles in reports/examples/kernels/h200-<date>/): models nobody here wrote, at the
 # sizes a user runs them, the zoo's bert-base and llama, and conv2d on ResNet-50 layers.
 # Each model run profiles, tunes, verifies, times on CUDA-graph replay (eager and the
 # profiler's kernel sum beside it), routes calls at the operator, soaks, and records a
@@ -14,13 +15,15 @@
 #        an empty TileLang kernel cache and tuning cache, then warm; wall times go to
 #        OUT_DIR/wall_times.txt)
 #
-# Budgets are short because a session's GPU time is: --budget 8 --fine-rounds 0
+# Budgets are short so that a run fits a time-limited GPU machine: --budget 8 --fine-rounds 0
 # --max-shapes 4 --soak-seconds 10 (the defaults, 60 s and 3 rounds, search further).
 # EVAL_FLAGS="--ops 3 ..." is appended to every model run (after the model's own options,
 # so it wins), e.g. to rewrite a third family.
 #
 #   ncu-gemm: Nsight Compute on ViT-B's two slowest GEMMs, each beside cuBLAS, with the
-#   configs the tuner picked on the H200 (session 10): OUT_DIR/ncu_gemm_*.txt
+#   configs the tuner picked on the H200: OUT_DIR/ncu_gemm_*.txt
+#   (reports/examples/kernels/h200-2026-12-02/ncu-gemm/; each ncu-* key's files sit in a
+#   folder named after it under reports/examples/kernels/h200-<date>/)
 set -uo pipefail
 out="${1:?usage: h200_examples.sh OUT_DIR KEY...}"; shift
 mkdir -p "$out"
@@ -90,19 +93,19 @@ for key in "$@"; do
         "{\"block_M\": 128, \"block_N\": 208, \"num_stages\": 4, \"threads\": 256, \"policy\": \"fullrow\", \"persistent\": 0, \"pingpong\": 0, $t}"
       python3 benchmarks/in_sequence.py gemm 3152x3072x768 --json "$out/in_sequence_gemm.json" \
         "{\"block_M\": 128, \"block_N\": 128, \"num_stages\": 5, \"threads\": 128, \"policy\": \"square\", \"persistent\": 132, \"pingpong\": 1, $t}" ;;
-    ncu-streamk)  # why stream-K loses at ViT-B's 3152x3072x768 (12 k-steps) and wins at 8192^3 (session 14)
+    ncu-streamk)  # why stream-K loses at ViT-B's 3152x3072x768 (12 k-steps) and wins at 8192^3
       t='"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 5, "threads": 128, "policy": "square", "persistent": 132, "pingpong": 1, "swizzle": true, "panel": 10, "split_k": 1, "splitk_fused": false, "cluster": 0'
       for shape in 3152x3072x768 8192x8192x8192; do
         ncu_one "pingpong_${shape}" "$shape" "{$t, \"stream_k\": 0}"
         ncu_one "streamk_${shape}" "$shape" "{$t, \"stream_k\": 1}"
       done ;;
-    ncu-width)  # why ping-pong tiles of 152 and 120 columns, which fill the SMs better, ran slower than 128 (session 15)
+    ncu-width)  # why ping-pong tiles of 152 and 120 columns, which fill the SMs better, ran slower than 128
       t='"block_M": 128, "block_K": 64, "threads": 128, "policy": "square", "persistent": 132, "pingpong": 1, "swizzle": true, "panel": 10, "split_k": 1, "splitk_fused": false, "cluster": 0, "stream_k": 0'
       # NCU_WIDTHS="128:5 144:4 160:4" (width:stages) profiles others: 144 lost to 96 and 128 where it balanced as well or better.
       for w in ${NCU_WIDTHS:-128:5 152:4 120:4}; do
         ncu_one "pingpong_3152x3072x768_bN${w%:*}" 3152x3072x768 "{$t, \"block_N\": ${w%:*}, \"num_stages\": ${w#*:}}"
       done ;;
-    ncu-swap)  # y's transpose in 128x144 tiles (four full rounds at ViT-B's 3152x3072x768) beside 128x128 (session 16)
+    ncu-swap)  # y's transpose in 128x144 tiles (four full rounds at ViT-B's 3152x3072x768) beside 128x128
       t='"block_M": 128, "block_K": 64, "threads": 128, "policy": "square", "persistent": 132, "pingpong": 1, "swizzle": true, "panel": 10, "split_k": 1, "splitk_fused": false, "cluster": 0, "stream_k": 0'
       ncu_one pingpong_3152x3072x768_bN128 3152x3072x768 "{$t, \"block_N\": 128, \"num_stages\": 5}"
       ncu_one swap_3152x3072x768_bN144 3152x3072x768 "{$t, \"block_N\": 144, \"num_stages\": 4, \"swap_ab\": 1}"
@@ -113,13 +116,13 @@ for key in "$@"; do
         IFS=: read -r shape bn st sw <<< "$spec"
         ncu_one "pp_${shape}_bN${bn}x${st}_swap${sw}" "$shape" "{$t, \"block_N\": $bn, \"num_stages\": $st, \"swap_ab\": $sw}"
       done ;;
-    ncu-attn)  # the attention misses (session 17): head dim 64 causal at 4096² on its first config and with
+    ncu-attn)  # the attention misses at 4096²: head dim 64 causal on its first config and with
       # its loop count split (ptxas serializes the first's wgmma, C7514), and ViT-B's s197 first config
       a='"block_M": 64, "num_stages": 2, "threads": 128, "overlap": true'
       ncu_one first_4x32x4096x4096x64x1 4x32x4096x4096x64x1 "{$a, \"block_N\": 128}" attention
       ncu_one split_4x32x4096x4096x64x1 4x32x4096x4096x64x1 "{$a, \"block_N\": 128, \"split_count\": true}" attention
       ncu_one first_16x12x197x197x64x0 16x12x197x197x64x0 "{$a, \"block_N\": 64}" attention ;;
-    ncu-attn-pingpong)  # FlashAttention-3's forward written out (session 21) beside the measured first configs
+    ncu-attn-pingpong)  # FlashAttention-3's forward written out (`pingpong`) beside the measured first configs
       p='"block_M": 128, "num_stages": 2, "threads": 256, "pingpong": true'
       ncu_one pingpong_4x32x4096x4096x128x0 4x32x4096x4096x128x0 "{$p, \"block_N\": 128}" attention
       ncu_one ws_4x32x4096x4096x128x0 4x32x4096x4096x128x0 \
@@ -127,7 +130,7 @@ for key in "$@"; do
       ncu_one pingpong_4x32x4096x4096x64x1 4x32x4096x4096x64x1 "{$p, \"block_N\": 128}" attention ;;
     capture-path)  # what transformers' BertModel calls eagerly and while a graph is captured
       python3 benchmarks/capture_path.py hf:BertModel --batch-size 8 --seq-len 128 --json "$out/capture_path_hf-bert.json" ;;
-    capture-path-gpt2)  # which call stops GPT-2's capture when it is hidden from the model (session 14)
+    capture-path-gpt2)  # which call stops GPT-2's capture when it is hidden from the model
       python3 benchmarks/capture_path.py hf:GPT2Model --batch-size 4 --seq-len 512 --json "$out/capture_path_hf-gpt2.json" ;;
     *) echo "unknown key $key" >&2; exit 2 ;;
   esac

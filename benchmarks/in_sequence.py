@@ -11,11 +11,13 @@ in two CUDA graphs, and their ratio:
 - `flushed`: each call right after a write over twice the L2's size, so its code and data
   start from DRAM but no other kernel's code ran on the SMs (Nsight Compute's cold cache).
 
-Why: at ViT-B's 3152x3072x768 on the H200 (session 12) the ping-pong gemm_gelu ran
-36.1 µs in the op sweep and 48.7 µs a call inside the model (Nsight Compute, caches
-flushed: 48.4), while the wave tile ran 39.4 µs in both; the tuner, which times the
-first way, had picked the ping-pong tile. If `after` reproduces the model's number, the
-tuner can time the second way.
+Why: at ViT-B's 3152x3072x768 on the H200 (2026-12-02,
+reports/examples/benchmarks/h200-2026-12-02/) the ping-pong gemm_gelu ran 36.1 µs in the
+op sweep and 48.7 µs a call inside the model (Nsight Compute, caches flushed: 48.4), while
+the wave tile ran 39.4 µs in both; the tuner, which times the first way, had picked the
+ping-pong tile. If `after` reproduces the model's number, the tuner can time the second
+way. It does there: 46.0 µs after the reference, 37.8 µs after an L2 flush
+(in_sequence_gelu.json in that folder).
 
     python3 benchmarks/in_sequence.py gemm_gelu 3152x3072x768 '{"block_M": 128, ...}' '{...}' [--calls 10]
 """

@@ -51,7 +51,7 @@ GEMM_LLAMA = [(512, 5632, 2048), (512, 2048, 2048), (512, 2048, 5632)]  # the zo
 GEMM_FUSED = [("gemm_gelu", (1024, 3072, 768)), ("gemm_gelu", (3152, 3072, 768)), ("gemm_gelu_tanh", (2048, 3072, 768))]
 # SwiGLU's up projection with the product in its epilogue (gemm_mul) against F.linear then
 # the multiply, and its gate (gemm_silu) against F.linear then F.silu: TinyLlama's MLP at
-# b4 s512 (session 20's HF llama run), the zoo llama's at b1 s512.
+# b4 s512 (reports/examples/hf-llama-tinyllama-4l/h200/2026-12-04/), the zoo llama's at b1 s512.
 GEMM_GATED = [("gemm_mul", (2048, 5632, 2048)), ("gemm_silu", (2048, 5632, 2048)), ("gemm_mul", (512, 5632, 2048))]
 GEMM_SKINNY = [(16, 4096, 4096), (1, 4096, 11008), (32, 1000, 2048)]
 ATTENTION = [  # (B, H, Sq, Skv, D, causal)
@@ -64,7 +64,7 @@ ATTENTION = [  # (B, H, Sq, Skv, D, causal)
 # family's own space only.
 ATTENTION_VIEWS = [(8, 12, 128, 128, 64, 0, 12, 12, 12), (4, 12, 512, 512, 64, 1, 36, 36, 36),
                    (16, 12, 197, 197, 64, 0, 36, 36, 36), (1, 32, 512, 512, 64, 1, 32, 32, 32),
-                   # grouped-query heads (enable_gqa, session 21): TinyLlama's 32 over 4 at b4 s512,
+                   # grouped-query heads (enable_gqa): TinyLlama's 32 over 4 at b4 s512,
                    # as transformers hands them over; llama-3-8B's 32 over 8 at s4096.
                    (4, 32, 512, 512, 64, 1, 32, 4, 4, 4), (1, 32, 4096, 4096, 128, 1, 0, 0, 0, 8)]
 # Batched products (bmm): BERT-base's eager attention at b8 s128, 12 heads (96 batches), as
@@ -104,9 +104,10 @@ CONV = [(32, 224, 224, 3, 64, 7, 7, 2, 3, 1), (32, 56, 56, 64, 64, 1, 1, 1, 0, 1
         (32, 14, 14, 1024, 256, 1, 1, 1, 0, 1), (32, 56, 56, 256, 512, 1, 1, 2, 0, 1), (32, 56, 56, 64, 64, 3, 3, 1, 1, 1),
         (32, 224, 224, 3, 64, 7, 7, 2, 3, 0), (32, 56, 56, 64, 256, 1, 1, 1, 0, 0), (32, 14, 14, 1024, 256, 1, 1, 1, 0, 0),
         (32, 56, 56, 60, 60, 3, 3, 1, 1, 1), (32, 56, 56, 60, 60, 3, 3, 1, 1, 0), (32, 28, 28, 100, 100, 1, 1, 1, 0, 1)]
-# Every convolution torchvision's resnet50 runs at batch 32 (NCHW), as its session-7 H200
-# run profiled them (reports/examples/h200/session7/torchvision-resnet50-partial/): with
-# 3 s of tuning a shape most ran their first config, and 28x28 128->512 ran 0.42x cuDNN.
+# Every convolution torchvision's resnet50 runs at batch 32 (NCHW), as its H200 run profiled
+# them (reports/examples/torchvision-resnet50/h200/2026-12-01/). With 3 s of tuning a shape
+# and every shape tuned (--max-shapes 24, the same day) most ran their first config, and
+# 28x28 128->512 ran 0.42x cuDNN.
 RESNET50 = [(32, 224, 224, 3, 64, 7, 7, 2, 3, 1),
             (32, 56, 56, 64, 64, 1, 1, 1, 0, 1), (32, 56, 56, 64, 64, 3, 3, 1, 1, 1), (32, 56, 56, 64, 256, 1, 1, 1, 0, 1),
             (32, 56, 56, 256, 64, 1, 1, 1, 0, 1), (32, 56, 56, 128, 128, 3, 3, 2, 1, 1),
@@ -163,7 +164,8 @@ def gemm_grid(shape) -> list[dict]:
     tiles = MID_TILES if M * N * K < 4096**3 else BIG_TILES
     if M <= 1024 and M * N * K < 4096**3:
         # cuBLAS runs llama's 512-row GEMMs as 128x64 tiles 8 stages deep
-        # (nvjet_sm90_hsh_128x64_64x8_1x2, reports/examples/h200/session7/bench/graph_gaps_llama.json);
+        # (nvjet_sm90_hsh_128x64_64x8_1x2,
+        # reports/examples/benchmarks/h200-2026-12-01/graph_gaps_llama.json);
         # the family's tiles stop at 5 stages.
         tiles = tiles + [(128, 64, 64, 6, 256), (128, 64, 64, 8, 256), (128, 64, 64, 8, 128),
                          (64, 128, 64, 6, 128), (64, 128, 64, 8, 128)]
@@ -211,9 +213,10 @@ def wave_tiles(M: int, N: int, sms: int, rank: str) -> list[tuple[int, int]]:
     block's time spent on real output (`_gemm_pingpong.useful`), intensity breaking ties,
     over tiles no smaller than 128x48; rank "score": that share times the tile's
     arithmetic intensity bM * bN / (bM + bN), the wave schedule's score (gemm's
-    `_wave_space`). Session 15 asked whether either finds faster ping-pong tiles than the
-    fixed list, with wgmma's steps of 8: neither did, except where it named 128x96 or
-    128x48; 120 and 152 columns ran 3x slower (d4/ncu_*), and the family now refuses them."""
+    `_wave_space`). Does either find faster ping-pong tiles than the fixed list, with
+    wgmma's steps of 8? On the H200 neither did, except where it named 128x96 or 128x48
+    (reports/examples/kernels/h200-2026-12-02/kernel_sweep_pingwave.json); 120 and 152
+    columns ran 3x slower (ncu-width/ there), and the family refuses them."""
     scored = []
     for bM in (128, 64):
         for bN in range(48, 193, 16):
@@ -247,18 +250,19 @@ def swap_grid(shape, hw) -> list[dict]:
     """Ping-pong tiles of y's transpose (`swap_ab`: 128 features x block_N tokens, block_N
     in steps of 16 from 64 to 192), each with the deepest ring that fits, with and without
     `direct` (the store from registers, which leaves room for more stages); and y's own
-    128-row tiles stored directly. Session 16's question: do tiles that divide ViT-B's 3152
+    128-row tiles stored directly. The question: do tiles that divide ViT-B's 3152
     tokens into whole waves (144: four full rounds at 3152x3072x768) run as fast per tile
     as 128x128, and does a deeper ring pay for the scattered store?"""
     fam = kernels.get("gemm")
     base = {**pingpong_grid(shape)[0], "block_K": 64, "block_M": 128}
     variants = [{"swap_ab": 1, "block_N": bN, "direct": d} for bN in range(64, 193, 16) for d in (0, 1)]
     # 48 tokens: bert-base's 1024 tokens by 768 features in 22x6 = 132 tiles, one per SM
-    # (128x64 leaves 36 of 132 idle at 1024x768x3072; session 17).
+    # (128x64 leaves 36 of 132 idle at 1024x768x3072).
     variants += [{"swap_ab": 1, "block_N": 48, "direct": 0}]
     variants += [{"swap_ab": 0, "block_N": bN, "direct": 1} for bN in (96, 128, 144, 160, 176)]
     # TileLang's own pipeline on y's transpose, two warpgroups on one 256-row tile as
-    # cuBLAS's 256x144 (session 16: written, lowered and checked in the PTX, not yet run).
+    # cuBLAS's 256x144 (0.875x against 0.947x for the ping-pong tiles at 3152x3072x768 on
+    # the H200: reports/examples/kernels/h200-2026-12-03/kernel_sweep_swap_attention.json).
     wave = {**base, "pingpong": 0, "persistent": 0, "threads": 256, "policy": "fullrow", "swap_ab": 1}
     out = []
     for v in variants + [{**wave, "block_M": bM, "block_N": bN} for bM in (256, 128) for bN in (112, 144, 192)]:
@@ -294,7 +298,7 @@ def attention_grid(shape) -> list[dict]:
             continue
         out.append({"block_M": bM, "block_N": bN, "num_stages": 2, "threads": th, "overlap": True})
     # FlashAttention-3's forward written out (`pingpong`: a TMA producer and two consumer
-    # warpgroups; session 21, not yet run on a GPU): its key-block widths and rings.
+    # warpgroups): its key-block widths and rings.
     for bN, st in ((128, 2), (128, 3), (64, 2), (64, 4), (176, 2), (192, 2)):
         out.append({"block_M": 128, "block_N": bN, "num_stages": st, "threads": 256, "pingpong": True})
     return out
@@ -430,8 +434,8 @@ def cases(only: set[str], hw, own_only: bool = False) -> list[tuple[str, tuple, 
         # The grid may break the family's thread rule (it was written for wgmma tiles;
         # small-M tiles would use mma instead): compiling decides.
         if fam_name in ("attention", "softmax") and own:
-            # The first config built without nvcc --use_fast_math, as before session 17:
-            # what the single-instruction exp2 and division are worth at this shape.
+            # The first config built without nvcc --use_fast_math: what the
+            # single-instruction exp2 and division are worth at this shape.
             grid = grid + [{**own[0], "fast_math": False}]
         configs = C.dedupe(own + [c for c in grid if _worth_compiling(fam, shape, c, hw)])
         full.append((fam_name, shape, configs, own))

@@ -10,9 +10,10 @@ call goes to PyTorch) on a transformers BertModel, eager, interleaved rounds:
   imported the function by name before the patch;
 and evaluator's own `Router` with no kernels (`Router.passthrough`: every call of the
 routed families parsed, looked up and sent back to PyTorch), which is the bare function
-mode plus the routing itself. On the H200 (session 14) the router added 10.25 ms to
-transformers GPT-2's 10.28 ms eager forward (reports/examples/h200/session14/d2/hf-gpt2);
-`--model gpt2` times that model's structure.
+mode plus the routing itself. On the H200 (2026-12-02) the router added 10.25 ms to
+transformers GPT-2's 10.28 ms eager forward at b4 s512 inside an evaluate run; `--model
+gpt2` times that model's structure
+(reports/examples/benchmarks/h200-2026-12-02/router_overhead_gpt2.log).
 
     python3 benchmarks/router_overhead.py [--device cpu|cuda] [--layers 12] [--model bert|gpt2] [--width 768]
 """

@@ -60,7 +60,7 @@ def test_environment_changes_listed_as_likely_causes():
 
 def test_a_model_library_update_is_a_likely_cause():
     # Which kernels a model runs is the library's code: transformers' BertModel replayed
-    # 1773 µs of kernels under graph capture against 810 µs eagerly (H200, session 12).
+    # 1773 µs of kernels under graph capture against 810 µs eagerly (H200, 2026-12-02).
     ref = sample_result()
     ref = replace(ref, environment=dataclasses.replace(ref.environment, libraries={"transformers": "4.57.0"}))
     slower = sample_result(scale=1.3)

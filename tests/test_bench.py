@@ -63,7 +63,7 @@ def test_amdahl_interval_from_op_ratios():
 
 def test_amdahl_from_the_operator_times_inside_the_model():
     from evaluator.results import FamilyTime
-    # GPT-2 on the H200 (session 12): gemm_gelu_tanh replaced addmm and gelu_new's eight
+    # GPT-2 on the H200 (2026-12-02): gemm_gelu_tanh replaced addmm and gelu_new's eight
     # elementwise kernels; its op benchmark (against one F.gelu) said 1.1x, the model 1.36x.
     rows = (FamilyTime("gemm", 0.40, 0.43, 0.43), FamilyTime("gemm_gelu_tanh", 0.60, 0.24, 0.24))
     (est, low, high) = bench.amdahl_in_model(rows, 1.6, {"gemm": 36, "gemm_gelu_tanh": 12})
@@ -155,7 +155,7 @@ def test_each_family_alone_is_not_timed_eagerly_where_graph_capture_failed(monke
 
 
 def test_each_family_alone_is_timed_where_the_graph_took_the_models_own_capture_path(monkeypatch):
-    # transformers GPT-2 on the H200 (session 14): its eager path did not capture, its own
+    # transformers GPT-2 on the H200 (2026-12-02): its eager path did not capture, its own
     # capture path did; that is graph replay still, so each family alone is timed.
     from evaluator.results import FamilyTime
     real = bench.make_sampler
@@ -183,7 +183,7 @@ def test_in_model_failure_is_a_flag_not_a_crash():
 
 
 def test_timers_disagree_says_whether_the_captured_forward_runs_other_kernels(monkeypatch):
-    # transformers' BertModel on the H200 (session 12): graph replay 2.131 ms, eager kernel
+    # transformers' BertModel on the H200 (2026-12-02): graph replay 2.131 ms, eager kernel
     # sum 0.810 ms, and one captured replay 1.773 ms of kernels in 413: another program,
     # not time between kernels.
     monkeypatch.setattr(bench, "graph_kernel_ms", lambda fn: (1.773, 413))

@@ -232,7 +232,7 @@ def test_the_mode_is_an_option_with_the_devices_default_and_is_recorded():
 def test_an_old_results_json_without_the_side_loads_and_renders(tmp_path):
     from pathlib import Path
 
-    old = Path(__file__).resolve().parents[1] / "reports/examples/cpu/bert-tiny/baseline/result.json"
+    old = Path(__file__).resolve().parents[1] / "reports/examples/bert-tiny/cpu-x86_64/2026-12-01/baseline/result.json"
     r = from_dict(RunResult, json.loads(old.read_text()))
     assert r.op_bench and all(b.compiled is None for b in r.op_bench) and r.e2e.compiled is None
     html = html_of(r, tmp_path)
@@ -261,7 +261,7 @@ def test_the_report_shows_the_column_the_e2e_ratio_and_one_line_on_page_one(tmp_
 
 @pytest.mark.slow
 def test_page_one_says_when_the_compiled_model_is_another_program(tmp_path):
-    # The note compile_path_note writes for transformers GPT-2 (H200, session 14).
+    # The note compile_path_note writes for transformers GPT-2 (H200, 2026-12-02).
     note = ("the model runs another program under torch.compile than eagerly (it asks torch.compiler.is_compiling()): "
             "it calls scaled_dot_product_attention(float16,float16,float16,bool) with a bool mask [4, 1, 512, 512] x12, "
             "instead of scaled_dot_product_attention(float16,float16,float16) with no mask, causal x12; "

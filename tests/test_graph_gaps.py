@@ -1,6 +1,6 @@
 """benchmarks/graph_gaps.py: how one CUDA-graph replay's kernel events are split into kernel
 time and time between kernels (the profiling itself needs CUDA and ran on the H200; its
-files are reports/examples/h200/session7/bench/graph_gaps_*.json).
+files are reports/examples/benchmarks/h200-<date>/graph_gaps_*.json).
 
 In: synthetic kernel events (name, start, duration in µs). Out: the sums and counts the
 script prints, checked by hand.

@@ -4,7 +4,7 @@ when a model runs another program under torch.compile than eagerly.
 In: tiny transformers BertModels and a hand-written module that branches on
 torch.compiler.is_compiling(), on the CPU. Out: counted calls, SDPA descriptions, notes.
 benchmarks/capture_path.py uses the same recorder on a CUDA graph's capture (the H200
-evidence is in reports/examples/h200/session13/c1/).
+evidence is reports/examples/benchmarks/h200-2026-12-02/capture_path_hf-bert.json).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from evaluator.results import from_dict, to_dict
 tilelang = pytest.importorskip("tilelang")
 
 GEMM_SHAPE = (1024, 1024, 1024)
-# What the tuner picked for gemm 4096^3 fp16 on the H200 (reports/examples/h200): fits
+# What the tuner picked for gemm 4096^3 fp16 on the H200: fits
 # Hopper's 227 KB per block by the family's sizing (208 KB), not MI300X's 64 KB of LDS.
 H200_GEMM = {"block_M": 128, "block_N": 256, "block_K": 64, "num_stages": 3, "threads": 256, "swizzle": True,
              "panel": 10, "policy": "square", "split_k": 1}
@@ -90,7 +90,7 @@ def test_gemm_lowers_for_sm90a_sm80_gfx942(target, instruction):
 @pytest.mark.parametrize("family", ["gemm_gelu", "gemm_silu", "gemm_gelu_tanh"])
 def test_fused_gemm_lowers_for_gfx942_without_cuda_intrinsics(family):
     # The epilogue's __expf and rcp.approx are CUDA's: with them, TileLang's HIP backend
-    # failed on tl.fast_rcp (session 12's H200 runs, mi300x column). AMD targets get exp
+    # failed on tl.fast_rcp (the H200 runs of 2026-12-02, mi300x column). AMD targets get exp
     # and a division.
     cell = one(P.port(family, GEMM_SHAPE, "fp16", ["mi300x"]), "mi300x")
     assert cell.status == "lowers", cell.reason
@@ -139,7 +139,7 @@ def test_tuned_config_over_mi300x_lds_needs_retuning_and_a_fitting_config_is_nam
     assert m["portability.kernels_ok"] == 1.0
 
 
-# What the tuner picked for ViT-B's 3152x3072x768 on the H200 (session 10): the ping-pong
+# What the tuner picked for ViT-B's 3152x3072x768 on the H200 (2026-12-02): the ping-pong
 # schedule, which only sm_90 runs.
 H200_PINGPONG = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 5, "threads": 128, "swizzle": True,
                  "panel": 10, "policy": "square", "split_k": 1, "splitk_fused": False, "persistent": 132,

@@ -231,7 +231,7 @@ def test_family_times_attribute_routed_calls_to_their_family_once():
 
 def test_left_out_names_the_hot_families_with_a_kernel_the_selection_skipped():
     from evaluator.results import HotOp, HotOps
-    # ViT-B on the H200 (session 10), shares rounded: `--ops 2` took gemm and conv2d.
+    # ViT-B on the H200 (2026-12-02), shares rounded: `--ops 2` took gemm and conv2d.
     ops = (HotOp("gemm", 0.90, 0.486, 49, ("3152x3072x768",), ("aten::linear",), True),
            HotOp("conv2d", 0.29, 0.157, 1, ("16x224x224x3x768x16x16x16x0x1",), ("aten::conv2d",), True),
            HotOp("elementwise", 0.26, 0.139, 37, (), ("aten::add",), False),
@@ -266,7 +266,7 @@ def test_each_profiled_call_knows_its_pass_and_a_pause_in_one_pass_moves_no_rank
 
 
 def test_a_scan_pairs_each_residual_add_with_its_written_norm_and_runs_the_norm_as_written():
-    # HF llama on the H200 (session 20): the in-model reference of add_rmsnorm found no
+    # HF llama on the H200 (2026-12-04): the in-model reference of add_rmsnorm found no
     # pairs (the scan saw no norm call) and rmsnorm's 9 written norms stood against the one
     # left unfused. The scan now sees each norm as one call and runs it as written, inside
     # the pair's range and without a range of its own.
@@ -288,7 +288,7 @@ def test_a_scan_pairs_each_residual_add_with_its_written_norm_and_runs_the_norm_
     assert len(pairs) == 4 and all(r["routed"] for r in pairs) and scan.fusible[("add_rmsnorm", "32x64")] == 8  # 4 a pass, warm-up too
     assert len({r["call"] for r in rows if r["family"] == "rmsnorm"}) == 1  # the norm of the embeddings
     # No norm range inside a pair's: on CUDA each kernel belongs to its innermost range,
-    # and the pair's GPU range held only the add (session 20: 6.3 us a pair, norm not counted).
+    # and the pair's GPU range held only the add (2026-12-04: 6.3 us a pair, norm not counted).
     for e in prof.events():
         if e.name.startswith(written.PREFIX):
             p = e.cpu_parent

@@ -85,7 +85,7 @@ def test_cpu_runs_say_their_speeds_are_not_gpu_evidence(tmp_path):
 
 @pytest.mark.slow
 def test_a_gain_the_model_only_gets_as_a_cuda_graph_is_said_on_page_one(tmp_path):
-    # transformers GPT-2 on the H200 (session 14): 1.34x as a graph, 0.353x eagerly.
+    # transformers GPT-2 on the H200 (2026-12-02): 1.34x as a graph, 0.353x eagerly.
     from evaluator.results import Ratio
     r = evidence_result()
     graph, eager = r.e2e.views[0], next(v for v in r.e2e.views if v.method == "eager")
@@ -132,7 +132,7 @@ def test_production_item_evidence_in_both_languages(tmp_path):
 
 @pytest.mark.slow
 def test_an_item_failed_on_a_flagged_number_says_why_not_that_it_was_too_slow(tmp_path):
-    # GPT-2 on the H200 (session 12): e2e-speed failed at 1.36x against >= 0.95x because the
+    # GPT-2 on the H200 (2026-12-02): e2e-speed failed at 1.36x against >= 0.95x because the
     # number was flagged; page one had read "runs at 1.36x (required >= 0.95x)" as a failure.
     r = evidence_result(e2e_speedup=1.36, amdahl=1.02, e2e_flags=(
         "contradicts the Amdahl estimate (1.02x from the op speedups, measured 1.32-1.40x)",))

@@ -159,7 +159,7 @@ def test_in_model_table_sets_each_family_beside_its_op_benchmarks(tmp_path):
 def test_in_model_table_marks_a_faster_family_that_makes_the_model_slower(tmp_path):
     from evaluator.results import FamilyTime, KeptFamilies, Ratio, RunResult, from_dict, to_dict
     r = evidence_result()
-    # bert-base on the H200 with attention routed (session 10): its kernels ran faster by
+    # bert-base on the H200 with attention routed (2026-12-02): its kernels ran faster by
     # the profiler, the model with attention alone routed did not.
     in_model = (FamilyTime("gemm", 2.0, 1.9, 1.9, alone=Ratio(1.03, 1.02, 1.04, 20)),
                 FamilyTime("softmax", 0.3, 0.28, 0.28, alone=Ratio(0.92, 0.91, 0.93, 20)))

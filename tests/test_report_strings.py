@@ -200,7 +200,7 @@ def test_the_chinese_examples_keep_no_english_the_product_wrote():
     from report_samples import example_result
 
     examples = Path(__file__).resolve().parents[1] / "reports" / "examples"
-    for folder in (examples / "h200" / "llama-defaults", examples / "cpu" / "bert-tiny"):
+    for folder in (examples / "llama" / "h200" / "2026-12-01" / "defaults", examples / "bert-tiny" / "cpu-x86_64" / "2026-12-01"):
         html = report.render_html(example_result(folder), "zh")
         seen = words(re.sub(r"<(style|svg)\b.*?</\1>", "", html, flags=re.S))
         for english in ("The model runs at least 95% as fast", "Every rewritten kernel gives the same results",

@@ -379,8 +379,9 @@ def _in_model(ref_fn: Callable, cand_fn: Callable, families: tuple[str, ...], de
     reference's operator time per forward pass, every family's (0 where not measured).
     `model`'s written-out norms count, on the reference side, as their family's calls,
     as written (the profile's way: `written.marked`), and a residual add with the norm
-    after it as the fused family's pair (session 20 on the H200: without the pairs,
-    llama's 9 written norms stood against the one rmsnorm left unfused, "131x")."""
+    after it as the fused family's pair (without the pairs, transformers llama at
+    TinyLlama's widths on the H200, 2026-12-04, showed its 9 written norms against the one
+    rmsnorm left unfused: "131x")."""
 
     fused = [kernels.get(f) for f in families if kernels.get(f).fuses]
     marker = None
@@ -427,7 +428,7 @@ def _alone(ref_fn: Callable, router: Any, rows: tuple[FamilyTime, ...], device: 
     verdict's timer. The profiled operator time (`_in_model`) leaves out the device time
     between kernels; graph replay counts it, and on the H200 it decided the sign: bert-base
     with attention routed ran its kernels 1.10x faster by the profiler and the model 1.00x,
-    against 1.09x without attention (reports/examples/h200/session10). A family that makes
+    against 1.09x without attention (b8 s128, 2026-12-02). A family that makes
     the model slower on its own is flagged: leaving it to PyTorch would be faster. Where
     some do and others do not, the model with only the others routed is timed too (`kept`)."""
     if len(rows) < 2:

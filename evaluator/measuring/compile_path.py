@@ -7,13 +7,13 @@ call described (mask, causal flag, the backend PyTorch's dispatcher picks); and
 is_compiling()` answers True, or "" when the pass calls the same functions either way.
 
 Why: a model may ask whether it is being traced and run another program when it is.
-transformers does (`is_tracing`): under torch.compile its BertModel builds an expanded bool
-attention mask it never builds eagerly, so SDPA leaves cuDNN's kernel for another backend
-(on the H200, session 13: 1.239 ms compiled against 0.882 ms eager). torch.compile's
-number is still what a team compiling the model gets, but it is not kernel against kernel,
-and the report has to say so. The timer hides its own CUDA-graph capture from the model
-for the same reason (timing.unobserved_capture); this module only looks, it changes
-nothing the timer or the compile sees.
+transformers does (`is_tracing`): under torch.compile its BertModel builds an expanded
+bool attention mask it never builds eagerly, so SDPA leaves cuDNN's kernel for another
+backend (on the H200, reports/examples/hf-bert-base/h200/2026-12-02/: 1.239 ms compiled
+against 0.882 ms eager). torch.compile's number is still what a team compiling the model
+gets, but it is not kernel against kernel, and the report has to say so. The timer hides
+its own CUDA-graph capture from the model for the same reason (timing.unobserved_capture);
+this module only looks, it changes nothing the timer or the compile sees.
 """
 
 from __future__ import annotations

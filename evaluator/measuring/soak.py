@@ -44,7 +44,7 @@ def _graph_step(fn: Callable[[], object]) -> tuple[Callable[[], float] | None, s
     """One replay of a one-call CUDA graph of `fn` as the soak's step, and a note when it
     took the model's own capture path: as the timer does (`timing._sampler`), the capture is
     hidden from the model first, and seen by it where its eager path cannot be captured
-    (transformers' GPT-2 on the H200, session 14, whose soak otherwise ran eagerly and read
+    (transformers' GPT-2 on the H200, 2026-12-02, whose soak otherwise ran eagerly and read
     host jitter as a 10.6% spread). (None, "") where neither captures."""
     def one_call_graph() -> GraphSampler:
         sampler = GraphSampler([fn], TimingPolicy(graph_ms=0.0))

@@ -105,13 +105,14 @@ def bootstrap_ratio(ref_ms: Sequence[float], cand_ms: Sequence[float], *, seed: 
 def unobserved_capture():
     """While the timer captures, the model's Python cannot see it: torch.cuda's
     is_current_stream_capturing answers False. transformers counts a capturing stream as
-    tracing and then takes its traced path; on the H200 (session 13,
-    benchmarks/capture_path.py) BertModel's 12 SDPA calls went from cuDNN attention with no
-    mask to an expanded bool mask [8, 1, 128, 128] on the MATH backend (24 fp32 GEMMs),
-    1771 µs of kernels a replay against 810 eagerly, so graph replay timed a program the
-    model never runs. PyTorch's own capture checks are in C++ and are unaffected. A model
-    whose eager path synchronises (a data-dependent branch) then fails to capture, and the
-    sampler retries with the capture visible (`_sampler`)."""
+    tracing and then takes its traced path; on the H200 (benchmarks/capture_path.py,
+    reports/examples/benchmarks/h200-2026-12-02/capture_path_hf-bert.json) BertModel's
+    12 SDPA calls went from cuDNN attention with no mask to an expanded bool mask
+    [8, 1, 128, 128] on the MATH backend (24 fp32 GEMMs), 1771 µs of kernels a replay
+    against 810 eagerly, so graph replay timed a program the model never runs. PyTorch's
+    own capture checks are in C++ and are unaffected. A model whose eager path
+    synchronises (a data-dependent branch) then fails to capture, and the sampler retries
+    with the capture visible (`_sampler`)."""
     if not _hide_capture:
         yield
         return
@@ -381,7 +382,8 @@ def graph_kernel_events(fn: Callable[[], object], replays: int) -> list[list[dic
     kernels the eager call runs: transformers counts a capturing stream as tracing
     (utils.import_utils.is_tracing) and takes its traced paths then; its BertModel replayed
     1773 µs of kernels where eagerly it ran 810, with 24 fp32 GEMMs and no cuDNN attention
-    kernel among them (H200, session 12)."""
+    kernel among them (H200,
+    reports/examples/benchmarks/h200-2026-12-02/graph_gaps_hf-bert-base.log)."""
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):
         for _ in range(3):

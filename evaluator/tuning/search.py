@@ -81,8 +81,8 @@ class DeviceLog:
 def cache_key(family: str, shape: Shape, dtype: str, hw: Hardware, tilelang_version: str,
               space: Sequence[KernelConfig] | None = None) -> dict:
     """The tuning cache's key. With `space` (the family's search space for this shape), a
-    digest of it too: a newer evaluator whose family offers new schedules (session 9's
-    GEMM ping-pong) must re-tune, not reuse a best config found without them."""
+    digest of it too: a newer evaluator whose family offers new schedules (the GEMM
+    family's ping-pong tiles, say) must re-tune, not reuse a best config found without them."""
     key = {"family": family, "shape": list(shape), "dtype": dtype, "device": hw.name, "driver": hw.driver,
            "cuda": hw.cuda, "tilelang": tilelang_version, "target": hw.target}
     if space is not None:

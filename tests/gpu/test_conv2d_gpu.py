@@ -101,7 +101,7 @@ def test_transpose_matches_permute(dims, dtype, hw):
     assert torch.equal(kernel(x), x.permute(0, 2, 1))
 
 
-# Channels_last 1x1s as one GEMM (`gemm`, session 17): ResNet-50's two that missed in
+# Channels_last 1x1s as one GEMM (`gemm`): ResNet-50's two that missed in
 # channels_last and an odd one (pixel and channel tails; verify adds tails at multiples of 8).
 GEMM_SHAPES = [(32, 56, 56, 64, 256, 1, 1, 1, 0, 0), (32, 14, 14, 1024, 256, 1, 1, 1, 0, 0),
                (3, 29, 31, 64, 72, 1, 1, 1, 0, 0)]

@@ -319,10 +319,9 @@ def test_transformers_bert_runs_its_eager_program_when_the_timer_captures_it_on_
 
 def test_transformers_gpt2_is_timed_and_soaked_on_graph_replay_on_gpu():
     """transformers' GPT2Model did not capture with the capture hidden on the H200
-    (transformers 5.17, session 14: AcceleratorError). The timer and the soak then both
+    (transformers 5.17, 2026-12-02: AcceleratorError). The timer and the soak then both
     capture the model's own capture path and say so; where its eager path captures (other
-    releases) neither says anything. Either way neither times it eagerly. Added in session 14
-    after its device time was spent: first run in the next session."""
+    releases) neither says anything. Either way neither times it eagerly."""
     from transformers import GPT2Config, GPT2Model
 
     from evaluator.measuring import soak

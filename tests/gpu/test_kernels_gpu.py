@@ -35,7 +35,7 @@ def _first(name, dtype, hw):
 def precompiled(hw, request):
     # Only the families whose correctness tests this run selected (-k attention compiled
     # all 13 families' kernels in every xdist worker first, and ran past its time limit
-    # on the H200 in session 17).
+    # on the H200).
     selected = {item.callspec.params["name"] for item in request.session.items
                 if getattr(item, "originalname", "") == "test_family_correct_on_gpu"}
     jobs = []
@@ -123,7 +123,7 @@ def test_fused_epilogues_on_awkward_shapes_on_gpu(name, hw):
                          ids=["d128", "causal-Sq<Skv", "causal-Sq>Skv", "one-key-block", "gpt2-views",
                               "llama-views", "tails", "gqa-views"])
 def test_attention_pingpong_on_gpu(shape, hw):
-    # FlashAttention-3's forward (`pingpong`, written in session 21 without a GPU): a TMA
+    # FlashAttention-3's forward (`pingpong`): a TMA
     # producer and two consumer warpgroups, on tails in Sq and Skv, causal both ways, one
     # key block, and the transposed views models pass; 2 and 3 stages, both dtypes.
     fam = kernels.get("attention")

@@ -356,7 +356,7 @@ def test_reject_reason():
 
 def test_one_key_block_over_every_key_gets_more_registers():
     # ViT's 197 keys in one 208-wide block: no K/V loop, so 188 accumulator registers a
-    # thread build without spills (ptxas, session 17); with a loop the same tile is refused.
+    # thread build without spills (ptxas); with a loop the same tile is refused.
     whole = {"block_M": 64, "block_N": 208, "num_stages": 1, "threads": 128}
     vit = (16, 12, 197, 197, 64, 0)
     assert FAM.reject_reason(vit, "float16", whole, H200) is None
@@ -506,7 +506,7 @@ def test_cuda_schedule_compiles_for_sm90():
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 # One warpgroup with split_count at head dim 128 spills 56 bytes (255 registers). The
-# space no longer offers split_count (slower on the H200, session 17); it stays buildable.
+# space leaves split_count out (slower on the H200, 2026-12-03 sweep); it stays buildable.
 @pytest.mark.parametrize("block_N,D,one_wg", [(128, 128, False), (64, 128, False), (128, 64, False),
                                              (128, 64, True)])
 def test_overlap_wgmma_stays_asynchronous_in_ptxas(block_N, D, one_wg, tmp_path):
@@ -531,7 +531,9 @@ def test_one_warpgroup_causal_overlap_is_serialized_without_split_count(tmp_path
     cfg = {**OVERLAP, "block_M": 64, "threads": 128}
     assert "C7514" in _ptxas_log(tmp_path, (4, 32, 4096, 4096, 64, 1), cfg)
     # Serialized or not, it ran faster than the split variant on the H200 (0.83x SDPA
-    # against 0.61x, session 17): it stays first and the split variant is not searched.
+    # against 0.61x,
+    # reports/examples/kernels/h200-2026-12-03/kernel_sweep_swap_attention.json): it stays
+    # first and the split variant is not searched.
     space = FAM.search_space((4, 32, 4096, 4096, 64, 1), "float16", H200)
     assert space[0] == cfg and not any(c.get("split_count") for c in space)
 

@@ -527,7 +527,7 @@ def test_gemm_view_is_refused_where_the_convolution_is_not_one_gemm():
 
 
 def test_gemm_view_follows_the_first_config_on_hopper_only():
-    # Not timed on a GPU yet (session 17): behind the measured first config, the gemm
+    # Not timed on a GPU: behind the measured first config, the gemm
     # family's ping-pong tiles, one persistent block per SM.
     for shape in ((32, 56, 56, 64, 256, 1, 1, 1, 0, 0), (32, 14, 14, 1024, 256, 1, 1, 1, 0, 0)):
         space = FAM.search_space(shape, "float16", H200)

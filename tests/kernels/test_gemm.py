@@ -287,7 +287,7 @@ def test_unknown_activation_is_refused():
 
 
 def test_an_erf_or_exp_epilogue_leaves_the_ping_pong_tiles_out():
-    # ViT-B's gemm_gelu at 3152x3072x768 on the H200 (session 12): the ping-pong tile ran
+    # ViT-B's gemm_gelu at 3152x3072x768 on the H200 (2026-12-02): the ping-pong tile ran
     # 1.02x in the op sweep and 48.7 us inside the model against 39.4 us for the wave
     # tile (the model 1.033x against 1.107x, graph_gaps.py). A tuner that reached it
     # would pick it. The plain gemm keeps its measured ping-pong lead there, and a max()
@@ -361,8 +361,9 @@ def test_persistent_tiles_are_offered_and_lower_to_one_block_per_sm(shape):
 
 def test_large_problems_start_from_the_power_of_two_tile():
     # After the ping-pong 128x128 tile with and without its last round split by K, which
-    # the sweeps measured ahead of it (session 9: 1.04x cuBLAS against 0.97x,
-    # kernel_sweep_pingpong.json; session 14: 1.089x with stream-K, kernel_sweep_streamk.json).
+    # the H200 sweeps measured ahead of it (1.04x cuBLAS against 0.97x,
+    # reports/examples/kernels/h200-2026-12-01/kernel_sweep_pingpong.json; 1.089x with stream-K,
+    # reports/examples/kernels/h200-2026-12-02/kernel_sweep_streamk.json).
     split, lead, first = FAM.search_space((8192, 8192, 8192), "float16", H200)[:3]
     assert split == {**lead, "stream_k": 1}
     assert lead["pingpong"] and (lead["block_M"], lead["block_N"]) == (128, 128)
@@ -452,7 +453,7 @@ def test_the_tile_score_ranks_the_measured_best_early():
     import json
     from pathlib import Path
 
-    sweep = json.loads((Path(__file__).parents[2] / "reports/examples/h200/bench/kernel_sweep_wave_tiles.json")
+    sweep = json.loads((Path(__file__).parents[2] / "reports/examples/kernels/h200-2026-12-01/kernel_sweep_wave_tiles.json")
                        .read_text())
     rows = [r for r in sweep["rows"] if r["family"] == "gemm"]
     assert len(rows) >= 8
@@ -460,7 +461,7 @@ def test_the_tile_score_ranks_the_measured_best_early():
         best = (r["best_config"]["block_M"], r["best_config"]["block_N"])
         space = FAM.search_space(tuple(r["shape"]), "float16", H200)
         # Eight configs of the first batch, plus the ping-pong tiles placed among them
-        # since that sweep (128x96, session 15; y's transpose where M > N, session 16).
+        # (128x96, measured on 2026-12-02; y's transpose where M > N, measured on 2026-12-03).
         swapped = sum(c["swap_ab"] for c in space if c["pingpong"])
         early = [(c["block_M"], c["block_N"]) for c in space[:9 + swapped] if not c["pingpong"]][:4]
         assert best in early, (r["shape"], best, early)

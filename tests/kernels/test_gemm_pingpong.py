@@ -343,21 +343,23 @@ def test_search_space_offers_pingpong_early_on_hopper_only():
 
 def test_a_ping_pong_tile_whose_width_is_not_a_multiple_of_16_is_refused():
     # wgmma's N steps by 8 and 128x152 matched F.linear on the H200, but ran 3x slower
-    # than 128x128 (session 15, d4/ncu_*): the space must not reach it.
+    # than 128x128 (reports/examples/kernels/h200-2026-12-02/ncu-width/): the space must not reach it.
     why = FAM.reject_reason((3152, 3072, 768), "float16", {**T128, "block_N": 152}, H200)
     assert why and "multiples of 16" in why
 
 
 def test_pingpong_counts_the_static_shared_memory_ptxas_adds():
-    # 64x152 with 7 stages asked the H200's whole 232,448 B as dynamic memory and failed
-    # to launch beside ptxas's 1,024 static bytes (session 15).
+    # 64x152 with 7 stages asked the H200's whole 232,448 B as dynamic memory and failed to
+    # launch beside ptxas's 1,024 static bytes
+    # (reports/examples/kernels/h200-2026-12-02/kernel_sweep_pingwave.log).
     failed = {**T128, "block_M": 64, "block_N": 152, "num_stages": 7}
     assert PP.smem_bytes(failed, 2) == 232448 + PP.STATIC_SMEM > H200.smem_per_block
 
 
 @pytest.mark.parametrize("shape,lead", [
-    # More tokens than features: y's transpose (swap_ab, session 16). One round of 128x48
-    # tokens at short K (132 tiles, 1.18x against 1.12x, session 17), else of 128x64.
+    # More tokens than features: y's transpose (swap_ab,
+    # reports/examples/kernels/h200-2026-12-03/). One round of 128x48 tokens at short K
+    # (132 tiles, 1.18x against 1.12x), else of 128x64.
     ((1024, 768, 768), [(128, 48, 1), (128, 64, 1)]), ((1024, 768, 3072), [(128, 64, 1)]),
     # One full round of 128x144 at ViT-B's 3152 tokens, four at 3072 features (128x96: six).
     ((3152, 768, 768), [(128, 144, 1)]), ((3152, 768, 3072), [(128, 144, 1)]),
@@ -366,8 +368,9 @@ def test_pingpong_counts_the_static_shared_memory_ptxas_adds():
     ((3152, 3072, 768), [(128, 96, 1), (128, 144, 1)]),
     ((3152, 2304, 768), [(128, 112, 1), (128, 144, 1)]),
     ((2048, 768, 3072), [(128, 96, 1)]), ((2048, 768, 768), [(128, 96, 1)]),  # GPT-2: one round of 128x96
-    # y's own tiles (session 15): one wave of 128x64; 128x96 filling one to three rounds
-    # at least 95%; 128x128 over three rounds (2048x3072x768: 384 tiles fill three 97%).
+    # y's own tiles (reports/examples/kernels/h200-2026-12-02/): one wave of 128x64; 128x96
+    # filling one to three rounds at least 95%; 128x128 over three rounds (2048x3072x768:
+    # 384 tiles fill three 97%).
     ((512, 2048, 2048), [(128, 64, 0)]), ((512, 2048, 5632), [(128, 64, 0)]),
     ((1024, 3072, 768), [(128, 96, 0)]), ((2048, 2304, 768), [(128, 96, 0)]),
     ((2048, 3072, 768), [(128, 128, 0)]), ((4096, 4096, 4096), [(128, 128, 0)]),
@@ -455,7 +458,7 @@ def test_swap_ab_source_compiles_for_sm90a(tmp_path, direct):
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_a_152_column_tile_lowers_to_64x8_wgmma_pieces(tmp_path):
-    # Why widths off steps of 16 ran 3x slower on the H200 (session 15's ncu: 3.4x the
+    # Why widths off steps of 16 ran 3x slower on the H200 (ncu-width, 2026-12-02: 3.4x the
     # instructions): TileLang 0.1.15 issues a 128x152 tile as 64x8 wgmmas, 19 for each
     # of the 64x144 kind it issues for 144 columns. The family refuses such widths; the
     # program is lowered here straight from gemm's schedule, past that check.

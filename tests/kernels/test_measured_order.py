@@ -2,21 +2,21 @@
 tuning budget gets the first config, so it must be one the sweep measured within 3% of
 the best reachable on the shapes real models run.
 
-In: reports/examples/h200/bench/kernel_sweep_session5_reordered.json (attention and
-conv2d, both layouts: every config compiled, verified and timed against PyTorch by
-benchmarks/kernel_sweep.py) and kernel_sweep_session6.json (conv2d again, with its
-stream and TileLang-transpose configs, and attention on the q/k/v views models pass),
-whose rows replace session 5's for the same shape, and session 8's ResNet-50 sweep
-(../session8/bench/kernel_sweep_r50_llama.json, its conv2d rows); the families' search
-spaces for an H200; and session 9's GEMM sweep of every model shape with the ping-pong
-schedule beside the family's own space (../session9/bench/kernel_sweep_pingpong.json),
-and session 12's sweep of the fused GEMM patterns models run (gemm_gelu, gemm_gelu_tanh,
-with the plain GEMM at ViT-B's 3152x3072x768; ../session12/bench/kernel_sweep_fused.json), and
-session 14's sweep of ping-pong with and without stream-K (../session14/d1/kernel_sweep_streamk.json),
-and session 15's of ping-pong tiles sized for the SMs beside the space (../session15/d1/kernel_sweep_pingwave.json),
-and session 16's of the tiles of y's transpose (../session16/d1/kernel_sweep_swap.json),
-and session 17's of 48-token tiles at bert-base's and ViT-B's shapes (../session17/d1/sweep.json)
-and of attention and softmax built with fast math (../session17/d2/sweep.json).
+In: the H200 sweeps under reports/examples/kernels/ (every config compiled, verified and
+timed against PyTorch by benchmarks/kernel_sweep.py; a later file's row replaces an
+earlier one's for the same family and shape), and the families' search spaces for an
+H200. From h200-2026-12-01/: attention and conv2d in both layouts
+(kernel_sweep_conv2d_attention.json); conv2d again with its stream and TileLang-transpose
+configs, and attention on the q/k/v views models pass (kernel_sweep_views_conv2d_own.json);
+ResNet-50's convolutions (kernel_sweep_resnet50_llama.json, its conv2d rows); every model
+shape's GEMM with the ping-pong schedule beside the family's own space
+(kernel_sweep_pingpong.json). From h200-2026-12-02/: the fused GEMM patterns models run
+(gemm_gelu, gemm_gelu_tanh, with the plain GEMM at ViT-B's 3152x3072x768;
+kernel_sweep_fused.json), ping-pong with and without stream-K (kernel_sweep_streamk.json),
+ping-pong tiles sized for the SMs beside the space (kernel_sweep_pingwave.json). From
+h200-2026-12-03/: the tiles of y's transpose (kernel_sweep_swap.json), 48-token tiles at
+bert-base's and ViT-B's shapes (kernel_sweep_swap_attention.json), and attention and
+softmax built with fast math (kernel_sweep_attention_views_rows.json).
 Out: pass/fail.
 """
 
@@ -32,28 +32,29 @@ from evaluator.results import Hardware
 
 H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
                 smem_per_block=232448, compute_capability="9.0")
-BENCH = Path(__file__).parents[2] / "reports/examples/h200/bench"
-# (file, the families taken from it): session 8's sweep holds ResNet-50's twenty
-# convolutions and llama's GEMMs, whose first config is not yet within 3% (0.81x against
-# 0.84x at 512x2048x5632; the closing note of session 8 says so).
-SWEEPS = [("kernel_sweep_session5_reordered.json", None), ("kernel_sweep_session6.json", None),
-          ("../session8/bench/kernel_sweep_r50_llama.json", {"conv2d"}),
-          ("../session9/bench/kernel_sweep_pingpong.json", {"gemm"}),
-          ("../session12/bench/kernel_sweep_fused.json", None),
-          ("../session14/d1/kernel_sweep_streamk.json", {"gemm"}),
-          ("../session15/d1/kernel_sweep_pingwave.json", {"gemm"}),
-          ("../session16/d1/kernel_sweep_swap.json", {"gemm"}),
-          # Its attention rows were timed before attention built with fast math: gemm only.
-          ("../session17/d1/sweep.json", {"gemm"}),
-          # Attention and softmax built with fast math (session 17), every model shape.
-          ("../session17/d2/sweep.json", {"attention", "softmax", "layernorm", "rmsnorm"})]
+KERNELS = Path(__file__).parents[2] / "reports/examples/kernels"
+# (file, the families taken from it): the ResNet-50 sweep also holds llama's GEMMs, whose
+# first config there is not within 3% (0.81x against 0.84x at 512x2048x5632); the ping-pong
+# sweep's GEMM rows cover those shapes.
+SWEEPS = [("h200-2026-12-01/kernel_sweep_conv2d_attention.json", None),
+          ("h200-2026-12-01/kernel_sweep_views_conv2d_own.json", None),
+          ("h200-2026-12-01/kernel_sweep_resnet50_llama.json", {"conv2d"}),
+          ("h200-2026-12-01/kernel_sweep_pingpong.json", {"gemm"}),
+          ("h200-2026-12-02/kernel_sweep_fused.json", None),
+          ("h200-2026-12-02/kernel_sweep_streamk.json", {"gemm"}),
+          ("h200-2026-12-02/kernel_sweep_pingwave.json", {"gemm"}),
+          ("h200-2026-12-03/kernel_sweep_swap.json", {"gemm"}),
+          # Its attention rows are of attention built without fast math: gemm only.
+          ("h200-2026-12-03/kernel_sweep_swap_attention.json", {"gemm"}),
+          # Attention and softmax built with fast math, every model shape.
+          ("h200-2026-12-03/kernel_sweep_attention_views_rows.json", {"attention", "softmax", "layernorm", "rmsnorm"})]
 # Rows where the model, not the op sweep, decided the first config: at ViT-B's
 # 3152x3072x768 the sweep's best gemm_gelu tile (ping-pong, 1.02x) ran 48.7 us inside the
 # model against 39.4 us for the wave tile the family leads with (0.92x in the sweep);
-# the model ran 1.033x against 1.107x (session 12, bench/graph_gaps_*.log).
+# the model ran 1.033x against 1.107x (reports/examples/benchmarks/h200-2026-12-02/graph_gaps_*.log).
 IN_MODEL = {("gemm_gelu", (3152, 3072, 768))}
 ROWS = list({(r["family"], tuple(r["shape"])): r for name, families in SWEEPS
-             for r in json.loads((BENCH / name).read_text())["rows"]
+             for r in json.loads((KERNELS / name).read_text())["rows"]
              if (families is None or r["family"] in families)
              and (r["family"], tuple(r["shape"])) not in IN_MODEL}.values())
 

@@ -78,7 +78,7 @@ CAUSAL_ATTR = "attention_causal"
 CPU_DEFAULTS = {"block_M": 32, "block_N": 64}
 # split_count: with overlap and causal, the loop count max(n, 2) as two pipelines (see
 # `_attention_programs._overlap_loop`), where ptxas otherwise serializes the wgmmas; measured
-# slower on the H200 (session 17), so outside the search space.
+# slower on the H200 (2026-12-03 sweep), so outside the search space.
 # fast_math: the CUDA build with nvcc --use_fast_math (see `_attention_programs.gpu_program`).
 GPU_DEFAULTS = {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256, "overlap": False,
                 "split_count": False, "fast_math": True, "pingpong": False}
@@ -93,7 +93,7 @@ CPU_LOCAL_LIMIT_BYTES = 192 * 1024
 GPU_ACC_REGS_LIMIT = 168
 # Where one key block covers every key (Skv <= block_N) there is no K/V loop to pipeline:
 # ViT's s197 in one 64x208 block (188) built without spills at 240-251 registers on one
-# warpgroup, 168 with the producer (ptx_stats, session 17); 64x256 (224) spilled 48 bytes.
+# warpgroup, 168 with the producer (benchmarks/ptx_stats.py); 64x256 (224) spilled 48 bytes.
 GPU_ONE_BLOCK_REGS_LIMIT = 192
 GPU_MAX_HEAD_DIM = 256
 GPU_SMEM_SLACK = 1024  # bytes: mbarriers and the 1 KB alignment of the dynamic buffer
@@ -181,17 +181,19 @@ def _whole_keys(Skv: int) -> int | None:
 def _measured_first(D: int, causal: bool, Skv: int, one_wave: bool = False) -> KernelConfig:
     """The config measured fastest on the H200 for this kind of shape, fp16, against SDPA
     (python3 benchmarks/kernel_sweep.py --only attention;
-    reports/examples/h200/bench/kernel_sweep_session5.json): at head dim 128 the
-    warp-specialized 128x128 tile with one K/V stage (0.93x non-causal, 0.83x causal at
-    4x32x4096²); at head dim 64 the overlap schedule on one warpgroup when causal (1.02x
-    at GPT-2's s512, 0.83x at s4096) or when the keys end in a partial block (0.91x at
-    ViT's s197), and 128x64 tiles otherwise (1.25x at BERT's s128, where the 64-row
-    tiles that give every SM a block reached 0.86x). Causal at head dim 64 with no more
-    128-row query blocks than SMs (`one_wave`: llama's 1x32 heads at s512) the 128x128
-    warp-specialized tile again: 1.08x against 0.88x for the overlap schedule
-    (kernel_sweep_session6.json). Where one block a multiple of 16 wide holds every key
-    (Skv <= 256, not a multiple of 64) the overlap schedule on that block: 1.12x at ViT's
-    s197 in 64x208, against 1.07x for 64x64 (session 17, with fast math; d2/sweep.json)."""
+    reports/examples/kernels/h200-2026-12-01/kernel_sweep_conv2d_rows_attention.json):
+    at head dim 128 the warp-specialized 128x128 tile with one K/V stage (0.93x
+    non-causal, 0.83x causal at 4x32x4096²); at head dim 64 the overlap schedule on one
+    warpgroup when causal (1.02x at GPT-2's s512, 0.83x at s4096) or when the keys end
+    in a partial block (0.91x at ViT's s197), and 128x64 tiles otherwise (1.25x at
+    BERT's s128, where the 64-row tiles that give every SM a block reached 0.86x).
+    Causal at head dim 64 with no more 128-row query blocks than SMs (`one_wave`:
+    llama's 1x32 heads at s512) the 128x128 warp-specialized tile again: 1.08x against
+    0.88x for the overlap schedule (kernel_sweep_views_conv2d_own.json, the same
+    folder). Where one block a multiple of 16 wide holds every key (Skv <= 256, not a
+    multiple of 64) the overlap schedule on that block: 1.12x at ViT's s197 in 64x208,
+    against 1.07x for 64x64 (with fast math;
+    reports/examples/kernels/h200-2026-12-03/kernel_sweep_attention_views_rows.json)."""
     if D > 64 or (causal and one_wave):
         return {"block_M": 128, "block_N": 128, "num_stages": 1, "threads": 256}
     if causal:
@@ -437,11 +439,13 @@ class AttentionFamily(KernelFamily):
             # is what reaches peak on Hopper; smaller tiles serve short sequences (more
             # blocks) and tight shared memory. One K/V stage first: on the H200 it beat
             # two and three on every shape of benchmarks/kernel_sweep.py but GPT-2's s512
-            # causal, where two led by 2% (reports/examples/h200/bench/kernel_sweep.json).
+            # causal, where two led by 2% (reports/examples/kernels/h200-2026-12-01/
+            # kernel_sweep_gemm_skinny_attention_rows.json).
             (128, 128, 1, 256),
-            # FlashAttention-3's forward (`pingpong`, _attention_pingpong): written and
-            # checked with ptxas in session 21 without a GPU, so behind the measured first
-            # config until timed; 176 keys a block is FlashAttention-3's own tile at head dim 128.
+            # FlashAttention-3's forward (`pingpong`, _attention_pingpong): it verifies and
+            # runs on the H100 and trails the family's other configs at every shape there
+            # (reports/examples/kernels/h100-2026-12-05/), so it stays behind the measured
+            # first config; 176 keys a block is FlashAttention-3's own tile at head dim 128.
             (128, 128, 2, 256, "pingpong"),
             (128, 176, 2, 256, "pingpong"),
             # FlashAttention-3-style overlap (see `overlap` in the module docstring):
@@ -476,7 +480,7 @@ class AttentionFamily(KernelFamily):
             # Not `split_count`: it keeps ptxas from serializing the causal one-warpgroup
             # 64x128 tile's wgmmas (C7514), and on the H200 ran slower all the same, 0.61x
             # SDPA against 0.83x at 4x32x4096²x64 causal and 0.81x against 1.02x at GPT-2's
-            # s512 (session 17, reports/examples/h200/session17/d1/sweep.json).
+            # s512 (reports/examples/kernels/h200-2026-12-03/kernel_sweep_swap_attention.json).
             return [best] + fitting
         # Elsewhere (no sm_90, little shared memory): the largest query tile that still
         # gives every SM a block, from the warp-specialized schedules.

@@ -8,14 +8,14 @@ mask, the online softmax, the rescale, built for one warpgroup's 64 rows). Out: 
 TileLang PrimFunc; checking and compiling are attention.py's.
 
 Why: at 4x32x4096² the family's best schedules reach 0.89-0.92x cuDNN's SDPA on the H200
-(session 17). Nsight Compute at head dim 64, causal: our kernel waits 6.66 warp cycles per
-issued instruction against cuDNN's 4.49, its tensor pipe is 42% busy against 47%, and
-each SM runs three one-warpgroup blocks that issue their own cp.async loads, where cuDNN
-runs one block of a TMA producer warpgroup and two consumer warpgroups. TileLang's own
-warp specialization (`overlap` False) has the producer but runs each k-block's QK^T,
-softmax and PV in program order, so the tensor cores idle during every softmax; the
-`overlap` schedule overlaps them inside one warpgroup but loads with every thread. This
-program has both, as FlashAttention-3 does:
+(reports/examples/kernels/h200-2026-12-03/). Nsight Compute at head dim 64, causal: our
+kernel waits 6.66 warp cycles per issued instruction against cuDNN's 4.49, its tensor pipe
+is 42% busy against 47%, and each SM runs three one-warpgroup blocks that issue their own
+cp.async loads, where cuDNN runs one block of a TMA producer warpgroup and two consumer
+warpgroups. TileLang's own warp specialization (`overlap` False) has the producer but runs
+each k-block's QK^T, softmax and PV in program order, so the tensor cores idle during
+every softmax; the `overlap` schedule overlaps them inside one warpgroup but loads with
+every thread. This program has both, as FlashAttention-3 does:
 - a producer warpgroup loads the block's Q once and then each key block's K and V by TMA
   into a ring of `num_stages` stages, one `full` barrier (bytes landed) and one `empty`
   barrier (both consumers done with the stage) per stage;
@@ -50,7 +50,7 @@ ROWS = 64  # query rows a consumer warpgroup owns: one wgmma M
 PRODUCER_REGS, CONSUMER_REGS = 24, 240
 # Accumulator registers a consumer thread may hold (`acc_regs`) under that cap: ptxas builds
 # 128x192 at head dim 128 (208) and 128x64 at 256 (176) without spills; 128x208 at 128 (220)
-# spills 192 bytes and serializes its wgmmas (C7512; benchmarks/ptx_stats.py, session 21).
+# spills 192 bytes and serializes its wgmmas (C7512; benchmarks/ptx_stats.py).
 ACC_REGS_LIMIT = 208
 
 

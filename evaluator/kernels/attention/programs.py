@@ -334,8 +334,8 @@ def gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     # nvcc --use_fast_math: each score's exp2f becomes one MUFU.EX2 (ftz) instead of MUFU.EX2
     # with a compare and two multiplies guarding denormal results, and the final 1/l_sum an
     # approximate division. The sm_90a build of GPT-2's causal config goes from 3832 SASS
-    # instructions to 2488, the d128 first config from 2304 to 1120 (session 17,
-    # benchmarks/ptx_stats.py); ncu had counted 1.39x cuDNN's instructions at d64 causal.
+    # instructions to 2488, the d128 first config from 2304 to 1120 (benchmarks/ptx_stats.py);
+    # without it Nsight Compute counted 1.39x cuDNN's instructions at d64 causal on the H200.
     return C.with_fast_math(attention_fwd, cfg["fast_math"])
 
 
@@ -578,7 +578,7 @@ def _overlap_loop(T, shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
             # test_one_warpgroup_causal_overlap_is_serialized_without_split_count).
             # `split_count` runs the same count as two pipelines (n, or 2 where a query block
             # sees one key block): no warning, but two copies of the loop cost registers
-            # (233 against 154 at head dim 64) and it ran slower on the H200 (session 17),
+            # (233 against 154 at head dim 64) and it ran slower on the H200 (2026-12-03 sweep),
             # so it is outside the search space.
             if split_count:
                 if n_blocks >= 2:

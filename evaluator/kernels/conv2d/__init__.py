@@ -62,7 +62,8 @@ SHAPE_ATTR = "conv2d_shape"
 # x[N*H*W, C] @ w[K, C]^T, run by the gemm family's program with this config's tile (see
 # `gemm_config`): on CUDA its ping-pong schedule on `gemm` persistent blocks (one per SM),
 # on CPU (any value > 0) its C program. 0: the implicit GEMM below. Channels_last 1x1s ran
-# 0.63x cuDNN at 56x56 64->256 and 0.87x at 14x14 1024->256 on that (session 6), where the
+# 0.63x cuDNN at 56x56 64->256 and 0.87x at 14x14 1024->256 on that (H200,
+# reports/examples/kernels/h200-2026-12-01/kernel_sweep_views_conv2d_own.json), where the
 # gemm family's ping-pong tiles overlap one tile's store with the next one's loads.
 CPU_DEFAULTS = {"block_M": 64, "block_N": 32, "block_K": 32, "gemm": 0}
 # flat_k: loop over the flattened R*S*C axis (index math per element, no wasted lanes
@@ -445,8 +446,8 @@ class Conv2dFamily(KernelFamily):
         else:
             cands = self._tc_space(g)
             # Right behind the measured first config, the gemm family's ping-pong tiles on
-            # the GEMM view, one persistent block per SM (Hopper's wgmma only). Not yet
-            # timed on a GPU (session 17), so not first.
+            # the GEMM view, one persistent block per SM (Hopper's wgmma only). Not timed
+            # on a GPU, so not first.
             if gemm_problem(g) is None and str(hardware.compute_capability or "").startswith("9."):
                 cands[1:1] = [{"block_M": bM, "block_N": bN, "block_K": 64, "num_stages": st, "threads": 128,
                                "swizzle": True, "flat_k": False, "gemm": int(hardware.cores or 132)}

@@ -86,22 +86,22 @@ def transpose_launcher(B: int, R: int, Cc: int, dtype: str, target: str) -> C.La
 
 
 def nchw_space(shape: Shape | Geometry, sms: int, tc_space: Callable[[Geometry], list[dict]]) -> list[dict]:
-    """Tiles over (output channels, pixels of one image), ordered by an H200 sweep
-    against cuDNN on NCHW tensors (benchmarks/kernel_sweep.py --only conv2d;
-    reports/examples/h200/bench/kernel_sweep_session5.json): 64-deep K chunks
-    (2.75x at the 7x7 stem, 1.36x at a 14x14 1x1, against 1.05x and 1.24x with 32),
-    128 output channels a tile where there are that many (1.78x at the stride-2 1x1),
-    and for a memory-bound 1x1 over large images a 256-pixel tile (0.60-0.66x at
-    56x56, the best there). A k x k filter over 8 or more channels goes through the
-    channels_last kernel first (see conv2d.NCHW_DEFAULTS; `tc_space` is that kernel's
-    space). A 1x1 with at most 128 channels runs the stream schedule
-    first (one wave of blocks on `sms` SMs walking the pixel tiles, the X loads
-    pipelined under the gemm and the store): 0.95x and 0.90x cuDNN at 56x56 64->64 and
-    64->256, against 0.66x and 0.61x for the best tiled config
-    (reports/examples/h200/bench/kernel_sweep_session6.json); two more configs on top of the ten.
-    Over small images too: at 28x28 128->512 (ResNet-50's layer2) the stream schedule
-    with 128x128 tiles ran 1.05x cuDNN against 0.66x for the best tiled config
-    (reports/examples/h200/session8/bench/kernel_sweep_r50_llama.json)."""
+    """Tiles over (output channels, pixels of one image), ordered by an H200 sweep against
+    cuDNN on NCHW tensors (benchmarks/kernel_sweep.py --only conv2d;
+    reports/examples/kernels/h200-2026-12-01/kernel_sweep_conv2d_rows_attention.json):
+    64-deep K chunks (2.75x at the 7x7 stem, 1.36x at a 14x14 1x1, against 1.05x and
+    1.24x with 32), 128 output channels a tile where there are that many (1.78x at the
+    stride-2 1x1), and for a memory-bound 1x1 over large images a 256-pixel tile
+    (0.60-0.66x at 56x56, the best there). A k x k filter over 8 or more channels goes
+    through the channels_last kernel first (see conv2d.NCHW_DEFAULTS; `tc_space` is that
+    kernel's space). A 1x1 with at most 128 channels runs the stream schedule first (one
+    wave of blocks on `sms` SMs walking the pixel tiles, the X loads pipelined under the
+    gemm and the store): 0.95x and 0.90x cuDNN at 56x56 64->64 and 64->256, against
+    0.66x and 0.61x for the best tiled config (kernel_sweep_views_conv2d_own.json, the
+    same folder); two more configs on top of the ten. Over small images too: at 28x28
+    128->512 (ResNet-50's layer2) the stream schedule with 128x128 tiles ran 1.05x cuDNN
+    against 0.66x for the best tiled config (kernel_sweep_resnet50_llama.json, the same
+    folder)."""
     g = geometry(shape)
     Cin, K, R, S = g.C, g.K, g.R, g.S
     P_, Q = g.P, g.Q
@@ -112,7 +112,7 @@ def nchw_space(shape: Shape | Geometry, sms: int, tc_space: Callable[[Geometry],
     direct = R == S == g.sh == g.sw == 1 and g.ph == g.pw == 0
     if direct and P_ * Q >= 2048:
         raw.insert(0, raw.pop(5 if K > 64 else 4))
-        if K <= 64:  # 56x56 256->64: four stages 0.90x cuDNN, three 0.83x (session 8's sweep)
+        if K <= 64:  # 56x56 256->64: four stages 0.90x cuDNN, three 0.83x (kernel_sweep_resnet50_llama.json)
             raw.insert(0, (64, 256, 32, 4, 256))
     elif K >= 128:
         raw.insert(0, raw.pop(1))
@@ -133,7 +133,8 @@ def nchw_space(shape: Shape | Geometry, sms: int, tc_space: Callable[[Geometry],
         if K <= 64:
             tiles = ((64, 128, 4, 128), (64, 256, 3, 256)) if large else ((64, 128, 4, 128), (64, 64, 4, 128))
         else:
-            # 56x56 64->256: 64x256 0.92x, 128x256 0.89x (session 8; 0.896x in session 6). Over
+            # 56x56 64->256: 64x256 0.92x, 128x256 0.89x (kernel_sweep_resnet50_llama.json;
+            # 0.896x in kernel_sweep_views_conv2d_own.json). Over
             # more than 64 channels three stages of a 256-pixel tile no longer fit in shared memory.
             tiles = (((64, 256, 3, 256), (128, 256, 3, 256)) if Cin <= 64 else ((256, 128, 3, 256), (64, 128, 4, 128))
                      ) if large else ((128, 128, 3, 256), (64, 128, 4, 128))
@@ -141,7 +142,7 @@ def nchw_space(shape: Shape | Geometry, sms: int, tc_space: Callable[[Geometry],
                    "swizzle": True, "stream": max(1, sms // C.ceildiv(K, bM))}
                   for bM, bN, stages, threads in tiles]
         # First where the H200 measured it best (small images: 28x28 128->512); at 28x28
-        # 100->100 the tiled kernel ran 1.77x cuDNN (session 6) and stays first.
+        # 100->100 the tiled kernel ran 1.77x cuDNN (kernel_sweep_views_conv2d_own.json) and stays first.
         at = 0 if large or K >= 256 else 1
         out[at:at] = stream
     return out

@@ -63,8 +63,9 @@ CPU_DEFAULTS = {"block_M": 128, "block_N": 64, "block_K": 32}
 # Tensor-core schedule (fp16/bf16).
 TC_DEFAULTS = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 3, "threads": 128, "swizzle": True,
                "panel": 10, "policy": "square", "split_k": 1, "splitk_fused": False, "persistent": 0,
-               # Experimental, never in the search space (0.78-0.80x against 0.86-0.87x without,
-               # session 7): blocks per thread-block cluster sharing A by TMA multicast (0 = off;
+               # Experimental, never in the search space (0.78-0.80x against 0.86-0.87x without
+               # on the H200: reports/examples/kernels/h200-2026-12-01/kernel_sweep_llama.json):
+               # blocks per thread-block cluster sharing A by TMA multicast (0 = off;
                # see _gemm_programs._cluster_program).
                "cluster": 0,
                # 1 = persistent tiles taken in turn by two consumer warpgroups, so one's
@@ -268,14 +269,16 @@ class GemmFamily(KernelFamily):
         if self.activation in ("gelu", "silu", "gelu_tanh"):
             # Left out: in the model a ping-pong tile with an erf or exp epilogue runs far
             # slower than its op benchmark says, so a tuner that reached it would pick it
-            # and lose. ViT-B's gemm_gelu at 3152x3072x768 on the H200 (session 12):
+            # and lose. ViT-B's gemm_gelu at 3152x3072x768 on the H200 (2026-12-02):
             # ping-pong 36.1 us in the op sweep (1.02x the unfused pair, the wave tile
             # 0.92x) and 48.7 us inside the model, where the wave tile 128x208 ran 39.4 us
             # in both; the model ran 1.033x with the first and 1.107x with the second
-            # (graph_gaps.py). Nsight Compute, caches flushed, also reads 48.4 us, against
-            # 28.7 us for the plain ping-pong GEMM. The suspect is code size: each of the two
-            # consumers carries its own fully unrolled epilogue, fetched cold on every SM
-            # when other kernels ran in between. benchmarks/in_sequence.py is the test;
+            # (graph_gaps.py; reports/examples/benchmarks/h200-2026-12-02/). Nsight Compute,
+            # caches flushed, also reads 48.4 us, against 28.7 us for the plain ping-pong GEMM
+            # (reports/examples/kernels/h200-2026-12-02/ncu-gelu/). The cause is code size:
+            # each of the two consumers carries its own fully unrolled epilogue, fetched cold
+            # on every SM when other kernels ran in between; benchmarks/in_sequence.py reads
+            # it 1.38x slower right after PyTorch's reference and 1.13x after an L2 flush.
             # kernel_sweep --only fused still times these tiles.
             lead, ping = [], []
         skinny = skinny[:1] + ping + skinny[1:]
@@ -306,7 +309,8 @@ class GemmFamily(KernelFamily):
         if big in fitting and C.ceildiv(M, 128) * C.ceildiv(N, 256) >= 8 * sms:
             # Eight waves or more: the last wave's idle SMs cost little, and the
             # power-of-two 128x256 tile on narrow panels won (8192³: 1.10x cuBLAS against
-            # 0.97-0.98x for the wave-sized tiles; kernel_sweep_session5.json).
+            # 0.97-0.98x for the wave-sized tiles;
+            # reports/examples/kernels/h200-2026-12-01/kernel_sweep_conv2d_rows_attention.json).
             skinny = [big] + skinny
         return C.dedupe(lead + skinny + ordered + self._splitk_space(M, N, K, dtype, hw))
 
@@ -315,13 +319,14 @@ class GemmFamily(KernelFamily):
         """Tiles sized for the SMs. Power-of-two tiles on model shapes leave SMs idle:
         ViT-B's 3152x768 output is 75 tiles of 128x256 on 132 SMs, and Nsight Compute
         showed our kernel at 47% SM throughput beside cuBLAS's 74%, which ran 128x144
-        tiles on one persistent block per SM (reports/examples/h200/bench/ncu_gemm.txt).
+        tiles on one persistent block per SM
+        (reports/examples/kernels/h200-2026-12-01/ncu_gemm_3152x768x3072.txt).
         wgmma takes any N that is a multiple of 8, so block_N steps by 16 from 64 to 256.
         A tile is scored by the share of SM time its grid does useful work (useful area
         / SM-waves x tile area) times its arithmetic intensity (bM*bN / (bM+bN): larger
         tiles load less per FLOP). On the H200 this score put first the measured best of
         every model shape in benchmarks/kernel_sweep.py
-        (reports/examples/h200/bench/kernel_sweep_wave_tiles.json)."""
+        (reports/examples/kernels/h200-2026-12-01/kernel_sweep_wave_tiles.json)."""
         sms = max(1, int(hw.cores or 1))
         scored = []
         for bM, threads in ((128, 256), (64, 128)):
@@ -384,8 +389,9 @@ class GemmFamily(KernelFamily):
             # wgmma takes any N that is a multiple of 8, but ping-pong tiles of 120 and 152
             # columns ran 3x slower than 128 on the H200 at 3152x3072x768 (84-85 us against
             # 28 us; Nsight Compute: 3.4x the instructions, L1/shared 89% busy against 57%;
-            # reports/examples/h200/session15/d4), so tiles keep steps of 16. The cause, in
-            # the PTX (test_gemm_pingpong): TileLang issues 152 columns as 64x8 wgmmas.
+            # reports/examples/kernels/h200-2026-12-02/ncu-width/), so tiles keep steps of 16.
+            # The cause, in the PTX (test_gemm_pingpong): TileLang issues 152 columns as 64x8
+            # wgmmas.
             if cfg["block_M"] % 16 or cfg["block_N"] % 16 or cfg["block_K"] % 16:
                 return "tensor-core tiles must be multiples of 16"
             warps = threads // 32

@@ -26,11 +26,12 @@ This is CUTLASS's ping-pong kernel written out in TileLang instead:
 Tiles are walked in groups of `panel` row-tiles, column by column, as the other
 persistent schedule does, so neighbouring blocks share A and W panels in L2.
 
-`stream_k` = 1 (in the search space only for long K and many rounds, where it measured ahead: 1.089x
-cuBLAS at 8192^3; slower at every model shape, session 14) splits the
-last, partial wave by K instead of leaving SMs idle. Nsight Compute at ViT-B's
-3152x3072x768 (reports/examples/h200/session10) showed our SMs active 81% of the time
-against cuBLAS's 90%, with the same active cycles: 600 tiles on 132 blocks is 4.55 a
+`stream_k` = 1 (in the search space only for long K and many rounds, where it measured
+ahead: 1.089x cuBLAS at 8192^3; slower at every model shape:
+reports/examples/kernels/h200-2026-12-02/kernel_sweep_streamk.json) splits the last,
+partial wave by K instead of leaving SMs idle. Nsight Compute at ViT-B's 3152x3072x768
+(reports/examples/kernels/h200-2026-12-02/ncu-gemm/) showed our SMs active 81% of the
+time against cuBLAS's 90%, with the same active cycles: 600 tiles on 132 blocks is 4.55 a
 block, so 60 blocks sit out the fifth round. With `stream_k` every block takes
 W = tiles // blocks whole tiles, and the k-steps of the R = tiles - W * blocks tiles left
 are dealt out evenly, I = ceil(R * kt / blocks) to a block (at 3152x3072x768: 7 of each
@@ -45,11 +46,11 @@ are that arithmetic on ints; the program builds the same from TileLang expressio
 `swap_ab` = 1 computes y's transpose: the tile's block_M rows are output features (the
 weight is wgmma's A) and its block_N columns are tokens (x is wgmma's B), stored back
 transposed through the output tile in shared memory, the bias running down the rows.
-Why: wgmma's M is 64 rows a warpgroup but its N any multiple of 8, so only the token
-side can take the tile widths that divide ViT-B's 3152 tokens into whole waves. At
+Why: wgmma's M is 64 rows a warpgroup but its N any multiple of 8, so only the token side
+can take the tile widths that divide ViT-B's 3152 tokens into whole waves. At
 3152x3072x768, 128 features x 144 tokens makes 24 x 22 = 528 tiles, four full rounds of
 132 SMs (99.5% useful), where 128x128 makes 600 (4.55 rounds, 91%); at 3152x768x768,
-6 x 22 = 132 tiles, one round. cuBLAS runs 256x144 tiles there (session 10's ncu).
+6 x 22 = 132 tiles, one round. cuBLAS runs 256x144 tiles there (the same ncu-gemm profile).
 `direct` = 1 stores the accumulator from registers to global memory, without the
 output tiles in shared memory, which frees 2 x block_M x block_N x 2 bytes for a deeper
 ring (128x144 fits 4 stages with the tiles, 6 without).
@@ -74,22 +75,26 @@ MAX_ACCUM_REGS = 192
 
 # Ping-pong tiles (block_M, block_N, num_stages; block_K 64) for sm_90+, one consumer
 # warpgroup's tile each, the deepest ring that fits; the H200 sweeps' winners
-# (kernel_sweep_pingpong.json, session 15's kernel_sweep_pingwave.json). `_lead` says
+# (kernel_sweep_pingpong.json of 2026-12-01, kernel_sweep_pingwave.json of 2026-12-02,
+# under reports/examples/kernels/). `_lead` says
 # where one of them leads the space.
 TILES = ((128, 64, 8), (128, 96, 6), (128, 128, 5), (128, 128, 4), (128, 160, 4), (64, 128, 6))
 # The tiles of y's transpose (`swap_ab`: block_M features x block_N tokens), offered where
-# there are more tokens than features (M > N), the only shapes where session 16's sweep
-# (kernel_sweep --only swap) measured them ahead.
+# there are more tokens than features (M > N), the only shapes where the sweep of y's
+# transpose (kernel_sweep --only swap,
+# reports/examples/kernels/h200-2026-12-03/kernel_sweep_swap.json) measured them ahead.
 SWAP_TILES = ((128, 64, 8), (128, 96, 6), (128, 112, 5), (128, 144, 4), (128, 160, 4))
 # 48 tokens: offered, and leading, only where its tiles fit one round and K is short
 # (bert-base's 1024x768x768 in 22 x 6 = 132 tiles: 1.18x cuBLAS against 1.12x for 128x64;
-# at 1024x768x3072 it ran 0.93x against 0.97x, session 17's kernel_sweep --only swap).
+# at 1024x768x3072 it ran 0.93x against 0.97x;
+# reports/examples/kernels/h200-2026-12-03/kernel_sweep_swap_attention.json).
 SWAP_NARROW, NARROW_MAX_K = (128, 48, 8), 1024
 # stream-K joins the space only past both (see `space`).
 SK_MIN_KSTEPS, SK_MIN_ROUNDS = 64, 8
 # Shared memory ptxas gives the kernel beside the dynamic buffers (its barriers): "used
 # 1024 bytes smem" for every tile. 64x152 with 7 stages asked for the whole 232,448 B as
-# dynamic memory and failed to launch on the H200 (session 15).
+# dynamic memory and failed to launch on the H200
+# (reports/examples/kernels/h200-2026-12-02/kernel_sweep_pingwave.log).
 STATIC_SMEM = 1024
 # A swapped lead: of the widest two tiles within this much of the best-filled rounds, the narrower first.
 SWAP_SLACK = 0.04
@@ -114,10 +119,10 @@ def space(M: int, N: int, K: int, hw: Any, defaults: dict[str, Any], fits: Calla
     for c in out:  # the first (deepest) ring of each tile
         by_tile.setdefault((c["block_M"], c["block_N"], c["swap_ab"]), c)
     # stream-K where it measured ahead: many rounds of long-K tiles, the last one partial.
-    # kernel_sweep --only streamk on the H200 (session 14): 8192^3 with 128x128x5 1.089x
-    # cuBLAS against 1.047x for the best without it; at every model shape (12-48 k-steps,
-    # 1-5 rounds) it was slower than the same tile without it, the tail's partial sums
-    # costing more than the idle SMs they save.
+    # kernel_sweep --only streamk on the H200 (reports/examples/kernels/h200-2026-12-02/):
+    # 8192^3 with 128x128x5 1.089x cuBLAS against 1.047x for the best without it; at every
+    # model shape (12-48 k-steps, 1-5 rounds) it was slower than the same tile without it,
+    # the tail's partial sums costing more than the idle SMs they save.
     if K // 64 >= SK_MIN_KSTEPS and -(-M // 128) * -(-N // 128) >= SK_MIN_ROUNDS * sms and (128, 128, 0) in by_tile:
         plain = by_tile[(128, 128, 0)]
         split = {**plain, "stream_k": 1}
@@ -145,24 +150,26 @@ def _lead(M: int, N: int, K: int, sms: int) -> list[tuple[int, int, int]]:
     """The ping-pong tiles (block_M, block_N, swap_ab) to lead the space with, best first;
     none where another schedule measured ahead. From the H200's sweeps, every model shape:
     - more tokens than features (M > N): tiles of y's transpose (kernel_sweep --only swap,
-      session 16). 128x48 then 128x64 where 48-token tiles fit one round at K <= 1024
-      (`_narrow_fits`: 1.18x and 1.12x at 1024x768x768, session 17); 128x64 where its
+      2026-12-03). 128x48 then 128x64 where 48-token tiles fit one round at K <= 1024
+      (`_narrow_fits`: 1.18x and 1.12x at 1024x768x768, 2026-12-03); 128x64 where its
       tiles fit one round (0.97x at 1024x768x3072, level with y's own); else the two
-      widest tiles whose rounds are filled within SWAP_SLACK of the best, the narrower first: 128x144 at ViT-B's 3152x768x{768,3072} (1.00x, one full
-      round), 128x96 at GPT-2's 2048x768x{768,3072} (1.17x, 1.04x, one); 128x96 and 128x144
-      at 3152x3072x768 (0.92x in six rounds, 0.93x in four), and 128x112 and 128x144 at
-      3152x2304x768, where 144 filled three rounds 99.5% and ran 0.73x, 112 0.90x (Nsight
-      Compute: 26.7 against 22.7 us, SM active cycles 42k against 33k, L1 hit rate 29%
-      against 50%; not understood). The narrower costs 2% where the wider won, 19% the
-      other way round, and the tuner times both;
-    - else y's own tiles (kernel_sweep --only pingwave, session 15): 128x64 where its tiles
+      widest tiles whose rounds are filled within SWAP_SLACK of the best, the narrower
+      first: 128x144 at ViT-B's 3152x768x{768,3072} (1.00x, one full round), 128x96 at
+      GPT-2's 2048x768x{768,3072} (1.17x, 1.04x, one); 128x96 and 128x144 at 3152x3072x768
+      (0.92x in six rounds, 0.93x in four), and 128x112 and 128x144 at 3152x2304x768,
+      where 144 filled three rounds 99.5% and ran 0.73x, 112 0.90x (Nsight Compute: 26.7
+      against 22.7 us, SM active cycles 42k against 33k, L1 hit rate 29% against 50%; not
+      understood). The narrower costs 2% where the wider won, 19% the other way round, and
+      the tuner times both;
+    - else y's own tiles (kernel_sweep --only pingwave, 2026-12-02): 128x64 where its tiles
       fit one round (1.06-1.11x at 512x2048x2048); else 128x96 where its tiles fill one
       to three rounds at least 95%: 1.05x at 1024x3072x768 and 0.96x at 2048x2304x768,
       against 0.99x and 0.87x for the wider 128x192 and 128x144; else 128x128 over three
       rounds or more, or filling its rounds at least 95% (0.98x at 2048x3072x768: 384
       tiles, 97%); else none: at 512x5632x2048 the wave schedule's 128x176 ran 0.97x, the
       best ping-pong tile 0.91x.
-    Widths that are not multiples of 16 ran 3x slower (see gemm's config check)."""
+    Widths that are not multiples of 16 ran 3x slower (see gemm's config check). The
+    sweeps are under reports/examples/kernels/h200-<date>/."""
     if _narrow_fits(M, N, K, sms):
         return [SWAP_NARROW[:2] + (1,), (128, 64, 1)]
     if M > N:

@@ -344,7 +344,9 @@ def _tc_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: b
     starts loading its next tile while its consumers still run this tile's epilogue, so
     the pipeline's fill is hidden: on short-K shapes (ViT's and BERT's K = 768, 12
     k-steps of 64) the fill and the epilogue are a large share of each tile's time.
-    Experimental (measured slower, session 17): `swap_ab` tiles y's transpose, block_M
+    Experimental (measured slower on the H200, 0.875x against 0.947x for the ping-pong
+    tiles at 3152x3072x768: reports/examples/kernels/h200-2026-12-03/
+    kernel_sweep_swap_attention.json): `swap_ab` tiles y's transpose, block_M
     features by block_N tokens, as the ping-pong program does (_gemm_pingpong's
     docstring), here with TileLang's own pipeline, so two warpgroups share one 256-row
     tile as cuBLAS's 256x144 does at ViT-B's 3152x3072x768: the grid walks the transpose

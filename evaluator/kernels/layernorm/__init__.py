@@ -235,8 +235,10 @@ class LayerNormFamily(R.RowFamily):
 
     # Where one row over 128 threads is 25-32 values a thread (hidden 4096), it leads: three
     # H200 sweeps at 16384x4096 ran it 1.526-1.533x PyTorch, within 0.4% of the best, where
-    # the shared rule's first (1 x 256, 16 values) ran 1.436-1.440x (bench/kernel_sweep.json,
-    # kernel_sweep_session5.json, session17/d2/sweep.json). Measured for layernorm only.
+    # the shared rule's first (1 x 256, 16 values) ran 1.436-1.440x (under
+    # reports/examples/kernels/: h200-2026-12-01/kernel_sweep_gemm_skinny_attention_rows.json,
+    # h200-2026-12-01/kernel_sweep_conv2d_rows_attention.json,
+    # h200-2026-12-03/kernel_sweep_attention_views_rows.json). Measured for layernorm only.
     WIDE_FIRST = {"block_rows": 1, "threads": 128, "chunk": 0}
 
     def search_space(self, shape: Shape, dtype: str, hardware: Hardware) -> list[KernelConfig]:

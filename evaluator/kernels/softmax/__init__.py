@@ -284,8 +284,8 @@ def flat_configs(shape: Shape, dtype: str, hardware: Hardware) -> list[KernelCon
         # Nearest 8 values per thread first, then smaller blocks (more of them to spread
         # over the SMs; the best plain config on 197 columns was 4 rows x 64). Built with
         # fast math, 8 rows x 256 threads (8 values) ran 1.035x PyTorch at 37824x197
-        # against 0.979x for 8 x 128 (16 values), the first before (session 17's
-        # reports/examples/h200/session17/d2/sweep.json).
+        # against 0.979x for 8 x 128 (16 values)
+        # (reports/examples/kernels/h200-2026-12-03/kernel_sweep_attention_views_rows.json).
         return (abs(math.log2(R.gpu_elems_per_thread(c, cols) / 8)), c["block_rows"], c["threads"])
 
     return sorted(cands, key=rank)[:FLAT_MAX_CONFIGS]

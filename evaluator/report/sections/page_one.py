@@ -82,7 +82,8 @@ def _doubt_words(doubt: str, t: Strings) -> str:
 def _condition(o: Outcome, t: Strings, f: Fmt) -> str:
     """"Slowest op speedup ≥ 0.50× (now 0.31×)": an item as a condition on its number; one
     failed on a flagged number asks for a number that can be trusted instead, since its
-    reading may already meet the threshold (GPT-2's 1.36x against >= 0.95x, session 12)."""
+    reading may already meet the threshold (transformers GPT-2's 1.36x against >= 0.95x on
+    the H200, 2026-12-02)."""
     kw = dict(label=t.metric(o.metric, "label"), comparator=SYMBOL.get(o.comparator, o.comparator),
               threshold=f.unit(o.threshold, o.unit), value=f.unit(o.value, o.unit))
     if _doubt(o):
@@ -262,7 +263,7 @@ EAGER_CAVEAT_BELOW = 0.95
 def _eager_caveat(result: RunResult, t: Strings, f: Fmt) -> str:
     """One plain sentence where the verdict's speed (graph replay) is a gain the model does
     not get eagerly: a team that serves without CUDA graphs would lose (transformers GPT-2
-    on the H200, session 14: 1.34x as a graph, 0.353x eagerly, the router alone 10.25 ms a
+    on the H200, 2026-12-02: 1.34x as a graph, 0.353x eagerly, the router alone 10.25 ms a
     forward). "" where there is no eager view or it is not worse."""
     e = result.e2e
     views = {v.method: v for v in (getattr(e, "views", ()) or ())} if e is not None else {}
