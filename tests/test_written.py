@@ -384,7 +384,11 @@ def test_real_models_rotary_calls_run_in_tilelang_each_counted(name):
                   fam.build(shape, "float32", fam.search_space(shape, "float32", CPU)[0], "c"))
     router, got, expected = _route_with(model, ids, table)
     assert dict(router.ran) == {("rope", t): n for t, n in shapes.items()} and not router.fell_back
-    assert not any(router.notes.values()), router.notes  # q and k read where they lie: nothing copied
+    # q and k read where they lie: no input copied; a partial rotary's output comes back
+    # contiguous, as the model's torch.cat returns it
+    copied = {n for c in router.notes.values() for n in c}
+    assert copied <= ({"output copied to contiguous, as torch.cat returns it"} if name in ("gpt_neox", "phi3")
+                      else set()), router.notes
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
     fam_shape = parse_shape(next(iter(shapes)))
     if name in ("gpt_neox", "phi3"):

@@ -248,7 +248,8 @@ def test_route_reads_gpt_neox_packed_qkv_in_place_and_rotates_a_quarter():
     cos, sin = _llama_angles(s, rot)
     partial = written.RopeForm(partial=True)
     route = FAM.route(written.rotary, (q, k, cos, sin), {"form": partial}, "float32")
-    assert route.shape == (b, s, h, h, d, 0, rot, 0, h * 3 * d, 3 * d, h * 3 * d, 3 * d) and route.notes == ()
+    assert route.shape == (b, s, h, h, d, 0, rot, 0, h * 3 * d, 3 * d, h * 3 * d, 3 * d)
+    assert route.notes == ("output copied to contiguous, as torch.cat returns it",)  # the inputs are read in place
     found = plan(q, k, cos, sin, partial)
     assert found.inputs[0].data_ptr() == q.data_ptr() and found.inputs[1].data_ptr() == k.data_ptr()  # in place
     kernel = FAM.build(route.shape, "float32", FAM.search_space(route.shape, "float32", CPU)[0], "c")
