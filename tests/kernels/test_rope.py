@@ -261,7 +261,8 @@ def test_route_reads_gpt_neox_packed_qkv_in_place_and_rotates_a_quarter():
     # cos and sin that are not dense are copied, and said
     wide_cos, wide_sin = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)
     other = FAM.route(written.rotary, (q, k, wide_cos[..., :rot], wide_sin[..., :rot]), {"form": partial}, "float32")
-    assert other.shape == route.shape and other.notes == ("cos, sin copied to contiguous",)
+    assert other.shape == route.shape and other.notes == ("cos, sin copied to contiguous",
+                                                         "output copied to contiguous, as torch.cat returns it")
     torch.testing.assert_close(other.launch(kernel)[0], yq)
     # llama's form does not rotate a part: the same call is not its kernel's
     assert "narrower" in FAM.route(written.rotary, (q, k, cos, sin), {}, "float32")
