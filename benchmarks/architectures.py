@@ -20,27 +20,53 @@ from pathlib import Path
 
 ARCHITECTURES = {
     "distilbert": ("hf:DistilBertModel,n_layers=2,dim=64,n_heads=2,hidden_dim=128,vocab_size=1000", {}),
-    "bert-padded": ("hf:BertModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
-                    "vocab_size=1000", {"lengths": "16-32"}),
+    "bert-padded": (
+        "hf:BertModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,vocab_size=1000",
+        {"lengths": "16-32"},
+    ),
     "t5-encoder": ("hf:T5EncoderModel,num_layers=2,d_model=64,d_ff=128,num_heads=2,d_kv=32,vocab_size=1000", {}),
-    "bart": ("hf:BartModel,d_model=64,encoder_layers=1,decoder_layers=1,encoder_attention_heads=2,"
-             "decoder_attention_heads=2,encoder_ffn_dim=128,decoder_ffn_dim=128,vocab_size=1000", {}),
-    "mistral-sliding": ("hf:MistralModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=4,"
-                        "num_key_value_heads=2,intermediate_size=128,vocab_size=1000,sliding_window=8", {}),
-    "qwen2": ("hf:Qwen2Model,num_hidden_layers=2,hidden_size=64,num_attention_heads=4,num_key_value_heads=2,"
-              "intermediate_size=128,vocab_size=1000", {}),
-    "phi3": ("hf:Phi3Model,num_hidden_layers=2,hidden_size=64,num_attention_heads=4,num_key_value_heads=2,"
-             "intermediate_size=128,vocab_size=1000,pad_token_id=0,partial_rotary_factor=0.5", {}),
-    "gpt-neox": ("hf:GPTNeoXModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
-                 "vocab_size=1000,rotary_pct=0.25", {}),
-    "gemma": ("hf:GemmaModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,num_key_value_heads=1,"
-              "head_dim=32,intermediate_size=128,vocab_size=1000", {}),
-    "vit": ("hf:ViTModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
-            "image_size=32,patch_size=8", {}),
+    "bart": (
+        "hf:BartModel,d_model=64,encoder_layers=1,decoder_layers=1,encoder_attention_heads=2,"
+        "decoder_attention_heads=2,encoder_ffn_dim=128,decoder_ffn_dim=128,vocab_size=1000",
+        {},
+    ),
+    "mistral-sliding": (
+        "hf:MistralModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=4,"
+        "num_key_value_heads=2,intermediate_size=128,vocab_size=1000,sliding_window=8",
+        {},
+    ),
+    "qwen2": (
+        "hf:Qwen2Model,num_hidden_layers=2,hidden_size=64,num_attention_heads=4,num_key_value_heads=2,"
+        "intermediate_size=128,vocab_size=1000",
+        {},
+    ),
+    "phi3": (
+        "hf:Phi3Model,num_hidden_layers=2,hidden_size=64,num_attention_heads=4,num_key_value_heads=2,"
+        "intermediate_size=128,vocab_size=1000,pad_token_id=0,partial_rotary_factor=0.5",
+        {},
+    ),
+    "gpt-neox": (
+        "hf:GPTNeoXModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
+        "vocab_size=1000,rotary_pct=0.25",
+        {},
+    ),
+    "gemma": (
+        "hf:GemmaModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,num_key_value_heads=1,"
+        "head_dim=32,intermediate_size=128,vocab_size=1000",
+        {},
+    ),
+    "vit": (
+        "hf:ViTModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
+        "image_size=32,patch_size=8",
+        {},
+    ),
     "convnext": ("hf:ConvNextModel,num_stages=2,depths=[1,1],hidden_sizes=[16,32],image_size=32", {}),
     "mobilenet-v2": ("hf:MobileNetV2Model,depth_multiplier=0.35,image_size=32", {}),
-    "whisper-encoder": ("hf:WhisperEncoder,d_model=64,encoder_layers=1,encoder_attention_heads=2,"
-                        "encoder_ffn_dim=128,num_mel_bins=16,max_source_positions=32", {}),
+    "whisper-encoder": (
+        "hf:WhisperEncoder,d_model=64,encoder_layers=1,encoder_attention_heads=2,"
+        "encoder_ffn_dim=128,num_mel_bins=16,max_source_positions=32",
+        {},
+    ),
     "written-block": ("tests/fixtures/written_block.py:make", {}),
 }
 SEQ = {"whisper-encoder": None, "vit": None, "convnext": None, "mobilenet-v2": None, "written-block": None}
@@ -52,8 +78,20 @@ def run(arch: str, reports: Path):
 
     spec, extra = ARCHITECTURES[arch]
     sizes = dict(batch_size=2) | ({} if arch in SEQ else {"seq_len": 32})
-    cfg = config.build(model=spec, device="cpu", ops=20, budget=0, fine_rounds=0, reps=3, soak_seconds=0,
-                       pdf=False, compile_mode="none", reports=reports, **sizes, **extra)
+    cfg = config.build(
+        model=spec,
+        device="cpu",
+        ops=20,
+        budget=0,
+        fine_rounds=0,
+        reps=3,
+        soak_seconds=0,
+        pdf=False,
+        compile_mode="none",
+        reports=reports,
+        **sizes,
+        **extra,
+    )
     return pipeline.run(cfg).result
 
 
@@ -81,8 +119,10 @@ def main() -> None:
         for arch in keys:
             r = run(arch, Path(tmp) / arch)
             fams = summary(r)
-            cells = "; ".join(f"{f} {t}/{n}" + (f" ({', '.join(f'{w} {k}' for w, k in why.most_common(2))})"
-                                                 if t < n else "") for f, (t, n, why) in sorted(fams.items()))
+            cells = "; ".join(
+                f"{f} {t}/{n}" + (f" ({', '.join(f'{w} {k}' for w, k in why.most_common(2))})" if t < n else "")
+                for f, (t, n, why) in sorted(fams.items())
+            )
             match = "match" if r.e2e.outputs_match else f"differ: {r.e2e.error}"
             print(f"| {arch} | {match} | {cells} |" if args.markdown else f"{arch}: {match}; {cells}", flush=True)
 

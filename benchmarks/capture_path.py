@@ -61,7 +61,10 @@ def record(fn, capture: bool, hidden: bool = False) -> Recorder:
             with rec:
                 fn()
     except Exception as exc:
-        rec.error, rec.failed_at = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}", rec.last
+        rec.error, rec.failed_at = (
+            f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}",
+            rec.last,
+        )
         with contextlib.suppress(Exception):
             torch.cuda.synchronize()
         return rec
@@ -78,8 +81,9 @@ def main() -> None:
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--json")
     args = ap.parse_args()
-    loaded = models.load_model(args.model, batch_size=args.batch_size, seq_len=args.seq_len,
-                               dtype=args.dtype, device="cuda", seed=0)
+    loaded = models.load_model(
+        args.model, batch_size=args.batch_size, seq_len=args.seq_len, dtype=args.dtype, device="cuda", seed=0
+    )
     module, inputs = loaded.module, loaded.inputs
 
     def fn():
@@ -97,8 +101,10 @@ def main() -> None:
             print(f"{side}: capture failed ({rec.error}) during {rec.failed_at or 'the first call'}")
         backends = collections.Counter(c["backend"] for c in rec.sdpa)
         masks = collections.Counter(str(c["mask"]) for c in rec.sdpa)
-        print(f"{side}: {sum(rec.calls.values())} torch calls; SDPA {len(rec.sdpa)} calls, backends {dict(backends)}, "
-              f"masks {dict(masks)}")
+        print(
+            f"{side}: {sum(rec.calls.values())} torch calls; SDPA {len(rec.sdpa)} calls, backends {dict(backends)}, "
+            f"masks {dict(masks)}"
+        )
     for other in ("capturing", "compiling"):
         diff = differing_calls(sides["eager"].calls, sides[other].calls)
         out["differ" if other == "capturing" else f"differ_{other}"] = diff

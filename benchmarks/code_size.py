@@ -54,6 +54,7 @@ def _includes(wheels: bool) -> list[str]:
     """TileLang's headers, and with `wheels` (NVRTC) the CUDA headers the wheels ship; nvcc
     brings its own, and mixing the two versions breaks cccl."""
     import tilelang
+
     root = Path(tilelang.__file__).parent
     out = [root / "src", root / "3rdparty" / "cutlass" / "include"]
     if wheels:
@@ -71,7 +72,9 @@ def _ptx_by_nvrtc(source: str) -> bytes:
     prog = ctypes.c_void_p()
     if nvrtc.nvrtcCreateProgram(ctypes.byref(prog), code, b"kernel.cu", 0, None, None):
         raise SystemExit("nvrtcCreateProgram failed")
-    opts = [b"-std=c++17", b"-arch=compute_90a", b"-default-device", b"-w"] + [f"-I{i}".encode() for i in _includes(True)]
+    opts = [b"-std=c++17", b"-arch=compute_90a", b"-default-device", b"-w"] + [
+        f"-I{i}".encode() for i in _includes(True)
+    ]
     status = nvrtc.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
     size = ctypes.c_size_t()
     if status:
@@ -90,17 +93,37 @@ def compile_cubin(source: str, work: Path) -> tuple[bytes, str]:
     cu, ptx, cubin = work / "kernel.cu", work / "kernel.ptx", work / "kernel.cubin"
     cu.write_text(source)
     if shutil.which("nvcc"):
-        p = subprocess.run(["nvcc", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-O3", "-w",
-                            "-Xptxas", "-v", *[f"-I{i}" for i in _includes(False)], str(cu), "-o", str(cubin)],
-                           capture_output=True, text=True, timeout=600)
+        p = subprocess.run(
+            [
+                "nvcc",
+                "-std=c++17",
+                "-gencode=arch=compute_90a,code=sm_90a",
+                "-cubin",
+                "-O3",
+                "-w",
+                "-Xptxas",
+                "-v",
+                *[f"-I{i}" for i in _includes(False)],
+                str(cu),
+                "-o",
+                str(cubin),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     else:
         ptx.write_bytes(_ptx_by_nvrtc(source))
         d = _wheel_dir("cuda_nvcc")
         ptxas = shutil.which("ptxas") or (str(d / "bin" / "ptxas") if d else None)
         if not ptxas:
             raise SystemExit("no ptxas: install nvidia-cuda-nvcc-cu12 (see this script's docstring)")
-        p = subprocess.run([ptxas, "-arch=sm_90a", "-O3", "-v", str(ptx), "-o", str(cubin)],
-                           capture_output=True, text=True, timeout=600)
+        p = subprocess.run(
+            [ptxas, "-arch=sm_90a", "-O3", "-v", str(ptx), "-o", str(cubin)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     if p.returncode:
         raise SystemExit(f"compile failed: {p.stderr[-800:]}")
     return cubin.read_bytes(), p.stderr
@@ -108,16 +131,16 @@ def compile_cubin(source: str, work: Path) -> tuple[bytes, str]:
 
 def text_sections(elf: bytes) -> dict[str, int]:
     """Section name -> size of the `.text.*` sections (one per kernel) of an ELF64 cubin."""
-    shoff, = struct.unpack_from("<Q", elf, 0x28)
+    (shoff,) = struct.unpack_from("<Q", elf, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", elf, 0x3A)
     headers = [struct.unpack_from("<IIQQQQIIQQ", elf, shoff + i * shentsize) for i in range(shnum)]
     names_off = headers[shstrndx][4]
     out = {}
     for name_off, _type, _flags, _addr, _off, size, *_ in headers:
         end = elf.index(b"\0", names_off + name_off)
-        name = elf[names_off + name_off:end].decode()
+        name = elf[names_off + name_off : end].decode()
         if name.startswith(".text."):
-            out[name[len(".text."):]] = size
+            out[name[len(".text.") :]] = size
     return out
 
 
@@ -138,9 +161,12 @@ def main() -> None:
         regs = re.findall(r"Used (\d+) registers", report)
         spills = re.findall(r"(\d+) bytes spill stores", report)
         for kernel, size in text_sections(cubin).items():
-            print(f"{args.family} {args.shape} {kernel}: {size / 1024:.1f} KiB of SASS "
-                  f"({size // 16} instructions), {regs[0] if regs else '?'} registers, "
-                  f"{spills[0] if spills else '?'} bytes spilled | {cfg}", flush=True)
+            print(
+                f"{args.family} {args.shape} {kernel}: {size / 1024:.1f} KiB of SASS "
+                f"({size // 16} instructions), {regs[0] if regs else '?'} registers, "
+                f"{spills[0] if spills else '?'} bytes spilled | {cfg}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

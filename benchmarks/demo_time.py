@@ -24,8 +24,12 @@ from pathlib import Path
 
 def one(args: list[str], reports: Path, env: dict[str, str]) -> tuple[float, dict]:
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "evaluator.cli", *args, "--reports", str(reports)], env=env,
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-m", "evaluator.cli", *args, "--reports", str(reports)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     wall = time.perf_counter() - t0
     if p.returncode not in (0, 1):
         raise SystemExit(f"evaluate exited {p.returncode}: {(p.stdout + p.stderr)[-2000:]}")
@@ -45,8 +49,11 @@ def main() -> None:
             label = "cold" if i == 0 else "warm"
             wall, r = one(args.evaluate_args, Path(tmp) / "reports", env)
             stages = ", ".join(f"{k} {v:.1f}" for k, v in r["stage_seconds"].items())
-            print(f"{label}: {wall:.1f} s wall ({stages}); load average now "
-                  f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+            print(
+                f"{label}: {wall:.1f} s wall ({stages}); load average now "
+                f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

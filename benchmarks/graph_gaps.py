@@ -46,8 +46,12 @@ def router_from(results: dict, target: str) -> swap.Router:
         if t["config"] is None:
             continue
         fams.add(t["family"])
-        table.add(t["family"], tuple(t["shape"]), t["config"],
-                  kernels.get(t["family"]).build(tuple(t["shape"]), t["dtype"], t["config"], target))
+        table.add(
+            t["family"],
+            tuple(t["shape"]),
+            t["config"],
+            kernels.get(t["family"]).build(tuple(t["shape"]), t["dtype"], t["config"], target),
+        )
     return swap.Router([kernels.get(f) for f in sorted(fams)], table)
 
 
@@ -87,10 +91,17 @@ def split(replay: list[dict], ours: set[str] | None = None) -> dict:
     if ours is not None:
         mine = [e for e in replay if e["name"] in ours]
         mine_k, mine_n = sum(e["dur"] for e in mine), len(mine)
-    return {"kernels": len(replay), "span_us": span, "kernel_us": ksum,
-            "between_us": sum(max(g, 0.0) for g, _ in gaps), "overlapped_starts": overlapped,
-            "tilelang_kernels": mine_n, "tilelang_kernel_us": mine_k, "gap_before_tilelang_us": mine_gap,
-            "largest_gaps": sorted(gaps, reverse=True)[:30]}
+    return {
+        "kernels": len(replay),
+        "span_us": span,
+        "kernel_us": ksum,
+        "between_us": sum(max(g, 0.0) for g, _ in gaps),
+        "overlapped_starts": overlapped,
+        "tilelang_kernels": mine_n,
+        "tilelang_kernel_us": mine_k,
+        "gap_before_tilelang_us": mine_gap,
+        "largest_gaps": sorted(gaps, reverse=True)[:30],
+    }
 
 
 def median_split(replays: list[list[dict]], ours: set[str] | None = None) -> dict:
@@ -99,8 +110,13 @@ def median_split(replays: list[list[dict]], ours: set[str] | None = None) -> dic
     rows = [r for r in rows if r["kernels"] == n]  # whole forwards only
     keys = ("span_us", "kernel_us", "between_us", "overlapped_starts", "tilelang_kernel_us", "gap_before_tilelang_us")
     out = {k: statistics.median(r[k] for r in rows) for k in keys}
-    out.update(kernels=n, tilelang_kernels=rows[0]["tilelang_kernels"], replays=len(rows),
-               largest_gaps=rows[len(rows) // 2]["largest_gaps"], by_name=by_name(replays[len(replays) // 2]))
+    out.update(
+        kernels=n,
+        tilelang_kernels=rows[0]["tilelang_kernels"],
+        replays=len(rows),
+        largest_gaps=rows[len(rows) // 2]["largest_gaps"],
+        by_name=by_name(replays[len(replays) // 2]),
+    )
     return out
 
 
@@ -115,8 +131,14 @@ def main() -> None:
         results = json.load(f)
     s = results["settings"]
     m = results["model"]
-    loaded = models.load_model(m.get("origin") or m["name"], batch_size=m["batch_size"], seq_len=m["seq_len"],
-                               dtype=s["dtype"], device="cuda", seed=s["seed"])
+    loaded = models.load_model(
+        m.get("origin") or m["name"],
+        batch_size=m["batch_size"],
+        seq_len=m["seq_len"],
+        dtype=s["dtype"],
+        device="cuda",
+        seed=s["seed"],
+    )
     module, inputs = loaded.module, loaded.inputs
     sides = {"routed": router_from(results, "cuda")}
 
@@ -127,6 +149,7 @@ def main() -> None:
         def fn():
             with router:
                 return module(*inputs)
+
         return fn
 
     fns = {"reference": ref, **{k: routed(r) for k, r in sides.items()}}
@@ -149,15 +172,21 @@ def main() -> None:
     names = list(fns)
     for side in names:
         r = out[side]
-        print(f"{side:16s} {r['kernels']:8d} {r['span_us']:9.1f} {r['kernel_us']:10.1f} {r['between_us']:11.1f} "
-              f"{r['overlapped_starts']:10.0f}")
+        print(
+            f"{side:16s} {r['kernels']:8d} {r['span_us']:9.1f} {r['kernel_us']:10.1f} {r['between_us']:11.1f} "
+            f"{r['overlapped_starts']:10.0f}"
+        )
     if "graph_replay_ms" in out:
         g = out["graph_replay_ms"]
-        print("graph replay, interleaved: " + ", ".join(f"{k} {v:.3f} ms ({g['reference'] / v:.3f}x)"
-                                                         for k, v in g.items()))
+        print(
+            "graph replay, interleaved: "
+            + ", ".join(f"{k} {v:.3f} ms ({g['reference'] / v:.3f}x)" for k, v in g.items())
+        )
     r = out["routed"]
-    print(f"TileLang kernels: {r['tilelang_kernels']}, {r['tilelang_kernel_us']:.1f} us, "
-          f"{r['gap_before_tilelang_us']:.1f} us of gaps before them")
+    print(
+        f"TileLang kernels: {r['tilelang_kernels']}, {r['tilelang_kernel_us']:.1f} us, "
+        f"{r['gap_before_tilelang_us']:.1f} us of gaps before them"
+    )
     for side in names:
         print(f"{side}: per kernel (calls, kernel us, gap before us, overlapped starts), by kernel time")
         rows = sorted(out[side]["by_name"].items(), key=lambda kv: -kv[1]["kernel_us"])

@@ -58,8 +58,9 @@ def measure(fam, shape, dtype: str, cfg: dict, target: str, calls: int, replays:
             fam.reference(*other)
             kernel(*mine)
 
-    scrub = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size // 4 + 1, dtype=torch.float32,
-                        device="cuda")
+    scrub = torch.empty(
+        2 * torch.cuda.get_device_properties(0).L2_cache_size // 4 + 1, dtype=torch.float32, device="cuda"
+    )
 
     def flushed():
         for _ in range(calls):
@@ -67,8 +68,15 @@ def measure(fam, shape, dtype: str, cfg: dict, target: str, calls: int, replays:
             kernel(*mine)
 
     a, b, f = (statistics.median(durations(fn, names, replays)) for fn in (alone, after, flushed))
-    return {"config": cfg, "kernels": sorted(names), "alone_us": a, "after_us": b, "flushed_us": f,
-            "after_over_alone": b / a, "flushed_over_alone": f / a}
+    return {
+        "config": cfg,
+        "kernels": sorted(names),
+        "alone_us": a,
+        "after_us": b,
+        "flushed_us": f,
+        "after_over_alone": b / a,
+        "flushed_over_alone": f / a,
+    }
 
 
 def main() -> None:
@@ -86,9 +94,12 @@ def main() -> None:
     hw = hardware.detect("cuda")
     rows = [measure(fam, shape, args.dtype, json.loads(c), hw.target, args.calls, args.replays) for c in args.configs]
     for r in rows:
-        print(f"{args.family} {args.shape}: alone {r['alone_us']:7.1f} us, after the reference {r['after_us']:7.1f} us "
-              f"({r['after_over_alone']:.2f}x), after an L2 flush {r['flushed_us']:7.1f} us "
-              f"({r['flushed_over_alone']:.2f}x) | {r['config']}", flush=True)
+        print(
+            f"{args.family} {args.shape}: alone {r['alone_us']:7.1f} us, after the reference {r['after_us']:7.1f} us "
+            f"({r['after_over_alone']:.2f}x), after an L2 flush {r['flushed_us']:7.1f} us "
+            f"({r['flushed_over_alone']:.2f}x) | {r['config']}",
+            flush=True,
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": hw.name, "family": args.family, "shape": list(shape), "rows": rows}, f, indent=1)

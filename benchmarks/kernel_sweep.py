@@ -5,7 +5,10 @@ own call timed in the same interleaved rounds. It answers two questions the tune
 numbers cannot: what the best reachable ratio is, and whether the family's search
 space (and its first config) contains that best.
 
-    python3 benchmarks/kernel_sweep.py [--only gemm,llama,pingpong,pingwave,swap,streamk,fused,gated,skinny,attention,views,masked,bmm,rows,rope,rope_partial,conv2d,resnet50,depthwise,conv1d] [--shapes 3152x3072x768,...] [--json OUT.json]
+    python3 benchmarks/kernel_sweep.py [--only KEYS] [--shapes 3152x3072x768,...] [--json OUT.json]
+
+KEYS, comma-separated: gemm, llama, pingpong, pingwave, swap, streamk, fused, gated, skinny,
+attention, views, masked, bmm, rows, rope, rope_partial, conv2d, resnet50, depthwise, conv1d.
 
 Each row: family, shape, PyTorch µs, best TileLang µs and config, the ratio
 (PyTorch / TileLang), and the ratios of the family's own first config and of the best
@@ -37,9 +40,14 @@ from evaluator.measuring.checks import check_output
 DTYPE = "float16"
 
 GEMM_MODEL = [  # (M, N, K) as nn.Linear: bert-base b8 s128, GPT-2 b4 s512, ViT-B b16, llama zoo
-    (1024, 768, 768), (1024, 3072, 768), (1024, 768, 3072),
+    (1024, 768, 768),
+    (1024, 3072, 768),
+    (1024, 768, 3072),
     (2048, 2304, 768),
-    (3152, 2304, 768), (3152, 768, 768), (3152, 3072, 768), (3152, 768, 3072),
+    (3152, 2304, 768),
+    (3152, 768, 768),
+    (3152, 3072, 768),
+    (3152, 768, 3072),
     (8192, 8192, 8192),
 ]
 # GPT-2's other two at b4 s512 (c_fc, c_proj; c_attn is 2048x2304x768 above).
@@ -55,39 +63,60 @@ GEMM_FUSED = [("gemm_gelu", (1024, 3072, 768)), ("gemm_gelu", (3152, 3072, 768))
 GEMM_GATED = [("gemm_mul", (2048, 5632, 2048)), ("gemm_silu", (2048, 5632, 2048)), ("gemm_mul", (512, 5632, 2048))]
 GEMM_SKINNY = [(16, 4096, 4096), (1, 4096, 11008), (32, 1000, 2048)]
 ATTENTION = [  # (B, H, Sq, Skv, D, causal)
-    (4, 32, 4096, 4096, 128, 0), (4, 32, 4096, 4096, 128, 1), (4, 32, 4096, 4096, 64, 1),
-    (8, 12, 128, 128, 64, 0), (4, 12, 512, 512, 64, 1), (16, 12, 197, 197, 64, 0),
+    (4, 32, 4096, 4096, 128, 0),
+    (4, 32, 4096, 4096, 128, 1),
+    (4, 32, 4096, 4096, 64, 1),
+    (8, 12, 128, 128, 64, 0),
+    (4, 12, 512, 512, 64, 1),
+    (16, 12, 197, 197, 64, 0),
 ]
 # The same model shapes on the views the models hand SDPA (row pitches q, k, v; see
 # attention.py): BERT's per-projection views, GPT-2's split c_attn and timm's packed qkv
 # (3H), llama's (its rotary embedding keeps q and k in [B, S, H, D] order). Timed on the
 # family's own space only.
-ATTENTION_VIEWS = [(8, 12, 128, 128, 64, 0, 12, 12, 12), (4, 12, 512, 512, 64, 1, 36, 36, 36),
-                   (16, 12, 197, 197, 64, 0, 36, 36, 36), (1, 32, 512, 512, 64, 1, 32, 32, 32),
-                   # grouped-query heads (enable_gqa): TinyLlama's 32 over 4 at b4 s512,
-                   # as transformers hands them over; llama-3-8B's 32 over 8 at s4096.
-                   (4, 32, 512, 512, 64, 1, 32, 4, 4, 4), (1, 32, 4096, 4096, 128, 1, 0, 0, 0, 8)]
+ATTENTION_VIEWS = [
+    (8, 12, 128, 128, 64, 0, 12, 12, 12),
+    (4, 12, 512, 512, 64, 1, 36, 36, 36),
+    (16, 12, 197, 197, 64, 0, 36, 36, 36),
+    (1, 32, 512, 512, 64, 1, 32, 32, 32),
+    # grouped-query heads (enable_gqa): TinyLlama's 32 over 4 at b4 s512,
+    # as transformers hands them over; llama-3-8B's 32 over 8 at s4096.
+    (4, 32, 512, 512, 64, 1, 32, 4, 4, 4),
+    (1, 32, 4096, 4096, 128, 1, 0, 0, 0, 8),
+]
 # Batched products (bmm): BERT-base's eager attention at b8 s128, 12 heads (96 batches), as
 # transformers hands them over (q and v heads of their projections, k^T the transposed view;
 # scores 128x128x64, context 128x64x128) and as contiguous torch.bmm operands, and a long
 # sequence's 32 x 1024x1024x128. The PyTorch side is the family's reference on the same
 # views: torch.bmm's kernel on 3-D operands, and on the 4-D views torch.matmul with the
 # copies it makes to reach bmm, as the model runs it.
-BMM = [(96, 128, 128, 64, 0, 1, 12, 12, 12), (96, 128, 64, 128, 0, 0, 12, 0, 12), (96, 128, 128, 64, 0, 1),
-       (96, 128, 64, 128), (32, 1024, 1024, 128, 0, 1), (32, 1024, 1024, 128)]
+BMM = [
+    (96, 128, 128, 64, 0, 1, 12, 12, 12),
+    (96, 128, 64, 128, 0, 0, 12, 0, 12),
+    (96, 128, 128, 64, 0, 1),
+    (96, 128, 64, 128),
+    (32, 1024, 1024, 128, 0, 1),
+    (32, 1024, 1024, 128),
+]
 # Attention with the mask models pass SDPA, against SDPA with that mask (which leaves flash
 # attention for its masked backends): BERT-base's padding at b8 s128, a bool [B, 1, Sq, Skv]
 # (contiguous, and on the views BERT hands over), and ViT-B's s197 under a per-head float
 # bias [B, H, Sq, Skv] as a relative-position bias is; the same shapes unmasked beside them.
-ATTENTION_MASKED = [(8, 12, 128, 128, 64, 0, 0, 0, 0, 0, 1, 1011), (8, 12, 128, 128, 64, 0, 12, 12, 12, 0, 1, 1011),
-                    (16, 12, 197, 197, 64, 0, 0, 0, 0, 0, 2, 1111),
-                    (8, 12, 128, 128, 64, 0), (16, 12, 197, 197, 64, 0)]
-ROWS = {"layernorm": [(1024, 768), (2048, 768), (3152, 768), (16384, 4096)],
-        # The pre-norm sum and its norm against PyTorch's add then layer_norm: ViT-B's, GPT-2's.
-        "add_layernorm": [(3152, 768), (2048, 768), (16384, 4096)],
-        "add_rmsnorm": [(512, 2048), (16384, 4096)],  # the zoo's llama at batch 1, 512 tokens
-        "softmax": [(12288, 128), (24576, 512), (37824, 197), (16384, 4096)],
-        "rmsnorm": [(1024, 768), (2048, 4096), (16384, 4096)]}
+ATTENTION_MASKED = [
+    (8, 12, 128, 128, 64, 0, 0, 0, 0, 0, 1, 1011),
+    (8, 12, 128, 128, 64, 0, 12, 12, 12, 0, 1, 1011),
+    (16, 12, 197, 197, 64, 0, 0, 0, 0, 0, 2, 1111),
+    (8, 12, 128, 128, 64, 0),
+    (16, 12, 197, 197, 64, 0),
+]
+ROWS = {
+    "layernorm": [(1024, 768), (2048, 768), (3152, 768), (16384, 4096)],
+    # The pre-norm sum and its norm against PyTorch's add then layer_norm: ViT-B's, GPT-2's.
+    "add_layernorm": [(3152, 768), (2048, 768), (16384, 4096)],
+    "add_rmsnorm": [(512, 2048), (16384, 4096)],  # the zoo's llama at batch 1, 512 tokens
+    "softmax": [(12288, 128), (24576, 512), (37824, 197), (16384, 4096)],
+    "rmsnorm": [(1024, 768), (2048, 4096), (16384, 4096)],
+}
 # (batch, seq, q_heads, kv_heads, head_dim, per_batch): the rotary embedding of q and k
 # against the formula's ten elementwise calls and two cats (transformers' llama): TinyLlama
 # at b4 s512, an odd sequence, llama-7B's 32 heads of 128 at s4096.
@@ -100,51 +129,104 @@ ROPE = [(4, 512, 32, 4, 64, 0), (4, 509, 32, 4, 64, 0), (1, 4096, 32, 32, 128, 0
 ROPE_PARTIAL = [(4, 512, 16, 16, 128, 0, 32, 0, 6144, 384, 6144, 384), (4, 512, 16, 0, 64, 0, 64, 2, 4096, 256, 0, 0)]
 # (N, H, W, C, K, R, S, stride, pad, nchw): ResNet-50's stem, 1x1s and a 3x3 as torchvision
 # runs them (NCHW, 1) and as a channels_last model does (0); channels not a multiple of 8 last.
-CONV = [(32, 224, 224, 3, 64, 7, 7, 2, 3, 1), (32, 56, 56, 64, 64, 1, 1, 1, 0, 1), (32, 56, 56, 64, 256, 1, 1, 1, 0, 1),
-        (32, 14, 14, 1024, 256, 1, 1, 1, 0, 1), (32, 56, 56, 256, 512, 1, 1, 2, 0, 1), (32, 56, 56, 64, 64, 3, 3, 1, 1, 1),
-        (32, 224, 224, 3, 64, 7, 7, 2, 3, 0), (32, 56, 56, 64, 256, 1, 1, 1, 0, 0), (32, 14, 14, 1024, 256, 1, 1, 1, 0, 0),
-        (32, 56, 56, 60, 60, 3, 3, 1, 1, 1), (32, 56, 56, 60, 60, 3, 3, 1, 1, 0), (32, 28, 28, 100, 100, 1, 1, 1, 0, 1)]
+CONV = [
+    (32, 224, 224, 3, 64, 7, 7, 2, 3, 1),
+    (32, 56, 56, 64, 64, 1, 1, 1, 0, 1),
+    (32, 56, 56, 64, 256, 1, 1, 1, 0, 1),
+    (32, 14, 14, 1024, 256, 1, 1, 1, 0, 1),
+    (32, 56, 56, 256, 512, 1, 1, 2, 0, 1),
+    (32, 56, 56, 64, 64, 3, 3, 1, 1, 1),
+    (32, 224, 224, 3, 64, 7, 7, 2, 3, 0),
+    (32, 56, 56, 64, 256, 1, 1, 1, 0, 0),
+    (32, 14, 14, 1024, 256, 1, 1, 1, 0, 0),
+    (32, 56, 56, 60, 60, 3, 3, 1, 1, 1),
+    (32, 56, 56, 60, 60, 3, 3, 1, 1, 0),
+    (32, 28, 28, 100, 100, 1, 1, 1, 0, 1),
+]
 # Every convolution torchvision's resnet50 runs at batch 32 (NCHW), as its H200 run profiled
 # them (reports/examples/torchvision-resnet50/h200/2026-12-01/). With 3 s of tuning a shape
 # and every shape tuned (--max-shapes 24, the same day) most ran their first config, and
 # 28x28 128->512 ran 0.42x cuDNN.
-RESNET50 = [(32, 224, 224, 3, 64, 7, 7, 2, 3, 1),
-            (32, 56, 56, 64, 64, 1, 1, 1, 0, 1), (32, 56, 56, 64, 64, 3, 3, 1, 1, 1), (32, 56, 56, 64, 256, 1, 1, 1, 0, 1),
-            (32, 56, 56, 256, 64, 1, 1, 1, 0, 1), (32, 56, 56, 128, 128, 3, 3, 2, 1, 1),
-            (32, 56, 56, 256, 512, 1, 1, 2, 0, 1),
-            (32, 28, 28, 128, 128, 3, 3, 1, 1, 1), (32, 28, 28, 128, 512, 1, 1, 1, 0, 1),
-            (32, 28, 28, 256, 256, 3, 3, 2, 1, 1), (32, 28, 28, 512, 1024, 1, 1, 2, 0, 1),
-            (32, 14, 14, 256, 256, 3, 3, 1, 1, 1), (32, 14, 14, 256, 1024, 1, 1, 1, 0, 1),
-            (32, 14, 14, 1024, 256, 1, 1, 1, 0, 1), (32, 14, 14, 1024, 512, 1, 1, 1, 0, 1),
-            (32, 14, 14, 512, 512, 3, 3, 2, 1, 1), (32, 14, 14, 1024, 2048, 1, 1, 2, 0, 1),
-            (32, 7, 7, 512, 512, 3, 3, 1, 1, 1), (32, 7, 7, 512, 2048, 1, 1, 1, 0, 1), (32, 7, 7, 2048, 512, 1, 1, 1, 0, 1)]
+RESNET50 = [
+    (32, 224, 224, 3, 64, 7, 7, 2, 3, 1),
+    (32, 56, 56, 64, 64, 1, 1, 1, 0, 1),
+    (32, 56, 56, 64, 64, 3, 3, 1, 1, 1),
+    (32, 56, 56, 64, 256, 1, 1, 1, 0, 1),
+    (32, 56, 56, 256, 64, 1, 1, 1, 0, 1),
+    (32, 56, 56, 128, 128, 3, 3, 2, 1, 1),
+    (32, 56, 56, 256, 512, 1, 1, 2, 0, 1),
+    (32, 28, 28, 128, 128, 3, 3, 1, 1, 1),
+    (32, 28, 28, 128, 512, 1, 1, 1, 0, 1),
+    (32, 28, 28, 256, 256, 3, 3, 2, 1, 1),
+    (32, 28, 28, 512, 1024, 1, 1, 2, 0, 1),
+    (32, 14, 14, 256, 256, 3, 3, 1, 1, 1),
+    (32, 14, 14, 256, 1024, 1, 1, 1, 0, 1),
+    (32, 14, 14, 1024, 256, 1, 1, 1, 0, 1),
+    (32, 14, 14, 1024, 512, 1, 1, 1, 0, 1),
+    (32, 14, 14, 512, 512, 3, 3, 2, 1, 1),
+    (32, 14, 14, 1024, 2048, 1, 1, 2, 0, 1),
+    (32, 7, 7, 512, 512, 3, 3, 1, 1, 1),
+    (32, 7, 7, 512, 2048, 1, 1, 1, 0, 1),
+    (32, 7, 7, 2048, 512, 1, 1, 1, 0, 1),
+]
 
 # (N, H, W, C, K, R, S, stride, pad, nchw, groups): MobileNetV2's depthwise 3x3s at batch 32
 # (112x112x32, 56x56x144 at stride 2, 14x14x576) as torchvision runs them (NCHW) and
 # channels_last; ConvNeXt-T's first-stage 7x7 in both layouts (transformers' ConvNeXt
 # hands it channels_last tensors, torchvision's NCHW). Against cuDNN's grouped convolution.
-DEPTHWISE = [(32, 112, 112, 32, 32, 3, 3, 1, 1, 1, 32), (32, 56, 56, 144, 144, 3, 3, 2, 1, 1, 144),
-             (32, 14, 14, 576, 576, 3, 3, 1, 1, 1, 576), (32, 112, 112, 32, 32, 3, 3, 1, 1, 0, 32),
-             (32, 56, 56, 144, 144, 3, 3, 2, 1, 0, 144), (32, 14, 14, 576, 576, 3, 3, 1, 1, 0, 576),
-             (32, 56, 56, 96, 96, 7, 7, 1, 3, 1, 96), (32, 56, 56, 96, 96, 7, 7, 1, 3, 0, 96)]
+DEPTHWISE = [
+    (32, 112, 112, 32, 32, 3, 3, 1, 1, 1, 32),
+    (32, 56, 56, 144, 144, 3, 3, 2, 1, 1, 144),
+    (32, 14, 14, 576, 576, 3, 3, 1, 1, 1, 576),
+    (32, 112, 112, 32, 32, 3, 3, 1, 1, 0, 32),
+    (32, 56, 56, 144, 144, 3, 3, 2, 1, 0, 144),
+    (32, 14, 14, 576, 576, 3, 3, 1, 1, 0, 576),
+    (32, 56, 56, 96, 96, 7, 7, 1, 3, 1, 96),
+    (32, 56, 56, 96, 96, 7, 7, 1, 3, 0, 96),
+]
 # (N, L, C, K, S, stride, pad, ncl): Whisper-base's encoder front end on 30 s of audio
 # (80 mel bins x 3000 frames -> 512, k3; then 512 -> 512, k3 stride 2), batch 1 and 8.
-CONV1D = [(1, 3000, 80, 512, 3, 1, 1, 1), (1, 3000, 512, 512, 3, 2, 1, 1),
-          (8, 3000, 80, 512, 3, 1, 1, 1), (8, 3000, 512, 512, 3, 2, 1, 1)]
+CONV1D = [
+    (1, 3000, 80, 512, 3, 1, 1, 1),
+    (1, 3000, 512, 512, 3, 2, 1, 1),
+    (8, 3000, 80, 512, 3, 1, 1, 1),
+    (8, 3000, 512, 512, 3, 2, 1, 1),
+]
 
 
 # (block_M, block_N, block_K, num_stages, threads)
 MID_TILES = [
-    (64, 64, 64, 4, 128), (64, 64, 64, 5, 128), (64, 64, 128, 3, 128),
-    (64, 128, 64, 3, 128), (64, 128, 64, 4, 128), (64, 128, 128, 3, 128), (64, 128, 32, 5, 128),
-    (128, 64, 64, 3, 128), (128, 64, 64, 4, 128), (128, 64, 128, 3, 128),
-    (128, 128, 64, 3, 128), (128, 128, 64, 4, 128), (128, 128, 64, 3, 256), (128, 128, 64, 4, 256),
-    (128, 128, 128, 2, 256), (128, 128, 32, 5, 256),
-    (64, 256, 64, 3, 128), (64, 256, 64, 3, 256), (128, 256, 64, 3, 256), (128, 256, 64, 4, 256),
+    (64, 64, 64, 4, 128),
+    (64, 64, 64, 5, 128),
+    (64, 64, 128, 3, 128),
+    (64, 128, 64, 3, 128),
+    (64, 128, 64, 4, 128),
+    (64, 128, 128, 3, 128),
+    (64, 128, 32, 5, 128),
+    (128, 64, 64, 3, 128),
+    (128, 64, 64, 4, 128),
+    (128, 64, 128, 3, 128),
+    (128, 128, 64, 3, 128),
+    (128, 128, 64, 4, 128),
+    (128, 128, 64, 3, 256),
+    (128, 128, 64, 4, 256),
+    (128, 128, 128, 2, 256),
+    (128, 128, 32, 5, 256),
+    (64, 256, 64, 3, 128),
+    (64, 256, 64, 3, 256),
+    (128, 256, 64, 3, 256),
+    (128, 256, 64, 4, 256),
     (256, 128, 64, 3, 256),
 ]
-BIG_TILES = [(128, 256, 64, 3, 256), (128, 256, 64, 4, 256), (256, 128, 64, 3, 256), (256, 128, 64, 4, 256),
-             (128, 128, 64, 4, 256), (128, 256, 32, 5, 256), (256, 256, 64, 2, 512)]
+BIG_TILES = [
+    (128, 256, 64, 3, 256),
+    (128, 256, 64, 4, 256),
+    (256, 128, 64, 3, 256),
+    (256, 128, 64, 4, 256),
+    (128, 128, 64, 4, 256),
+    (128, 256, 32, 5, 256),
+    (256, 256, 64, 2, 512),
+]
 
 
 def gemm_grid(shape) -> list[dict]:
@@ -155,11 +237,21 @@ def gemm_grid(shape) -> list[dict]:
         for bM, bN, bK, st in itertools.product((16, 32, 64), (32, 64, 128), (128, 256), (3, 4)):
             if bM > max(16, C.next_pow2(M)):
                 continue
-            out.append({**base, "block_M": bM, "block_N": bN, "block_K": bK, "num_stages": st, "threads": 128,
-                        "policy": "fullcol"})
+            out.append(
+                {
+                    **base,
+                    "block_M": bM,
+                    "block_N": bN,
+                    "block_K": bK,
+                    "num_stages": st,
+                    "threads": 128,
+                    "policy": "fullcol",
+                }
+            )
         for bN, sk in itertools.product((64, 128), (2, 4, 8)):
-            out.append({**base, "block_M": 64, "block_N": bN, "block_K": 128, "num_stages": 3, "threads": 128,
-                        "split_k": sk})
+            out.append(
+                {**base, "block_M": 64, "block_N": bN, "block_K": 128, "num_stages": 3, "threads": 128, "split_k": sk}
+            )
         return out
     tiles = MID_TILES if M * N * K < 4096**3 else BIG_TILES
     if M <= 1024 and M * N * K < 4096**3:
@@ -167,8 +259,13 @@ def gemm_grid(shape) -> list[dict]:
         # (nvjet_sm90_hsh_128x64_64x8_1x2,
         # reports/examples/benchmarks/h200-2026-12-01/graph_gaps_llama.json);
         # the family's tiles stop at 5 stages.
-        tiles = tiles + [(128, 64, 64, 6, 256), (128, 64, 64, 8, 256), (128, 64, 64, 8, 128),
-                         (64, 128, 64, 6, 128), (64, 128, 64, 8, 128)]
+        tiles = tiles + [
+            (128, 64, 64, 6, 256),
+            (128, 64, 64, 8, 256),
+            (128, 64, 64, 8, 128),
+            (64, 128, 64, 6, 128),
+            (64, 128, 64, 8, 128),
+        ]
     for bM, bN, bK, st, th in tiles:
         out.append({**base, "block_M": bM, "block_N": bN, "block_K": bK, "num_stages": st, "threads": th})
     out.append({**out[0], "swizzle": False})
@@ -176,20 +273,53 @@ def gemm_grid(shape) -> list[dict]:
         # Experimental 2-block clusters along N sharing A by TMA multicast (not in the
         # family's space until measured): the llama M=512 shapes ran at 0.80-0.84x cuBLAS,
         # which multicasts on Hopper. Shapes whose column tiles do not pair are rejected.
-        for bM, bN, bK, st, th in ((64, 128, 128, 3, 128), (64, 128, 64, 4, 128), (64, 128, 64, 5, 128),
-                                   (128, 128, 64, 4, 256), (128, 128, 128, 2, 256), (128, 128, 64, 3, 128)):
-            out.append({**base, "block_M": bM, "block_N": bN, "block_K": bK, "num_stages": st, "threads": th,
-                        "swizzle": False, "cluster": 2})
+        for bM, bN, bK, st, th in (
+            (64, 128, 128, 3, 128),
+            (64, 128, 64, 4, 128),
+            (64, 128, 64, 5, 128),
+            (128, 128, 64, 4, 256),
+            (128, 128, 128, 2, 256),
+            (128, 128, 64, 3, 128),
+        ):
+            out.append(
+                {
+                    **base,
+                    "block_M": bM,
+                    "block_N": bN,
+                    "block_K": bK,
+                    "num_stages": st,
+                    "threads": th,
+                    "swizzle": False,
+                    "cluster": 2,
+                }
+            )
     if K >= 2048 and M * N <= 4096 * 4096:  # split-K reduced inside the kernel: long K, short output
-        for bM, bN, st, th, splits in ((128, 256, 3, 256, 2), (128, 256, 3, 256, 3), (128, 128, 4, 256, 2),
-                                       (128, 128, 4, 256, 3), (64, 128, 4, 128, 2), (64, 128, 4, 128, 4),
-                                       (128, 128, 3, 128, 2)):
-            out.append({**base, "block_M": bM, "block_N": bN, "block_K": 64, "num_stages": st, "threads": th,
-                        "split_k": splits, "splitk_fused": True})
+        for bM, bN, st, th, splits in (
+            (128, 256, 3, 256, 2),
+            (128, 256, 3, 256, 3),
+            (128, 128, 4, 256, 2),
+            (128, 128, 4, 256, 3),
+            (64, 128, 4, 128, 2),
+            (64, 128, 4, 128, 4),
+            (128, 128, 3, 128, 2),
+        ):
+            out.append(
+                {
+                    **base,
+                    "block_M": bM,
+                    "block_N": bN,
+                    "block_K": 64,
+                    "num_stages": st,
+                    "threads": th,
+                    "split_k": splits,
+                    "splitk_fused": True,
+                }
+            )
     if shape[0] * shape[1] <= 2048 * 3072:
         for sk in (2, 3, 4):
-            out.append({**base, "block_M": 64, "block_N": 128, "block_K": 64, "num_stages": 4, "threads": 128,
-                        "split_k": sk})
+            out.append(
+                {**base, "block_M": 64, "block_N": 128, "block_K": 64, "num_stages": 4, "threads": 128, "split_k": sk}
+            )
     return out
 
 
@@ -197,14 +327,35 @@ def gemm_grid(shape) -> list[dict]:
 # warpgroups; not in the family's space until measured): (block_M, block_N, block_K,
 # num_stages), one consumer warpgroup's tile, the deepest rings that fit beside two
 # output tiles, on one block per SM.
-PINGPONG_TILES = [(128, 128, 64, 4), (128, 128, 64, 5), (128, 128, 128, 2), (128, 64, 64, 6), (128, 64, 64, 8),
-                  (64, 128, 64, 6), (64, 128, 128, 3), (64, 256, 64, 4), (128, 160, 64, 4), (128, 192, 64, 3)]
+PINGPONG_TILES = [
+    (128, 128, 64, 4),
+    (128, 128, 64, 5),
+    (128, 128, 128, 2),
+    (128, 64, 64, 6),
+    (128, 64, 64, 8),
+    (64, 128, 64, 6),
+    (64, 128, 128, 3),
+    (64, 256, 64, 4),
+    (128, 160, 64, 4),
+    (128, 192, 64, 3),
+]
 
 
 def pingpong_grid(shape) -> list[dict]:
     base = dict(kernels.get("gemm").schedule(shape, DTYPE, "cuda").defaults)
-    return [{**base, "block_M": bM, "block_N": bN, "block_K": bK, "num_stages": st, "threads": 128,
-             "pingpong": 1, "persistent": 132} for bM, bN, bK, st in PINGPONG_TILES]  # the H200's 132 SMs
+    return [
+        {
+            **base,
+            "block_M": bM,
+            "block_N": bN,
+            "block_K": bK,
+            "num_stages": st,
+            "threads": 128,
+            "pingpong": 1,
+            "persistent": 132,
+        }
+        for bM, bN, bK, st in PINGPONG_TILES
+    ]  # the H200's 132 SMs
 
 
 def wave_tiles(M: int, N: int, sms: int, rank: str) -> list[tuple[int, int]]:
@@ -314,7 +465,7 @@ def bmm_grid(shape) -> list[dict]:
     for bM, bN, (bK, st) in itertools.product((64, 128), (64, 128, 256), ((32, 4), (64, 2), (64, 3), (128, 2))):
         if bN > max(64, C.next_pow2(N)):
             continue
-        for th in ((128, 256) if bM == 128 else (128,)):
+        for th in (128, 256) if bM == 128 else (128,):
             out.append({**base, "block_M": bM, "block_N": bN, "block_K": bK, "num_stages": st, "threads": th})
     return out
 
@@ -327,21 +478,47 @@ def conv_grid(shape) -> list[dict]:
     out = []
     if stream_problem(shape) is None:
         K = shape[4]
-        for bM, bN, st, th in ((64, 64, 4, 128), (64, 128, 4, 128), (128, 128, 3, 256), (128, 256, 3, 256),
-                               (64, 256, 3, 256)):
+        for bM, bN, st, th in (
+            (64, 64, 4, 128),
+            (64, 128, 4, 128),
+            (128, 128, 3, 256),
+            (128, 256, 3, 256),
+            (64, 256, 3, 256),
+        ):
             if bM <= max(64, K):
-                out.append({"block_M": bM, "block_N": bN, "block_K": 32, "num_stages": st, "threads": th,
-                            "swizzle": True, "stream": max(1, 132 // C.ceildiv(K, bM))})  # the H200's 132 SMs
+                out.append(
+                    {
+                        "block_M": bM,
+                        "block_N": bN,
+                        "block_K": 32,
+                        "num_stages": st,
+                        "threads": th,
+                        "swizzle": True,
+                        "stream": max(1, 132 // C.ceildiv(K, bM)),
+                    }
+                )  # the H200's 132 SMs
     return out + nchw_tiles()
 
 
 def nchw_tiles() -> list[dict]:
     """The NCHW implicit GEMM's tiles over (output channels, pixels)."""
-    return [{"block_M": bM, "block_N": bN, "block_K": bK, "num_stages": st, "threads": th, "swizzle": True}
-            for bM, bN, bK, st, th in ((64, 64, 32, 4, 128), (64, 128, 32, 3, 128), (64, 128, 64, 4, 128),
-                                       (64, 256, 32, 4, 256), (64, 256, 64, 3, 256), (128, 64, 32, 4, 128),
-                                       (128, 128, 32, 3, 256), (128, 128, 64, 4, 256), (128, 256, 32, 3, 256),
-                                       (64, 128, 16, 6, 128), (128, 128, 16, 6, 256), (64, 64, 64, 3, 128))]
+    return [
+        {"block_M": bM, "block_N": bN, "block_K": bK, "num_stages": st, "threads": th, "swizzle": True}
+        for bM, bN, bK, st, th in (
+            (64, 64, 32, 4, 128),
+            (64, 128, 32, 3, 128),
+            (64, 128, 64, 4, 128),
+            (64, 256, 32, 4, 256),
+            (64, 256, 64, 3, 256),
+            (128, 64, 32, 4, 128),
+            (128, 128, 32, 3, 256),
+            (128, 128, 64, 4, 256),
+            (128, 256, 32, 3, 256),
+            (64, 128, 16, 6, 128),
+            (128, 128, 16, 6, 256),
+            (64, 64, 64, 3, 128),
+        )
+    ]
 
 
 def depthwise_grid(shape, hw) -> list[dict]:
@@ -389,10 +566,13 @@ def cases(only: set[str], hw, own_only: bool = False) -> list[tuple[str, tuple, 
     if "pingpong" in only:  # the ping-pong grid beside the family's own space, every model shape
         out += [("gemm", s, pingpong_grid(s)) for s in GEMM_MODEL + GEMM_LLAMA]
     if "pingwave" in only:  # wave-sized ping-pong tiles beside the family's space, every model shape
-        out += [("gemm", s, pingwave_grid(s, hw)) for s in GEMM_MODEL + GEMM_LLAMA + GEMM_GPT2 if s != (8192, 8192, 8192)]
+        out += [
+            ("gemm", s, pingwave_grid(s, hw)) for s in GEMM_MODEL + GEMM_LLAMA + GEMM_GPT2 if s != (8192, 8192, 8192)
+        ]
     if "swap" in only:  # tiles of y's transpose and the direct store, beside the family's space
-        out += [("gemm", s, swap_grid(s, hw)) for s in GEMM_MODEL + GEMM_GPT2 + GEMM_LLAMA[:1]
-                if s != (8192, 8192, 8192)]
+        out += [
+            ("gemm", s, swap_grid(s, hw)) for s in GEMM_MODEL + GEMM_GPT2 + GEMM_LLAMA[:1] if s != (8192, 8192, 8192)
+        ]
     if "streamk" in only:  # ping-pong with and without its last wave split by K, beside the family's space
         out += [("gemm", s, streamk_grid(s)) for s in GEMM_MODEL + GEMM_LLAMA if streamk_grid(s)]
     if "fused" in only:  # the epilogue's activation beside the ping-pong grid
@@ -408,8 +588,11 @@ def cases(only: set[str], hw, own_only: bool = False) -> list[tuple[str, tuple, 
     if "bmm" in only:  # batched products: eager attention's on its views, a long sequence's
         out += [("bmm", s, bmm_grid(s)) for s in BMM]
     if "masked" in only:  # the family's space and the attention grid: every schedule takes a mask
-        out += [("attention", s, attention_grid(s)) for s in ATTENTION_MASKED
-                if "attention" not in only or s not in ATTENTION]
+        out += [
+            ("attention", s, attention_grid(s))
+            for s in ATTENTION_MASKED
+            if "attention" not in only or s not in ATTENTION
+        ]
     if "splitk" in only:  # the shapes where split-K may pay: long K, short output
         out += [("gemm", s, gemm_grid(s)) for s in GEMM_MODEL if s[2] >= 2048]
     if "rows" in only:
@@ -487,8 +670,9 @@ def main() -> None:
     ap.add_argument("--shapes", help="comma-separated shapes written with x (e.g. 3152x3072x768): only these")
     args = ap.parse_args()
     if not torch.cuda.is_available():
-        print("kernel_sweep: times kernels on CUDA graph replay and needs a CUDA device; torch sees none",
-              file=sys.stderr)
+        print(
+            "kernel_sweep: times kernels on CUDA graph replay and needs a CUDA device; torch sees none", file=sys.stderr
+        )
         sys.exit(2)
     hw = hardware.detect("cuda")
     if args.json:
@@ -498,8 +682,11 @@ def main() -> None:
     if args.shapes:
         todo = only_shapes(todo, args.shapes)
         if not todo:
-            print(f"kernel_sweep: --shapes {args.shapes} matched none of the shapes --only {args.only} times "
-                  f"(write them with x, e.g. 3152x3072x768)", file=sys.stderr)
+            print(
+                f"kernel_sweep: --shapes {args.shapes} matched none of the shapes --only {args.only} times "
+                f"(write them with x, e.g. 3152x3072x768)",
+                file=sys.stderr,
+            )
             sys.exit(2)
     print(f"{sum(len(c[2]) for c in todo)} configs over {len(todo)} shapes on {hw.name}", flush=True)
     t0 = time.perf_counter()
@@ -518,7 +705,7 @@ def main() -> None:
     policy = bench.TimingPolicy()
     for fam_name, shape, configs, own in todo:
         fam = kernels.get(fam_name)
-        mine = built[i:i + len(configs)]
+        mine = built[i : i + len(configs)]
         i += len(configs)
         sets = bench.rotated_inputs(fam, shape, DTYPE, "cuda", 0, policy)
         ref = fam.reference(*sets[0])
@@ -553,20 +740,28 @@ def main() -> None:
         own_keys = [json.dumps(c, sort_keys=True) for c in own]
         own_best = min((med[k] for k in own_keys if k in med), default=None)
         first = med.get(own_keys[0]) if own_keys else None
-        row = {"family": fam_name, "shape": list(shape), "torch_us": torch_ms * 1e3,
-               "best_us": ranked[0][1] * 1e3 if ranked else None, "best_config": json.loads(ranked[0][0]) if ranked else None,
-               "ratio_best": torch_ms / ranked[0][1] if ranked else None,
-               "ratio_own_best": torch_ms / own_best if own_best else None,
-               "ratio_own_first": torch_ms / first if first else None,
-               "top": [[json.loads(k), torch_ms / v] for k, v in ranked[:8]],
-               # Every timed config's ratio, so a question about one that did not place is
-               # answered from the file.
-               "all": [[json.loads(k), torch_ms / v] for k, v in ranked],
-               "tried": len(configs), "timed": len(med), "errors": dict(list(errors.items())[:6]),
-               # The best with and without the experimental ping-pong schedule, side by side.
-               "ratio_best_pingpong": _best_ratio(torch_ms, med, True),
-               "ratio_best_other": _best_ratio(torch_ms, med, False),
-               "flops": fam.flops(shape), "bytes": fam.bytes(shape, DTYPE)}
+        row = {
+            "family": fam_name,
+            "shape": list(shape),
+            "torch_us": torch_ms * 1e3,
+            "best_us": ranked[0][1] * 1e3 if ranked else None,
+            "best_config": json.loads(ranked[0][0]) if ranked else None,
+            "ratio_best": torch_ms / ranked[0][1] if ranked else None,
+            "ratio_own_best": torch_ms / own_best if own_best else None,
+            "ratio_own_first": torch_ms / first if first else None,
+            "top": [[json.loads(k), torch_ms / v] for k, v in ranked[:8]],
+            # Every timed config's ratio, so a question about one that did not place is
+            # answered from the file.
+            "all": [[json.loads(k), torch_ms / v] for k, v in ranked],
+            "tried": len(configs),
+            "timed": len(med),
+            "errors": dict(list(errors.items())[:6]),
+            # The best with and without the experimental ping-pong schedule, side by side.
+            "ratio_best_pingpong": _best_ratio(torch_ms, med, True),
+            "ratio_best_other": _best_ratio(torch_ms, med, False),
+            "flops": fam.flops(shape),
+            "bytes": fam.bytes(shape, DTYPE),
+        }
         if ranked:  # whether the best config runs on Hopper's wgmma path (HGMMA), or mma
             best_k = dict(zip([json.dumps(c, sort_keys=True) for c in configs], [k for k, _ in mine]))[ranked[0][0]]
             src = getattr(best_k, "source", "") or ""
@@ -577,13 +772,19 @@ def main() -> None:
             with open(args.json, "w") as f:
                 json.dump(results, f, indent=1)
         tb = row["bytes"] / (ranked[0][1] * 1e-3) / 1e9 if ranked else 0
-        print(f"{fam_name:9s} {'x'.join(map(str, shape)):26s} torch {torch_ms * 1e3:8.1f} us | best "
-              f"{(row['best_us'] or 0):8.1f} us {row['ratio_best'] or 0:5.2f}x ({tb:5.0f} GB/s) | own space "
-              f"{row['ratio_own_best'] or 0:5.2f}x first {row['ratio_own_first'] or 0:5.2f}x | "
-              f"{len(med)}/{len(configs)} | {row['best_config']}", flush=True)
+        print(
+            f"{fam_name:9s} {'x'.join(map(str, shape)):26s} torch {torch_ms * 1e3:8.1f} us | best "
+            f"{(row['best_us'] or 0):8.1f} us {row['ratio_best'] or 0:5.2f}x ({tb:5.0f} GB/s) | own space "
+            f"{row['ratio_own_best'] or 0:5.2f}x first {row['ratio_own_first'] or 0:5.2f}x | "
+            f"{len(med)}/{len(configs)} | {row['best_config']}",
+            flush=True,
+        )
         if row["ratio_best_pingpong"]:
-            print(f"{'':36s} pingpong best {row['ratio_best_pingpong']:5.2f}x, others {row['ratio_best_other'] or 0:5.2f}x",
-                  flush=True)
+            print(
+                f"{'':36s} pingpong best {row['ratio_best_pingpong']:5.2f}x, "
+                f"others {row['ratio_best_other'] or 0:5.2f}x",
+                flush=True,
+            )
         del samplers, sets
         torch.cuda.empty_cache()
     print(f"total {time.perf_counter() - t0:.0f} s")

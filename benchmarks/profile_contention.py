@@ -50,8 +50,10 @@ def main() -> None:
                 hot = profiling.hot_ops(model, iters=3)
                 conv.append(next(o.time_ms for o in hot.ops if o.family == "conv2d"))
                 first += hot.ops[0].family == "conv2d"
-            print(f"{n} thread(s), {args.busy} busy: conv2d ms/pass {' '.join(f'{c:.3g}' for c in conv)}; "
-                  f"range {min(conv):.3g}-{max(conv):.3g}; conv2d ranked first in {first} of {args.runs}")
+            print(
+                f"{n} thread(s), {args.busy} busy: conv2d ms/pass {' '.join(f'{c:.3g}' for c in conv)}; "
+                f"range {min(conv):.3g}-{max(conv):.3g}; conv2d ranked first in {first} of {args.runs}"
+            )
     finally:
         for p in procs:
             p.terminate()

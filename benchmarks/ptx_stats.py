@@ -32,8 +32,10 @@ from evaluator.kernels import common as C
 SASS_LINE = re.compile(r"^\s+/\*[0-9a-f]{4,}\*/\s+\S", re.M)
 # The tensor-core shapes, and how exp2 and fp32 division came out (ex2.approx.ftz.f32 and
 # div.approx under --use_fast_math; ex2.approx.f32 with denormal guards, div.rn otherwise).
-MMA = re.compile(r"\b(wgmma\.mma_async\.sync\.aligned\.m\d+n\d+k\d+|mma\.sync\.aligned\.m\d+n\d+k\d+"
-                 r"|ex2\.approx(?:\.ftz)?\.f32|div\.(?:rn|approx|full)(?:\.ftz)?\.f32)")
+MMA = re.compile(
+    r"\b(wgmma\.mma_async\.sync\.aligned\.m\d+n\d+k\d+|mma\.sync\.aligned\.m\d+n\d+k\d+"
+    r"|ex2\.approx(?:\.ftz)?\.f32|div\.(?:rn|approx|full)(?:\.ftz)?\.f32)"
+)
 
 
 def stats(family: str, shape: tuple[int, ...], cfg: dict, arch: str = "sm_90a") -> tuple[dict[str, int], list[str]]:
@@ -54,18 +56,34 @@ def stats(family: str, shape: tuple[int, ...], cfg: dict, arch: str = "sm_90a") 
     with tempfile.TemporaryDirectory() as tmp:
         cu, ptx, cubin = Path(tmp, "k.cu"), Path(tmp, "k.ptx"), Path(tmp, "k.cubin")
         cu.write_text(source)
-        flags = ["-std=c++17", f"-gencode=arch={arch.replace('sm_', 'compute_')},code={arch}", "-O3", "-w",
-                 f"-I{root / 'src'}", f"-I{root / '3rdparty/cutlass/include'}", *fast]
+        flags = [
+            "-std=c++17",
+            f"-gencode=arch={arch.replace('sm_', 'compute_')},code={arch}",
+            "-O3",
+            "-w",
+            f"-I{root / 'src'}",
+            f"-I{root / '3rdparty/cutlass/include'}",
+            *fast,
+        ]
         subprocess.run(["nvcc", *flags, "-ptx", str(cu), "-o", str(ptx)], check=True, timeout=600)
-        built = subprocess.run(["nvcc", *flags, "-cubin", "-Xptxas", "-v", str(cu), "-o", str(cubin)],
-                               capture_output=True, text=True, timeout=600)
+        built = subprocess.run(
+            ["nvcc", *flags, "-cubin", "-Xptxas", "-v", str(cu), "-o", str(cubin)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         counts = collections.Counter(MMA.findall(ptx.read_text()))
-        lines = [ln.split("ptxas info    : ")[-1].strip() for ln in built.stderr.splitlines()
-                 if "registers" in ln or "spill" in ln or "Performance Loss" in ln]
+        lines = [
+            ln.split("ptxas info    : ")[-1].strip()
+            for ln in built.stderr.splitlines()
+            if "registers" in ln or "spill" in ln or "Performance Loss" in ln
+        ]
         if fast:
             lines.append("built with --use_fast_math (the program's tl.enable_fast_math)")
         if shutil.which("cuobjdump") and cubin.exists():
-            sass = subprocess.run(["cuobjdump", "-sass", str(cubin)], capture_output=True, text=True, timeout=600).stdout
+            sass = subprocess.run(
+                ["cuobjdump", "-sass", str(cubin)], capture_output=True, text=True, timeout=600
+            ).stdout
             lines.append(f"{len(SASS_LINE.findall(sass))} SASS instructions")
     return dict(counts), lines
 
@@ -84,8 +102,10 @@ def main() -> int:
         shape = tuple(int(x) for x in args.shape.split("x"))
         cfg = json.loads(args.config)
     except ValueError:
-        print(f"ptx_stats: expected a shape like 3152x3072x768 and a JSON object, got {args.shape!r} {args.config!r}",
-              file=sys.stderr)
+        print(
+            f"ptx_stats: expected a shape like 3152x3072x768 and a JSON object, got {args.shape!r} {args.config!r}",
+            file=sys.stderr,
+        )
         return 2
     counts, lines = stats(args.family, shape, cfg, args.arch)
     for name, n in sorted(counts.items(), key=lambda kv: -kv[1]):

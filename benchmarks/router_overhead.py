@@ -74,9 +74,17 @@ def main() -> None:
     dtype = torch.float16 if args.device == "cuda" else torch.float32
     heads = max(1, args.width // 64)
     if args.model == "bert":
-        cfg = transformers.BertConfig(num_hidden_layers=args.layers, hidden_size=args.width, num_attention_heads=heads,
-                                      intermediate_size=4 * args.width, attn_implementation="sdpa")
-        model, names = transformers.BertModel(cfg), ("gemm", "gemm_gelu", "attention", "layernorm", "layernorm_residual")
+        cfg = transformers.BertConfig(
+            num_hidden_layers=args.layers,
+            hidden_size=args.width,
+            num_attention_heads=heads,
+            intermediate_size=4 * args.width,
+            attn_implementation="sdpa",
+        )
+        model, names = (
+            transformers.BertModel(cfg),
+            ("gemm", "gemm_gelu", "attention", "layernorm", "layernorm_residual"),
+        )
     else:
         cfg = transformers.GPT2Config(n_layer=args.layers, n_embd=args.width, n_head=heads, attn_implementation="sdpa")
         model, names = transformers.GPT2Model(cfg), ("gemm", "gemm_gelu_tanh", "attention", "layernorm")
@@ -86,8 +94,13 @@ def main() -> None:
     seq = 128 if args.device == "cuda" else 32
     ids = torch.randint(0, 1000, (8 if args.device == "cuda" else 1, seq), device=args.device)
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
-    modes = {"plain": None, "TorchFunctionMode": FunctionPass, "TorchDispatchMode": DispatchPass, "patching": PatchPass,
-             "evaluator Router": lambda: router}
+    modes = {
+        "plain": None,
+        "TorchFunctionMode": FunctionPass,
+        "TorchDispatchMode": DispatchPass,
+        "patching": PatchPass,
+        "evaluator Router": lambda: router,
+    }
     with torch.inference_mode():
         n_calls = sum(paths.record(lambda: model(ids)).calls.values())
 
@@ -111,11 +124,15 @@ def main() -> None:
         for name, mode in modes.items():
             samples[name].append(once(mode))
     base = statistics.median(samples["plain"])
-    print(f"transformers {type(model).__name__}, {args.layers} layers, width {args.width}, {args.device}, eager, "
-          f"{n_calls} torch calls a forward, median of {args.rounds} interleaved rounds")
+    print(
+        f"transformers {type(model).__name__}, {args.layers} layers, width {args.width}, {args.device}, eager, "
+        f"{n_calls} torch calls a forward, median of {args.rounds} interleaved rounds"
+    )
     for name, xs in samples.items():
         m = statistics.median(xs)
-        print(f"  {name:18s} {m:8.2f} ms per forward  (+{m - base:6.2f} ms, {1e3 * (m - base) / n_calls:5.1f} us a call)")
+        print(
+            f"  {name:18s} {m:8.2f} ms per forward  (+{m - base:6.2f} ms, {1e3 * (m - base) / n_calls:5.1f} us a call)"
+        )
 
 
 if __name__ == "__main__":

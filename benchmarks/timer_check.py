@@ -17,8 +17,14 @@ from evaluator.measuring import bench
 from evaluator.device import hardware
 from evaluator import kernels
 
-CASES = [("gemm", (1024, 768, 768)), ("gemm", (1024, 3072, 768)), ("gemm", (1024, 768, 3072)),
-         ("layernorm", (1024, 768)), ("softmax", (1024, 128)), ("attention", (8, 12, 128, 128, 64, 0))]
+CASES = [
+    ("gemm", (1024, 768, 768)),
+    ("gemm", (1024, 3072, 768)),
+    ("gemm", (1024, 768, 3072)),
+    ("layernorm", (1024, 768)),
+    ("softmax", (1024, 128)),
+    ("attention", (8, 12, 128, 128, 64, 0)),
+]
 
 
 def per_call_events(fn, reps=50):
@@ -46,20 +52,32 @@ def main() -> None:
         fam = kernels.get(name)
         kernel = fam.build(shape, args.dtype, fam.search_space(shape, args.dtype, hw)[0], hw.target)
         inputs = fam.make_inputs(shape, args.dtype, "cuda", 0)
-        ob = bench.bench_op(fam, shape, args.dtype, kernel, "cuda", source="standard", config={},
-                            policy=bench.TimingPolicy(reps=15))
-        row = {"family": name, "shape": "x".join(map(str, shape)),
-               "events_tilelang_us": 1e3 * per_call_events(lambda: kernel(*inputs)),
-               "events_torch_us": 1e3 * per_call_events(lambda: fam.reference(*inputs)),
-               "graph_tilelang_us": 1e3 * ob.tilelang.median_ms, "graph_torch_us": 1e3 * ob.torch.median_ms,
-               "cupti_tilelang_us": 1e3 * (ob.tilelang_kernel_ms or 0), "cupti_torch_us": 1e3 * (ob.torch_kernel_ms or 0),
-               "ratio_graph": ob.speedup, "ratio_low": ob.ratio.low, "ratio_high": ob.ratio.high}
+        ob = bench.bench_op(
+            fam, shape, args.dtype, kernel, "cuda", source="standard", config={}, policy=bench.TimingPolicy(reps=15)
+        )
+        row = {
+            "family": name,
+            "shape": "x".join(map(str, shape)),
+            "events_tilelang_us": 1e3 * per_call_events(lambda: kernel(*inputs)),
+            "events_torch_us": 1e3 * per_call_events(lambda: fam.reference(*inputs)),
+            "graph_tilelang_us": 1e3 * ob.tilelang.median_ms,
+            "graph_torch_us": 1e3 * ob.torch.median_ms,
+            "cupti_tilelang_us": 1e3 * (ob.tilelang_kernel_ms or 0),
+            "cupti_torch_us": 1e3 * (ob.torch_kernel_ms or 0),
+            "ratio_graph": ob.speedup,
+            "ratio_low": ob.ratio.low,
+            "ratio_high": ob.ratio.high,
+        }
         row["ratio_events"] = row["events_torch_us"] / row["events_tilelang_us"]
         rows.append(row)
-        print(f"{name:10s} {row['shape']:22s} events TL {row['events_tilelang_us']:7.1f} PT {row['events_torch_us']:7.1f} "
-              f"({row['ratio_events']:.2f}x) | graph TL {row['graph_tilelang_us']:7.1f} PT {row['graph_torch_us']:7.1f} "
-              f"({row['ratio_graph']:.2f}x [{row['ratio_low']:.2f}-{row['ratio_high']:.2f}]) | "
-              f"CUPTI TL {row['cupti_tilelang_us']:7.1f} PT {row['cupti_torch_us']:7.1f}", flush=True)
+        print(
+            f"{name:10s} {row['shape']:22s} events TL {row['events_tilelang_us']:7.1f} "
+            f"PT {row['events_torch_us']:7.1f} "
+            f"({row['ratio_events']:.2f}x) | graph TL {row['graph_tilelang_us']:7.1f} PT {row['graph_torch_us']:7.1f} "
+            f"({row['ratio_graph']:.2f}x [{row['ratio_low']:.2f}-{row['ratio_high']:.2f}]) | "
+            f"CUPTI TL {row['cupti_tilelang_us']:7.1f} PT {row['cupti_torch_us']:7.1f}",
+            flush=True,
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": hw.name, "dtype": args.dtype, "rows": rows}, f, indent=1)

@@ -37,8 +37,9 @@ def _busy(stop_at: float) -> None:
 
 
 def one_run(args: list[str], reports: Path) -> dict:
-    p = subprocess.run([sys.executable, "-m", "evaluator.cli", *args, "--reports", str(reports)],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-m", "evaluator.cli", *args, "--reports", str(reports)], capture_output=True, text=True
+    )
     if p.returncode != 0:
         raise SystemExit(f"evaluate exited {p.returncode}: {(p.stdout + p.stderr)[-2000:]}")
     [run] = list((reports / "runs").iterdir())
@@ -47,17 +48,23 @@ def one_run(args: list[str], reports: Path) -> dict:
 
 def implausible(result: dict) -> list[str]:
     """Op rows whose TileLang side is faster than the roof allows and carry no flag."""
-    return [f"{b['family']} {'x'.join(map(str, b['shape']))}" for b in result["op_bench"]
-            if (b.get("tilelang_roof_pct") or 0) > PLAUSIBLE_ROOF_PCT and not b.get("flags")]
+    return [
+        f"{b['family']} {'x'.join(map(str, b['shape']))}"
+        for b in result["op_bench"]
+        if (b.get("tilelang_roof_pct") or 0) > PLAUSIBLE_ROOF_PCT and not b.get("flags")
+    ]
 
 
 def summary(result: dict) -> str:
     e = result.get("e2e") or {}
-    ops = "; ".join(f"{b['family']} {'x'.join(map(str, b['shape']))} {b['speedup'] or 0:.3g}x"
-                    + (f" roof {b['tilelang_roof_pct']:.0f}%" if b.get("tilelang_roof_pct") else "")
-                    + (f" [{', '.join(b['flags'])}]" if b.get("flags") else "") for b in result["op_bench"])
+    ops = "; ".join(
+        f"{b['family']} {'x'.join(map(str, b['shape']))} {b['speedup'] or 0:.3g}x"
+        + (f" roof {b['tilelang_roof_pct']:.0f}%" if b.get("tilelang_roof_pct") else "")
+        + (f" [{', '.join(b['flags'])}]" if b.get("flags") else "")
+        for b in result["op_bench"]
+    )
     flags = f" [{'; '.join(e['flags'])}]" if e.get("flags") else ""
-    return (f"{result['verdict']['decision']:<14} e2e {e.get('speedup') or 0:.3g}x{flags}\n    ops: {ops}")
+    return f"{result['verdict']['decision']:<14} e2e {e.get('speedup') or 0:.3g}x{flags}\n    ops: {ops}"
 
 
 def main() -> int:
@@ -83,8 +90,10 @@ def main() -> int:
         for p in procs:
             p.terminate()
     same = len(set(verdicts)) == 1
-    print(f"verdicts: {', '.join(verdicts)} -> {'the same each time' if same else 'DIFFERENT'}; "
-          f"unflagged ops past the roof: {', '.join(bad) or 'none'}")
+    print(
+        f"verdicts: {', '.join(verdicts)} -> {'the same each time' if same else 'DIFFERENT'}; "
+        f"unflagged ops past the roof: {', '.join(bad) or 'none'}"
+    )
     return 0 if same and not bad else 1
 
 

@@ -64,8 +64,9 @@ class Context:
         that a load, not a compile)."""
         if self.table is None:
             dtype, target = self.cfg.model.dtype, self.hw.target
-            self.table = swap.KernelTable(dtype, target,
-                                          build=lambda f, s, c: kernels.get(f).build(s, dtype, c, target))
+            self.table = swap.KernelTable(
+                dtype, target, build=lambda f, s, c: kernels.get(f).build(s, dtype, c, target)
+            )
         if self._table_from < 0 and result.tuned:
             verified = {(b.family, tuple(b.shape)): b.verified for b in result.op_bench}
             for t in result.tuned:
@@ -74,7 +75,8 @@ class Context:
                     continue
                 kernel = kernels.get(t.family).build(t.shape, t.dtype, t.config, self.hw.target)
                 ok = verified.get((t.family, tuple(t.shape)), False)
-                self.table.add(t.family, t.shape, t.config, kernel, verified=ok,
-                               why_not="" if ok else "kernel failed verification")
+                self.table.add(
+                    t.family, t.shape, t.config, kernel, verified=ok, why_not="" if ok else "kernel failed verification"
+                )
         self._table_from = len(result.tuned)
         return self.table

@@ -15,9 +15,14 @@ TORCH_DTYPES = {
     "bfloat16": torch.bfloat16,
 }
 DTYPE_ALIASES = {
-    "fp32": "float32", "float": "float32", "float32": "float32",
-    "fp16": "float16", "half": "float16", "float16": "float16",
-    "bf16": "bfloat16", "bfloat16": "bfloat16",
+    "fp32": "float32",
+    "float": "float32",
+    "float32": "float32",
+    "fp16": "float16",
+    "half": "float16",
+    "float16": "float16",
+    "bf16": "bfloat16",
+    "bfloat16": "bfloat16",
 }
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 

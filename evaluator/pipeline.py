@@ -72,6 +72,7 @@ def quiet_tilelang() -> None:
 def tilelang_version() -> str:
     try:
         import tilelang
+
         return str(getattr(tilelang, "__version__", "unknown"))
     except Exception as exc:  # an unusable TileLang is recorded, the stages that need it fail later
         return f"unavailable ({type(exc).__name__})"
@@ -92,10 +93,16 @@ def library_versions() -> dict[str, str]:
 
 
 def environment(hw: Hardware) -> Environment:
-    return Environment(evaluator=__version__, python=platform.python_version(),
-                       os=f"{platform.system()} {platform.release()}", cpu=hardware._cpu_name(),
-                       torch=torch.__version__, tilelang=tilelang_version(), hardware=hw,
-                       libraries=library_versions())
+    return Environment(
+        evaluator=__version__,
+        python=platform.python_version(),
+        os=f"{platform.system()} {platform.release()}",
+        cpu=hardware._cpu_name(),
+        torch=torch.__version__,
+        tilelang=tilelang_version(),
+        hardware=hw,
+        libraries=library_versions(),
+    )
 
 
 def slug(name: str) -> str:
@@ -121,8 +128,12 @@ def _usable(ctx: Context, r: RunResult) -> bool:
 STAGES: tuple[Stage, ...] = (
     Stage("profile", profiling.profile),
     Stage("kernels", tuning.tune_verify_bench),
-    Stage("portability", porting.portability_check, optional=True,
-          needed=lambda ctx, r: bool(r.tuned) and ctx.cfg.portability.targets != ()),
+    Stage(
+        "portability",
+        porting.portability_check,
+        optional=True,
+        needed=lambda ctx, r: bool(r.tuned) and ctx.cfg.portability.targets != (),
+    ),
     Stage("e2e", measuring.end_to_end, optional=True, needed=lambda ctx, r: ctx.cfg.bench.e2e and bool(r.families)),
     Stage("soak", measuring.soak, optional=True, needed=lambda ctx, r: ctx.cfg.bench.soak_s > 0 and _usable(ctx, r)),
     Stage("upstream", upstream.upstream_health, optional=True),
@@ -149,8 +160,11 @@ def run_stage(ctx: Context, stage: Stage, result: RunResult) -> RunResult:
             ctx.save(result)
             raise
         ctx.rep.info(f"[yellow]{stage.name} failed: {message[:300]}[/]")
-    result = dataclasses.replace(result, finished=result.finished + (stage.name,),
-                                 stage_seconds={**result.stage_seconds, stage.name: time.perf_counter() - t0})
+    result = dataclasses.replace(
+        result,
+        finished=result.finished + (stage.name,),
+        stage_seconds={**result.stage_seconds, stage.name: time.perf_counter() - t0},
+    )
     ctx.save(result)
     return result
 
@@ -161,14 +175,22 @@ def _load(cfg: Config, rep: Reporter, hw: Hardware):
         # runs (verify, bench, end to end, the final re-timing): one device for every number.
         torch.cuda.set_device(cfg.tune.devices[0])
     rep.stage("Loading model")
-    loaded = models.load_model(cfg.model.name, batch_size=cfg.model.batch_size, seq_len=cfg.model.seq_len,
-                               dtype=cfg.model.dtype, device=cfg.device, seed=cfg.model.seed,
-                               lengths=cfg.model.lengths)
+    loaded = models.load_model(
+        cfg.model.name,
+        batch_size=cfg.model.batch_size,
+        seq_len=cfg.model.seq_len,
+        dtype=cfg.model.dtype,
+        device=cfg.device,
+        seed=cfg.model.seed,
+        lengths=cfg.model.lengths,
+    )
     label = cfg.model.label or cfg.model.name
     if label != loaded.spec.name:  # a stable --name: baseline ids survive moving the factory file
         loaded = dataclasses.replace(loaded, spec=dataclasses.replace(loaded.spec, name=label, origin=cfg.model.name))
-    rep.done(f"{loaded.spec.name}: {loaded.spec.parameters / 1e6:.1f}M parameters, batch {loaded.spec.batch_size}, "
-             f"{loaded.spec.dtype} on {hw.name}")
+    rep.done(
+        f"{loaded.spec.name}: {loaded.spec.parameters / 1e6:.1f}M parameters, batch {loaded.spec.batch_size}, "
+        f"{loaded.spec.dtype} on {hw.name}"
+    )
     return loaded
 
 
@@ -185,8 +207,13 @@ def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
     run_dir = cfg.output.reports / "runs" / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(config_mod.to_json(cfg))
-    result = RunResult(run_id=run_id, created=created.isoformat(timespec="seconds"), model=loaded.spec,
-                       environment=env, settings=cfg.settings_dict())
+    result = RunResult(
+        run_id=run_id,
+        created=created.isoformat(timespec="seconds"),
+        model=loaded.spec,
+        environment=env,
+        settings=cfg.settings_dict(),
+    )
     ctx = Context(cfg, rep, hw, env, loaded, run_dir)
     ctx.save(result)
     return _finish(ctx, result)
@@ -199,23 +226,30 @@ def resume(run_dir: Path, reporter: Reporter | None = None) -> RunOutcome:
     run_dir = Path(run_dir)
     results, saved_cfg = run_dir / "results.json", run_dir / "config.json"
     if not results.is_file() or not saved_cfg.is_file():
-        raise ConfigError(f"--resume {run_dir}: not a run folder (it needs results.json and config.json, "
-                          "which runs write from this version on)")
+        raise ConfigError(
+            f"--resume {run_dir}: not a run folder (it needs results.json and config.json, "
+            "which runs write from this version on)"
+        )
     cfg = config_mod.from_json(saved_cfg.read_text())
     try:
         result = from_dict(RunResult, json.loads(results.read_text()))
     except Exception as exc:  # a damaged file is the user's to know about, in one line
-        raise ConfigError(f"--resume {run_dir}: results.json does not load ({type(exc).__name__}); "
-                          "start a new run") from exc
+        raise ConfigError(
+            f"--resume {run_dir}: results.json does not load ({type(exc).__name__}); start a new run"
+        ) from exc
     if result.baseline is not None:
-        raise ConfigError(f"--resume {run_dir}: this run finished (baseline {result.baseline.tag}); "
-                          "re-render it with evaluate report --baseline ID")
+        raise ConfigError(
+            f"--resume {run_dir}: this run finished (baseline {result.baseline.tag}); "
+            "re-render it with evaluate report --baseline ID"
+        )
     quiet_tilelang()
     hardware.pin_threads(cfg.device)
     hw = hardware.measure_ceilings(hardware.detect(cfg.device), cfg.model.dtype)
     if hw.name != result.environment.hardware.name:
-        raise ConfigError(f"--resume {run_dir}: the run started on {result.environment.hardware.name}, "
-                          f"this machine is {hw.name}; resume it there or start a new run")
+        raise ConfigError(
+            f"--resume {run_dir}: the run started on {result.environment.hardware.name}, "
+            f"this machine is {hw.name}; resume it there or start a new run"
+        )
     loaded = _load(cfg, rep, hw)
     rep.info(f"resuming {result.run_id} after: {', '.join(result.finished) or 'nothing'}")
     return _finish(Context(cfg, rep, hw, result.environment, loaded, run_dir), result)
@@ -253,12 +287,15 @@ def _finish(ctx: Context, result: RunResult) -> RunOutcome:
     ctx.rep.done(str(files.html.parent))
     if record_error is not None:
         why = str(record_error).splitlines()[0][:200] if str(record_error) else type(record_error).__name__
-        raise BaselineError(f"the baseline was not recorded ({why}); the report is in {ctx.run_dir}; record it "
-                            f"later with: evaluate baseline record {ctx.run_dir} --store "
-                            f"{ctx.cfg.output.store_remote or ctx.cfg.output.store}") from record_error
+        raise BaselineError(
+            f"the baseline was not recorded ({why}); the report is in {ctx.run_dir}; record it "
+            f"later with: evaluate baseline record {ctx.run_dir} --store "
+            f"{ctx.cfg.output.store_remote or ctx.cfg.output.store}"
+        ) from record_error
     if ctx.push_error is not None:
-        raise BaselineError(f"{str(ctx.push_error).splitlines()[0]}; the report is in {ctx.run_dir}"
-                            ) from ctx.push_error
+        raise BaselineError(
+            f"{str(ctx.push_error).splitlines()[0]}; the report is in {ctx.run_dir}"
+        ) from ctx.push_error
     return RunOutcome(result=result, run_dir=ctx.run_dir, html=files.html, pdf=files.pdf, pdf_note=files.pdf_note)
 
 
@@ -271,15 +308,24 @@ def fit_shape(fam: kernels.KernelFamily, shape: Shape) -> Shape:
     except kernels.KernelError as exc:
         least = len(names) - fam.optional_dims
         if not least <= len(shape) <= len(names):
-            more = (f" (or {len(names)}, adding {'x'.join(names[least:])})" if fam.optional_dims else "")
-            raise ConfigError(f"--shape {text} does not fit {fam.name}: it takes {least} sizes, "
-                              f"{'x'.join(names[:least])}{more}") from None
+            more = f" (or {len(names)}, adding {'x'.join(names[least:])})" if fam.optional_dims else ""
+            raise ConfigError(
+                f"--shape {text} does not fit {fam.name}: it takes {least} sizes, {'x'.join(names[:least])}{more}"
+            ) from None
         raise ConfigError(f"--shape {text}: {str(exc).splitlines()[0]}") from None
 
 
-def bench_family(family: str, shapes: list[Shape], dtype: str, device: str, *, budget_s: float = 60.0,
-                 policy: bench.TimingPolicy | None = None, store: Path | None = None,
-                 reporter: Reporter | None = None) -> list[tuple[TunedKernel, OpBench]]:
+def bench_family(
+    family: str,
+    shapes: list[Shape],
+    dtype: str,
+    device: str,
+    *,
+    budget_s: float = 60.0,
+    policy: bench.TimingPolicy | None = None,
+    store: Path | None = None,
+    reporter: Reporter | None = None,
+) -> list[tuple[TunedKernel, OpBench]]:
     """`evaluate bench`: tune, verify and time one family alone on the given (or standard) shapes."""
     rep = reporter or Reporter()
     quiet_tilelang()
@@ -287,5 +333,15 @@ def bench_family(family: str, shapes: list[Shape], dtype: str, device: str, *, b
     shapes = [fit_shape(fam, shape) for shape in shapes]
     hardware.pin_threads(device)
     hw = hardware.measure_ceilings(hardware.detect(device), dtype)
-    return tuning.bench_shapes(family, shapes, dtype, device, hw, tilelang_version(), budget_s=budget_s,
-                               policy=policy or bench.TimingPolicy(), store=store, rep=rep)
+    return tuning.bench_shapes(
+        family,
+        shapes,
+        dtype,
+        device,
+        hw,
+        tilelang_version(),
+        budget_s=budget_s,
+        policy=policy or bench.TimingPolicy(),
+        store=store,
+        rep=rep,
+    )

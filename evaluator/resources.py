@@ -82,8 +82,10 @@ def template_dirs() -> list[Path]:
     if env:
         folder = Path(env).expanduser()
         if not folder.is_dir():
-            raise ConfigError(f"{TEMPLATES_ENV}={env} is not a folder; point it at a folder holding report.html.j2, "
-                              "report.css or i18n/<lang>.yaml, or unset it")
+            raise ConfigError(
+                f"{TEMPLATES_ENV}={env} is not a folder; point it at a folder holding report.html.j2, "
+                "report.css or i18n/<lang>.yaml, or unset it"
+            )
         dirs.append(folder.resolve())
     local = Path("templates")
     if local.is_dir():
@@ -98,7 +100,11 @@ def template_overrides() -> list[Path]:
     for folder in template_dirs():
         if folder == SHIPPED_TEMPLATES:
             continue
-        for rel in ("report.html.j2", "report.css", *(f"i18n/{p.name}" for p in sorted((folder / "i18n").glob("*.yaml")))):
+        for rel in (
+            "report.html.j2",
+            "report.css",
+            *(f"i18n/{p.name}" for p in sorted((folder / "i18n").glob("*.yaml"))),
+        ):
             if (folder / rel).is_file():
                 found.append(folder / rel)
     return found

@@ -19,15 +19,24 @@ INDUCTOR_ERROR = "InductorError: InvalidCxxCompiler: No working C++ compiler fou
 
 
 def compiled(ms: float, ratio: float, compile_s: float, mode: str = "default", note: str = "") -> Compiled:
-    return Compiled(mode, "default" if mode == "default" else "max-autotune-no-cudagraphs", timing(ms),
-                    Ratio(ratio, ratio * 0.97, ratio * 1.03, 20), compile_s, "", note)
+    return Compiled(
+        mode,
+        "default" if mode == "default" else "max-autotune-no-cudagraphs",
+        timing(ms),
+        Ratio(ratio, ratio * 0.97, ratio * 1.03, 20),
+        compile_s,
+        "",
+        note,
+    )
 
 
 def compiled_result() -> RunResult:
     r = sample_result()
     gemm, softmax = r.op_bench
-    ops = (dataclasses.replace(gemm, compiled=compiled(0.6, 1.32, 3.4, note="unstable (spread 17%)")),
-           dataclasses.replace(softmax, compiled=Compiled("default", "default", error=INDUCTOR_ERROR)))
+    ops = (
+        dataclasses.replace(gemm, compiled=compiled(0.6, 1.32, 3.4, note="unstable (spread 17%)")),
+        dataclasses.replace(softmax, compiled=Compiled("default", "default", error=INDUCTOR_ERROR)),
+    )
     e2e = dataclasses.replace(r.e2e, compiled=compiled(10.23, 0.93, 29.3))
     return dataclasses.replace(r, op_bench=ops, e2e=e2e, settings={**r.settings, "compile_mode": "default"})
 

@@ -13,18 +13,31 @@ H200_GEMM = {"block_M": 128, "block_N": 256, "block_K": 64, "num_stages": 3, "th
 FITS_MI300X = {"block_M": 128, "block_N": 128, "block_K": 32, "num_stages": 2, "threads": 256}
 ATTENTION = {"block_M": 128, "block_N": 64, "num_stages": 2, "threads": 128}
 UNPIPELINED = {**ATTENTION, "num_stages": 1}
-NO_MACA = ("no TileLang backend installed for MACA: TileLang 0.1.15 here has no 'maca' target kind "
-           "(MetaX's TileLang fork for MACA provides it)")
-LDS = ("uses 208 KB of shared memory; MI300X allows 64 KB of LDS per workgroup "
-       "(the lowered kernel itself requests 208 KB)")
+NO_MACA = (
+    "no TileLang backend installed for MACA: TileLang 0.1.15 here has no 'maca' target kind "
+    "(MetaX's TileLang fork for MACA provides it)"
+)
+LDS = (
+    "uses 208 KB of shared memory; MI300X allows 64 KB of LDS per workgroup (the lowered kernel itself requests 208 KB)"
+)
 DOWNCAST = "TypeError: Downcast from tirx.Sub to ir.IntImm failed."
-INSTRUCTION = {"a100": "mma.sync", "h100": "wgmma", "h200": "wgmma", "b200": "mma.sync", "v100": "mma.sync",
-               "t4": "mma.sync", "mi250x": "mfma", "mi300x": "mfma"}
+INSTRUCTION = {
+    "a100": "mma.sync",
+    "h100": "wgmma",
+    "h200": "wgmma",
+    "b200": "mma.sync",
+    "v100": "mma.sync",
+    "t4": "mma.sync",
+    "mi250x": "mfma",
+    "mi300x": "mfma",
+}
 
 
 def sample_portability(targets: tuple[str, ...] = ("a100", "h100", "mi300x", "c500")) -> P.Portability:
-    kernels = (("gemm", (4096, 4096, 4096), "float16", H200_GEMM),
-               ("attention", (1, 32, 512, 512, 128, 1), "float16", ATTENTION))
+    kernels = (
+        ("gemm", (4096, 4096, 4096), "float16", H200_GEMM),
+        ("attention", (1, 32, 512, 512, 128, 1), "float16", ATTENTION),
+    )
     cells = []
     for fam, shape, dtype, tuned in kernels:
         for kind in ("tuned", "default"):
@@ -33,19 +46,41 @@ def sample_portability(targets: tuple[str, ...] = ("a100", "h100", "mi300x", "c5
                 if t == "c500":
                     cells.append(P.PortCell(**base, status="fails", failure_class="feature", reason=NO_MACA))
                 elif (t, fam, kind) == ("mi300x", "gemm", "tuned"):
-                    cells.append(P.PortCell(**base, status="needs_retuning", failure_class="resources", reason=LDS,
-                                            fitting_config=FITS_MI300X, smem_bytes=212992, threads=256))
+                    cells.append(
+                        P.PortCell(
+                            **base,
+                            status="needs_retuning",
+                            failure_class="resources",
+                            reason=LDS,
+                            fitting_config=FITS_MI300X,
+                            smem_bytes=212992,
+                            threads=256,
+                        )
+                    )
                 elif (t, fam, kind) == ("a100", "attention", "tuned"):
-                    cells.append(P.PortCell(**base, status="fails", failure_class="codegen", reason=DOWNCAST,
-                                            fitting_config=UNPIPELINED))
+                    cells.append(
+                        P.PortCell(
+                            **base, status="fails", failure_class="codegen", reason=DOWNCAST, fitting_config=UNPIPELINED
+                        )
+                    )
                 else:
-                    note = ("T.gemm lowered to mma.sync, not B200's tcgen05: speed measured elsewhere does not "
-                            "carry over") if t == "b200" else ""
+                    note = (
+                        ("T.gemm lowered to mma.sync, not B200's tcgen05: speed measured elsewhere does not carry over")
+                        if t == "b200"
+                        else ""
+                    )
                     cells.append(P.PortCell(**base, status="lowers", instruction=INSTRUCTION.get(t, ""), note=note))
     specs = [T.TARGETS[k] for k in targets]
-    p = P.Portability(targets=tuple(targets), kernels=tuple(P.kernel_label(f, s, d) for f, s, d, _ in kernels),
-                      cells=tuple(cells), summary=(), target_names={s.key: s.name for s in specs},
-                      target_limits={s.key: s.describe() for s in specs},
-                      target_sources={s.key: s.source + (f"; {s.notes}" if s.notes else "") for s in specs},
-                      tilelang="0.1.15", seconds=7.4, lowerings=16)
+    p = P.Portability(
+        targets=tuple(targets),
+        kernels=tuple(P.kernel_label(f, s, d) for f, s, d, _ in kernels),
+        cells=tuple(cells),
+        summary=(),
+        target_names={s.key: s.name for s in specs},
+        target_limits={s.key: s.describe() for s in specs},
+        target_sources={s.key: s.source + (f"; {s.notes}" if s.notes else "") for s in specs},
+        tilelang="0.1.15",
+        seconds=7.4,
+        lowerings=16,
+    )
     return P.with_summary(p)

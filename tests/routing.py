@@ -1,6 +1,7 @@
 """Test helper: run a model under the operator router with kernels built for the calls
 it makes (first config of each family's search space, C target), as the pipeline does
-after tuning (or, with target="cuda", built for the GPU). Out: the router (with its call counts), the routed output and PyTorch's."""
+after tuning (or, with target="cuda", built for the GPU). Out: the router (with its call counts), the routed output
+and PyTorch's."""
 
 from __future__ import annotations
 

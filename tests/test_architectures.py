@@ -32,6 +32,7 @@ from architectures import ARCHITECTURES, SEQ  # noqa: E402  (the benchmark's lis
 
 pytest.importorskip("transformers")
 
+
 class Count(TorchFunctionMode):
     """The test's own count of the calls each family knows, by the torch function called."""
 
@@ -76,15 +77,20 @@ def written_calls(model):
     names them: its RMSNorm modules' forwards (LlamaRMSNorm, T5LayerNorm...) and its
     modeling module's `apply_rotary_pos_emb`."""
     counts: Counter = Counter()
-    hooks = [m.register_forward_hook(lambda *_: counts.update(["rmsnorm"])) for m in model.modules()
-             if re.search(r"RMSNorm$", type(m).__name__) or type(m).__name__ == "T5LayerNorm"]
+    hooks = [
+        m.register_forward_hook(lambda *_: counts.update(["rmsnorm"]))
+        for m in model.modules()
+        if re.search(r"RMSNorm$", type(m).__name__) or type(m).__name__ == "T5LayerNorm"
+    ]
     patched = []
     for mod in {sys.modules[type(m).__module__] for m in model.modules()}:
         fn = getattr(mod, "apply_rotary_pos_emb", None)
         if callable(fn):
+
             def counted(*args, _fn=fn, **kwargs):
                 counts.update(["rope"])
                 return _fn(*args, **kwargs)
+
             setattr(mod, "apply_rotary_pos_emb", counted)
             patched.append((mod, fn))
     try:
@@ -111,15 +117,31 @@ def counted_by_run(e2e) -> Counter:
 def test_every_call_of_every_family_is_accounted_for(arch, tmp_path):
     spec, extra = ARCHITECTURES[arch]
     sizes = dict(batch_size=2) | ({} if arch in SEQ else {"seq_len": 32})
-    cfg = config.build(model=spec, device="cpu", ops=20, budget=0, fine_rounds=0, reps=3, soak_seconds=0,
-                       pdf=False, compile_mode="none", reports=tmp_path / "reports", **sizes, **extra)
+    cfg = config.build(
+        model=spec,
+        device="cpu",
+        ops=20,
+        budget=0,
+        fine_rounds=0,
+        reps=3,
+        soak_seconds=0,
+        pdf=False,
+        compile_mode="none",
+        reports=tmp_path / "reports",
+        **sizes,
+        **extra,
+    )
     r = pipeline.run(cfg).result
     e = r.e2e
     assert e is not None and e.swapped is not None, r.stage_errors
     assert e.outputs_match or e.tilelang_calls == 0, e.error
-    loaded = load_model(spec, dtype="float32", device="cpu", **sizes,
-                        **({"lengths": tuple(int(x) for x in extra["lengths"].split("-"))} if "lengths" in extra
-                           else {}))
+    loaded = load_model(
+        spec,
+        dtype="float32",
+        device="cpu",
+        **sizes,
+        **({"lengths": tuple(int(x) for x in extra["lengths"].split("-"))} if "lengths" in extra else {}),
+    )
     with torch.inference_mode(), written_calls(loaded.module) as written, Count() as mine:
         loaded.module(*loaded.inputs)
     mine.calls.update(written)

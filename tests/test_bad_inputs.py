@@ -7,6 +7,7 @@ one stderr line saying what was expected, no traceback, and the earlier run fold
 store byte for byte as they were. Failures that are not bad input (a model that raises,
 a bug, Ctrl-C) are one line too, and keep what the run had finished.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -50,8 +51,11 @@ def one_error_line(code: int, lines: list[str], *, exit_code: int = 2, prefix: s
 
 def snapshot(root: Path) -> dict[str, str]:
     """Every file under `root` (a store's .git included) by content."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture
@@ -90,24 +94,29 @@ def read_only(path: Path):
 # ---------------------------------------------------------------- checked before any minute is spent
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--reps", "0"], "--reps must be a positive integer, got 0"),
-    (["--reps", "-3"], "--reps must be a positive integer, got -3"),
-    (["--budget", "-1"], "--budget must be a number of seconds, 0 or more, got -1"),
-    (["--soak-seconds", "-2"], "--soak-seconds must be a number of seconds, 0 or more, got -2"),
-    (["--max-shapes", "0"], "--max-shapes must be a positive integer, got 0"),
-    (["--profile-iters", "0"], "--profile-iters must be a positive integer, got 0"),
-    (["--store", "{file}"], "is a file; give a folder"),
-    (["--store", "{file}/store"], "cannot be created: {file} is a file"),
-    (["--reports", "{file}"], "--reports {file} is a file"),
-    (["--checklist", "nonesuch"], "checklist 'nonesuch' does not exist; give a YAML file or a checklist name: "
-                                  "default, production"),
-    (["--name", "///"], "--name '///' cannot name a baseline"),
-    (["--as-of", "someday"], "--as-of 'someday' is not a date; use YYYY-MM-DD"),
-    (["--isolate", "maybe"], "--isolate 'maybe' is not allowed; use auto, on or off"),
-    (["--reps", "lots"], "Invalid value for '--reps'"),  # a usage error is one line as well
-    (["--no-such-option"], "No such option: --no-such-option"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--reps", "0"], "--reps must be a positive integer, got 0"),
+        (["--reps", "-3"], "--reps must be a positive integer, got -3"),
+        (["--budget", "-1"], "--budget must be a number of seconds, 0 or more, got -1"),
+        (["--soak-seconds", "-2"], "--soak-seconds must be a number of seconds, 0 or more, got -2"),
+        (["--max-shapes", "0"], "--max-shapes must be a positive integer, got 0"),
+        (["--profile-iters", "0"], "--profile-iters must be a positive integer, got 0"),
+        (["--store", "{file}"], "is a file; give a folder"),
+        (["--store", "{file}/store"], "cannot be created: {file} is a file"),
+        (["--reports", "{file}"], "--reports {file} is a file"),
+        (
+            ["--checklist", "nonesuch"],
+            "checklist 'nonesuch' does not exist; give a YAML file or a checklist name: default, production",
+        ),
+        (["--name", "///"], "--name '///' cannot name a baseline"),
+        (["--as-of", "someday"], "--as-of 'someday' is not a date; use YYYY-MM-DD"),
+        (["--isolate", "maybe"], "--isolate 'maybe' is not allowed; use auto, on or off"),
+        (["--reps", "lots"], "Invalid value for '--reps'"),  # a usage error is one line as well
+        (["--no-such-option"], "No such option: --no-such-option"),
+    ],
+)
 def test_bad_option_is_one_line_exit_2_and_loses_nothing(args, words, reports, tmp_path, monkeypatch, capsys):
     a_file = tmp_path / "a-file"
     a_file.write_text("not a folder")
@@ -145,17 +154,21 @@ def test_an_empty_store_is_refused_by_the_store_commands(command, reports, tmp_p
     assert snapshot(reports) == before and not any(elsewhere.iterdir())
 
 
-@pytest.mark.parametrize("damage, words", [
-    ("garbage HEAD", "its .git/HEAD names neither a branch nor a commit"),
-    ("missing object", "1 object is missing from its history (missing tree "),
-])
+@pytest.mark.parametrize(
+    "damage, words",
+    [
+        ("garbage HEAD", "its .git/HEAD names neither a branch nor a commit"),
+        ("missing object", "1 object is missing from its history (missing tree "),
+    ],
+)
 def test_a_damaged_store_is_refused_before_the_run(damage, words, reports, monkeypatch, capsys):
     store = reports / "baselines"
     if damage == "garbage HEAD":
         (store / ".git" / "HEAD").write_text("this is not a ref\n")
     else:
-        tree = subprocess.run(["git", "-C", str(store), "rev-parse", "HEAD^{tree}"], capture_output=True,
-                              text=True, check=True).stdout.strip()
+        tree = subprocess.run(
+            ["git", "-C", str(store), "rev-parse", "HEAD^{tree}"], capture_output=True, text=True, check=True
+        ).stdout.strip()
         (store / ".git" / "objects" / tree[:2] / tree[2:]).unlink()
     monkeypatch.setattr(pipeline, "run", _fake_run(True, AssertionError("the run started")))
     before = snapshot(reports)
@@ -170,8 +183,19 @@ def test_read_only_store_is_refused_up_front_by_the_real_process(reports):
     store = reports / "baselines"
     before = snapshot(reports)
     with read_only(store):
-        p = evaluate("--model", "bert-tiny", "--reports", str(reports), "--ops", "1", "--budget", "2",
-                     "--soak-seconds", "0", "--no-pdf")
+        p = evaluate(
+            "--model",
+            "bert-tiny",
+            "--reports",
+            str(reports),
+            "--ops",
+            "1",
+            "--budget",
+            "2",
+            "--soak-seconds",
+            "0",
+            "--no-pdf",
+        )
     lines = [line for line in p.stderr.splitlines() if line.strip()]
     line = one_error_line(p.returncode, lines)
     assert f"--store {store} is not writable" in line
@@ -183,8 +207,9 @@ def test_store_whose_parent_is_read_only(tmp_path, monkeypatch, capsys):
     parent = tmp_path / "shared"
     parent.mkdir()
     with read_only(parent):
-        code, lines, _ = run_main(monkeypatch, capsys, "--model", "bert-tiny", "--reports", tmp_path / "r",
-                                  "--store", parent / "store")
+        code, lines, _ = run_main(
+            monkeypatch, capsys, "--model", "bert-tiny", "--reports", tmp_path / "r", "--store", parent / "store"
+        )
     assert f"--store {parent / 'store'} cannot be created: {parent} is not writable" in one_error_line(code, lines)
     assert not (tmp_path / "r").exists()
 
@@ -192,8 +217,9 @@ def test_store_whose_parent_is_read_only(tmp_path, monkeypatch, capsys):
 def test_read_only_reports_folder(reports, monkeypatch, capsys):
     before = snapshot(reports)
     with read_only(reports):
-        code, lines, _ = run_main(monkeypatch, capsys, "--model", "bert-tiny", "--reports", reports,
-                                  "--store", reports.parent / "elsewhere")
+        code, lines, _ = run_main(
+            monkeypatch, capsys, "--model", "bert-tiny", "--reports", reports, "--store", reports.parent / "elsewhere"
+        )
     assert f"--reports {reports} is not writable" in one_error_line(code, lines)
     assert snapshot(reports) == before and not (reports.parent / "elsewhere").exists()
 
@@ -221,8 +247,9 @@ def test_checklist_validate_lists_every_problem_one_per_line(tmp_path, monkeypat
 def test_a_run_with_a_bad_checklist_says_how_to_see_every_problem(tmp_path, monkeypatch, capsys):
     path = tmp_path / "team.yaml"
     path.write_text(BAD_METRICS)
-    code, lines, _ = run_main(monkeypatch, capsys, "--model", "bert-tiny", "--reports", tmp_path / "r",
-                              "--checklist", path)
+    code, lines, _ = run_main(
+        monkeypatch, capsys, "--model", "bert-tiny", "--reports", tmp_path / "r", "--checklist", path
+    )
     line = one_error_line(code, lines)
     assert "unknown metric 'ops.speedup_mn'" in line
     assert line.endswith(f"(and 2 more problems; `evaluate checklist validate {path}` lists them all)")
@@ -241,10 +268,22 @@ def test_model_whose_forward_raises_is_one_line_and_keeps_its_run_folder(reports
         "    def forward(self, x):\n"
         "        raise RuntimeError('forward exploded\\nwith a second line')\n"
         "def make(batch_size: int = 2):\n"
-        "    return Bad(), torch.randn(batch_size, 8)\n")
+        "    return Bad(), torch.randn(batch_size, 8)\n"
+    )
     before = snapshot(reports)
-    p = evaluate("--model", f"{model}:make", "--reports", str(reports), "--ops", "1", "--budget", "2",
-                 "--soak-seconds", "0", "--no-pdf")
+    p = evaluate(
+        "--model",
+        f"{model}:make",
+        "--reports",
+        str(reports),
+        "--ops",
+        "1",
+        "--budget",
+        "2",
+        "--soak-seconds",
+        "0",
+        "--no-pdf",
+    )
     line = one_error_line(p.returncode, [ln for ln in p.stderr.splitlines() if ln.strip()])
     assert "forward exploded" in line  # was exit 1 and a 107-line traceback
     assert "Traceback" not in p.stdout + p.stderr
@@ -264,6 +303,7 @@ def _fake_run(make_folder: bool, exc: BaseException):
             (folder / "config.json").write_text("{}")
             (folder / "results.json").write_text("{}")
         raise exc
+
     return run
 
 
@@ -281,8 +321,9 @@ def test_a_bug_is_one_line_and_the_traceback_goes_to_the_run_folder(reports, mon
     monkeypatch.setattr(pipeline, "run", _fake_run(True, _bug()))
     code, lines, _ = run_main(monkeypatch, capsys, "--model", "bert-tiny", "--reports", reports, "--name", "bt")
     run = reports / "runs" / "bt-20260821-150000"
-    assert one_error_line(code, lines) == (f"error: internal error ValueError: shape table broken see above "
-                                           f"(full traceback in {run / 'traceback.txt'})")
+    assert one_error_line(code, lines) == (
+        f"error: internal error ValueError: shape table broken see above (full traceback in {run / 'traceback.txt'})"
+    )
     text = (run / "traceback.txt").read_text()
     assert "KeyError: 'gemm'" in text and "direct cause" in text and "ValueError: shape table broken" in text
     assert (run / "results.json").read_text() == "{}"  # what the run saved is kept
@@ -315,8 +356,10 @@ def test_ctrl_c_says_where_the_finished_stages_are_and_how_to_resume(reports, mo
     monkeypatch.setattr(pipeline, "run", _fake_run(True, KeyboardInterrupt()))
     code, lines, _ = run_main(monkeypatch, capsys, "--model", "bert-tiny", "--reports", reports)
     run = reports / "runs" / "bert-tiny-20260821-150000"
-    assert one_error_line(code, lines, exit_code=130, prefix="interrupted") == \
-        f"interrupted; finished stages are kept in {run}; continue with: evaluate --resume {run}"
+    assert (
+        one_error_line(code, lines, exit_code=130, prefix="interrupted")
+        == f"interrupted; finished stages are kept in {run}; continue with: evaluate --resume {run}"
+    )
     assert (run / "results.json").is_file()
 
 
@@ -329,8 +372,10 @@ def test_ctrl_c_during_a_resumed_run_names_the_same_folder(reports, monkeypatch,
 
     monkeypatch.setattr(pipeline, "resume", interrupted)
     code, lines, _ = run_main(monkeypatch, capsys, "--resume", run)
-    assert one_error_line(code, lines, exit_code=130, prefix="interrupted") == \
-        f"interrupted; finished stages are kept in {run}; continue with: evaluate --resume {run}"
+    assert (
+        one_error_line(code, lines, exit_code=130, prefix="interrupted")
+        == f"interrupted; finished stages are kept in {run}; continue with: evaluate --resume {run}"
+    )
 
 
 @pytest.mark.slow
@@ -342,34 +387,38 @@ def test_ctrl_c_offers_resume_only_for_a_folder_resume_takes(left, reports, monk
         run.mkdir(parents=True)
         if left == "baseline recorded":
             (run / "config.json").write_text("{}")
-        (run / "results.json").write_text(json.dumps({"baseline": {"tag": "bert-tiny/cpu/2026Q3-1"}}
-                                                     if left == "baseline recorded" else {}))
+        (run / "results.json").write_text(
+            json.dumps({"baseline": {"tag": "bert-tiny/cpu/2026Q3-1"}} if left == "baseline recorded" else {})
+        )
         raise KeyboardInterrupt
 
     monkeypatch.setattr(pipeline, "run", interrupted)
     code, lines, _ = run_main(monkeypatch, capsys, "--model", "bert-tiny", "--reports", reports)
-    assert one_error_line(code, lines, exit_code=130, prefix="interrupted") == \
-        f"interrupted; finished stages are kept in {run}"
+    assert (
+        one_error_line(code, lines, exit_code=130, prefix="interrupted")
+        == f"interrupted; finished stages are kept in {run}"
+    )
 
 
 def test_an_error_the_pipeline_reports_is_one_line(reports, monkeypatch, capsys):
     # e.g. --families naming a family the model does not call: known only after profiling
     err = ConfigError("--families softmax: bert-tiny does not call softmax; its families are gemm, attention")
     monkeypatch.setattr(pipeline, "run", _fake_run(True, err))
-    code, lines, _ = run_main(monkeypatch, capsys, "--model", "bert-tiny", "--reports", reports,
-                              "--families", "softmax")
+    code, lines, _ = run_main(
+        monkeypatch, capsys, "--model", "bert-tiny", "--reports", reports, "--families", "softmax"
+    )
     assert one_error_line(code, lines) == f"error: {err}"
 
 
 def test_exit_1_is_only_the_verdict_fail_on_rejects(reports, monkeypatch, capsys):
     result = sample_result(correct=False)  # a wrong kernel: a blocker fails
-    result = dataclasses.replace(result, verdict=checklist.evaluate(
-        checklist.load(SHIPPED_CHECKLISTS / "default.yaml"), result))
+    result = dataclasses.replace(
+        result, verdict=checklist.evaluate(checklist.load(SHIPPED_CHECKLISTS / "default.yaml"), result)
+    )
     assert result.verdict.decision == "NO-GO"
     outcome = pipeline.RunOutcome(result=result, run_dir=reports / "runs" / "x", html=None, pdf=None)
     monkeypatch.setattr(pipeline, "run", lambda cfg, reporter=None: outcome)
-    code, lines, out = run_main(monkeypatch, capsys, "--model", "bert-tiny", "--reports", reports,
-                                "--fail-on", "no-go")
+    code, lines, out = run_main(monkeypatch, capsys, "--model", "bert-tiny", "--reports", reports, "--fail-on", "no-go")
     assert code == 1 and lines == [] and "NO-GO" in out
     code, lines, _ = run_main(monkeypatch, capsys, "--model", "bert-tiny", "--reports", reports)
     assert code == 0 and lines == []

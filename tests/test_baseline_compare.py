@@ -28,17 +28,24 @@ TESTS = Path(__file__).resolve().parent
 
 def with_hw(result, **changes):
     env = result.environment
-    return replace(result, environment=dataclasses.replace(env, hardware=dataclasses.replace(env.hardware,
-                                                                                              **changes)))
+    return replace(result, environment=dataclasses.replace(env, hardware=dataclasses.replace(env.hardware, **changes)))
 
 
 def test_noisier_timings_widen_the_threshold():
     ref = sample_result()
     slower = sample_result(scale=1.3)
-    cand = replace(slower, op_bench=tuple(
-        dataclasses.replace(b, tilelang=dataclasses.replace(b.tilelang, p10_ms=b.tilelang.median_ms * 0.6,
-                                                            p90_ms=b.tilelang.median_ms * 1.4))
-        for b in slower.op_bench))
+    cand = replace(
+        slower,
+        op_bench=tuple(
+            dataclasses.replace(
+                b,
+                tilelang=dataclasses.replace(
+                    b.tilelang, p10_ms=b.tilelang.median_ms * 0.6, p90_ms=b.tilelang.median_ms * 1.4
+                ),
+            )
+            for b in slower.op_bench
+        ),
+    )
     ops = [ch for ch in compare(ref, cand).changes if ch.kind == "op"]
     assert all(ch.status == "unchanged" and ch.threshold > 0.5 for ch in ops)
 
@@ -46,8 +53,11 @@ def test_noisier_timings_widen_the_threshold():
 def test_environment_changes_listed_as_likely_causes():
     ref = sample_result()
     cand = with_hw(sample_result(scale=1.3), driver="560.1", cuda="12.6")
-    cand = replace(cand, environment=dataclasses.replace(cand.environment, torch="2.14.0"),
-                   settings={**cand.settings, "ops": 3, "out": "reports/run-2"})
+    cand = replace(
+        cand,
+        environment=dataclasses.replace(cand.environment, torch="2.14.0"),
+        settings={**cand.settings, "ops": 3, "out": "reports/run-2"},
+    )
     c = compare(ref, cand)
     changed = {f: (a, b) for f, a, b in c.environment_changes}
     assert changed["driver"] == ("", "560.1") and changed["cuda"] == ("", "12.6")
@@ -64,8 +74,10 @@ def test_a_model_library_update_is_a_likely_cause():
     ref = sample_result()
     ref = replace(ref, environment=dataclasses.replace(ref.environment, libraries={"transformers": "4.57.0"}))
     slower = sample_result(scale=1.3)
-    cand = replace(slower, environment=dataclasses.replace(slower.environment, libraries={"transformers": "5.24.0",
-                                                                                            "timm": "1.0.20"}))
+    cand = replace(
+        slower,
+        environment=dataclasses.replace(slower.environment, libraries={"transformers": "5.24.0", "timm": "1.0.20"}),
+    )
     c = compare(ref, cand)
     changed = {f: (a, b) for f, a, b in c.environment_changes}
     assert changed["transformers"] == ("4.57.0", "5.24.0") and changed["timm"] == ("", "1.0.20")
@@ -74,8 +86,10 @@ def test_a_model_library_update_is_a_likely_cause():
 
 def test_different_timing_policies_are_marked_not_comparable():
     ref = sample_result()
-    cand = replace(sample_result(scale=1.3), settings={**ref.settings, "timing": {"timer": "perf_counter",
-                                                                                  "warmup": 3, "reps": 100}})
+    cand = replace(
+        sample_result(scale=1.3),
+        settings={**ref.settings, "timing": {"timer": "perf_counter", "warmup": 3, "reps": 100}},
+    )
     c = compare(ref, cand)
     assert not c.comparable and "NOT COMPARABLE" in c.note and "timing policies differ" in c.note
     assert all(row[6].endswith("(not comparable)") for row in comparison_rows(c))
@@ -89,8 +103,13 @@ def test_gone_and_new_measurements_and_the_labels_of_runs_not_stored():
     c = compare(ref, cand)
     assert (c.reference, c.candidate) == ("ref-run", "cand-run")
     status = {ch.key: ch.status for ch in c.changes}
-    assert status == {"gemm 256x128x128 float32": "unchanged", "softmax 1024x128 float32": "gone",
-                      E2E_TILELANG: "gone", E2E_TORCH: "gone", "gemm 512x512x512 float32": "new"}
+    assert status == {
+        "gemm 256x128x128 float32": "unchanged",
+        "softmax 1024x128 float32": "gone",
+        E2E_TILELANG: "gone",
+        E2E_TORCH: "gone",
+        "gemm 512x512x512 float32": "new",
+    }
     gone = next(ch for ch in c.changes if ch.key == E2E_TORCH)
     assert gone.ratio is None and gone.candidate_ms is None and gone.reference_ms == pytest.approx(12.0)
     assert "1 unchanged, 1 new, 3 gone" in c.note
@@ -103,16 +122,29 @@ def test_gone_and_new_measurements_and_the_labels_of_runs_not_stored():
 
 def test_a_regression_without_a_speed_relevant_change_is_unexplained():
     ref = sample_result()
-    cand = replace(sample_result(scale=1.3), settings={**ref.settings, "checklist": "production"},
-                   environment=dataclasses.replace(ref.environment, python="3.12.1"))
+    cand = replace(
+        sample_result(scale=1.3),
+        settings={**ref.settings, "checklist": "production"},
+        environment=dataclasses.replace(ref.environment, python="3.12.1"),
+    )
     c = compare(ref, cand)
     assert {f for f, _, _ in c.environment_changes} == {"python", "settings.checklist"}
     assert "unexplained: no change of driver" in c.note and "likely causes" not in c.note
 
 
 def test_plausible_cause_names_only_what_affects_speed():
-    for field in ("driver", "cuda", "torch", "tilelang", "device", "gpu_clocks", "clock_sm", "settings.dtype",
-                  "settings.timing.reps", "settings.batch_size"):
+    for field in (
+        "driver",
+        "cuda",
+        "torch",
+        "tilelang",
+        "device",
+        "gpu_clocks",
+        "clock_sm",
+        "settings.dtype",
+        "settings.timing.reps",
+        "settings.batch_size",
+    ):
         assert plausible_cause(field), field
     for field in ("python", "os", "settings.checklist", "settings.upstream", "settings", "upstream.head"):
         assert not plausible_cause(field), field
@@ -158,6 +190,7 @@ def test_a_call_keyed_in_another_layout_is_compared_as_one():
     """An older baseline keyed a convolution by 9 sizes and attention by 6; this version
     adds the memory layout (NCHW flag, q/k/v row pitches). The same call on both sides
     is one row, compared, with a note, not a 'gone' and a 'new'."""
+
     def with_ops(result, shapes):
         b = result.op_bench[0]
         return replace(result, op_bench=tuple(dataclasses.replace(b, family=f, shape=s) for f, s in shapes))
@@ -171,5 +204,7 @@ def test_a_call_keyed_in_another_layout_is_compared_as_one():
     assert "same call in another memory layout: attention 1x32x512x512x64x1 float32 is now" in c.note
     # Two candidates for one old key: ambiguous, so both sides stay as they are.
     two = new + [("attention", (1, 32, 512, 512, 64, 1, 0, 0, 32))]
-    statuses = {ch.key: ch.status for ch in compare(with_ops(sample_result(), old), with_ops(sample_result(), two)).changes}
+    statuses = {
+        ch.key: ch.status for ch in compare(with_ops(sample_result(), old), with_ops(sample_result(), two)).changes
+    }
     assert statuses["attention 1x32x512x512x64x1 float32"] == "gone"

@@ -55,8 +55,11 @@ def remote(tmp_path) -> Path:
     update or deletion and logs every ref update (so a force push could not go unnoticed)."""
     path = tmp_path / "shared.git"
     git(tmp_path, "init", "-q", "--bare", str(path))
-    for key, value in (("receive.denyNonFastForwards", "true"), ("receive.denyDeletes", "true"),
-                       ("core.logAllRefUpdates", "always")):
+    for key, value in (
+        ("receive.denyNonFastForwards", "true"),
+        ("receive.denyDeletes", "true"),
+        ("core.logAllRefUpdates", "always"),
+    ):
         git(path, "config", key, value)
     return path
 
@@ -88,8 +91,13 @@ def assert_linear_and_never_forced(remote: Path) -> None:
 
 
 def test_store_specs_clone_folders_and_credentials(tmp_path, remote, monkeypatch):
-    for url in ("ssh://git@example.com/team/baselines.git", "git@example.com:team/baselines.git",
-                "https://example.com/team/baselines.git", f"file://{remote}", str(remote)):
+    for url in (
+        "ssh://git@example.com/team/baselines.git",
+        "git@example.com:team/baselines.git",
+        "https://example.com/team/baselines.git",
+        f"file://{remote}",
+        str(remote),
+    ):
         assert cl.is_remote(url), url
     for local in (tmp_path / "nowhere", tmp_path, "reports/baselines"):
         assert not cl.is_remote(local), local
@@ -149,7 +157,12 @@ def test_ids_with_a_writer_parse_and_sort():
     assert ids.version_parts("2026Q4-3") == ("2026Q4", 3, "")
     versions = ["2027Q1-1-000001", "2026Q4-2", "2026Q4-10-aaaaaa", "2026Q4-2-0a0a0a", "2026Q4-1-ffffff"]
     assert sorted(versions, key=ids.version_key) == [
-        "2026Q4-1-ffffff", "2026Q4-2", "2026Q4-2-0a0a0a", "2026Q4-10-aaaaaa", "2027Q1-1-000001"]
+        "2026Q4-1-ffffff",
+        "2026Q4-2",
+        "2026Q4-2-0a0a0a",
+        "2026Q4-10-aaaaaa",
+        "2027Q1-1-000001",
+    ]
     for bad in ("bert-base/h200/2026Q4-3-5F0C2A", "bert-base/h200/2026Q4-3-abc", "bert-base/h200/2026Q4-0-abcdef"):
         with pytest.raises(BaselineError, match="is not <model>/<platform>"):
             ids.parse_id(bad)
@@ -178,8 +191,9 @@ def test_two_hosts_record_different_models_and_both_push(tmp_path, remote):
     assert git(remote, "rev-list", "--count", "HEAD") == "3"
     # The remote would have refused a force push (so the pushes above were none).
     branch = git(remote, "symbolic-ref", "HEAD")
-    done = subprocess.run(["git", "-C", str(a.path), "push", "--force", "origin", f"HEAD~1:{branch}"],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["git", "-C", str(a.path), "push", "--force", "origin", f"HEAD~1:{branch}"], capture_output=True, text=True
+    )
     assert done.returncode != 0 and "non-fast-forward" in done.stderr + done.stdout
     # B's local tag followed its rebased commit.
     assert git(b.path, "rev-parse", f"{rb.tag}^{{commit}}") == git(b.path, "rev-parse", "HEAD")
@@ -262,8 +276,10 @@ def _record_and_push(remote, clone, run_id, barrier, queue):
 def test_three_host_processes_record_and_push_at_once(tmp_path, remote):
     ctx = multiprocessing.get_context("fork")
     barrier, queue = ctx.Barrier(3), ctx.Queue()
-    procs = [ctx.Process(target=_record_and_push, args=(remote, tmp_path / f"host-{i}", f"run-{i}", barrier, queue))
-             for i in range(3)]
+    procs = [
+        ctx.Process(target=_record_and_push, args=(remote, tmp_path / f"host-{i}", f"run-{i}", barrier, queue))
+        for i in range(3)
+    ]
     for p in procs:
         p.start()
     outcomes = [queue.get(timeout=120) for _ in procs]

@@ -45,8 +45,7 @@ def assert_clean(store: Path) -> None:
 
 def with_hw(result, **changes):
     env = result.environment
-    return replace(result, environment=dataclasses.replace(env, hardware=dataclasses.replace(env.hardware,
-                                                                                              **changes)))
+    return replace(result, environment=dataclasses.replace(env, hardware=dataclasses.replace(env.hardware, **changes)))
 
 
 @pytest.fixture
@@ -67,8 +66,17 @@ def test_the_package_keeps_every_name_its_callers_use():
     # pipeline, cli, report, config and the tests call these as baseline.<name>; each is the
     # very object of the module that owns it.
     owners = {
-        bs: ("DEFAULT_STORE", "open_store", "record", "list_baselines", "load", "previous", "trend", "diff",
-             "check_health"),
+        bs: (
+            "DEFAULT_STORE",
+            "open_store",
+            "record",
+            "list_baselines",
+            "load",
+            "previous",
+            "trend",
+            "diff",
+            "check_health",
+        ),
         local: ("MARKER", "TMP_PREFIX", "TUNING_DIR", "Store"),
         remote_module: ("pull", "push", "record_and_push", "PushError", "Sync"),
         clone_module: ("is_remote", "remote_of", "clone_path", "DEFAULT_CLONE_CACHE"),
@@ -81,6 +89,7 @@ def test_the_package_keeps_every_name_its_callers_use():
         for name in names:
             assert getattr(bl, name) is getattr(module, name), name
     from evaluator.baseline import compare as compare_function  # the function, not the module
+
     assert compare_function is compare and bl.plausible_cause is plausible_cause  # report.py imports it
     assert (bl.E2E_TILELANG, bl.E2E_TORCH, bl.SCHEMA_VERSION) == (E2E_TILELANG, E2E_TORCH, SCHEMA_VERSION)
     assert all(hasattr(bl, name) for name in bl.__all__)
@@ -157,11 +166,14 @@ def _damaged(root: Path, how: str) -> Path:
     return root
 
 
-@pytest.mark.parametrize("how, words", [
-    ("garbage HEAD", "its .git/HEAD names neither a branch nor a commit (it holds 'this is not a ref')"),
-    ("missing object", "1 object is missing from its history (missing tree "),
-    ("branch gone", "its HEAD (branch "),
-])
+@pytest.mark.parametrize(
+    "how, words",
+    [
+        ("garbage HEAD", "its .git/HEAD names neither a branch nor a commit (it holds 'this is not a ref')"),
+        ("missing object", "1 object is missing from its history (missing tree "),
+        ("branch gone", "its HEAD (branch "),
+    ],
+)
 def test_check_health_names_the_store_and_the_damage_and_changes_nothing(tmp_path, how, words):
     root = _damaged(tmp_path / "store", how)
     before = {p: p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
@@ -197,7 +209,10 @@ def test_several_baselines_list_show_load_and_layout(store):
     assert first.path == first.tag == "bert-tiny/cpu-x86_64/2026Q4-1"
 
     assert [r.path for r in bs.list_baselines(store, model="bert-tiny", platform="cpu-x86_64")] == [
-        first.path, second.path, third.path]
+        first.path,
+        second.path,
+        third.path,
+    ]
     assert [r.path for r in bs.list_baselines(store, platform="h200")] == [other.path]
     assert len(bs.list_baselines(store)) == 4 and bs.list_baselines(store, model="gpt2") == []
 
@@ -209,8 +224,19 @@ def test_several_baselines_list_show_load_and_layout(store):
 
     folder = store / first.path
     names = {p.name for p in folder.iterdir()}
-    assert {"manifest.json", "result.json", "hot_ops.csv", "op_bench.csv", "op_ratios.csv", "tuning.csv",
-            "verify.csv", "e2e.csv", "calls.csv", "soak.csv", "upstream.csv"} == names  # no verdict in the sample: no checklist.csv
+    assert {
+        "manifest.json",
+        "result.json",
+        "hot_ops.csv",
+        "op_bench.csv",
+        "op_ratios.csv",
+        "tuning.csv",
+        "verify.csv",
+        "e2e.csv",
+        "calls.csv",
+        "soak.csv",
+        "upstream.csv",
+    } == names  # no verdict in the sample: no checklist.csv
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["schema_version"] == SCHEMA_VERSION and manifest["run_id"] == "bert-tiny-20261129-120000"
     assert manifest["hardware"]["name"] == "Test CPU" and "driver" in manifest["hardware"]
@@ -242,8 +268,12 @@ def test_regression_detected_noise_not(store):
     slower = sample_result(created=Q4_LATER, scale=1.3)
     c = compare(bs.previous(store, "bert-tiny", "cpu-x86_64"), slower)
     assert c.comparable and c.reference == "bert-tiny/cpu-x86_64/2026Q4-1" and c.candidate == slower.run_id
-    assert {ch.key for ch in c.regressions} == {"gemm 256x128x128 float32", "softmax 1024x128 float32",
-                                                E2E_TILELANG, E2E_TORCH}
+    assert {ch.key for ch in c.regressions} == {
+        "gemm 256x128x128 float32",
+        "softmax 1024x128 float32",
+        E2E_TILELANG,
+        E2E_TORCH,
+    }
     assert all(ch.ratio == pytest.approx(1.3) for ch in c.changes)
     assert all(0.05 <= ch.threshold < 0.3 for ch in c.changes)  # floor, widened by the measured spread
 
@@ -253,8 +283,9 @@ def test_regression_detected_noise_not(store):
     faster = compare(bs.previous(store, "bert-tiny", "cpu-x86_64"), sample_result(scale=0.7))
     assert {ch.status for ch in faster.changes} == {"improvement"}
     # A tighter configured floor and no noise allowance turns the 2% change into a regression.
-    strict = compare(bs.previous(store, "bert-tiny", "cpu-x86_64"), sample_result(scale=1.02),
-                     threshold=0.01, noise_k=0.0)
+    strict = compare(
+        bs.previous(store, "bert-tiny", "cpu-x86_64"), sample_result(scale=1.02), threshold=0.01, noise_k=0.0
+    )
     assert len(strict.regressions) == 4
 
 
@@ -290,8 +321,7 @@ def test_trend_points_in_order(store):
     assert [p.version for p in e2e] == ["2026Q4-1", "2026Q4-2", "2027Q1-1"]
     assert [p.median_ms for p in e2e] == pytest.approx([11.0, 12.1, 13.2])
     assert [p.created for p in e2e] == [Q4, Q4_LATER, Q1]
-    assert {p.key for p in points} == {"gemm 256x128x128 float32", "softmax 1024x128 float32", E2E_TILELANG,
-                                       E2E_TORCH}
+    assert {p.key for p in points} == {"gemm 256x128x128 float32", "softmax 1024x128 float32", E2E_TILELANG, E2E_TORCH}
 
 
 # ---------------------------------------------------------------- atomicity and concurrency
@@ -305,6 +335,7 @@ def _fail_on_third_csv(real):
         if len(calls) == 3:
             raise RuntimeError("disk vanished mid-write")
         return real(*args, **kwargs)
+
     return write
 
 
@@ -316,14 +347,18 @@ def test_interrupted_write_leaves_nothing(store, monkeypatch, where):
         monkeypatch.setattr(tables, "write_csv", _fail_on_third_csv(tables.write_csv))
         expected = RuntimeError
     elif where == "tag":  # after the folder was renamed in and committed
+
         def tag(repo, bid, commit, message):
             git(store, "tag", "-a", "-m", "half", bid, commit)
             raise RuntimeError("killed while tagging")
+
         monkeypatch.setattr(bs, "_tag", tag)
         expected = RuntimeError
     else:
+
         def interrupt(*args, **kwargs):
             raise KeyboardInterrupt
+
         monkeypatch.setattr(tables, "write_json", interrupt)
         expected = KeyboardInterrupt
     with pytest.raises(expected):
@@ -364,6 +399,7 @@ def _slow_record(store, created, run_id, barrier, queue):
     def slow(*args):
         time.sleep(0.3)  # keeps the first writer inside the lock while the second arrives
         real(*args)
+
     tables.write_folder = slow
     barrier.wait()
     try:
@@ -439,6 +475,7 @@ def test_older_schema_is_migrated(store, monkeypatch):
 
     def one_to_two(data):
         return {**data, "settings": {**data["settings"], "migrated_from": 1}}
+
     monkeypatch.setattr(schema, "SCHEMA_VERSION", schema.SCHEMA_VERSION + 1)
     monkeypatch.setattr(schema, "MIGRATIONS", {schema.SCHEMA_VERSION - 1: one_to_two})
     loaded = bs.load(store, ref.path)
@@ -456,6 +493,7 @@ def test_failed_initialisation_leaves_no_half_store(store, monkeypatch):
         if args[0] == "commit":
             raise BaselineError("commit refused")
         return real(repo, *args)
+
     monkeypatch.setattr(local, "run_git", no_commit)
     with pytest.raises(BaselineError, match="commit refused"):
         bs.open_store(store)

@@ -41,16 +41,38 @@ softmax,1024x128,2,0,,2.0,
 
 def awkward():
     r = sample_result()
-    bench = dataclasses.replace(r.op_bench[0], error='bad, "quoted"\nnewline', config={"b": [1, 2], "a": "x,y"},
-                                speedup=float("nan"), flags=("amdahl", "roof"), timer_note="")
+    bench = dataclasses.replace(
+        r.op_bench[0],
+        error='bad, "quoted"\nnewline',
+        config={"b": [1, 2], "a": "x,y"},
+        speedup=float("nan"),
+        flags=("amdahl", "roof"),
+        timer_note="",
+    )
     soak = dataclasses.replace(r.soak, window_ms=(float("inf"), 1e-300, 12345678901234.5, 0.1 + 0.2))
-    views = (E2EView("eager", r.e2e.reference, r.e2e.swapped, Ratio(1.09, 1.01, 1.2, 7), 'note, "x"'),
-             E2EView("kernel_sum", r.e2e.reference, None, None, ""))
-    verdict = Verdict("NO-GO", "default", (
-        Outcome("a", "T, t", "blocker", "m.x", ">=", 1, None, "not_evaluated", "r", "e\nf", ""),
-        Outcome("b", "", "minor", "m.y", "<", 0.5, 0.25, "pass")))
-    return replace(r, op_bench=(bench,), soak=soak, e2e=dataclasses.replace(r.e2e, views=views), verdict=verdict,
-                   tuned=(), verify=(), hot_ops=None, upstream=None)
+    views = (
+        E2EView("eager", r.e2e.reference, r.e2e.swapped, Ratio(1.09, 1.01, 1.2, 7), 'note, "x"'),
+        E2EView("kernel_sum", r.e2e.reference, None, None, ""),
+    )
+    verdict = Verdict(
+        "NO-GO",
+        "default",
+        (
+            Outcome("a", "T, t", "blocker", "m.x", ">=", 1, None, "not_evaluated", "r", "e\nf", ""),
+            Outcome("b", "", "minor", "m.y", "<", 0.5, 0.25, "pass"),
+        ),
+    )
+    return replace(
+        r,
+        op_bench=(bench,),
+        soak=soak,
+        e2e=dataclasses.replace(r.e2e, views=views),
+        verdict=verdict,
+        tuned=(),
+        verify=(),
+        hot_ops=None,
+        upstream=None,
+    )
 
 
 def written(tmp_path: Path, r) -> dict[str, str]:
@@ -77,26 +99,49 @@ def test_awkward_values_are_quoted_and_non_finite_numbers_left_empty(tmp_path):
     assert files["e2e_views.csv"].splitlines()[1:] == [
         "eager,12.0,11.64,12.48,12.0,0.02,20,perf_counter,11.0,10.67,11.440000000000001,11.0,0.02,20,"
         'perf_counter,1.09,1.01,1.2,"note, ""x"""',
-        "kernel_sum,12.0,11.64,12.48,12.0,0.02,20,perf_counter,,,,,,,,,,,"]
-    assert files["checklist.csv"] == ('id,title,severity,metric,comparator,threshold,value,unit,status,rationale,'
-                                      'evidence\na,"T, t",blocker,m.x,>=,1,,,not_evaluated,r,"e\nf"\n'
-                                      "b,,minor,m.y,<,0.5,0.25,,pass,,\n")
+        "kernel_sum,12.0,11.64,12.48,12.0,0.02,20,perf_counter,,,,,,,,,,,",
+    ]
+    assert files["checklist.csv"] == (
+        "id,title,severity,metric,comparator,threshold,value,unit,status,rationale,"
+        'evidence\na,"T, t",blocker,m.x,>=,1,,,not_evaluated,r,"e\nf"\n'
+        "b,,minor,m.y,<,0.5,0.25,,pass,,\n"
+    )
 
 
 def test_only_stages_with_data_get_a_table_and_the_manifest_lists_them_in_order(tmp_path):
-    assert tables.TABLES == ("hot_ops.csv", "op_bench.csv", "op_ratios.csv", "tuning.csv", "verify.csv", "e2e.csv",
-                             "e2e_views.csv", "calls.csv", "soak.csv", "upstream.csv", "checklist.csv")
-    empty = replace(sample_result(), hot_ops=None, op_bench=(), tuned=(), verify=(), e2e=None, soak=None,
-                    upstream=None)
+    assert tables.TABLES == (
+        "hot_ops.csv",
+        "op_bench.csv",
+        "op_ratios.csv",
+        "tuning.csv",
+        "verify.csv",
+        "e2e.csv",
+        "e2e_views.csv",
+        "calls.csv",
+        "soak.csv",
+        "upstream.csv",
+        "checklist.csv",
+    )
+    empty = replace(sample_result(), hot_ops=None, op_bench=(), tuned=(), verify=(), e2e=None, soak=None, upstream=None)
     assert tables.tables(empty) == {}
     files = written(tmp_path, awkward())
     manifest = json.loads(files["manifest.json"])
-    assert manifest["tables"] == ["op_bench.csv", "op_ratios.csv", "e2e.csv", "e2e_views.csv", "calls.csv",
-                                  "soak.csv", "checklist.csv"]
+    assert manifest["tables"] == [
+        "op_bench.csv",
+        "op_ratios.csv",
+        "e2e.csv",
+        "e2e_views.csv",
+        "calls.csv",
+        "soak.csv",
+        "checklist.csv",
+    ]
     assert set(files) == {*manifest["tables"], "result.json", "manifest.json"}
     assert manifest["verdict"] == "NO-GO" and manifest["summary"]["op_speedups"] == {}  # NaN speedup left out
-    assert manifest["id"] == BID and manifest["written_by"] and manifest["tables"] == [
-        name for name in tables.TABLES if name in files]
+    assert (
+        manifest["id"] == BID
+        and manifest["written_by"]
+        and manifest["tables"] == [name for name in tables.TABLES if name in files]
+    )
 
 
 def test_the_manifest_is_written_last(tmp_path, monkeypatch):
@@ -106,8 +151,16 @@ def test_the_manifest_is_written_last(tmp_path, monkeypatch):
     monkeypatch.setattr(tables, "write_json", lambda path, data: (order.append(path.name), real_json(path, data)))
     tables.write_folder(tmp_path, sample_result(), BID)
     assert order[-2:] == ["result.json", "manifest.json"] and set(order[:-2]) == {
-        "hot_ops.csv", "op_bench.csv", "op_ratios.csv", "tuning.csv", "verify.csv", "e2e.csv", "calls.csv",
-        "soak.csv", "upstream.csv"}
+        "hot_ops.csv",
+        "op_bench.csv",
+        "op_ratios.csv",
+        "tuning.csv",
+        "verify.csv",
+        "e2e.csv",
+        "calls.csv",
+        "soak.csv",
+        "upstream.csv",
+    }
     assert json.loads((tmp_path / "result.json").read_text())["baseline"] is None  # filled in by `load`
 
 
@@ -115,5 +168,6 @@ def test_upstream_csv_keeps_one_scalar_per_row():
     """Typed upstream records (activity, authors...) stay in result.json, not as reprs in the CSV."""
     from evaluator.baseline import tables
     from tests.samples import sample_result
+
     metrics = [row["metric"] for row in tables._upstream(sample_result())]
     assert "commits_90d" in metrics and not {"details", "activity", "authors", "fork"} & set(metrics)

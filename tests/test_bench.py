@@ -1,4 +1,5 @@
 """The op benchmark, roofline and Amdahl guards and launch overhead (the soak: test_soak.py)."""
+
 import pytest
 import math
 
@@ -9,6 +10,7 @@ from evaluator.measuring import bench
 def test_launch_overhead_of_a_real_kernel():
     from evaluator.device import hardware
     from evaluator import kernels
+
     fam = kernels.get("softmax")
     shape = tuple(fam.standard_shapes("cpu")[0])
     kernel = fam.build(shape, "float32", fam.search_space(shape, "float32", hardware.detect("cpu"))[0], "c")
@@ -27,12 +29,14 @@ def test_roofline_attainable():
 
 def test_rotated_inputs_only_on_cuda():
     from evaluator import kernels
+
     fam = kernels.get("softmax")
     assert len(bench.rotated_inputs(fam, (8, 8), "float32", "cpu", 0, bench.TimingPolicy())) == 1
 
 
 def test_an_op_faster_than_its_roof_is_flagged():
     from evaluator.results import Timing
+
     t = Timing(median_ms=1e-3, p10_ms=1e-3, p90_ms=1e-3, mean_ms=1e-3, cv=0.0, reps=5)
     # 1 GB in 1 µs is 1 PB/s: no memory allows it
     assert bench.roof_flags(1.0, 1e9, t, (100.0, 1000.0), "TileLang") == ["TileLang faster than the memory roof allows"]
@@ -41,19 +45,31 @@ def test_an_op_faster_than_its_roof_is_flagged():
 def test_bench_op_does_not_time_an_unverified_kernel():
     from evaluator.device import hardware
     from evaluator import kernels
+
     fam = kernels.get("softmax")
     shape = (16, 32)
     kernel = fam.build(shape, "float32", fam.search_space(shape, "float32", hardware.detect("cpu"))[0], "c")
-    ob = bench.bench_op(fam, shape, "float32", kernel, "cpu", source="model", config={}, verified=False,
-                        policy=bench.TimingPolicy(reps=3))
+    ob = bench.bench_op(
+        fam,
+        shape,
+        "float32",
+        kernel,
+        "cpu",
+        source="model",
+        config={},
+        verified=False,
+        policy=bench.TimingPolicy(reps=3),
+    )
     assert ob.tilelang is None and ob.speedup is None and not ob.verified and "verification" in ob.error
-    ok = bench.bench_op(fam, shape, "float32", kernel, "cpu", source="model", config={},
-                        policy=bench.TimingPolicy(reps=5))
+    ok = bench.bench_op(
+        fam, shape, "float32", kernel, "cpu", source="model", config={}, policy=bench.TimingPolicy(reps=5)
+    )
     assert ok.tilelang is not None and ok.ratio is not None and ok.ratio.low <= ok.speedup <= ok.ratio.high
 
 
 def test_amdahl_interval_from_op_ratios():
     from evaluator.results import Ratio
+
     est = bench.amdahl({"gemm": Ratio(2.0, 1.5, 2.5, 9)}, {"gemm": 0.5})
     assert est is not None
     mid, low, high = est
@@ -63,6 +79,7 @@ def test_amdahl_interval_from_op_ratios():
 
 def test_amdahl_from_the_operator_times_inside_the_model():
     from evaluator.results import FamilyTime
+
     # GPT-2 on the H200 (2026-12-02): gemm_gelu_tanh replaced addmm and gelu_new's eight
     # elementwise kernels; its op benchmark (against one F.gelu) said 1.1x, the model 1.36x.
     rows = (FamilyTime("gemm", 0.40, 0.43, 0.43), FamilyTime("gemm_gelu_tanh", 0.60, 0.24, 0.24))
@@ -77,14 +94,16 @@ def test_amdahl_from_the_operator_times_inside_the_model():
 
 def test_in_model_family_times_and_their_flags():
     from test_profiling import _routed_layernorm_model
+
     model, x, router = _routed_layernorm_model()
 
     def routed():
         with router:
             return model(x)
 
-    rows, flags, total = bench._in_model(lambda: model(x), routed, ("layernorm", "gemm"), "cpu",
-                                         {"layernorm": 1, "gemm": 3}, {"layernorm": 1e6})
+    rows, flags, total = bench._in_model(
+        lambda: model(x), routed, ("layernorm", "gemm"), "cpu", {"layernorm": 1, "gemm": 3}, {"layernorm": 1e6}
+    )
     (ln,) = rows
     assert ln.family == "layernorm" and ln.reference_ms > 0 and ln.swapped_ms == ln.tilelang_ms > 0
     assert ln.ratio == ln.reference_ms / ln.swapped_ms
@@ -105,6 +124,7 @@ def test_each_family_alone_end_to_end_flags_one_that_makes_the_model_slower():
     from evaluator.routing import router as swap
     from evaluator.results import FamilyTime
     from test_profiling import _routed_layernorm_model
+
     model, x, router = _routed_layernorm_model()
     # The model's Linear (M 6, N 32, K 16) routed to a kernel that is right but slow: 20 ms
     # of host time a call, as a launch path can cost a small model.
@@ -139,6 +159,7 @@ def test_each_family_alone_end_to_end_flags_one_that_makes_the_model_slower():
 
 def test_each_family_alone_is_not_timed_eagerly_where_graph_capture_failed(monkeypatch):
     from evaluator.results import FamilyTime
+
     real = bench.make_sampler
 
     def failing(fns, device, policy, **kw):
@@ -148,6 +169,7 @@ def test_each_family_alone_is_not_timed_eagerly_where_graph_capture_failed(monke
     monkeypatch.setattr(bench, "make_sampler", failing)
     rows = (FamilyTime("layernorm", 0.02, 0.02, 0.02), FamilyTime("gemm", 0.01, 0.009, 0.009))
     from evaluator.routing import router as swap
+
     router = swap.Router([], swap.KernelTable("float32", "c"))
     out, flags, kept = bench._alone(lambda: None, router, rows, "cpu", bench.TimingPolicy(warmup=1, reps=3))
     assert out == rows and kept is None
@@ -158,6 +180,7 @@ def test_each_family_alone_is_timed_where_the_graph_took_the_models_own_capture_
     # transformers GPT-2 on the H200 (2026-12-02): its eager path did not capture, its own
     # capture path did; that is graph replay still, so each family alone is timed.
     from evaluator.results import FamilyTime
+
     real = bench.make_sampler
     own = "graph captured on the model's own capture path (its eager path did not capture: AcceleratorError)"
 
@@ -168,6 +191,7 @@ def test_each_family_alone_is_timed_where_the_graph_took_the_models_own_capture_
     monkeypatch.setattr(bench, "make_sampler", own_path)
     rows = (FamilyTime("layernorm", 0.02, 0.02, 0.02), FamilyTime("gemm", 0.01, 0.009, 0.009))
     from evaluator.routing import router as swap
+
     router = swap.Router([], swap.KernelTable("float32", "c"))
     out, flags, _ = bench._alone(lambda: None, router, rows, "cpu", bench.TimingPolicy(warmup=1, reps=3))
     assert not any("not measured" in f for f in flags), flags
@@ -196,5 +220,6 @@ def test_timers_disagree_says_whether_the_captured_forward_runs_other_kernels(mo
 
     def no_capture(fn):
         raise RuntimeError("capture failed")
+
     monkeypatch.setattr(bench, "graph_kernel_ms", no_capture)
     assert "device time between kernels" in bench._timers_disagree(lambda: None, 2.131, 0.810)

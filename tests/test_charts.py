@@ -29,14 +29,20 @@ def all_charts(label: str = "gemm") -> dict[str, str | None]:
     return {
         "hot_ops": charts.hot_ops([(label, 0.6, True), ("softmax", 0.3, True), ("other", 0.1, False)]),
         "speedups": charts.speedups([(label, 1.2), ("softmax", 0.4), ("layernorm", None)]),
-        "roofline": charts.roofline([charts.RooflinePoint(label, 40.0, 300.0, "tilelang"),
-                                     charts.RooflinePoint(label, 40.0, 350.0, "vendor"),
-                                     charts.RooflinePoint("softmax", 0.6, 2.0, "tilelang")],
-                                    peak_tflops=989.0, peak_gbps=4800.0),
+        "roofline": charts.roofline(
+            [
+                charts.RooflinePoint(label, 40.0, 300.0, "tilelang"),
+                charts.RooflinePoint(label, 40.0, 350.0, "vendor"),
+                charts.RooflinePoint("softmax", 0.6, 2.0, "tilelang"),
+            ],
+            peak_tflops=989.0,
+            peak_gbps=4800.0,
+        ),
         "soak": charts.soak([11.0, 11.2, 11.1, 11.4], seconds=60),
         "weekly_commits": charts.weekly_commits([3, 0, 5, 7, 2], guide=1.0),
-        "releases": charts.releases([(date(2026, 1, 5), label), (date(2026, 6, 1), "v0.1.15")],
-                                    as_of=date(2026, 11, 29)),
+        "releases": charts.releases(
+            [(date(2026, 1, 5), label), (date(2026, 6, 1), "v0.1.15")], as_of=date(2026, 11, 29)
+        ),
         "trend": charts.trend({label: [("v1", 1.0), ("v2", 1.1)], "model": [("v1", 12.0), ("v2", 11.5)]}),
     }
 
@@ -78,15 +84,18 @@ def test_font_comes_from_the_page():
         assert "font-family" not in charts.speedups([("中文标签", 1.0)])
 
 
-@pytest.mark.parametrize("call", [
-    lambda: charts.hot_ops([]),
-    lambda: charts.speedups([("a", None)]),
-    lambda: charts.roofline([charts.RooflinePoint("a", 0.0, 1.0, "tilelang")]),
-    lambda: charts.soak([]),
-    lambda: charts.weekly_commits([]),
-    lambda: charts.releases([]),
-    lambda: charts.trend({"a": [("v1", 1.0)]}),  # a single version is not a trend
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: charts.hot_ops([]),
+        lambda: charts.speedups([("a", None)]),
+        lambda: charts.roofline([charts.RooflinePoint("a", 0.0, 1.0, "tilelang")]),
+        lambda: charts.soak([]),
+        lambda: charts.weekly_commits([]),
+        lambda: charts.releases([]),
+        lambda: charts.trend({"a": [("v1", 1.0)]}),  # a single version is not a trend
+    ],
+)
 def test_nothing_to_draw_gives_none(call):
     assert call() is None
 
@@ -115,27 +124,42 @@ def crowded_points() -> list[charts.RooflinePoint]:
 
 def test_roofline_labels_both_sides_without_overprinting():
     with matplotlib.rc_context(charts._rc()):
-        fig, labels = charts._roofline_figure(crowded_points(), peak_tflops=989.0, peak_gbps=4800.0, xlabel="x",
-                                              ylabel="y", tilelang="TileLang", vendor="PyTorch", roof="roof")
+        fig, labels = charts._roofline_figure(
+            crowded_points(),
+            peak_tflops=989.0,
+            peak_gbps=4800.0,
+            xlabel="x",
+            ylabel="y",
+            tilelang="TileLang",
+            vendor="PyTorch",
+            roof="roof",
+        )
         renderer = fig._get_renderer()
         boxes = [a.get_window_extent(renderer) for a in labels]
     assert len(labels) == 20
     assert sorted(a.get_text() for a in labels) == sorted(str(n) for n in range(1, 11) for _ in range(2))
-    overlaps = [(labels[i].get_text(), labels[j].get_text()) for i in range(len(boxes))
-                for j in range(i + 1, len(boxes)) if boxes[i].overlaps(boxes[j])]
+    overlaps = [
+        (labels[i].get_text(), labels[j].get_text())
+        for i in range(len(boxes))
+        for j in range(i + 1, len(boxes))
+        if boxes[i].overlaps(boxes[j])
+    ]
     assert not overlaps, overlaps
 
 
 def test_roofline_svg_names_each_point_by_number():
     svg = charts.roofline(crowded_points()[:4], peak_tflops=989.0, peak_gbps=4800.0)
-    assert sorted(re.findall(r'id="roofline\d+-pt-(\w+-\d+)"', svg)) == \
-        ["tilelang-1", "tilelang-2", "vendor-1", "vendor-2"]
+    assert sorted(re.findall(r'id="roofline\d+-pt-(\w+-\d+)"', svg)) == [
+        "tilelang-1",
+        "tilelang-2",
+        "vendor-1",
+        "vendor-2",
+    ]
     assert "softmax 1" not in svg  # numbers on the chart, names in the report's table
 
 
 def test_roof_legend_has_no_scientific_notation():
-    svg = charts.roofline([charts.RooflinePoint("a", 2.0, 0.1, "tilelang", 1)], peak_tflops=1979.0,
-                          peak_gbps=12345.0)
+    svg = charts.roofline([charts.RooflinePoint("a", 2.0, 0.1, "tilelang", 1)], peak_tflops=1979.0, peak_gbps=12345.0)
     assert "1,979 TFLOP/s, 12,345 GB/s" in svg and "e+" not in svg
 
 
@@ -143,18 +167,23 @@ def test_roof_legend_has_no_scientific_notation():
 def test_chinese_labels_draw_without_warnings(caplog):
     with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.WARNING, logger="matplotlib"):
         warnings.simplefilter("always")
-        svg = charts.hot_ops([("中文标签", 0.6, True)], xlabel="占剖析算子时间的比例", rewritten="已重写", kept="PyTorch")
+        svg = charts.hot_ops(
+            [("中文标签", 0.6, True)], xlabel="占剖析算子时间的比例", rewritten="已重写", kept="PyTorch"
+        )
     assert "中文标签" in svg
-    assert not [w for w in caught if "Glyph" in str(w.message) or "font" in str(w.message).lower()], \
-        [str(w.message) for w in caught]
+    assert not [w for w in caught if "Glyph" in str(w.message) or "font" in str(w.message).lower()], [
+        str(w.message) for w in caught
+    ]
     assert not [r for r in caplog.records if r.name.startswith("matplotlib")], caplog.text
 
 
 def test_flagged_speedups_are_grey_bars():
     svg = charts.speedups([("gemm", 1.4), ("softmax", 0.3, True), ("layernorm", 1.2, False)])
+
     def fill(gid: str) -> str:
         group = re.search(rf'<g id="speedup\d+-{gid}">(.*?)</g>', svg, re.S).group(1)
         return re.search(r"fill: (#[0-9a-f]{6})", group).group(1)
+
     assert fill("bar-1-flagged") == charts.FLAGGED  # 0.3x would be red; flagged, it is unconfirmed
     assert fill("bar-0") == fill("bar-2") == charts.PASS
     assert charts.FAIL not in re.search(r'<g id="speedup\d+-bar-1-flagged">.*?</g>', svg, re.S).group(0)

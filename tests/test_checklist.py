@@ -73,8 +73,11 @@ def test_unknown_metric_names_item_line_and_suggests(tmp_path):
 
 
 def test_every_problem_is_kept_and_the_one_line_says_how_to_see_them(tmp_path):
-    text = checklist_text({"id": "a", "metric": "kernels.all_corect"}, {"id": "b", "metric": "ops.speedup_mn"},
-                          {"id": "a", "severity": "critical"})
+    text = checklist_text(
+        {"id": "a", "metric": "kernels.all_corect"},
+        {"id": "b", "metric": "ops.speedup_mn"},
+        {"id": "a", "severity": "critical"},
+    )
     path = write(tmp_path, text)
     with pytest.raises(cl.ChecklistProblems) as exc:
         cl.validate(path)
@@ -194,8 +197,10 @@ def test_unverified_selected_family_is_not_correct(result):
 
 
 def test_regressions_counted_only_when_comparable(result):
-    changes = (Change("op", "gemm 256x128x128 float32", 0.4, 0.5, 1.25, 0.05, "regression"),
-               Change("e2e", "model", 12.0, 12.0, 1.0, 0.05, "unchanged"))
+    changes = (
+        Change("op", "gemm 256x128x128 float32", 0.4, 0.5, 1.25, 0.05, "regression"),
+        Change("e2e", "model", 12.0, 12.0, 1.0, 0.05, "unchanged"),
+    )
     comp = Comparison("bert-tiny/cpu-x86_64/v1", "this run", True, "", changes)
     assert cl.METRICS["baseline.regressions"](dataclasses.replace(result, comparison=comp)) == 1.0
     other = dataclasses.replace(comp, comparable=False, note="timer changed")
@@ -268,7 +273,8 @@ def test_a_bare_run_is_never_go():
 
 
 WAIVED = checklist_text({"id": "worst", "metric": "ops.speedup_min", "threshold": 0.95}) + textwrap.indent(
-    "waiver:\n  reason: softmax template rewrite lands next quarter\n  who: Ana Li\n  expires: 2026-12-31\n", "    ")
+    "waiver:\n  reason: softmax template rewrite lands next quarter\n  who: Ana Li\n  expires: 2026-12-31\n", "    "
+)
 
 
 def test_active_waiver_turns_failure_into_go(tmp_path, result):
@@ -290,18 +296,29 @@ def test_waiver_does_not_cover_a_passing_item(tmp_path):
 
 
 def test_comparators(tmp_path, result):
-    items = [{"id": f"c{i}", "metric": "ops.speedup_min", "comparator": c, "threshold": th}
-             for i, (c, th) in enumerate([(">=", 0.9), ("<=", 0.9), (">", 0.8), ("<", 1.0), ("==", 0.9), ("!=", 1)])]
+    items = [
+        {"id": f"c{i}", "metric": "ops.speedup_min", "comparator": c, "threshold": th}
+        for i, (c, th) in enumerate([(">=", 0.9), ("<=", 0.9), (">", 0.8), ("<", 1.0), ("==", 0.9), ("!=", 1)])
+    ]
     v = evaluate(result, write(tmp_path, checklist_text(*items)))
     assert set(statuses(v).values()) == {"pass"}
 
 
-@pytest.mark.parametrize("decision, fail_on, code", [
-    ("GO", "conditional", 0), ("CONDITIONAL GO", "conditional", 1), ("NO-GO", "conditional", 1),
-    ("GO", "no-go", 0), ("CONDITIONAL GO", "no-go", 0), ("NO-GO", "no-go", 1), ("NO-GO", None, 0),
-])
+@pytest.mark.parametrize(
+    "decision, fail_on, code",
+    [
+        ("GO", "conditional", 0),
+        ("CONDITIONAL GO", "conditional", 1),
+        ("NO-GO", "conditional", 1),
+        ("GO", "no-go", 0),
+        ("CONDITIONAL GO", "no-go", 0),
+        ("NO-GO", "no-go", 1),
+        ("NO-GO", None, 0),
+    ],
+)
 def test_fail_on_gate(decision, fail_on, code):
     from evaluator.results import Verdict
+
     assert cl.exit_code(Verdict(decision, "default", ()), fail_on) == code
 
 
@@ -316,11 +333,13 @@ def test_fail_on_without_verdict_or_with_bad_level():
 
 def _metric(name, result):
     from evaluator import checklist as C
+
     return C.METRICS[name](result)
 
 
 def test_a_selected_family_without_a_verified_kernel_fails_kernels_correct():
     from tests.samples import replace, sample_result
+
     r = sample_result()
     only_gemm = tuple(v for v in r.verify if v.family == "gemm")
     no_softmax = tuple(t for t in r.tuned if t.family == "gemm")
@@ -331,9 +350,11 @@ def test_a_selected_family_without_a_verified_kernel_fails_kernels_correct():
 def test_a_model_shape_without_a_working_kernel_fails_instead_of_leaving_the_geomean():
     import dataclasses
     from tests.samples import replace, sample_result
+
     r = sample_result()
-    broken = dataclasses.replace(r.op_bench[1], tilelang=None, speedup=None, verified=False,
-                                 error="no candidate worked (compile_error)")
+    broken = dataclasses.replace(
+        r.op_bench[1], tilelang=None, speedup=None, verified=False, error="no candidate worked (compile_error)"
+    )
     failed_tune = dataclasses.replace(r.tuned[1], config=None)
     r = replace(r, op_bench=(r.op_bench[0], broken), tuned=(r.tuned[0], failed_tune))
     assert _metric("ops.speedup_min", r) == 0.0
@@ -345,6 +366,7 @@ def test_an_unstable_number_cannot_pass_an_item():
     import dataclasses
     from evaluator import checklist as C
     from tests.samples import replace, sample_result
+
     r = sample_result()
     fast_but_unstable = dataclasses.replace(r.e2e, speedup=3.0, flags=("unstable",))
     verdict = C.evaluate(C.load(C.DEFAULT_CHECKLIST), replace(r, e2e=fast_but_unstable))
@@ -355,6 +377,7 @@ def test_an_unstable_number_cannot_pass_an_item():
 def test_a_kernel_gone_since_the_last_baseline_is_a_regression():
     from evaluator.results import Change, Comparison
     from tests.samples import replace, sample_result
+
     gone = Change("op", "softmax 1024x128 float32", 0.2, None, None, 0.05, "gone")
     for comparable in (True, False):
         comp = Comparison("bert-tiny/cpu/2026Q4-1", "this run", comparable, "", (gone,))
@@ -363,14 +386,19 @@ def test_a_kernel_gone_since_the_last_baseline_is_a_regression():
 
 def _gemm_only(r: RunResult, **changes) -> RunResult:
     """`r` rerun with --families gemm: softmax is neither selected nor measured."""
-    return dataclasses.replace(r, hot_ops=dataclasses.replace(r.hot_ops, selected=("gemm",)),
-                               op_bench=tuple(b for b in r.op_bench if b.family == "gemm"),
-                               tuned=tuple(t for t in r.tuned if t.family == "gemm"),
-                               verify=tuple(v for v in r.verify if v.family == "gemm"), **changes)
+    return dataclasses.replace(
+        r,
+        hot_ops=dataclasses.replace(r.hot_ops, selected=("gemm",)),
+        op_bench=tuple(b for b in r.op_bench if b.family == "gemm"),
+        tuned=tuple(t for t in r.tuned if t.family == "gemm"),
+        verify=tuple(v for v in r.verify if v.family == "gemm"),
+        **changes,
+    )
 
 
 def test_a_family_this_run_did_not_select_is_not_measured_not_regressed(result):
     from evaluator import baseline
+
     metric = cl.METRICS["baseline.regressions"]
     run = _gemm_only(result)
     run = dataclasses.replace(run, comparison=baseline.compare(result, run, reference_id="bert-tiny/cpu/2026Q4-1"))
@@ -387,9 +415,13 @@ def test_a_family_this_run_did_not_select_is_not_measured_not_regressed(result):
     no_e2e = dataclasses.replace(no_e2e, comparison=baseline.compare(result, no_e2e))
     assert metric(no_e2e) == 0.0
     # Nothing measured in both: no number to judge, not a pass.
-    only_softmax = dataclasses.replace(result, op_bench=result.op_bench[1:], e2e=None,
-                                       settings={**result.settings, "e2e": False},
-                                       hot_ops=dataclasses.replace(result.hot_ops, selected=("softmax",)))
+    only_softmax = dataclasses.replace(
+        result,
+        op_bench=result.op_bench[1:],
+        e2e=None,
+        settings={**result.settings, "e2e": False},
+        hot_ops=dataclasses.replace(result.hot_ops, selected=("softmax",)),
+    )
     disjoint = dataclasses.replace(no_e2e, comparison=baseline.compare(only_softmax, no_e2e))
     assert metric(disjoint) is None and "nothing measured in both" in metric.explain(disjoint)
 
@@ -402,7 +434,8 @@ def test_portability_metrics_one_per_target_none_until_checked(result):
     from port_samples import sample_portability
 
     names = ["portability.targets_ok", "portability.kernels_ok"] + [
-        f"portability.{k}.kernels_ok" for k in targets.TARGETS]
+        f"portability.{k}.kernels_ok" for k in targets.TARGETS
+    ]
     assert set(names) <= set(cl.METRICS)
     assert all(cl.METRICS[n].meaning and cl.METRICS[n].unit == "fraction" for n in names)
     assert all(cl.METRICS[n](result) is None for n in names)  # the stage did not run
@@ -420,9 +453,13 @@ def test_portability_metrics_one_per_target_none_until_checked(result):
     assert m["portability.c500.kernels_ok"] == 0.0
     assert m["portability.b200.kernels_ok"] is None  # not among the targets checked
     assert cl.METRICS["portability.b200.kernels_ok"].explain(r) == (
-        "b200 was not among the targets checked (a100, h100, mi300x, c500)")
-    assert cl.METRICS["portability.mi300x.kernels_ok"].explain(r).startswith(
-        "2 of 2 rewritten kernels build for AMD Instinct MI300X; 1 needs re-tuning there")
+        "b200 was not among the targets checked (a100, h100, mi300x, c500)"
+    )
+    assert (
+        cl.METRICS["portability.mi300x.kernels_ok"]
+        .explain(r)
+        .startswith("2 of 2 rewritten kernels build for AMD Instinct MI300X; 1 needs re-tuning there")
+    )
 
 
 def test_production_requires_the_kernels_to_build_for_h100(result):
@@ -431,7 +468,11 @@ def test_production_requires_the_kernels_to_build_for_h100(result):
     strict = cl.DEFAULT_CHECKLIST.parent / "production.yaml"
     [item] = [i for i in cl.load(strict).items if i.metric.startswith("portability.")]
     assert (item.metric, item.comparator, item.threshold, item.severity) == (
-        "portability.h100.kernels_ok", ">=", 1.0, "major")
+        "portability.h100.kernels_ok",
+        ">=",
+        1.0,
+        "major",
+    )
     assert "C500" in item.rationale  # why not every target
     assert item.metric not in {i.metric for i in cl.load(cl.DEFAULT_CHECKLIST).items}  # default.yaml untouched
     assert statuses(evaluate(dataclasses.replace(result, portability=sample_portability()), strict))[item.id] == "pass"
@@ -444,15 +485,42 @@ def test_production_requires_the_kernels_to_build_for_h100(result):
 
 
 def test_the_package_is_the_whole_api():
-    from evaluator.checklist import (metrics_baselines, metrics_e2e, metrics_kernels, metrics_portability,
-                                     metrics_upstream)
+    from evaluator.checklist import (
+        metrics_baselines,
+        metrics_e2e,
+        metrics_kernels,
+        metrics_portability,
+        metrics_upstream,
+    )
 
-    for name in ("METRICS", "load", "validate", "evaluate", "exit_code", "describe_metrics", "kernel_status",
-                 "op_rows", "op_speedup", "op_label", "DEFAULT_CHECKLIST", "CHECKLISTS", "Metric", "Checklist"):
+    for name in (
+        "METRICS",
+        "load",
+        "validate",
+        "evaluate",
+        "exit_code",
+        "describe_metrics",
+        "kernel_status",
+        "op_rows",
+        "op_speedup",
+        "op_label",
+        "DEFAULT_CHECKLIST",
+        "CHECKLISTS",
+        "Metric",
+        "Checklist",
+    ):
         assert hasattr(cl, name), name
-    areas = [metrics_kernels.KERNELS, metrics_kernels.OPS, metrics_kernels.PROFILE, metrics_e2e.E2E,
-             metrics_e2e.SOAK, metrics_upstream.UPSTREAM, metrics_upstream.FORK, metrics_baselines.BASELINES,
-             metrics_portability.PORTABILITY]
+    areas = [
+        metrics_kernels.KERNELS,
+        metrics_kernels.OPS,
+        metrics_kernels.PROFILE,
+        metrics_e2e.E2E,
+        metrics_e2e.SOAK,
+        metrics_upstream.UPSTREAM,
+        metrics_upstream.FORK,
+        metrics_baselines.BASELINES,
+        metrics_portability.PORTABILITY,
+    ]
     # A name defined in two areas would silently keep only one of them in METRICS.
     assert sum(len(a) for a in areas) == len(cl.METRICS)
     assert {m.name for a in areas for m in a} == set(cl.METRICS)

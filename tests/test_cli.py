@@ -1,4 +1,5 @@
 """The CLI as a user runs it: bad input gives one line and exit 2; the demo run works end to end."""
+
 import json
 import os
 import subprocess
@@ -12,33 +13,51 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def evaluate(*args, cwd=ROOT, timeout=900):
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "evaluator.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "evaluator.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args, words", [
-    (["--model", "nonesuch"], "unknown model 'nonesuch'; use one of bert-tiny"),
-    (["--model", "tests/fixtures/user_model.py:broken"], "weights not found"),
-    (["--model", "no_such_pkg.models:make"], "could not import module 'no_such_pkg.models'"),
-    (["--model", "bert-tiny", "--families", "gemm,warp"], "unknown kernel family 'warp'"),
-    (["--model", "bert-tiny", "--checklist", "missing.yaml"], "checklist 'missing.yaml' does not exist"),
-    (["--model", "bert-tiny", "--upstream", "/tmp"], "is not a git repository"),
-    (["bench", "--family", "conv9d"], "unknown kernel family 'conv9d'"),
-    (["bench", "--family", "attention", "--shape", "64x64x64"], "it takes 6 sizes, BxHxSqxSkvxDxcausal"),
-    (["bench", "--family", "gemm", "--shape", "4x-4x4"], "--shape 4x-4x4: the sizes must be positive integers, MxNxK"),
-    (["bench", "--family", "gemm", "--shape", "4xbx4"], "--shape 4xbx4 is not a shape"),
-    # rope's per_batch may be 0, its head_dim must be even
-    (["bench", "--family", "rope", "--shape", "2x64x4x2x31x0"], "head_dim even, per_batch 0 or 1"),
-    (["upstream", "--repo", "/tmp"], "/tmp is not a git repository; pass --repo"),  # the option typed, not --upstream
-    (["upstream", "--repo", "/tmp", "--as-of", "soon"], "--as-of 'soon' is not a date"),
-    (["--model", "bert-tiny", "--reps", "0"], "--reps must be a positive integer"),  # was a StatisticsError traceback
-    (["--model", "bert-tiny", "--reps", "many"], "Invalid value for '--reps'"),  # click's usage errors too
-    (["--model", "bert-tiny", "--compile-mode", "fast"], "--compile-mode 'fast' is not allowed; use max-autotune"),
-    (["bench", "--family", "gemm", "--compile-mode", "fast"], "--compile-mode 'fast' is not allowed"),
-    (["baseline", "show", "no/such/id"], "no/such/id"),
-    (["checklist", "validate", "missing.yaml"], "missing.yaml"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--model", "nonesuch"], "unknown model 'nonesuch'; use one of bert-tiny"),
+        (["--model", "tests/fixtures/user_model.py:broken"], "weights not found"),
+        (["--model", "no_such_pkg.models:make"], "could not import module 'no_such_pkg.models'"),
+        (["--model", "bert-tiny", "--families", "gemm,warp"], "unknown kernel family 'warp'"),
+        (["--model", "bert-tiny", "--checklist", "missing.yaml"], "checklist 'missing.yaml' does not exist"),
+        (["--model", "bert-tiny", "--upstream", "/tmp"], "is not a git repository"),
+        (["bench", "--family", "conv9d"], "unknown kernel family 'conv9d'"),
+        (["bench", "--family", "attention", "--shape", "64x64x64"], "it takes 6 sizes, BxHxSqxSkvxDxcausal"),
+        (
+            ["bench", "--family", "gemm", "--shape", "4x-4x4"],
+            "--shape 4x-4x4: the sizes must be positive integers, MxNxK",
+        ),
+        (["bench", "--family", "gemm", "--shape", "4xbx4"], "--shape 4xbx4 is not a shape"),
+        # rope's per_batch may be 0, its head_dim must be even
+        (["bench", "--family", "rope", "--shape", "2x64x4x2x31x0"], "head_dim even, per_batch 0 or 1"),
+        (
+            ["upstream", "--repo", "/tmp"],
+            "/tmp is not a git repository; pass --repo",
+        ),  # the option typed, not --upstream
+        (["upstream", "--repo", "/tmp", "--as-of", "soon"], "--as-of 'soon' is not a date"),
+        (
+            ["--model", "bert-tiny", "--reps", "0"],
+            "--reps must be a positive integer",
+        ),  # was a StatisticsError traceback
+        (["--model", "bert-tiny", "--reps", "many"], "Invalid value for '--reps'"),  # click's usage errors too
+        (["--model", "bert-tiny", "--compile-mode", "fast"], "--compile-mode 'fast' is not allowed; use max-autotune"),
+        (["bench", "--family", "gemm", "--compile-mode", "fast"], "--compile-mode 'fast' is not allowed"),
+        (["baseline", "show", "no/such/id"], "no/such/id"),
+        (["checklist", "validate", "missing.yaml"], "missing.yaml"),
+    ],
+)
 def test_bad_input_one_line_exit_2(args, words, tmp_path):
     if args[0] == "baseline":
         args = [*args, "--store", str(tmp_path / "store")]
@@ -57,7 +76,6 @@ def test_factory_that_raises_keeps_nothing_half_written(tmp_path):
     assert not (tmp_path / "baselines").exists() or not any((tmp_path / "baselines").iterdir())
 
 
-
 def test_help_reads_the_defaults_without_importing_torch():
     # The options' defaults come from evaluator.config; importing torch there would cost
     # every `evaluate --help` a second or more.
@@ -65,6 +83,7 @@ def test_help_reads_the_defaults_without_importing_torch():
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 0 and p.stdout.strip() == "[]", p.stdout + p.stderr
     assert evaluate("--help").returncode == 0
+
 
 @pytest.mark.slow
 def test_demo_end_to_end_on_bert_tiny(tmp_path):
@@ -105,8 +124,10 @@ def test_demo_end_to_end_on_bert_tiny(tmp_path):
     assert "torch.compile (ms)" in html and "Against torch.compile" in html
     assert "torch.compile end to end" in out or "torch.compile (default):" in out  # the terminal's e2e line
     from tests.test_pdf_env import skip_reason
+
     if not skip_reason("en"):  # without pango/harfbuzz-subset the run says what to install instead
         from pypdf import PdfReader
+
         pdf = PdfReader(str(run / "report.pdf"))
         assert len(pdf.pages) >= 3
         assert decision in pdf.pages[0].extract_text()
@@ -124,8 +145,20 @@ def test_demo_end_to_end_on_bert_tiny(tmp_path):
     # The same families explicitly: on CPU, attention and layernorm take 7-9% each and
     # the profile may rank them either way from one run to the next.
     # --compile-mode none: no torch.compile side anywhere, and the settings say so.
-    p2 = evaluate("--model", "bert-tiny", "--reports", str(tmp_path), "--soak-seconds", "0", "--no-e2e",
-                  "--no-pdf", "--families", ",".join(fams), "--compile-mode", "none")
+    p2 = evaluate(
+        "--model",
+        "bert-tiny",
+        "--reports",
+        str(tmp_path),
+        "--soak-seconds",
+        "0",
+        "--no-e2e",
+        "--no-pdf",
+        "--families",
+        ",".join(fams),
+        "--compile-mode",
+        "none",
+    )
     assert p2.returncode == 0, (p2.stdout + p2.stderr)[-3000:]
     run2 = max((tmp_path / "runs").iterdir(), key=lambda d: d.stat().st_mtime)
     r2 = json.loads((run2 / "results.json").read_text())
@@ -144,8 +177,20 @@ def test_demo_end_to_end_on_bert_tiny(tmp_path):
 def test_bench_json_has_the_torch_compile_side():
     # The CPU's default mode, on the shape tests/test_compiled.py compiles (Inductor's cache
     # makes it a load when that ran first); --compile-mode none is the demo's second run.
-    p = evaluate("bench", "--family", "layernorm", "--shape", "16x32", "--device", "cpu", "--budget", "0",
-                 "--reps", "3", "--json")
+    p = evaluate(
+        "bench",
+        "--family",
+        "layernorm",
+        "--shape",
+        "16x32",
+        "--device",
+        "cpu",
+        "--budget",
+        "0",
+        "--reps",
+        "3",
+        "--json",
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     [row] = json.loads(p.stdout)
     c = row["bench"]["compiled"]

@@ -1,4 +1,5 @@
 """The sub-commands as a user runs them, on real git repositories and a real baseline store."""
+
 import dataclasses
 import json
 from datetime import datetime, timedelta, timezone
@@ -28,8 +29,7 @@ def test_upstream_table_and_json(repos):
     p = evaluate("upstream", "--repo", str(repos / "upstream"), "--as-of", day)
     assert p.returncode == 0, p.stderr
     assert "maintenance" in p.stdout.lower()
-    j = evaluate("upstream", "--repo", str(repos / "upstream"), "--fork", str(repos / "fork"), "--as-of", day,
-                 "--json")
+    j = evaluate("upstream", "--repo", str(repos / "upstream"), "--fork", str(repos / "fork"), "--as-of", day, "--json")
     assert j.returncode == 0, j.stderr
     data = json.loads(j.stdout)
     assert data["measured"] and data["commits_90d"] >= 1 and data["fork_behind"] >= 1
@@ -77,8 +77,9 @@ def test_baseline_list_show_diff(store):
 @pytest.mark.slow
 def test_compare_two_platforms(store):
     path, a, _, c = store
-    p = evaluate("compare", "--candidate", c.tag, "--reference", a.tag, "--store", str(path),
-                 "--out", str(path.parent / "cmp"))
+    p = evaluate(
+        "compare", "--candidate", c.tag, "--reference", a.tag, "--store", str(path), "--out", str(path.parent / "cmp")
+    )
     assert p.returncode == 0, p.stderr
     assert c.tag in p.stdout and a.tag in p.stdout
     html = (path.parent / "cmp" / "report.html").read_text()
@@ -93,6 +94,7 @@ def test_report_from_store_alone(store, tmp_path):
     html = (tmp_path / "r" / "report.zh.html").read_text()
     assert "bert-tiny" in html
     from tests.test_pdf_env import skip_reason
+
     if not skip_reason("zh"):  # the PDF needs pango, harfbuzz-subset and a CJK font: checked, never assumed
         assert (tmp_path / "r" / "report.zh.pdf").stat().st_size > 10_000
     p = evaluate("report", "--baseline", a.tag, "--store", str(path), "--out", str(tmp_path / "r"))
@@ -111,8 +113,9 @@ def test_checklist_commands():
 def _finished_run(reports, run_id="bert-tiny-20261129-120000"):
     """A run folder as the pipeline leaves it when only recording the baseline failed."""
     result = sample_result(run_id=run_id)
-    result = dataclasses.replace(result, verdict=checklist.evaluate(
-        checklist.load(SHIPPED_CHECKLISTS / "default.yaml"), result))
+    result = dataclasses.replace(
+        result, verdict=checklist.evaluate(checklist.load(SHIPPED_CHECKLISTS / "default.yaml"), result)
+    )
     folder = reports / "runs" / run_id
     folder.mkdir(parents=True)
     (folder / "results.json").write_text(json.dumps(to_dict(result), indent=1))
@@ -135,7 +138,8 @@ def test_baseline_record_a_finished_run(tmp_path):
     again = evaluate("baseline", "record", str(folder), "--store", str(store))
     assert again.returncode == 2 and again.stderr.strip() == (
         f"error: run bert-tiny-20261129-120000 is already recorded as {tag} in {store}; "
-        f"`evaluate baseline show {tag}` shows it")
+        f"`evaluate baseline show {tag}` shows it"
+    )
     assert [r.tag for r in baseline.list_baselines(store)] == [tag]
 
 
@@ -145,28 +149,48 @@ def test_baseline_record_defaults_to_the_store_next_to_the_run(tmp_path):
     p = evaluate("baseline", "record", str(folder / "results.json"))  # the file works as well as its folder
     assert p.returncode == 0, p.stderr
     assert [r.tag for r in baseline.list_baselines(tmp_path / "reports" / "baselines")] == [
-        "bert-tiny/cpu-x86_64/2026Q4-1"]
+        "bert-tiny/cpu-x86_64/2026Q4-1"
+    ]
 
 
 # ---------------------------------------------------------------- portability: evaluate port, --targets
 
-H200_GEMM = {"block_M": 128, "block_N": 256, "block_K": 64, "num_stages": 3, "threads": 256, "swizzle": True,
-             "panel": 10, "policy": "square", "split_k": 1}
+H200_GEMM = {
+    "block_M": 128,
+    "block_N": 256,
+    "block_K": 64,
+    "num_stages": 3,
+    "threads": 256,
+    "swizzle": True,
+    "panel": 10,
+    "policy": "square",
+    "split_k": 1,
+}
 
 
 @pytest.mark.slow
 def test_port_prints_the_matrix_and_the_summary_lines():
     pytest.importorskip("tilelang")
-    args = ("port", "--family", "gemm", "--shape", "4096x4096x4096", "--targets", "h100,mi300x,c500",
-            "--config", json.dumps(H200_GEMM))
+    args = (
+        "port",
+        "--family",
+        "gemm",
+        "--shape",
+        "4096x4096x4096",
+        "--targets",
+        "h100,mi300x,c500",
+        "--config",
+        json.dumps(H200_GEMM),
+    )
     p = evaluate(*args)
     assert p.returncode == 0, p.stderr
     assert "Portability (lowered for each target, not run there)" in p.stdout
     assert "lowers (wgmma)" in p.stdout and "re-tune: uses 208 KB of shared memory" in p.stdout
     lines = p.stdout.splitlines()
     assert "1 of 1 rewritten kernels build for NVIDIA H100." in lines  # summary lines, one line each
-    assert any(x.startswith("1 of 1 rewritten kernels build for AMD Instinct MI300X; 1 needs re-tuning there")
-               for x in lines)
+    assert any(
+        x.startswith("1 of 1 rewritten kernels build for AMD Instinct MI300X; 1 needs re-tuning there") for x in lines
+    )
     assert any(x.startswith("0 of 1 rewritten kernels build for MetaX C500") for x in lines)
     assert "ROCm" not in p.stderr  # TVM's warning for a HIP target without ROCm is kept off the terminal
     j = evaluate(*args, "--json")
@@ -178,18 +202,23 @@ def test_port_prints_the_matrix_and_the_summary_lines():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args, words", [
-    (["--family", "gemm", "--shape", "4x4"], "error: --shape 4x4 does not fit gemm: it takes 3 sizes, MxNxK"),
-    (["--family", "gemm", "--shape", "64x64x64", "--targets", "h300"],
-     "error: --targets h300: unknown target 'h300'; known targets: a100, h100, h200, b200, v100, t4, mi250x, "
-     "mi300x, c500"),
-    (["--family", "gemm", "--shape", "64x64x64", "--targets", "none"], "error: --targets none leaves nothing"),
-    (["--family", "gemm", "--shape", "64x64x64", "--config", "[1]"], "error: --config must be a JSON object"),
-    (["--family", "gemm", "--shape", "64x64x64", "--config", "{"], "error: --config is not JSON"),
-    (["--family", "matmul", "--shape", "64x64x64"], "error: unknown kernel family 'matmul'; known families:"),
-    (["--family", "gemm", "--shape", "64x64x64", "--dtype", "int4"], "error: unknown dtype 'int4'"),
-    (["--family", "gemm"], "Missing option '--shape'"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--family", "gemm", "--shape", "4x4"], "error: --shape 4x4 does not fit gemm: it takes 3 sizes, MxNxK"),
+        (
+            ["--family", "gemm", "--shape", "64x64x64", "--targets", "h300"],
+            "error: --targets h300: unknown target 'h300'; known targets: a100, h100, h200, b200, v100, t4, mi250x, "
+            "mi300x, c500",
+        ),
+        (["--family", "gemm", "--shape", "64x64x64", "--targets", "none"], "error: --targets none leaves nothing"),
+        (["--family", "gemm", "--shape", "64x64x64", "--config", "[1]"], "error: --config must be a JSON object"),
+        (["--family", "gemm", "--shape", "64x64x64", "--config", "{"], "error: --config is not JSON"),
+        (["--family", "matmul", "--shape", "64x64x64"], "error: unknown kernel family 'matmul'; known families:"),
+        (["--family", "gemm", "--shape", "64x64x64", "--dtype", "int4"], "error: unknown dtype 'int4'"),
+        (["--family", "gemm"], "Missing option '--shape'"),
+    ],
+)
 def test_port_bad_input_is_one_line_exit_2(args, words):
     p = evaluate("port", *args)
     assert p.returncode == 2, p.stdout
@@ -201,9 +230,11 @@ def test_port_bad_input_is_one_line_exit_2(args, words):
 def test_main_command_refuses_unknown_targets_before_any_work(tmp_path):
     p = evaluate("--model", "bert-tiny", "--targets", "a100,h300", "--reports", str(tmp_path / "r"))
     assert p.returncode == 2
-    assert p.stderr.strip() == ("error: --targets a100,h300: unknown target 'h300'; known targets: a100, h100, h200, "
-                                "b200, v100, t4, mi250x, mi300x, c500, local (this machine's GPU), all, or none to "
-                                "skip the check")
+    assert p.stderr.strip() == (
+        "error: --targets a100,h300: unknown target 'h300'; known targets: a100, h100, h200, "
+        "b200, v100, t4, mi250x, mi300x, c500, local (this machine's GPU), all, or none to "
+        "skip the check"
+    )
     assert not (tmp_path / "r").exists()  # refused before a run folder was made
 
 
@@ -227,5 +258,6 @@ def test_checklist_metrics_lists_the_portability_metrics():
     p = evaluate("checklist", "metrics")
     assert p.returncode == 0
     for name in ["portability.targets_ok", "portability.kernels_ok"] + [
-            f"portability.{k}.kernels_ok" for k in targets.TARGETS]:
+        f"portability.{k}.kernels_ok" for k in targets.TARGETS
+    ]:
         assert name in p.stdout, name

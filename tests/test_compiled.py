@@ -4,7 +4,8 @@ to end, timed with the others; where it cannot run, a recorded reason and the ru
 Real compiles, not mocks, but only two in this file (Inductor on a CPU builds C++: about
 a second each with its on-disk cache warm, ~15 s for the first one on a fresh machine),
 made once in a module-scoped fixture: LayerNorm 16x32 alone, and a Linear + LayerNorm
-model end to end (one that branches on torch.compiler.is_compiling(), as transformers\nmodels do). The failures cost nothing to compile: Dynamo stops before Inductor.
+model end to end (one that branches on torch.compiler.is_compiling(), as transformers\nmodels do). The failures
+cost nothing to compile: Dynamo stops before Inductor.
 Report, baseline and settings tests read tests/compile_samples.py.
 """
 
@@ -84,9 +85,19 @@ class Guarded(Model):
 def _e2e(model, mode="default"):
     x = torch.randn(16, 32)
     router, _, _ = route_model(["layernorm"], model, (x,))
-    return bench.end_to_end(model.eval(), (x,), "cpu", 16, router, dtype="float32", profiled_ms={},
-                            total_profiled_ms=1.0, op_ratios={}, shares={},
-                            policy=bench.TimingPolicy(**QUICK, compile_mode=mode))
+    return bench.end_to_end(
+        model.eval(),
+        (x,),
+        "cpu",
+        16,
+        router,
+        dtype="float32",
+        profiled_ms={},
+        total_profiled_ms=1.0,
+        op_ratios={},
+        shares={},
+        policy=bench.TimingPolicy(**QUICK, compile_mode=mode),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -95,8 +106,9 @@ def measured():
     that stops the next compile (compiled.py resets Dynamo)."""
     fam, conf, kernel = _kernel()
     policy = bench.TimingPolicy(**QUICK, compile_mode="default")
-    broken = bench.bench_op(GraphBreaking(), SHAPE, "float32", kernel, "cpu", source="model", config=conf,
-                            policy=policy)
+    broken = bench.bench_op(
+        GraphBreaking(), SHAPE, "float32", kernel, "cpu", source="model", config=conf, policy=policy
+    )
     import torch._inductor.config as inductor_config
 
     # A machine without a C++ compiler: Inductor cannot build. Its own patch context puts
@@ -137,8 +149,10 @@ def test_the_model_end_to_end_gets_a_third_side_with_its_compile_time(measured):
     assert "outputs differ" not in c.note  # the compiled model's outputs were compared with eager's
     assert c.ratio.rounds == e.ratio.rounds  # the same rounds as the verdict's view
     # the model branches on torch.compiler.is_compiling(): the note says the program differs
-    assert c.note.startswith("the model runs another program under torch.compile") and \
-        "calls Tensor.contiguous(float32) x1" in c.note, c.note
+    assert (
+        c.note.startswith("the model runs another program under torch.compile")
+        and "calls Tensor.contiguous(float32) x1" in c.note
+    ), c.note
 
 
 def test_an_operator_dynamo_cannot_trace_is_a_reason_and_its_numbers_stand(measured):
@@ -175,14 +189,31 @@ def test_a_compile_served_from_inductors_cache_says_so():
 
 def test_compile_mode_none_skips_the_side_without_compiling():
     fam, conf, kernel = _kernel()
-    ob = bench.bench_op(fam, SHAPE, "float32", kernel, "cpu", source="model", config=conf,
-                        policy=bench.TimingPolicy(**QUICK, compile_mode="none"))
+    ob = bench.bench_op(
+        fam,
+        SHAPE,
+        "float32",
+        kernel,
+        "cpu",
+        source="model",
+        config=conf,
+        policy=bench.TimingPolicy(**QUICK, compile_mode="none"),
+    )
     assert ob.compiled is None and ob.tilelang is not None
     # a library call that asks for nothing gets nothing: the timer's own default is none
     assert bench.TimingPolicy().compile_mode == "none"
     # no verified kernel: nothing to compare with, said so rather than compiled for nothing
-    unverified = bench.bench_op(fam, SHAPE, "float32", kernel, "cpu", source="model", config=conf,
-                                policy=bench.TimingPolicy(**QUICK, compile_mode="default"), verified=False)
+    unverified = bench.bench_op(
+        fam,
+        SHAPE,
+        "float32",
+        kernel,
+        "cpu",
+        source="model",
+        config=conf,
+        policy=bench.TimingPolicy(**QUICK, compile_mode="default"),
+        verified=False,
+    )
     assert unverified.compiled.timing is None and "no verified TileLang kernel" in unverified.compiled.error
 
 
@@ -196,19 +227,32 @@ def test_a_crashed_swap_in_says_why_the_compiled_side_was_not_measured():
         raise RuntimeError("kernel crashed")
 
     router.table.add("layernorm", SHAPE, conf, crash)
-    e = bench.end_to_end(model.eval(), (x,), "cpu", 16, router, dtype="float32", profiled_ms={},
-                         total_profiled_ms=1.0, op_ratios={}, shares={},
-                         policy=bench.TimingPolicy(**QUICK, compile_mode="default"))
+    e = bench.end_to_end(
+        model.eval(),
+        (x,),
+        "cpu",
+        16,
+        router,
+        dtype="float32",
+        profiled_ms={},
+        total_profiled_ms=1.0,
+        op_ratios={},
+        shares={},
+        policy=bench.TimingPolicy(**QUICK, compile_mode="default"),
+    )
     assert e.swapped is None and "kernel crashed" in e.error
     assert e.compiled.timing is None and "did not run" in e.compiled.error
 
 
 def test_one_line_keeps_what_dynamo_and_inductor_said_first():
     err = RuntimeError("backend='inductor' raised:\nInvalidCxxCompiler: No working C++ compiler\n\nSet TORCH_LOGS")
-    assert compiled.one_line(err) == "RuntimeError: backend='inductor' raised: InvalidCxxCompiler: No working C++ compiler"
+    assert (
+        compiled.one_line(err) == "RuntimeError: backend='inductor' raised: InvalidCxxCompiler: No working C++ compiler"
+    )
     long = ValueError("Failed to trace builtin operator\n  Explanation: Dynamo does not know print\n  Hint: x")
-    assert compiled.one_line(long) == ("ValueError: Failed to trace builtin operator Explanation: Dynamo does not "
-                                       "know print")
+    assert compiled.one_line(long) == (
+        "ValueError: Failed to trace builtin operator Explanation: Dynamo does not know print"
+    )
     assert compiled.one_line(KeyError()) == "KeyError"
 
 
@@ -252,7 +296,7 @@ def test_the_report_shows_the_column_the_e2e_ratio_and_one_line_on_page_one(tmp_
     assert "Against torch.compile TileLang is 0.93× torch.compile end to end (compile 29 s, mode default)." in one
     ops = section(html, "ops")
     assert "torch.compile (ms)" in ops and "TileLang vs torch.compile" in ops
-    assert "0.600<br><span class=\"dim\">compiled in 3.4 s</span>" in ops and "1.32×" in ops and "1.28–1.36×" in ops
+    assert '0.600<br><span class="dim">compiled in 3.4 s</span>' in ops and "1.32×" in ops and "1.28–1.36×" in ops
     assert f"not measured: {INDUCTOR_ERROR}" in words(ops)  # a reason where the number would be
     e2e = words(section(html, "e2e"))
     assert "TileLang is 0.93× torch.compile end to end (compile 29 s, mode default)." in e2e
@@ -262,10 +306,12 @@ def test_the_report_shows_the_column_the_e2e_ratio_and_one_line_on_page_one(tmp_
 @pytest.mark.slow
 def test_page_one_says_when_the_compiled_model_is_another_program(tmp_path):
     # The note compile_path_note writes for transformers GPT-2 (H200, 2026-12-02).
-    note = ("the model runs another program under torch.compile than eagerly (it asks torch.compiler.is_compiling()): "
-            "it calls scaled_dot_product_attention(float16,float16,float16,bool) with a bool mask [4, 1, 512, 512] x12, "
-            "instead of scaled_dot_product_attention(float16,float16,float16) with no mask, causal x12; "
-            "torch.compile's time is of that program")
+    note = (
+        "the model runs another program under torch.compile than eagerly (it asks torch.compiler.is_compiling()): "
+        "it calls scaled_dot_product_attention(float16,float16,float16,bool) with a bool mask [4, 1, 512, 512] x12, "
+        "instead of scaled_dot_product_attention(float16,float16,float16) with no mask, causal x12; "
+        "torch.compile's time is of that program"
+    )
     r = compiled_result()
     r = dataclasses.replace(r, e2e=dataclasses.replace(r.e2e, compiled=dataclasses.replace(r.e2e.compiled, note=note)))
     html = html_of(r, tmp_path)
@@ -282,8 +328,8 @@ def test_the_e2e_views_table_gets_the_side_in_the_verdicts_view(tmp_path):
     r = evidence_result()
     r = dataclasses.replace(r, e2e=dataclasses.replace(r.e2e, compiled=compiled_result().e2e.compiled))
     e2e = section(html_of(r, tmp_path), "e2e")
-    used = e2e[e2e.index('<tr class="used">'):]
-    used = used[:used.index("</tr>")]
+    used = e2e[e2e.index('<tr class="used">') :]
+    used = used[: used.index("</tr>")]
     assert "10.230" in used and "0.93×" in used
     assert e2e.count('<td class="num">—</td><td class="num">—</td>') == len(r.e2e.views) - 1
 
@@ -291,15 +337,20 @@ def test_the_e2e_views_table_gets_the_side_in_the_verdicts_view(tmp_path):
 @pytest.mark.slow
 def test_a_failed_compile_is_a_line_in_words_never_a_blank(tmp_path):
     html = html_of(failed_e2e(), tmp_path)
-    assert ("torch.compile (default) could not run end to end: Unsupported: Failed to trace builtin operator "
-            "Explanation: Dynamo does not know how to trace `print`.") in words(page_one(html))
+    assert (
+        "torch.compile (default) could not run end to end: Unsupported: Failed to trace builtin operator "
+        "Explanation: Dynamo does not know how to trace `print`."
+    ) in words(page_one(html))
     assert "not measured: Unsupported" in words(section(html, "e2e"))
 
 
 @pytest.mark.slow
 def test_chinese_report_says_it_in_chinese(tmp_path):
     one = words(page_one(html_of(compiled_result(), tmp_path, lang="zh")))
-    assert "与 torch.compile 对比 端到端来看，TileLang 的速度是 torch.compile 的 0.93×（编译耗时 29 s，模式 default）。" in one
+    assert (
+        "与 torch.compile 对比 端到端来看，TileLang 的速度是 torch.compile 的 0.93×（编译耗时 29 s，模式 default）。"
+        in one
+    )
 
 
 @pytest.mark.slow
@@ -341,11 +392,22 @@ def test_the_compile_line_never_pushes_the_failed_items_off_page_one(tmp_path):
     from samples import timing
 
     r = compiled_result()
-    r = dataclasses.replace(r, op_bench=tuple(dataclasses.replace(b, speedup=s, ratio=Ratio(s, s * 0.96, s * 1.03, 20))
-                                              for b, s in zip(r.op_bench, (0.2, 0.17))))
+    r = dataclasses.replace(
+        r,
+        op_bench=tuple(
+            dataclasses.replace(b, speedup=s, ratio=Ratio(s, s * 0.96, s * 1.03, 20))
+            for b, s in zip(r.op_bench, (0.2, 0.17))
+        ),
+    )
     e2e = dataclasses.replace(r.e2e, speedup=0.24, swapped=timing(50.0), ratio=Ratio(0.24, 0.239, 0.245, 20))
-    r = dataclasses.replace(r, soak=None, e2e=e2e, portability=sample_portability(), upstream=None,
-                            model=dataclasses.replace(r.model, name="bert-tiny-finetuned-on-the-long-corpus"))
+    r = dataclasses.replace(
+        r,
+        soak=None,
+        e2e=e2e,
+        portability=sample_portability(),
+        upstream=None,
+        model=dataclasses.replace(r.model, name="bert-tiny-finetuned-on-the-long-corpus"),
+    )
     first = " ".join(pdf_pages(report.render(evaluate(r), tmp_path).pdf)[0].lower().split())
     assert "what failed" in first and "no operator is more than" in first
     assert "against torch.compile tilelang is 0.93× torch.compile end to end" in first

@@ -17,26 +17,29 @@ def test_defaults_on_this_machine():
     assert s["timing"]["timer"].startswith("perf_counter")
 
 
-@pytest.mark.parametrize("kwargs, words", [
-    ({"model": "nonesuch"}, "bert-tiny"),
-    ({"model": "bert-tiny", "families": "gemm,warp"}, "unknown kernel family 'warp'"),
-    ({"model": "bert-tiny", "checklist": "nope.yaml"}, "does not exist"),
-    ({"model": "bert-tiny", "upstream": "/"}, "not a git repository"),
-    ({"model": "bert-tiny", "upstream": "/no/such/dir"}, "does not exist"),
-    ({"model": "bert-tiny", "dtype": "int4"}, "fp32"),
-    ({"model": "bert-tiny", "device": "tpu"}, "auto, cpu or cuda"),
-    ({"model": "bert-tiny", "fail_on": "maybe"}, "never, no-go or conditional"),
-    ({"model": "bert-tiny", "as_of": "yesterday"}, "YYYY-MM-DD"),
-    ({"model": "bert-tiny", "batch_size": 0}, "positive"),
-    ({"model": "bert-tiny", "reps": 0}, "--reps must be a positive integer, got 0"),
-    ({"model": "bert-tiny", "warmup": -1}, "warmup must be an integer of at least 0"),
-    ({"model": "bert-tiny", "budget": -1.0}, "--budget must be a number of seconds, 0 or more"),
-    ({"model": "bert-tiny", "budget": float("nan")}, "--budget must be a number of seconds"),
-    ({"model": "bert-tiny", "soak_seconds": -0.5}, "--soak-seconds must be a number of seconds"),
-    ({"model": "bert-tiny", "max_shapes": 0}, "--max-shapes must be a positive integer"),
-    ({"model": "bert-tiny", "profile_iters": 0}, "--profile-iters must be a positive integer"),
-    ({"model": "bert-tiny", "label": "  "}, "--name .* cannot name a baseline"),
-])
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"model": "nonesuch"}, "bert-tiny"),
+        ({"model": "bert-tiny", "families": "gemm,warp"}, "unknown kernel family 'warp'"),
+        ({"model": "bert-tiny", "checklist": "nope.yaml"}, "does not exist"),
+        ({"model": "bert-tiny", "upstream": "/"}, "not a git repository"),
+        ({"model": "bert-tiny", "upstream": "/no/such/dir"}, "does not exist"),
+        ({"model": "bert-tiny", "dtype": "int4"}, "fp32"),
+        ({"model": "bert-tiny", "device": "tpu"}, "auto, cpu or cuda"),
+        ({"model": "bert-tiny", "fail_on": "maybe"}, "never, no-go or conditional"),
+        ({"model": "bert-tiny", "as_of": "yesterday"}, "YYYY-MM-DD"),
+        ({"model": "bert-tiny", "batch_size": 0}, "positive"),
+        ({"model": "bert-tiny", "reps": 0}, "--reps must be a positive integer, got 0"),
+        ({"model": "bert-tiny", "warmup": -1}, "warmup must be an integer of at least 0"),
+        ({"model": "bert-tiny", "budget": -1.0}, "--budget must be a number of seconds, 0 or more"),
+        ({"model": "bert-tiny", "budget": float("nan")}, "--budget must be a number of seconds"),
+        ({"model": "bert-tiny", "soak_seconds": -0.5}, "--soak-seconds must be a number of seconds"),
+        ({"model": "bert-tiny", "max_shapes": 0}, "--max-shapes must be a positive integer"),
+        ({"model": "bert-tiny", "profile_iters": 0}, "--profile-iters must be a positive integer"),
+        ({"model": "bert-tiny", "label": "  "}, "--name .* cannot name a baseline"),
+    ],
+)
 def test_bad_input_is_one_clear_error(kwargs, words):
     with pytest.raises(EvaluatorError, match=words):
         config.build(**kwargs)
@@ -44,6 +47,7 @@ def test_bad_input_is_one_clear_error(kwargs, words):
 
 def test_cuda_requested_without_a_gpu():
     import torch
+
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     with pytest.raises(EvaluatorError, match="no CUDA device"):
@@ -78,13 +82,16 @@ def test_a_teams_checklist_by_name_wins_over_a_shipped_one(tmp_path, monkeypatch
         config.build(model="bert-tiny", checklist="nonesuch")
 
 
-@pytest.mark.parametrize("spec, label", [
-    ("path/to/hf_bert.py:make", "hf_bert:make"),
-    ("hf_bert.py:make", "hf_bert:make"),
-    ("pkg.mod:make", "pkg.mod:make"),
-    ("hf:BertModel,num_hidden_layers=2", "hf:BertModel,num_hidden_layers=2"),
-    ("bert-tiny", "bert-tiny"),
-])
+@pytest.mark.parametrize(
+    "spec, label",
+    [
+        ("path/to/hf_bert.py:make", "hf_bert:make"),
+        ("hf_bert.py:make", "hf_bert:make"),
+        ("pkg.mod:make", "pkg.mod:make"),
+        ("hf:BertModel,num_hidden_layers=2", "hf:BertModel,num_hidden_layers=2"),
+        ("bert-tiny", "bert-tiny"),
+    ],
+)
 def test_default_label_leaves_out_the_factory_files_folder(spec, label):
     assert config.default_label(spec) == label
     assert config.ModelSettings(spec).label == label
@@ -160,13 +167,19 @@ def test_targets_default_all_none_and_what_the_settings_record():
     assert skipped.portability.dtype == "float32"  # asked for explicitly: checked as asked
 
 
-@pytest.mark.parametrize("text, words", [
-    ("h300", "--targets h300: unknown target 'h300'; known targets: a100, h100, h200, b200, v100, t4, mi250x, "
-             "mi300x, c500, local"),
-    ("h100,nope", "unknown target 'nope'"),
-    ("none,h100", "'none' skips the portability check and cannot be combined"),
-    ("", "--targets was given no target; known targets"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        (
+            "h300",
+            "--targets h300: unknown target 'h300'; known targets: a100, h100, h200, b200, v100, t4, mi250x, "
+            "mi300x, c500, local",
+        ),
+        ("h100,nope", "unknown target 'nope'"),
+        ("none,h100", "'none' skips the portability check and cannot be combined"),
+        ("", "--targets was given no target; known targets"),
+    ],
+)
 def test_bad_targets_are_one_line_before_any_work(text, words):
     with pytest.raises(EvaluatorError) as err:
         config.build(model="bert-tiny", targets=text)
@@ -175,6 +188,7 @@ def test_bad_targets_are_one_line_before_any_work(text, words):
 
 def test_local_target_without_a_gpu_says_so():
     import torch
+
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     with pytest.raises(EvaluatorError, match="--targets local: target 'local' asks for this machine's GPU"):
@@ -220,13 +234,16 @@ def test_help_shows_the_defaults_build_uses():
     for name, value in config.DEFAULTS.items():
         if name not in params or params[name].is_flag and not params[name].secondary_opts:
             continue  # warmup and seed have no option; --no-cache and --push are plain flags
-        shown = (name.replace("_", "-") if value else "no-" + name.replace("_", "-")) \
-            if isinstance(value, bool) else value
+        shown = (
+            (name.replace("_", "-") if value else "no-" + name.replace("_", "-")) if isinstance(value, bool) else value
+        )
         assert help_text[name].endswith(f"[default: {shown}]"), (name, help_text[name])
     cpu, cuda = config.device_defaults("cpu"), config.device_defaults("cuda")
     assert "(default: fp32 on CPU, fp16 on CUDA)" in help_text["dtype"]
     assert f"(default {cuda['fine_rounds']} on CUDA, {cpu['fine_rounds']} on CPU;" in help_text["fine_rounds"]
-    assert f"(default {cuda['soak_seconds']:g} s on CUDA, {cpu['soak_seconds']:g} s on CPU;" in help_text["soak_seconds"]
+    assert (
+        f"(default {cuda['soak_seconds']:g} s on CUDA, {cpu['soak_seconds']:g} s on CPU;" in help_text["soak_seconds"]
+    )
     assert help_text["reports"] == "Output folder (default: reports/)."
     assert "(default: <reports>/baselines)" in help_text["store"]
 
@@ -252,11 +269,16 @@ def test_build_without_options_is_the_settings_defaults(tmp_path, monkeypatch):
     # The folders are resolved against where evaluate runs; everything else is the default.
     reports = config.OutputSettings.reports.resolve()
     assert (cfg.output.reports, cfg.output.store) == (reports, reports / config.STORE_FOLDER)
-    assert dataclasses.replace(cfg.output, reports=config.OutputSettings.reports,
-                               store=config.OutputSettings.store) == config.OutputSettings()
+    assert (
+        dataclasses.replace(cfg.output, reports=config.OutputSettings.reports, store=config.OutputSettings.store)
+        == config.OutputSettings()
+    )
     # The device-dependent defaults, from the one function that has them.
     assert (cfg.model.dtype, cfg.bench.soak_s, cfg.tune.fine_rounds) == (
-        cpu["dtype"], cpu["soak_seconds"], cpu["fine_rounds"])
+        cpu["dtype"],
+        cpu["soak_seconds"],
+        cpu["fine_rounds"],
+    )
     assert cfg.settings_dict()["isolate"] is cpu["isolate"]
     assert cfg.portability.dtype == config.device_defaults("cuda")["dtype"]  # checked at the GPU default
     assert cfg.bench.timing.reps == config.DEFAULTS["reps"] and cfg.bench.timing.warmup == config.DEFAULTS["warmup"]
@@ -283,8 +305,9 @@ def _full_config(device: str) -> config.Config:
     from datetime import datetime, timezone
 
     return config.Config(
-        model=config.ModelSettings("bert-tiny", batch_size=2, seq_len=16, dtype="float32", seed=1, label="bt",
-                                   lengths=(4, 12)),
+        model=config.ModelSettings(
+            "bert-tiny", batch_size=2, seq_len=16, dtype="float32", seed=1, label="bt", lengths=(4, 12)
+        ),
         device=device,
         profile=config.ProfileSettings(ops=2, families=("gemm",), iters=3, max_shapes=6),
         tune=config.TuneSettings(isolate=True, devices=(0, 1)),
@@ -353,9 +376,11 @@ def test_a_saved_config_loads_in_a_fresh_process(tmp_path):
     saved = tmp_path / "config.json"
     cfg = config.build(model="bert-tiny", reps=7, no_cache=True)
     saved.write_text(config.to_json(cfg))
-    code = ("import sys; from pathlib import Path; from evaluator import config; "
-            "c = config.from_json(Path(sys.argv[1]).read_text()); "
-            "print(type(c.bench.timing).__name__, c.bench.timing.reps, c.tune.use_cache)")
+    code = (
+        "import sys; from pathlib import Path; from evaluator import config; "
+        "c = config.from_json(Path(sys.argv[1]).read_text()); "
+        "print(type(c.bench.timing).__name__, c.bench.timing.reps, c.tune.use_cache)"
+    )
     p = subprocess.run([sys.executable, "-c", code, str(saved)], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["TimingPolicy", "7", "False"]

@@ -19,8 +19,10 @@ from evaluator.routing import router as swap
 from tests.fixtures import hf_models, tv_resnet
 from tests.routing import count, route_model
 
+
 def _zoo_llama():
     from evaluator.models import load_model
+
     m = load_model("llama-tiny", seq_len=16)
     return m.module, tuple(m.inputs)
 
@@ -99,9 +101,19 @@ def _routed_e2e(model, inputs, families, kernel_wrap=None):
     if kernel_wrap is not None:
         for (f, s), e in router.table.entries().items():
             router.table.add(f, s, e.config, kernel_wrap(e.kernel))
-    return bench.end_to_end(model.eval(), tuple(inputs), "cpu", 2, router, dtype="float32",
-                            profiled_ms={}, total_profiled_ms=1.0, op_ratios={}, shares={},
-                            policy=bench.TimingPolicy(reps=3, max_seconds=0.5))
+    return bench.end_to_end(
+        model.eval(),
+        tuple(inputs),
+        "cpu",
+        2,
+        router,
+        dtype="float32",
+        profiled_ms={},
+        total_profiled_ms=1.0,
+        op_ratios={},
+        shares={},
+        policy=bench.TimingPolicy(reps=3, max_seconds=0.5),
+    )
 
 
 @pytest.mark.slow
@@ -120,12 +132,14 @@ def test_a_crashing_swap_in_is_a_failed_item_not_not_measured():
     def crash(kernel):
         def run(*args):
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
         return run
 
     model, inputs = hf_models.bert()
     e2e = _routed_e2e(model, inputs, ["gemm"], kernel_wrap=crash)
     assert e2e.swapped is None and not e2e.outputs_match and "illegal memory access" in e2e.error
     from tests.samples import sample_result
+
     r = dataclasses.replace(sample_result(), e2e=e2e)
     assert checklist.METRICS["e2e.outputs_match"](r) == 0.0
     assert checklist.METRICS["e2e.speedup"](r) == 0.0
@@ -133,14 +147,26 @@ def test_a_crashing_swap_in_is_a_failed_item_not_not_measured():
 
 def test_zero_calls_in_tilelang_leave_the_e2e_items_unevaluated_and_the_verdict_inconclusive():
     model = torch.nn.Sequential(torch.nn.Linear(8, 8)).eval()
-    router = swap.Router([__import__("evaluator.kernels", fromlist=["x"]).get("softmax")],
-                         swap.KernelTable("float32", "c"))
-    e2e = bench.end_to_end(model, (torch.randn(2, 8),), "cpu", 2, router, dtype="float32", profiled_ms={},
-                           total_profiled_ms=1.0, op_ratios={}, shares={},
-                           policy=bench.TimingPolicy(reps=3, max_seconds=0.2))
+    router = swap.Router(
+        [__import__("evaluator.kernels", fromlist=["x"]).get("softmax")], swap.KernelTable("float32", "c")
+    )
+    e2e = bench.end_to_end(
+        model,
+        (torch.randn(2, 8),),
+        "cpu",
+        2,
+        router,
+        dtype="float32",
+        profiled_ms={},
+        total_profiled_ms=1.0,
+        op_ratios={},
+        shares={},
+        policy=bench.TimingPolicy(reps=3, max_seconds=0.2),
+    )
     assert e2e.tilelang_calls == 0 and not e2e.outputs_match and "compared with itself" in e2e.error
     assert "no call ran in TileLang" in e2e.flags
     from tests.samples import sample_result
+
     r = dataclasses.replace(sample_result(), e2e=e2e)
     # The model was compared with itself: no evidence about TileLang either way.
     assert checklist.METRICS["e2e.outputs_match"](r) is None and checklist.METRICS["e2e.speedup"](r) is None

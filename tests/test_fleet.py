@@ -24,8 +24,10 @@ from evaluator.errors import ConfigError
 FIXTURES = Path(__file__).parent / "fixtures"
 USER_MODEL = FIXTURES / "user_model.py"
 # The smallest evaluation that still goes through every stage (no soak, no PDF).
-TINY = ("defaults: {budget: 2, fine_rounds: 0, soak_seconds: 0, pdf: false, max_shapes: 1, ops: 1, reps: 3, "
-        "compile_mode: none}\n")
+TINY = (
+    "defaults: {budget: 2, fine_rounds: 0, soak_seconds: 0, pdf: false, max_shapes: 1, ops: 1, reps: 3, "
+    "compile_mode: none}\n"
+)
 
 
 def _plan(tmp_path: Path, text: str) -> Path:
@@ -45,39 +47,62 @@ def _error(path: Path) -> str:
 # ---------------------------------------------------------------- plan validation (no Ray)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("name: x\n", "models: Field required"),
-    ("name: x\nmodels: []\n", "models: List should have at least 1 item"),
-    ("name: x\nmodels: [{name: a}]\n", "models[0].model: Field required"),
-    ("name: x\nmodels: [bert-tiny]\nplatform: []\n", "platform: unknown field; did you mean 'platforms'?"),
-    ("name: x\nmodels: [bert-tiny]\ndefaults: {budgt: 2}\n",
-     "defaults.budgt: unknown evaluate option; did you mean 'budget'?"),
-    ("name: x\nmodels: [bert-tiny]\ndefaults: {budget: fast}\n", "defaults.budget: Input should be a valid number"),
-    ("name: x\nmodels: [bert-tiny]\ndefaults: {store: elsewhere}\n",
-     "defaults.store: not an option here; the plan's `store` sets it"),
-    ("name: x\nmodels: [bert-tiny]\ndefaults: {name: a}\n", "defaults.name: a model's name goes in its own entry"),
-    ("name: x\nmodels: [{model: bert-tiny, batchsize: 8}]\n", "models[0].batchsize: unknown evaluate option; "
-                                                              "did you mean 'batch_size'?"),
-    ("name: x\nmodels: [bert-tiny, bert-tiny]\n", "models[1].name: 'bert-tiny' is also models[0]"),
-    ("name: x\nmodels: [bert-tiny]\nplatforms: [{name: p, device: tpu}]\n",
-     "platforms[0].device: Input should be 'auto', 'cpu' or 'cuda'"),
-    ("name: x\nmodels: [bert-tiny]\nplatforms: [{name: p, resource: {}}]\n",
-     "platforms[0].resource: unknown field; did you mean 'resources'?"),
-    ("name: x\nmodels: [bert-tiny]\nplatforms: [{name: g, device: cuda}]\n",
-     "platforms[0].resources: a cuda platform needs num_gpus"),
-    ("name: x\nmodels: [bert-tiny]\nplatforms: [{name: p, resources: {num_cpus: -1}}]\n",
-     "platforms[0].resources: Value error, num_cpus must be 0 or more"),
-    ("name: x\nmodels: [bert-tiny]\nplatforms: [{name: p}, {name: p}]\n",
-     "platforms[1].name: 'p' is also platforms[0]"),
-    ("name: x\nmodels: [bert-tiny]\nstore: https://example.com/store.git\n", "store: 'https://example.com/store.git' "
-                                                                             "is a git URL"),
-    ("- a\n- b\n", "a plan is a mapping with name, models"),
-    ("name: [x\n", "not valid YAML at line"),
-    # The checks `evaluate` makes before a run, on every cell, the cell named:
-    ("name: x\nmodels: [bert-tiny]\ndefaults: {reps: 0}\n",
-     "models[0] 'bert-tiny' on platform 'this machine': --reps must be a positive integer, got 0"),
-    ("name: x\nmodels: [bert-tny]\n", "models[0] 'bert-tny' on platform 'this machine': unknown model 'bert-tny'"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("name: x\n", "models: Field required"),
+        ("name: x\nmodels: []\n", "models: List should have at least 1 item"),
+        ("name: x\nmodels: [{name: a}]\n", "models[0].model: Field required"),
+        ("name: x\nmodels: [bert-tiny]\nplatform: []\n", "platform: unknown field; did you mean 'platforms'?"),
+        (
+            "name: x\nmodels: [bert-tiny]\ndefaults: {budgt: 2}\n",
+            "defaults.budgt: unknown evaluate option; did you mean 'budget'?",
+        ),
+        ("name: x\nmodels: [bert-tiny]\ndefaults: {budget: fast}\n", "defaults.budget: Input should be a valid number"),
+        (
+            "name: x\nmodels: [bert-tiny]\ndefaults: {store: elsewhere}\n",
+            "defaults.store: not an option here; the plan's `store` sets it",
+        ),
+        ("name: x\nmodels: [bert-tiny]\ndefaults: {name: a}\n", "defaults.name: a model's name goes in its own entry"),
+        (
+            "name: x\nmodels: [{model: bert-tiny, batchsize: 8}]\n",
+            "models[0].batchsize: unknown evaluate option; did you mean 'batch_size'?",
+        ),
+        ("name: x\nmodels: [bert-tiny, bert-tiny]\n", "models[1].name: 'bert-tiny' is also models[0]"),
+        (
+            "name: x\nmodels: [bert-tiny]\nplatforms: [{name: p, device: tpu}]\n",
+            "platforms[0].device: Input should be 'auto', 'cpu' or 'cuda'",
+        ),
+        (
+            "name: x\nmodels: [bert-tiny]\nplatforms: [{name: p, resource: {}}]\n",
+            "platforms[0].resource: unknown field; did you mean 'resources'?",
+        ),
+        (
+            "name: x\nmodels: [bert-tiny]\nplatforms: [{name: g, device: cuda}]\n",
+            "platforms[0].resources: a cuda platform needs num_gpus",
+        ),
+        (
+            "name: x\nmodels: [bert-tiny]\nplatforms: [{name: p, resources: {num_cpus: -1}}]\n",
+            "platforms[0].resources: Value error, num_cpus must be 0 or more",
+        ),
+        (
+            "name: x\nmodels: [bert-tiny]\nplatforms: [{name: p}, {name: p}]\n",
+            "platforms[1].name: 'p' is also platforms[0]",
+        ),
+        (
+            "name: x\nmodels: [bert-tiny]\nstore: https://example.com/store.git\n",
+            "store: 'https://example.com/store.git' is a git URL",
+        ),
+        ("- a\n- b\n", "a plan is a mapping with name, models"),
+        ("name: [x\n", "not valid YAML at line"),
+        # The checks `evaluate` makes before a run, on every cell, the cell named:
+        (
+            "name: x\nmodels: [bert-tiny]\ndefaults: {reps: 0}\n",
+            "models[0] 'bert-tiny' on platform 'this machine': --reps must be a positive integer, got 0",
+        ),
+        ("name: x\nmodels: [bert-tny]\n", "models[0] 'bert-tny' on platform 'this machine': unknown model 'bert-tny'"),
+    ],
+)
 def test_plan_errors_are_one_line_naming_the_file_and_field(tmp_path, text, expected):
     path = _plan(tmp_path, text)
     message = _error(path)
@@ -92,7 +117,10 @@ def test_missing_plan_file(tmp_path):
 def test_plan_reads_specs_overrides_paths_and_platforms(tmp_path):
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "mine.py").write_text(USER_MODEL.read_text())
-    path = _plan(tmp_path, TINY + """name: nightly
+    path = _plan(
+        tmp_path,
+        TINY
+        + """name: nightly
 reports: out
 store: shared/store
 models:
@@ -101,7 +129,8 @@ models:
 platforms:
   - {name: cpu, device: cpu, resources: {num_cpus: 1}, options: {reps: 5, no-pdf: true}}
   - {name: h200, device: cuda, resources: {num_gpus: 1}, accelerator_type: H200}
-""")
+""",
+    )
     plan = fleet.load_plan(path)
     assert plan.name == "nightly" and plan.path == path.resolve()
     # Relative paths are relative to the plan file's folder, wherever it runs from.
@@ -113,11 +142,24 @@ platforms:
     assert mine.options == {"batch_size": 2, "families": "gemm,layernorm"}
     cpu, h200 = plan.platforms
     assert (cpu.device, cpu.resources, h200.resources, h200.accelerator_type) == (
-        "cpu", {"num_cpus": 1}, {"num_gpus": 1}, "H200")
+        "cpu",
+        {"num_cpus": 1},
+        {"num_gpus": 1},
+        "H200",
+    )
     # defaults, then the platform's options, then the model's overrides
-    assert plan.options(mine, cpu) == {"budget": 2.0, "fine_rounds": 0, "soak_seconds": 0.0, "pdf": False,
-                                       "max_shapes": 1, "ops": 1, "reps": 5, "batch_size": 2,
-                                       "families": "gemm,layernorm", "compile_mode": "none"}
+    assert plan.options(mine, cpu) == {
+        "budget": 2.0,
+        "fine_rounds": 0,
+        "soak_seconds": 0.0,
+        "pdf": False,
+        "max_shapes": 1,
+        "ops": 1,
+        "reps": 5,
+        "batch_size": 2,
+        "families": "gemm,layernorm",
+        "compile_mode": "none",
+    }
     assert plan.options(bert, h200)["reps"] == 3
     # The command line's --reports and --store win, relative to the working folder; the
     # plan's own shared store stays unless --store replaces it.
@@ -142,8 +184,15 @@ def test_fixture_plan_is_valid(tmp_path):
 
 
 def _task(tmp_path: Path, spec: str = "bert-tiny") -> dict:
-    return dict(model="m", platform="cpu", spec=spec, device="cpu", cell_dir=str(tmp_path / "cell"),
-                store=str(tmp_path / "store"), options={"budget": 2, "pdf": False})
+    return dict(
+        model="m",
+        platform="cpu",
+        spec=spec,
+        device="cpu",
+        cell_dir=str(tmp_path / "cell"),
+        store=str(tmp_path / "store"),
+        options={"budget": 2, "pdf": False},
+    )
 
 
 def test_an_unexpected_error_in_a_task_is_a_failed_cell_with_its_traceback(tmp_path, monkeypatch):
@@ -176,16 +225,38 @@ def _result(tmp_path: Path) -> fleet.FleetResult:
     (run / "report.html").write_text("<html>a</html>")
     (run / "results.json").write_text("{}")
     cells = (
-        fleet.Cell(model="a", platform="cpu", status="ok", spec="bert-tiny", device="cpu", verdict="GO",
-                   speedup=1.234, baseline="a/cpu-x86_64/2026Q4-1", run_dir=run, report=run / "report.html",
-                   wall_s=12.0, host="h", hardware="Xeon", options={"budget": 2.0, "checklist": Path("/c.yaml")}),
+        fleet.Cell(
+            model="a",
+            platform="cpu",
+            status="ok",
+            spec="bert-tiny",
+            device="cpu",
+            verdict="GO",
+            speedup=1.234,
+            baseline="a/cpu-x86_64/2026Q4-1",
+            run_dir=run,
+            report=run / "report.html",
+            wall_s=12.0,
+            host="h",
+            hardware="Xeon",
+            options={"budget": 2.0, "checklist": Path("/c.yaml")},
+        ),
         fleet.Cell(model="a", platform="gpu", status="failed", device="cuda", error="no node offers GPU 1"),
         fleet.Cell(model="b<x>", platform="cpu", status="failed", error="factory raised <script>alert(1)</script>"),
         fleet.Cell(model="b<x>", platform="gpu", status="ok", verdict="NO-GO"),
     )
-    return fleet.FleetResult(name="nightly", plan=tmp_path / "plan.yaml", folder=tmp_path / "sweep",
-                             store=tmp_path / "store", ray="local (2 CPUs)", created="2026-12-01T00:00:00+00:00",
-                             models=("a", "b<x>"), platforms=("cpu", "gpu"), cells=cells, wall_s=30.0)
+    return fleet.FleetResult(
+        name="nightly",
+        plan=tmp_path / "plan.yaml",
+        folder=tmp_path / "sweep",
+        store=tmp_path / "store",
+        ray="local (2 CPUs)",
+        created="2026-12-01T00:00:00+00:00",
+        models=("a", "b<x>"),
+        platforms=("cpu", "gpu"),
+        cells=cells,
+        wall_s=30.0,
+    )
 
 
 def test_summary_is_a_matrix_linking_each_report_with_red_failed_cells(tmp_path):
@@ -286,24 +357,39 @@ class _FakeRay:
 def test_ctrl_c_cancels_the_tasks_keeps_a_summary_and_names_the_folder(tmp_path, monkeypatch):
     fake = _FakeRay()
     monkeypatch.setitem(sys.modules, "ray", fake)
-    plan = fleet.load_plan(_plan(tmp_path, TINY + "name: x\nmodels: [bert-tiny, {model: bert-tiny, name: b2}]\n"
-                                             "platforms: [{name: cpu, device: cpu}, "
-                                             "{name: gpu, device: cuda, resources: {num_gpus: 1}}]\n"))
+    plan = fleet.load_plan(
+        _plan(
+            tmp_path,
+            TINY + "name: x\nmodels: [bert-tiny, {model: bert-tiny, name: b2}]\n"
+            "platforms: [{name: cpu, device: cpu}, "
+            "{name: gpu, device: cuda, resources: {num_gpus: 1}}]\n",
+        )
+    )
     with pytest.raises(KeyboardInterrupt) as info:
         fleet.run_plan(plan, num_cpus=2)
     folder = info.value.run_dir  # what the CLI names in "interrupted; ... kept in <folder>"
     assert folder.parent == plan.reports and folder.name.startswith("x-")
     kinds = [c[0] for c in fake.calls]
     assert kinds == ["init", "options", "options", "cancel", "cancel", "shutdown"]
-    assert fake.calls[0][1] == {"num_cpus": 2, "include_dashboard": False, "ignore_reinit_error": True,
-                                "log_to_driver": False, "logging_level": 30}
+    assert fake.calls[0][1] == {
+        "num_cpus": 2,
+        "include_dashboard": False,
+        "ignore_reinit_error": True,
+        "log_to_driver": False,
+        "logging_level": 30,
+    }
     assert fake.calls[1][1] == {"num_cpus": 1, "name": "evaluate bert-tiny on cpu"}
     done = fleet.load_summary(folder / "fleet.json")
-    assert done.interrupted and [c.error for c in done.cells if c.platform == "cpu"] == [
-        "interrupted before it finished"] * 2
+    assert (
+        done.interrupted
+        and [c.error for c in done.cells if c.platform == "cpu"] == ["interrupted before it finished"] * 2
+    )
     # The GPU column could never run here: failed at once, never submitted.
-    assert all("no node of the Ray cluster offers CPU 1, GPU 1 (nodes offer: CPU 2)" in c.error
-               for c in done.cells if c.platform == "gpu")
+    assert all(
+        "no node of the Ray cluster offers CPU 1, GPU 1 (nodes offer: CPU 2)" in c.error
+        for c in done.cells
+        if c.platform == "gpu"
+    )
     assert "The sweep was interrupted" in (folder / "fleet.html").read_text()
 
 
@@ -332,7 +418,9 @@ def test_two_tiny_cpu_models_run_through_ray_and_write_the_summary(tmp_path, ray
     result = fleet.run_plan(plan, num_cpus=2)
     assert not ray.is_initialized()  # the local Ray it started is shut down again
     assert [(c.model, c.platform, c.status) for c in result.cells] == [
-        ("bert-tiny", "cpu", "ok"), ("user-model", "cpu", "ok")], [c.error for c in result.cells]
+        ("bert-tiny", "cpu", "ok"),
+        ("user-model", "cpu", "ok"),
+    ], [c.error for c in result.cells]
     for c in result.cells:
         assert c.verdict in ("GO", "CONDITIONAL GO", "NO-GO") and c.speedup and c.wall_s > 0 and not c.error
         assert c.report.is_file() and c.report.parent == c.run_dir and c.run_dir.is_relative_to(result.folder)
@@ -351,7 +439,10 @@ def test_two_tiny_cpu_models_run_through_ray_and_write_the_summary(tmp_path, ray
 @pytest.mark.slow
 def test_a_failing_model_is_a_failed_cell_and_the_others_complete(tmp_path, ray):
     (tmp_path / "crash.py").write_text("import os\n\n\ndef make():\n    os._exit(3)  # kills the Ray worker\n")
-    path = _plan(tmp_path, TINY + f"""name: with-failures
+    path = _plan(
+        tmp_path,
+        TINY
+        + f"""name: with-failures
 models:
   - {{model: {USER_MODEL}:make, name: fine}}
   - {{model: {USER_MODEL}:broken, name: broken}}
@@ -359,7 +450,8 @@ models:
 platforms:
   - {{name: cpu, device: cpu, resources: {{num_cpus: 1}}}}
   - {{name: gpu, device: cuda, resources: {{num_gpus: 1}}}}
-""")
+""",
+    )
     result = fleet.run_plan(fleet.load_plan(path), num_cpus=2)
     cell = result.cell
     assert cell("fine", "cpu").ok and cell("fine", "cpu").report.is_file()

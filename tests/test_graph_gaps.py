@@ -25,8 +25,12 @@ def ev(name, ts, dur):
 
 
 # gemm 0-10, gap 2, ours 12-20, gap 1, add 21-23, starts 0.5 before the end: 22.5-30
-REPLAY = [ev("void nvjet_sm90<1>(int)", 0.0, 10.0), ev("linear_tc_kernel", 12.0, 8.0),
-          ev("void at::native::add<float>(x)", 21.0, 2.0), ev("void at::native::add<float>(x)", 22.5, 7.5)]
+REPLAY = [
+    ev("void nvjet_sm90<1>(int)", 0.0, 10.0),
+    ev("linear_tc_kernel", 12.0, 8.0),
+    ev("void at::native::add<float>(x)", 21.0, 2.0),
+    ev("void at::native::add<float>(x)", 22.5, 7.5),
+]
 
 
 def test_split_counts_kernel_time_gaps_and_early_starts():
@@ -59,6 +63,8 @@ def test_median_split_keeps_whole_forwards_only():
 
 
 def test_short_names_drop_templates_and_arguments():
-    assert gg.short("void at::native::vectorized_elementwise_kernel<8, F>(int, F)") == \
-        "at::native::vectorized_elementwise_kernel"
+    assert (
+        gg.short("void at::native::vectorized_elementwise_kernel<8, F>(int, F)")
+        == "at::native::vectorized_elementwise_kernel"
+    )
     assert gg.short("linear_tc_kernel") == "linear_tc_kernel"

@@ -34,6 +34,7 @@ def test_measured_ceilings(tmp_path):
 def test_gpu_ceilings_come_from_the_cache(tmp_path):
     import dataclasses
     import json
+
     gpu = dataclasses.replace(hardware.detect("cpu"), device="cuda", name="NVIDIA H200", driver="580")
     cache = tmp_path / "ceilings.json"
     key = "|".join(("NVIDIA H200", "580", __import__("torch").__version__, "float16"))

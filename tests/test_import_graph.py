@@ -44,8 +44,7 @@ def _ancestors(target: str, importer: str) -> list[str]:
     """The packages above `target` that importing it runs, but for those the importer is in."""
     parts = target.split(".")
     mine = importer.split(".")
-    return [".".join(parts[:i]) for i in range(1, len(parts))
-            if ".".join(parts[:i]) != ".".join(mine[:i])]
+    return [".".join(parts[:i]) for i in range(1, len(parts)) if ".".join(parts[:i]) != ".".join(mine[:i])]
 
 
 def edges() -> dict[str, set[tuple[str, tuple[str, ...]]]]:
@@ -108,6 +107,7 @@ def cycles() -> list[list[str]]:
                 out.append(sorted(comp))
 
     import sys
+
     sys.setrecursionlimit(10000)
     for v in sorted(graph):
         if v not in index:
@@ -123,6 +123,13 @@ def test_no_import_circles_counting_imports_inside_functions():
 
 @pytest.mark.slow
 def test_no_private_name_is_imported_from_another_module():
-    taken = sorted({(m, t, n) for m, ts in edges().items() for t, names in ts for n in names
-                    if n.startswith("_") and not n.startswith("__")})
+    taken = sorted(
+        {
+            (m, t, n)
+            for m, ts in edges().items()
+            for t, names in ts
+            for n in names
+            if n.startswith("_") and not n.startswith("__")
+        }
+    )
     assert not taken, "\n".join(f"{m} takes {n} from {t}" for m, t, n in taken)

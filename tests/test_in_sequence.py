@@ -16,8 +16,13 @@ spec.loader.exec_module(seq)
 
 
 def test_durations_are_the_named_kernels_of_every_replay(monkeypatch):
-    replays = [[{"name": "nvjet_gemm", "ts": 0.0, "dur": 25.0}, {"name": "gelu", "ts": 26.0, "dur": 12.0},
-                {"name": "linear_tc_kernel", "ts": 39.0, "dur": 48.7}]] * 3
+    replays = [
+        [
+            {"name": "nvjet_gemm", "ts": 0.0, "dur": 25.0},
+            {"name": "gelu", "ts": 26.0, "dur": 12.0},
+            {"name": "linear_tc_kernel", "ts": 39.0, "dur": 48.7},
+        ]
+    ] * 3
     monkeypatch.setattr(seq, "graph_kernel_events", lambda fn, n: replays[:n])
     assert seq.durations(lambda: None, {"linear_tc_kernel"}, 3) == [48.7, 48.7, 48.7]
     assert seq.durations(lambda: None, {"absent"}, 2) == []

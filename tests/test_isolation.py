@@ -4,6 +4,7 @@ its reason, a fresh worker takes over, and the good config still wins.
 
 Each worker start imports torch and tilelang (several seconds on 2 cores), so the tests
 share one worker where they can; the crashes restart it on purpose."""
+
 import pickle
 
 import pytest
@@ -31,7 +32,7 @@ def test_segfault_and_poisoned_context_are_recorded_and_the_good_config_wins(hw)
     assert "poisoned" in by_crash[2].error
     assert by_crash[0].status == "ok" and by_crash[0].latency_ms > 0
     assert tk.config == {"crash": 0} and kernel is not None
-    x, = crashy_family.FAMILY.make_inputs((64,), "float32", "cpu", 5)
+    (x,) = crashy_family.FAMILY.make_inputs((64,), "float32", "cpu", 5)
     torch.testing.assert_close(kernel(x), 2 * x)  # the best config is built in this process too
     after = isolation.stats()
     assert after["restarts"] - before["restarts"] == 2
@@ -42,8 +43,9 @@ def test_segfault_and_poisoned_context_are_recorded_and_the_good_config_wins(hw)
 @pytest.mark.slow
 def test_hung_and_exiting_candidates_are_killed_and_recorded(hw):
     before = isolation.stats()
-    tk, kernel = tuning.tune(crashy_family.HANGS, (64,), "float32", hw, isolate=True, budget_s=300,
-                             candidate_timeout_s=2)
+    tk, kernel = tuning.tune(
+        crashy_family.HANGS, (64,), "float32", hw, isolate=True, budget_s=300, candidate_timeout_s=2
+    )
     by_crash = {c.config["crash"]: c for c in tk.candidates}
     assert by_crash[3].status == "crashed" and "no result after 2s" in by_crash[3].error
     assert by_crash[4].status == "crashed" and "exited with code 7" in by_crash[4].error
@@ -67,6 +69,7 @@ def test_the_worker_is_reused_across_tunes(hw):
 def test_how_the_worker_finds_a_family(hw):
     assert isolation.family_spec(crashy_family.FAMILY) == ("attr", "crashy_family", "FAMILY")
     from evaluator import kernels
+
     assert isolation.family_spec(kernels.get("softmax")) == ("attr", "evaluator.kernels.softmax", "FAMILY")
     made_here = crashy_family.CrashyFamily([{"crash": 0}])
     kind, blob = isolation.family_spec(made_here)

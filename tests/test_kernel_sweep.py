@@ -20,8 +20,15 @@ ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("kernel_sweep", ROOT / "benchmarks" / "kernel_sweep.py")
 ks = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ks)
-H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
-                smem_per_block=232448, compute_capability="9.0")
+H200 = Hardware(
+    target="cuda",
+    device="cuda",
+    name="NVIDIA H200",
+    platform="h200",
+    cores=132,
+    smem_per_block=232448,
+    compute_capability="9.0",
+)
 
 
 def test_shapes_keeps_only_the_named_cases_and_fast_math_is_timed_both_ways():
@@ -38,8 +45,12 @@ def test_shapes_keeps_only_the_named_cases_and_fast_math_is_timed_both_ways():
 @pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
 def test_without_cuda_one_line_and_exit_2():
-    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernel_sweep.py"), "--only", "attention"],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "kernel_sweep.py"), "--only", "attention"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1 and "CUDA" in run.stderr
 
 
@@ -47,6 +58,6 @@ def test_gated_times_the_swiglu_products_space_and_the_ping_pong_grid():
     todo = ks.cases({"gated"}, H200)
     assert [(f, s) for f, s, _, _ in todo] == ks.GEMM_GATED
     for fam, shape, configs, own in todo:
-        assert configs[:len(own)] == own and any(c["pingpong"] for c in configs)
+        assert configs[: len(own)] == own and any(c["pingpong"] for c in configs)
         if fam == "gemm_mul":  # whole-K programs only: nothing that splits K
             assert not any(c["split_k"] > 1 or c["cluster"] or c["stream_k"] for c in configs)

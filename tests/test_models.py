@@ -4,6 +4,7 @@ In: zoo names and the factories in tests/fixtures/user_model.py. Out: assertions
 models load with the sizes asked for, run deterministically for a seed, keep NCHW
 inputs, and contain no helper modules written for the evaluator's sake.
 """
+
 import pytest
 import torch
 from torch import nn
@@ -89,8 +90,18 @@ def test_blocks_are_written_as_people_write_them():
     assert isinstance(block.input_layernorm, nn.RMSNorm) and isinstance(block.mlp.act_fn, nn.SiLU)
     assert {n for n, _ in block.mlp.named_children()} == {"gate_proj", "up_proj", "down_proj", "act_fn"}
     resnet = ZOO["resnet-tiny"].build()
-    assert [n for n, _ in resnet.named_children()] == ["conv1", "bn1", "relu", "maxpool", "layer1", "layer2",
-                                                       "layer3", "layer4", "avgpool", "fc"]
+    assert [n for n, _ in resnet.named_children()] == [
+        "conv1",
+        "bn1",
+        "relu",
+        "maxpool",
+        "layer1",
+        "layer2",
+        "layer3",
+        "layer4",
+        "avgpool",
+        "fc",
+    ]
     assert type(resnet.layer2[0]).__name__ == "Bottleneck" and resnet.layer2[0].conv2.stride == (2, 2)
 
 
@@ -130,15 +141,18 @@ def test_module_factory(monkeypatch):
     assert m.spec.source == "module" and m.spec.batch_size == 4
 
 
-@pytest.mark.parametrize("spec, words", [
-    ("nonesuch", "bert-tiny"),
-    ("nonesuch", "hf:Class"),
-    ("no_such_module_xyz:make", "could not import module"),
-    ("tests/fixtures/missing.py:make", "does not exist"),
-    (f"{FIXTURE}:nothing", "has no callable"),
-    (f"{FIXTURE}:broken", "weights not found"),
-    (f"{FIXTURE}:wrong_return", "must return"),
-])
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        ("nonesuch", "bert-tiny"),
+        ("nonesuch", "hf:Class"),
+        ("no_such_module_xyz:make", "could not import module"),
+        ("tests/fixtures/missing.py:make", "does not exist"),
+        (f"{FIXTURE}:nothing", "has no callable"),
+        (f"{FIXTURE}:broken", "weights not found"),
+        (f"{FIXTURE}:wrong_return", "must return"),
+    ],
+)
 def test_bad_model_specs_say_what_was_expected(spec, words):
     with pytest.raises(ModelLoadError, match=words):
         load_model(spec)
@@ -160,11 +174,13 @@ def test_zoo_bert_names_its_position_limit():
 
 def test_lengths_reach_a_factory_that_takes_them(tmp_path):
     path = tmp_path / "padded.py"
-    path.write_text("import torch\n"
-                    "def make(seq_len=8, lengths=None):\n"
-                    "    lo, hi = lengths\n"
-                    "    mask = (torch.arange(seq_len)[None, :] < torch.tensor([[lo], [hi]])).long()\n"
-                    "    return torch.nn.Embedding(10, 4), (mask,)\n")
+    path.write_text(
+        "import torch\n"
+        "def make(seq_len=8, lengths=None):\n"
+        "    lo, hi = lengths\n"
+        "    mask = (torch.arange(seq_len)[None, :] < torch.tensor([[lo], [hi]])).long()\n"
+        "    return torch.nn.Embedding(10, 4), (mask,)\n"
+    )
     m = load_model(f"{path}:make", lengths=(2, 5))
     assert m.inputs[0].sum(1).tolist() == [2, 5]
     with pytest.raises(ModelLoadError, match="takes no `lengths`"):

@@ -6,6 +6,7 @@ ones cannot be imported (here: torchvision does not load beside the CPU torch bu
 timm imports torchvision). Out: assertions on the built models, their example inputs,
 the ModelSpec, and that every failure is one ModelLoadError line saying what to do.
 """
+
 import importlib
 import sys
 import types
@@ -54,15 +55,24 @@ def test_options_parse_json_lists_dicts_and_quoted_strings():
     rest = 'X,depths=[2, 2],heads=[2,4],r={"rope_type":"linear","factor":2.0},s="a,b",t=null,u=[]'
     target, opts = hub._split(f"hf:{rest}", rest)
     assert target == "X"
-    assert opts == {"depths": [2, 2], "heads": [2, 4], "r": {"rope_type": "linear", "factor": 2.0}, "s": "a,b",
-                    "t": None, "u": []}
+    assert opts == {
+        "depths": [2, 2],
+        "heads": [2, 4],
+        "r": {"rope_type": "linear", "factor": 2.0},
+        "s": "a,b",
+        "t": None,
+        "u": [],
+    }
 
 
-@pytest.mark.parametrize("spec, words", [
-    ("hf:", "names nothing"),
-    ("hf:BertModel,hidden_size", "not key=value"),
-    ("timm:,img_size=3", "names nothing"),
-])
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        ("hf:", "names nothing"),
+        ("hf:BertModel,hidden_size", "not key=value"),
+        ("timm:,img_size=3", "names nothing"),
+    ],
+)
 def test_malformed_specs(spec, words):
     _one_line_error(spec, words)
 
@@ -126,8 +136,9 @@ def test_hf_causal_lm_returns_logits_without_a_kv_cache():
 
 
 def test_hf_encoder_decoder_gets_decoder_ids_positionally():
-    m = load_model("hf:T5Model,num_layers=1,d_model=32,d_ff=64,num_heads=2,d_kv=16,vocab_size=100",
-                   batch_size=2, seq_len=8)
+    m = load_model(
+        "hf:T5Model,num_layers=1,d_model=32,d_ff=64,num_heads=2,d_kv=16,vocab_size=100", batch_size=2, seq_len=8
+    )
     ids, dec = m.inputs  # forward(input_ids, attention_mask, decoder_input_ids, ...): by name
     assert isinstance(m.module, hub.KeywordCall) and m.module.names == ("input_ids", "decoder_input_ids")
     assert ids.shape == dec.shape == (2, 8)
@@ -135,8 +146,11 @@ def test_hf_encoder_decoder_gets_decoder_ids_positionally():
 
 
 def test_hf_models_are_deterministic_for_a_seed():
-    a, b, c = load_model(BERT, batch_size=2, seq_len=8), load_model(BERT, batch_size=2, seq_len=8), \
-        load_model(BERT, batch_size=2, seq_len=8, seed=1)
+    a, b, c = (
+        load_model(BERT, batch_size=2, seq_len=8),
+        load_model(BERT, batch_size=2, seq_len=8),
+        load_model(BERT, batch_size=2, seq_len=8, seed=1),
+    )
     assert torch.equal(_run(a).last_hidden_state, _run(b).last_hidden_state)
     assert a.spec.spec_hash == b.spec.spec_hash == c.spec.spec_hash
     assert not torch.equal(a.module.embeddings.word_embeddings.weight, c.module.embeddings.word_embeddings.weight)
@@ -148,26 +162,29 @@ def test_hf_dtype_moves_weights_and_pixels():
     assert torch.isfinite(_run(m).last_hidden_state.float()).all()
 
 
-@pytest.mark.parametrize("spec, words", [
-    ("hf:BertModle", "did you mean BertModel"),
-    ("hf:LlamaForCausalLm", "did you mean LlamaForCausalLM"),
-    ("hf:BertConfig", "not a model class .*BertModel"),
-    ("hf:PreTrainedModel", "not a model class"),
-    ("hf:BertModel,num_hidden_layer=2", "not a field of BertConfig .*num_hidden_layers"),
-    ("hf:BertModel,hidden_size=65", "could not build .*multiple"),
-    ("hf:google/vit-base-patch16-224", "nothing is downloaded"),
-])
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        ("hf:BertModle", "did you mean BertModel"),
+        ("hf:LlamaForCausalLm", "did you mean LlamaForCausalLM"),
+        ("hf:BertConfig", "not a model class .*BertModel"),
+        ("hf:PreTrainedModel", "not a model class"),
+        ("hf:BertModel,num_hidden_layer=2", "not a field of BertConfig .*num_hidden_layers"),
+        ("hf:BertModel,hidden_size=65", "could not build .*multiple"),
+        ("hf:google/vit-base-patch16-224", "nothing is downloaded"),
+    ],
+)
 def test_hf_errors_are_one_line_and_name_close_matches(spec, words):
     _one_line_error(spec, words)
 
 
 def test_hf_sequence_longer_than_the_position_table():
     msg = _one_line_error(BERT, "takes at most", seq_len=100000)
-    assert msg.startswith("hf:BertModel takes at most 512 positions (max_position_embeddings); "
-                          "--seq-len 100000 is longer")
+    assert msg.startswith(
+        "hf:BertModel takes at most 512 positions (max_position_embeddings); --seq-len 100000 is longer"
+    )
     # GPT-2 names its table n_positions (max_position_embeddings is an alias of it)
-    _one_line_error(f"{GPT2},n_positions=32", r"hf:GPT2Model takes at most 32 positions \(n_positions\)",
-                    seq_len=64)
+    _one_line_error(f"{GPT2},n_positions=32", r"hf:GPT2Model takes at most 32 positions \(n_positions\)", seq_len=64)
 
 
 def test_hf_image_models_take_their_size_from_the_spec_not_seq_len():
@@ -220,8 +237,10 @@ def test_hf_deberta_v2_position_buckets_an_attribute_only_the_model_reads():
 @pytest.mark.slow
 def test_hf_an_alias_the_model_never_reads_is_an_error():
     msg = _one_line_error("hf:SwinModel,num_hidden_layers=2", "changed nothing")
-    assert msg.startswith("hf:SwinModel: num_hidden_layers=2 changed nothing (SwinModel never reads num_layers; "
-                          "SwinConfig derives it from depths: give depths=[...] instead)")
+    assert msg.startswith(
+        "hf:SwinModel: num_hidden_layers=2 changed nothing (SwinModel never reads num_layers; "
+        "SwinConfig derives it from depths: give depths=[...] instead)"
+    )
 
 
 def test_hf_a_value_the_config_does_not_hold_is_an_error():
@@ -232,16 +251,20 @@ def test_hf_a_value_the_config_does_not_hold_is_an_error():
 
 def test_hf_a_dict_value_holds_key_by_key():
     # the config adds its own defaults (rope_theta) to the rope_parameters given
-    m = load_model(f'hf:LlamaModel,{ROPE},rope_parameters={{"rope_type":"linear","factor":2.0}}',
-                   batch_size=1, seq_len=8)
+    m = load_model(
+        f'hf:LlamaModel,{ROPE},rope_parameters={{"rope_type":"linear","factor":2.0}}', batch_size=1, seq_len=8
+    )
     assert m.module.config.rope_parameters["factor"] == 2.0 and "rope_theta" in m.module.config.rope_parameters
     assert _run(m).last_hidden_state.shape == (1, 8, 64)
 
 
-@pytest.mark.parametrize("spec, words", [
-    ("hf:WhisperEncodr", "did you mean WhisperEncoder"),
-    ("hf:SwinModel,depth=[1,1]", "not a field of SwinConfig .*depths"),
-])
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        ("hf:WhisperEncodr", "did you mean WhisperEncoder"),
+        ("hf:SwinModel,depth=[1,1]", "not a field of SwinConfig .*depths"),
+    ],
+)
 def test_hf_names_inside_model_modules_and_key_typos_get_close_matches(spec, words):
     _one_line_error(spec, words)
 
@@ -249,8 +272,10 @@ def test_hf_names_inside_model_modules_and_key_typos_get_close_matches(spec, wor
 # ---------------------------------------------------------------- hf: inputs from forward and config
 
 
-WHISPER = ("d_model=32,encoder_layers=1,decoder_layers=1,encoder_attention_heads=2,decoder_attention_heads=2,"
-           "encoder_ffn_dim=64,decoder_ffn_dim=64,num_mel_bins=16,max_source_positions=32,max_target_positions=24")
+WHISPER = (
+    "d_model=32,encoder_layers=1,decoder_layers=1,encoder_attention_heads=2,decoder_attention_heads=2,"
+    "encoder_ffn_dim=64,decoder_ffn_dim=64,num_mel_bins=16,max_source_positions=32,max_target_positions=24"
+)
 
 
 def test_hf_whisper_gets_log_mel_features_and_decoder_ids():
@@ -272,9 +297,11 @@ def test_hf_whisper_encoder_is_found_in_its_modeling_module():
 
 
 def test_hf_wav2vec2_gets_raw_audio():
-    spec = ("hf:Wav2Vec2Model,hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64,"
-            "conv_dim=[16,16],conv_stride=[5,2],conv_kernel=[10,3],num_conv_pos_embeddings=16,"
-            "num_conv_pos_embedding_groups=2")
+    spec = (
+        "hf:Wav2Vec2Model,hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64,"
+        "conv_dim=[16,16],conv_stride=[5,2],conv_kernel=[10,3],num_conv_pos_embeddings=16,"
+        "num_conv_pos_embedding_groups=2"
+    )
     m = load_model(spec, batch_size=2, seq_len=4000)
     (audio,) = m.inputs
     assert audio.shape == (2, 4000) and audio.is_floating_point()
@@ -282,11 +309,16 @@ def test_hf_wav2vec2_gets_raw_audio():
     _one_line_error(spec, "too few audio samples", seq_len=8)
 
 
-@pytest.mark.parametrize("spec", [
-    ("hf:BartModel,d_model=32,encoder_layers=1,decoder_layers=1,encoder_attention_heads=2,decoder_attention_heads=2,"
-     "encoder_ffn_dim=64,decoder_ffn_dim=64"),
-    "hf:T5Model,num_layers=1,d_model=32,d_ff=64,num_heads=2,d_kv=16",
-])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        (
+            "hf:BartModel,d_model=32,encoder_layers=1,decoder_layers=1,encoder_attention_heads=2,decoder_attention_heads=2,"
+            "encoder_ffn_dim=64,decoder_ffn_dim=64"
+        ),
+        "hf:T5Model,num_layers=1,d_model=32,d_ff=64,num_heads=2,d_kv=16",
+    ],
+)
 def test_hf_encoder_decoders_get_decoder_input_ids(spec):
     m = load_model(spec, batch_size=2, seq_len=8)
     ids, dec = m.inputs  # forward(input_ids, attention_mask, decoder_input_ids, ...): by name
@@ -324,21 +356,29 @@ def test_lengths_reach_a_model_whose_mask_goes_by_name():
 
 
 def test_lengths_errors():
-    _one_line_error("hf:FNetModel,num_hidden_layers=1,hidden_size=32,intermediate_size=64",
-                    "FNetModel.forward takes no attention_mask", lengths=(2, 4), seq_len=8)
+    _one_line_error(
+        "hf:FNetModel,num_hidden_layers=1,hidden_size=32,intermediate_size=64",
+        "FNetModel.forward takes no attention_mask",
+        lengths=(2, 4),
+        seq_len=8,
+    )
     _one_line_error(VIT, "its input is pixel_values", lengths=(2, 4))
-    _one_line_error(BERT, r"--lengths 2-64 is longer than the sequence of hf:BertModel \(16\)", seq_len=16,
-                    lengths=(2, 64))
+    _one_line_error(
+        BERT, r"--lengths 2-64 is longer than the sequence of hf:BertModel \(16\)", seq_len=16, lengths=(2, 64)
+    )
     _one_line_error("bert-tiny", "bert-tiny's forward takes token ids alone", lengths=(2, 4))
     _one_line_error(f"{FIX}:bert", "takes no `lengths`", lengths=(2, 4))
 
 
-@pytest.mark.parametrize("value, words", [
-    ("5-3", "LO must be at least 1 and at most HI"),
-    ("0-3", "LO must be at least 1"),
-    ("4-64", "HI 64 is longer than --seq-len 32"),
-    ("16", "is not LO-HI"),
-])
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        ("5-3", "LO must be at least 1 and at most HI"),
+        ("0-3", "LO must be at least 1"),
+        ("4-64", "HI 64 is longer than --seq-len 32"),
+        ("16", "is not LO-HI"),
+    ],
+)
 def test_lengths_option_is_checked_at_the_edge(value, words):
     from evaluator import config as config
     from evaluator.errors import ConfigError
@@ -353,8 +393,9 @@ def test_lengths_option_is_checked_at_the_edge(value, words):
 
 
 def test_hf_directory_with_config_only_builds_random_weights(tmp_path):
-    transformers.BertConfig(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64,
-                            architectures=["BertModel"]).save_pretrained(tmp_path)
+    transformers.BertConfig(
+        num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64, architectures=["BertModel"]
+    ).save_pretrained(tmp_path)
     m = load_model(f"hf:{tmp_path},num_hidden_layers=2", batch_size=2, seq_len=8)
     assert m.spec.source == "hf" and type(m.module).__name__ == "BertModel"
     assert (m.module.config.hidden_size, m.module.config.num_hidden_layers) == (32, 2)
@@ -368,8 +409,9 @@ def test_hf_directory_with_weights_loads_them(tmp_path):
     saved = transformers.BertModel(cfg)
     saved.save_pretrained(tmp_path)
     m = load_model(f"hf:{tmp_path}", batch_size=2, seq_len=8)
-    assert torch.equal(m.module.encoder.layer[0].attention.self.query.weight,
-                       saved.encoder.layer[0].attention.self.query.weight)
+    assert torch.equal(
+        m.module.encoder.layer[0].attention.self.query.weight, saved.encoder.layer[0].attention.self.query.weight
+    )
 
 
 def test_hf_directory_without_config(tmp_path):

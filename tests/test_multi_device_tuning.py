@@ -13,6 +13,7 @@ The workers import torch and tilelang (several seconds each on 2 cores), so the 
 starts them once, in the background, and every test shares them. The last test runs the
 same on two real GPUs and skips elsewhere.
 """
+
 import dataclasses
 import os
 import threading
@@ -54,8 +55,9 @@ def test_two_slots_time_side_by_side_and_the_best_is_retimed_on_slot_0(hw):
     before = _slots()
     fam = kernels.get("gemm")
     log = tuning.DeviceLog()
-    tk, kernel = tuning.tune(fam, GEMM_SHAPE, "float32", hw, isolate=True, devices=[0, 1], device_log=log,
-                             budget_s=300, fine_rounds=0)
+    tk, kernel = tuning.tune(
+        fam, GEMM_SHAPE, "float32", hw, isolate=True, devices=[0, 1], device_log=log, budget_s=300, fine_rounds=0
+    )
     # listed in the search space's order, whatever order they finished in
     assert [c.config for c in tk.candidates] == fam.search_space(GEMM_SHAPE, "float32", hw)
     assert all(c.status == "ok" for c in tk.candidates) and len(log.devices) == len(tk.candidates)
@@ -84,8 +86,9 @@ def test_a_crash_on_one_slot_costs_one_candidate_and_the_other_slot_works_on(hw)
     before, stats_before = _slots(), isolation.stats()
     fam = crashy_family.CrashyFamily([{"crash": 1}, {"crash": 0}, {"crash": 5}, {"crash": 6}])  # 5, 6 work
     log = tuning.DeviceLog()
-    tk, _ = tuning.tune(fam, (64,), "float32", hw, isolate=True, devices=[0, 1], device_log=log, budget_s=300,
-                        fine_rounds=0)
+    tk, _ = tuning.tune(
+        fam, (64,), "float32", hw, isolate=True, devices=[0, 1], device_log=log, budget_s=300, fine_rounds=0
+    )
     statuses = {c.config["crash"]: c.status for c in tk.candidates}
     assert statuses == {1: "crashed", 0: "ok", 5: "ok", 6: "ok"}
     assert "signal SIGSEGV" in tk.candidates[0].error and tk.config["crash"] in (0, 5, 6)
@@ -108,8 +111,9 @@ def test_one_device_is_exactly_the_single_worker_search(hw):
     log = tuning.DeviceLog()
     one, _ = tuning.tune(fam, GEMM_SHAPE, "float32", hw, isolate=True, devices=[0], device_log=log, fine_rounds=0)
     plain, _ = tuning.tune(fam, GEMM_SHAPE, "float32", hw, isolate=True, fine_rounds=0)
-    assert [(c.config, c.status, c.phase, c.error) for c in one.candidates] == \
-           [(c.config, c.status, c.phase, c.error) for c in plain.candidates]
+    assert [(c.config, c.status, c.phase, c.error) for c in one.candidates] == [
+        (c.config, c.status, c.phase, c.error) for c in plain.candidates
+    ]
     assert log.devices == [None] * len(one.candidates) and log.retimed == []  # nothing re-timed
     after = _slots()
     assert after[0]["requests"] - before[0]["requests"] == 2 * len(one.candidates)
@@ -127,15 +131,17 @@ def test_a_slot_that_cannot_start_leaves_its_work_to_the_others(hw, monkeypatch)
 
     monkeypatch.setattr(isolation, "wait_ready", slot_1_broken)
     log = tuning.DeviceLog()
-    tk, kernel = tuning.tune(kernels.get("gemm"), GEMM_SHAPE, "float32", hw, isolate=True, devices=[0, 1],
-                             device_log=log, fine_rounds=0)
+    tk, kernel = tuning.tune(
+        kernels.get("gemm"), GEMM_SHAPE, "float32", hw, isolate=True, devices=[0, 1], device_log=log, fine_rounds=0
+    )
     assert kernel is not None and all(c.status == "ok" and not c.error for c in tk.candidates)
     assert set(log.devices) == {"cpu:0"} and log.retimed  # slot 0 did it all, and re-timed the best
     # with no slot left, the candidates run in this process and say why
     monkeypatch.setattr(isolation, "wait_ready", lambda *a, **k: slot_1_broken(1))
     monkeypatch.setattr(isolation, "run_candidate", lambda *a, **k: slot_1_broken(1))
-    tk, kernel = tuning.tune(kernels.get("gemm"), GEMM_SHAPE, "float32", hw, isolate=True, devices=[0, 1],
-                             device_log=log, fine_rounds=0)
+    tk, kernel = tuning.tune(
+        kernels.get("gemm"), GEMM_SHAPE, "float32", hw, isolate=True, devices=[0, 1], device_log=log, fine_rounds=0
+    )
     assert kernel is not None and all(c.status == "ok" for c in tk.candidates)
     assert all("evaluated in-process" in c.error and "slot 1 made to fail" in c.error for c in tk.candidates)
     assert set(log.devices) == {None} and log.retimed == []
@@ -158,8 +164,10 @@ def test_devices_map_to_the_visible_gpus(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,GPU-8f2a,3")  # CUDA stopped at an entry it could not use
     assert tuning.visible_gpus() == ["5", "GPU-8f2a"]
     cuda = dataclasses.replace(hardware.detect("cpu"), device="cuda")
-    assert [(s.index, s.gpu, s.label) for s in tuning.gpu_slots([1, 0], cuda)] == \
-           [(0, "GPU-8f2a", "cuda:1"), (1, "5", "cuda:0")]
+    assert [(s.index, s.gpu, s.label) for s in tuning.gpu_slots([1, 0], cuda)] == [
+        (0, "GPU-8f2a", "cuda:1"),
+        (1, "5", "cuda:0"),
+    ]
     assert [(s.index, s.gpu, s.label) for s in tuning.gpu_slots([1], cuda)] == [(0, "GPU-8f2a", None)]
     assert [(s.index, s.gpu, s.label) for s in tuning.gpu_slots(None, cuda)] == [(0, None, None)]
     with pytest.raises(ConfigError, match="cuda:2 is not visible"):
@@ -169,23 +177,38 @@ def test_devices_map_to_the_visible_gpus(monkeypatch):
     assert tuning.visible_gpus() == []
 
 
-@pytest.mark.parametrize("spec, visible, want", [
-    ("all", ["0", "1"], [0, 1]), ("ALL", 3, [0, 1, 2]), ("2", 2, [0, 1]), ("1", 2, [0]),
-    ("1,", 2, [1]), ("1,0", ["3", "5"], [1, 0]), ("0, 1", 2, [0, 1]),
-])
+@pytest.mark.parametrize(
+    "spec, visible, want",
+    [
+        ("all", ["0", "1"], [0, 1]),
+        ("ALL", 3, [0, 1, 2]),
+        ("2", 2, [0, 1]),
+        ("1", 2, [0]),
+        ("1,", 2, [1]),
+        ("1,0", ["3", "5"], [1, 0]),
+        ("0, 1", 2, [0, 1]),
+    ],
+)
 def test_parse_gpus(spec, visible, want):
     assert tuning.parse_gpus(spec, visible) == want
 
 
-@pytest.mark.parametrize("spec, visible, message", [
-    ("3", 2, "--gpus 3 asks for 3 GPUs but 2 GPUs are visible (0, 1); give all, a count from 1 to 2"),
-    ("0", 2, "asks for 0 GPUs"),
-    ("2,", ["4", "6"], "--gpus 2, names GPU 2 but 2 GPUs are visible (4, 6); give indices from 0 to 1"),
-    ("0,0", 2, "names a GPU twice"),
-    ("0,,1", 2, "not understood; give all, a count (2), or comma-separated GPU indices"),
-    (",", 2, "not understood"), ("-1", 2, "not understood"), ("two", 2, "not understood"), ("", 2, "not understood"),
-    ("all", 0, "no GPU is visible"), ("1", [], "no GPU is visible"),
-])
+@pytest.mark.parametrize(
+    "spec, visible, message",
+    [
+        ("3", 2, "--gpus 3 asks for 3 GPUs but 2 GPUs are visible (0, 1); give all, a count from 1 to 2"),
+        ("0", 2, "asks for 0 GPUs"),
+        ("2,", ["4", "6"], "--gpus 2, names GPU 2 but 2 GPUs are visible (4, 6); give indices from 0 to 1"),
+        ("0,0", 2, "names a GPU twice"),
+        ("0,,1", 2, "not understood; give all, a count (2), or comma-separated GPU indices"),
+        (",", 2, "not understood"),
+        ("-1", 2, "not understood"),
+        ("two", 2, "not understood"),
+        ("", 2, "not understood"),
+        ("all", 0, "no GPU is visible"),
+        ("1", [], "no GPU is visible"),
+    ],
+)
 def test_parse_gpus_says_what_was_expected(spec, visible, message):
     with pytest.raises(ConfigError) as err:
         tuning.parse_gpus(spec, visible)
@@ -205,9 +228,23 @@ def test_shutdown_ends_a_busy_worker_without_starting_another(hw):
     started = isolation.stats()["started"]
     spec = isolation.family_spec(crashy_family.HANGS)
     out = {}
-    run = threading.Thread(target=lambda: out.update(isolation.run_candidate(
-        spec, (64,), "float32", {"crash": 3}, hw.target, "cpu", tuning.TimingPolicy(warmup=1, reps=3), 1e-6, 1e-6,
-        timeout_s=60, slot=1)))
+    run = threading.Thread(
+        target=lambda: out.update(
+            isolation.run_candidate(
+                spec,
+                (64,),
+                "float32",
+                {"crash": 3},
+                hw.target,
+                "cpu",
+                tuning.TimingPolicy(warmup=1, reps=3),
+                1e-6,
+                1e-6,
+                timeout_s=60,
+                slot=1,
+            )
+        )
+    )
     run.start()
     time.sleep(1.0)  # the candidate is hanging in slot 1's worker now
     isolation.shutdown()
@@ -224,8 +261,16 @@ def test_two_gpus_one_worker_each():
     hw = hardware.detect("cuda")
     visible = tuning.visible_gpus()
     log = tuning.DeviceLog()
-    tk, kernel = tuning.tune(kernels.get("gemm"), (1024, 768, 768), "float16", hw, budget_s=300, fine_rounds=0,
-                             devices=tuning.parse_gpus("2", visible), device_log=log)
+    tk, kernel = tuning.tune(
+        kernels.get("gemm"),
+        (1024, 768, 768),
+        "float16",
+        hw,
+        budget_s=300,
+        fine_rounds=0,
+        devices=tuning.parse_gpus("2", visible),
+        device_log=log,
+    )
     slots = _slots()
     assert [slots[i]["visible"] for i in (0, 1)] == visible[:2] and slots[0]["pid"] != slots[1]["pid"]
     assert set(log.devices) - {None} <= {"cuda:0", "cuda:1"} and {r["device"] for r in log.retimed} == {"cuda:0"}

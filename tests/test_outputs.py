@@ -1,4 +1,5 @@
 """Outputs of any structure, compared relative to their magnitude."""
+
 from evaluator.measuring import outputs as bench
 
 
@@ -20,12 +21,18 @@ def test_outputs_compare_through_model_output_dicts_dataclasses_and_caches():
     x = torch.randn(4, 8) * 100  # large magnitude: an absolute tolerance would fail it
     ref = (BaseModelOutputWithPooling(last_hidden_state=x, pooler_output=x[:, 0]), {"o": Out(x, (x, 3))}, Cache(x))
     noisy = x * (1 + 1e-5)
-    out = (BaseModelOutputWithPooling(last_hidden_state=noisy, pooler_output=noisy[:, 0]),
-           {"o": Out(noisy, (noisy, 3))}, Cache(noisy))
+    out = (
+        BaseModelOutputWithPooling(last_hidden_state=noisy, pooler_output=noisy[:, 0]),
+        {"o": Out(noisy, (noisy, 3))},
+        Cache(noisy),
+    )
     check = bench.compare_outputs(out, ref, "float32")
     assert check.ok and 0 < check.rel_l2 < 1e-4 and check.max_abs > 1e-4
-    wrong = (BaseModelOutputWithPooling(last_hidden_state=x, pooler_output=x[:, 0] + 5), {"o": Out(x, (x, 3))},
-             Cache(x))
+    wrong = (
+        BaseModelOutputWithPooling(last_hidden_state=x, pooler_output=x[:, 0] + 5),
+        {"o": Out(x, (x, 3))},
+        Cache(x),
+    )
     bad = bench.compare_outputs(wrong, ref, "float32")
     assert not bad.ok and "tolerance" in bad.reason
     assert not bench.compare_outputs((x,), (x, x), "float32").ok
@@ -36,6 +43,7 @@ def test_outputs_compare_through_model_output_dicts_dataclasses_and_caches():
 
 def test_fp16_tolerance_scales_with_magnitude():
     import torch
+
     ref = torch.randn(64, 64, dtype=torch.float64) * 50
     out = ref + torch.randn_like(ref) * 0.05  # ~1e-3 relative: fine for fp16, not for fp32
     assert bench.compare_outputs(out, ref, "float16").ok
@@ -44,6 +52,7 @@ def test_fp16_tolerance_scales_with_magnitude():
 
 def test_nan_or_inf_on_either_side_fails_with_counts_per_side():
     import torch
+
     ref = torch.randn(96, 1024)
     out = ref.clone()
     out[:1] = float("nan")
@@ -61,6 +70,7 @@ def test_nan_or_inf_on_either_side_fails_with_counts_per_side():
 
 def test_a_reference_without_signal_is_compared_with_an_absolute_floor_and_flagged():
     import torch
+
     ref = torch.randn(8, 16) * 1e-24  # MobileNetV2 at a tiny width outputs values about this size
     near = bench.compare_outputs(ref * (1 + 1e-3), ref, "float32")
     assert near.ok and "carries no signal" in near.no_signal and "largest value" in near.no_signal

@@ -35,9 +35,16 @@ SITE = sysconfig.get_paths()["purelib"]
 def project_copy(dest: Path) -> Path:
     """The files a wheel is built from, without build leftovers, caches or symlinks (a
     build from the live tree would race with whoever else builds or edits there)."""
+
     def ignore(folder: str, names: list[str]) -> list[str]:
-        return [n for n in names if n in ("__pycache__", "build", "dist") or n.endswith(".egg-info")
-                or os.path.islink(os.path.join(folder, n))]
+        return [
+            n
+            for n in names
+            if n in ("__pycache__", "build", "dist")
+            or n.endswith(".egg-info")
+            or os.path.islink(os.path.join(folder, n))
+        ]
+
     dest.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, dest / name)
@@ -69,8 +76,12 @@ needs_build_tools = pytest.mark.skipif(bool(_build_tools_missing()), reason=_bui
 def wheel(tmp_path_factory) -> Path:
     src = project_copy(tmp_path_factory.mktemp("src") / "project")
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
-                    str(src)], check=True, capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(src)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     (whl,) = out.glob("evaluator-*.whl")
     return whl
 
@@ -105,9 +116,14 @@ def probe(paths: list[str], prefix: str, cwd: Path, prelude: str = "") -> str:
 @needs_build_tools
 def test_the_wheel_carries_checklists_and_templates_as_package_data(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    for name in ("evaluator/checklists/default.yaml", "evaluator/checklists/production.yaml",
-                 "evaluator/templates/report.html.j2", "evaluator/templates/report.css",
-                 "evaluator/templates/i18n/en.yaml", "evaluator/templates/i18n/zh.yaml"):
+    for name in (
+        "evaluator/checklists/default.yaml",
+        "evaluator/checklists/production.yaml",
+        "evaluator/templates/report.html.j2",
+        "evaluator/templates/report.css",
+        "evaluator/templates/i18n/en.yaml",
+        "evaluator/templates/i18n/zh.yaml",
+    ):
         assert name in names, name
     assert not any(n.startswith(("checklists/", "templates/")) for n in names)  # no top-level strays
 
@@ -127,8 +143,12 @@ def test_every_subpackage_is_in_the_wheel(wheel):
 @needs_build_tools
 def test_an_installed_wheel_finds_them_and_renders(wheel, tmp_path):
     target = tmp_path / "target"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     empty = tmp_path / "elsewhere"
     empty.mkdir()
     out = probe([str(target)], str(target), empty)
@@ -144,15 +164,35 @@ def test_an_editable_install_finds_them_in_the_checkout(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"
-    venv_site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip()
+    venv_site = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     # The build borrows this environment's setuptools (no network): its site-packages on the
     # venv's path. `--system-site-packages` would lend the base interpreter's instead, which
     # in a virtualenv is not this one (Python 3.11's bundled setuptools 65.5 has no wheel).
     (Path(venv_site) / "outer.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     # This interpreter's pip does the install into the venv.
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-build-isolation",
-                    "-q", "-e", str(src)], check=True, capture_output=True, text=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(py),
+            "install",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-e",
+            str(src),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     empty = tmp_path / "elsewhere"
     empty.mkdir()
     # site.addsitedir runs the editable install's .pth (its import hook), as the venv would.
@@ -217,5 +257,8 @@ def test_the_checkout_itself_uses_the_shipped_templates(monkeypatch):
     assert resources.template_dirs() == [resources.SHIPPED_TEMPLATES]
     assert resources.template_overrides() == []
     assert resources.SHIPPED_TEMPLATES == (ROOT / "templates").resolve()
-    assert resources.SHIPPED_CHECKLISTS == (ROOT / "checklists").resolve() or \
-        (resources.SHIPPED_CHECKLISTS / "default.yaml").read_bytes() == (ROOT / "checklists" / "default.yaml").read_bytes()
+    assert (
+        resources.SHIPPED_CHECKLISTS == (ROOT / "checklists").resolve()
+        or (resources.SHIPPED_CHECKLISTS / "default.yaml").read_bytes()
+        == (ROOT / "checklists" / "default.yaml").read_bytes()
+    )

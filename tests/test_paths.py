@@ -17,8 +17,9 @@ from evaluator.measuring import compile_path as paths
 
 def _bert(**kw):
     transformers = pytest.importorskip("transformers")
-    cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                                  vocab_size=100, **kw)
+    cfg = transformers.BertConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=100, **kw
+    )
     return transformers.BertModel(cfg).eval()
 
 
@@ -69,7 +70,10 @@ def test_a_module_that_branches_on_compiling_gets_a_note_naming_both_paths():
     x = torch.randn(4, 8)
     note = paths.compile_path_note(lambda: Branches()(x))
     assert "another program under torch.compile" in note
-    assert "calls Tensor.mul(float32,float32) x1; torch.sigmoid(float32) x1" in note and "instead of silu(float32) x1" in note, note
+    assert (
+        "calls Tensor.mul(float32,float32) x1; torch.sigmoid(float32) x1" in note
+        and "instead of silu(float32) x1" in note
+    ), note
 
 
 def test_a_module_with_one_path_gets_no_note():

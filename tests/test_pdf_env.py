@@ -21,12 +21,16 @@ from samples import sample_result
 
 
 def skip_reason(lang: str = "en") -> str:
-    """"" when this machine can write a correct PDF in `lang`, else why not (naming packages)."""
+    """ "" when this machine can write a correct PDF in `lang`, else why not (naming packages)."""
     missing = report.pdf_missing(lang)
     if not missing:
         return ""
-    return "needs " + ", ".join(" ".join(r.packages) for r in missing) + f" for a {lang} PDF: " + \
-        report.missing_note(missing)
+    return (
+        "needs "
+        + ", ".join(" ".join(r.packages) for r in missing)
+        + f" for a {lang} PDF: "
+        + report.missing_note(missing)
+    )
 
 
 def needs_pdf(lang: str = "en"):
@@ -125,6 +129,7 @@ def test_zh_without_a_cjk_font_is_not_tofu_but_a_note(tmp_path, monkeypatch):
 def test_without_pango_the_note_names_the_pango_packages(tmp_path, monkeypatch):
     def no_pango():
         raise OSError("cannot load library 'libpango-1.0-0': libpango-1.0-0: cannot open shared object file")
+
     monkeypatch.setattr(report, "import_weasyprint", no_pango)
     files = report.render(sample_result(), tmp_path)
     assert files.pdf is None and files.html.is_file()

@@ -19,8 +19,19 @@ MODEL = "tests/fixtures/user_model.py:make"
 
 def _cfg(tmp_path, **kw):
     # No torch.compile side: tests/test_compiled.py covers it, and each compile costs seconds here.
-    opts = dict(model=MODEL, device="cpu", families="gemm,layernorm", budget=2, fine_rounds=0, soak_seconds=0,
-                pdf=False, reports=tmp_path / "reports", reps=3, max_shapes=2, compile_mode="none")
+    opts = dict(
+        model=MODEL,
+        device="cpu",
+        families="gemm,layernorm",
+        budget=2,
+        fine_rounds=0,
+        soak_seconds=0,
+        pdf=False,
+        reports=tmp_path / "reports",
+        reps=3,
+        max_shapes=2,
+        compile_mode="none",
+    )
     opts.update(kw)
     return config.build(**opts)
 
@@ -95,14 +106,38 @@ def test_resume_after_a_kill_skips_finished_stages_and_matches_an_uninterrupted_
 
     root = Path(__file__).resolve().parents[1]
     store = tmp_path / "store"
-    args = ["--model", MODEL, "--families", "gemm,layernorm", "--budget", "2", "--fine-rounds", "0",
-            "--soak-seconds", "6", "--no-pdf", "--targets", "none", "--reps", "3", "--max-shapes", "2",
-            "--store", str(store)]
+    args = [
+        "--model",
+        MODEL,
+        "--families",
+        "gemm,layernorm",
+        "--budget",
+        "2",
+        "--fine-rounds",
+        "0",
+        "--soak-seconds",
+        "6",
+        "--no-pdf",
+        "--targets",
+        "none",
+        "--reps",
+        "3",
+        "--max-shapes",
+        "2",
+        "--store",
+        str(store),
+    ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
     def evaluate(*extra, reports):
-        return subprocess.run([sys.executable, "-m", "evaluator.cli", *args, "--reports", str(reports), *extra],
-                              cwd=root, env=env, capture_output=True, text=True, timeout=600)
+        return subprocess.run(
+            [sys.executable, "-m", "evaluator.cli", *args, "--reports", str(reports), *extra],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
 
     whole = evaluate(reports=tmp_path / "whole")
     assert whole.returncode == 0, whole.stderr[-2000:]
@@ -110,8 +145,13 @@ def test_resume_after_a_kill_skips_finished_stages_and_matches_an_uninterrupted_
     expected = json.loads((whole_dir / "results.json").read_text())
 
     runs = tmp_path / "killed" / "runs"
-    proc = subprocess.Popen([sys.executable, "-m", "evaluator.cli", *args, "--reports", str(tmp_path / "killed")],
-                            cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evaluator.cli", *args, "--reports", str(tmp_path / "killed")],
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 300
     killed_after = None
     while time.time() < deadline and proc.poll() is None:
@@ -131,8 +171,14 @@ def test_resume_after_a_kill_skips_finished_stages_and_matches_an_uninterrupted_
     [run_dir] = list(runs.iterdir())
     before = json.loads((run_dir / "results.json").read_text())
 
-    resumed = subprocess.run([sys.executable, "-m", "evaluator.cli", "--resume", str(run_dir)], cwd=root, env=env,
-                             capture_output=True, text=True, timeout=600)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "evaluator.cli", "--resume", str(run_dir)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     after = json.loads((run_dir / "results.json").read_text())
     # finished stages were not rerun: the same kernels, measured once, in the same time
@@ -142,6 +188,7 @@ def test_resume_after_a_kill_skips_finished_stages_and_matches_an_uninterrupted_
     assert after["tuned"] == before["tuned"] and after["op_bench"] == before["op_bench"]
     # and the run ends where an uninterrupted one does (timings aside)
     assert after["hot_ops"]["selected"] == expected["hot_ops"]["selected"]
+
     # Keyed by shape: the model's two GEMMs (4x96x48, 4x48x96) take the same time, so the
     # profiler's order between them is noise (a CI run with two test workers swapped them).
     def configs(res):
@@ -157,6 +204,7 @@ def test_resume_after_a_kill_skips_finished_stages_and_matches_an_uninterrupted_
 
 def test_resume_refuses_what_it_cannot_continue(tmp_path):
     from evaluator.errors import ConfigError
+
     with pytest.raises(ConfigError, match="not a run folder"):
         pipeline.resume(tmp_path)
 
@@ -167,6 +215,7 @@ def test_environment_records_the_model_libraries_installed():
     from evaluator.device import hardware
     from evaluator import pipeline
     from evaluator.results import Environment, from_dict, to_dict
+
     env = pipeline.environment(hardware.detect("cpu"))
     assert env.libraries["transformers"] == importlib.metadata.version("transformers")
     assert set(env.libraries) <= set(pipeline.MODEL_LIBRARIES)

@@ -24,8 +24,17 @@ tilelang = pytest.importorskip("tilelang")
 GEMM_SHAPE = (1024, 1024, 1024)
 # What the tuner picked for gemm 4096^3 fp16 on the H200: fits
 # Hopper's 227 KB per block by the family's sizing (208 KB), not MI300X's 64 KB of LDS.
-H200_GEMM = {"block_M": 128, "block_N": 256, "block_K": 64, "num_stages": 3, "threads": 256, "swizzle": True,
-             "panel": 10, "policy": "square", "split_k": 1}
+H200_GEMM = {
+    "block_M": 128,
+    "block_N": 256,
+    "block_K": 64,
+    "num_stages": 3,
+    "threads": 256,
+    "swizzle": True,
+    "panel": 10,
+    "policy": "square",
+    "split_k": 1,
+}
 
 
 def one(p: P.Portability, target: str, kind: str = "default") -> P.PortCell:
@@ -99,11 +108,13 @@ def test_fused_gemm_lowers_for_gfx942_without_cuda_intrinsics(family):
 
 @pytest.mark.slow
 def test_row_families_lower_for_one_target_each():
-    p = P.check([("softmax", (4096, 1024), "fp16", None), ("layernorm", (2048, 768), "bf16", None)],
-                ["mi300x", "a100"])
+    p = P.check([("softmax", (4096, 1024), "fp16", None), ("layernorm", (2048, 768), "bf16", None)], ["mi300x", "a100"])
     assert {(c.family, c.target): c.status for c in p.cells} == {
-        ("softmax", "mi300x"): "lowers", ("softmax", "a100"): "lowers",
-        ("layernorm", "mi300x"): "lowers", ("layernorm", "a100"): "lowers"}
+        ("softmax", "mi300x"): "lowers",
+        ("softmax", "a100"): "lowers",
+        ("layernorm", "mi300x"): "lowers",
+        ("layernorm", "a100"): "lowers",
+    }
     assert P.metrics(p)["portability.targets_ok"] == 1.0
 
 
@@ -130,8 +141,7 @@ def test_tuned_config_over_mi300x_lds_needs_retuning_and_a_fitting_config_is_nam
     assert fit is not None
     hw = T.TARGETS["mi300x"].hardware()
     assert get("gemm").reject_reason((4096, 4096, 4096), "float16", fit, hw) is None
-    assert one(P.port("gemm", (4096, 4096, 4096), "fp16", ["mi300x"], config=fit), "mi300x", "tuned").status \
-        == "lowers"
+    assert one(P.port("gemm", (4096, 4096, 4096), "fp16", ["mi300x"], config=fit), "mi300x", "tuned").status == "lowers"
     line = next(s for s in p.summary if "MI300X" in s)
     assert line.startswith("1 of 1 rewritten kernels build for AMD Instinct MI300X; 1 needs re-tuning there")
     m = P.metrics(p)
@@ -141,9 +151,21 @@ def test_tuned_config_over_mi300x_lds_needs_retuning_and_a_fitting_config_is_nam
 
 # What the tuner picked for ViT-B's 3152x3072x768 on the H200 (2026-12-02): the ping-pong
 # schedule, which only sm_90 runs.
-H200_PINGPONG = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 5, "threads": 128, "swizzle": True,
-                 "panel": 10, "policy": "square", "split_k": 1, "splitk_fused": False, "persistent": 132,
-                 "cluster": 0, "pingpong": 1}
+H200_PINGPONG = {
+    "block_M": 128,
+    "block_N": 128,
+    "block_K": 64,
+    "num_stages": 5,
+    "threads": 128,
+    "swizzle": True,
+    "panel": 10,
+    "policy": "square",
+    "split_k": 1,
+    "splitk_fused": False,
+    "persistent": 132,
+    "cluster": 0,
+    "pingpong": 1,
+}
 
 
 @pytest.mark.slow
@@ -181,8 +203,9 @@ def test_bf16_on_a_target_without_bf16_tensor_cores_is_a_feature_gap():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(getattr(tilelang, "__version__", "") != "0.1.15",
-                    reason="documents a TileLang 0.1.15 code-generation gap")
+@pytest.mark.skipif(
+    getattr(tilelang, "__version__", "") != "0.1.15", reason="documents a TileLang 0.1.15 code-generation gap"
+)
 def test_pipelined_causal_attention_is_a_codegen_gap_on_sm80():
     shape = (1, 8, 512, 512, 64, 1)
     tuned = {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256}
@@ -241,8 +264,14 @@ def test_second_check_is_served_from_the_cache():
 def test_cpu_tuned_configs_are_not_judged_on_gpus():
     from evaluator.results import TunedKernel
 
-    tk = TunedKernel(family="gemm", shape=GEMM_SHAPE, dtype="float16", target="c",
-                     config={"block_M": 64, "block_N": 64, "block_K": 32}, candidates=())
+    tk = TunedKernel(
+        family="gemm",
+        shape=GEMM_SHAPE,
+        dtype="float16",
+        target="c",
+        config={"block_M": 64, "block_N": 64, "block_K": 32},
+        candidates=(),
+    )
     p = P.check([tk], ["h100"])
     assert [c.config_kind for c in p.cells] == ["default"]
     other = TunedKernel(family="gemm", shape=(64, 64, 64), dtype="float16", target="c", config=None, candidates=())
@@ -252,19 +281,37 @@ def test_cpu_tuned_configs_are_not_judged_on_gpus():
 
 def _synthetic() -> P.Portability:
     def cell(target, kind, status, cls="", reason="", fit=None):
-        return P.PortCell(family="gemm", shape=(64, 64, 64), dtype="float16", config_kind=kind, target=target,
-                          status=status, failure_class=cls, reason=reason, config={"block_M": 128},
-                          fitting_config=fit, instruction="wgmma" if status == "lowers" else "")
+        return P.PortCell(
+            family="gemm",
+            shape=(64, 64, 64),
+            dtype="float16",
+            config_kind=kind,
+            target=target,
+            status=status,
+            failure_class=cls,
+            reason=reason,
+            config={"block_M": 128},
+            fitting_config=fit,
+            instruction="wgmma" if status == "lowers" else "",
+        )
 
-    cells = (cell("h100", "tuned", "lowers"), cell("h100", "default", "lowers"),
-             cell("mi300x", "tuned", "needs_retuning", "resources", "uses 160 KB of shared memory",
-                  {"block_M": 64}),
-             cell("mi300x", "default", "lowers"),
-             cell("c500", "tuned", "fails", "feature", "no backend"),
-             cell("c500", "default", "fails", "feature", "no backend"))
-    return P.with_summary(P.Portability(targets=("h100", "mi300x", "c500"), kernels=("gemm 64x64x64 float16",),
-                                         cells=cells, summary=(), target_names={"h100": "H100", "mi300x": "MI300X",
-                                                                                "c500": "C500"}))
+    cells = (
+        cell("h100", "tuned", "lowers"),
+        cell("h100", "default", "lowers"),
+        cell("mi300x", "tuned", "needs_retuning", "resources", "uses 160 KB of shared memory", {"block_M": 64}),
+        cell("mi300x", "default", "lowers"),
+        cell("c500", "tuned", "fails", "feature", "no backend"),
+        cell("c500", "default", "fails", "feature", "no backend"),
+    )
+    return P.with_summary(
+        P.Portability(
+            targets=("h100", "mi300x", "c500"),
+            kernels=("gemm 64x64x64 float16",),
+            cells=cells,
+            summary=(),
+            target_names={"h100": "H100", "mi300x": "MI300X", "c500": "C500"},
+        )
+    )
 
 
 def test_metrics_rows_and_round_trip():
@@ -289,7 +336,7 @@ def test_metrics_rows_and_round_trip():
 
 
 def test_first_line_skips_tracebacks_and_classify_sorts_reasons():
-    exc = RuntimeError("\nTraceback (most recent call last):\n  File \"x.py\", line 1\nLayout infer conflict:\n  more")
+    exc = RuntimeError('\nTraceback (most recent call last):\n  File "x.py", line 1\nLayout infer conflict:\n  more')
     assert P.first_line(exc) == "RuntimeError: Layout infer conflict"
     assert P.classify("needs 300000 B of shared memory") == "resources"
     assert P.classify("attention: float32 has no GPU schedule") == "feature"
@@ -322,8 +369,9 @@ def test_target_facts_read_the_matrix_per_target():
     label = "gemm 64x64x64 float16"
     assert facts["h100"].builds == facts["h100"].as_is == (label,) and not facts["h100"].retune
     mi = facts["mi300x"]
-    assert mi.builds == (label,) and mi.as_is == () and [(r.label, r.fix) for r in mi.retune] == [
-        (label, {"block_M": 64})]
+    assert (
+        mi.builds == (label,) and mi.as_is == () and [(r.label, r.fix) for r in mi.retune] == [(label, {"block_M": 64})]
+    )
     assert mi.retune[0].cell.reason == "uses 160 KB of shared memory"
     assert facts["c500"].failures == (P.Failure("feature", "no backend", (label,)),) and not facts["c500"].builds
     assert [f.name for f in facts.values()] == ["H100", "MI300X", "C500"]

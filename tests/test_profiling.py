@@ -4,6 +4,7 @@ choices checked against what the model calls.
 
 In: zoo models at small sizes. Out: pass/fail.
 """
+
 import pytest
 import dataclasses
 
@@ -66,13 +67,21 @@ def test_a_pre_norm_residual_goes_to_the_family_that_keeps_the_sum():
                 x = x + self.fc(self.norm(x))
             return self.norm(x) + x
 
-    model = dataclasses.replace(load_model("bert-tiny", seq_len=8), module=PreNorm().eval(),
-                                inputs=(torch.randn(4, 8, 32),))
+    model = dataclasses.replace(
+        load_model("bert-tiny", seq_len=8), module=PreNorm().eval(), inputs=(torch.randn(4, 8, 32),)
+    )
     found = {fu.family: fu for fu in profiling.fusions(model, ("gemm", "layernorm"))}
     assert "layernorm_residual" not in found and "gemm_gelu" not in found
     assert (found["add_layernorm"].shapes, found["add_layernorm"].calls, found["add_layernorm"].reused) == (
-        ("32x32",), 2, ())
-    assert profiling.with_fusions(("gemm", "layernorm"), tuple(found.values())) == ("gemm", "layernorm", "add_layernorm")
+        ("32x32",),
+        2,
+        (),
+    )
+    assert profiling.with_fusions(("gemm", "layernorm"), tuple(found.values())) == (
+        "gemm",
+        "layernorm",
+        "add_layernorm",
+    )
 
 
 def test_without_the_family_that_keeps_the_sum_a_pre_norm_residual_stays_unfused():
@@ -85,8 +94,9 @@ def test_without_the_family_that_keeps_the_sum_a_pre_norm_residual_stays_unfused
             x = x + x.sin()
             return self.norm(x) * x
 
-    model = dataclasses.replace(load_model("bert-tiny", seq_len=8), module=PreNorm().eval(),
-                                inputs=(torch.randn(4, 8, 32),))
+    model = dataclasses.replace(
+        load_model("bert-tiny", seq_len=8), module=PreNorm().eval(), inputs=(torch.randn(4, 8, 32),)
+    )
     order = dict(kernels.REGISTRY)
     kernels.unregister("add_layernorm")
     try:
@@ -137,6 +147,7 @@ def test_shapes_come_hottest_first_with_their_time():
 def test_a_family_the_model_never_calls_is_a_one_line_error():
     import pytest
     from evaluator.errors import ConfigError
+
     with pytest.raises(ConfigError, match="--families softmax: softmax: the model makes no such call"):
         profiling.hot_ops(load_model("bert-tiny", seq_len=16), families=("softmax",), iters=1)
 
@@ -154,8 +165,15 @@ def test_shapes_are_taken_hottest_first_until_they_hold_the_share_of_the_family_
 def test_a_family_called_at_no_shape_its_kernel_takes_is_named_not_skipped():
     from evaluator.results import HotOp, HotOps
 
-    hot = HotOps("cpu", 10.0, (HotOp("attention", 4.0, 0.4, 4, (), ("aten::scaled_dot_product_attention",), True),
-                               HotOp("gemm", 6.0, 0.6, 8, ("8x8x8",), ("aten::linear",), True)), ("gemm",))
+    hot = HotOps(
+        "cpu",
+        10.0,
+        (
+            HotOp("attention", 4.0, 0.4, 4, (), ("aten::scaled_dot_product_attention",), True),
+            HotOp("gemm", 6.0, 0.6, 8, ("8x8x8",), ("aten::linear",), True),
+        ),
+        ("gemm",),
+    )
     assert [o.family for o in profiling.unnamed(hot)] == ["attention"]
 
 
@@ -186,8 +204,9 @@ def test_layouts_match_the_route_when_the_profiler_records_no_strides(monkeypatc
 
     model = load_model("resnet-tiny")
     model.module.to(memory_format=torch.channels_last)
-    model = type(model)(model.spec, model.module, tuple(t.to(memory_format=torch.channels_last)
-                                                          for t in model.inputs), model.device)
+    model = type(model)(
+        model.spec, model.module, tuple(t.to(memory_format=torch.channels_last) for t in model.inputs), model.device
+    )
     # Found by family, not rank: one profiled pass on a busy CPU has timed batchnorm above
     # conv2d (a CI run with two test workers), and the layout is what this test is about.
     conv = {o.family: o for o in profiling.hot_ops(model, iters=1).ops}["conv2d"]
@@ -200,6 +219,7 @@ def _routed_layernorm_model():
     from evaluator.device import hardware
     from evaluator import kernels
     from evaluator.routing import router as swap
+
     fam = kernels.get("layernorm")
     shape = (6, 16)
     conf = fam.search_space(shape, "float32", hardware.detect("cpu"))[0]
@@ -231,13 +251,16 @@ def test_family_times_attribute_routed_calls_to_their_family_once():
 
 def test_left_out_names_the_hot_families_with_a_kernel_the_selection_skipped():
     from evaluator.results import HotOp, HotOps
+
     # ViT-B on the H200 (2026-12-02), shares rounded: `--ops 2` took gemm and conv2d.
-    ops = (HotOp("gemm", 0.90, 0.486, 49, ("3152x3072x768",), ("aten::linear",), True),
-           HotOp("conv2d", 0.29, 0.157, 1, ("16x224x224x3x768x16x16x16x0x1",), ("aten::conv2d",), True),
-           HotOp("elementwise", 0.26, 0.139, 37, (), ("aten::add",), False),
-           HotOp("layernorm", 0.21, 0.115, 25, ("3152x768",), ("aten::layer_norm",), True),
-           HotOp("attention", 0.17, 0.093, 12, ("16x12x197x197x64x0x36x36x36",), ("aten::sdpa",), True),
-           HotOp("softmax", 0.01, 0.004, 1, ("16x10",), ("aten::softmax",), True))
+    ops = (
+        HotOp("gemm", 0.90, 0.486, 49, ("3152x3072x768",), ("aten::linear",), True),
+        HotOp("conv2d", 0.29, 0.157, 1, ("16x224x224x3x768x16x16x16x0x1",), ("aten::conv2d",), True),
+        HotOp("elementwise", 0.26, 0.139, 37, (), ("aten::add",), False),
+        HotOp("layernorm", 0.21, 0.115, 25, ("3152x768",), ("aten::layer_norm",), True),
+        HotOp("attention", 0.17, 0.093, 12, ("16x12x197x197x64x0x36x36x36",), ("aten::sdpa",), True),
+        HotOp("softmax", 0.01, 0.004, 1, ("16x10",), ("aten::softmax",), True),
+    )
     hot = HotOps(device="cuda", total_ms=1.84, wall_ms=2.0, selected=("gemm", "conv2d"), ops=ops)
     assert [o.family for o in profiling.left_out(hot)] == ["layernorm", "attention"]  # not softmax's 0.4%
     assert profiling.left_out(dataclasses.replace(hot, selected=("gemm", "conv2d", "layernorm", "attention"))) == ()
@@ -254,12 +277,18 @@ def test_a_routed_range_counts_the_kernels_inside_it_not_the_gaps_between_them()
 
 def test_each_profiled_call_knows_its_pass_and_a_pause_in_one_pass_moves_no_ranking():
     import pandas as pd
+
     df = profiling.profile_model(load_model("resnet-tiny"), iters=3)
     per_pass = df.groupby("pass").size()
     assert list(per_pass.index) == [0, 1, 2] and per_pass.nunique() == 1  # the same calls each pass
     # batchnorm paused 50 ms in pass 1: the mean over passes would rank it first
-    rows = pd.DataFrame({"family": ["conv2d"] * 3 + ["batchnorm"] * 3, "time_us": [800, 800, 800, 100, 50_000, 100],
-                         "pass": [0, 1, 2, 0, 1, 2]})
+    rows = pd.DataFrame(
+        {
+            "family": ["conv2d"] * 3 + ["batchnorm"] * 3,
+            "time_us": [800, 800, 800, 100, 50_000, 100],
+            "pass": [0, 1, 2, 0, 1, 2],
+        }
+    )
     conv, bn = (profiling._pass_ms(rows[rows.family == f], 3) for f in ("conv2d", "batchnorm"))
     assert (conv, bn) == (0.8, 0.1)
     assert profiling._pass_ms(rows[rows.family == "batchnorm"], 2) > 0.8  # two passes: the mean, as it was
@@ -272,6 +301,7 @@ def test_a_scan_pairs_each_residual_add_with_its_written_norm_and_runs_the_norm_
     # the pair's range and without a range of its own.
     from evaluator.routing import router as swap, written
     from tests.fixtures import hf_models
+
     model, (ids,) = hf_models.llama()
     scan = swap.Router([kernels.get("add_rmsnorm")], swap.KernelTable("float32", "c"), scan=True, model=model)
 
@@ -285,7 +315,9 @@ def test_a_scan_pairs_each_residual_add_with_its_written_norm_and_runs_the_norm_
     assert not any(e.name == "aten::rms_norm" for e in prof.events())  # the norms ran as written
     rows = profiling._attributed(prof, False)
     pairs = [r for r in rows if r["family"] == "add_rmsnorm"]
-    assert len(pairs) == 4 and all(r["routed"] for r in pairs) and scan.fusible[("add_rmsnorm", "32x64")] == 8  # 4 a pass, warm-up too
+    assert (
+        len(pairs) == 4 and all(r["routed"] for r in pairs) and scan.fusible[("add_rmsnorm", "32x64")] == 8
+    )  # 4 a pass, warm-up too
     assert len({r["call"] for r in rows if r["family"] == "rmsnorm"}) == 1  # the norm of the embeddings
     # No norm range inside a pair's: on CUDA each kernel belongs to its innermost range,
     # and the pair's GPU range held only the add (2026-12-04: 6.3 us a pair, norm not counted).
@@ -309,8 +341,12 @@ def test_family_shares_add_up_and_a_recognised_call_inside_an_unrecognised_one_c
         def forward(self, a, b):
             return torch.einsum("bij,bjk->bik", a, b).relu()
 
-    model = LoadedModel(ModelSpec("einsum", "file", 8, None, "float32", 0, "x"), Einsum().eval(),
-                        (torch.randn(8, 64, 64), torch.randn(8, 64, 64)), "cpu")
+    model = LoadedModel(
+        ModelSpec("einsum", "file", 8, None, "float32", 0, "x"),
+        Einsum().eval(),
+        (torch.randn(8, 64, 64), torch.randn(8, 64, 64)),
+        "cpu",
+    )
     hot = profiling.hot_ops(model, iters=3)
     assert abs(sum(o.share for o in hot.ops) - 1.0) < 1e-9
     assert abs(sum(o.time_ms for o in hot.ops) - hot.total_ms) < 1e-9

@@ -27,15 +27,19 @@ def test_a_ping_pong_tile_counts_its_wgmma_and_ptxas_lines():
     counts, lines = ps.stats("gemm", (1024, 1024, 256), cfg)
     # One shape only: 128 rows as two 64-row wgmmas, four 16-deep slices of each 64-deep
     # k-step, for each of two consumers (16), in each copy of the k-loop the compiler keeps.
-    (name, n), = counts.items()
+    ((name, n),) = counts.items()
     assert name == "wgmma.mma_async.sync.aligned.m64n64k16" and n % 16 == 0
     assert any("registers" in ln for ln in lines) and any("spill" in ln for ln in lines)
 
 
 @pytest.mark.slow
 def test_bad_shape_is_one_line_and_exit_2():
-    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ptx_stats.py"), "gemm", "3152by3072", "{}"],
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "ptx_stats.py"), "gemm", "3152by3072", "{}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1 and "expected a shape" in run.stderr
 
 

@@ -72,8 +72,9 @@ def _options(cmd) -> set[str]:
 
 
 def _yaml_blocks() -> list:
-    return [pytest.param(block, id=f"{_name(p)}-{i}")
-            for p in PAGES for i, block in enumerate(_blocks(_text(p), "yaml"))]
+    return [
+        pytest.param(block, id=f"{_name(p)}-{i}") for p in PAGES for i, block in enumerate(_blocks(_text(p), "yaml"))
+    ]
 
 
 @pytest.mark.parametrize("block", _yaml_blocks())
@@ -82,6 +83,7 @@ def test_every_yaml_example_validates(block, tmp_path):
     path.write_text(block)
     if "models:" in block:  # a fleet plan: every cell's options go through config.build
         from evaluator import fleet
+
         plan = fleet.load_plan(path)
         assert plan.models
     else:
@@ -100,8 +102,9 @@ def _evaluate_lines(text: str) -> list[str]:
 
 
 def _all_evaluate_lines() -> list:
-    return [pytest.param(_name(p), line, id=f"{_name(p)}: {line[:60]}")
-            for p in PAGES for line in _evaluate_lines(_text(p))]
+    return [
+        pytest.param(_name(p), line, id=f"{_name(p)}: {line[:60]}") for p in PAGES for line in _evaluate_lines(_text(p))
+    ]
 
 
 def test_the_pages_show_evaluate_lines():
@@ -114,8 +117,9 @@ def test_the_pages_show_evaluate_lines():
 def test_every_evaluate_line_names_real_commands_and_options(page, line):
     words = [w for w in re.sub(r"\[|\]|\.\.\.", " ", line).split() if w]
     cmd, rest = _command_for(words)
-    assert not (hasattr(cmd, "commands") and rest and not rest[0].startswith("--")), \
+    assert not (hasattr(cmd, "commands") and rest and not rest[0].startswith("--")), (
         f"{page}: `evaluate {line}`: {cmd.name or 'evaluate'} has no command {rest[0]}"
+    )
     known = _options(cmd)
     for word in rest:
         if word.startswith("--"):
@@ -147,8 +151,11 @@ def test_every_option_in_the_options_table_exists():
 def test_every_option_of_evaluate_is_in_the_options_table():
     page, table = _options_table()
     named = set(re.findall(r"--[a-z0-9][a-z0-9-]*", table))
-    undocumented = [p.opts[0] for p in ROOT.params
-                    if not p.hidden and not named & {o for o in (*p.opts, *p.secondary_opts) if o.startswith("--")}]
+    undocumented = [
+        p.opts[0]
+        for p in ROOT.params
+        if not p.hidden and not named & {o for o in (*p.opts, *p.secondary_opts) if o.startswith("--")}
+    ]
     assert not undocumented, f"{page}: the options table leaves out {undocumented}"
 
 
@@ -201,5 +208,6 @@ def test_every_relative_link_points_at_a_file_that_exists(page, target):
 
 def test_the_shipped_checklists_named_in_the_docs_exist():
     from evaluator import resources
+
     for name in ("default", "production"):
         assert resources.find_checklist(name) is not None

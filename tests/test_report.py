@@ -60,8 +60,22 @@ def test_files_and_page_one(en):
 
 def test_every_section_present(en):
     html = en.html.read_text(encoding="utf-8")
-    for anchor in ("checklist", "hot-ops", "correctness", "ops", "roofline", "portability", "e2e", "soak",
-                   "upstream", "comparison", "trend", "environment", "method", "appendix"):
+    for anchor in (
+        "checklist",
+        "hot-ops",
+        "correctness",
+        "ops",
+        "roofline",
+        "portability",
+        "e2e",
+        "soak",
+        "upstream",
+        "comparison",
+        "trend",
+        "environment",
+        "method",
+        "appendix",
+    ):
         assert f'<section id="{anchor}"' in html, anchor
     assert html.count("<svg ") == 7  # hot ops, speedup, roofline, soak, weekly, releases, trend
     assert "compile error: shared memory exceeds 228 KB" in html
@@ -108,8 +122,13 @@ def test_fetcher_refuses_network_and_outside_files(tmp_path):
     inside = tmp_path / "logo.svg"
     inside.write_text("<svg xmlns='http://www.w3.org/2000/svg'/>")
     fetch = report.local_only_fetcher(tmp_path)
-    for url in ("http://example.com/a.png", "https://example.com/a.css", "ftp://example.com/x",
-                "file:///etc/passwd", (tmp_path.parent / "x.png").as_uri()):
+    for url in (
+        "http://example.com/a.png",
+        "https://example.com/a.css",
+        "ftp://example.com/x",
+        "file:///etc/passwd",
+        (tmp_path.parent / "x.png").as_uri(),
+    ):
         with pytest.raises(ReportError):
             fetch(url)
     fetch(inside.as_uri()).close()
@@ -151,7 +170,8 @@ def test_zh_pdf_embeds_a_cjk_font(zh):
         for font in (page["/Resources"].get("/Font") or {}).values():
             fonts.add(str(font.get_object().get("/BaseFont")))
     assert any("CJK" in f or "SC" in f or "Hei" in f for f in fonts), (
-        f"no CJK font in the PDF ({sorted(fonts)}): install one, e.g. `apt-get install fonts-noto-cjk`")
+        f"no CJK font in the PDF ({sorted(fonts)}): install one, e.g. `apt-get install fonts-noto-cjk`"
+    )
 
 
 # ---------------------------------------------------------------- partial runs
@@ -167,8 +187,12 @@ def test_a_run_that_measured_nothing_still_renders(tmp_path):
 
 def test_partial_run_with_verdict_lists_unmeasured_items(tmp_path):
     r = bare_result()
-    r = dataclasses.replace(r, hot_ops=sample_result().hot_ops, stage_errors={"tune": "tilelang not importable"},
-                            upstream=UpstreamHealth(measured=False, note="no --upstream given"))
+    r = dataclasses.replace(
+        r,
+        hot_ops=sample_result().hot_ops,
+        stage_errors={"tune": "tilelang not importable"},
+        upstream=UpstreamHealth(measured=False, note="no --upstream given"),
+    )
     r = dataclasses.replace(r, verdict=cl.evaluate(cl.load(cl.DEFAULT_CHECKLIST), r, today=TODAY))
     files = report.render(r, tmp_path, lang="zh", pdf=False)
     html = files.html.read_text(encoding="utf-8")
@@ -194,8 +218,7 @@ def test_pdftoppm_can_rasterise_the_pdf(en, tmp_path):
     """What a reviewer does by hand: turn page one into a PNG (skipped without poppler)."""
     if subprocess.run(["which", "pdftoppm"], capture_output=True).returncode != 0:
         pytest.skip("needs poppler-utils (apt-get install poppler-utils) for pdftoppm")
-    subprocess.run(["pdftoppm", "-r", "30", "-png", "-f", "1", "-l", "1", str(en.pdf), str(tmp_path / "p")],
-                   check=True)
+    subprocess.run(["pdftoppm", "-r", "30", "-png", "-f", "1", "-l", "1", str(en.pdf), str(tmp_path / "p")], check=True)
     assert list(tmp_path.glob("p-*.png"))
 
 
@@ -203,8 +226,18 @@ def test_pdftoppm_can_rasterise_the_pdf(en, tmp_path):
 def test_old_baselines_without_the_new_fields_still_render(tmp_path):
     """A results.json written before views, calls, ratios, flags and the soak timer existed."""
     data = to_dict(evidence_result())
-    for key in ("views", "method", "ratio", "calls", "tilelang_calls", "fallback_calls", "rel_l2_err", "rel_max_err",
-                "tolerance", "flags"):
+    for key in (
+        "views",
+        "method",
+        "ratio",
+        "calls",
+        "tilelang_calls",
+        "fallback_calls",
+        "rel_l2_err",
+        "rel_max_err",
+        "tolerance",
+        "flags",
+    ):
         data["e2e"].pop(key)
     for b in data["op_bench"]:
         for key in ("verified", "ratio", "tilelang_kernel_ms", "torch_kernel_ms", "timer_note", "flags"):
@@ -215,7 +248,7 @@ def test_old_baselines_without_the_new_fields_still_render(tmp_path):
     for lang in report.LANGS:
         html = html_of(old, tmp_path / lang, lang)
         assert "None" not in re.sub(r"<[^>]+>", " ", html)
-        assert "<table class=\"data views" not in html  # no empty views table
+        assert '<table class="data views' not in html  # no empty views table
 
 
 def headings_left_at_page_bottoms(html: str) -> list[tuple[int, str]]:
@@ -224,10 +257,13 @@ def headings_left_at_page_bottoms(html: str) -> list[tuple[int, str]]:
     weasyprint = report.import_weasyprint()
     found = []
     for n, page in enumerate(weasyprint.HTML(string=html).render().pages, start=1):
-        tags = [b.element_tag for b in page._page_box.descendants()
-                if getattr(b, "element_tag", None) and not type(b).__name__.endswith(("MarginBox", "PageBox"))]
+        tags = [
+            b.element_tag
+            for b in page._page_box.descendants()
+            if getattr(b, "element_tag", None) and not type(b).__name__.endswith(("MarginBox", "PageBox"))
+        ]
         last = max((i for i, tag in enumerate(tags) if tag in ("h2", "h3")), default=None)
-        if last is not None and not [tag for tag in tags[last + 1:] if tag not in ("h2", "h3", "span", "br")]:
+        if last is not None and not [tag for tag in tags[last + 1 :] if tag not in ("h2", "h3", "span", "br")]:
             found.append((n, tags[last]))
     return found
 
@@ -249,6 +285,7 @@ def test_no_page_ends_with_a_heading():
 @pytest.mark.slow
 def test_zh_charts_draw_without_matplotlib_warnings(tmp_path, caplog):
     import warnings
+
     with warnings.catch_warnings(record=True) as caught, caplog.at_level("WARNING", logger="matplotlib"):
         warnings.simplefilter("always")
         html_of(evidence_result(), tmp_path, "zh")
@@ -262,11 +299,23 @@ def test_the_package_keeps_the_names_callers_and_tests_use():
     # owning module defines.
     from evaluator.baseline import plausible_cause
     from evaluator.report import contents, html, notes, pdf, sections, strings
-    owners = {html: ("render", "render_html", "ReportFiles", "HTML_NAME", "file_names"), contents: ("context",),
-              pdf: ("pdf_missing", "missing_note", "has_cjk_font", "import_weasyprint", "local_only_fetcher",
-                    "Requirement", "PDF_NAME"),
-              strings: ("Strings", "Fmt", "LANGS", "TEMPLATES", "metric_strings_key", "num", "is_plural"),
-              notes: ("NOTE_PATTERNS", "PORT_PATTERNS"), sections.comparison: ("MAX_ROWS",)}
+
+    owners = {
+        html: ("render", "render_html", "ReportFiles", "HTML_NAME", "file_names"),
+        contents: ("context",),
+        pdf: (
+            "pdf_missing",
+            "missing_note",
+            "has_cjk_font",
+            "import_weasyprint",
+            "local_only_fetcher",
+            "Requirement",
+            "PDF_NAME",
+        ),
+        strings: ("Strings", "Fmt", "LANGS", "TEMPLATES", "metric_strings_key", "num", "is_plural"),
+        notes: ("NOTE_PATTERNS", "PORT_PATTERNS"),
+        sections.comparison: ("MAX_ROWS",),
+    }
     for module, names in owners.items():
         for name in names:
             assert getattr(report, name) is getattr(module, name), name
@@ -290,10 +339,17 @@ def test_the_portability_line_never_pushes_the_failed_items_off_page_one(tmp_pat
     # "What failed" block moved to page two).
     r = sample_result(gemm_speedup=0.2, softmax_speedup=0.17, upstream=False)
     e2e = dataclasses.replace(r.e2e, speedup=0.24, swapped=timing(50.0), ratio=Ratio(0.24, 0.239, 0.245, 20))
-    ops = tuple(dataclasses.replace(b, ratio=Ratio(b.speedup, b.speedup * 0.96, b.speedup * 1.03, 20))
-                for b in r.op_bench)
-    r = dataclasses.replace(r, soak=None, e2e=e2e, op_bench=ops, portability=sample_portability(),
-                            model=dataclasses.replace(r.model, name="bert-tiny-finetuned-on-the-long-corpus"))
+    ops = tuple(
+        dataclasses.replace(b, ratio=Ratio(b.speedup, b.speedup * 0.96, b.speedup * 1.03, 20)) for b in r.op_bench
+    )
+    r = dataclasses.replace(
+        r,
+        soak=None,
+        e2e=e2e,
+        op_bench=ops,
+        portability=sample_portability(),
+        model=dataclasses.replace(r.model, name="bert-tiny-finetuned-on-the-long-corpus"),
+    )
     first = " ".join(pdf_pages(report.render(evaluate(r), tmp_path).pdf)[0].lower().split())
     assert "what failed" in first and "no operator is more than" in first
     assert "portability (lowered, not run)" in first and "rewritten kernels build unchanged for h100" in first
@@ -308,7 +364,7 @@ def test_no_trend_table_with_fewer_than_two_baselines(tmp_path):
     only = tuple(dataclasses.replace(p, version="2026Q4-1") for p in r.trend)  # a first run: itself only
     for trend in (only, ()):
         html = html_of(dataclasses.replace(r, trend=trend), tmp_path / str(len(trend)))
-        trend_html = html[html.index('<section id="trend"'):html.index('<section id="environment"')]
+        trend_html = html[html.index('<section id="trend"') : html.index('<section id="environment"')]
         assert "Fewer than two baselines: no trend yet." in trend_html and "<table" not in trend_html
     assert "<table" in html_of(r, tmp_path / "three").split('<section id="trend"')[1].split("</section>")[0]
 
@@ -327,7 +383,7 @@ def test_a_rerendered_baseline_shows_the_trend_its_run_showed(tmp_path):
         out = tmp_path / ref.version
         report_command(baseline_id=ref.tag, store=str(store), out=out, lang="en")
         html = (out / "report.html").read_text(encoding="utf-8")
-        return html[html.index('<section id="trend"'):html.index('<section id="environment"')]
+        return html[html.index('<section id="trend"') : html.index('<section id="environment"')]
 
     assert "Fewer than two baselines" in trend_of(first) and "<table" not in trend_of(first)
     later = trend_of(second)  # two baselines up to it; the third came after and is not its trend
@@ -340,9 +396,12 @@ def test_both_languages_fit_in_one_folder(tmp_path):
     en = report.render(rich_result(), tmp_path)
     zh = report.render(rich_result(), tmp_path, lang="zh")
     assert (en.html.name, zh.html.name) == ("report.html", "report.zh.html")
-    assert "CONDITIONAL GO" in en.html.read_text(encoding="utf-8") and "有条件通过" in zh.html.read_text(encoding="utf-8")
+    assert "CONDITIONAL GO" in en.html.read_text(encoding="utf-8") and "有条件通过" in zh.html.read_text(
+        encoding="utf-8"
+    )
     if en.pdf is not None and zh.pdf is not None:  # where this machine writes both PDFs
         assert (en.pdf.name, zh.pdf.name) == ("report.pdf", "report.zh.pdf")
         assert "CONDITIONAL GO" in pdf_pages(en.pdf)[0] and "有条件通过" in pdf_pages(zh.pdf)[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        p.name for p in (en.html, zh.html, en.pdf, zh.pdf) if p is not None)  # nothing left behind
+        p.name for p in (en.html, zh.html, en.pdf, zh.pdf) if p is not None
+    )  # nothing left behind

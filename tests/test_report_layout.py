@@ -22,9 +22,12 @@ from evaluator import report
 from report_samples import example_result, rich_result
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "reports" / "examples"
-CASES = {"cpu-bert-tiny": EXAMPLES / "bert-tiny" / "cpu-x86_64" / "2026-12-01",
-         "h200-llama-defaults": EXAMPLES / "llama" / "h200" / "2026-12-01" / "defaults",
-         "h200-resnet50": EXAMPLES / "torchvision-resnet50" / "h200" / "2026-12-01", "rich": None}
+CASES = {
+    "cpu-bert-tiny": EXAMPLES / "bert-tiny" / "cpu-x86_64" / "2026-12-01",
+    "h200-llama-defaults": EXAMPLES / "llama" / "h200" / "2026-12-01" / "defaults",
+    "h200-resnet50": EXAMPLES / "torchvision-resnet50" / "h200" / "2026-12-01",
+    "rich": None,
+}
 SLOW = {"h200-resnet50"}  # 23 conv shapes: a 26-page report, half a minute a language
 SLACK_PX = 0.5  # rounding in WeasyPrint's own arithmetic
 

@@ -63,12 +63,21 @@ def test_soak_reports_timer_and_host_jitter_apart_from_drift(tmp_path):
 @pytest.mark.slow
 def test_roofline_numbers_every_point_and_names_them_in_a_table(tmp_path):
     roof = section(html_of(evidence_result(), tmp_path), "roofline")
-    svg = roof[roof.index("<svg"):roof.index("</svg>")]
+    svg = roof[roof.index("<svg") : roof.index("</svg>")]
     labels = re.findall(r'id="roofline\d+-pt-(tilelang|vendor)-(\d+)"', svg)
     # Both sides labelled: ops 1-3 have a TileLang and a PyTorch point, op 4 (no TileLang time) one.
-    assert sorted(labels) == sorted([("tilelang", "1"), ("vendor", "1"), ("tilelang", "2"), ("vendor", "2"),
-                                     ("tilelang", "3"), ("vendor", "3"), ("vendor", "4")])
-    table = roof[roof.index('<table class="data legend">'):]
+    assert sorted(labels) == sorted(
+        [
+            ("tilelang", "1"),
+            ("vendor", "1"),
+            ("tilelang", "2"),
+            ("vendor", "2"),
+            ("tilelang", "3"),
+            ("vendor", "3"),
+            ("vendor", "4"),
+        ]
+    )
+    table = roof[roof.index('<table class="data legend">') :]
     for n, op in ((1, "gemm 256x128x128"), (2, "softmax 1024x128"), (3, "gemm 4096x4096x4096 *")):
         assert re.search(rf"<strong>{n}</strong></td><td>{re.escape(op)}", table), n
 
@@ -84,8 +93,9 @@ def test_cached_kernels_say_cached_instead_of_an_empty_table(tmp_path):
 def test_every_stage_finished_only_when_nothing_failed(tmp_path):
     clean = dataclasses.replace(sample_result(), op_bench=sample_result().op_bench)
     assert "Every stage that ran finished" in section(html_of(clean, tmp_path / "a"), "environment")
-    broken = dataclasses.replace(clean, e2e=dataclasses.replace(clean.e2e, swapped=None,
-                                                                error="RuntimeError: CUDA graph capture failed"))
+    broken = dataclasses.replace(
+        clean, e2e=dataclasses.replace(clean.e2e, swapped=None, error="RuntimeError: CUDA graph capture failed")
+    )
     env = section(html_of(broken, tmp_path / "b"), "environment")
     assert "Every stage that ran finished" not in env and "CUDA graph capture failed" in env
     failed_op = section(html_of(rich_result(), tmp_path / "c"), "environment")  # softmax 8192x8192 did not compile
@@ -95,10 +105,15 @@ def test_every_stage_finished_only_when_nothing_failed(tmp_path):
 @pytest.mark.slow
 def test_regression_causes_name_only_changes_that_matter(tmp_path):
     r = rich_result()
-    noise = (("settings.upstream", "/src/tilelang", "https://github.com/tile-ai/tilelang"),
-             ("settings.checklist", "default.yaml", "production.yaml"), ("settings.regression_threshold", "0.05", "0.1"))
-    note = ("1 regression, 1 improvement, 1 unchanged; a change counts beyond max(5%, 3 x combined spread); "
-            "likely causes: settings.upstream /src/tilelang -> https://github.com/tile-ai/tilelang")
+    noise = (
+        ("settings.upstream", "/src/tilelang", "https://github.com/tile-ai/tilelang"),
+        ("settings.checklist", "default.yaml", "production.yaml"),
+        ("settings.regression_threshold", "0.05", "0.1"),
+    )
+    note = (
+        "1 regression, 1 improvement, 1 unchanged; a change counts beyond max(5%, 3 x combined spread); "
+        "likely causes: settings.upstream /src/tilelang -> https://github.com/tile-ai/tilelang"
+    )
     only_noise = dataclasses.replace(r.comparison, environment_changes=noise, note=note)
     cmp = section(html_of(dataclasses.replace(r, comparison=only_noise), tmp_path / "a"), "comparison")
     assert "Unexplained: nothing that affects speed" in cmp
@@ -118,9 +133,10 @@ def test_per_op_table_says_how_shapes_are_written(tmp_path):
     b = base.op_bench[0]
     views = dataclasses.replace(b, family="attention", shape=(1, 32, 512, 512, 64, 1, 32, 32, 32))
     ops = section(html_of(dataclasses.replace(base, op_bench=base.op_bench + (views,)), tmp_path), "ops")
-    assert ("Shapes are written attention B×H×Sq×Skv×D×causal[×q_pitch×k_pitch×v_pitch×kv_heads×mask×mask_dims]; "
-            "gemm M×N×K;"
-            in ops)
+    assert (
+        "Shapes are written attention B×H×Sq×Skv×D×causal[×q_pitch×k_pitch×v_pitch×kv_heads×mask×mask_dims]; "
+        "gemm M×N×K;" in ops
+    )
     assert "row pitches of q, k and v" in ops and "1x32x512x512x64x1x32x32x32" in ops
     assert "key/value heads" not in ops
     plain = section(html_of(base, tmp_path / "plain"), "ops")
@@ -134,6 +150,7 @@ def test_per_op_table_says_how_shapes_are_written(tmp_path):
 @pytest.mark.slow
 def test_in_model_table_sets_each_family_beside_its_op_benchmarks(tmp_path):
     from evaluator.results import FamilyTime
+
     r = evidence_result()  # gemm's model-shape op benchmarks: 1.1x
     gemm_op = [b.speedup for b in r.op_bench if b.family == "gemm" and b.source == "model"]
     in_model = (FamilyTime("gemm", 2.0, 2.5, 2.4), FamilyTime("softmax", 0.3, 0.2, 0.2))
@@ -158,14 +175,19 @@ def test_in_model_table_sets_each_family_beside_its_op_benchmarks(tmp_path):
 @pytest.mark.slow
 def test_in_model_table_marks_a_faster_family_that_makes_the_model_slower(tmp_path):
     from evaluator.results import FamilyTime, KeptFamilies, Ratio, RunResult, from_dict, to_dict
+
     r = evidence_result()
     # bert-base on the H200 with attention routed (2026-12-02): its kernels ran faster by
     # the profiler, the model with attention alone routed did not.
-    in_model = (FamilyTime("gemm", 2.0, 1.9, 1.9, alone=Ratio(1.03, 1.02, 1.04, 20)),
-                FamilyTime("softmax", 0.3, 0.28, 0.28, alone=Ratio(0.92, 0.91, 0.93, 20)))
-    flag = ("routing softmax alone makes the model 0.92x end to end [0.91-0.93] although its operators run at "
-            "1.07x PyTorch's speed inside the model (profiled): the time it adds between operators outweighs what "
-            "its kernels save; leaving softmax to PyTorch would be faster")
+    in_model = (
+        FamilyTime("gemm", 2.0, 1.9, 1.9, alone=Ratio(1.03, 1.02, 1.04, 20)),
+        FamilyTime("softmax", 0.3, 0.28, 0.28, alone=Ratio(0.92, 0.91, 0.93, 20)),
+    )
+    flag = (
+        "routing softmax alone makes the model 0.92x end to end [0.91-0.93] although its operators run at "
+        "1.07x PyTorch's speed inside the model (profiled): the time it adds between operators outweighs what "
+        "its kernels save; leaving softmax to PyTorch would be faster"
+    )
     kept = KeptFamilies(families=("gemm",), left=("softmax",), ratio=Ratio(1.05, 1.04, 1.06, 20))
     r = dataclasses.replace(r, e2e=dataclasses.replace(r.e2e, in_model=in_model, flags=(flag,), kept=kept))
     back = from_dict(RunResult, to_dict(r)).e2e
@@ -178,8 +200,10 @@ def test_in_model_table_marks_a_faster_family_that_makes_the_model_slower(tmp_pa
     gemm = re.search(r'<tr class="([^"]*)"><td>gemm</td>(.*?)</tr>', table, re.S)
     assert gemm and "1.03×" in gemm.group(2)
     assert "leaving softmax to PyTorch would be faster" in e2e
-    assert ("With softmax left to PyTorch and gemm in TileLang, the model is 1.05× (1.04–1.06×) end to end" in e2e
-            and "The verdict uses every routed family" in e2e)
+    assert (
+        "With softmax left to PyTorch and gemm in TileLang, the model is 1.05× (1.04–1.06×) end to end" in e2e
+        and "The verdict uses every routed family" in e2e
+    )
     assert "1.05× with softmax left to PyTorch" in html_of(r, tmp_path / "p1")  # page one's end-to-end card
     zh = section(html_of(r, tmp_path / "zh", lang="zh"), "e2e")
     assert "仅路由该算子族时的整模型" in zh and "把 softmax 留给 PyTorch 会更快" in zh and "leaving" not in zh
@@ -191,11 +215,15 @@ def test_the_profile_section_says_which_patterns_run_fused_and_which_were_left_u
     from evaluator.results import Fusion
 
     r = rich_result()
-    hot = dataclasses.replace(r.hot_ops, selected=r.hot_ops.selected + ("gemm_gelu",), fusions=(
-        Fusion("gemm_gelu", ("1024x3072x768",), 12), Fusion("layernorm_residual", (), 0, ("3152x768",))))
+    hot = dataclasses.replace(
+        r.hot_ops,
+        selected=r.hot_ops.selected + ("gemm_gelu",),
+        fusions=(Fusion("gemm_gelu", ("1024x3072x768",), 12), Fusion("layernorm_residual", (), 0, ("3152x768",))),
+    )
     html = html_of(dataclasses.replace(r, hot_ops=hot), tmp_path)
-    assert ("gemm_gelu runs as one fused kernel where the model has its pattern: 12 a forward pass, "
-            "at 1024x3072x768.") in html
+    assert (
+        "gemm_gelu runs as one fused kernel where the model has its pattern: 12 a forward pass, at 1024x3072x768."
+    ) in html
     assert "layernorm_residual is left unfused at 3152x768" in html
     zh = html_of(dataclasses.replace(r, hot_ops=hot), tmp_path / "zh", lang="zh")
     assert "gemm_gelu 在模型出现其模式处作为一个融合内核运行" in zh
@@ -214,9 +242,19 @@ def test_tolerances_read_in_two_digits(tmp_path):
 
 @pytest.mark.slow
 def test_settings_read_without_json(tmp_path):
-    r = dataclasses.replace(rich_result(), settings={"batch_size": None, "families": [], "seeds": [0, 1, 2],
-                                                    "targets": ["a100", "h100"], "isolate": True, "upstream": None,
-                                                    "timing": {"timer": "cuda_graph", "reps": 20}, "extra": {}})
+    r = dataclasses.replace(
+        rich_result(),
+        settings={
+            "batch_size": None,
+            "families": [],
+            "seeds": [0, 1, 2],
+            "targets": ["a100", "h100"],
+            "isolate": True,
+            "upstream": None,
+            "timing": {"timer": "cuda_graph", "reps": 20},
+            "extra": {},
+        },
+    )
     env = section(html_of(r, tmp_path), "environment")
     rows = dict(re.findall(r'<tr><th scope="row">([^<]*)</th><td>([^<]*)</td></tr>', env))
     assert rows["batch_size"] == rows["families"] == rows["upstream"] == rows["extra"] == "—"

@@ -32,8 +32,11 @@ def test_strings_have_the_same_keys_in_every_language():
                 yield from keys(v, prefix + (k,))
             else:
                 yield prefix + (k,)
-    tables = {lang: yaml.safe_load((report.TEMPLATES / "i18n" / f"{lang}.yaml").read_text(encoding="utf-8"))
-              for lang in report.LANGS}
+
+    tables = {
+        lang: yaml.safe_load((report.TEMPLATES / "i18n" / f"{lang}.yaml").read_text(encoding="utf-8"))
+        for lang in report.LANGS
+    }
     assert set(keys(tables["en"])) == set(keys(tables["zh"]))
     for lang, table in tables.items():
         for metric in cl.METRICS:
@@ -45,16 +48,18 @@ def test_strings_have_the_same_keys_in_every_language():
 @pytest.mark.slow
 def test_no_scientific_notation_for_days_times_or_counts(tmp_path):
     r = rich_result()
-    r = dataclasses.replace(r, upstream=dataclasses.replace(r.upstream, days_since_last_commit=123.4,
-                                                            days_since_release=1234.0),
-                            overhead=(LaunchOverhead("gemm", (1, 8, 8), 7460.2, 12.5),))
+    r = dataclasses.replace(
+        r,
+        upstream=dataclasses.replace(r.upstream, days_since_last_commit=123.4, days_since_release=1234.0),
+        overhead=(LaunchOverhead("gemm", (1, 8, 8), 7460.2, 12.5),),
+    )
     html = html_of(r, tmp_path)
     text = re.sub(r"<[^>]+>", " ", html)
     assert "Days since last commit </th><td>123" in re.sub(r"<[^>]+>", " ", section(html, "upstream")).replace(
-        "  ", " ") or "Days since last commit</th><td>123<" in section(html, "upstream")
+        "  ", " "
+    ) or "Days since last commit</th><td>123<" in section(html, "upstream")
     assert "7,460 µs / 12.5 µs" in text and "1,234" in text
-    assert not re.search(r"\d\.?\d*e[+-]\d", re.sub(r"\b\d\.\de-0\d\b", "", text)), \
-        re.findall(r"\S*\de[+-]\d\S*", text)
+    assert not re.search(r"\d\.?\d*e[+-]\d", re.sub(r"\b\d\.\de-0\d\b", "", text)), re.findall(r"\S*\de[+-]\d\S*", text)
     assert report.num(100.0) == "100" and report.num(7460.2) == "7,460" and report.num(0.5) == "0.5"
     assert report.num(12.34) == "12.3" and report.num(1.0e-6, 2) == "1.0e-06"
 
@@ -62,8 +67,9 @@ def test_no_scientific_notation_for_days_times_or_counts(tmp_path):
 @pytest.mark.slow
 def test_plurals_and_zero_cases_read_as_prose(tmp_path):
     r = rich_result()
-    r = dataclasses.replace(r, upstream=dataclasses.replace(r.upstream, authors_90d=0, commits_90d=0,
-                                                            maintenance_score=0.0))
+    r = dataclasses.replace(
+        r, upstream=dataclasses.replace(r.upstream, authors_90d=0, commits_90d=0, maintenance_score=0.0)
+    )
     r = evaluate(r)
     html = html_of(r, tmp_path / "en")
     assert "Only 0" not in html and "(s)" not in page_one(html)
@@ -88,17 +94,36 @@ def test_a_count_that_picks_the_plural_is_also_quoted():
 def test_zh_evidence_notes_and_comparison_are_chinese(tmp_path):
     r = evidence_result()
     r = dataclasses.replace(
-        r, soak=dataclasses.replace(r.soak, notes=("latency drifted +6.2% from the first to the last window",
-                                                  "memory grew by 80 MB")),
-        upstream=dataclasses.replace(r.upstream, note="shallow clone: history before 2026-01-01 is missing, limited "
-                                     "metrics are listed in details.limited (run `git fetch --unshallow` for full "
-                                     "history)"),
-        comparison=dataclasses.replace(r.comparison, note="1 regression, 1 improvement, 1 unchanged; a change "
-                                       "counts beyond max(5%, 3 x combined spread)"))
+        r,
+        soak=dataclasses.replace(
+            r.soak, notes=("latency drifted +6.2% from the first to the last window", "memory grew by 80 MB")
+        ),
+        upstream=dataclasses.replace(
+            r.upstream,
+            note="shallow clone: history before 2026-01-01 is missing, limited "
+            "metrics are listed in details.limited (run `git fetch --unshallow` for full "
+            "history)",
+        ),
+        comparison=dataclasses.replace(
+            r.comparison,
+            note="1 regression, 1 improvement, 1 unchanged; a change counts beyond max(5%, 3 x combined spread)",
+        ),
+    )
     html = html_of(evaluate(r), tmp_path, "zh")
     evidence = " ".join(re.findall(r'<td class="evidence">(.*?)</td>', section(html, "checklist"), re.S))
-    for english in ("kernels correct", "ops on", "iterations", "windows", "as of", "against", "measurements",
-                    "regressed", "stage not run", "commits behind", "calls in TileLang"):
+    for english in (
+        "kernels correct",
+        "ops on",
+        "iterations",
+        "windows",
+        "as of",
+        "against",
+        "measurements",
+        "regressed",
+        "stage not run",
+        "commits behind",
+        "calls in TileLang",
+    ):
         assert english not in evidence, english
     assert "个内核中" in evidence and "次迭代" in evidence
     assert "faster than" not in section(html, "ops") and "快于 Roofline 上限" in section(html, "ops")
@@ -113,19 +138,28 @@ def test_zh_evidence_notes_and_comparison_are_chinese(tmp_path):
 
 @pytest.mark.slow
 def test_the_capture_path_and_compiled_program_notes_read_in_chinese(tmp_path):
-    own = ("graph captured on the model's own capture path (its eager path did not capture: AcceleratorError): the "
-           "device number is of the program the model runs while captured, the eager view's of the one it runs eagerly")
+    own = (
+        "graph captured on the model's own capture path (its eager path did not capture: AcceleratorError): the "
+        "device number is of the program the model runs while captured, the eager view's of the one it runs eagerly"
+    )
     r = evidence_result(e2e_flags=(own,))
     html = html_of(r, tmp_path, "zh")
-    assert "CUDA Graph 按模型自己的捕获路径捕获（其即时执行路径无法捕获：AcceleratorError）：设备时间是" in section(html, "e2e")
+    assert "CUDA Graph 按模型自己的捕获路径捕获（其即时执行路径无法捕获：AcceleratorError）：设备时间是" in section(
+        html, "e2e"
+    )
     assert "own capture path" not in html
-    note = ("the model runs another program under torch.compile than eagerly (it asks torch.compiler.is_compiling()): "
-            "it calls scaled_dot_product_attention(float16,float16,float16,bool) with a bool mask [4, 1, 512, 512] x12; "
-            "Tensor.add(int64) x2 ..., instead of scaled_dot_product_attention(float16,float16,float16) with no mask, "
-            "causal x12; torch.compile's time is of that program; 3 graph breaks (x): those parts ran eagerly; "
-            "a note no pattern knows")
+    note = (
+        "the model runs another program under torch.compile than eagerly (it asks torch.compiler.is_compiling()): "
+        "it calls scaled_dot_product_attention(float16,float16,float16,bool) with a bool mask [4, 1, 512, 512] x12; "
+        "Tensor.add(int64) x2 ..., instead of scaled_dot_product_attention(float16,float16,float16) with no mask, "
+        "causal x12; torch.compile's time is of that program; 3 graph breaks (x): those parts ran eagerly; "
+        "a note no pattern knows"
+    )
     got = report_notes.notes_in_words(note, report.Strings("zh"))
-    assert got.startswith("模型在 torch.compile 下运行的程序与即时执行不同") and "with a bool mask [4, 1, 512, 512] x12" in got
+    assert (
+        got.startswith("模型在 torch.compile 下运行的程序与即时执行不同")
+        and "with a bool mask [4, 1, 512, 512] x12" in got
+    )
     assert "那个程序的时间" in got and "3 处图中断（x）" in got, got  # the pieces after it are kept
     assert got.endswith("；a note no pattern knows"), got
 
@@ -135,15 +169,49 @@ def test_note_patterns_match_their_own_english_strings():
     """The English note strings reproduce the stages' notes, so each pattern matches the
     note it translates (a stage that rewords its note breaks this test, not the report)."""
     t = report.Strings("en")
-    sample = {"pct": "+6.2", "mb": "80", "reasons": "HW slowdown", "a": "1980", "b": "1500", "cut": "x", "branch": "main",
-              "n": "3", "days": "40", "fetched": "12", "url": "https://x/y.git", "why": "timeout", "date": "2026-01-02",
-              "cand": "h200", "cand_name": "NVIDIA H200", "ref": "cpu-x86_64", "ref_name": "Test CPU",
-              "floor": "5%", "k": "3", "side": "TileLang", "roof": "compute", "est": "0.81", "lo": "2.55",
-              "hi": "2.71", "ms": "0.12", "fam": "attention", "x": "0.92", "ops": "1.06",
-              "diff": "calls torch.sigmoid(float32) x1, instead of silu(float32) x1",
-              "hits": "1", "total": "2", "graphs": "graphs", "s": "0.1", "breaks": "graph breaks",
-              "torch": "2.11.0+cu130", "mib": "1024", "dtype": "float16", "bytes": "147456",
-              "t_run": "7.5 ms", "t_other": "30 us", "what": "largest value 2e-30"}
+    sample = {
+        "pct": "+6.2",
+        "mb": "80",
+        "reasons": "HW slowdown",
+        "a": "1980",
+        "b": "1500",
+        "cut": "x",
+        "branch": "main",
+        "n": "3",
+        "days": "40",
+        "fetched": "12",
+        "url": "https://x/y.git",
+        "why": "timeout",
+        "date": "2026-01-02",
+        "cand": "h200",
+        "cand_name": "NVIDIA H200",
+        "ref": "cpu-x86_64",
+        "ref_name": "Test CPU",
+        "floor": "5%",
+        "k": "3",
+        "side": "TileLang",
+        "roof": "compute",
+        "est": "0.81",
+        "lo": "2.55",
+        "hi": "2.71",
+        "ms": "0.12",
+        "fam": "attention",
+        "x": "0.92",
+        "ops": "1.06",
+        "diff": "calls torch.sigmoid(float32) x1, instead of silu(float32) x1",
+        "hits": "1",
+        "total": "2",
+        "graphs": "graphs",
+        "s": "0.1",
+        "breaks": "graph breaks",
+        "torch": "2.11.0+cu130",
+        "mib": "1024",
+        "dtype": "float16",
+        "bytes": "147456",
+        "t_run": "7.5 ms",
+        "t_other": "30 us",
+        "what": "largest value 2e-30",
+    }
     for kind, rx in report.NOTE_PATTERNS:
         text = t(f"notes.{kind}", **sample)
         if kind in ("up_fork_not", "up_fork_reason"):
@@ -151,18 +219,35 @@ def test_note_patterns_match_their_own_english_strings():
         if kind == "rule":
             text = "a change counts beyond max(5%, 3 x combined spread)"
         assert rx.fullmatch(text), kind
-    port = {"kb": "208 KB", "req": "210 KB", "target": "MI300X", "what": "LDS", "unit": "workgroup", "n": "1024",
-            "cores": "2nd-gen tensor cores (fp16, int8, int4)", "dtype": "bfloat16", "arch": "sm_80", "kind": "MACA",
-            "version": "0.1.15", "target_kind": "maca", "got": "mma.sync", "want": "tcgen05"}
+    port = {
+        "kb": "208 KB",
+        "req": "210 KB",
+        "target": "MI300X",
+        "what": "LDS",
+        "unit": "workgroup",
+        "n": "1024",
+        "cores": "2nd-gen tensor cores (fp16, int8, int4)",
+        "dtype": "bfloat16",
+        "arch": "sm_80",
+        "kind": "MACA",
+        "version": "0.1.15",
+        "target_kind": "maca",
+        "got": "mma.sync",
+        "want": "tcgen05",
+    }
     for kind, rx in report.PORT_PATTERNS:
         assert rx.fullmatch(t(f"notes.{kind}", **port)), kind
 
 
 @pytest.mark.slow
 def test_flags_the_bench_writes_read_in_chinese(tmp_path):
-    r = evidence_result(e2e_flags=("contradicts the Amdahl estimate (0.81x from the op speedups, measured 2.55-2.71x)",
-                                   "graph capture failed (RuntimeError: capture); the device number includes launch gaps"),
-                        softmax_flags=("TileLang faster than the memory roof allows",))
+    r = evidence_result(
+        e2e_flags=(
+            "contradicts the Amdahl estimate (0.81x from the op speedups, measured 2.55-2.71x)",
+            "graph capture failed (RuntimeError: capture); the device number includes launch gaps",
+        ),
+        softmax_flags=("TileLang faster than the memory roof allows",),
+    )
     html = html_of(r, tmp_path, "zh")
     assert "与阿姆达尔估计矛盾（按算子加速比估计为 0.81x，实测 2.55-2.71x）" in page_one(html)
     assert "CUDA Graph 捕获失败（RuntimeError: capture）；设备时间包含启动间隙" in section(html, "e2e")
@@ -174,19 +259,25 @@ def test_flags_the_bench_writes_read_in_chinese(tmp_path):
 def test_two_flags_on_one_op_read_as_a_list_with_no_stray_separator(tmp_path):
     both = ("TileLang faster than the memory roof allows", "PyTorch faster than the memory roof allows")
     r = evidence_result(softmax=0.3, softmax_flags=both)
+
     def text(html: str) -> str:
         return words(re.sub(r"<style>.*?</style>", "", html, flags=re.S))
+
     en, zh = text(html_of(r, tmp_path / "en")), text(html_of(r, tmp_path / "zh", "zh"))
-    assert "softmax 1024x128 float32 is flagged (TileLang faster than the memory roof allows, PyTorch faster than " \
-           "the memory roof allows)" in en
+    assert (
+        "softmax 1024x128 float32 is flagged (TileLang faster than the memory roof allows, PyTorch faster than "
+        "the memory roof allows)" in en
+    )
     assert "已被标记（TileLang 快于带宽上限所允许的速度、PyTorch 快于带宽上限所允许的速度）" in zh
     for seen in (en, zh):
         doubled = r"[;；,，、]\s*[;；,，、]"
         assert not re.search(doubled, seen), re.findall(r".{40}" + doubled + r".{20}", seen)
     assert "roof allows" not in zh
     t = report.Strings("en")
-    assert report_notes.notes_in_words("TileLang faster than the compute roof allows, mystery; ; , odd", t) == \
-        "TileLang faster than the compute roof allows; mystery; odd"
+    assert (
+        report_notes.notes_in_words("TileLang faster than the compute roof allows, mystery; ; , odd", t)
+        == "TileLang faster than the compute roof allows; mystery; odd"
+    )
 
 
 @pytest.mark.slow
@@ -200,17 +291,44 @@ def test_the_chinese_examples_keep_no_english_the_product_wrote():
     from report_samples import example_result
 
     examples = Path(__file__).resolve().parents[1] / "reports" / "examples"
-    for folder in (examples / "llama" / "h200" / "2026-12-01" / "defaults", examples / "bert-tiny" / "cpu-x86_64" / "2026-12-01"):
+    for folder in (
+        examples / "llama" / "h200" / "2026-12-01" / "defaults",
+        examples / "bert-tiny" / "cpu-x86_64" / "2026-12-01",
+    ):
         html = report.render_html(example_result(folder), "zh")
         seen = words(re.sub(r"<(style|svg)\b.*?</\1>", "", html, flags=re.S))
-        for english in ("The model runs at least 95% as fast", "Every rewritten kernel gives the same results",
-                        "tensor cores", "matrix cores", "shared memory per block", "per block opt-in",
-                        "on this machine", "provides it", "on-disk cache", "warm compile", "copy of",
-                        "matmul in", "copied to contiguous", "tuning budget", "of stack", "(this run: "):
+        for english in (
+            "The model runs at least 95% as fast",
+            "Every rewritten kernel gives the same results",
+            "tensor cores",
+            "matrix cores",
+            "shared memory per block",
+            "per block opt-in",
+            "on this machine",
+            "provides it",
+            "on-disk cache",
+            "warm compile",
+            "copy of",
+            "matmul in",
+            "copied to contiguous",
+            "tuning budget",
+            "of stack",
+            "(this run: ",
+        ):
             assert english not in seen, (folder.name, english)
         env = words(section(html, "environment"))
-        for key in ("batch_size", "seq_len", "spec_hash", "measured_tflops", "smem_per_block", "tune_budget_s",
-                    "families", "timing.reps", "null", "[]"):
+        for key in (
+            "batch_size",
+            "seq_len",
+            "spec_hash",
+            "measured_tflops",
+            "smem_per_block",
+            "tune_budget_s",
+            "families",
+            "timing.reps",
+            "null",
+            "[]",
+        ):
             assert key not in env, (folder.name, key)
         assert "批大小" in env and "计时 · 重复次数" in env
         one = section(html, "checklist")

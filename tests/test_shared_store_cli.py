@@ -21,10 +21,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _evaluate(*args, cache: Path):
-    env = {**os.environ, "EVALUATOR_STORE_CACHE": str(cache), "COLUMNS": "200",
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x"}
-    return subprocess.run([sys.executable, "-m", "evaluator.cli", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+    env = {
+        **os.environ,
+        "EVALUATOR_STORE_CACHE": str(cache),
+        "COLUMNS": "200",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@x",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@x",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "evaluator.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def _finished_run(folder: Path, platform: str) -> Path:
@@ -53,10 +61,14 @@ def test_two_hosts_record_and_push_at_once_and_both_land(tmp_path):
     for rec, push in outcomes:
         assert rec.returncode == 0, rec.stderr
         assert push.returncode == 0 and "Pushed 1 baseline" in push.stdout, push.stdout + push.stderr
-    tags = subprocess.run(["git", "ls-remote", "--tags", str(remote)], capture_output=True, text=True,
-                          check=True).stdout.split()
-    ids = sorted(t.removeprefix("refs/tags/") for t in tags
-                 if t.startswith("refs/tags/bert-tiny/h200/") and not t.endswith("^{}"))
+    tags = subprocess.run(
+        ["git", "ls-remote", "--tags", str(remote)], capture_output=True, text=True, check=True
+    ).stdout.split()
+    ids = sorted(
+        t.removeprefix("refs/tags/")
+        for t in tags
+        if t.startswith("refs/tags/bert-tiny/h200/") and not t.endswith("^{}")
+    )
     assert len(ids) == 2 and ids[0] != ids[1], tags
 
     # host a pulls and now lists host b's baseline too

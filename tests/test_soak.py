@@ -10,6 +10,7 @@ from evaluator.measuring import soak
 @pytest.mark.slow
 def test_soak_reports_windows_and_drift():
     import time
+
     calls = []
 
     def slowing():
@@ -32,6 +33,7 @@ class _FakeGraphs:
 
     def __call__(self, fns, policy):
         from evaluator.measuring import timing
+
         self.tries.append(timing._hide_capture)
         if timing._hide_capture or not self.works_when_seen:
             raise RuntimeError("operation not permitted when stream is capturing")
@@ -52,6 +54,7 @@ def test_the_soak_captures_the_models_own_path_where_its_eager_path_cannot_be(mo
     assert note == "soaked on the model's own capture path (its eager path did not capture: RuntimeError)"
     from evaluator import report
     from evaluator.measuring import timing
+
     assert timing._hide_capture  # restored
     zh = report.notes.notes_in_words(note, report.Strings("zh"))
     assert zh == "按模型自己的捕获路径浸泡（其即时执行路径无法捕获：RuntimeError）"

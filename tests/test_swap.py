@@ -67,16 +67,20 @@ def test_router_counts_calls_and_never_crashes_on_odd_calls():
 
 
 def test_coverage_weights_each_shape_by_the_calls_that_ran():
-    counts = [CallCount("gemm", "a", tilelang=3, fallback={"x": 1}, profiled_ms=4.0),
-              CallCount("gemm", "b", tilelang=0, fallback={"shape not tuned": 2}, profiled_ms=2.0),
-              CallCount("softmax", "c", tilelang=1, profiled_ms=0.0)]
+    counts = [
+        CallCount("gemm", "a", tilelang=3, fallback={"x": 1}, profiled_ms=4.0),
+        CallCount("gemm", "b", tilelang=0, fallback={"shape not tuned": 2}, profiled_ms=2.0),
+        CallCount("softmax", "c", tilelang=1, profiled_ms=0.0),
+    ]
     assert abs(swap.coverage(counts, 10.0) - 0.3) < 1e-9
     assert swap.coverage(counts, 0.0) == 0.0
     # One profiled linear shape taken by two fused families (llama's gate and up
     # projections): its 4 ms count once, by the calls that ran, not once per family.
-    fused = [CallCount("gemm", "a", tilelang=0, notes={"fused into gemm_silu": 2}, profiled_ms=4.0),
-             CallCount("gemm_silu", "a", tilelang=2, profiled_ms=4.0),
-             CallCount("gemm_mul", "a", tilelang=1, fallback={"shape not tuned": 1}, profiled_ms=4.0)]
+    fused = [
+        CallCount("gemm", "a", tilelang=0, notes={"fused into gemm_silu": 2}, profiled_ms=4.0),
+        CallCount("gemm_silu", "a", tilelang=2, profiled_ms=4.0),
+        CallCount("gemm_mul", "a", tilelang=1, fallback={"shape not tuned": 1}, profiled_ms=4.0),
+    ]
     assert abs(swap.coverage(fused, 10.0, {"gemm_silu": "gemm", "gemm_mul": "gemm"}) - 0.3) < 1e-9
 
 
@@ -254,6 +258,7 @@ class _WrittenOut(torch.nn.Module):
         h = self.fc1(x)
         if self.act == "gelu_new":
             import math
+
             h = 0.5 * h * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * torch.pow(h, 3.0))))
         elif self.act == "silu":
             h = h * torch.sigmoid(h)
@@ -323,13 +328,22 @@ def test_a_gated_mlps_multiply_runs_in_the_up_projections_epilogue():
     # fuse what is theirs and run the rest as written, never reading a value not yet made.
     names = ("gemm", "gemm_silu", "gemm_mul")
     table, fams = _gemm_table(names=names), [kernels.get(f) for f in names]
-    expect = {"swiglu": (1, 1, 1), "up_first": (1, 1, 1), "bilinear": (2, 0, 1), "square": (2, 0, 0),
-              "broadcast": (2, 0, 0), "kept": (2, 1, 1)}  # kept: the up projection again, late
+    expect = {
+        "swiglu": (1, 1, 1),
+        "up_first": (1, 1, 1),
+        "bilinear": (2, 0, 1),
+        "square": (2, 0, 0),
+        "broadcast": (2, 0, 0),
+        "kept": (2, 1, 1),
+    }  # kept: the up projection again, late
     for form, (plain, silu, mul) in expect.items():
         router, got, want = _routed_eval(fams, table, _Gated(form), _inputs(7)[0])
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4, msg=form)
-        assert (count(router, "gemm")[0], count(router, "gemm_silu")[0], count(router, "gemm_mul")[0]) \
-            == (plain, silu, mul), form
+        assert (count(router, "gemm")[0], count(router, "gemm_silu")[0], count(router, "gemm_mul")[0]) == (
+            plain,
+            silu,
+            mul,
+        ), form
         assert not router._held and not router._links, form
     rows = {(c.family, c.shape): c for c in router.counts()}
     assert rows[("gemm", "15x48x16")].notes == {"fused into gemm_silu": 1, "fused into gemm_mul": 1}

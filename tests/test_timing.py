@@ -1,4 +1,5 @@
 """The device timer: interleaved rounds, bootstrap ratios, disturbed rounds dropped, noisy timings flagged."""
+
 import math
 
 import pytest
@@ -17,6 +18,7 @@ def test_summarize_statistics():
 
 def test_time_callable_counts_reps_and_measures_sleep():
     import time
+
     t = bench.time_callable(lambda: time.sleep(0.002), "cpu", bench.TimingPolicy(warmup=1, reps=7))
     # A round another job disturbed (over twice the median) is dropped and counted, not lost:
     # on a loaded CI machine the kept rounds alone are not always 7.
@@ -32,10 +34,14 @@ def test_timing_policy_describes_the_timer():
 def test_a_noisy_measurement_is_remeasured_then_flagged():
     import itertools
     import time
+
     # Spread within 2x of the median is not "outside load" (that is dropped), it is noise.
     pattern = itertools.cycle([0.001, 0.0018])
-    t = bench.time_callable(lambda: time.sleep(next(pattern)), "cpu",
-                            bench.TimingPolicy(warmup=0, reps=12, max_cv_cpu=0.05, sample_ms_cpu=0.0))
+    t = bench.time_callable(
+        lambda: time.sleep(next(pattern)),
+        "cpu",
+        bench.TimingPolicy(warmup=0, reps=12, max_cv_cpu=0.05, sample_ms_cpu=0.0),
+    )
     assert t.unstable and t.cv > 0.05
     steady = bench.time_callable(lambda: None, "cpu", bench.TimingPolicy(warmup=0, reps=5, max_cv_cpu=10))
     assert not steady.unstable
@@ -59,6 +65,7 @@ def test_bootstrap_ratio_brackets_the_median_of_paired_ratios():
 
 def test_time_pair_interleaves_and_finds_the_faster_side():
     import time
+
     policy = bench.TimingPolicy(warmup=0, reps=9, sample_ms_cpu=0.0)
     slow, fast = [lambda: time.sleep(0.004)], [lambda: time.sleep(0.001)]
     t_slow, t_fast, ratio, note = bench.time_pair(slow, fast, "cpu", policy)
@@ -114,6 +121,7 @@ def test_captured_hides_the_capture_first_then_lets_the_model_see_it():
 
     def never():
         raise ValueError("no")
+
     with pytest.raises(ValueError):
         timing.captured(never)
     assert timing._hide_capture

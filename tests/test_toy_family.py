@@ -61,15 +61,25 @@ def test_the_toy_kernel_is_real_and_refuses_what_it_has_no_schedule_for(toy):
     kernel = toy.build((5, 7), "float32", {"min_val": -0.5, "max_val": 2.0}, "c")
     x = torch.linspace(-3, 3, 35).reshape(5, 7)
     torch.testing.assert_close(kernel(x), torch.nn.functional.hardtanh(x, -0.5, 2.0))
-    assert "no GPU schedule" in toy.reject_reason((64, 48), "float16", {}, hardware.Hardware(
-        target="cuda", device="cuda", name="gpu", platform="gpu"))
+    assert "no GPU schedule" in toy.reject_reason(
+        (64, 48), "float16", {}, hardware.Hardware(target="cuda", device="cuda", name="gpu", platform="gpu")
+    )
     assert "unknown config keys" in toy.reject_reason((64, 48), "float32", {"tile": 8}, hw)
 
 
 @pytest.mark.slow
 def test_the_pipeline_profiles_tunes_verifies_routes_and_reports_it(toy, tmp_path):
-    cfg = config.build(model=MODEL, families="toy", budget=2, soak_seconds=0, pdf=False, reports=tmp_path,
-                       label="tiny-hardtanh", reps=5, compile_mode="none")
+    cfg = config.build(
+        model=MODEL,
+        families="toy",
+        budget=2,
+        soak_seconds=0,
+        pdf=False,
+        reports=tmp_path,
+        label="tiny-hardtanh",
+        reps=5,
+        compile_mode="none",
+    )
     out = pipeline.run(cfg)
     r = out.result
     assert not r.stage_errors

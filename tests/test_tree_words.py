@@ -46,15 +46,33 @@ def markers_in(name: str, data: bytes) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("text", ["see session 12", "Session-7's sweep", "session_3/d1", "in this session",
-                                  "the next session", "the next GPU session"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "see session 12",
+        "Session-7's sweep",
+        "session_3/d1",
+        "in this session",
+        "the next session",
+        "the next GPU session",
+    ],
+)
 def test_a_work_period_is_found(text):
     assert markers_in("notes.md", text.encode()) == [f"notes.md:1: {text}"]
     assert markers_in(f"reports/{text}/x.json", b"{}") == [f"reports/{text}/x.json: in its path"]
 
 
-@pytest.mark.parametrize("text", ["an ssh session to the GPU machine", "requests.Session()", "os.setsid()",
-                                  "a git session", "sessions of the fleet", "session timeout 30 s"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "an ssh session to the GPU machine",
+        "requests.Session()",
+        "os.setsid()",
+        "a git session",
+        "sessions of the fleet",
+        "session timeout 30 s",
+    ],
+)
 def test_session_in_its_other_senses_passes(text):
     assert markers_in("notes.md", text.encode()) == []
 
@@ -72,5 +90,6 @@ def test_no_tracked_file_names_a_work_period():
         path = ROOT / name
         data = path.read_bytes() if path.is_file() else b""
         found += markers_in(name, data)
-    assert not found, (f"{len(found)} work-period markers; name the evidence by model, platform and date "
-                       "instead:\n" + "\n".join(found))
+    assert not found, (
+        f"{len(found)} work-period markers; name the evidence by model, platform and date instead:\n" + "\n".join(found)
+    )

@@ -1,6 +1,7 @@
 """Tuning on the real CPU backend: failing candidates are recorded, the fastest correct one wins,
 the search goes from the coarse grid to the neighbours of the best, within the budget, and
 the cache is keyed by shape and toolchain."""
+
 import pytest
 import torch
 
@@ -70,8 +71,9 @@ def test_fine_phase_tries_neighbours_of_the_best_coarse_configs(softmax_64x96):
     tk, kernel = softmax_64x96
     coarse = [c for c in tk.candidates if c.phase == "coarse"]
     fine1 = [c for c in tk.candidates if c.phase == "fine-1"]
-    assert [c.config for c in coarse] == kernels.get("softmax").search_space((64, 96), "float32",
-                                                                            hardware.detect("cpu"))
+    assert [c.config for c in coarse] == kernels.get("softmax").search_space(
+        (64, 96), "float32", hardware.detect("cpu")
+    )
     assert fine1, [(c.phase, c.config) for c in tk.candidates]
     configs = [tuple(sorted(c.config.items())) for c in tk.candidates]
     assert len(configs) == len(set(configs))  # nothing is tried twice
@@ -82,20 +84,19 @@ def test_fine_phase_tries_neighbours_of_the_best_coarse_configs(softmax_64x96):
     assert any(c.config in tuning.neighbours(ranked[0].config) for c in fine1)
     rounds = sorted({c.phase for c in tk.candidates} - {"coarse"})
     assert rounds == [f"fine-{i}" for i in range(1, len(rounds) + 1)] and len(rounds) <= tuning.FINE_ROUNDS
-    x, = kernels.get("softmax").make_inputs((64, 96), "float32", "cpu", 3)
+    (x,) = kernels.get("softmax").make_inputs((64, 96), "float32", "cpu", 3)
     torch.testing.assert_close(kernel(x), torch.softmax(x, -1), atol=1e-6, rtol=1e-5)
 
 
 def test_neighbours_double_halve_and_flip():
-    got = tuning.neighbours({"block_M": 64, "threads": 128, "num_stages": 3, "chunk": 0, "swizzle": True,
-                             "rows": 1})
-    assert got == [{"block_M": 128, "threads": 128, "num_stages": 3, "chunk": 0, "swizzle": True, "rows": 1},
-                   {"block_M": 32, "threads": 128, "num_stages": 3, "chunk": 0, "swizzle": True, "rows": 1},
-                   {"block_M": 64, "threads": 256, "num_stages": 3, "chunk": 0, "swizzle": True, "rows": 1},
-                   {"block_M": 64, "threads": 64, "num_stages": 3, "chunk": 0, "swizzle": True, "rows": 1},
-                   {"block_M": 64, "threads": 128, "num_stages": 3, "chunk": 0, "swizzle": False, "rows": 1}]
-
-
+    got = tuning.neighbours({"block_M": 64, "threads": 128, "num_stages": 3, "chunk": 0, "swizzle": True, "rows": 1})
+    assert got == [
+        {"block_M": 128, "threads": 128, "num_stages": 3, "chunk": 0, "swizzle": True, "rows": 1},
+        {"block_M": 32, "threads": 128, "num_stages": 3, "chunk": 0, "swizzle": True, "rows": 1},
+        {"block_M": 64, "threads": 256, "num_stages": 3, "chunk": 0, "swizzle": True, "rows": 1},
+        {"block_M": 64, "threads": 64, "num_stages": 3, "chunk": 0, "swizzle": True, "rows": 1},
+        {"block_M": 64, "threads": 128, "num_stages": 3, "chunk": 0, "swizzle": False, "rows": 1},
+    ]
 
 
 def test_spent_budget_skips_the_rest_but_still_returns_a_kernel():
@@ -115,8 +116,9 @@ def test_rejected_configs_are_recorded_and_never_compiled():
     fam = Rejecting()
     tk, kernel = tuning.tune(fam, (32, 48), "float32", hw, budget_s=300)
     rejected = [c for c in tk.candidates if c.status == "rejected"]
-    assert rejected and all(c.config["block_rows"] >= 16 and "too many" in c.error and c.compile_s is None
-                            for c in rejected)
+    assert rejected and all(
+        c.config["block_rows"] >= 16 and "too many" in c.error and c.compile_s is None for c in rejected
+    )
     assert {c.phase for c in rejected} >= {"coarse"}
     assert not [c for c in fam.built if c["block_rows"] >= 16]
     assert kernel is not None and tk.config["block_rows"] < 16
@@ -133,12 +135,10 @@ def test_cache_reuse_and_key():
         store[repr(key)] = config
 
     fam = kernels.get("softmax")
-    first, _ = tuning.tune(fam, (32, 48), "float32", hw, lookup=lookup, save=save, tilelang_version="x",
-                           fine_rounds=0)
+    first, _ = tuning.tune(fam, (32, 48), "float32", hw, lookup=lookup, save=save, tilelang_version="x", fine_rounds=0)
     again, k = tuning.tune(fam, (32, 48), "float32", hw, lookup=lookup, save=save, tilelang_version="x")
     assert not first.cached and again.cached and again.config == first.config and k is not None
-    other, _ = tuning.tune(fam, (32, 48), "float32", hw, lookup=lookup, save=save, tilelang_version="y",
-                           fine_rounds=0)
+    other, _ = tuning.tune(fam, (32, 48), "float32", hw, lookup=lookup, save=save, tilelang_version="y", fine_rounds=0)
     assert not other.cached  # a toolchain change re-tunes
     k1 = tuning.cache_key("gemm", (1, 2, 3), "float32", hw, "0.1.15")
     assert k1 != tuning.cache_key("gemm", (1, 2, 4), "float32", hw, "0.1.15")

@@ -59,8 +59,12 @@ def test_a_changed_search_space_is_a_miss_that_names_the_space(store):
     space = [{"block_M": 128, "block_N": 128}, {"block_M": 64, "block_N": 128}]
     key = cache_key("gemm", (256, 128, 128), "float16", HW, "0.1.15", space)
     tuning_cache.save(store, key, space[0])
-    assert tuning_cache.lookup(store, cache_key("gemm", (256, 128, 128), "float16", HW, "0.1.15",
-                                                [dict(c) for c in space])) == space[0]
+    assert (
+        tuning_cache.lookup(
+            store, cache_key("gemm", (256, 128, 128), "float16", HW, "0.1.15", [dict(c) for c in space])
+        )
+        == space[0]
+    )
     wider = cache_key("gemm", (256, 128, 128), "float16", HW, "0.1.15", space + [{"block_M": 128, "pingpong": 1}])
     assert tuning_cache.lookup(store, wider) is None
     [(field, before, now)] = tuning_cache.changes(store, wider)

@@ -19,8 +19,16 @@ import pytest
 from evaluator import upstream
 from evaluator.errors import UpstreamError
 from evaluator.results import (
-    AuthorCommits, ForkDrift, PathActivity, RecentCommit, Release, ScoreInputs, UpstreamCaveats, UpstreamHealth,
-    from_dict, to_dict,
+    AuthorCommits,
+    ForkDrift,
+    PathActivity,
+    RecentCommit,
+    Release,
+    ScoreInputs,
+    UpstreamCaveats,
+    UpstreamHealth,
+    from_dict,
+    to_dict,
 )
 from upstream_repos import AS_OF, XSS, Builder, fast_import_repo, git, health, world  # noqa: F401  (fixtures)
 
@@ -74,17 +82,24 @@ def test_authors_use_mailmap_and_skip_bots(health):
     # Last year's human commits: Alice 4, Carol 3, Bob 1, Dave 1; half of 9 needs two people.
     assert au.bus_factor == 2
     assert au.bus_factor_names == ("Alice", "Carol")
-    assert au.top_365d == (AuthorCommits("Alice", 4), AuthorCommits("Carol", 3), AuthorCommits("Bob", 1),
-                           AuthorCommits("Dave", 1))
+    assert au.top_365d == (
+        AuthorCommits("Alice", 4),
+        AuthorCommits("Carol", 3),
+        AuthorCommits("Bob", 1),
+        AuthorCommits("Dave", 1),
+    )
 
 
 def test_releases(health, world):
     _, ids = world
     r = health.releases
     assert r.tags == (
-        Release("v0.0.9", iso(390), ids["r1"], False), Release("v0.1.0", iso(380), ids["c2"], False),
-        Release("v0.2.0", iso(199), ids["c4"], True), Release("v0.3.0", iso(60), ids["c6"], False),
-        Release("v0.3.1", iso(30), ids["p1"], True), Release("v0.4.0", iso(1), ids["c10"], True),
+        Release("v0.0.9", iso(390), ids["r1"], False),
+        Release("v0.1.0", iso(380), ids["c2"], False),
+        Release("v0.2.0", iso(199), ids["c4"], True),
+        Release("v0.3.0", iso(60), ids["c6"], False),
+        Release("v0.3.1", iso(30), ids["p1"], True),
+        Release("v0.4.0", iso(1), ids["c10"], True),
     )
     assert r.tags[-1].tag == health.latest_tag
     assert r.count == 6
@@ -105,12 +120,36 @@ def test_merged_prs(health):
 
 def test_paths(health):
     assert health.activity.paths == {
-        "src/cuda": PathActivity(exists=True, commits_30d=0, commits_90d=1, commits_365d=3, authors_90d=1,
-                                 days_since_last_commit=60.0, last_commit_date=iso(60), first_commit_date=iso(300)),
-        "src/rocm": PathActivity(exists=False, commits_30d=0, commits_90d=0, commits_365d=0, authors_90d=0,
-                                 days_since_last_commit=None, last_commit_date=None, first_commit_date=None),
-        "src/cpu": PathActivity(exists=True, commits_30d=1, commits_90d=1, commits_365d=2, authors_90d=1,
-                                days_since_last_commit=10.0, last_commit_date=iso(10), first_commit_date=iso(380)),
+        "src/cuda": PathActivity(
+            exists=True,
+            commits_30d=0,
+            commits_90d=1,
+            commits_365d=3,
+            authors_90d=1,
+            days_since_last_commit=60.0,
+            last_commit_date=iso(60),
+            first_commit_date=iso(300),
+        ),
+        "src/rocm": PathActivity(
+            exists=False,
+            commits_30d=0,
+            commits_90d=0,
+            commits_365d=0,
+            authors_90d=0,
+            days_since_last_commit=None,
+            last_commit_date=None,
+            first_commit_date=None,
+        ),
+        "src/cpu": PathActivity(
+            exists=True,
+            commits_30d=1,
+            commits_90d=1,
+            commits_365d=2,
+            authors_90d=1,
+            days_since_last_commit=10.0,
+            last_commit_date=iso(10),
+            first_commit_date=iso(380),
+        ),
     }
 
 
@@ -126,22 +165,35 @@ def test_custom_paths(world):
 def test_fork_drift(health, world):
     root, ids = world
     assert health.fork == ForkDrift(
-        repo=str((root / "fork").resolve()), branch="main",
+        repo=str((root / "fork").resolve()),
+        branch="main",
         head=ids["e2"],  # e3 is dated after as_of
-        measured=True, reason="", head_date=iso(25), days_since_last_commit=25.0,
-        merge_base=ids["c7"], merge_base_date=iso(35), merge_base_age_days=35.0,
+        measured=True,
+        reason="",
+        head_date=iso(25),
+        days_since_last_commit=25.0,
+        merge_base=ids["c7"],
+        merge_base_date=iso(35),
+        merge_base_age_days=35.0,
         behind=5,  # f1, m, c8, c9, c10
         ahead=3,  # e1, the sync merge, e2
-        last_sync_commit=ids["c7"], last_sync_date=iso(35),
+        last_sync_commit=ids["c7"],
+        last_sync_date=iso(35),
         days_behind=33.0,  # upstream head (2 days before as_of) minus the last sync (35)
         sync_age_days=35.0,
         # v0.0.9 sits on an old side branch: never the fork's to take.
-        missing_releases=("v0.3.1", "v0.4.0"), missing_release_count=2,
-        ahead_commits_90d=3, ahead_authors_90d=1, last_own_commit_date=iso(25),
+        missing_releases=("v0.3.1", "v0.4.0"),
+        missing_release_count=2,
+        ahead_commits_90d=3,
+        ahead_authors_90d=1,
+        last_own_commit_date=iso(25),
     )
     # The headline fields are the fork's own numbers.
     assert (health.fork_behind, health.fork_ahead, health.fork_days_behind) == (
-        health.fork.behind, health.fork.ahead, health.fork.days_behind)
+        health.fork.behind,
+        health.fork.ahead,
+        health.fork.days_behind,
+    )
 
 
 def test_fork_branch_suffix_and_fork_behind_nothing(world):
@@ -157,7 +209,8 @@ def test_repository_text_comes_back_verbatim(health):
     subjects = [c.subject for c in health.activity.recent_commits]
     assert XSS in subjects  # escaping is the report's job; the data stays exact
     assert health.activity.recent_commits[0] == RecentCommit(
-        sha=health.head, date=iso(2), author="Carol", subject="Prepare release")
+        sha=health.head, date=iso(2), author="Carol", subject="Prepare release"
+    )
     assert len(subjects) == 10
 
 
@@ -182,7 +235,8 @@ def test_summary_rows(health):
     assert table["Path src/rocm"] == "not in the tree"
     assert len(table["Weekly commits (52 w)"]) == 52
     assert upstream.summary_rows(upstream.not_measured("no --upstream given")) == [
-        ("Upstream health", "not measured", "no --upstream given")]
+        ("Upstream health", "not measured", "no --upstream given")
+    ]
 
 
 def test_not_measured():
@@ -206,14 +260,19 @@ def test_as_of_moves_the_window(world):
     assert h.latest_tag == "v0.3.0" and h.days_since_release == 11.0
 
 
-@pytest.mark.parametrize("given, expected", [
-    ("2026-08-21", datetime(2026, 8, 21, 23, 59, 59, 999999, tzinfo=timezone.utc)),
-    (date(2026, 8, 21), datetime(2026, 8, 21, 23, 59, 59, 999999, tzinfo=timezone.utc)),
-    ("2026-08-21T00:00:00", datetime(2026, 8, 21, tzinfo=timezone.utc)),  # a timestamp stays exact
-    ("2026-08-21T15:00:00.700+02:00", datetime(2026, 8, 21, 13, 0, tzinfo=timezone.utc)),  # to the second
-    (datetime(2026, 8, 21, 23, 59, 59, 999999, tzinfo=timezone.utc),  # config hands over the resolved day
-     datetime(2026, 8, 21, 23, 59, 59, 999999, tzinfo=timezone.utc)),
-])
+@pytest.mark.parametrize(
+    "given, expected",
+    [
+        ("2026-08-21", datetime(2026, 8, 21, 23, 59, 59, 999999, tzinfo=timezone.utc)),
+        (date(2026, 8, 21), datetime(2026, 8, 21, 23, 59, 59, 999999, tzinfo=timezone.utc)),
+        ("2026-08-21T00:00:00", datetime(2026, 8, 21, tzinfo=timezone.utc)),  # a timestamp stays exact
+        ("2026-08-21T15:00:00.700+02:00", datetime(2026, 8, 21, 13, 0, tzinfo=timezone.utc)),  # to the second
+        (
+            datetime(2026, 8, 21, 23, 59, 59, 999999, tzinfo=timezone.utc),  # config hands over the resolved day
+            datetime(2026, 8, 21, 23, 59, 59, 999999, tzinfo=timezone.utc),
+        ),
+    ],
+)
 def test_parse_as_of_bare_date_is_the_whole_day(given, expected):
     at = upstream.parse_as_of(given)
     assert at == expected
@@ -290,9 +349,15 @@ def test_maintenance_score_rule():
 
 def test_score_inputs(health):
     assert health.score_inputs == ScoreInputs(
-        commits_90d=7, lookback_days=90, commits_per_week_for_10=1, threshold=12, repo_age_days=400.0,
-        young_repository=False, rule="min(10, 10 * commits_90d // 12); 0 when the repository is younger than "
-                                     "90 days (Scorecard 'Maintained', commits only)")
+        commits_90d=7,
+        lookback_days=90,
+        commits_per_week_for_10=1,
+        threshold=12,
+        repo_age_days=400.0,
+        young_repository=False,
+        rule="min(10, 10 * commits_90d // 12); 0 when the repository is younger than "
+        "90 days (Scorecard 'Maintained', commits only)",
+    )
 
 
 # ---------------------------------------------------------------- clones and URLs
@@ -307,8 +372,13 @@ def test_shallow_clone_is_marked_not_silently_wrong(world, tmp_path):
     assert c.shallow is True and c.history_horizon == iso(5)
     assert h.head == ids["c10"] and h.days_since_last_commit == 2.0  # still exact
     assert (h.commits_30d, h.commits_90d, h.commits_365d, h.authors_90d) == (None, None, None, None)
-    assert c.lower_bounds == {"commits_30d": 2, "commits_90d": 2, "commits_365d": 2, "authors_90d": 1,
-                              "authors_365d": 1}
+    assert c.lower_bounds == {
+        "commits_30d": 2,
+        "commits_90d": 2,
+        "commits_365d": 2,
+        "authors_90d": 1,
+        "authors_365d": 1,
+    }
     assert list(c.limited)[:3] == ["repo_age_days", "commits_total", "weekly_commits"]  # the order measured
     assert h.maintenance_score is None and h.authors.new_90d is None and h.authors.bus_factor is None
     assert h.authors.active_365d is None and h.authors.bus_factor_names == ()
@@ -317,8 +387,13 @@ def test_shallow_clone_is_marked_not_silently_wrong(world, tmp_path):
     # The boundary commit's diff is against nothing; it must not count as path activity.
     assert h.activity.paths["src/cuda"].commits_365d == 0 and h.activity.paths["src/cpu"].commits_365d == 0
     # Only repo, branch and head are known of a fork not measured, and the reason.
-    assert h.fork == ForkDrift(repo=h.fork.repo, branch="main", head=ids["e2"], measured=False,
-                               reason="upstream is a shallow clone; run `git fetch --unshallow` there")
+    assert h.fork == ForkDrift(
+        repo=h.fork.repo,
+        branch="main",
+        head=ids["e2"],
+        measured=False,
+        reason="upstream is a shallow clone; run `git fetch --unshallow` there",
+    )
     assert h.fork_behind is None
     assert "shallow clone" in h.note and "fork drift not measured" in h.note
     # The note's sentences one by one, as the caveats keep them.
@@ -425,8 +500,13 @@ def test_not_a_repository(tmp_path):
 def test_failure_messages_are_one_line(world, tmp_path):
     root, _ = world
     git(tmp_path, "init", "-q", "empty")
-    cases = [("",), (str(tmp_path / "empty"),), (str(tmp_path / "missing"),),
-             (str(root / "up"), "nope"), ("http://127.0.0.1:9/x.git",)]
+    cases = [
+        ("",),
+        (str(tmp_path / "empty"),),
+        (str(tmp_path / "missing"),),
+        (str(root / "up"), "nope"),
+        ("http://127.0.0.1:9/x.git",),
+    ]
     for args in cases:
         with pytest.raises(UpstreamError) as e:
             upstream.measure(args[0], branch=args[1] if len(args) > 1 else None, cache_dir=tmp_path / "c")

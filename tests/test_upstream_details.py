@@ -33,27 +33,45 @@ TYPED = tuple(Parts._fields)  # activity, authors, releases, fork, score_inputs,
 def legacy_details(h: UpstreamHealth) -> dict[str, Any]:
     """`details` as versions before the typed parts wrote it, keys in their order."""
     a, au, r, c = h.activity, h.authors, h.releases, h.caveats
-    return json.loads(json.dumps({
-        "branch": a.branch, "head_date": a.head_date, "as_of_timestamp": a.as_of_timestamp,
-        "shallow": c.shallow, "history_horizon": c.history_horizon,
-        "commits_total": a.commits_total, "first_commit_date": a.first_commit_date,
-        "repo_age_days": a.repo_age_days, "weekly_commits": a.weekly_commits,
-        "weekly_commits_start": a.weekly_commits_start, "bot_commits_365d": a.bot_commits_365d,
-        "authors_total": au.total, "authors_365d": au.active_365d, "authors_new_90d": au.new_90d,
-        "new_authors_90d": au.new_90d_names, "bus_factor": au.bus_factor,
-        "bus_factor_authors": au.bus_factor_names,
-        "top_authors_365d": [dataclasses.asdict(x) for x in au.top_365d],
-        "releases": [dataclasses.asdict(x) for x in r.tags], "release_count": r.count,
-        "releases_365d": r.in_365d, "latest_release_date": r.latest_date,
-        "median_release_interval_days": r.median_interval_days, "non_release_tags": r.other_tags,
-        "merged_prs_per_month": a.merged_prs_per_month, "merged_prs_90d": a.merged_prs_90d,
-        "merged_prs_365d": a.merged_prs_365d,
-        "recent_commits": [dataclasses.asdict(x) for x in a.recent_commits],
-        "paths": {k: dataclasses.asdict(v) for k, v in a.paths.items()},
-        "fork": _legacy_fork(h.fork),
-        "score_inputs": dataclasses.asdict(h.score_inputs),
-        "limited": c.limited, "lower_bounds": c.lower_bounds,
-    }))
+    return json.loads(
+        json.dumps(
+            {
+                "branch": a.branch,
+                "head_date": a.head_date,
+                "as_of_timestamp": a.as_of_timestamp,
+                "shallow": c.shallow,
+                "history_horizon": c.history_horizon,
+                "commits_total": a.commits_total,
+                "first_commit_date": a.first_commit_date,
+                "repo_age_days": a.repo_age_days,
+                "weekly_commits": a.weekly_commits,
+                "weekly_commits_start": a.weekly_commits_start,
+                "bot_commits_365d": a.bot_commits_365d,
+                "authors_total": au.total,
+                "authors_365d": au.active_365d,
+                "authors_new_90d": au.new_90d,
+                "new_authors_90d": au.new_90d_names,
+                "bus_factor": au.bus_factor,
+                "bus_factor_authors": au.bus_factor_names,
+                "top_authors_365d": [dataclasses.asdict(x) for x in au.top_365d],
+                "releases": [dataclasses.asdict(x) for x in r.tags],
+                "release_count": r.count,
+                "releases_365d": r.in_365d,
+                "latest_release_date": r.latest_date,
+                "median_release_interval_days": r.median_interval_days,
+                "non_release_tags": r.other_tags,
+                "merged_prs_per_month": a.merged_prs_per_month,
+                "merged_prs_90d": a.merged_prs_90d,
+                "merged_prs_365d": a.merged_prs_365d,
+                "recent_commits": [dataclasses.asdict(x) for x in a.recent_commits],
+                "paths": {k: dataclasses.asdict(v) for k, v in a.paths.items()},
+                "fork": _legacy_fork(h.fork),
+                "score_inputs": dataclasses.asdict(h.score_inputs),
+                "limited": c.limited,
+                "lower_bounds": c.lower_bounds,
+            }
+        )
+    )
 
 
 def _legacy_fork(f: ForkDrift | None) -> dict[str, Any] | None:
@@ -154,15 +172,23 @@ def test_an_old_result_gets_the_same_evidence_and_report_section(measured, tmp_p
     assert [o.evidence for o in old.verdict.outcomes] == [o.evidence for o in new.verdict.outcomes]
     forks = {o.metric: o.evidence for o in new.verdict.outcomes if o.metric.startswith("fork.")}
     assert forks and all(("not measured" in e) == (measured.fork_behind is None) for e in forks.values())
-    sections = [section(_without_svg_ids(html_of(r, tmp_path / name)), sid) for r, name in ((old, "old"), (new, "new"))
-                for sid in ("upstream", "checklist")]
+    sections = [
+        section(_without_svg_ids(html_of(r, tmp_path / name)), sid)
+        for r, name in ((old, "old"), (new, "new"))
+        for sid in ("upstream", "checklist")
+    ]
     assert sections[:2] == sections[2:]
 
 
 @pytest.mark.slow
 def test_hand_made_partial_details_leave_parts_none(tmp_path):
-    h = UpstreamHealth(measured=True, repo="/tmp/tilelang", head="deadbeef", commits_90d=3,
-                       details={"branch": "main", "weekly_commits": [1, 2], "fork": None})
+    h = UpstreamHealth(
+        measured=True,
+        repo="/tmp/tilelang",
+        head="deadbeef",
+        commits_90d=3,
+        details={"branch": "main", "weekly_commits": [1, 2], "fork": None},
+    )
     assert all(getattr(h, name) is None for name in TYPED)
     rows = {r[0]: r[1] for r in upstream.summary_rows(h)}
     assert rows["Commits 30 / 90 / 365 d"] == "n/a / 3 / n/a" and rows["Bus factor"] == "n/a"

@@ -26,8 +26,16 @@ def status(verdict, metric):
 
 def test_nothing_rewritten_is_inconclusive_and_says_where_the_time_went():
     r = sample_result()
-    r = replace(r, hot_ops=dataclasses.replace(r.hot_ops, selected=()), tuned=(), verify=(), op_bench=(), e2e=None,
-                soak=None, finished=("profile", "kernels"))
+    r = replace(
+        r,
+        hot_ops=dataclasses.replace(r.hot_ops, selected=()),
+        tuned=(),
+        verify=(),
+        op_bench=(),
+        e2e=None,
+        soak=None,
+        finished=("profile", "kernels"),
+    )
     v = decide(r)
     assert v.decision == "INCONCLUSIVE"
     assert v.inconclusive[0].startswith("nothing was rewritten") and "gemm 60%" in v.inconclusive[0]
@@ -36,9 +44,17 @@ def test_nothing_rewritten_is_inconclusive_and_says_where_the_time_went():
 
 def test_no_call_in_tilelang_is_inconclusive_not_a_failed_output_check():
     r = sample_result()
-    e2e = dataclasses.replace(r.e2e, tilelang_calls=0, fallback_calls=14, outputs_match=False, speedup=1.0,
-                              calls=(CallCount("gemm", "256x128x128", 0, {"shape not tuned": 12}),
-                                     CallCount("softmax", "1024x128", 0, {"dtype float16 (kernels are float32)": 2})))
+    e2e = dataclasses.replace(
+        r.e2e,
+        tilelang_calls=0,
+        fallback_calls=14,
+        outputs_match=False,
+        speedup=1.0,
+        calls=(
+            CallCount("gemm", "256x128x128", 0, {"shape not tuned": 12}),
+            CallCount("softmax", "1024x128", 0, {"dtype float16 (kernels are float32)": 2}),
+        ),
+    )
     v = decide(replace(r, e2e=e2e))
     assert v.decision == "INCONCLUSIVE"
     assert status(v, "e2e.outputs_match") == status(v, "e2e.speedup") == "not_evaluated"
@@ -47,8 +63,11 @@ def test_no_call_in_tilelang_is_inconclusive_not_a_failed_output_check():
 
 def test_a_flagged_number_that_would_pass_a_blocker_makes_the_verdict_inconclusive():
     r = sample_result()
-    stalled = dataclasses.replace(r.op_bench[0], speedup=40.0,
-                                  flags=("stalled: PyTorch 7.5 ms in the rounds against 30 us when timed again alone",))
+    stalled = dataclasses.replace(
+        r.op_bench[0],
+        speedup=40.0,
+        flags=("stalled: PyTorch 7.5 ms in the rounds against 30 us when timed again alone",),
+    )
     v = decide(replace(r, op_bench=(stalled, r.op_bench[1])))
     assert v.decision == "INCONCLUSIVE"
     assert status(v, "ops.speedup_min") == "fail"
@@ -65,8 +84,10 @@ def test_a_flag_does_not_rescue_a_clean_failure_of_another_blocker():
 
 def test_a_stalled_tilelang_side_cannot_fail_a_blocker_either():
     r = sample_result(softmax_speedup=0.3)  # fails ops-no-cliff ...
-    stalled = dataclasses.replace(r.op_bench[1], flags=("stalled: TileLang 0.67 ms in the rounds against 0.2 ms when the "
-                                                        "tuner timed this config",))
+    stalled = dataclasses.replace(
+        r.op_bench[1],
+        flags=("stalled: TileLang 0.67 ms in the rounds against 0.2 ms when the tuner timed this config",),
+    )
     v = decide(replace(r, op_bench=(r.op_bench[0], stalled)))
     assert v.decision == "INCONCLUSIVE"  # ... but only on a number a stall may have made
     unflagged = decide(sample_result(softmax_speedup=0.3))
@@ -83,12 +104,20 @@ def test_a_reference_without_signal_cannot_pass_the_output_check():
 
 def test_nan_outputs_fail_the_output_check_and_a_broken_reference_decides_nothing():
     r = sample_result()
-    swapped_nan = dataclasses.replace(r.e2e, outputs_match=False, nonfinite={"swapped NaN": 1024},
-                                      error="swapped output has 1,024 NaN of 98,304 values")
+    swapped_nan = dataclasses.replace(
+        r.e2e,
+        outputs_match=False,
+        nonfinite={"swapped NaN": 1024},
+        error="swapped output has 1,024 NaN of 98,304 values",
+    )
     v = decide(replace(r, e2e=swapped_nan))
     assert v.decision == "NO-GO" and status(v, "e2e.outputs_match") == "fail"
-    broken = dataclasses.replace(r.e2e, outputs_match=False, nonfinite={"reference NaN": 98304, "swapped NaN": 98304},
-                                 error="the reference itself has 98,304 NaN of 98,304 values")
+    broken = dataclasses.replace(
+        r.e2e,
+        outputs_match=False,
+        nonfinite={"reference NaN": 98304, "swapped NaN": 98304},
+        error="the reference itself has 98,304 NaN of 98,304 values",
+    )
     v = decide(replace(r, e2e=broken))
     outcome = next(o for o in v.outcomes if o.metric == "e2e.outputs_match")
     assert outcome.value == 0.0 and outcome.status == "fail" and "the reference itself has" in outcome.evidence
@@ -105,8 +134,15 @@ def test_the_verdict_round_trips_through_results_json():
     from evaluator.results import RunResult, from_dict, to_dict
 
     r = sample_result()
-    r = replace(r, hot_ops=dataclasses.replace(r.hot_ops, selected=()), tuned=(), verify=(), op_bench=(), e2e=None,
-                finished=("profile",))
+    r = replace(
+        r,
+        hot_ops=dataclasses.replace(r.hot_ops, selected=()),
+        tuned=(),
+        verify=(),
+        op_bench=(),
+        e2e=None,
+        finished=("profile",),
+    )
     r = replace(r, verdict=decide(r))
     back = from_dict(RunResult, to_dict(r))
     assert back.verdict.decision == "INCONCLUSIVE" and back.verdict.inconclusive == r.verdict.inconclusive
@@ -139,9 +175,17 @@ def test_a_reference_side_that_stalls_is_flagged_against_its_profiled_time_and_c
     kernel = fam.build(shape, "float32", fam.search_space(shape, "float32", hardware.detect("cpu"))[0], "c")
     ins = fam.make_inputs(shape, "float32", "cpu", 0)
     profiled = bench.time_callable(lambda: fam.reference(*ins), "cpu", bench.TimingPolicy(reps=5)).median_ms
-    ob = bench.bench_op(_StalledReference(fam, ms=5.0), shape, "float32", kernel, "cpu", source="model", config={},
-                        policy=bench.TimingPolicy(reps=5, max_seconds=0.5),
-                        evidence={"PyTorch": (profiled, "for every call of this shape in the profiled forward pass")})
+    ob = bench.bench_op(
+        _StalledReference(fam, ms=5.0),
+        shape,
+        "float32",
+        kernel,
+        "cpu",
+        source="model",
+        config={},
+        policy=bench.TimingPolicy(reps=5, max_seconds=0.5),
+        evidence={"PyTorch": (profiled, "for every call of this shape in the profiled forward pass")},
+    )
     stalls = [f for f in ob.flags if f.startswith("stalled: PyTorch")]
     assert stalls and stalls[0].endswith("in the profiled forward pass"), ob.flags
     assert ob.speedup > 3  # the number a stall makes: flagged, it cannot pass
@@ -149,9 +193,17 @@ def test_a_reference_side_that_stalls_is_flagged_against_its_profiled_time_and_c
     row = dataclasses.replace(r.op_bench[1], speedup=ob.speedup, flags=ob.flags)
     v = decide(replace(r, op_bench=(r.op_bench[0], row)))
     assert status(v, "ops.speedup_min") == "fail" and v.decision == "INCONCLUSIVE"
-    calm = bench.bench_op(fam, shape, "float32", kernel, "cpu", source="model", config={},
-                          policy=bench.TimingPolicy(reps=5, max_seconds=0.5),
-                          evidence={"PyTorch": (profiled * 2, "for every call of this shape in the profiled forward pass")})
+    calm = bench.bench_op(
+        fam,
+        shape,
+        "float32",
+        kernel,
+        "cpu",
+        source="model",
+        config={},
+        policy=bench.TimingPolicy(reps=5, max_seconds=0.5),
+        evidence={"PyTorch": (profiled * 2, "for every call of this shape in the profiled forward pass")},
+    )
     assert not [f for f in calm.flags if f.startswith("stalled")], calm.flags
 
 
@@ -161,7 +213,11 @@ def test_stalled_sides_reads_the_same_call_timed_again_when_no_other_evidence_is
     slow = dataclasses.replace(quick, median_ms=50.0, p10_ms=50.0, p90_ms=50.0, mean_ms=50.0)
     fns = ([lambda: x @ x], [lambda: x + 1])
     flags = bench.stalled_sides((slow, quick), fns, ("PyTorch", "TileLang"), {}, "cpu", bench.TimingPolicy())
-    assert len(flags) == 1 and flags[0].startswith("stalled: PyTorch 50 ms") and flags[0].endswith("when timed again alone")
+    assert (
+        len(flags) == 1
+        and flags[0].startswith("stalled: PyTorch 50 ms")
+        and flags[0].endswith("when timed again alone")
+    )
 
 
 def test_timing_on_a_cpu_runs_both_sides_on_one_thread_and_says_so():
@@ -195,8 +251,17 @@ def _run(tmp_path, factory: str):
     from evaluator import config as config
     from evaluator import pipeline
 
-    cfg = config.build(model=f"tests/fixtures/odd_models.py:{factory}", device="cpu", budget=2, fine_rounds=0,
-                       soak_seconds=0, pdf=False, reports=tmp_path / "reports", reps=3, compile_mode="none")
+    cfg = config.build(
+        model=f"tests/fixtures/odd_models.py:{factory}",
+        device="cpu",
+        budget=2,
+        fine_rounds=0,
+        soak_seconds=0,
+        pdf=False,
+        reports=tmp_path / "reports",
+        reps=3,
+        compile_mode="none",
+    )
     return pipeline.run(cfg).result
 
 
@@ -245,8 +310,16 @@ def test_the_cpu_demo_gives_the_same_verdict_three_times_beside_a_busy_process(t
     try:
         verdicts, unflagged = [], []
         for i in range(3):
-            cfg = config.build(model="bert-tiny", device="cpu", budget=2, fine_rounds=0, soak_seconds=0, pdf=False,
-                               reports=tmp_path / f"r{i}", compile_mode="none")
+            cfg = config.build(
+                model="bert-tiny",
+                device="cpu",
+                budget=2,
+                fine_rounds=0,
+                soak_seconds=0,
+                pdf=False,
+                reports=tmp_path / f"r{i}",
+                compile_mode="none",
+            )
             r = pipeline.run(cfg).result
             verdicts.append(r.verdict.decision)
             # every op ratio is inside the roof's plausible range or flagged

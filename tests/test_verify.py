@@ -3,6 +3,7 @@ config that cannot work fails with a reason instead of raising.
 
 In: real families, shapes and configs (C backend). Out: pass/fail.
 """
+
 from evaluator.device import hardware
 from evaluator import kernels
 from evaluator.tuning import verify
@@ -23,8 +24,9 @@ def test_verify_covers_seeds_and_an_awkward_shape():
 
 def test_a_wrong_config_fails_verification_with_a_reason():
     fam = kernels.get("gemm")
-    res = verify.verify(fam, (33, 17, 9), "float32", {"block_M": -1, "block_N": 8, "block_K": 8}, "c", "cpu",
-                        seeds=(0,))
+    res = verify.verify(
+        fam, (33, 17, 9), "float32", {"block_M": -1, "block_N": 8, "block_K": 8}, "c", "cpu", seeds=(0,)
+    )
     assert not res.passed and all(c.reason for c in res.cases)
 
 
@@ -51,7 +53,8 @@ def test_a_config_no_awkward_shape_suits_fails_on_the_first_with_its_reason():
         def config_error(self, shape, dtype, cfg, target):
             return "only the model's own shape" if shape != (64, 64, 64) else None
 
-    res = verify.verify(Never(), (64, 64, 64), "float32", {"block_M": 32, "block_N": 32, "block_K": 32}, "c", "cpu",
-                        seeds=(0,))
+    res = verify.verify(
+        Never(), (64, 64, 64), "float32", {"block_M": 32, "block_N": 32, "block_K": 32}, "c", "cpu", seeds=(0,)
+    )
     assert res.cases[0].passed and not res.cases[-1].passed
     assert res.cases[-1].shape == (71, 71, 71) and "only the model's own shape" in res.cases[-1].reason

@@ -118,12 +118,18 @@ def test_as_calls_is_one_rms_norm_call_and_both_managers_restore_the_forward():
 
 
 def test_the_profile_gives_a_written_norm_its_calls_and_shape():
-    m = load_model("hf:LlamaModel,num_hidden_layers=2,hidden_size=64,intermediate_size=128,num_attention_heads=4,"
-                   "num_key_value_heads=2,max_position_embeddings=64,vocab_size=128", batch_size=2, seq_len=16)
+    m = load_model(
+        "hf:LlamaModel,num_hidden_layers=2,hidden_size=64,intermediate_size=128,num_attention_heads=4,"
+        "num_key_value_heads=2,max_position_embeddings=64,vocab_size=128",
+        batch_size=2,
+        seq_len=16,
+    )
     hot = profiling.hot_ops(m, families=("rmsnorm",), iters=1)
     fams = {o.family: o for o in hot.ops}
     rms = fams["rmsnorm"]
-    assert rms.shapes == ("32x64",) and rms.calls == 5 and {"aten::rsqrt", "aten::pow", "aten::mean"} <= set(rms.aten_ops)
+    assert (
+        rms.shapes == ("32x64",) and rms.calls == 5 and {"aten::rsqrt", "aten::pow", "aten::mean"} <= set(rms.aten_ops)
+    )
     assert all("aten::rsqrt" not in o.aten_ops for o in hot.ops if o.family != "rmsnorm")
     # the four norms after a residual add fuse with it, the first one (on the embeddings) does not
     assert [(fu.family, fu.shapes, fu.calls) for fu in hot.fusions] == [("add_rmsnorm", ("32x64",), 4)]
@@ -146,24 +152,30 @@ def test_a_router_without_the_model_or_without_an_rmsnorm_family_leaves_written_
 
 # ---------------------------------------------------------------- rotary embeddings
 
+
 def _rope_module(fn_source: str):
     """A module of a user's, as a modeling file is: a rotary function (its source given)
     and an attention block that calls it by its global name."""
     import sys
     import types
+
     mod = types.ModuleType("user_rope_model")
-    exec(fn_source + '''
+    exec(
+        fn_source
+        + """
 import torch
 class Attention(torch.nn.Module):
     def forward(self, q, k, cos, sin):
         return apply_rope(q, k, cos, sin)
-''', mod.__dict__)
+""",
+        mod.__dict__,
+    )
     mod.Attention.__module__ = mod.__name__
     sys.modules[mod.__name__] = mod
     return mod
 
 
-_HF_ROPE = '''
+_HF_ROPE = """
 import torch
 def rotate_half(x):
     x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
@@ -171,7 +183,7 @@ def rotate_half(x):
 def apply_rope(q, k, cos, sin, unsqueeze_dim=1):
     cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
     return (q * cos) + (rotate_half(q) * sin), (k * cos) + (rotate_half(k) * sin)
-'''
+"""
 
 
 def test_transformers_llama_rotary_embedding_is_found_and_patched_only_while_inside():
@@ -187,23 +199,30 @@ def test_transformers_llama_rotary_embedding_is_found_and_patched_only_while_ins
     assert written.find_rotary(hf_models.bert()[0]) == ()  # no rotary embedding: nothing found
 
 
-@pytest.mark.parametrize("body", [
-    # interleaved pairs turned the other way, (x1, -x0): the rotation by minus the angle
-    ("    r = torch.stack((q[..., 1::2], -q[..., ::2]), -1).flatten(-2)\n"
-     "    s = torch.stack((k[..., 1::2], -k[..., ::2]), -1).flatten(-2)\n"
-     "    return q * cos.unsqueeze(1) + r * sin.unsqueeze(1), k * cos.unsqueeze(1) + s * sin.unsqueeze(1)\n"),
-    # pairs whose angles are cos's first half repeated (GLM's): not cos and sin as given
-    ("    cos = cos[..., : cos.shape[-1] // 2].repeat_interleave(2, dim=-1).unsqueeze(1)\n"
-     "    sin = sin[..., : sin.shape[-1] // 2].repeat_interleave(2, dim=-1).unsqueeze(1)\n"
-     "    r = torch.stack((-q[..., 1::2], q[..., ::2]), -1).flatten(-2)\n"
-     "    s = torch.stack((-k[..., 1::2], k[..., ::2]), -1).flatten(-2)\n"
-     "    return q * cos + r * sin, k * cos + s * sin\n"),
-    # cos and sin swapped
-    "    return (q * sin.unsqueeze(1) + rotate_half(q) * cos.unsqueeze(1),\n"
-    "            k * sin.unsqueeze(1) + rotate_half(k) * cos.unsqueeze(1))\n",
-    # only q rotated
-    "    return q * cos.unsqueeze(1) + rotate_half(q) * sin.unsqueeze(1), k\n",
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        # interleaved pairs turned the other way, (x1, -x0): the rotation by minus the angle
+        (
+            "    r = torch.stack((q[..., 1::2], -q[..., ::2]), -1).flatten(-2)\n"
+            "    s = torch.stack((k[..., 1::2], -k[..., ::2]), -1).flatten(-2)\n"
+            "    return q * cos.unsqueeze(1) + r * sin.unsqueeze(1), k * cos.unsqueeze(1) + s * sin.unsqueeze(1)\n"
+        ),
+        # pairs whose angles are cos's first half repeated (GLM's): not cos and sin as given
+        (
+            "    cos = cos[..., : cos.shape[-1] // 2].repeat_interleave(2, dim=-1).unsqueeze(1)\n"
+            "    sin = sin[..., : sin.shape[-1] // 2].repeat_interleave(2, dim=-1).unsqueeze(1)\n"
+            "    r = torch.stack((-q[..., 1::2], q[..., ::2]), -1).flatten(-2)\n"
+            "    s = torch.stack((-k[..., 1::2], k[..., ::2]), -1).flatten(-2)\n"
+            "    return q * cos + r * sin, k * cos + s * sin\n"
+        ),
+        # cos and sin swapped
+        "    return (q * sin.unsqueeze(1) + rotate_half(q) * cos.unsqueeze(1),\n"
+        "            k * sin.unsqueeze(1) + rotate_half(k) * cos.unsqueeze(1))\n",
+        # only q rotated
+        "    return q * cos.unsqueeze(1) + rotate_half(q) * sin.unsqueeze(1), k\n",
+    ],
+)
 def test_rotary_look_alikes_are_not_found(body):
     src = _HF_ROPE.split("def apply_rope")[0] + "def apply_rope(q, k, cos, sin, unsqueeze_dim=1):\n" + body
     mod = _rope_module(src)
@@ -243,8 +262,12 @@ def test_a_users_rotary_function_routes_and_a_scan_runs_it_as_written():
 
 
 def test_the_profile_gives_the_rotary_embedding_its_calls_and_shape():
-    m = load_model("hf:LlamaModel,num_hidden_layers=2,hidden_size=64,intermediate_size=128,num_attention_heads=4,"
-                   "num_key_value_heads=2,max_position_embeddings=64,vocab_size=128", batch_size=2, seq_len=16)
+    m = load_model(
+        "hf:LlamaModel,num_hidden_layers=2,hidden_size=64,intermediate_size=128,num_attention_heads=4,"
+        "num_key_value_heads=2,max_position_embeddings=64,vocab_size=128",
+        batch_size=2,
+        seq_len=16,
+    )
     hot = profiling.hot_ops(m, families=("rope",), iters=1)
     rope = {o.family: o for o in hot.ops}["rope"]
     assert rope.shapes == ("2x16x4x2x16x0",) and rope.calls == 2 and {"aten::cat", "aten::neg"} <= set(rope.aten_ops)
@@ -260,7 +283,9 @@ def apply_rope(q, k, cos, sin, unsqueeze_dim=1):
     return q * cos + r * sin, k * cos + s * sin
 """
 # Rotates the last cos.shape[-1] dims, not the first: the same as llama's at full width.
-_LAST_PART = _HF_ROPE.split("def apply_rope")[0] + """
+_LAST_PART = (
+    _HF_ROPE.split("def apply_rope")[0]
+    + """
 def apply_rope(q, k, cos, sin, unsqueeze_dim=1):
     cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
     n = cos.shape[-1]
@@ -268,6 +293,7 @@ def apply_rope(q, k, cos, sin, unsqueeze_dim=1):
     rk = k[..., k.shape[-1] - n:] * cos + rotate_half(k[..., k.shape[-1] - n:]) * sin
     return torch.cat((q[..., : q.shape[-1] - n], rq), -1), torch.cat((k[..., : k.shape[-1] - n], rk), -1)
 """
+)
 _ONE = """
 import torch
 def rotate_every_two(x):
@@ -283,20 +309,28 @@ def _one_module(a="sin", b="cos", turn="rotate_every_two"):
     """A module of GPT-J's kind: its one-tensor function, and an attention that calls it on k, then q."""
     import sys
     import types
+
     mod = types.ModuleType("user_rope_one")
-    exec(_ONE.format(a=a, b=b, turn=turn) + _HF_ROPE.split("def apply_rope")[0] + f"""
+    exec(
+        _ONE.format(a=a, b=b, turn=turn)
+        + _HF_ROPE.split("def apply_rope")[0]
+        + f"""
 class Attention(torch.nn.Module):
     def forward(self, q, k, sin, cos):
         return apply_rope(k, {a}, {b}), apply_rope(q, {a}, {b})
-""", mod.__dict__)
+""",
+        mod.__dict__,
+    )
     mod.Attention.__module__ = mod.__name__
     sys.modules[mod.__name__] = mod
     return mod
 
 
 def test_each_rotary_form_is_found_with_what_it_computes():
-    forms = {src: written.find_rotary(torch.nn.Sequential(_rope_module(src).Attention()))
-             for src in (_HF_ROPE, _PAIRS, _LAST_PART)}
+    forms = {
+        src: written.find_rotary(torch.nn.Sequential(_rope_module(src).Attention()))
+        for src in (_HF_ROPE, _PAIRS, _LAST_PART)
+    }
     assert [r.form for r in forms[_HF_ROPE]] == [written.RopeForm()]
     assert [r.form for r in forms[_PAIRS]] == [written.RopeForm(interleaved=1)]
     # the last part rotated is llama's rotation at full width, and no partial one
@@ -328,8 +362,15 @@ def test_a_function_that_rotates_another_part_is_not_routed_on_a_narrower_cos():
 
 # ---------------------------------------------------------------- real models' rotary calls
 
-_TINY = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128,
-         "vocab_size": 128, "max_position_embeddings": 64, "attn_implementation": "sdpa"}
+_TINY = {
+    "num_hidden_layers": 2,
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "intermediate_size": 128,
+    "vocab_size": 128,
+    "max_position_embeddings": 64,
+    "attn_implementation": "sdpa",
+}
 # transformers class, config, and the calls two layers make (GPT-J and CodeGen rotate k, then q)
 MODELS = {
     "gpt_neox": ("GPTNeoXModel", {"rotary_pct": 0.25}, 2),  # a quarter of q, k inside the packed qkv
@@ -380,15 +421,20 @@ def test_real_models_rotary_calls_run_in_tilelang_each_counted(name):
     table = swap.KernelTable("float32", "c")
     for text in shapes:
         shape = parse_shape(text)
-        table.add("rope", shape, fam.search_space(shape, "float32", CPU)[0],
-                  fam.build(shape, "float32", fam.search_space(shape, "float32", CPU)[0], "c"))
+        table.add(
+            "rope",
+            shape,
+            fam.search_space(shape, "float32", CPU)[0],
+            fam.build(shape, "float32", fam.search_space(shape, "float32", CPU)[0], "c"),
+        )
     router, got, expected = _route_with(model, ids, table)
     assert dict(router.ran) == {("rope", t): n for t, n in shapes.items()} and not router.fell_back
     # q and k read where they lie: no input copied; a partial rotary's output comes back
     # contiguous, as the model's torch.cat returns it
     copied = {n for c in router.notes.values() for n in c}
-    assert copied <= ({"output copied to contiguous, as torch.cat returns it"} if name in ("gpt_neox", "phi3")
-                      else set()), router.notes
+    assert copied <= (
+        {"output copied to contiguous, as torch.cat returns it"} if name in ("gpt_neox", "phi3") else set()
+    ), router.notes
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
     fam_shape = parse_shape(next(iter(shapes)))
     if name in ("gpt_neox", "phi3"):
@@ -409,15 +455,33 @@ def test_gpt_j_scan_runs_the_one_tensor_function_as_written():
     assert not scan.ran and torch.equal(again, expected)
 
 
-@pytest.mark.parametrize("spec, shape, calls", [
-    (("hf:GPTNeoXModel,num_hidden_layers=2,hidden_size=64,intermediate_size=128,num_attention_heads=4,"
-      "rotary_pct=0.25,max_position_embeddings=64,vocab_size=128"), "2x16x4x4x16x0x4x0x192x48x192x48", 2),
-    ("hf:GPTJModel,n_layer=2,n_embd=64,n_head=4,rotary_dim=8,n_positions=64,vocab_size=128",
-     "2x16x4x0x8x0x8x2x64x16x0x0", 4),
-    (("hf:Phi3Model,num_hidden_layers=2,hidden_size=64,intermediate_size=128,num_attention_heads=4,"
-      "num_key_value_heads=2,partial_rotary_factor=0.5,max_position_embeddings=64,vocab_size=128,pad_token_id=0"),
-     "2x16x4x2x16x0x8x0x128x16x128x16", 2),
-], ids=["gpt_neox", "gptj", "phi3"])
+@pytest.mark.parametrize(
+    "spec, shape, calls",
+    [
+        (
+            (
+                "hf:GPTNeoXModel,num_hidden_layers=2,hidden_size=64,intermediate_size=128,num_attention_heads=4,"
+                "rotary_pct=0.25,max_position_embeddings=64,vocab_size=128"
+            ),
+            "2x16x4x4x16x0x4x0x192x48x192x48",
+            2,
+        ),
+        (
+            "hf:GPTJModel,n_layer=2,n_embd=64,n_head=4,rotary_dim=8,n_positions=64,vocab_size=128",
+            "2x16x4x0x8x0x8x2x64x16x0x0",
+            4,
+        ),
+        (
+            (
+                "hf:Phi3Model,num_hidden_layers=2,hidden_size=64,intermediate_size=128,num_attention_heads=4,"
+                "num_key_value_heads=2,partial_rotary_factor=0.5,max_position_embeddings=64,vocab_size=128,pad_token_id=0"
+            ),
+            "2x16x4x2x16x0x8x0x128x16x128x16",
+            2,
+        ),
+    ],
+    ids=["gpt_neox", "gptj", "phi3"],
+)
 def test_the_profile_names_partial_and_interleaved_rotary_shapes(spec, shape, calls):
     m = load_model(spec, batch_size=2, seq_len=16)
     hot = profiling.hot_ops(m, families=("rope",), iters=1)

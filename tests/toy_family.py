@@ -34,7 +34,8 @@ def _cpu_program(shape, dtype, cfg):
             for r, j in T.grid(BR, cols):
                 if bx * BR + r < rows:
                     Y[bx * BR + r, j] = T.cast(
-                        T.max(T.min(T.cast(X[bx * BR + r, j], "float32"), T.float32(hi)), T.float32(lo)), dtype)
+                        T.max(T.min(T.cast(X[bx * BR + r, j], "float32"), T.float32(hi)), T.float32(lo)), dtype
+                    )
 
     return hardtanh_cpu
 

@@ -28,8 +28,13 @@ EVE = ("Eve", "eve@vendor.example")
 XSS = "<script>alert(1)</script> (#130)"
 
 # Isolated from whatever the machine's git configuration says (signing, hooks, ...).
-GIT_ENV = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
-           "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+GIT_ENV = {
+    **os.environ,
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_TERMINAL_PROMPT": "0",
+    "LC_ALL": "C",
+}
 
 
 def stamp(days_before: float) -> str:
@@ -38,8 +43,9 @@ def stamp(days_before: float) -> str:
 
 
 def git(cwd: Path | str, *args: str, env: dict[str, str] | None = None, stdin: bytes | None = None) -> str:
-    out = subprocess.run(["git", *args], cwd=cwd, env={**GIT_ENV, **(env or {})}, input=stdin,
-                         capture_output=True, check=False)
+    out = subprocess.run(
+        ["git", *args], cwd=cwd, env={**GIT_ENV, **(env or {})}, input=stdin, capture_output=True, check=False
+    )
     if out.returncode != 0:
         raise RuntimeError(f"git {' '.join(args)} failed: {out.stderr.decode(errors='replace')}")
     return out.stdout.decode().strip()
@@ -61,16 +67,25 @@ class Builder:
     def who(person: tuple[str, str], days: float, role: str) -> dict[str, str]:
         return {f"GIT_{role}_NAME": person[0], f"GIT_{role}_EMAIL": person[1], f"GIT_{role}_DATE": stamp(days)}
 
-    def commit(self, subject: str, *, days: float, author: tuple[str, str] = ALICE,
-               committer: tuple[str, str] | None = None, author_days: float | None = None,
-               files: dict[str, str] | None = None) -> str:
+    def commit(
+        self,
+        subject: str,
+        *,
+        days: float,
+        author: tuple[str, str] = ALICE,
+        committer: tuple[str, str] | None = None,
+        author_days: float | None = None,
+        files: dict[str, str] | None = None,
+    ) -> str:
         for name, text in (files or {}).items():
             f = self.path / name
             f.parent.mkdir(parents=True, exist_ok=True)
             f.write_text(text)
             self.git("add", name)
-        env = {**self.who(author, days if author_days is None else author_days, "AUTHOR"),
-               **self.who(committer or author, days, "COMMITTER")}
+        env = {
+            **self.who(author, days if author_days is None else author_days, "AUTHOR"),
+            **self.who(committer or author, days, "COMMITTER"),
+        }
         self.git("commit", "-q", "--allow-empty", "-m", subject, env=env)
         return self.git("rev-parse", "HEAD")
 
@@ -113,8 +128,12 @@ def build_upstream(path: Path) -> dict[str, str]:
     """
     b = Builder(path)
     ids: dict[str, str] = {}
-    ids["c1"] = b.commit("Initial commit", days=400, author=ALICE_OLD, files={
-        "README.md": "hello\n", ".mailmap": "Alice <alice@example.com> <alice@old.example.org>\n"})
+    ids["c1"] = b.commit(
+        "Initial commit",
+        days=400,
+        author=ALICE_OLD,
+        files={"README.md": "hello\n", ".mailmap": "Alice <alice@example.com> <alice@old.example.org>\n"},
+    )
     b.checkout("-b", "release-0.0")
     ids["r1"] = b.commit("Backport fix", days=390, author=ALICE, files={"fix.txt": "1\n"})
     b.tag("v0.0.9", ids["r1"])

@@ -27,7 +27,8 @@ URL, or the path of a bare repository), which it clones once into
 `Store` whose `.path` is the clone and `.remote` the URL; `record` and every reader accept
 that `Store`, the URL or a clone's folder alike. `pull(store)` and `push(store)` sync the
 clone (fetch, rebase, push, retried when another host pushed first; never forced) and
-return a `Sync` naming the baselines that moved; `record_and_push` is `evaluate --push`. Ids recorded in a clone carry a writer
+return a `Sync` naming the baselines that moved; `record_and_push` is `evaluate --push`. Ids recorded in a clone
+carry a writer
 suffix, so hosts recording at once never collide (the scheme is in ids.py).
 
 This package re-exports the names its callers use, so `baseline.record(...)` and
@@ -53,23 +54,56 @@ from .ids import VERSION_RE, baseline_id, model_slug  # noqa: F401
 from .rows import COMPARISON_COLUMNS, comparison_rows, environment_rows, show_rows
 
 __all__ = [
-    "DEFAULT_STORE", "Store", "open_store", "record", "list_baselines", "load", "previous", "pull", "push",
-    "record_and_push", "PushError", "Sync",
-    "compare", "diff", "trend", "show_rows", "comparison_rows", "environment_rows",
-    "COMPARISON_COLUMNS", "model_slug", "baseline_id", "E2E_TILELANG", "E2E_TORCH",
+    "DEFAULT_STORE",
+    "Store",
+    "open_store",
+    "record",
+    "list_baselines",
+    "load",
+    "previous",
+    "pull",
+    "push",
+    "record_and_push",
+    "PushError",
+    "Sync",
+    "compare",
+    "diff",
+    "trend",
+    "show_rows",
+    "comparison_rows",
+    "environment_rows",
+    "COMPARISON_COLUMNS",
+    "model_slug",
+    "baseline_id",
+    "E2E_TILELANG",
+    "E2E_TORCH",
 ]
 
 # name here -> (module, name there), imported on first use (PEP 562).
 _LAZY: dict[str, tuple[str, str]] = {
-    **{name: ("evaluator.baseline.store", name) for name in (
-        "DEFAULT_STORE", "open_store", "record", "list_baselines", "load", "previous", "trend", "diff",
-        "check_health")},
-    **{name: ("evaluator.baseline.local", name) for name in (
-        "MARKER", "TMP_PREFIX", "TUNING_DIR", "Store", "StoreLike")},
-    **{name: ("evaluator.baseline.remote", name) for name in (
-        "pull", "push", "record_and_push", "PushError", "Sync")},
-    **{name: ("evaluator.baseline.clone", name) for name in (
-        "is_remote", "remote_of", "clone_path", "DEFAULT_CLONE_CACHE")},
+    **{
+        name: ("evaluator.baseline.store", name)
+        for name in (
+            "DEFAULT_STORE",
+            "open_store",
+            "record",
+            "list_baselines",
+            "load",
+            "previous",
+            "trend",
+            "diff",
+            "check_health",
+        )
+    },
+    **{
+        name: ("evaluator.baseline.local", name)
+        for name in ("MARKER", "TMP_PREFIX", "TUNING_DIR", "Store", "StoreLike")
+    },
+    **{name: ("evaluator.baseline.remote", name) for name in ("pull", "push", "record_and_push", "PushError", "Sync")},
+    **{
+        name: ("evaluator.baseline.clone", name)
+        for name in ("is_remote", "remote_of", "clone_path", "DEFAULT_CLONE_CACHE")
+    },
     "LOCK_NAME": ("evaluator.baseline.lock", "LOCK_NAME"),
     "LOCK_TIMEOUT_S": ("evaluator.baseline.lock", "LOCK_TIMEOUT_S"),
     "TABLES": ("evaluator.baseline.tables", "TABLES"),

@@ -49,7 +49,7 @@ def _spec_text(spec: str | os.PathLike) -> str:
     text = os.fspath(spec).strip()
     m = re.match(r"^(ssh|git|https?|git\+ssh|ssh\+git|file):/(?!/)", text)
     if m and isinstance(spec, os.PathLike):
-        rest = text[m.end():]
+        rest = text[m.end() :]
         return f"file:///{rest}" if m.group(1) == "file" else f"{m.group(1)}://{rest}"
     return text
 
@@ -68,8 +68,13 @@ def is_remote(spec: StoreLike) -> bool:
 
 
 def _is_bare(p: Path) -> bool:
-    return (p.is_dir() and not (p / ".git").exists() and (p / "HEAD").is_file() and (p / "objects").is_dir()
-            and (p / "refs").is_dir())
+    return (
+        p.is_dir()
+        and not (p / ".git").exists()
+        and (p / "HEAD").is_file()
+        and (p / "objects").is_dir()
+        and (p / "refs").is_dir()
+    )
 
 
 def remote_url(spec: str | os.PathLike) -> str:
@@ -86,7 +91,7 @@ def _canonical(url: str) -> str:
     url = url.strip().rstrip("/")
     url = re.sub(r"^(https?://)[^/@]*@", r"\1", re.sub(r"^([a-z+]+://[^/:@]*):[^/@]*@", r"\1@", url))
     if url.startswith("file://"):
-        url = urllib.parse.unquote(url[len("file://"):])
+        url = urllib.parse.unquote(url[len("file://") :])
     if "://" not in url and not _SCP_RE.match(url):
         return os.path.realpath(os.path.expanduser(url))
     return url
@@ -129,8 +134,16 @@ def run_remote_git(args: list[str], root: Path | None, timeout: float) -> tuple[
     env = _ssh_env(_clean_env(), root)
     cmd = ["git", *_NET_OPTS, *(["-C", str(root)] if root else []), *args]
     try:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env=env, text=True, errors="replace", start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
     except OSError as e:
         raise BaselineError(f"cannot run git ({e.strerror}); install git 2.20 or newer") from None
     try:
@@ -151,9 +164,17 @@ def _kill(proc: subprocess.Popen) -> None:
         proc.communicate(timeout=10)
 
 
-_NOISE = ("hint:", "cloning into", "to ", "from ", "please make sure you have the correct access rights",
-          "and the repository exists", "fatal: could not read from remote repository",
-          "error: failed to push some refs", "warning: you appear to have cloned an empty repository")
+_NOISE = (
+    "hint:",
+    "cloning into",
+    "to ",
+    "from ",
+    "please make sure you have the correct access rights",
+    "and the repository exists",
+    "fatal: could not read from remote repository",
+    "error: failed to push some refs",
+    "warning: you appear to have cloned an empty repository",
+)
 
 
 def git_reason(err: str) -> str:
@@ -165,8 +186,12 @@ def git_reason(err: str) -> str:
 
 
 def _read_origin(root: Path) -> str | None:
-    done = subprocess.run(["git", "-C", str(root), "config", "--get", f"remote.{REMOTE}.url"],
-                          env=_clean_env(), capture_output=True, text=True)
+    done = subprocess.run(
+        ["git", "-C", str(root), "config", "--get", f"remote.{REMOTE}.url"],
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+    )
     return done.stdout.strip() or None if done.returncode == 0 else None
 
 
@@ -177,31 +202,39 @@ def ensure_clone(spec: str | os.PathLike, clone: str | os.PathLike | None = None
     if (dest / ".git").exists():
         origin = _read_origin(dest)
         if origin is None or _canonical(origin) != _canonical(url):
-            raise BaselineError(f"{dest} is a clone of {redact(origin or 'nothing')}, not of {redact(url)}; "
-                                "pass another folder for the clone")
+            raise BaselineError(
+                f"{dest} is a clone of {redact(origin or 'nothing')}, not of {redact(url)}; "
+                "pass another folder for the clone"
+            )
         return dest
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        raise BaselineError(f"{dest} exists and is not a clone of {redact(url)}; pass an empty or new folder "
-                            "for the clone")
+        raise BaselineError(
+            f"{dest} exists and is not a clone of {redact(url)}; pass an empty or new folder for the clone"
+        )
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
         partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=dest.parent))
     except OSError as e:
-        raise BaselineError(f"cannot create the clone folder {dest.parent} ({e.strerror}); "
-                            "set EVALUATOR_STORE_CACHE to a writable folder") from None
+        raise BaselineError(
+            f"cannot create the clone folder {dest.parent} ({e.strerror}); "
+            "set EVALUATOR_STORE_CACHE to a writable folder"
+        ) from None
     try:
         # Cloned aside and renamed: an interrupted clone never passes for a finished one,
         # and two runs cloning at once both end up with the one that was renamed first.
         status, _, err = run_remote_git(["clone", "--quiet", url, str(partial)], None, NET_TIMEOUT_S)
         if status != 0:
-            raise BaselineError(f"cannot clone baseline store {redact(url)}: {git_reason(err)}; check the URL, "
-                                f"the network and your git credentials (git ls-remote {redact(url)})")
+            raise BaselineError(
+                f"cannot clone baseline store {redact(url)}: {git_reason(err)}; check the URL, "
+                f"the network and your git credentials (git ls-remote {redact(url)})"
+            )
         try:
             os.rename(partial, dest)  # also replaces an empty folder
         except OSError:
             if not (dest / ".git").exists():
-                raise BaselineError(f"cannot move the new clone into {dest}; pass another folder for the clone") \
-                    from None
+                raise BaselineError(
+                    f"cannot move the new clone into {dest}; pass another folder for the clone"
+                ) from None
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return dest
@@ -223,8 +256,10 @@ def open_remote(spec: str | os.PathLike, *, create: bool = True, clone: str | os
             raise BaselineError(f"nothing was pushed to baseline store {shown} yet; record a run into it first")
         open_local(dest, create=True)
         return Store(dest, shown, _retry_spec(spec, dest))
-    raise BaselineError(f"{shown} is a git repository but not a baseline store (no {MARKER}); "
-                        "pass --store with a shared baseline store or an empty repository")
+    raise BaselineError(
+        f"{shown} is a git repository but not a baseline store (no {MARKER}); "
+        "pass --store with a shared baseline store or an empty repository"
+    )
 
 
 def remote_of(spec: StoreLike) -> str | None:
@@ -253,8 +288,10 @@ def existing_clone(spec: str | os.PathLike) -> Path | None:
         return dest
     if state == "empty-repo":
         return None
-    raise BaselineError(f"{redact(remote_url(spec))} is a git repository but not a baseline store "
-                        f"(no {MARKER}); pass --store with a shared baseline store")
+    raise BaselineError(
+        f"{redact(remote_url(spec))} is a git repository but not a baseline store "
+        f"(no {MARKER}); pass --store with a shared baseline store"
+    )
 
 
 def shared_store(spec: StoreLike, clone: str | os.PathLike | None, create: bool) -> Store:
@@ -265,11 +302,16 @@ def shared_store(spec: StoreLike, clone: str | os.PathLike | None, create: bool)
     else:
         p = Path(os.fspath(spec)).expanduser().absolute()
         # A clone made while the remote was empty has nothing to open yet, but can be pulled into.
-        st = (Store(p, plumbing.origin_url(p), os.fspath(spec)) if not create and folder_state(p) == "empty-repo"
-              else open_local(spec, create=create))
+        st = (
+            Store(p, plumbing.origin_url(p), os.fspath(spec))
+            if not create and folder_state(p) == "empty-repo"
+            else open_local(spec, create=create)
+        )
     if not st.remote:
-        raise BaselineError(f"baseline store {st.path} has no remote to sync with; pass --store with the shared "
-                            f"remote's URL, or add one: git -C {st.path} remote add {REMOTE} URL")
+        raise BaselineError(
+            f"baseline store {st.path} has no remote to sync with; pass --store with the shared "
+            f"remote's URL, or add one: git -C {st.path} remote add {REMOTE} URL"
+        )
     return st
 
 

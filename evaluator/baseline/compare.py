@@ -28,10 +28,41 @@ _P10_P90_SIGMAS = 2.5631
 # Environment and settings fields whose change can plausibly explain a slower time; a
 # change of anything else (the upstream repository, the checklist, a threshold) is
 # never named as a cause.
-_CAUSE_FIELDS = frozenset({"driver", "cuda", "torch", "tilelang", "evaluator", "device", "target", "model",
-                           "clocks", "gpu_clocks", "power_limit", "transformers", "timm", "torchvision", "triton"})
-_CAUSE_SETTINGS = frozenset({"device", "dtype", "batch_size", "seq_len", "ops", "families", "max_shapes",
-                             "tune_budget_s", "fine_rounds", "isolate", "timing", "clocks"})
+_CAUSE_FIELDS = frozenset(
+    {
+        "driver",
+        "cuda",
+        "torch",
+        "tilelang",
+        "evaluator",
+        "device",
+        "target",
+        "model",
+        "clocks",
+        "gpu_clocks",
+        "power_limit",
+        "transformers",
+        "timm",
+        "torchvision",
+        "triton",
+    }
+)
+_CAUSE_SETTINGS = frozenset(
+    {
+        "device",
+        "dtype",
+        "batch_size",
+        "seq_len",
+        "ops",
+        "families",
+        "max_shapes",
+        "tune_budget_s",
+        "fine_rounds",
+        "isolate",
+        "timing",
+        "clocks",
+    }
+)
 
 
 def op_key(b: Any) -> str:
@@ -106,10 +137,18 @@ def _flatten(value: Any, prefix: str) -> dict[str, str]:
 
 def _environment(r: RunResult) -> dict[str, str]:
     env, hw = r.environment, r.environment.hardware
-    fields = {"driver": hw.driver, "cuda": hw.cuda, "torch": env.torch, "tilelang": env.tilelang,
-              "evaluator": env.evaluator, "python": env.python, "device": hw.name, "os": env.os,
-              "target": hw.target, "model": f"{r.model.name} ({r.model.spec_hash})" if r.model.spec_hash
-              else r.model.name}
+    fields = {
+        "driver": hw.driver,
+        "cuda": hw.cuda,
+        "torch": env.torch,
+        "tilelang": env.tilelang,
+        "evaluator": env.evaluator,
+        "python": env.python,
+        "device": hw.name,
+        "os": env.os,
+        "target": hw.target,
+        "model": f"{r.model.name} ({r.model.spec_hash})" if r.model.spec_hash else r.model.name,
+    }
     fields.update({name: version for name, version in (getattr(env, "libraries", None) or {}).items()})
     fields.update(_flatten(r.settings or {}, "settings"))
     return fields
@@ -122,7 +161,7 @@ def _label(r: RunResult, given: str) -> str:
 
 
 def plausible_cause(field: str) -> bool:
-    """Can a change of this environment field explain a regression? """
+    """Can a change of this environment field explain a regression?"""
     if field in _CAUSE_FIELDS or field.startswith(("clock", "gpu_clock")):
         return True
     if field.startswith("settings."):
@@ -130,16 +169,24 @@ def plausible_cause(field: str) -> bool:
     return False
 
 
-def _changes(ref_t: dict[str, Timing], cand_t: dict[str, Timing], threshold: float,
-             noise_k: float) -> list[Change]:
+def _changes(ref_t: dict[str, Timing], cand_t: dict[str, Timing], threshold: float, noise_k: float) -> list[Change]:
     """One Change per key of either run, the reference's keys first (so rows keep their order)."""
     changes = []
     for key in [*ref_t, *(k for k in cand_t if k not in ref_t)]:
         kind = "e2e" if key in (E2E_TILELANG, E2E_TORCH) else "op"
         a, b = ref_t.get(key), cand_t.get(key)
         if a is None or b is None:
-            changes.append(Change(kind, key, a.median_ms if a else None, b.median_ms if b else None, None,
-                                  threshold, "gone" if b is None else "new"))
+            changes.append(
+                Change(
+                    kind,
+                    key,
+                    a.median_ms if a else None,
+                    b.median_ms if b else None,
+                    None,
+                    threshold,
+                    "gone" if b is None else "new",
+                )
+            )
             continue
         limit = max(threshold, noise_k * math.hypot(_rel_spread(a), _rel_spread(b)))
         ratio = b.median_ms / a.median_ms
@@ -148,22 +195,31 @@ def _changes(ref_t: dict[str, Timing], cand_t: dict[str, Timing], threshold: flo
     return changes
 
 
-def _notes(reference: RunResult, candidate: RunResult, changes: list[Change],
-           env_changes: tuple[tuple[str, str, str], ...], comparable: bool, threshold: float,
-           noise_k: float) -> list[str]:
+def _notes(
+    reference: RunResult,
+    candidate: RunResult,
+    changes: list[Change],
+    env_changes: tuple[tuple[str, str, str], ...],
+    comparable: bool,
+    threshold: float,
+    noise_k: float,
+) -> list[str]:
     """The comparison's note, in order: platforms, comparability, counts, the rule, likely causes."""
     pol_a, pol_b = (reference.settings or {}).get("timing"), (candidate.settings or {}).get("timing")
     notes = []
     plat_a, plat_b = reference.environment.hardware.platform, candidate.environment.hardware.platform
     if plat_a != plat_b:
-        notes.append(f"cross-platform: candidate on {plat_b} ({candidate.environment.hardware.name}) vs "
-                     f"reference on {plat_a} ({reference.environment.hardware.name})")
+        notes.append(
+            f"cross-platform: candidate on {plat_b} ({candidate.environment.hardware.name}) vs "
+            f"reference on {plat_a} ({reference.environment.hardware.name})"
+        )
     if not comparable:
-        notes.append(f"NOT COMPARABLE: timing policies differ (reference {json.dumps(pol_a, sort_keys=True)}, "
-                     f"candidate {json.dumps(pol_b, sort_keys=True)}); ratios are for information only, "
-                     "rerun both with the same timing settings")
-    counts = {s: sum(c.status == s for c in changes) for s in ("regression", "improvement", "unchanged", "new",
-                                                               "gone")}
+        notes.append(
+            f"NOT COMPARABLE: timing policies differ (reference {json.dumps(pol_a, sort_keys=True)}, "
+            f"candidate {json.dumps(pol_b, sort_keys=True)}); ratios are for information only, "
+            "rerun both with the same timing settings"
+        )
+    counts = {s: sum(c.status == s for c in changes) for s in ("regression", "improvement", "unchanged", "new", "gone")}
     notes.append(", ".join(f"{n} {s}" for s, n in counts.items() if n) or "nothing to compare")
     notes.append(f"a change counts beyond max({threshold:.0%}, {noise_k:g} x combined spread)")
     if counts["regression"]:
@@ -175,8 +231,15 @@ def _notes(reference: RunResult, candidate: RunResult, changes: list[Change],
     return notes
 
 
-def compare(reference: RunResult, candidate: RunResult, *, threshold: float = 0.05, noise_k: float = 3.0,
-            reference_id: str = "", candidate_id: str = "") -> Comparison:
+def compare(
+    reference: RunResult,
+    candidate: RunResult,
+    *,
+    threshold: float = 0.05,
+    noise_k: float = 3.0,
+    reference_id: str = "",
+    candidate_id: str = "",
+) -> Comparison:
     """Candidate against reference, per op and end to end; ratio = candidate / reference time.
 
     A change counts only beyond max(threshold, noise_k x combined relative spread) of the two
@@ -184,19 +247,28 @@ def compare(reference: RunResult, candidate: RunResult, *, threshold: float = 0.
     serves cross-platform comparison (candidate on one platform, reference on another).
     """
     if threshold < 0 or noise_k < 0:
-        raise BaselineError(f"regression threshold {threshold} and noise multiple {noise_k} must be >= 0; "
-                            "pass e.g. --threshold 0.05")
+        raise BaselineError(
+            f"regression threshold {threshold} and noise multiple {noise_k} must be >= 0; pass e.g. --threshold 0.05"
+        )
     ref_t, cand_t = timings(reference), timings(candidate)
     moved = layout_moves(ref_t, cand_t)
     ref_t = {moved.get(k, k): v for k, v in ref_t.items()}
     changes = _changes(ref_t, cand_t, threshold, noise_k)
     env_a, env_b = _environment(reference), _environment(candidate)
-    env_changes = tuple((k, env_a.get(k, ""), env_b.get(k, "")) for k in [*env_a, *(k for k in env_b
-                        if k not in env_a)] if env_a.get(k, "") != env_b.get(k, ""))
+    env_changes = tuple(
+        (k, env_a.get(k, ""), env_b.get(k, ""))
+        for k in [*env_a, *(k for k in env_b if k not in env_a)]
+        if env_a.get(k, "") != env_b.get(k, "")
+    )
     # Timings taken under different policies (timer, warm-up, repetitions) are not the same quantity.
     comparable = (reference.settings or {}).get("timing") == (candidate.settings or {}).get("timing")
     notes = _notes(reference, candidate, changes, env_changes, comparable, threshold, noise_k)
     notes += [f"same call in another memory layout: {old} is now {new}" for old, new in moved.items()]
-    return Comparison(reference=_label(reference, reference_id), candidate=_label(candidate, candidate_id),
-                      comparable=comparable, note="; ".join(notes), changes=tuple(changes),
-                      environment_changes=env_changes)
+    return Comparison(
+        reference=_label(reference, reference_id),
+        candidate=_label(candidate, candidate_id),
+        comparable=comparable,
+        note="; ".join(notes),
+        changes=tuple(changes),
+        environment_changes=env_changes,
+    )

@@ -52,19 +52,21 @@ def slug(text: str) -> str:
 
 
 def model_slug(name: str) -> str:
-    """"bert-tiny" -> "bert-tiny"; "pkg.mod:factory" -> "pkg.mod-factory"."""
+    """ "bert-tiny" -> "bert-tiny"; "pkg.mod:factory" -> "pkg.mod-factory"."""
     s = slug(name)
     if not s:
-        raise BaselineError(f"model name {name!r} has no letters or digits to name a baseline after; "
-                            "give the model a name")
+        raise BaselineError(
+            f"model name {name!r} has no letters or digits to name a baseline after; give the model a name"
+        )
     return s
 
 
 def platform_slug(platform: str) -> str:
     s = slug(platform)
     if not s:
-        raise BaselineError(f"platform {platform!r} is empty; the hardware stage must set "
-                            "Hardware.platform (e.g. 'h200', 'cpu-x86_64')")
+        raise BaselineError(
+            f"platform {platform!r} is empty; the hardware stage must set Hardware.platform (e.g. 'h200', 'cpu-x86_64')"
+        )
     return s
 
 
@@ -76,9 +78,11 @@ def parse_id(baseline_id: str) -> tuple[str, str, str]:
     """(model, platform, version) of an id as typed; refuses anything the store could not hold."""
     parts = str(baseline_id).strip().strip("/").split("/")
     if len(parts) != 3 or not VERSION_RE.match(parts[2]) or any(slug(p) != p for p in parts[:2]):
-        raise BaselineError(f"baseline id {baseline_id!r} is not <model>/<platform>/<YYYY>Q<n>-<k>[-<writer>] "
-                            "(e.g. bert-tiny/h200/2026Q4-1 or bert-tiny/h200/2026Q4-1-5f0c2a); "
-                            "`evaluate baseline list` shows the ids")
+        raise BaselineError(
+            f"baseline id {baseline_id!r} is not <model>/<platform>/<YYYY>Q<n>-<k>[-<writer>] "
+            "(e.g. bert-tiny/h200/2026Q4-1 or bert-tiny/h200/2026Q4-1-5f0c2a); "
+            "`evaluate baseline list` shows the ids"
+        )
     return parts[0], parts[1], parts[2]
 
 
@@ -88,7 +92,7 @@ def version(period: str, k: int, writer: str | None = None) -> str:
 
 
 def version_parts(version: str) -> tuple[str, int, str] | None:
-    """"2026Q4-3-5f0c2a" -> ("2026Q4", 3, "5f0c2a"); "2026Q4-3" -> ("2026Q4", 3, ""); None if not a version."""
+    """ "2026Q4-3-5f0c2a" -> ("2026Q4", 3, "5f0c2a"); "2026Q4-3" -> ("2026Q4", 3, ""); None if not a version."""
     m = VERSION_RE.match(version)
     return (f"{m.group(1)}Q{m.group(2)}", int(m.group(3)), m.group(4) or "") if m else None
 
@@ -106,10 +110,11 @@ def parse_time(text: str) -> dt.datetime:
 
 
 def quarter(created: str) -> str:
-    """"2026-11-29T12:00:00+00:00" -> "2026Q4": versions are numbered within a quarter."""
+    """ "2026-11-29T12:00:00+00:00" -> "2026Q4": versions are numbered within a quarter."""
     try:
         when = parse_time(created)
     except (TypeError, ValueError):
-        raise BaselineError(f"RunResult.created {created!r} is not an ISO timestamp; "
-                            "set it with datetime.now(timezone.utc).isoformat()") from None
+        raise BaselineError(
+            f"RunResult.created {created!r} is not an ISO timestamp; set it with datetime.now(timezone.utc).isoformat()"
+        ) from None
     return f"{when.year}Q{(when.month - 1) // 3 + 1}"

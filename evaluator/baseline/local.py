@@ -88,13 +88,11 @@ def refusal(p: Path, state: str) -> str:
     return {
         "file": f"baseline store {p} is a file; pass --store with a folder (new or an existing store)",
         "foreign-repo": f"{p} is a git repository but not a baseline store (no {MARKER}); "
-                        "pass --store with a new folder or an existing store",
-        "bare": f"{p} is a bare git repository; clone it (git clone {p} DIR) and pass the clone "
-                "with --store",
+        "pass --store with a new folder or an existing store",
+        "bare": f"{p} is a bare git repository; clone it (git clone {p} DIR) and pass the clone with --store",
         "foreign": f"{p} exists and is not a baseline store; pass --store with a new or empty folder "
-                   "or an existing store",
-        "missing": f"there is no baseline store at {p}; record a run first or pass --store with "
-                   "the store's path",
+        "or an existing store",
+        "missing": f"there is no baseline store at {p}; record a run first or pass --store with the store's path",
     }[state]
 
 
@@ -114,8 +112,9 @@ def open_local(path: StoreLike, *, create: bool = True) -> Store:
         try:
             p.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise BaselineError(f"cannot create baseline store {p}: {e.strerror}; "
-                                "pass --store with a writable folder") from None
+            raise BaselineError(
+                f"cannot create baseline store {p}: {e.strerror}; pass --store with a writable folder"
+            ) from None
         # Two first runs can race to initialise the same folder; the lock makes one do it.
         with locked(p, LOCK_TIMEOUT_S):
             state = folder_state(p)
@@ -149,21 +148,29 @@ def _init_repo(p: Path) -> None:
         try:
             done = subprocess.run(["git", "init", "-q", str(p)], env=env, capture_output=True, text=True)
         except OSError as e:
-            raise BaselineError(f"cannot run git to create the baseline store at {p} ({e.strerror}); "
-                                "install git") from None
+            raise BaselineError(
+                f"cannot run git to create the baseline store at {p} ({e.strerror}); install git"
+            ) from None
         if done.returncode != 0:
             why = (done.stderr.strip() or "git init failed").splitlines()[0]
             raise BaselineError(f"cannot create a git repository at {p} ({why}); check that the folder is writable")
     try:
         repo = git.Repo(p)
     except git.GitError as e:
-        raise BaselineError(f"cannot open the new git repository at {p} ({first_line(e)}); "
-                            "check that git is installed and the folder is writable") from None
+        raise BaselineError(
+            f"cannot open the new git repository at {p} ({first_line(e)}); "
+            "check that git is installed and the folder is writable"
+        ) from None
     with repo:
         prepare_repo(repo)
         (p / ".gitignore").write_text(_GITIGNORE)
         (p / "README.md").write_text(_README)
-        (p / MARKER).write_text(json.dumps({"kind": "evaluator-baseline-store", "created_by": __version__,
-                                            "schema_version": SCHEMA_VERSION}, indent=2) + "\n")
+        (p / MARKER).write_text(
+            json.dumps(
+                {"kind": "evaluator-baseline-store", "created_by": __version__, "schema_version": SCHEMA_VERSION},
+                indent=2,
+            )
+            + "\n"
+        )
         run_git(repo, "add", "--", ".gitignore", "README.md", MARKER)
         run_git(repo, "commit", "-q", "--no-verify", "-m", "Create baseline store")

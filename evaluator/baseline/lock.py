@@ -37,8 +37,10 @@ def locked(root: Path, timeout: float) -> Iterator[None]:
             except (BlockingIOError, PermissionError):
                 if time.monotonic() >= deadline:
                     holder = lock_path.read_text(errors="replace").strip() or "another process"
-                    raise BaselineError(f"baseline store {root} stayed locked by {holder} for {timeout:.0f} s; "
-                                        "wait for that run to finish and retry") from None
+                    raise BaselineError(
+                        f"baseline store {root} stayed locked by {holder} for {timeout:.0f} s; "
+                        "wait for that run to finish and retry"
+                    ) from None
                 time.sleep(0.05)
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode())

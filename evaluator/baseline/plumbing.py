@@ -36,8 +36,17 @@ REMOTE_TAGS = "refs/evaluator/remote-tags/"  # the remote's tags as last fetched
 WRITER_KEY, WRITER_AT_KEY = "evaluator.writer", "evaluator.writerat"
 
 # Variables that point git at another repository (exported inside git hooks, for one).
-GIT_LOCATION_VARS = frozenset({"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
-                                "GIT_COMMON_DIR", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_PREFIX"})
+GIT_LOCATION_VARS = frozenset(
+    {
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_COMMON_DIR",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_PREFIX",
+    }
+)
 
 
 @contextlib.contextmanager
@@ -57,7 +66,8 @@ def prepare_repo(repo: git.Repo) -> None:
     env = {
         # A caller running inside another repository's hook may export these; pin them so
         # every command below acts on the store and nothing else.
-        "GIT_DIR": str(repo.git_dir), "GIT_WORK_TREE": str(repo.working_tree_dir),
+        "GIT_DIR": str(repo.git_dir),
+        "GIT_WORK_TREE": str(repo.working_tree_dir),
         "GIT_INDEX_FILE": str(Path(repo.git_dir) / "index"),
     }
     common = Path(repo.common_dir)
@@ -68,8 +78,11 @@ def prepare_repo(repo: git.Repo) -> None:
         repo.git.var("GIT_COMMITTER_IDENT")
     except git.GitCommandError:
         # Locked-down GPU boxes often have no git identity; a baseline must still be recorded.
-        who = {"GIT_AUTHOR_NAME": "evaluator", "GIT_COMMITTER_NAME": "evaluator",
-               "GIT_AUTHOR_EMAIL": f"evaluator@{socket.gethostname() or 'localhost'}"}
+        who = {
+            "GIT_AUTHOR_NAME": "evaluator",
+            "GIT_COMMITTER_NAME": "evaluator",
+            "GIT_AUTHOR_EMAIL": f"evaluator@{socket.gethostname() or 'localhost'}",
+        }
         who["GIT_COMMITTER_EMAIL"] = who["GIT_AUTHOR_EMAIL"]
         repo.git.update_environment(**who)
 
@@ -88,22 +101,25 @@ def run_git(repo: git.Repo, *args: str) -> str:
     try:
         return repo.git.execute(["git", *args])
     except git.GitCommandError as e:
-        raise BaselineError(f"git {args[0]} failed in baseline store {repo.working_tree_dir}: {first_line(e)}; "
-                            f"check it with `git -C {repo.working_tree_dir} status`") from None
+        raise BaselineError(
+            f"git {args[0]} failed in baseline store {repo.working_tree_dir}: {first_line(e)}; "
+            f"check it with `git -C {repo.working_tree_dir} status`"
+        ) from None
 
 
 def git_config(repo: git.Repo, key: str) -> str | None:
     """One value of the store's git config (local, global or system), None when unset."""
-    status, out, _ = repo.git.execute(["git", "config", "--get", key], with_extended_output=True,
-                                      with_exceptions=False)
+    status, out, _ = repo.git.execute(["git", "config", "--get", key], with_extended_output=True, with_exceptions=False)
     return out.strip() if status == 0 and out.strip() else None
 
 
 def redact(text: str) -> str:
     """URLs with credentials hidden: `https://user:token@host` -> `https://***@host`."""
+
     def hide(m: re.Match) -> str:
         scheme, user = m.group(1), m.group(2)
         return f"{scheme}***@" if ":" in user or scheme.startswith("http") else m.group(0)
+
     return re.sub(r"([a-zA-Z][a-zA-Z0-9+.-]*://)([^/@\s]+)@", hide, str(text))
 
 
@@ -129,14 +145,21 @@ def find_damage(root: Path) -> str | None:
         return f"git cannot open it ({first_line(e)})"
     with repo:
         prepare_repo(repo)
-        status, out, err = repo.git.execute(["git", "rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
-                                            with_extended_output=True, with_exceptions=False)
+        status, out, err = repo.git.execute(
+            ["git", "rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
+            with_extended_output=True,
+            with_exceptions=False,
+        )
         if status != 0:
-            _, branch, _ = repo.git.execute(["git", "symbolic-ref", "--quiet", "--short", "HEAD"],
-                                            with_extended_output=True, with_exceptions=False)
+            _, branch, _ = repo.git.execute(
+                ["git", "symbolic-ref", "--quiet", "--short", "HEAD"], with_extended_output=True, with_exceptions=False
+            )
             return f"its HEAD{f' (branch {branch.strip()})' if branch.strip() else ''} does not point at a commit"
-        status, out, err = repo.git.execute(["git", "fsck", "--connectivity-only", "--no-dangling", "--no-progress"],
-                                            with_extended_output=True, with_exceptions=False)
+        status, out, err = repo.git.execute(
+            ["git", "fsck", "--connectivity-only", "--no-dangling", "--no-progress"],
+            with_extended_output=True,
+            with_exceptions=False,
+        )
         if status != 0:
             lines = [ln.strip() for ln in f"{out}\n{err}".splitlines() if ln.strip()]
             missing = [ln for ln in lines if ln.startswith("missing ")]
@@ -162,8 +185,7 @@ def head_baselines(repo: git.Repo) -> list[str]:
     out = []
     for line in run_git(repo, "ls-tree", "-r", "--name-only", "-z", "HEAD").split("\0"):
         parts = line.split("/")
-        if (len(parts) == 4 and parts[3] == "manifest.json" and parts[0][:1] not in "._"
-                and VERSION_RE.match(parts[2])):
+        if len(parts) == 4 and parts[3] == "manifest.json" and parts[0][:1] not in "._" and VERSION_RE.match(parts[2]):
             out.append("/".join(parts[:3]))
     return out
 
@@ -174,7 +196,7 @@ def tag_map(repo: git.Repo, namespace: str = "refs/tags/", *, objects: bool = Fa
     text = run_git(repo, "for-each-ref", "--format=%(refname)%00%(objectname)%00%(*objectname)", namespace.rstrip("/"))
     for line in text.splitlines():
         name, obj, peeled = (line.split("\0") + ["", ""])[:3]
-        out[name[len(namespace):]] = obj if objects else (peeled or obj)
+        out[name[len(namespace) :]] = obj if objects else (peeled or obj)
     return out
 
 
@@ -195,8 +217,9 @@ def writer_name(repo: git.Repo, root: Path, *, avoid: frozenset[str] = frozenset
     current = git_config(repo, WRITER_KEY)
     if current and WRITER_RE.match(current) and git_config(repo, WRITER_AT_KEY) == here and current not in avoid:
         return current
-    seen = set(avoid) | {parts[2] for bid in known_ids(repo)
-                         if (parts := version_parts(bid.rsplit("/", 1)[-1])) and parts[2]}
+    seen = set(avoid) | {
+        parts[2] for bid in known_ids(repo) if (parts := version_parts(bid.rsplit("/", 1)[-1])) and parts[2]
+    }
     writer = secrets.token_hex(3)
     while writer in seen:
         writer = secrets.token_hex(3)
@@ -229,11 +252,15 @@ def read_json(repo: git.Repo, path: str, what: str) -> dict[str, Any] | None:
     try:
         data = json.loads(raw)
     except ValueError as e:
-        raise BaselineError(f"{what} {path} in store {repo.working_tree_dir} is not valid JSON ({e}); "
-                            "restore it with git checkout or remove that baseline") from None
+        raise BaselineError(
+            f"{what} {path} in store {repo.working_tree_dir} is not valid JSON ({e}); "
+            "restore it with git checkout or remove that baseline"
+        ) from None
     if not isinstance(data, dict):
-        raise BaselineError(f"{what} {path} in store {repo.working_tree_dir} is not a JSON object; "
-                            "restore it with git checkout or remove that baseline")
+        raise BaselineError(
+            f"{what} {path} in store {repo.working_tree_dir} is not a JSON object; "
+            "restore it with git checkout or remove that baseline"
+        )
     return data
 
 
@@ -241,5 +268,6 @@ def baseline_ref(repo: git.Repo, root: Path, bid: str, tags: dict[str, str]) -> 
     """The ref of a committed baseline; its commit from the tag, or from history when the tag is missing."""
     m, p, v = bid.split("/")
     commit = tags[bid] if bid in tags else run_git(repo, "log", "-1", "--format=%H", "--", f"{bid}/manifest.json")
-    return BaselineRef(store=str(root), model=m, platform=p, version=v, path=bid, commit=commit,
-                       tag=bid if bid in tags else "")
+    return BaselineRef(
+        store=str(root), model=m, platform=p, version=v, path=bid, commit=commit, tag=bid if bid in tags else ""
+    )

@@ -40,8 +40,9 @@ _TUNING_COMMIT = "Tuning configs saved since the last baseline"
 
 def upstream_branch(repo: git.Repo, branch: str) -> str | None:
     ref = f"refs/remotes/{REMOTE}/{branch}^{{commit}}"
-    status, out, _ = repo.git.execute(["git", "rev-parse", "-q", "--verify", ref], with_extended_output=True,
-                                      with_exceptions=False)
+    status, out, _ = repo.git.execute(
+        ["git", "rev-parse", "-q", "--verify", ref], with_extended_output=True, with_exceptions=False
+    )
     return out.strip() if status == 0 and out.strip() else None
 
 
@@ -81,8 +82,10 @@ def integrate(repo: git.Repo, root: Path, branch: str) -> _Integrated:
                 try:
                     plumbing.run_git(repo, "reset", "-q", "--keep", tip)
                 except BaselineError as e:
-                    raise BaselineError(f"could not bring {root} onto the remote's baselines ({e}); "
-                                        "nothing was lost; commit or remove what `git status` shows there") from None
+                    raise BaselineError(
+                        f"could not bring {root} onto the remote's baselines ({e}); "
+                        "nothing was lost; commit or remove what `git status` shows there"
+                    ) from None
             _retag(repo, renumbered)
     _adopt_tags(repo, remote_tags)
     after = set(plumbing.head_baselines(repo))
@@ -95,8 +98,9 @@ def _local_branch(repo: git.Repo) -> str:
 
 
 def _is_ancestor(repo: git.Repo, a: str, b: str) -> bool:
-    status, _, _ = repo.git.execute(["git", "merge-base", "--is-ancestor", a, b], with_extended_output=True,
-                                    with_exceptions=False)
+    status, _, _ = repo.git.execute(
+        ["git", "merge-base", "--is-ancestor", a, b], with_extended_output=True, with_exceptions=False
+    )
     return status == 0
 
 
@@ -113,8 +117,12 @@ def _bid(path: str) -> str | None:
 
 def _added(repo: git.Repo, commits: list[str]) -> list[str]:
     """Baselines the given commits add (their manifest appears)."""
-    return [b for c in commits for ch in _changes(repo, c)
-            if ch.status == "A" and (b := _bid(ch.path)) and ch.path == f"{b}/manifest.json"]
+    return [
+        b
+        for c in commits
+        for ch in _changes(repo, c)
+        if ch.status == "A" and (b := _bid(ch.path)) and ch.path == f"{b}/manifest.json"
+    ]
 
 
 def _commit_pending_tuning(repo: git.Repo) -> None:
@@ -139,7 +147,11 @@ class _Change:
 def _changes(repo: git.Repo, commit: str) -> list[_Change]:
     parents = plumbing.run_git(repo, "rev-list", "--parents", "-n", "1", commit).split()[1:]
     args = ["diff-tree", "-r", "-z", "--no-renames", "--no-commit-id"]
-    text = plumbing.run_git(repo, *args, "--root", commit) if not parents else plumbing.run_git(repo, *args, parents[0], commit)
+    text = (
+        plumbing.run_git(repo, *args, "--root", commit)
+        if not parents
+        else plumbing.run_git(repo, *args, parents[0], commit)
+    )
     tokens = text.split("\0")
     out, i = [], 0
     while i + 1 < len(tokens) and tokens[i].startswith(":"):
@@ -160,8 +172,9 @@ def _tree(repo: git.Repo, commit: str) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _replay(repo: git.Repo, root: Path, upstream: str, commits: list[str],
-            remote_tags: set[str]) -> tuple[str, list[tuple[str, str]]]:
+def _replay(
+    repo: git.Repo, root: Path, upstream: str, commits: list[str], remote_tags: set[str]
+) -> tuple[str, list[tuple[str, str]]]:
     """Replay `commits` (oldest first) onto `upstream`: the new tip and the baselines renumbered.
 
     Per file, three ways: the commit's parent (base), the commit (mine), the tip so far
@@ -180,8 +193,13 @@ def _replay(repo: git.Repo, root: Path, upstream: str, commits: list[str],
             changes = _changes(repo, c)
             for ch in changes:
                 b = _bid(ch.path)
-                if (b and ch.status == "A" and ch.path == f"{b}/manifest.json" and b not in renames
-                        and (b in remote_tags or b in folders)):
+                if (
+                    b
+                    and ch.status == "A"
+                    and ch.path == f"{b}/manifest.json"
+                    and b not in renames
+                    and (b in remote_tags or b in folders)
+                ):
                     renames[b] = _fresh_id(repo, root, b, known)
                     known.add(renames[b])
             updates: dict[str, tuple[str, str] | None] = {}
@@ -189,7 +207,7 @@ def _replay(repo: git.Repo, root: Path, upstream: str, commits: list[str],
                 b = _bid(ch.path)
                 path, sha = ch.path, ch.new_sha
                 if b in renames:
-                    path = renames[b] + ch.path[len(b):]
+                    path = renames[b] + ch.path[len(b) :]
                     if ch.path == f"{b}/manifest.json" and ch.status != "D":
                         sha = _renumbered_manifest(repo, ch.new_sha, renames[b])
                 base = None if ch.status == "A" else (ch.old_mode, ch.old_sha)
@@ -202,8 +220,10 @@ def _replay(repo: git.Repo, root: Path, upstream: str, commits: list[str],
                 elif path.startswith(TUNING_DIR + "/") or path in META_FILES:
                     continue  # the remote's copy wins: a cache entry, or the store's own files
                 else:
-                    raise BaselineError(f"{path} was changed both in {root} (commit {c[:10]}) and on the remote; "
-                                        f"nothing was changed; reconcile it by hand in {root} and retry")
+                    raise BaselineError(
+                        f"{path} was changed both in {root} (commit {c[:10]}) and on the remote; "
+                        f"nothing was changed; reconcile it by hand in {root} and retry"
+                    )
             updates = {p: v for p, v in updates.items() if entries.get(p) != v}
             if not updates:
                 continue  # already on the remote (e.g. the store's first commit, made twice)
@@ -253,8 +273,14 @@ def _stdin(text: str, folder: str) -> Iterator[object]:
         yield f
 
 
-def _commit(repo: git.Repo, index: Path, c: str, parent: str, updates: dict[str, tuple[str, str] | None],
-            renames: dict[str, str]) -> str:
+def _commit(
+    repo: git.Repo,
+    index: Path,
+    c: str,
+    parent: str,
+    updates: dict[str, tuple[str, str] | None],
+    renames: dict[str, str],
+) -> str:
     """Commit `c` again on `parent`: the same author, date and message (ids renamed), the files updated."""
     env = {"GIT_INDEX_FILE": str(index)}
     zero = "0" * len(parent)
@@ -277,8 +303,10 @@ def _git_with(repo: git.Repo, args: list[str], env: dict[str, str], istream: obj
     try:
         return repo.git.execute(["git", *args], env=env, istream=istream).strip()
     except git.GitCommandError as e:
-        raise BaselineError(f"git {args[0]} failed in baseline store {repo.working_tree_dir}: "
-                            f"{plumbing.first_line(e)}; nothing was changed there") from None
+        raise BaselineError(
+            f"git {args[0]} failed in baseline store {repo.working_tree_dir}: "
+            f"{plumbing.first_line(e)}; nothing was changed there"
+        ) from None
 
 
 def _retag(repo: git.Repo, renumbered: list[tuple[str, str]]) -> None:

@@ -42,6 +42,7 @@ _LOCK_CONTENTION = re.compile(r"cannot lock ref|Unable to create '.*\.lock'|unab
 @dataclasses.dataclass(frozen=True)
 class Sync:
     """What one pull or push did. Ids are baseline ids `<model>/<platform>/<version>`."""
+
     store: str  # the local clone
     remote: str  # the remote's URL, credentials hidden
     branch: str
@@ -52,7 +53,6 @@ class Sync:
     attempts: int = 1  # pushes tried (more than one: another host pushed first)
 
 
-
 def pull(spec: StoreLike, *, clone: str | os.PathLike | None = None, timeout: float = NET_TIMEOUT_S) -> Sync:
     """Fetch the remote and bring the clone up to it with its tags (fast-forward; unpushed local
     baselines are replayed on top, as `git pull --rebase` would). Nothing is pushed."""
@@ -60,12 +60,17 @@ def pull(spec: StoreLike, *, clone: str | os.PathLike | None = None, timeout: fl
     branch = _fetch(st, timeout, "pull from")
     with locked(st.path, LOCK_TIMEOUT_S), plumbing.open_repo(st.path) as repo:
         done = integrate(repo, st.path, branch)
-        return Sync(str(st.path), st.remote or "", branch, _head(repo), pulled=done.pulled,
-                    renumbered=done.renumbered)
+        return Sync(str(st.path), st.remote or "", branch, _head(repo), pulled=done.pulled, renumbered=done.renumbered)
 
 
-def push(spec: StoreLike, *, clone: str | os.PathLike | None = None, attempts: int = PUSH_ATTEMPTS,
-         backoff_s: float = BACKOFF_S, timeout: float = NET_TIMEOUT_S) -> Sync:
+def push(
+    spec: StoreLike,
+    *,
+    clone: str | os.PathLike | None = None,
+    attempts: int = PUSH_ATTEMPTS,
+    backoff_s: float = BACKOFF_S,
+    timeout: float = NET_TIMEOUT_S,
+) -> Sync:
     """Fetch, rebase this clone's unpushed baselines onto the remote's branch and push the branch
     and their tags; when another host pushed first, do it again (at most `attempts` times)."""
     st = shared_store(spec, clone, create=True)
@@ -81,22 +86,33 @@ def push(spec: StoreLike, *, clone: str | os.PathLike | None = None, attempts: i
             head, upstream = _head(repo), upstream_branch(repo, branch)
             remote_tags = plumbing.tag_map(repo, REMOTE_TAGS)
             new_tags = sorted(b for b in _baselines_tagged(repo) if b not in remote_tags)
-            refspecs = ([f"{head}:refs/heads/{branch}"] if head != upstream else []) + \
-                [f"refs/tags/{t}:refs/tags/{t}" for t in new_tags]
+            refspecs = ([f"{head}:refs/heads/{branch}"] if head != upstream else []) + [
+                f"refs/tags/{t}:refs/tags/{t}" for t in new_tags
+            ]
             if not refspecs:
-                return Sync(str(st.path), st.remote or "", branch, head, tuple(pulled), (), tuple(renumbered),
-                            attempt)
+                return Sync(str(st.path), st.remote or "", branch, head, tuple(pulled), (), tuple(renumbered), attempt)
             # No "+" and no --force: the remote refuses anything that is not a fast-forward
             # or a new tag, which is exactly when we fetch and rebase again. Atomic, so the
             # branch and its tags land together; a server without atomic pushes updates each
             # ref on its own (a tag left behind is pushed by the next push).
-            status, out, err = run_remote_git(["push", "--atomic", "--porcelain", "--no-verify", REMOTE, *refspecs],
-                                    st.path, timeout)
+            status, out, err = run_remote_git(
+                ["push", "--atomic", "--porcelain", "--no-verify", REMOTE, *refspecs], st.path, timeout
+            )
             if status != 0 and "does not support --atomic" in err:
-                status, out, err = run_remote_git(["push", "--porcelain", "--no-verify", REMOTE, *refspecs], st.path, timeout)
+                status, out, err = run_remote_git(
+                    ["push", "--porcelain", "--no-verify", REMOTE, *refspecs], st.path, timeout
+                )
             if status == 0:
-                return Sync(str(st.path), st.remote or "", branch, head, tuple(pulled), tuple(new_tags),
-                            tuple(renumbered), attempt)
+                return Sync(
+                    str(st.path),
+                    st.remote or "",
+                    branch,
+                    head,
+                    tuple(pulled),
+                    tuple(new_tags),
+                    tuple(renumbered),
+                    attempt,
+                )
             rejected = [ln for ln in out.splitlines() if ln.startswith("!")]
             if not rejected:  # never reached the refs: auth, network, a missing repository
                 raise BaselineError(_push_failed(st, git_reason(err)))
@@ -116,8 +132,9 @@ class PushError(BaselineError):
         self.ref = ref
 
 
-def record_and_push(spec: StoreLike, result: RunResult, *, attempts: int = PUSH_ATTEMPTS,
-                    backoff_s: float = BACKOFF_S) -> tuple[BaselineRef, Sync]:
+def record_and_push(
+    spec: StoreLike, result: RunResult, *, attempts: int = PUSH_ATTEMPTS, backoff_s: float = BACKOFF_S
+) -> tuple[BaselineRef, Sync]:
     """`evaluate --push`: record `result`, then push. The ref is the baseline as it is on the
     remote (renumbered, should its id have collided). A failed push raises `PushError`, which
     carries the ref of the baseline that stays recorded locally."""
@@ -134,8 +151,10 @@ def record_and_push(spec: StoreLike, result: RunResult, *, attempts: int = PUSH_
 
 
 def _push_failed(st: Store, why: str) -> str:
-    return (f"could not push baselines to {st.remote}: {why}; they stay recorded in {st.path}; "
-            f"retry with: evaluate baseline push --store {st.spec}")
+    return (
+        f"could not push baselines to {st.remote}: {why}; they stay recorded in {st.path}; "
+        f"retry with: evaluate baseline push --store {st.spec}"
+    )
 
 
 def _rejection(lines: list[str]) -> str:
@@ -152,36 +171,50 @@ def _fetch(st: Store, timeout: float, verb: str) -> str:
     # so two syncs of one clone may fetch at once: git then refuses one a ref lock, and that
     # one simply fetches again.
     for wait in (0.2, 0.5, 1.0, 0.0):
-        status, _, err = run_remote_git(["fetch", "--quiet", "--prune", "--no-tags", REMOTE,
-                               f"+refs/heads/*:refs/remotes/{REMOTE}/*", f"+refs/tags/*:{REMOTE_TAGS}*"],
-                              st.path, timeout)
+        status, _, err = run_remote_git(
+            [
+                "fetch",
+                "--quiet",
+                "--prune",
+                "--no-tags",
+                REMOTE,
+                f"+refs/heads/*:refs/remotes/{REMOTE}/*",
+                f"+refs/tags/*:{REMOTE_TAGS}*",
+            ],
+            st.path,
+            timeout,
+        )
         if status == 0 or not _LOCK_CONTENTION.search(err) or not wait:
             break
         time.sleep(wait * random.uniform(0.5, 1.5))
     if status != 0:
         msg = f"could not {verb} baseline store {st.remote}: {git_reason(err)}"
         if verb == "push to":
-            raise BaselineError(f"{msg}; the baselines stay recorded in {st.path}; "
-                                f"retry with: evaluate baseline push --store {st.spec}")
-        raise BaselineError(f"{msg}; check the network and your git credentials, or read the clone as it is "
-                            f"({st.path})")
+            raise BaselineError(
+                f"{msg}; the baselines stay recorded in {st.path}; retry with: evaluate baseline push --store {st.spec}"
+            )
+        raise BaselineError(
+            f"{msg}; check the network and your git credentials, or read the clone as it is ({st.path})"
+        )
     return branch
 
 
 def _branch(repo: git.Repo) -> str:
     """The remote branch the clone syncs with: its branch's upstream (set by clone), else its own name."""
-    status, local, _ = repo.git.execute(["git", "symbolic-ref", "-q", "--short", "HEAD"], with_extended_output=True,
-                                        with_exceptions=False)
+    status, local, _ = repo.git.execute(
+        ["git", "symbolic-ref", "-q", "--short", "HEAD"], with_extended_output=True, with_exceptions=False
+    )
     if status != 0 or not local.strip():
-        raise BaselineError(f"baseline store {repo.working_tree_dir} is not on a branch (detached HEAD); "
-                            f"check it out: git -C {repo.working_tree_dir} switch -")
+        raise BaselineError(
+            f"baseline store {repo.working_tree_dir} is not on a branch (detached HEAD); "
+            f"check it out: git -C {repo.working_tree_dir} switch -"
+        )
     merge = plumbing.git_config(repo, f"branch.{local.strip()}.merge")
-    return merge[len("refs/heads/"):] if merge and merge.startswith("refs/heads/") else local.strip()
+    return merge[len("refs/heads/") :] if merge and merge.startswith("refs/heads/") else local.strip()
 
 
 def _head(repo: git.Repo) -> str:
     return plumbing.run_git(repo, "rev-parse", "HEAD") if plumbing._head_valid(repo) else ""
-
 
 
 def _baselines_tagged(repo: git.Repo) -> list[str]:

@@ -31,12 +31,16 @@ def check_manifest(manifest: dict[str, Any], bid: str) -> tuple[int, str]:
     version = manifest.get("schema_version")
     writer = str(manifest.get("written_by") or manifest.get("evaluator") or "unknown")
     if not isinstance(version, int) or isinstance(version, bool):
-        raise BaselineError(f"manifest of baseline {bid} has no integer schema_version; "
-                            "restore it with git checkout or remove that baseline")
+        raise BaselineError(
+            f"manifest of baseline {bid} has no integer schema_version; "
+            "restore it with git checkout or remove that baseline"
+        )
     if version > SCHEMA_VERSION:
-        raise BaselineError(f"baseline {bid} uses schema_version {version}, newer than this evaluator "
-                            f"({__version__}) reads ({SCHEMA_VERSION}); upgrade to evaluator {writer} "
-                            "or newer to read it")
+        raise BaselineError(
+            f"baseline {bid} uses schema_version {version}, newer than this evaluator "
+            f"({__version__}) reads ({SCHEMA_VERSION}); upgrade to evaluator {writer} "
+            "or newer to read it"
+        )
     return version, writer
 
 
@@ -44,9 +48,11 @@ def _migrate(data: dict[str, Any], version: int, bid: str, writer: str) -> dict[
     while version < SCHEMA_VERSION:
         step = MIGRATIONS.get(version)
         if step is None:
-            raise BaselineError(f"baseline {bid} uses schema_version {version}, which this evaluator "
-                                f"({__version__}) cannot migrate to {SCHEMA_VERSION}; read it with evaluator "
-                                f"{writer}")
+            raise BaselineError(
+                f"baseline {bid} uses schema_version {version}, which this evaluator "
+                f"({__version__}) cannot migrate to {SCHEMA_VERSION}; read it with evaluator "
+                f"{writer}"
+            )
         data = step(dict(data))
         version += 1
         data["schema_version"] = version
@@ -59,5 +65,7 @@ def result_from(data: dict[str, Any], version: int, writer: str, bid: str) -> Ru
     try:
         return from_dict(RunResult, data)
     except Exception as e:  # pydantic's ValidationError: report its first line only
-        raise BaselineError(f"result.json of baseline {bid} does not match schema_version "
-                            f"{SCHEMA_VERSION}: {_first_line(e)}; restore it with git checkout") from None
+        raise BaselineError(
+            f"result.json of baseline {bid} does not match schema_version "
+            f"{SCHEMA_VERSION}: {_first_line(e)}; restore it with git checkout"
+        ) from None

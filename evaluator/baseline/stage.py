@@ -23,10 +23,13 @@ def compare_previous(ctx: Context, result: RunResult) -> RunResult:
         rep.done("no previous baseline for this model and platform")
         return result
     ref_id = prev.baseline.tag if prev.baseline else prev.run_id
-    comp = compare(prev, result, threshold=cfg.output.regression_threshold, reference_id=ref_id,
-                            candidate_id="this run")
-    rep.done(f"against {ref_id}: {len(comp.regressions)} regressions"
-             + ("" if comp.comparable else " (not comparable: timing policies differ)"))
+    comp = compare(
+        prev, result, threshold=cfg.output.regression_threshold, reference_id=ref_id, candidate_id="this run"
+    )
+    rep.done(
+        f"against {ref_id}: {len(comp.regressions)} regressions"
+        + ("" if comp.comparable else " (not comparable: timing policies differ)")
+    )
     return dataclasses.replace(result, comparison=comp)
 
 
@@ -49,5 +52,4 @@ def record(ctx: Context, result: RunResult) -> RunResult:
     (ctx.run_dir / "baseline.json").write_text(json.dumps(to_dict(ref), indent=1))
     rep.done(f"{ref.tag} in {ref.store}{note}")
     # the trend is read after recording so that this run is its newest point
-    return dataclasses.replace(result, baseline=ref, trend=trend(cfg.output.store, result.model.name,
-                                                                          ctx.hw.platform))
+    return dataclasses.replace(result, baseline=ref, trend=trend(cfg.output.store, result.model.name, ctx.hw.platform))

@@ -33,28 +33,30 @@ from ..errors import BaselineError
 from ..results import BaselineRef, Comparison, RunResult, TrendPoint
 from . import clone as clones
 from . import schema, tables
-from .local import (TMP_PREFIX, TUNING_DIR, Store, StoreLike, open_local, refusal,
-                    folder_state as store_state)
+from .local import TMP_PREFIX, TUNING_DIR, Store, StoreLike, open_local, refusal, folder_state as store_state
 from .compare import compare, timings
 from .ids import VERSION_RE, model_slug, parse_id, parse_time, platform_slug, quarter, version_key, version_parts
 from .ids import version as make_version
 from .lock import LOCK_NAME, LOCK_TIMEOUT_S, locked
 from .plumbing import (
-    REMOTE, git_config, find_damage, run_git, head_baselines, known_ids, read_json, baseline_ref, open_repo, repoint_tags, tag_map, writer_name,
+    REMOTE,
+    git_config,
+    find_damage,
+    run_git,
+    head_baselines,
+    known_ids,
+    read_json,
+    baseline_ref,
+    open_repo,
+    repoint_tags,
+    tag_map,
+    writer_name,
 )
 
 DEFAULT_STORE = Path("reports") / "baselines"
 
 
-
-
 # ---------------------------------------------------------------- opening and creating
-
-
-
-
-
-
 
 
 def open_store(path: StoreLike, *, create: bool = True, clone: str | os.PathLike | None = None) -> Store:
@@ -100,12 +102,10 @@ def check_health(folder: str | os.PathLike) -> None:
         return
     damage = find_damage(root)
     if damage:
-        raise BaselineError(f"baseline store {root} is damaged: {damage}; repair or restore it, or pass --store "
-                            "with another folder (nothing was run, and no baseline was changed)")
-
-
-
-
+        raise BaselineError(
+            f"baseline store {root} is damaged: {damage}; repair or restore it, or pass --store "
+            "with another folder (nothing was run, and no baseline was changed)"
+        )
 
 
 # ---------------------------------------------------------------- recovery and rollback
@@ -153,6 +153,7 @@ def _recover(repo: git.Repo, root: Path) -> None:
 
 def _rollback(repo: git.Repo, root: Path, bid: str, prev_head: str, tmp: Path) -> None:
     """Best effort, each step on its own: one failing must not stop the others."""
+
     def attempt(*args: str) -> None:
         with contextlib.suppress(Exception):
             repo.git.execute(["git", *args])
@@ -172,13 +173,22 @@ def _rollback(repo: git.Repo, root: Path, bid: str, prev_head: str, tmp: Path) -
 # ---------------------------------------------------------------- recording
 
 
-def _next_version(repo: git.Repo, model: str, platform: str, period: str, writer: str | None = None,
-                  extra: set[str] | frozenset[str] = frozenset()) -> str:
+def _next_version(
+    repo: git.Repo,
+    model: str,
+    platform: str,
+    period: str,
+    writer: str | None = None,
+    extra: set[str] | frozenset[str] = frozenset(),
+) -> str:
     """One above the highest k of this model/platform/quarter this clone knows of (ids.py)."""
     prefix = f"{model}/{platform}/"
     # Tags count too: a tag fetched from the shared remote reserves its number.
-    taken = [parts[1] for name in {*known_ids(repo), *extra} if name.startswith(prefix)
-             and (parts := version_parts(name[len(prefix):])) and parts[0] == period]
+    taken = [
+        parts[1]
+        for name in {*known_ids(repo), *extra}
+        if name.startswith(prefix) and (parts := version_parts(name[len(prefix) :])) and parts[0] == period
+    ]
     return make_version(period, max(taken, default=0) + 1, writer)
 
 
@@ -186,11 +196,13 @@ def _messages(r: RunResult, bid: str) -> str:
     hw = r.environment.hardware
     decision = r.verdict.decision if r.verdict else "no verdict"
     speed = f", e2e {r.e2e.speedup:.2f}x" if r.e2e and r.e2e.speedup else ""
-    return (f"baseline {bid}: {decision}{speed}\n\n"
-            f"run {r.run_id}, created {r.created}\n"
-            f"device {hw.name} (driver {hw.driver or '-'}, CUDA {hw.cuda or '-'}, target {hw.target})\n"
-            f"torch {r.environment.torch}, tilelang {r.environment.tilelang}, "
-            f"evaluator {r.environment.evaluator}, python {r.environment.python}\n")
+    return (
+        f"baseline {bid}: {decision}{speed}\n\n"
+        f"run {r.run_id}, created {r.created}\n"
+        f"device {hw.name} (driver {hw.driver or '-'}, CUDA {hw.cuda or '-'}, target {hw.target})\n"
+        f"torch {r.environment.torch}, tilelang {r.environment.tilelang}, "
+        f"evaluator {r.environment.evaluator}, python {r.environment.python}\n"
+    )
 
 
 def _tag(repo: git.Repo, bid: str, commit: str, message: str) -> None:
@@ -223,8 +235,9 @@ def record(store_path: StoreLike, result: RunResult, *, lock_timeout: float = LO
             tmp.mkdir()
             tables.write_folder(tmp, result, bid)
             if folder.exists():
-                raise BaselineError(f"{folder} exists but is not a committed baseline; move it out of "
-                                    "the store and rerun")
+                raise BaselineError(
+                    f"{folder} exists but is not a committed baseline; move it out of the store and rerun"
+                )
             folder.parent.mkdir(parents=True, exist_ok=True)
             os.rename(tmp, folder)
             # Tuning configs saved by this (or an interrupted earlier) run ride in the same commit.
@@ -237,11 +250,14 @@ def record(store_path: StoreLike, result: RunResult, *, lock_timeout: float = LO
         except BaseException as exc:
             _rollback(repo, root, bid, prev_head, tmp)
             if isinstance(exc, OSError):
-                raise BaselineError(f"could not write baseline {bid} to {root}: {exc.strerror or exc}; "
-                                    "nothing was recorded, fix that and rerun") from exc
+                raise BaselineError(
+                    f"could not write baseline {bid} to {root}: {exc.strerror or exc}; "
+                    "nothing was recorded, fix that and rerun"
+                ) from exc
             raise
-    return BaselineRef(store=str(root), model=model, platform=platform, version=version, path=bid,
-                       commit=commit, tag=bid)
+    return BaselineRef(
+        store=str(root), model=model, platform=platform, version=version, path=bid, commit=commit, tag=bid
+    )
 
 
 # ---------------------------------------------------------------- reading
@@ -268,8 +284,7 @@ def _scan(repo: git.Repo, root: Path, model: str | None, platform: str | None) -
     return [ref for ref, _ in sorted(found, key=order)]
 
 
-def list_baselines(store_path: StoreLike, model: str | None = None,
-                   platform: str | None = None) -> list[BaselineRef]:
+def list_baselines(store_path: StoreLike, model: str | None = None, platform: str | None = None) -> list[BaselineRef]:
     """Baselines in the store (optionally of one model and/or platform), oldest first by run time."""
     root = existing(store_path)
     if root is None:
@@ -300,8 +315,9 @@ def load(store_path: StoreLike, baseline_id: str) -> RunResult:
     bid = "/".join(parse_id(baseline_id))
     root = existing(store_path)
     if root is None:
-        raise BaselineError(f"no baseline {bid}: there is no baseline store at {store_path}; "
-                            "pass --store with the store's path")
+        raise BaselineError(
+            f"no baseline {bid}: there is no baseline store at {store_path}; pass --store with the store's path"
+        )
     with open_repo(root) as repo:
         return _load(repo, root, bid, tag_map(repo))
 
@@ -330,8 +346,7 @@ def trend(store_path: StoreLike, model: str, platform: str) -> tuple[TrendPoint,
     return tuple(points)
 
 
-def diff(store_path: StoreLike, a_id: str, b_id: str, *, threshold: float = 0.05,
-         noise_k: float = 3.0) -> Comparison:
+def diff(store_path: StoreLike, a_id: str, b_id: str, *, threshold: float = 0.05, noise_k: float = 3.0) -> Comparison:
     """Baseline `b_id` (candidate) against `a_id` (reference), both read from the store."""
     a_bid, b_bid = "/".join(parse_id(a_id)), "/".join(parse_id(b_id))
     root = existing(store_path)

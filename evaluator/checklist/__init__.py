@@ -2,7 +2,8 @@
 
 In: a checklist file (YAML; see checklists/default.yaml) and a `RunResult`. Out: a frozen
 `Checklist` (validated with pydantic; `ChecklistProblems` lists every problem, each naming
-the file, the line, the item and what is allowed) and a `Verdict` whose outcomes carry the measured value and its evidence.
+the file, the line, the item and what is allowed) and a `Verdict` whose outcomes carry the measured value and its
+evidence.
 
 Metrics come from one catalogue, `METRICS`: each maps a `RunResult` to a number, or to
 None when the stage that measures it did not run. An item whose metric is None is "not
@@ -31,6 +32,26 @@ from .verdict import DECISIONS, FAIL_ON, evaluate, exit_code
 # names one of them (or a team's own ./checklists/production.yaml), a path any other file.
 CHECKLISTS: Path = SHIPPED_CHECKLISTS
 
-__all__ = ["CHECKLISTS", "COMPARATORS", "DECISIONS", "DEFAULT_CHECKLIST", "FAIL_ON", "METRICS", "SEVERITIES",
-           "Checklist", "ChecklistProblems", "Item", "Metric", "Waiver", "describe_metrics", "evaluate", "exit_code", "kernel_status",
-           "load", "op_label", "op_rows", "op_speedup", "validate"]
+__all__ = [
+    "CHECKLISTS",
+    "COMPARATORS",
+    "DECISIONS",
+    "DEFAULT_CHECKLIST",
+    "FAIL_ON",
+    "METRICS",
+    "SEVERITIES",
+    "Checklist",
+    "ChecklistProblems",
+    "Item",
+    "Metric",
+    "Waiver",
+    "describe_metrics",
+    "evaluate",
+    "exit_code",
+    "kernel_status",
+    "load",
+    "op_label",
+    "op_rows",
+    "op_speedup",
+    "validate",
+]

@@ -14,8 +14,9 @@ from .metrics_kernels import KERNELS, OPS, PROFILE
 from .metrics_portability import PORTABILITY
 from .metrics_upstream import FORK, UPSTREAM
 
-METRICS: dict[str, Metric] = {m.name: m for m in [*KERNELS, *OPS, *E2E, *PROFILE, *SOAK, *PORTABILITY, *UPSTREAM,
-                                                  *FORK, *BASELINES]}
+METRICS: dict[str, Metric] = {
+    m.name: m for m in [*KERNELS, *OPS, *E2E, *PROFILE, *SOAK, *PORTABILITY, *UPSTREAM, *FORK, *BASELINES]
+}
 
 
 def describe_metrics() -> str:

@@ -149,8 +149,12 @@ def _describe(err: dict[str, Any], raw: Any) -> str:
     in_waiver = in_item and len(loc) >= 3 and loc[2] == "waiver"
     allowed = _allowed(tuple(loc))
     if kind == "missing":
-        return f"missing required field '{leaf}' (an item needs: {', '.join(f for f in _ITEM_FIELDS if Item.model_fields[f].is_required())})" \
-            if in_item and not in_waiver else f"missing required field '{leaf}'"
+        return (
+            f"missing required field '{leaf}' (an item needs: "
+            f"{', '.join(f for f in _ITEM_FIELDS if Item.model_fields[f].is_required())})"
+            if in_item and not in_waiver
+            else f"missing required field '{leaf}'"
+        )
     if kind == "extra_forbidden":
         close = difflib.get_close_matches(leaf, allowed, n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
@@ -177,13 +181,16 @@ def _line_of(loc: tuple, lines: dict[tuple, int]) -> int:
 
 
 def _where(path: Path, loc: tuple, lines: dict[tuple, int], raw: Any) -> str:
-    """"file:line: item N (id 'x')" for the deepest location yaml gave a line for."""
+    """ "file:line: item N (id 'x')" for the deepest location yaml gave a line for."""
     line = _line_of(loc, lines)
     where = f"{path}:{line}" if line else str(path)
     if len(loc) >= 2 and loc[0] == "items" and isinstance(loc[1], int):
         idx = loc[1]
-        item = raw["items"][idx] if isinstance(raw, dict) and isinstance(raw.get("items"), list) \
-            and idx < len(raw["items"]) else None
+        item = (
+            raw["items"][idx]
+            if isinstance(raw, dict) and isinstance(raw.get("items"), list) and idx < len(raw["items"])
+            else None
+        )
         ident = item.get("id") if isinstance(item, dict) else None
         where += f": item {idx + 1}" + (f" (id '{ident}')" if ident else "")
     return where
@@ -199,8 +206,10 @@ class ChecklistProblems(ChecklistError):
         message = headline or problems[0]
         more = len(problems) - 1
         if more:
-            message += (f" (and {more} more problem{'s' if more > 1 else ''}; "
-                        f"`evaluate checklist validate {shlex.quote(str(path))}` lists them all)")
+            message += (
+                f" (and {more} more problem{'s' if more > 1 else ''}; "
+                f"`evaluate checklist validate {shlex.quote(str(path))}` lists them all)"
+            )
         super().__init__(message)
 
     @classmethod
@@ -213,8 +222,9 @@ def _read(path: Path) -> tuple[Any, dict[tuple, int]]:
     """The file's YAML and the line of every key; a file that cannot be read as a YAML
     mapping is one problem, and nothing else can be checked."""
     if not path.is_file():
-        raise ChecklistProblems.one(path, f"checklist file not found: {path}; pass a YAML checklist such as "
-                                          f"{DEFAULT_CHECKLIST}")
+        raise ChecklistProblems.one(
+            path, f"checklist file not found: {path}; pass a YAML checklist such as {DEFAULT_CHECKLIST}"
+        )
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -226,11 +236,13 @@ def _read(path: Path) -> tuple[Any, dict[tuple, int]]:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ChecklistProblems.one(path, f"{where}: not valid YAML ({problem}); check the indentation and "
-                                          "quoting there") from exc
+        raise ChecklistProblems.one(
+            path, f"{where}: not valid YAML ({problem}); check the indentation and quoting there"
+        ) from exc
     if not isinstance(raw, dict):
-        raise ChecklistProblems.one(path, f"{path}: a checklist is a mapping with 'name' and 'items' at the top "
-                                          f"level, got {type(raw).__name__}")
+        raise ChecklistProblems.one(
+            path, f"{path}: a checklist is a mapping with 'name' and 'items' at the top level, got {type(raw).__name__}"
+        )
     return raw, _lines(node)
 
 
@@ -251,15 +263,20 @@ def load(path: str | Path) -> Checklist:
         # pydantic also reports an empty tuple when an item fails; that is noise.
         errors = [e for e in errors if e["loc"] != ("items",) or e["type"] != "too_short"] or errors
         # A misspelt field also makes the real one "missing": the typo, with its suggestion, says it.
-        suggested = {tuple(e["loc"][:-1]) + (close[0],) for e in errors if e["type"] == "extra_forbidden"
-                     and (close := difflib.get_close_matches(str(e["loc"][-1]), _allowed(tuple(e["loc"])), n=1))}
+        suggested = {
+            tuple(e["loc"][:-1]) + (close[0],)
+            for e in errors
+            if e["type"] == "extra_forbidden"
+            and (close := difflib.get_close_matches(str(e["loc"][-1]), _allowed(tuple(e["loc"])), n=1))
+        }
         rank = {"extra_forbidden": 0, "value_error": 1, "missing": 3}
         for e in errors:
             loc = tuple(e["loc"])
             if e["type"] == "missing" and loc in suggested:
                 continue
-            found.append((rank.get(e["type"], 2), _line_of(loc, lines),
-                          f"{_where(path, loc, lines, raw)}: {_describe(e, raw)}"))
+            found.append(
+                (rank.get(e["type"], 2), _line_of(loc, lines), f"{_where(path, loc, lines, raw)}: {_describe(e, raw)}")
+            )
     items = raw.get("items")
     first: dict[str, int] = {}
     for i, item in enumerate(items if isinstance(items, list) else []):
@@ -268,8 +285,10 @@ def load(path: str | Path) -> Checklist:
             continue
         if ident in first:
             loc = ("items", i, "id")
-            text = (f"{_where(path, loc, lines, raw)}: duplicate id '{ident}' (first used by item "
-                    f"{first[ident] + 1}); every item needs its own id")
+            text = (
+                f"{_where(path, loc, lines, raw)}: duplicate id '{ident}' (first used by item "
+                f"{first[ident] + 1}); every item needs its own id"
+            )
             found.append((4, _line_of(loc, lines), text))
         else:
             first[ident] = i

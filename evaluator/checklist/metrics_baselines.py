@@ -72,9 +72,13 @@ def _baseline_explain(r: RunResult) -> str:
 
 
 BASELINES = [
-    Metric("baseline.regressions", "count",
-           "measurements taken in both runs that are slower than the previous baseline by more than the noise "
-           "threshold, or gone (a family or the end to end this run did not measure at all is not counted; not "
-           "measured when there is no comparable previous baseline)",
-           _regressions, _baseline_explain),
+    Metric(
+        "baseline.regressions",
+        "count",
+        "measurements taken in both runs that are slower than the previous baseline by more than the noise "
+        "threshold, or gone (a family or the end to end this run did not measure at all is not counted; not "
+        "measured when there is no comparable previous baseline)",
+        _regressions,
+        _baseline_explain,
+    ),
 ]

@@ -95,10 +95,12 @@ def _e2e_explain(r: RunResult) -> str:
     if e.swapped is None:
         return f"swapped model did not run: {e.error or 'no reason recorded'}"
     err = "n/a" if e.rel_l2_err is None else f"{e.rel_l2_err:.2g}"
-    text = (f"{e.reference.median_ms:.3f} ms -> {e.swapped.median_ms:.3f} ms ({e.method or e.reference.timer})"
-            + (f", {e.ratio.low:.2f}-{e.ratio.high:.2f}x" if e.ratio else "")
-            + f"; {e.tilelang_calls} calls in TileLang, {e.fallback_calls} fell back; relative L2 error {err}; "
-            f"coverage {e.coverage:.0%}")
+    text = (
+        f"{e.reference.median_ms:.3f} ms -> {e.swapped.median_ms:.3f} ms ({e.method or e.reference.timer})"
+        + (f", {e.ratio.low:.2f}-{e.ratio.high:.2f}x" if e.ratio else "")
+        + f"; {e.tilelang_calls} calls in TileLang, {e.fallback_calls} fell back; relative L2 error {err}; "
+        f"coverage {e.coverage:.0%}"
+    )
     if e.error:
         text += f"; {e.error}"
     return text
@@ -118,8 +120,10 @@ def _vs_compiled_explain(r: RunResult) -> str:
     if c.timing is None or c.ratio is None:
         return f"torch.compile ({c.mode}) not timed: {c.error or 'no reason recorded'}"
     took = f", compiled in {c.compile_s:.1f} s" if c.compile_s is not None else ""
-    return (f"torch.compile ({c.mode}) {c.timing.median_ms:.3f} ms against TileLang's "
-            f"{r.e2e.swapped.median_ms:.3f} ms: {c.ratio.low:.2f}-{c.ratio.high:.2f}x{took}")
+    return (
+        f"torch.compile ({c.mode}) {c.timing.median_ms:.3f} ms against TileLang's "
+        f"{r.e2e.swapped.median_ms:.3f} ms: {c.ratio.low:.2f}-{c.ratio.high:.2f}x{took}"
+    )
 
 
 def _vs_compiled_doubt(r: RunResult) -> str:
@@ -133,6 +137,7 @@ def _soak(attr: str, scale: float = 1.0, absolute: bool = False) -> Callable[[Ru
             return None
         v = getattr(r.soak, attr) * scale
         return abs(v) if absolute else v
+
     return measure
 
 
@@ -140,46 +145,82 @@ def _soak_explain(r: RunResult) -> str:
     s = r.soak
     if s is None or not s.window_ms:
         return stage_note(r, "soak", "soak stage not run")
-    return (f"{s.seconds:.0f} s, {s.iterations} iterations, {len(s.window_ms)} windows "
-            f"({s.window_ms[0]:.3f} -> {s.window_ms[-1]:.3f} ms)"
-            + ("; " + "; ".join(s.notes) if s.notes else ""))
+    return (
+        f"{s.seconds:.0f} s, {s.iterations} iterations, {len(s.window_ms)} windows "
+        f"({s.window_ms[0]:.3f} -> {s.window_ms[-1]:.3f} ms)" + ("; " + "; ".join(s.notes) if s.notes else "")
+    )
 
 
 E2E = [
-    Metric("e2e.speedup", "x",
-           "end-to-end model time without / with calls routed to TileLang (CUDA-graph replay on a GPU); "
-           "0 when the swap-in crashed; not evaluated when no call ran in TileLang",
-           _e2e_speedup, _e2e_explain, _e2e_doubt),
-    Metric("e2e.outputs_match", "1/0",
-           "1 when the model's outputs with calls routed to TileLang match the unmodified model within the "
-           "dtype's relative tolerance (no NaN or Inf on either side) and at least one call ran in TileLang; "
-           "not evaluated where no call ran; a reference without signal (near zero or constant) or with NaN "
-           "or Inf of its own decides nothing",
-           _e2e_match, _e2e_explain, _match_doubt),
-    Metric("e2e.vs_compiled", "x",
-           "end-to-end time of the model through torch.compile / with calls routed to TileLang, same timer, "
-           "same rounds (> 1: TileLang is faster than the free alternative); not evaluated without a "
-           "torch.compile side (--compile-mode none)",
-           _vs_compiled, _vs_compiled_explain, _vs_compiled_doubt),
-    Metric("e2e.coverage", "fraction",
-           "share of the profiled operator time whose calls actually ran in TileLang in the end-to-end run",
-           _e2e_coverage, _e2e_explain),
-    Metric("e2e.tilelang_calls", "calls",
-           "calls per forward pass that ran a TileLang kernel",
-           _e2e_calls, _e2e_explain),
-    Metric("e2e.fallback_share", "fraction",
-           "share of the chosen families' calls that fell back to PyTorch (shape not tuned, mask, dtype...)",
-           _e2e_fallback_share, _e2e_explain),
+    Metric(
+        "e2e.speedup",
+        "x",
+        "end-to-end model time without / with calls routed to TileLang (CUDA-graph replay on a GPU); "
+        "0 when the swap-in crashed; not evaluated when no call ran in TileLang",
+        _e2e_speedup,
+        _e2e_explain,
+        _e2e_doubt,
+    ),
+    Metric(
+        "e2e.outputs_match",
+        "1/0",
+        "1 when the model's outputs with calls routed to TileLang match the unmodified model within the "
+        "dtype's relative tolerance (no NaN or Inf on either side) and at least one call ran in TileLang; "
+        "not evaluated where no call ran; a reference without signal (near zero or constant) or with NaN "
+        "or Inf of its own decides nothing",
+        _e2e_match,
+        _e2e_explain,
+        _match_doubt,
+    ),
+    Metric(
+        "e2e.vs_compiled",
+        "x",
+        "end-to-end time of the model through torch.compile / with calls routed to TileLang, same timer, "
+        "same rounds (> 1: TileLang is faster than the free alternative); not evaluated without a "
+        "torch.compile side (--compile-mode none)",
+        _vs_compiled,
+        _vs_compiled_explain,
+        _vs_compiled_doubt,
+    ),
+    Metric(
+        "e2e.coverage",
+        "fraction",
+        "share of the profiled operator time whose calls actually ran in TileLang in the end-to-end run",
+        _e2e_coverage,
+        _e2e_explain,
+    ),
+    Metric(
+        "e2e.tilelang_calls", "calls", "calls per forward pass that ran a TileLang kernel", _e2e_calls, _e2e_explain
+    ),
+    Metric(
+        "e2e.fallback_share",
+        "fraction",
+        "share of the chosen families' calls that fell back to PyTorch (shape not tuned, mask, dtype...)",
+        _e2e_fallback_share,
+        _e2e_explain,
+    ),
 ]
 
 SOAK = [
-    Metric("soak.drift_pct", "%",
-           "absolute change of median latency between the first and last soak window, in percent",
-           _soak("drift", 100.0, absolute=True), _soak_explain),
-    Metric("soak.cv_pct", "%",
-           "coefficient of variation of the soak window latencies, in percent",
-           _soak("cv", 100.0), _soak_explain),
-    Metric("soak.memory_growth_mb", "MB",
-           "memory growth from the start to the end of the soak",
-           _soak("memory_growth_mb"), _soak_explain),
+    Metric(
+        "soak.drift_pct",
+        "%",
+        "absolute change of median latency between the first and last soak window, in percent",
+        _soak("drift", 100.0, absolute=True),
+        _soak_explain,
+    ),
+    Metric(
+        "soak.cv_pct",
+        "%",
+        "coefficient of variation of the soak window latencies, in percent",
+        _soak("cv", 100.0),
+        _soak_explain,
+    ),
+    Metric(
+        "soak.memory_growth_mb",
+        "MB",
+        "memory growth from the start to the end of the soak",
+        _soak("memory_growth_mb"),
+        _soak_explain,
+    ),
 ]

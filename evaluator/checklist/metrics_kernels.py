@@ -153,30 +153,56 @@ def _profile_explain(r: RunResult) -> str:
 
 
 KERNELS = [
-    Metric("kernels.all_correct", "1/0",
-           "1 when every rewritten TileLang kernel matched the PyTorch reference on every verification case",
-           _kernels_all_correct, _kernels_explain),
-    Metric("kernels.correct_fraction", "fraction",
-           "share of rewritten kernel families whose verification cases all passed",
-           _kernels_fraction, _kernels_explain),
+    Metric(
+        "kernels.all_correct",
+        "1/0",
+        "1 when every rewritten TileLang kernel matched the PyTorch reference on every verification case",
+        _kernels_all_correct,
+        _kernels_explain,
+    ),
+    Metric(
+        "kernels.correct_fraction",
+        "fraction",
+        "share of rewritten kernel families whose verification cases all passed",
+        _kernels_fraction,
+        _kernels_explain,
+    ),
 ]
 
 OPS = [
-    Metric("ops.speedup_geomean", "x",
-           "geometric mean of vendor-library time / TileLang time over the benchmarked ops with a verified "
-           "kernel (the model's own shapes when any were benchmarked); > 1 means TileLang is faster",
-           _geomean, _ops_explain, _ops_doubt),
-    Metric("ops.speedup_min", "x",
-           "the slowest op's vendor-library time / TileLang time (same rows as ops.speedup_geomean); "
-           "0 when a shape has no working, verified kernel",
-           _min_speedup, _ops_explain, _ops_doubt),
-    Metric("ops.count", "ops",
-           "number of benchmarked ops with a TileLang time (same rows as ops.speedup_geomean)",
-           lambda r: float(len(_speedups(r))) if r.op_bench else None, _ops_explain),
+    Metric(
+        "ops.speedup_geomean",
+        "x",
+        "geometric mean of vendor-library time / TileLang time over the benchmarked ops with a verified "
+        "kernel (the model's own shapes when any were benchmarked); > 1 means TileLang is faster",
+        _geomean,
+        _ops_explain,
+        _ops_doubt,
+    ),
+    Metric(
+        "ops.speedup_min",
+        "x",
+        "the slowest op's vendor-library time / TileLang time (same rows as ops.speedup_geomean); "
+        "0 when a shape has no working, verified kernel",
+        _min_speedup,
+        _ops_explain,
+        _ops_doubt,
+    ),
+    Metric(
+        "ops.count",
+        "ops",
+        "number of benchmarked ops with a TileLang time (same rows as ops.speedup_geomean)",
+        lambda r: float(len(_speedups(r))) if r.op_bench else None,
+        _ops_explain,
+    ),
 ]
 
 PROFILE = [
-    Metric("profile.selected_share", "fraction",
-           "share of the profiled operator time taken by the op families chosen for rewriting",
-           _selected_share, _profile_explain),
+    Metric(
+        "profile.selected_share",
+        "fraction",
+        "share of the profiled operator time taken by the op families chosen for rewriting",
+        _selected_share,
+        _profile_explain,
+    ),
 ]

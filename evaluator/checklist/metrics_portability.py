@@ -20,6 +20,7 @@ from .metric import Metric, stage_note
 def _port(name: str) -> Callable[[RunResult], float | None]:
     def measure(r: RunResult) -> float | None:
         return None if r.portability is None else _portability.metrics(r.portability).get(name)
+
     return measure
 
 
@@ -34,6 +35,7 @@ def _port_explain(name: str) -> Callable[[RunResult], str]:
         if key and key not in p.targets:
             return f"{key} was not among the targets checked ({', '.join(p.targets)})"
         return _portability.explain(p, name)
+
     return explain
 
 
@@ -45,8 +47,12 @@ def _port_metric(name: str, meaning: str | None = None) -> Metric:
 PORTABILITY = [
     _port_metric("portability.targets_ok"),
     _port_metric("portability.kernels_ok"),
-    *(_port_metric(f"portability.{key}.kernels_ok",
-                   f"share of rewritten kernels that lower, with a config that fits its published limits, "
-                   f"for {spec.name} ({spec.arch}); not evaluated when {key} was not among --targets")
-      for key, spec in _targets.TARGETS.items()),
+    *(
+        _port_metric(
+            f"portability.{key}.kernels_ok",
+            f"share of rewritten kernels that lower, with a config that fits its published limits, "
+            f"for {spec.name} ({spec.arch}); not evaluated when {key} was not among --targets",
+        )
+        for key, spec in _targets.TARGETS.items()
+    ),
 ]

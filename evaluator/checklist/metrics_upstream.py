@@ -20,6 +20,7 @@ def _up(getter: Callable[[Any], float | None]) -> Callable[[RunResult], float | 
         if u is None or not u.measured:
             return None
         return getter(u)
+
     return measure
 
 
@@ -45,28 +46,57 @@ def _fork_explain(r: RunResult) -> str:
 
 
 UPSTREAM = [
-    Metric("upstream.commits_per_week_90d", "commits/week",
-           "commits to the upstream TileLang repository per week over the last 90 days",
-           _up(lambda u: None if u.commits_90d is None else u.commits_90d / (90 / 7)), _up_explain),
-    Metric("upstream.active_authors_90d", "authors",
-           "distinct commit authors upstream over the last 90 days",
-           _up(lambda u: u.authors_90d), _up_explain),
-    Metric("upstream.days_since_release", "days",
-           "days since the latest upstream release tag",
-           _up(lambda u: u.days_since_release), _up_explain),
-    Metric("upstream.days_since_last_commit", "days",
-           "days since the latest upstream commit",
-           _up(lambda u: u.days_since_last_commit), _up_explain),
-    Metric("upstream.maintenance_score", "score",
-           "0-10, OpenSSF Scorecard's 'Maintained' check from commits only: min(10, 10 x commits in 90 days // 12)",
-           _up(lambda u: u.maintenance_score), _up_explain),
+    Metric(
+        "upstream.commits_per_week_90d",
+        "commits/week",
+        "commits to the upstream TileLang repository per week over the last 90 days",
+        _up(lambda u: None if u.commits_90d is None else u.commits_90d / (90 / 7)),
+        _up_explain,
+    ),
+    Metric(
+        "upstream.active_authors_90d",
+        "authors",
+        "distinct commit authors upstream over the last 90 days",
+        _up(lambda u: u.authors_90d),
+        _up_explain,
+    ),
+    Metric(
+        "upstream.days_since_release",
+        "days",
+        "days since the latest upstream release tag",
+        _up(lambda u: u.days_since_release),
+        _up_explain,
+    ),
+    Metric(
+        "upstream.days_since_last_commit",
+        "days",
+        "days since the latest upstream commit",
+        _up(lambda u: u.days_since_last_commit),
+        _up_explain,
+    ),
+    Metric(
+        "upstream.maintenance_score",
+        "score",
+        "0-10, OpenSSF Scorecard's 'Maintained' check from commits only: min(10, 10 x commits in 90 days // 12)",
+        _up(lambda u: u.maintenance_score),
+        _up_explain,
+    ),
 ]
 
 FORK = [
-    Metric("fork.days_behind", "days",
-           "upstream head's commit date minus that of the newest upstream commit the vendor fork contains (0 when in sync)",
-           _up(lambda u: u.fork_days_behind), _fork_explain),
-    Metric("fork.commits_behind", "commits",
-           "upstream commits the vendor fork has not merged",
-           _up(lambda u: u.fork_behind), _fork_explain),
+    Metric(
+        "fork.days_behind",
+        "days",
+        "upstream head's commit date minus that of the newest upstream commit the vendor fork contains "
+        "(0 when in sync)",
+        _up(lambda u: u.fork_days_behind),
+        _fork_explain,
+    ),
+    Metric(
+        "fork.commits_behind",
+        "commits",
+        "upstream commits the vendor fork has not merged",
+        _up(lambda u: u.fork_behind),
+        _fork_explain,
+    ),
 ]

@@ -74,10 +74,21 @@ def evaluate(checklist: Checklist, result: RunResult, today: date | None = None)
                 evidence += f"; flagged, the fail stands: {doubt}"
         if waiver is not None and not waiver_active and status == "fail":
             evidence += f"; waiver by {waiver.who} expired on {waiver.expires.isoformat()}"
-        outcomes.append(Outcome(id=item.id, title=item.title, severity=item.severity, metric=item.metric,
-                                comparator=item.comparator, threshold=item.threshold, value=value,
-                                status=status, rationale=item.rationale, evidence=evidence.strip("; "),
-                                unit=metric.unit))
+        outcomes.append(
+            Outcome(
+                id=item.id,
+                title=item.title,
+                severity=item.severity,
+                metric=item.metric,
+                comparator=item.comparator,
+                threshold=item.threshold,
+                value=value,
+                status=status,
+                rationale=item.rationale,
+                evidence=evidence.strip("; "),
+                unit=metric.unit,
+            )
+        )
     reasons, rerun = _inconclusive(result, doubted)
     if "blocker" in clean_fail:
         decision = "NO-GO"  # a blocker failed on clean evidence: no doubt elsewhere changes that
@@ -92,8 +103,13 @@ def evaluate(checklist: Checklist, result: RunResult, today: date | None = None)
     if decision != "INCONCLUSIVE":
         reasons, rerun = (), ()
     label = f"{checklist.name} ({Path(checklist.source).name})" if checklist.source else checklist.name
-    return Verdict(decision=decision, checklist=label, outcomes=tuple(outcomes), inconclusive=tuple(reasons),
-                   rerun=tuple(dict.fromkeys(rerun)))
+    return Verdict(
+        decision=decision,
+        checklist=label,
+        outcomes=tuple(outcomes),
+        inconclusive=tuple(reasons),
+        rerun=tuple(dict.fromkeys(rerun)),
+    )
 
 
 # Flags that can only have made a speedup look better than it is (TileLang timed faster
@@ -124,28 +140,34 @@ def _inconclusive(result: RunResult, doubted: list[tuple[Any, str]]) -> tuple[li
     hot = result.hot_ops
     if hot is not None and not result.families and "profile" in result.finished:
         top = ", ".join(f"{o.family} {o.share:.0%}" for o in hot.ops[:3]) or "no operator at all"
-        reasons.append(f"nothing was rewritten: none of the model's profiled time is in a family with a TileLang "
-                       f"kernel ({top})")
-        rerun.append("nothing to rerun on this model as it is: its time is in operators TileLang has no kernel for "
-                     "here; `evaluate --model M --ops N` rewrites the N hottest families that have one")
+        reasons.append(
+            f"nothing was rewritten: none of the model's profiled time is in a family with a TileLang kernel ({top})"
+        )
+        rerun.append(
+            "nothing to rerun on this model as it is: its time is in operators TileLang has no kernel for "
+            "here; `evaluate --model M --ops N` rewrites the N hottest families that have one"
+        )
     e = result.e2e
     if e is not None and e.swapped is not None:
         if e.tilelang_calls == 0 and result.families:
             why = sorted(((n, r) for c in e.calls for r, n in c.fallback.items()), reverse=True)
             said = "; ".join(f"{r} ({n})" for n, r in why[:3]) or "no call of the chosen families was seen"
             reasons.append(f"no call ran in TileLang: every call of {', '.join(result.families)} fell back ({said})")
-            rerun.append("rerun with the families and shapes the model calls (`--families`, `--max-shapes`), "
-                         "as the fallback reasons say")
+            rerun.append(
+                "rerun with the families and shapes the model calls (`--families`, `--max-shapes`), "
+                "as the fallback reasons say"
+            )
     for item, doubt in doubted:
         reasons.append(f"'{item.title}' ({item.metric}) cannot be decided on its number: {doubt}")
         if "carries no signal" in doubt:  # outputs.NO_SIGNAL's words
-            rerun.append("give the model inputs that make its output vary (a factory returning real data), "
-                         "then rerun")
+            rerun.append("give the model inputs that make its output vary (a factory returning real data), then rerun")
         elif "the reference itself has" in doubt:
             rerun.append("fix the model or its inputs so that PyTorch's own output is finite, then rerun")
         else:
-            rerun.append("rerun on an idle machine (nothing else running), on the accelerator being evaluated "
-                         "(`--device cuda`), or with more rounds (`--reps 50`)")
+            rerun.append(
+                "rerun on an idle machine (nothing else running), on the accelerator being evaluated "
+                "(`--device cuda`), or with more rounds (`--reps 50`)"
+            )
     return reasons, rerun
 
 

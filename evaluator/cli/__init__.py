@@ -28,10 +28,14 @@ from .options import FAMILIES_HELP, TARGETS_HELP
 
 __all__ = ["app", "main", "reported_errors", "one_line_errors", "FAMILIES_HELP", "TARGETS_HELP"]
 
-app = typer.Typer(add_completion=False, no_args_is_help=False, rich_markup_mode=None,
-                  help="Evaluate whether a PyTorch model should move onto TileLang: profile, rewrite the hot "
-                       "operators, tune, verify, benchmark, soak, check upstream health, record a baseline and "
-                       "render a go/no-go report.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=False,
+    rich_markup_mode=None,
+    help="Evaluate whether a PyTorch model should move onto TileLang: profile, rewrite the hot "
+    "operators, tune, verify, benchmark, soak, check upstream health, record a baseline and "
+    "render a go/no-go report.",
+)
 baseline_app = typer.Typer(help="List, show, diff and record the versioned baselines in a store.")
 checklist_app = typer.Typer(help="Validate checklists and list the metrics they may use.")
 app.add_typer(baseline_app, name="baseline")

@@ -58,7 +58,7 @@ def report_command(
         points = baseline.trend(st, result.model.name, result.environment.hardware.platform)
         versions = list(dict.fromkeys(p.version for p in points))
         if result.baseline.version in versions:
-            upto = set(versions[:versions.index(result.baseline.version) + 1])
+            upto = set(versions[: versions.index(result.baseline.version) + 1])
             result = dataclasses.replace(result, trend=tuple(p for p in points if p.version in upto))
     folder = out or OutputSettings.reports / "rerendered" / baseline_id.replace("/", "_")
     check_writable_folder("--out", folder)
@@ -84,8 +84,9 @@ def compare_command(
     if out is not None:
         check_writable_folder("--out", out)
     cand = baseline.load(store, candidate)
-    comp = baseline.compare(baseline.load(store, reference), cand,
-                            threshold=threshold, reference_id=reference, candidate_id=candidate)
+    comp = baseline.compare(
+        baseline.load(store, reference), cand, threshold=threshold, reference_id=reference, candidate_id=candidate
+    )
     print_comparison(comp)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
@@ -93,15 +94,20 @@ def compare_command(
         console.print(f"Report: {files.html}")
 
 
-def baseline_list(model: Optional[str] = typer.Option(None), platform: Optional[str] = typer.Option(None),
-                  store: Optional[str] = STORE_OPT) -> None:
+def baseline_list(
+    model: Optional[str] = typer.Option(None),
+    platform: Optional[str] = typer.Option(None),
+    store: Optional[str] = STORE_OPT,
+) -> None:
     """List baselines, oldest first."""
     from .. import baseline
 
     console.print(baselines_table(baseline.list_baselines(_read_store(store), model=model, platform=platform)))
 
 
-def baseline_show(baseline_id: str = typer.Argument(..., help="Baseline id."), store: Optional[str] = STORE_OPT) -> None:
+def baseline_show(
+    baseline_id: str = typer.Argument(..., help="Baseline id."), store: Optional[str] = STORE_OPT
+) -> None:
     """Show one baseline's manifest and headline numbers."""
     from .. import baseline
 
@@ -109,9 +115,11 @@ def baseline_show(baseline_id: str = typer.Argument(..., help="Baseline id."), s
     console.print(baseline_table(baseline_id, baseline.show_rows(result)))
 
 
-def baseline_diff(a: str = typer.Argument(..., help="Reference baseline id."),
-                  b: str = typer.Argument(..., help="Candidate baseline id."),
-                  store: Optional[str] = STORE_OPT) -> None:
+def baseline_diff(
+    a: str = typer.Argument(..., help="Reference baseline id."),
+    b: str = typer.Argument(..., help="Candidate baseline id."),
+    store: Optional[str] = STORE_OPT,
+) -> None:
     """Compare two baselines of the same model and platform."""
     from .. import baseline
 
@@ -120,9 +128,13 @@ def baseline_diff(a: str = typer.Argument(..., help="Reference baseline id."),
 
 def baseline_record(
     run_dir: Path = typer.Argument(..., help="A finished run's folder (reports/runs/<run id>), or its results.json."),
-    store: Optional[str] = typer.Option(None, "--store", help="Baseline store (a folder, or a shared remote's git "
-                                        "URL). Default: the store next to the run, <reports>/baselines for "
-                                        "<reports>/runs/<id>."),
+    store: Optional[str] = typer.Option(
+        None,
+        "--store",
+        help="Baseline store (a folder, or a shared remote's git "
+        "URL). Default: the store next to the run, <reports>/baselines for "
+        "<reports>/runs/<id>.",
+    ),
 ) -> None:
     """Record a finished run's results.json as a baseline (when recording failed at the end of the run)."""
     from .. import baseline
@@ -160,20 +172,27 @@ def _finished_run(run_dir: Path, results: Path):
     try:
         result = from_dict(RunResult, json.loads(results.read_text()))
     except (OSError, ValueError) as exc:  # unreadable, not JSON, or not a RunResult (pydantic's error is a ValueError)
-        raise ConfigError(f"{results} is not a readable results.json of a run ({type(exc).__name__}); "
-                          "give the folder of a run that evaluate wrote") from exc
+        raise ConfigError(
+            f"{results} is not a readable results.json of a run ({type(exc).__name__}); "
+            "give the folder of a run that evaluate wrote"
+        ) from exc
     if result.verdict is None:
         missing = ", ".join(result.stage_errors) or "the stages after " + ("profiling" if result.hot_ops else "loading")
-        raise ConfigError(f"run {result.run_id} did not finish (no verdict; failed: {missing}); "
-                          "only a finished run can be recorded, rerun it")
+        raise ConfigError(
+            f"run {result.run_id} did not finish (no verdict; failed: {missing}); "
+            "only a finished run can be recorded, rerun it"
+        )
     if result.baseline is not None:
-        raise ConfigError(f"run {result.run_id} is already recorded as {result.baseline.tag} in "
-                          f"{result.baseline.store}; `evaluate baseline show {result.baseline.tag}` shows it")
+        raise ConfigError(
+            f"run {result.run_id} is already recorded as {result.baseline.tag} in "
+            f"{result.baseline.store}; `evaluate baseline show {result.baseline.tag}` shows it"
+        )
     return result
 
 
 def baseline_push(store: Optional[str] = STORE_OPT) -> None:
-    """Push the store's new baselines (and tuned configs) to its shared remote: fetch, rebase, push, retry; never forced."""
+    """Push the store's new baselines (and tuned configs) to its shared remote: fetch, rebase, push, retry; never
+    forced."""
     from .. import baseline
     from ..config import check_folder_given
 
@@ -181,10 +200,12 @@ def baseline_push(store: Optional[str] = STORE_OPT) -> None:
     s = baseline.push(store or str(OutputSettings.store))
     for old, new in s.renumbered:
         console.print(f"Renumbered {old} -> {new} (the remote already had {old})", markup=False)
-    console.print(f"Pushed {len(s.pushed)} baseline(s) to {s.remote}: {', '.join(s.pushed) or 'nothing new'}"
-                  + (f"; pulled {len(s.pulled)} from other hosts" if s.pulled else "")
-                  + (f" ({s.attempts} attempts: another host pushed meanwhile)" if s.attempts > 1 else ""),
-                  markup=False)
+    console.print(
+        f"Pushed {len(s.pushed)} baseline(s) to {s.remote}: {', '.join(s.pushed) or 'nothing new'}"
+        + (f"; pulled {len(s.pulled)} from other hosts" if s.pulled else "")
+        + (f" ({s.attempts} attempts: another host pushed meanwhile)" if s.attempts > 1 else ""),
+        markup=False,
+    )
 
 
 def baseline_pull(store: Optional[str] = STORE_OPT) -> None:
@@ -194,5 +215,8 @@ def baseline_pull(store: Optional[str] = STORE_OPT) -> None:
 
     check_folder_given("--store", store)
     s = baseline.pull(store or str(OutputSettings.store))
-    console.print(f"Pulled {len(s.pulled)} baseline(s) from {s.remote}"
-                  + (": " + ", ".join(s.pulled) if s.pulled else " (up to date)"), markup=False)
+    console.print(
+        f"Pulled {len(s.pulled)} baseline(s) from {s.remote}"
+        + (": " + ", ".join(s.pulled) if s.pulled else " (up to date)"),
+        markup=False,
+    )

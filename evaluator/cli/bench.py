@@ -3,7 +3,8 @@
 In: a family, shapes, a dtype; for bench a device, a tuning budget and a torch.compile
 mode, for port the accelerators to lower for and optionally a tuned config. Out: bench
 tunes the family and times it against PyTorch eager and torch.compile on this machine;
-port lowers it for other accelerators, never running it there. A table, or JSON with --json; bad input is one line, exit 2.
+port lowers it for other accelerators, never running it there. A table, or JSON with --json; bad input is one line,
+exit 2.
 """
 
 from __future__ import annotations
@@ -32,16 +33,23 @@ def parse_shape(text: str, names: tuple[str, ...], error: type[Exception]):
     except ValueError as exc:
         raise error(f"--shape {text} is not a shape; write integer sizes joined by x, {expected}") from exc
     zero_ok = [n for n in names if n in _MAY_BE_ZERO]
-    if not shape or any(v < 0 for v in shape) or any(
-            v == 0 and (i >= len(names) or names[i] not in _MAY_BE_ZERO) for i, v in enumerate(shape)):
-        raise error(f"--shape {text}: the sizes must be positive integers, {expected}"
-                    + (f" ({' and '.join(zero_ok)} may be 0)" if zero_ok else ""))
+    if (
+        not shape
+        or any(v < 0 for v in shape)
+        or any(v == 0 and (i >= len(names) or names[i] not in _MAY_BE_ZERO) for i, v in enumerate(shape))
+    ):
+        raise error(
+            f"--shape {text}: the sizes must be positive integers, {expected}"
+            + (f" ({' and '.join(zero_ok)} may be 0)" if zero_ok else "")
+        )
     return shape
 
 
 def bench_command(
     family: str = typer.Option(..., help=f"Kernel family: {FAMILIES_HELP}."),
-    shape: list[str] = typer.Option([], help="Problem shape like 4096x4096x4096 (repeatable); default: standard shapes."),
+    shape: list[str] = typer.Option(
+        [], help="Problem shape like 4096x4096x4096 (repeatable); default: standard shapes."
+    ),
     dtype: Optional[str] = typer.Option(None, help=DTYPE_HELP),
     device: str = typer.Option(DEFAULTS["device"], help="auto, cpu or cuda."),
     budget: float = typer.Option(DEFAULTS["budget"], help="Tuning budget per shape, in seconds."),
@@ -70,8 +78,7 @@ def bench_command(
         raise ConfigError(f"unknown dtype '{dtype}'; use fp32, fp16 or bf16")
     policy = TimingPolicy(reps=reps, compile_mode=compile_mode or config_mod.device_defaults(dev)["compile_mode"])
     with progress(err_console) as p:
-        rows = pipeline.bench_family(family, shapes, dt, dev, budget_s=budget, policy=policy,
-                                     reporter=RichReporter(p))
+        rows = pipeline.bench_family(family, shapes, dt, dev, budget_s=budget, policy=policy, reporter=RichReporter(p))
     if json_out:
         print(json.dumps([{"tuned": to_dict(t), "bench": to_dict(b)} for t, b in rows], indent=1))
         return
@@ -80,13 +87,20 @@ def bench_command(
 
 def port_command(
     family: str = typer.Option(..., help=f"Kernel family: {FAMILIES_HELP}."),
-    shape: str = typer.Option(..., help="Problem shape, e.g. 4096x4096x4096 for gemm (MxNxK); the family's "
-                              "sizes joined by x, as in `evaluate bench`."),
+    shape: str = typer.Option(
+        ...,
+        help="Problem shape, e.g. 4096x4096x4096 for gemm (MxNxK); the family's "
+        "sizes joined by x, as in `evaluate bench`.",
+    ),
     dtype: str = typer.Option(GPU_DTYPE, help="fp16, bf16 or fp32 (what the kernel would run at there)."),
     targets: Optional[str] = typer.Option(None, "--targets", help=TARGETS_HELP),
-    config: Optional[str] = typer.Option(None, "--config", help="A tuned config as a JSON object, checked as "
-                                         "'tuned' beside each target's default, e.g. "
-                                         "'{\"block_M\": 128, \"block_N\": 256, \"block_K\": 64}'."),
+    config: Optional[str] = typer.Option(
+        None,
+        "--config",
+        help="A tuned config as a JSON object, checked as "
+        "'tuned' beside each target's default, e.g. "
+        '\'{"block_M": 128, "block_N": 256, "block_K": 64}\'.',
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Lower one kernel for accelerators that are not on this machine: the kernel x target
@@ -104,12 +118,16 @@ def port_command(
         raise ConfigError(f"unknown dtype '{dtype}'; use fp16, bf16 or fp32")
     keys = config_mod.parse_targets(targets)
     if not keys:
-        raise ConfigError("--targets none leaves nothing to check; name targets, all, or leave --targets out "
-                          "for the default set")
+        raise ConfigError(
+            "--targets none leaves nothing to check; name targets, all, or leave --targets out for the default set"
+        )
     tuned = _tuned_config(config)
     # A line, not a spinner: lowering for HIP targets holds stderr for a moment (portability/lowering.py).
-    err_console.print(f"Lowering {family} {'x'.join(map(str, shp))} {dt} for {', '.join(keys)} "
-                      "(compiled, not run)…", markup=False, highlight=False)
+    err_console.print(
+        f"Lowering {family} {'x'.join(map(str, shp))} {dt} for {', '.join(keys)} (compiled, not run)…",
+        markup=False,
+        highlight=False,
+    )
     p = portability.port(family, shp, dt, keys, config=tuned)
     if json_out:
         print(json.dumps({**to_dict(p), "metrics": portability.metrics(p)}, indent=1))
@@ -128,8 +146,9 @@ def _tuned_config(text: str | None) -> dict | None:
     try:
         tuned = json.loads(text)
     except ValueError as exc:
-        raise ConfigError(f"--config is not JSON ({exc.msg}); give an object such as "
-                          "'{\"block_M\": 128, \"num_stages\": 3}'") from None
+        raise ConfigError(
+            f'--config is not JSON ({exc.msg}); give an object such as \'{{"block_M": 128, "num_stages": 3}}\''
+        ) from None
     if not isinstance(tuned, dict) or not tuned:
         raise ConfigError("--config must be a JSON object of config keys, e.g. '{\"block_M\": 128}'")
     return tuned

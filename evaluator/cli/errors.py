@@ -49,8 +49,9 @@ def _short(text: str, limit: int = 300) -> str:
 def _save_traceback(exc: BaseException, folders: list[Path | None]) -> str:
     """Write the traceback (causes included) into the first folder that takes it, else a
     temp file; the path written, or why none could be."""
-    text = (f"evaluate {' '.join(sys.argv[1:])}\n{datetime.now().isoformat(timespec='seconds')}\n\n"
-            + "".join(traceback.format_exception(exc)))
+    text = f"evaluate {' '.join(sys.argv[1:])}\n{datetime.now().isoformat(timespec='seconds')}\n\n" + "".join(
+        traceback.format_exception(exc)
+    )
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     for folder in folders:
         if folder is None:
@@ -72,7 +73,7 @@ def _save_traceback(exc: BaseException, folders: list[Path | None]) -> str:
 
 
 def _resume_hint(folder: Path) -> str:
-    """"; continue with: evaluate --resume <folder>" when `--resume` can take the folder up
+    """ "; continue with: evaluate --resume <folder>" when `--resume` can take the folder up
     (it has its config and results, and its baseline is not recorded yet), else ""."""
     try:
         if not (folder / "config.json").is_file():
@@ -92,8 +93,9 @@ def _call(hint: Callable[[], Path | None]) -> Path | None:
 
 
 @contextmanager
-def reported_errors(*, run_dir: Callable[[], Path | None] = lambda: None,
-                    scratch: Callable[[], Path | None] = lambda: None) -> Iterator[None]:
+def reported_errors(
+    *, run_dir: Callable[[], Path | None] = lambda: None, scratch: Callable[[], Path | None] = lambda: None
+) -> Iterator[None]:
     """The CLI's one error handler, around every command.
 
     `EvaluatorError` -> "error: <message>", exit 2. Any other exception -> "error: internal
@@ -112,8 +114,11 @@ def reported_errors(*, run_dir: Callable[[], Path | None] = lambda: None,
         raise typer.Exit(2) from exc
     except KeyboardInterrupt as exc:
         where = getattr(exc, "run_dir", None) or _call(run_dir)
-        say_error(f"interrupted; finished stages are kept in {where}{_resume_hint(Path(where))}" if where
-                  else "interrupted before a run folder was made; nothing was recorded")
+        say_error(
+            f"interrupted; finished stages are kept in {where}{_resume_hint(Path(where))}"
+            if where
+            else "interrupted before a run folder was made; nothing was recorded"
+        )
         raise typer.Exit(130) from None
     except Exception as exc:
         where = getattr(exc, "run_dir", None) or _call(run_dir)
@@ -124,10 +129,12 @@ def reported_errors(*, run_dir: Callable[[], Path | None] = lambda: None,
 
 def one_line_errors(command: Callable) -> Callable:
     """Decorator form of `reported_errors` for the sub-commands (no run folder of their own)."""
+
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         with reported_errors():
             return command(*args, **kwargs)
+
     return wrapper
 
 

@@ -24,8 +24,9 @@ _TALKERS = ("tilelang", "torch", "triton", "transformers", "timm", "ray", "weasy
 
 
 def _stream_handlers(logger: logging.Logger) -> list[logging.Handler]:
-    return [h for h in logger.handlers if isinstance(h, logging.StreamHandler)
-            and not isinstance(h, logging.FileHandler)]
+    return [
+        h for h in logger.handlers if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+    ]
 
 
 @contextlib.contextmanager

@@ -32,8 +32,7 @@ def upstream_command(
     from ..results import to_dict
 
     # repo_option: the messages must name the option typed here, --repo, not the run's --upstream.
-    health = upstream.measure(repo, fork=fork, as_of=config_mod.parse_as_of(as_of), branch=branch,
-                              repo_option="--repo")
+    health = upstream.measure(repo, fork=fork, as_of=config_mod.parse_as_of(as_of), branch=branch, repo_option="--repo")
     if json_out:
         print(json.dumps(to_dict(health), indent=1))
         return
@@ -42,12 +41,17 @@ def upstream_command(
 
 def fleet_command(
     plan: Path = typer.Argument(..., help="Fleet plan (YAML): models x settings x platforms."),
-    ray_address: Optional[str] = typer.Option(None, "--ray", help="Address of a running Ray cluster "
-                                              "(default: start Ray on this machine)."),
+    ray_address: Optional[str] = typer.Option(
+        None, "--ray", help="Address of a running Ray cluster (default: start Ray on this machine)."
+    ),
     reports: Optional[Path] = typer.Option(None, "--reports", help="Output folder (default: the plan's reports)."),
     store: Optional[Path] = typer.Option(None, "--store", help="Baseline store (default: the plan's store)."),
-    fail_on: str = typer.Option(DEFAULTS["fail_on"], "--fail-on", help="never, failed, no-go or conditional: exit 1 "
-                                "when a cell is that or worse (a failed run is worse than NO-GO)."),
+    fail_on: str = typer.Option(
+        DEFAULTS["fail_on"],
+        "--fail-on",
+        help="never, failed, no-go or conditional: exit 1 "
+        "when a cell is that or worse (a failed run is worse than NO-GO).",
+    ),
 ) -> None:
     """Run a plan of models x platforms as Ray tasks (one per GPU, or per CPU) and write one summary."""
     from .. import fleet

@@ -21,8 +21,14 @@ err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
 
 def progress(on: Console) -> Progress:
     """The progress display every long command uses; `on` says which stream it goes to."""
-    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=on)
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=on,
+    )
 
 
 class RichReporter:
@@ -50,8 +56,12 @@ class RichReporter:
     def done(self, text: str = "") -> None:
         if self.task is not None:
             t = self.p.tasks[self.task]
-            self.p.update(self.task, completed=t.total or 1, total=t.total or 1,
-                          description=f"[green]✓[/] {self.name}" + (f" [dim]— {text}[/]" if text else ""))
+            self.p.update(
+                self.task,
+                completed=t.total or 1,
+                total=t.total or 1,
+                description=f"[green]✓[/] {self.name}" + (f" [dim]— {text}[/]" if text else ""),
+            )
             self.task = None
 
     def info(self, text: str) -> None:
@@ -97,27 +107,39 @@ def _hot_ops_table(r) -> Table:
         t.add_column(col)
     for o in r.hot_ops.ops:
         mark = "rewritten" if o.family in r.hot_ops.selected else ("available" if o.has_kernel else "no")
-        t.add_row(o.family, f"{o.time_ms:.3f}", f"{100 * o.share:.1f}%", str(o.calls), mark,
-                  " ".join(o.shapes[:4]) + (" …" if len(o.shapes) > 4 else ""))
+        t.add_row(
+            o.family,
+            f"{o.time_ms:.3f}",
+            f"{100 * o.share:.1f}%",
+            str(o.calls),
+            mark,
+            " ".join(o.shapes[:4]) + (" …" if len(o.shapes) > 4 else ""),
+        )
     return t
 
 
 def _op_bench_table(r) -> Table:
     with_compiled = _has_compiled(r.op_bench)
-    t = Table(title=f"Rewritten: {', '.join(r.families)} — TileLang against PyTorch"
-              + (" and torch.compile" if with_compiled else ""))
+    t = Table(
+        title=f"Rewritten: {', '.join(r.families)} — TileLang against PyTorch"
+        + (" and torch.compile" if with_compiled else "")
+    )
     cols = ["family", "shape", "TileLang ms", "PyTorch ms", "speedup"]
     cols += ["compiled ms", "vs compiled"] if with_compiled else []
     for col in (*cols, "correct", "config"):
         t.add_column(col)
     for b in r.op_bench:
         passed = [v.passed for v in r.verify if v.family == b.family and any(c.shape == b.shape for c in v.cases)]
-        t.add_row(b.family, "x".join(map(str, b.shape)),
-                  f"{b.tilelang.median_ms:.4g}" if b.tilelang else "—", f"{b.torch.median_ms:.4g}",
-                  f"{b.speedup:.3g}x" if b.speedup else "—",
-                  *(compiled_cells(b.compiled)[:2] if with_compiled else ()),
-                  ("yes" if all(passed) else "NO") if passed else "—",
-                  config_text(b.config) if b.config else (b.error or "—"))
+        t.add_row(
+            b.family,
+            "x".join(map(str, b.shape)),
+            f"{b.tilelang.median_ms:.4g}" if b.tilelang else "—",
+            f"{b.torch.median_ms:.4g}",
+            f"{b.speedup:.3g}x" if b.speedup else "—",
+            *(compiled_cells(b.compiled)[:2] if with_compiled else ()),
+            ("yes" if all(passed) else "NO") if passed else "—",
+            config_text(b.config) if b.config else (b.error or "—"),
+        )
     return t
 
 
@@ -127,10 +149,14 @@ def compiled_line(c) -> str:
         return ""
     if c.timing is None:
         return f"torch.compile ({c.mode}): {c.error}"
-    vs = (f"TileLang is {c.ratio.value:.3g}x torch.compile end to end"
-          if c.ratio is not None and c.ratio.value == c.ratio.value else "torch.compile")
-    return (f"{vs} ({c.timing.median_ms:.3f} ms compiled, mode {c.mode}; compile {_seconds(c.compile_s)} s)"
-            + (f"; {c.note}" if c.note else ""))
+    vs = (
+        f"TileLang is {c.ratio.value:.3g}x torch.compile end to end"
+        if c.ratio is not None and c.ratio.value == c.ratio.value
+        else "torch.compile"
+    )
+    return f"{vs} ({c.timing.median_ms:.3f} ms compiled, mode {c.mode}; compile {_seconds(c.compile_s)} s)" + (
+        f"; {c.note}" if c.note else ""
+    )
 
 
 def print_summary(outcome, log=None) -> None:
@@ -150,8 +176,9 @@ def print_summary(outcome, log=None) -> None:
         if compiled_line(getattr(e, "compiled", None)):
             console.print(compiled_line(e.compiled), markup=False, highlight=False)
     if r.verdict:
-        colour = {"GO": "green", "CONDITIONAL GO": "yellow", "NO-GO": "red",
-                  "INCONCLUSIVE": "magenta"}.get(r.verdict.decision, "white")
+        colour = {"GO": "green", "CONDITIONAL GO": "yellow", "NO-GO": "red", "INCONCLUSIVE": "magenta"}.get(
+            r.verdict.decision, "white"
+        )
         console.print(f"\nVerdict: [bold {colour}]{r.verdict.decision}[/]  ({r.verdict.checklist})")
         for why in r.verdict.inconclusive:
             console.print(f"  why: {why}", markup=False, highlight=False)
@@ -230,8 +257,11 @@ def portability_table(p) -> Table:
             if not any(row):
                 continue
             # Text, not markup: reasons are compiler messages and may hold [brackets].
-            t.add_row(Text(label), Text(kind), *(Text("—") if c is None else
-                                                 Text(cell_text(c), style=_PORT_STYLE.get(c.status, "")) for c in row))
+            t.add_row(
+                Text(label),
+                Text(kind),
+                *(Text("—") if c is None else Text(cell_text(c), style=_PORT_STYLE.get(c.status, "")) for c in row),
+            )
     return t
 
 
@@ -240,20 +270,26 @@ def bench_table(family: str, dtype: str, rows) -> Table:
     its time, TileLang's ratio to it and its compile seconds) with rates and roofs."""
     with_compiled = _has_compiled([b for _, b in rows])
     modes = sorted({b.compiled.mode for _, b in rows if b.compiled is not None})
-    t = Table(title=f"{family} ({dtype}) — TileLang against PyTorch"
-              + (f" and torch.compile ({', '.join(modes)})" if with_compiled else ""))
+    t = Table(
+        title=f"{family} ({dtype}) — TileLang against PyTorch"
+        + (f" and torch.compile ({', '.join(modes)})" if with_compiled else "")
+    )
     cols = ["shape", "TileLang ms", "PyTorch ms", "ratio"]
     cols += ["compiled ms", "vs compiled", "compile s"] if with_compiled else []
     for col in (*cols, "TileLang TFLOP/s", "TileLang GB/s", "% of roof (TL / PyTorch)", "config"):
         t.add_column(col)
     for tk, b in rows:
-        t.add_row("x".join(map(str, b.shape)), f"{b.tilelang.median_ms:.4g}" if b.tilelang else "—",
-                  f"{b.torch.median_ms:.4g}", f"{b.speedup:.3g}x" if b.speedup else "—",
-                  *(compiled_cells(b.compiled) if with_compiled else ()),
-                  f"{b.tilelang_tflops:.3g}" if b.tilelang_tflops else "—",
-                  f"{b.tilelang_gbps:.3g}" if b.tilelang_gbps else "—",
-                  f"{b.tilelang_roof_pct or 0:.0f}% / {b.torch_roof_pct or 0:.0f}%" if b.torch_roof_pct else "—",
-                  config_text(tk.config) if tk.config else b.error)
+        t.add_row(
+            "x".join(map(str, b.shape)),
+            f"{b.tilelang.median_ms:.4g}" if b.tilelang else "—",
+            f"{b.torch.median_ms:.4g}",
+            f"{b.speedup:.3g}x" if b.speedup else "—",
+            *(compiled_cells(b.compiled) if with_compiled else ()),
+            f"{b.tilelang_tflops:.3g}" if b.tilelang_tflops else "—",
+            f"{b.tilelang_gbps:.3g}" if b.tilelang_gbps else "—",
+            f"{b.tilelang_roof_pct or 0:.0f}% / {b.torch_roof_pct or 0:.0f}%" if b.torch_roof_pct else "—",
+            config_text(tk.config) if tk.config else b.error,
+        )
     return t
 
 

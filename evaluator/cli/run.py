@@ -18,8 +18,16 @@ import typer
 from ..config import DEFAULTS
 from .errors import RunFolder, reported_errors, say_error
 from .logs import settle, third_party_output
-from .options import (COMPILE_HELP, DTYPE_HELP, FINE_ROUNDS_HELP, LENGTHS_HELP, REPORTS_HELP, RUN_STORE_HELP,
-                      SOAK_HELP, TARGETS_HELP)
+from .options import (
+    COMPILE_HELP,
+    DTYPE_HELP,
+    FINE_ROUNDS_HELP,
+    LENGTHS_HELP,
+    REPORTS_HELP,
+    RUN_STORE_HELP,
+    SOAK_HELP,
+    TARGETS_HELP,
+)
 from .output import RichReporter, console, print_summary, progress
 
 # Options of the main command that are not config.build keywords.
@@ -28,36 +36,59 @@ NOT_BUILD_OPTIONS = ("resume", "verbose")
 
 def main_command(
     ctx: typer.Context,
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="Zoo name (bert-tiny, bert-base, resnet-tiny, "
-                                        "resnet50, llama-tiny, llama), hf:Class, timm:name, torchvision:name, "
-                                        "pkg.module:factory or path/file.py:factory."),
-    name: Optional[str] = typer.Option(None, "--name", help="The model's name in baseline ids and reports "
-                                       "(default: the zoo name, pkg.module:factory, or file:factory without "
-                                       "the file's folder)."),
+    model: Optional[str] = typer.Option(
+        None,
+        "--model",
+        "-m",
+        help="Zoo name (bert-tiny, bert-base, resnet-tiny, "
+        "resnet50, llama-tiny, llama), hf:Class, timm:name, torchvision:name, "
+        "pkg.module:factory or path/file.py:factory.",
+    ),
+    name: Optional[str] = typer.Option(
+        None,
+        "--name",
+        help="The model's name in baseline ids and reports "
+        "(default: the zoo name, pkg.module:factory, or file:factory without "
+        "the file's folder).",
+    ),
     device: str = typer.Option(DEFAULTS["device"], help="auto, cpu or cuda."),
     batch_size: Optional[int] = typer.Option(None, help="Override the model's batch size."),
     seq_len: Optional[int] = typer.Option(None, help="Override the sequence length (image side for ResNet)."),
     lengths: Optional[str] = typer.Option(None, "--lengths", help=LENGTHS_HELP),
     dtype: Optional[str] = typer.Option(None, help=DTYPE_HELP),
     ops: int = typer.Option(DEFAULTS["ops"], help="How many hot operator families to rewrite."),
-    families: Optional[str] = typer.Option(None, help="Comma-separated families to rewrite (overrides --ops); "
-                                           "`evaluate families` lists them."),
-    max_shapes: Optional[int] = typer.Option(None, help="At most this many distinct shapes per "
-                                             "family (default: no cap; --shape-share decides)."),
-    shape_share: float = typer.Option(DEFAULTS["shape_share"], help="Per family, tune its shapes hottest first until "
-                                      "they hold this share of its profiled time."),
-    fuse: bool = typer.Option(DEFAULTS["fuse"], "--fuse/--no-fuse", help="Also rewrite the chosen families' "
-                              "fused variants (linear+GELU, add+LayerNorm, ...) where the model has the pattern."),
+    families: Optional[str] = typer.Option(
+        None, help="Comma-separated families to rewrite (overrides --ops); `evaluate families` lists them."
+    ),
+    max_shapes: Optional[int] = typer.Option(
+        None, help="At most this many distinct shapes per family (default: no cap; --shape-share decides)."
+    ),
+    shape_share: float = typer.Option(
+        DEFAULTS["shape_share"],
+        help="Per family, tune its shapes hottest first until they hold this share of its profiled time.",
+    ),
+    fuse: bool = typer.Option(
+        DEFAULTS["fuse"],
+        "--fuse/--no-fuse",
+        help="Also rewrite the chosen families' "
+        "fused variants (linear+GELU, add+LayerNorm, ...) where the model has the pattern.",
+    ),
     profile_iters: int = typer.Option(DEFAULTS["profile_iters"], help="Profiled forward passes (after one warm-up)."),
     budget: float = typer.Option(DEFAULTS["budget"], help="Tuning budget per shape, in seconds."),
-    no_cache: bool = typer.Option(DEFAULTS["no_cache"], "--no-cache",
-                                  help="Re-tune even when the tuning cache has a config."),
+    no_cache: bool = typer.Option(
+        DEFAULTS["no_cache"], "--no-cache", help="Re-tune even when the tuning cache has a config."
+    ),
     fine_rounds: Optional[int] = typer.Option(None, help=FINE_ROUNDS_HELP),
-    isolate: str = typer.Option(DEFAULTS["isolate"], help="Time candidates in a worker process: auto (on CUDA), "
-                                "on or off."),
-    gpus: Optional[str] = typer.Option(None, "--gpus", help="Time tuning candidates on several GPUs "
-                                       "at once, one worker each: all, a count N, or indices 0,2 (1, for GPU 1 "
-                                       "alone); the best configs are re-timed on the first. Default: one GPU."),
+    isolate: str = typer.Option(
+        DEFAULTS["isolate"], help="Time candidates in a worker process: auto (on CUDA), on or off."
+    ),
+    gpus: Optional[str] = typer.Option(
+        None,
+        "--gpus",
+        help="Time tuning candidates on several GPUs "
+        "at once, one worker each: all, a count N, or indices 0,2 (1, for GPU 1 "
+        "alone); the best configs are re-timed on the first. Default: one GPU.",
+    ),
     reps: int = typer.Option(DEFAULTS["reps"], help="Timed repetitions per measurement."),
     compile_mode: Optional[str] = typer.Option(None, "--compile-mode", help=COMPILE_HELP),
     sweep: bool = typer.Option(DEFAULTS["sweep"], help="Also benchmark each family's standard shapes."),
@@ -67,26 +98,40 @@ def main_command(
     fork: Optional[str] = typer.Option(None, help="A vendor fork to compare with upstream."),
     as_of: Optional[str] = typer.Option(None, help="Compute upstream metrics as of this date (YYYY-MM-DD)."),
     branch: Optional[str] = typer.Option(None, help="Upstream branch, where the default is not obvious."),
-    checklist: Optional[str] = typer.Option(None, help="Checklist YAML, or a name: ./checklists/NAME.yaml, else a "
-                                            "shipped one (default, production)."),
+    checklist: Optional[str] = typer.Option(
+        None, help="Checklist YAML, or a name: ./checklists/NAME.yaml, else a shipped one (default, production)."
+    ),
     # A string, not a Path: Path('') is '.', and --reports '' must be refused, not run in the current folder.
     reports: Optional[str] = typer.Option(None, help=REPORTS_HELP),
     store: Optional[str] = typer.Option(None, help=RUN_STORE_HELP),
-    push: bool = typer.Option(DEFAULTS["push"], "--push", help="Push the recorded baseline to the store's shared "
-                              "remote."),
-    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue a stopped run from its folder "
-                                          "(reports/runs/<run id>) after its last finished stage."),
+    push: bool = typer.Option(
+        DEFAULTS["push"], "--push", help="Push the recorded baseline to the store's shared remote."
+    ),
+    resume: Optional[Path] = typer.Option(
+        None,
+        "--resume",
+        help="Continue a stopped run from its folder (reports/runs/<run id>) after its last finished stage.",
+    ),
     lang: str = typer.Option(DEFAULTS["lang"], help="Report language: en or zh."),
     pdf: bool = typer.Option(DEFAULTS["pdf"], "--pdf/--no-pdf", help="Render the PDF as well as the HTML."),
-    fail_on: str = typer.Option(DEFAULTS["fail_on"], help="Exit 1 on this verdict or worse: never, no-go or "
-                                "conditional."),
-    regression_threshold: float = typer.Option(DEFAULTS["regression_threshold"], help="Smallest relative slow-down "
-                                               "against the previous baseline that counts (raised further by "
-                                               "measured noise)."),
+    fail_on: str = typer.Option(
+        DEFAULTS["fail_on"], help="Exit 1 on this verdict or worse: never, no-go or conditional."
+    ),
+    regression_threshold: float = typer.Option(
+        DEFAULTS["regression_threshold"],
+        help="Smallest relative slow-down "
+        "against the previous baseline that counts (raised further by "
+        "measured noise).",
+    ),
     targets: Optional[str] = typer.Option(None, "--targets", help=TARGETS_HELP),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show other tools' output (TileLang, Inductor, "
-                                 "warnings) on the terminal; by default it goes to the run folder's "
-                                 "third_party.log."),
+    verbose: bool = typer.Option(
+        False,
+        "--verbose",
+        "-v",
+        help="Show other tools' output (TileLang, Inductor, "
+        "warnings) on the terminal; by default it goes to the run folder's "
+        "third_party.log.",
+    ),
 ) -> None:
     """Run the whole evaluation: evaluate --model bert-tiny"""
     if ctx.invoked_subcommand is not None:
@@ -95,8 +140,9 @@ def main_command(
         _resume(resume, fail_on, verbose)
         return
     if model is None:
-        say_error("error: --model is required, e.g. evaluate --model bert-tiny (or --resume RUN_DIR; "
-                  "see evaluate --help)")
+        say_error(
+            "error: --model is required, e.g. evaluate --model bert-tiny (or --resume RUN_DIR; see evaluate --help)"
+        )
         raise typer.Exit(2)
     _run(build_options(ctx.params), fail_on, verbose)
 

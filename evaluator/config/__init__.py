@@ -25,8 +25,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .checks import (
-    check_repo, check_count, check_folder_given, check_seconds, check_share, check_writable_folder, find_checklist,
-    parse_as_of, parse_targets,
+    check_repo,
+    check_count,
+    check_folder_given,
+    check_seconds,
+    check_share,
+    check_writable_folder,
+    find_checklist,
+    parse_as_of,
+    parse_targets,
 )
 from ..errors import ConfigError, EvaluatorError
 from ..resources import SHIPPED_CHECKLISTS
@@ -86,13 +93,18 @@ def device_defaults(device: str) -> dict[str, Any]:
     only add minutes of C++ builds.
     """
     if device == "cuda":
-        return {"dtype": "float16", "soak_seconds": 60.0, "fine_rounds": 3, "isolate": True,
-                "compile_mode": "max-autotune"}
+        return {
+            "dtype": "float16",
+            "soak_seconds": 60.0,
+            "fine_rounds": 3,
+            "isolate": True,
+            "compile_mode": "max-autotune",
+        }
     return {"dtype": "float32", "soak_seconds": 5.0, "fine_rounds": 1, "isolate": False, "compile_mode": "default"}
 
 
 def dtype_flag(dtype: str) -> str:
-    """"float16" -> "fp16", "bfloat16" -> "bf16": a dtype as --dtype spells it, for help texts."""
+    """ "float16" -> "fp16", "bfloat16" -> "bf16": a dtype as --dtype spells it, for help texts."""
     return dtype.replace("bfloat", "bf").replace("float", "fp")
 
 
@@ -241,20 +253,35 @@ class Config:
         isolate = self.tune.isolate if self.tune.isolate is not None else device_defaults(self.device)["isolate"]
         return {
             "model_label": self.model.label,
-            "device": self.device, "batch_size": self.model.batch_size, "seq_len": self.model.seq_len,
+            "device": self.device,
+            "batch_size": self.model.batch_size,
+            "seq_len": self.model.seq_len,
             "lengths": list(self.model.lengths) if self.model.lengths else None,
-            "dtype": self.model.dtype, "seed": self.model.seed, "ops": self.profile.ops,
-            "families": list(self.profile.families), "profile_iters": self.profile.iters,
-            "max_shapes": self.profile.max_shapes, "shape_share": self.profile.shape_share, "fuse": self.profile.fuse, "tune_budget_s": self.tune.budget_s,
-            "fine_rounds": self.tune.fine_rounds, "isolate": isolate, "use_cache": self.tune.use_cache,
+            "dtype": self.model.dtype,
+            "seed": self.model.seed,
+            "ops": self.profile.ops,
+            "families": list(self.profile.families),
+            "profile_iters": self.profile.iters,
+            "max_shapes": self.profile.max_shapes,
+            "shape_share": self.profile.shape_share,
+            "fuse": self.profile.fuse,
+            "tune_budget_s": self.tune.budget_s,
+            "fine_rounds": self.tune.fine_rounds,
+            "isolate": isolate,
+            "use_cache": self.tune.use_cache,
             "tune_gpus": len(self.tune.devices) if self.tune.devices else 1,
-            "seeds": list(self.bench.seeds), "sweep": self.bench.sweep, "e2e": self.bench.e2e,
-            "soak_s": self.bench.soak_s, "timing": self.bench.timing.describe(self.device),
+            "seeds": list(self.bench.seeds),
+            "sweep": self.bench.sweep,
+            "e2e": self.bench.e2e,
+            "soak_s": self.bench.soak_s,
+            "timing": self.bench.timing.describe(self.device),
             # Apart from "timing": a third side adds a number and leaves the other two timed as
             # before, so runs with and without it stay comparable.
             "compile_mode": self.bench.timing.compile_mode,
             "regression_threshold": self.output.regression_threshold,
-            "checklist": str(self.output.checklist), "upstream": self.upstream.repo, "fork": self.upstream.fork,
+            "checklist": str(self.output.checklist),
+            "upstream": self.upstream.repo,
+            "fork": self.upstream.fork,
             "as_of": self.upstream.as_of.isoformat() if self.upstream.as_of else None,
             "branch": self.upstream.branch,
             # Which targets the portability matrix covers ([] = --targets none) and at what dtype.
@@ -268,19 +295,31 @@ def _check_label(model: str, label: str | None) -> str:
     from .. import baseline, models
 
     if model not in models.ZOO and ":" not in model:
-        raise ConfigError(f"unknown model '{model}'; use one of {', '.join(models.ZOO)}, "
-                          "or pkg.module:factory, or path/to/file.py:factory")
+        raise ConfigError(
+            f"unknown model '{model}'; use one of {', '.join(models.ZOO)}, "
+            "or pkg.module:factory, or path/to/file.py:factory"
+        )
     label = default_label(model) if label is None else label.strip()
     try:
         baseline.model_slug(label)  # a name that cannot make a baseline id fails now, not after the run
     except EvaluatorError as exc:
-        raise ConfigError(f"--name {label!r} cannot name a baseline; give a name with letters or digits, "
-                          "e.g. --name bert-finetuned") from exc
+        raise ConfigError(
+            f"--name {label!r} cannot name a baseline; give a name with letters or digits, e.g. --name bert-finetuned"
+        ) from exc
     return label
 
 
-def _check_choices(*, ops: int, batch_size: int | None, seq_len: int | None, fail_on: str,
-                   regression_threshold: float, isolate: str, fine_rounds: int | None, lang: str) -> None:
+def _check_choices(
+    *,
+    ops: int,
+    batch_size: int | None,
+    seq_len: int | None,
+    fail_on: str,
+    regression_threshold: float,
+    isolate: str,
+    fine_rounds: int | None,
+    lang: str,
+) -> None:
     """The options that take a number in a range or one of a few words."""
     if ops < 1:
         raise ConfigError("--ops must be at least 1")
@@ -290,7 +329,9 @@ def _check_choices(*, ops: int, batch_size: int | None, seq_len: int | None, fai
     if fail_on not in ("never", "no-go", "conditional"):
         raise ConfigError(f"--fail-on '{fail_on}' is not allowed; use never, no-go or conditional")
     if not 0 < regression_threshold < 10:
-        raise ConfigError(f"--regression-threshold {regression_threshold} is out of range; give a fraction such as 0.05")
+        raise ConfigError(
+            f"--regression-threshold {regression_threshold} is out of range; give a fraction such as 0.05"
+        )
     if isolate not in ISOLATE:
         raise ConfigError(f"--isolate '{isolate}' is not allowed; use auto, on or off")
     if fine_rounds is not None and not 0 <= fine_rounds <= 10:
@@ -311,20 +352,22 @@ def parse_lengths(text: str | None, seq_len: int | None) -> tuple[int, int] | No
     if not 1 <= lo <= hi:
         raise ConfigError(f"--lengths {text}: LO must be at least 1 and at most HI, e.g. 16-128")
     if seq_len is not None and hi > seq_len:
-        raise ConfigError(f"--lengths {text}: HI {hi} is longer than --seq-len {seq_len}, the length every "
-                          "sequence is padded to")
+        raise ConfigError(
+            f"--lengths {text}: HI {hi} is longer than --seq-len {seq_len}, the length every sequence is padded to"
+        )
     return lo, hi
 
 
 def check_compile_mode(mode: str | None) -> None:
     """--compile-mode: one of COMPILE_MODES (None: not given, the device's default)."""
     if mode is not None and mode not in COMPILE_MODES:
-        raise ConfigError(f"--compile-mode '{mode}' is not allowed; use {', '.join(COMPILE_MODES[:-1])} "
-                          f"or {COMPILE_MODES[-1]} (none skips the torch.compile comparison)")
+        raise ConfigError(
+            f"--compile-mode '{mode}' is not allowed; use {', '.join(COMPILE_MODES[:-1])} "
+            f"or {COMPILE_MODES[-1]} (none skips the torch.compile comparison)"
+        )
 
 
-def _output_folders(reports: str | Path | None, store: str | Path | None,
-                    push: bool) -> tuple[Path, Path, str | None]:
+def _output_folders(reports: str | Path | None, store: str | Path | None, push: bool) -> tuple[Path, Path, str | None]:
     """(reports folder, the store's local folder, the shared store's remote or None), each
     given (an empty string is not a folder) and checked writable: a run that cannot write its
     folder or its baseline would otherwise find out at the very end and lose the minutes it
@@ -346,8 +389,9 @@ def _output_folders(reports: str | Path | None, store: str | Path | None,
     # A damaged store (a garbage HEAD, missing objects) would fail only when recording, after the run.
     baseline.check_health(store)
     if push and baseline.remote_of(store_remote or store) is None:
-        raise ConfigError("--push needs a shared store: --store with a git URL or bare repository, "
-                          "or a clone that has an origin")
+        raise ConfigError(
+            "--push needs a shared store: --store with a git URL or bare repository, or a clone that has an origin"
+        )
     return reports, store, store_remote
 
 
@@ -365,22 +409,47 @@ def _devices(gpus: str | None, device: str, isolate: str) -> tuple[int, ...] | N
     return devices
 
 
-def build(*, model: str, device: str = DEFAULTS["device"], batch_size: int | None = None,
-          seq_len: int | None = None, lengths: str | None = None, dtype: str | None = None,
-          ops: int = DEFAULTS["ops"],
-          families: str | None = None, profile_iters: int = DEFAULTS["profile_iters"],
-          max_shapes: int | None = None, shape_share: float = DEFAULTS["shape_share"],
-          fuse: bool = DEFAULTS["fuse"],
-          budget: float = DEFAULTS["budget"],
-          no_cache: bool = DEFAULTS["no_cache"], reps: int = DEFAULTS["reps"], warmup: int = DEFAULTS["warmup"],
-          sweep: bool = DEFAULTS["sweep"], e2e: bool = DEFAULTS["e2e"], soak_seconds: float | None = None,
-          upstream: str | None = None, fork: str | None = None, as_of: str | None = None,
-          branch: str | None = None, reports: str | Path | None = None, store: str | Path | None = None,
-          checklist: Path | None = None, lang: str = DEFAULTS["lang"], pdf: bool = DEFAULTS["pdf"],
-          fail_on: str = DEFAULTS["fail_on"], seed: int = DEFAULTS["seed"],
-          regression_threshold: float = DEFAULTS["regression_threshold"], fine_rounds: int | None = None,
-          isolate: str = DEFAULTS["isolate"], label: str | None = None, targets: str | None = None,
-          push: bool = DEFAULTS["push"], gpus: str | None = None, compile_mode: str | None = None) -> Config:
+def build(
+    *,
+    model: str,
+    device: str = DEFAULTS["device"],
+    batch_size: int | None = None,
+    seq_len: int | None = None,
+    lengths: str | None = None,
+    dtype: str | None = None,
+    ops: int = DEFAULTS["ops"],
+    families: str | None = None,
+    profile_iters: int = DEFAULTS["profile_iters"],
+    max_shapes: int | None = None,
+    shape_share: float = DEFAULTS["shape_share"],
+    fuse: bool = DEFAULTS["fuse"],
+    budget: float = DEFAULTS["budget"],
+    no_cache: bool = DEFAULTS["no_cache"],
+    reps: int = DEFAULTS["reps"],
+    warmup: int = DEFAULTS["warmup"],
+    sweep: bool = DEFAULTS["sweep"],
+    e2e: bool = DEFAULTS["e2e"],
+    soak_seconds: float | None = None,
+    upstream: str | None = None,
+    fork: str | None = None,
+    as_of: str | None = None,
+    branch: str | None = None,
+    reports: str | Path | None = None,
+    store: str | Path | None = None,
+    checklist: Path | None = None,
+    lang: str = DEFAULTS["lang"],
+    pdf: bool = DEFAULTS["pdf"],
+    fail_on: str = DEFAULTS["fail_on"],
+    seed: int = DEFAULTS["seed"],
+    regression_threshold: float = DEFAULTS["regression_threshold"],
+    fine_rounds: int | None = None,
+    isolate: str = DEFAULTS["isolate"],
+    label: str | None = None,
+    targets: str | None = None,
+    push: bool = DEFAULTS["push"],
+    gpus: str | None = None,
+    compile_mode: str | None = None,
+) -> Config:
     """The options by their command-line names (--name is `label`) -> a checked Config.
     fleet/plan.py reads this signature's annotations to check a plan's options."""
     from .. import checklist as checklist_mod, kernels
@@ -409,8 +478,16 @@ def build(*, model: str, device: str = DEFAULTS["device"], batch_size: int | Non
     fams = tuple(f.strip() for f in families.split(",") if f.strip()) if families else ()
     for f in fams:
         kernels.get(f)
-    _check_choices(ops=ops, batch_size=batch_size, seq_len=seq_len, fail_on=fail_on,
-                   regression_threshold=regression_threshold, isolate=isolate, fine_rounds=fine_rounds, lang=lang)
+    _check_choices(
+        ops=ops,
+        batch_size=batch_size,
+        seq_len=seq_len,
+        fail_on=fail_on,
+        regression_threshold=regression_threshold,
+        isolate=isolate,
+        fine_rounds=fine_rounds,
+        lang=lang,
+    )
     padded = parse_lengths(lengths, seq_len)
     checklist = find_checklist(checklist) if checklist else OutputSettings.checklist
     checklist_mod.load(checklist)  # a checklist that does not validate fails now, not after the run
@@ -424,19 +501,34 @@ def build(*, model: str, device: str = DEFAULTS["device"], batch_size: int | Non
     return Config(
         model=ModelSettings(model, batch_size, seq_len, DTYPE_ALIASES[dtype], seed, label, padded),
         device=dev,
-        profile=ProfileSettings(ops=ops, families=fams, iters=profile_iters, max_shapes=max_shapes,
-                                shape_share=shape_share,
-                                fuse=fuse),
-        tune=TuneSettings(budget_s=budget, use_cache=not no_cache, isolate=ISOLATE[isolate],
-                          fine_rounds=by_device["fine_rounds"] if fine_rounds is None else fine_rounds,
-                          devices=_devices(gpus, dev, isolate)),
-        bench=BenchSettings(timing=TimingPolicy(warmup=warmup, reps=reps, compile_mode=compile_mode or by_device[
-                                "compile_mode"]), sweep=sweep, e2e=e2e,
-                            soak_s=by_device["soak_seconds"] if soak_seconds is None else soak_seconds),
+        profile=ProfileSettings(
+            ops=ops, families=fams, iters=profile_iters, max_shapes=max_shapes, shape_share=shape_share, fuse=fuse
+        ),
+        tune=TuneSettings(
+            budget_s=budget,
+            use_cache=not no_cache,
+            isolate=ISOLATE[isolate],
+            fine_rounds=by_device["fine_rounds"] if fine_rounds is None else fine_rounds,
+            devices=_devices(gpus, dev, isolate),
+        ),
+        bench=BenchSettings(
+            timing=TimingPolicy(warmup=warmup, reps=reps, compile_mode=compile_mode or by_device["compile_mode"]),
+            sweep=sweep,
+            e2e=e2e,
+            soak_s=by_device["soak_seconds"] if soak_seconds is None else soak_seconds,
+        ),
         upstream=UpstreamSettings(upstream, fork, as_of_time, branch),
-        output=OutputSettings(reports=reports, store=store, checklist=checklist, lang=lang, pdf=pdf,
-                              fail_on=fail_on, regression_threshold=regression_threshold,
-                              store_remote=store_remote, push=push),
+        output=OutputSettings(
+            reports=reports,
+            store=store,
+            checklist=checklist,
+            lang=lang,
+            pdf=pdf,
+            fail_on=fail_on,
+            regression_threshold=regression_threshold,
+            store_remote=store_remote,
+            push=push,
+        ),
         portability=PortabilitySettings(targets=target_keys, dtype=target_dtype),
     )
 
@@ -467,5 +559,7 @@ def from_json(text: str) -> Config:
     try:
         return _adapter().validate_python(json.loads(text))
     except (ValueError, ValidationError) as exc:
-        raise ConfigError(f"the run's config.json does not load ({str(exc).splitlines()[0]}); "
-                          "it was written by another version, start a new run") from exc
+        raise ConfigError(
+            f"the run's config.json does not load ({str(exc).splitlines()[0]}); "
+            "it was written by another version, start a new run"
+        ) from exc

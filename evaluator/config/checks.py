@@ -30,8 +30,10 @@ def parse_as_of(text: str | None) -> datetime | None:
     try:
         return upstream.parse_as_of(text)
     except EvaluatorError as exc:
-        raise ConfigError(f"--as-of '{text}' is not a date; use YYYY-MM-DD (the whole day, UTC) or an "
-                          "ISO timestamp such as 2026-01-31T12:00:00+00:00") from exc
+        raise ConfigError(
+            f"--as-of '{text}' is not a date; use YYYY-MM-DD (the whole day, UTC) or an "
+            "ISO timestamp such as 2026-01-31T12:00:00+00:00"
+        ) from exc
 
 
 # ---------------------------------------------------------------- checks, one per kind of option
@@ -48,8 +50,9 @@ def parse_targets(text: str | None, opt: str = "--targets") -> tuple[str, ...]:
         raise ConfigError(f"{opt} was given no target; {known}")
     if "none" in words:
         if len(words) > 1:
-            raise ConfigError(f"{opt} {text}: 'none' skips the portability check and cannot be combined with "
-                              f"targets; {known}")
+            raise ConfigError(
+                f"{opt} {text}: 'none' skips the portability check and cannot be combined with targets; {known}"
+            )
         return ()
     bad = [w for w in words if w not in T.TARGETS and w not in ("all", "local")]
     if bad:
@@ -124,8 +127,10 @@ def find_checklist(name_or_path: str | Path) -> Path:
 
     found = resources.find_checklist(name_or_path)
     if found is None:
-        raise ConfigError(f"checklist '{name_or_path}' does not exist; give a YAML file or a checklist name: "
-                          f"{', '.join(resources.checklist_names())} (./checklists/NAME.yaml, then shipped)")
+        raise ConfigError(
+            f"checklist '{name_or_path}' does not exist; give a YAML file or a checklist name: "
+            f"{', '.join(resources.checklist_names())} (./checklists/NAME.yaml, then shipped)"
+        )
     return found
 
 

@@ -82,8 +82,12 @@ def _mem_gb() -> float:
 
 def _nvidia_driver() -> str:
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else ""
     except (OSError, subprocess.SubprocessError):
         return ""
@@ -96,18 +100,33 @@ def detect(device: str) -> Hardware:
         p = torch.cuda.get_device_properties(idx)
         peak = next((v for k, v in PEAKS.items() if k in p.name.lower()), None)
         return Hardware(
-            target=tilelang_target(device), device="cuda", name=p.name, platform=_slug(p.name),
-            cores=p.multi_processor_count, memory_gb=round(p.total_memory / 1024**3, 1),
-            smem_per_block=int(getattr(p, "shared_memory_per_block_optin", 0) or getattr(p, "shared_memory_per_block", 0)),
+            target=tilelang_target(device),
+            device="cuda",
+            name=p.name,
+            platform=_slug(p.name),
+            cores=p.multi_processor_count,
+            memory_gb=round(p.total_memory / 1024**3, 1),
+            smem_per_block=int(
+                getattr(p, "shared_memory_per_block_optin", 0) or getattr(p, "shared_memory_per_block", 0)
+            ),
             smem_per_sm=int(getattr(p, "shared_memory_per_multiprocessor", 0)),
             regs_per_block=int(getattr(p, "regs_per_block", 65536) or 65536),
             regs_per_sm=int(getattr(p, "regs_per_multiprocessor", 65536) or 65536),
-            compute_capability=f"{p.major}.{p.minor}", driver=_nvidia_driver(), cuda=torch.version.cuda or "",
-            peak_tflops=peak[0] if peak else None, peak_gbps=peak[1] if peak else None,
+            compute_capability=f"{p.major}.{p.minor}",
+            driver=_nvidia_driver(),
+            cuda=torch.version.cuda or "",
+            peak_tflops=peak[0] if peak else None,
+            peak_gbps=peak[1] if peak else None,
         )
     name = _cpu_name()
-    return Hardware(target=tilelang_target(device), device="cpu", name=name,
-                    platform=f"cpu-{platform.machine().lower()}", cores=os.cpu_count() or 1, memory_gb=_mem_gb())
+    return Hardware(
+        target=tilelang_target(device),
+        device="cpu",
+        name=name,
+        platform=f"cpu-{platform.machine().lower()}",
+        cores=os.cpu_count() or 1,
+        memory_gb=_mem_gb(),
+    )
 
 
 # TileLang's C backend runs a kernel on one thread, so on a CPU both sides of every
@@ -173,14 +192,17 @@ def measure_ceilings(hw: Hardware, dtype: str = "float16", *, cache: Path | None
     # A CPU's fastest matmul is one whose operands stay in its caches (512^2 ran 1.6x
     # faster per FLOP than 1024^2 on one core here): the best of three sizes is its roof.
     tflops = 0.0
-    for n in ((8192,) if gpu else (256, 512, 1024)):
+    for n in (8192,) if gpu else (256, 512, 1024):
         a = torch.randn(n, n, device=hw.device).to(tdt if gpu else torch.float32)
         b = torch.randn(n, n, device=hw.device).to(a.dtype)
         tflops = max(tflops, 2 * n**3 / _median_s(lambda: a @ b, hw.device, 10 if gpu else 5) / 1e12)
-    entry = {"measured_tflops": round(tflops, 3), "measured_gbps": round(gbps, 1),
-             "ceilings_note": f"torch {torch.__version__}: copy of {nbytes >> 20} MiB, "
-                              f"{'8192^3 matmul' if gpu else 'best of 256^3, 512^3 and 1024^3 matmuls'} in "
-                              f"{a.dtype}".replace("torch.", "")}
+    entry = {
+        "measured_tflops": round(tflops, 3),
+        "measured_gbps": round(gbps, 1),
+        "ceilings_note": f"torch {torch.__version__}: copy of {nbytes >> 20} MiB, "
+        f"{'8192^3 matmul' if gpu else 'best of 256^3, 512^3 and 1024^3 matmuls'} in "
+        f"{a.dtype}".replace("torch.", ""),
+    }
     if cache is not None:
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)

@@ -83,25 +83,36 @@ class TargetSpec:
         """This target as the Hardware record families size their configs against."""
         peak = PEAKS.get(self.key)
         return Hardware(
-            target=self.kind, device="cuda", name=self.name, platform=self.key, cores=self.sm_count,
-            smem_per_block=self.smem_per_block, smem_per_sm=self.smem_per_sm,
-            regs_per_block=self.regs_per_block, regs_per_sm=self.regs_per_sm,
+            target=self.kind,
+            device="cuda",
+            name=self.name,
+            platform=self.key,
+            cores=self.sm_count,
+            smem_per_block=self.smem_per_block,
+            smem_per_sm=self.smem_per_sm,
+            regs_per_block=self.regs_per_block,
+            regs_per_sm=self.regs_per_sm,
             compute_capability=_capability(self.arch),
-            peak_tflops=peak[0] if peak else None, peak_gbps=peak[1] if peak else None,
+            peak_tflops=peak[0] if peak else None,
+            peak_gbps=peak[1] if peak else None,
         )
 
     def describe(self) -> str:
         """One line of limits for reports: what a config must fit."""
+
         def kb(n: int) -> str:
             return f"{n // KB} KB" if n else "unpublished"
+
         if not (self.smem_per_block or self.sm_count):
             return f"{self.name} ({self.arch}): launch limits not in the public sources; {self.matrix_cores}"
-        return (f"{self.name} ({self.arch}): {kb(self.smem_per_block)} {self.smem_word} per {self.block_word}, "
-                f"{kb(self.smem_per_sm)} per {'CU' if self.vendor == 'amd' else 'SM'}, "
-                f"{self.max_threads_per_block or 'unpublished'} threads per block, "
-                f"{'wavefront' if self.vendor == 'amd' else 'warp'} {self.warp_size or 'unpublished'}, "
-                f"{self.sm_count or 'unpublished'} {'CUs' if self.vendor == 'amd' else 'SMs'}; "
-                f"{self.matrix_cores or 'matrix cores unpublished'}")
+        return (
+            f"{self.name} ({self.arch}): {kb(self.smem_per_block)} {self.smem_word} per {self.block_word}, "
+            f"{kb(self.smem_per_sm)} per {'CU' if self.vendor == 'amd' else 'SM'}, "
+            f"{self.max_threads_per_block or 'unpublished'} threads per block, "
+            f"{'wavefront' if self.vendor == 'amd' else 'warp'} {self.warp_size or 'unpublished'}, "
+            f"{self.sm_count or 'unpublished'} {'CUs' if self.vendor == 'amd' else 'SMs'}; "
+            f"{self.matrix_cores or 'matrix cores unpublished'}"
+        )
 
 
 def _capability(arch: str) -> str:
@@ -117,95 +128,233 @@ _CDNA_LDS = "ROCm HIP documentation (hardware implementation: 64 KB of LDS per C
 # The table. Per-block shared memory on NVIDIA is the opt-in maximum (cudaFuncSetAttribute
 # ...MaxDynamicSharedMemorySize), which TileLang's generated launchers request; the
 # 48 KB static default would reject every tuned GEMM config.
-TARGETS: dict[str, TargetSpec] = {s.key: s for s in (
-    TargetSpec(
-        key="a100", name="NVIDIA A100", vendor="nvidia", kind="cuda", arch="sm_80",
-        tilelang_target={"kind": "cuda", "arch": "sm_80"},
-        smem_per_block=163 * KB, smem_per_sm=164 * KB, regs_per_sm=65536, regs_per_block=65536,
-        max_threads_per_block=1024, warp_size=32, sm_count=108,
-        matrix_cores="3rd-gen tensor cores", matrix_instruction="mma.sync",
-        wgmma=False, tma=False, async_copy=True, fp16=True, bf16=True,
-        source=f"{_CUDA_GUIDE} (compute capability 8.0: 164 KB shared memory per SM, 163 KB per block opt-in, "
-               "64K registers); NVIDIA A100 Tensor Core GPU Architecture whitepaper (108 SMs)"),
-    TargetSpec(
-        key="h100", name="NVIDIA H100", vendor="nvidia", kind="cuda", arch="sm_90a",
-        tilelang_target={"kind": "cuda", "arch": "sm_90a"},
-        smem_per_block=227 * KB, smem_per_sm=228 * KB, regs_per_sm=65536, regs_per_block=65536,
-        max_threads_per_block=1024, warp_size=32, sm_count=132,
-        matrix_cores="4th-gen tensor cores", matrix_instruction="wgmma",
-        wgmma=True, tma=True, async_copy=True, fp16=True, bf16=True,
-        source=f"{_CUDA_GUIDE} (compute capability 9.0); NVIDIA Hopper Tuning Guide (228 KB shared memory per "
-               "SM, 227 KB per block); NVIDIA H100 Tensor Core GPU datasheet (SXM5: 132 SMs)"),
-    TargetSpec(
-        key="h200", name="NVIDIA H200", vendor="nvidia", kind="cuda", arch="sm_90a",
-        tilelang_target={"kind": "cuda", "arch": "sm_90a"},
-        smem_per_block=227 * KB, smem_per_sm=228 * KB, regs_per_sm=65536, regs_per_block=65536,
-        max_threads_per_block=1024, warp_size=32, sm_count=132,
-        matrix_cores="4th-gen tensor cores", matrix_instruction="wgmma",
-        wgmma=True, tma=True, async_copy=True, fp16=True, bf16=True,
-        source=f"{_CUDA_GUIDE} (compute capability 9.0); NVIDIA Hopper Tuning Guide; 132 SMs and 232448 B "
-               "per block as torch reported them on the H200 of reports/examples/h200"),
-    TargetSpec(
-        key="b200", name="NVIDIA B200", vendor="nvidia", kind="cuda", arch="sm_100a",
-        tilelang_target={"kind": "cuda", "arch": "sm_100a"},
-        smem_per_block=227 * KB, smem_per_sm=228 * KB, regs_per_sm=65536, regs_per_block=65536,
-        max_threads_per_block=1024, warp_size=32, sm_count=148,
-        matrix_cores="5th-gen tensor cores (tcgen05, tensor memory)", matrix_instruction="tcgen05",
-        wgmma=False, tma=True, async_copy=True, fp16=True, bf16=True,
-        source=f"{_CUDA_GUIDE} (compute capability 10.0: 228 KB per SM, 227 KB per block); NVIDIA Blackwell "
-               "Tuning Guide (wgmma is sm_90a-only; Blackwell's MMA is tcgen05)",
-        notes="148 SMs is the count the CUDA runtime commonly reports for B200; the datasheet gives none"),
-    TargetSpec(
-        key="v100", name="NVIDIA V100", vendor="nvidia", kind="cuda", arch="sm_70",
-        tilelang_target={"kind": "cuda", "arch": "sm_70"},
-        smem_per_block=96 * KB, smem_per_sm=96 * KB, regs_per_sm=65536, regs_per_block=65536,
-        max_threads_per_block=1024, warp_size=32, sm_count=80,
-        matrix_cores="1st-gen tensor cores (fp16)", matrix_instruction="mma.sync",
-        wgmma=False, tma=False, async_copy=False, fp16=True, bf16=False,
-        source=f"{_CUDA_GUIDE} (compute capability 7.0: 96 KB per SM and per block opt-in); NVIDIA Tesla V100 "
-               "GPU Architecture whitepaper (80 SMs; tensor cores take fp16)"),
-    TargetSpec(
-        key="t4", name="NVIDIA T4", vendor="nvidia", kind="cuda", arch="sm_75",
-        tilelang_target={"kind": "cuda", "arch": "sm_75"},
-        smem_per_block=64 * KB, smem_per_sm=64 * KB, regs_per_sm=65536, regs_per_block=65536,
-        max_threads_per_block=1024, warp_size=32, sm_count=40,
-        matrix_cores="2nd-gen tensor cores (fp16, int8, int4)", matrix_instruction="mma.sync",
-        wgmma=False, tma=False, async_copy=False, fp16=True, bf16=False,
-        source=f"{_CUDA_GUIDE} (compute capability 7.5: 64 KB per SM and per block); NVIDIA Turing GPU "
-               "Architecture whitepaper and T4 datasheet (40 SMs; tensor cores take fp16, int8, int4)"),
-    TargetSpec(
-        key="mi250x", name="AMD Instinct MI250X", vendor="amd", kind="hip", arch="gfx90a",
-        tilelang_target={"kind": "hip", "mcpu": "gfx90a"},
-        smem_per_block=64 * KB, smem_per_sm=64 * KB, regs_per_sm=131072, regs_per_block=131072,
-        max_threads_per_block=1024, warp_size=64, sm_count=110,
-        matrix_cores="CDNA2 matrix cores", matrix_instruction="mfma",
-        wgmma=False, tma=False, async_copy=False, fp16=True, bf16=True,
-        source=f"AMD Instinct MI200 (CDNA2) ISA Reference Guide and CDNA2 whitepaper (220 CUs in two GCDs, "
-               f"512 KB of VGPRs per CU, wave64); {_CDNA_LDS}",
-        notes="each of the two GCDs is a separate device (110 CUs) to HIP and PyTorch"),
-    TargetSpec(
-        key="mi300x", name="AMD Instinct MI300X", vendor="amd", kind="hip", arch="gfx942",
-        tilelang_target={"kind": "hip", "mcpu": "gfx942"},
-        smem_per_block=64 * KB, smem_per_sm=64 * KB, regs_per_sm=131072, regs_per_block=131072,
-        max_threads_per_block=1024, warp_size=64, sm_count=304,
-        matrix_cores="CDNA3 matrix cores", matrix_instruction="mfma",
-        wgmma=False, tma=False, async_copy=False, fp16=True, bf16=True,
-        source=f"AMD Instinct MI300 (CDNA3) ISA Reference Guide and CDNA3 whitepaper (304 CUs, 512 KB of "
-               f"VGPRs per CU, wave64); {_CDNA_LDS}"),
-    TargetSpec(
-        key="c500", name="MetaX C500", vendor="metax", kind="maca", arch="maca",
-        tilelang_target={"kind": "maca"},
-        # Per-block limits are not in MetaX's public product brief; MetaX's MACA
-        # programming guide has them. 0 = unknown, never guessed.
-        smem_per_block=0, smem_per_sm=0, regs_per_sm=0, regs_per_block=0,
-        max_threads_per_block=0, warp_size=0, sm_count=0,
-        matrix_cores="MetaX matrix units (fp16/bf16, 280 TFLOP/s dense)", matrix_instruction="",
-        wgmma=False, tma=False, async_copy=False, fp16=True, bf16=True,
-        source="MetaX C500 product brief (64 GB HBM2e, 1.8 TB/s, 280 TFLOP/s fp16/bf16); shared memory, "
-               "register, warp and CU limits are in MetaX's MACA programming guide, not the public brief "
-               "(recorded as unknown)",
-        backend="MetaX's TileLang fork for MACA"),
-)}
+TARGETS: dict[str, TargetSpec] = {
+    s.key: s
+    for s in (
+        TargetSpec(
+            key="a100",
+            name="NVIDIA A100",
+            vendor="nvidia",
+            kind="cuda",
+            arch="sm_80",
+            tilelang_target={"kind": "cuda", "arch": "sm_80"},
+            smem_per_block=163 * KB,
+            smem_per_sm=164 * KB,
+            regs_per_sm=65536,
+            regs_per_block=65536,
+            max_threads_per_block=1024,
+            warp_size=32,
+            sm_count=108,
+            matrix_cores="3rd-gen tensor cores",
+            matrix_instruction="mma.sync",
+            wgmma=False,
+            tma=False,
+            async_copy=True,
+            fp16=True,
+            bf16=True,
+            source=f"{_CUDA_GUIDE} (compute capability 8.0: 164 KB shared memory per SM, 163 KB per block opt-in, "
+            "64K registers); NVIDIA A100 Tensor Core GPU Architecture whitepaper (108 SMs)",
+        ),
+        TargetSpec(
+            key="h100",
+            name="NVIDIA H100",
+            vendor="nvidia",
+            kind="cuda",
+            arch="sm_90a",
+            tilelang_target={"kind": "cuda", "arch": "sm_90a"},
+            smem_per_block=227 * KB,
+            smem_per_sm=228 * KB,
+            regs_per_sm=65536,
+            regs_per_block=65536,
+            max_threads_per_block=1024,
+            warp_size=32,
+            sm_count=132,
+            matrix_cores="4th-gen tensor cores",
+            matrix_instruction="wgmma",
+            wgmma=True,
+            tma=True,
+            async_copy=True,
+            fp16=True,
+            bf16=True,
+            source=f"{_CUDA_GUIDE} (compute capability 9.0); NVIDIA Hopper Tuning Guide (228 KB shared memory per "
+            "SM, 227 KB per block); NVIDIA H100 Tensor Core GPU datasheet (SXM5: 132 SMs)",
+        ),
+        TargetSpec(
+            key="h200",
+            name="NVIDIA H200",
+            vendor="nvidia",
+            kind="cuda",
+            arch="sm_90a",
+            tilelang_target={"kind": "cuda", "arch": "sm_90a"},
+            smem_per_block=227 * KB,
+            smem_per_sm=228 * KB,
+            regs_per_sm=65536,
+            regs_per_block=65536,
+            max_threads_per_block=1024,
+            warp_size=32,
+            sm_count=132,
+            matrix_cores="4th-gen tensor cores",
+            matrix_instruction="wgmma",
+            wgmma=True,
+            tma=True,
+            async_copy=True,
+            fp16=True,
+            bf16=True,
+            source=f"{_CUDA_GUIDE} (compute capability 9.0); NVIDIA Hopper Tuning Guide; 132 SMs and 232448 B "
+            "per block as torch reported them on the H200 of reports/examples/h200",
+        ),
+        TargetSpec(
+            key="b200",
+            name="NVIDIA B200",
+            vendor="nvidia",
+            kind="cuda",
+            arch="sm_100a",
+            tilelang_target={"kind": "cuda", "arch": "sm_100a"},
+            smem_per_block=227 * KB,
+            smem_per_sm=228 * KB,
+            regs_per_sm=65536,
+            regs_per_block=65536,
+            max_threads_per_block=1024,
+            warp_size=32,
+            sm_count=148,
+            matrix_cores="5th-gen tensor cores (tcgen05, tensor memory)",
+            matrix_instruction="tcgen05",
+            wgmma=False,
+            tma=True,
+            async_copy=True,
+            fp16=True,
+            bf16=True,
+            source=f"{_CUDA_GUIDE} (compute capability 10.0: 228 KB per SM, 227 KB per block); NVIDIA Blackwell "
+            "Tuning Guide (wgmma is sm_90a-only; Blackwell's MMA is tcgen05)",
+            notes="148 SMs is the count the CUDA runtime commonly reports for B200; the datasheet gives none",
+        ),
+        TargetSpec(
+            key="v100",
+            name="NVIDIA V100",
+            vendor="nvidia",
+            kind="cuda",
+            arch="sm_70",
+            tilelang_target={"kind": "cuda", "arch": "sm_70"},
+            smem_per_block=96 * KB,
+            smem_per_sm=96 * KB,
+            regs_per_sm=65536,
+            regs_per_block=65536,
+            max_threads_per_block=1024,
+            warp_size=32,
+            sm_count=80,
+            matrix_cores="1st-gen tensor cores (fp16)",
+            matrix_instruction="mma.sync",
+            wgmma=False,
+            tma=False,
+            async_copy=False,
+            fp16=True,
+            bf16=False,
+            source=f"{_CUDA_GUIDE} (compute capability 7.0: 96 KB per SM and per block opt-in); NVIDIA Tesla V100 "
+            "GPU Architecture whitepaper (80 SMs; tensor cores take fp16)",
+        ),
+        TargetSpec(
+            key="t4",
+            name="NVIDIA T4",
+            vendor="nvidia",
+            kind="cuda",
+            arch="sm_75",
+            tilelang_target={"kind": "cuda", "arch": "sm_75"},
+            smem_per_block=64 * KB,
+            smem_per_sm=64 * KB,
+            regs_per_sm=65536,
+            regs_per_block=65536,
+            max_threads_per_block=1024,
+            warp_size=32,
+            sm_count=40,
+            matrix_cores="2nd-gen tensor cores (fp16, int8, int4)",
+            matrix_instruction="mma.sync",
+            wgmma=False,
+            tma=False,
+            async_copy=False,
+            fp16=True,
+            bf16=False,
+            source=f"{_CUDA_GUIDE} (compute capability 7.5: 64 KB per SM and per block); NVIDIA Turing GPU "
+            "Architecture whitepaper and T4 datasheet (40 SMs; tensor cores take fp16, int8, int4)",
+        ),
+        TargetSpec(
+            key="mi250x",
+            name="AMD Instinct MI250X",
+            vendor="amd",
+            kind="hip",
+            arch="gfx90a",
+            tilelang_target={"kind": "hip", "mcpu": "gfx90a"},
+            smem_per_block=64 * KB,
+            smem_per_sm=64 * KB,
+            regs_per_sm=131072,
+            regs_per_block=131072,
+            max_threads_per_block=1024,
+            warp_size=64,
+            sm_count=110,
+            matrix_cores="CDNA2 matrix cores",
+            matrix_instruction="mfma",
+            wgmma=False,
+            tma=False,
+            async_copy=False,
+            fp16=True,
+            bf16=True,
+            source=f"AMD Instinct MI200 (CDNA2) ISA Reference Guide and CDNA2 whitepaper (220 CUs in two GCDs, "
+            f"512 KB of VGPRs per CU, wave64); {_CDNA_LDS}",
+            notes="each of the two GCDs is a separate device (110 CUs) to HIP and PyTorch",
+        ),
+        TargetSpec(
+            key="mi300x",
+            name="AMD Instinct MI300X",
+            vendor="amd",
+            kind="hip",
+            arch="gfx942",
+            tilelang_target={"kind": "hip", "mcpu": "gfx942"},
+            smem_per_block=64 * KB,
+            smem_per_sm=64 * KB,
+            regs_per_sm=131072,
+            regs_per_block=131072,
+            max_threads_per_block=1024,
+            warp_size=64,
+            sm_count=304,
+            matrix_cores="CDNA3 matrix cores",
+            matrix_instruction="mfma",
+            wgmma=False,
+            tma=False,
+            async_copy=False,
+            fp16=True,
+            bf16=True,
+            source=f"AMD Instinct MI300 (CDNA3) ISA Reference Guide and CDNA3 whitepaper (304 CUs, 512 KB of "
+            f"VGPRs per CU, wave64); {_CDNA_LDS}",
+        ),
+        TargetSpec(
+            key="c500",
+            name="MetaX C500",
+            vendor="metax",
+            kind="maca",
+            arch="maca",
+            tilelang_target={"kind": "maca"},
+            # Per-block limits are not in MetaX's public product brief; MetaX's MACA
+            # programming guide has them. 0 = unknown, never guessed.
+            smem_per_block=0,
+            smem_per_sm=0,
+            regs_per_sm=0,
+            regs_per_block=0,
+            max_threads_per_block=0,
+            warp_size=0,
+            sm_count=0,
+            matrix_cores="MetaX matrix units (fp16/bf16, 280 TFLOP/s dense)",
+            matrix_instruction="",
+            wgmma=False,
+            tma=False,
+            async_copy=False,
+            fp16=True,
+            bf16=True,
+            source="MetaX C500 product brief (64 GB HBM2e, 1.8 TB/s, 280 TFLOP/s fp16/bf16); shared memory, "
+            "register, warp and CU limits are in MetaX's MACA programming guide, not the public brief "
+            "(recorded as unknown)",
+            backend="MetaX's TileLang fork for MACA",
+        ),
+    )
+}
 
 # What `evaluate` checks when no --targets is given: the current NVIDIA generations, the
 # AMD part a team would most likely evaluate, and the MetaX part the PEAKS table knows,
@@ -232,8 +381,10 @@ def backend_gap(spec: TargetSpec) -> str:
         return ""
     version = _tilelang_version()
     what = spec.backend or f"a TileLang build with the '{spec.kind}' target"
-    return (f"no TileLang backend installed for {spec.kind.upper()}: TileLang {version} here has no "
-            f"'{spec.kind}' target kind ({what} provides it)")
+    return (
+        f"no TileLang backend installed for {spec.kind.upper()}: TileLang {version} here has no "
+        f"'{spec.kind}' target kind ({what} provides it)"
+    )
 
 
 def _tilelang_version() -> str:
@@ -265,8 +416,14 @@ def local_spec() -> TargetSpec | None:
     smem_block = int(getattr(p, "shared_memory_per_block_optin", 0) or getattr(p, "shared_memory_per_block", 0))
     known = next((s for s in TARGETS.values() if s.arch == arch and s.key in p.name.lower()), None)
     return TargetSpec(
-        key="local", name=p.name, vendor=vendor, kind=kind, arch=arch, tilelang_target=target,
-        smem_per_block=smem_block, smem_per_sm=int(getattr(p, "shared_memory_per_multiprocessor", 0) or 0),
+        key="local",
+        name=p.name,
+        vendor=vendor,
+        kind=kind,
+        arch=arch,
+        tilelang_target=target,
+        smem_per_block=smem_block,
+        smem_per_sm=int(getattr(p, "shared_memory_per_multiprocessor", 0) or 0),
         regs_per_sm=int(getattr(p, "regs_per_multiprocessor", 0) or 0),
         regs_per_block=int(getattr(p, "regs_per_block", 0) or 0) or int(getattr(p, "regs_per_multiprocessor", 0) or 0),
         max_threads_per_block=int(getattr(p, "max_threads_per_block", 1024) or 1024),
@@ -274,8 +431,11 @@ def local_spec() -> TargetSpec | None:
         sm_count=int(p.multi_processor_count),
         matrix_cores=known.matrix_cores if known else "",
         matrix_instruction=known.matrix_instruction if known else "",
-        wgmma=arch == "sm_90a", tma=not hip and p.major >= 9, async_copy=not hip and p.major >= 8,
-        fp16=True, bf16=hip or p.major >= 8,
+        wgmma=arch == "sm_90a",
+        tma=not hip and p.major >= 9,
+        async_copy=not hip and p.major >= 8,
+        fp16=True,
+        bf16=hip or p.major >= 8,
         source="torch.cuda.get_device_properties on this machine",
     )
 
@@ -303,8 +463,10 @@ def resolve(names: Iterable[str | TargetSpec] | str | None = None) -> list[Targe
             if key == "local":
                 spec = local_spec()
                 if spec is None:
-                    raise ConfigError("target 'local' asks for this machine's GPU, but torch sees none; "
-                                      f"name one of: {', '.join(TARGETS)}")
+                    raise ConfigError(
+                        "target 'local' asks for this machine's GPU, but torch sees none; "
+                        f"name one of: {', '.join(TARGETS)}"
+                    )
             elif key in TARGETS:
                 spec = TARGETS[key]
             else:

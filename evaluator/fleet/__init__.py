@@ -52,5 +52,19 @@ from .records import SCHEMA_VERSION, Cell, FleetResult  # noqa: F401
 from .sweep import FAIL_ON, RAY_MISSING, check_fail_on, exit_code, require_ray, run_plan
 from .task import run_cell  # noqa: F401  (the body of a Ray task, callable in-process)
 
-__all__ = ["Plan", "ModelEntry", "Platform", "Cell", "FleetResult", "load_plan", "run_plan", "summary",
-           "load_summary", "require_ray", "check_fail_on", "exit_code", "RAY_MISSING", "FAIL_ON"]
+__all__ = [
+    "Plan",
+    "ModelEntry",
+    "Platform",
+    "Cell",
+    "FleetResult",
+    "load_plan",
+    "run_plan",
+    "summary",
+    "load_summary",
+    "require_ray",
+    "check_fail_on",
+    "exit_code",
+    "RAY_MISSING",
+    "FAIL_ON",
+]

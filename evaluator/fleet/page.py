@@ -61,20 +61,34 @@ def summary(result: FleetResult, out_dir: str | os.PathLike) -> Path:
     (out / "fleet.json.tmp").replace(out / "fleet.json")
 
     def view(c: Cell) -> dict[str, Any]:
-        return {"cell": c, "cls": "failed" if not c.ok else _VERDICT_CLASS.get(c.verdict or "", "none"),
-                "report": _href(c.report, out), "traceback": _href(c.traceback, out),
-                "results": _href(c.run_dir / "results.json" if c.run_dir else None, out),
-                "speedup": f"{c.speedup:.3g}x" if c.speedup else "", "wall": f"{c.wall_s:.0f} s"}
+        return {
+            "cell": c,
+            "cls": "failed" if not c.ok else _VERDICT_CLASS.get(c.verdict or "", "none"),
+            "report": _href(c.report, out),
+            "traceback": _href(c.traceback, out),
+            "results": _href(c.run_dir / "results.json" if c.run_dir else None, out),
+            "speedup": f"{c.speedup:.3g}x" if c.speedup else "",
+            "wall": f"{c.wall_s:.0f} s",
+        }
 
     rows = [{"model": m, "cells": [view(result.cell(m, p)) for p in result.platforms]} for m in result.models]
     counts: dict[str, int] = {}
     for c in result.cells:
         k = "failed" if not c.ok else (c.verdict or "no verdict")
         counts[k] = counts.get(k, 0) + 1
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader([str(d) for d in resources.template_dirs()]),
-                             autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader([str(d) for d in resources.template_dirs()]),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     html = env.get_template("fleet.html.j2").render(
-        r=result, rows=rows, counts=counts, cells=[view(c) for c in result.cells],
-        options=lambda c: ", ".join(f"{k}={v}" for k, v in sorted(c.options.items())))
+        r=result,
+        rows=rows,
+        counts=counts,
+        cells=[view(c) for c in result.cells],
+        options=lambda c: ", ".join(f"{k}={v}" for k, v in sorted(c.options.items())),
+    )
     (out / "fleet.html").write_text(html)
     return out / "fleet.html"

@@ -25,9 +25,12 @@ from .records import one_line
 
 DEFAULT_PLATFORM = "this machine"
 # Options a plan sets through its own fields, never through `defaults` or overrides.
-_PLAN_FIELDS = {"model": "a model's spec is its `model` (or the string itself)",
-                "device": "a platform's `device` sets it",
-                "reports": "the plan's `reports` sets it", "store": "the plan's `store` sets it"}
+_PLAN_FIELDS = {
+    "model": "a model's spec is its `model` (or the string itself)",
+    "device": "a platform's `device` sets it",
+    "reports": "the plan's `reports` sets it",
+    "store": "the plan's `store` sets it",
+}
 
 
 @dataclass(frozen=True)
@@ -127,8 +130,11 @@ def _schema_error(path: Path, exc: ValidationError) -> ConfigError:
         names = list(known.model_fields) if known else []
         close = difflib.get_close_matches(str(loc[-1]), names, n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
-        return _fail(path, _where(loc), f"unknown field; {hint}a {'platform' if 'platforms' in loc else 'plan'} "
-                                        f"takes {', '.join(names)}")
+        return _fail(
+            path,
+            _where(loc),
+            f"unknown field; {hint}a {'platform' if 'platforms' in loc else 'plan'} takes {', '.join(names)}",
+        )
     return _fail(path, _where(loc), err["msg"])
 
 
@@ -138,8 +144,9 @@ def _option_types() -> dict[str, Any]:
     return typing.get_type_hints(config.build)
 
 
-def _options(path: Path, where: str, raw: dict[str, Any], types: dict[str, Any], base: Path, *,
-             model_row: bool = False) -> dict[str, Any]:
+def _options(
+    path: Path, where: str, raw: dict[str, Any], types: dict[str, Any], base: Path, *, model_row: bool = False
+) -> dict[str, Any]:
     """Plan option names (CLI spellings welcome: soak-seconds, no-pdf) -> config.build keywords,
     each value checked against build's own annotation."""
     out: dict[str, Any] = {}
@@ -192,8 +199,13 @@ def _resolve_spec(base: Path, spec: str) -> str:
     return spec
 
 
-def load_plan(path: str | os.PathLike, *, reports: str | os.PathLike | None = None,
-              store: str | os.PathLike | None = None, check: bool = True) -> Plan:
+def load_plan(
+    path: str | os.PathLike,
+    *,
+    reports: str | os.PathLike | None = None,
+    store: str | os.PathLike | None = None,
+    check: bool = True,
+) -> Plan:
     """Read and validate a plan file. Every error is one `ConfigError` line naming the file
     and the field. `reports` and `store` replace the plan's own (the command line's
     --reports and --store: relative to the working folder, as there). `check` also
@@ -214,8 +226,9 @@ def load_plan(path: str | os.PathLike, *, reports: str | os.PathLike | None = No
         at = f" at line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"{path}: not valid YAML{at} ({getattr(exc, 'problem', None) or 'syntax error'})") from None
     if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: a plan is a mapping with name, models and optionally reports, store, "
-                          "defaults, platforms")
+        raise ConfigError(
+            f"{path}: a plan is a mapping with name, models and optionally reports, store, defaults, platforms"
+        )
     try:
         doc = _PlanFile.model_validate(raw)
     except ValidationError as exc:
@@ -228,8 +241,12 @@ def load_plan(path: str | os.PathLike, *, reports: str | os.PathLike | None = No
     if store is not None:
         store = Path(store).expanduser().absolute()
     elif doc.store and _is_url(doc.store):
-        raise _fail(path, "store", f"'{doc.store}' is a git URL; a URL store is not supported yet: clone it "
-                                   "(git clone URL DIR), give DIR as the store, and push after the sweep")
+        raise _fail(
+            path,
+            "store",
+            f"'{doc.store}' is a git URL; a URL store is not supported yet: clone it "
+            "(git clone URL DIR), give DIR as the store, and push after the sweep",
+        )
     else:
         store = _resolve(base, doc.store) if doc.store else reports / "baselines"
 
@@ -243,8 +260,11 @@ def load_plan(path: str | os.PathLike, *, reports: str | os.PathLike | None = No
         spec = _resolve_spec(base, row.model.strip())
         label = (row.name or "").strip() or default_label(row.model.strip())
         if label in seen:
-            raise _fail(path, f"{where}.name", f"'{label}' is also models[{seen[label]}]; each row needs its own "
-                                               "name: {model: SPEC, name: NAME}")
+            raise _fail(
+                path,
+                f"{where}.name",
+                f"'{label}' is also models[{seen[label]}]; each row needs its own name: {{model: SPEC, name: NAME}}",
+            )
         seen[label] = i
         models.append(ModelEntry(name=label, spec=spec, options=overrides))
 
@@ -258,16 +278,29 @@ def load_plan(path: str | os.PathLike, *, reports: str | os.PathLike | None = No
         # A GPU run that holds no GPU would share GPU 0 with every other run; a CPU run
         # holding one leaves a GPU idle. Both are mistakes, said before any run.
         if row.device == "cuda" and not res.get("num_gpus"):
-            raise _fail(path, f"{where}.resources", "a cuda platform needs num_gpus (e.g. {num_gpus: 1}) so that "
-                                                    "Ray places one run per GPU")
+            raise _fail(
+                path,
+                f"{where}.resources",
+                "a cuda platform needs num_gpus (e.g. {num_gpus: 1}) so that Ray places one run per GPU",
+            )
         if row.device == "cpu" and res.get("num_gpus"):
             raise _fail(path, f"{where}.resources", "a cpu platform should not hold a GPU; use {num_cpus: 1}")
         opts = _options(path, f"{where}.options", row.options, types, base)
-        platforms.append(Platform(name=row.name, device=row.device, resources=res,
-                                  accelerator_type=row.accelerator_type, options=opts))
+        platforms.append(
+            Platform(
+                name=row.name, device=row.device, resources=res, accelerator_type=row.accelerator_type, options=opts
+            )
+        )
 
-    plan = Plan(name=doc.name.strip(), path=path.resolve(), reports=reports, store=store, defaults=defaults,
-                models=tuple(models), platforms=tuple(platforms))
+    plan = Plan(
+        name=doc.name.strip(),
+        path=path.resolve(),
+        reports=reports,
+        store=store,
+        defaults=defaults,
+        models=tuple(models),
+        platforms=tuple(platforms),
+    )
     if check:
         _check_cells(plan)
     return plan

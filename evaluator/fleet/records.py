@@ -75,4 +75,3 @@ def one_line(text: str, limit: int = ERROR_CHARS) -> str:
 def error_line(exc: BaseException) -> str:
     # Our own errors are already a sentence for the user; anything else keeps its type.
     return one_line(str(exc) if isinstance(exc, EvaluatorError) else f"{type(exc).__name__}: {exc}")
-

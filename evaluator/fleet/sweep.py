@@ -80,14 +80,23 @@ def _infeasible(need: dict[str, float], nodes: list[dict]) -> str:
     if any(all(o.get(k, 0) >= v for k, v in need.items()) for o in offers):
         return ""
     asked = ", ".join(f"{k} {v:g}" for k, v in need.items())
-    seen = "; ".join(", ".join(f"{k} {v:g}" for k, v in sorted(o.items()) if k in ("CPU", "GPU") or
-                               (k not in ("memory", "object_store_memory") and not k.startswith("node:")))
-                     for o in offers) or "no live node"
+    seen = (
+        "; ".join(
+            ", ".join(
+                f"{k} {v:g}"
+                for k, v in sorted(o.items())
+                if k in ("CPU", "GPU") or (k not in ("memory", "object_store_memory") and not k.startswith("node:"))
+            )
+            for o in offers
+        )
+        or "no live node"
+    )
     return f"no node of the Ray cluster offers {asked} (nodes offer: {seen}); fix the platform's resources"
 
 
-def run_plan(plan: Plan, *, ray_address: str | None = None, reporter: "Reporter | None" = None,
-             num_cpus: int | None = None) -> FleetResult:
+def run_plan(
+    plan: Plan, *, ray_address: str | None = None, reporter: "Reporter | None" = None, num_cpus: int | None = None
+) -> FleetResult:
     """Run every cell of the plan as a Ray task and collect one Cell each, in plan order.
 
     Connects to `ray_address` when given, uses a Ray already initialised in this process,
@@ -114,8 +123,9 @@ def run_plan(plan: Plan, *, ray_address: str | None = None, reporter: "Reporter 
         except FileExistsError:
             folder = plan.reports / f"{stem}-{n}"
         except OSError as exc:
-            raise ConfigError(f"cannot create the sweep folder {folder} ({exc.strerror}); give the plan a "
-                              "writable reports folder") from None
+            raise ConfigError(
+                f"cannot create the sweep folder {folder} ({exc.strerror}); give the plan a writable reports folder"
+            ) from None
     else:
         raise ConfigError(f"{plan.reports} already holds {stem} and 98 more like it; clean the reports folder")
 
@@ -131,11 +141,17 @@ def run_plan(plan: Plan, *, ray_address: str | None = None, reporter: "Reporter 
     else:
         cpus = num_cpus or os.cpu_count() or 1
         try:
-            ray.init(num_cpus=cpus, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False,
-                     logging_level=logging.WARNING)
+            ray.init(
+                num_cpus=cpus,
+                include_dashboard=False,
+                ignore_reinit_error=True,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+            )
         except Exception as exc:  # no room in /tmp, ports taken, a broken install
-            raise ConfigError(f"cannot start a local Ray ({error_line(exc)}); or give --ray ADDRESS of a "
-                              "running cluster") from exc
+            raise ConfigError(
+                f"cannot start a local Ray ({error_line(exc)}); or give --ray ADDRESS of a running cluster"
+            ) from exc
         started, where = True, f"local ({cpus} CPUs)"
 
     t0 = time.monotonic()
@@ -148,8 +164,10 @@ def run_plan(plan: Plan, *, ray_address: str | None = None, reporter: "Reporter 
         # once, and it takes nothing of another run's state (TileLang, torch, CUDA) with it.
         remote = ray.remote(max_calls=1, max_retries=0)(run_cell)
         dirs: set[str] = set()
-        rep.stage(f"Fleet {plan.name}: {len(plan.models) * len(plan.platforms)} runs on Ray, {where}",
-                  total=len(plan.models) * len(plan.platforms))
+        rep.stage(
+            f"Fleet {plan.name}: {len(plan.models) * len(plan.platforms)} runs on Ray, {where}",
+            total=len(plan.models) * len(plan.platforms),
+        )
         for m in plan.models:
             for p in plan.platforms:
                 resources = p.resources or ({"num_gpus": 1} if has_gpu and p.device != "cpu" else {"num_cpus": 1})
@@ -158,12 +176,26 @@ def run_plan(plan: Plan, *, ray_address: str | None = None, reporter: "Reporter 
                 while cell_name in dirs:  # two names that slug alike still get a folder each
                     cell_name += "_"
                 dirs.add(cell_name)
-                task = dict(model=m.name, platform=p.name, spec=m.spec, device=p.device,
-                            options=plan.options(m, p), cell_dir=str(folder / cell_name), store=str(plan.store))
+                task = dict(
+                    model=m.name,
+                    platform=p.name,
+                    spec=m.spec,
+                    device=p.device,
+                    options=plan.options(m, p),
+                    cell_dir=str(folder / cell_name),
+                    store=str(plan.store),
+                )
                 why = _infeasible(_needs(opts), nodes)
                 if why:
-                    cells[(m.name, p.name)] = Cell(model=m.name, platform=p.name, status="failed", spec=m.spec,
-                                                   device=p.device, error=why, options=task["options"])
+                    cells[(m.name, p.name)] = Cell(
+                        model=m.name,
+                        platform=p.name,
+                        status="failed",
+                        spec=m.spec,
+                        device=p.device,
+                        error=why,
+                        options=task["options"],
+                    )
                     rep.advance()
                     rep.info(_cell_line(cells[(m.name, p.name)]))
                     continue
@@ -178,8 +210,15 @@ def run_plan(plan: Plan, *, ray_address: str | None = None, reporter: "Reporter 
                 except Exception as exc:  # the task itself died: a crashed or killed worker, lost node
                     m = next(x for x in plan.models if x.name == key[0])
                     p = next(x for x in plan.platforms if x.name == key[1])
-                    cell = Cell(model=key[0], platform=key[1], status="failed", spec=m.spec, device=p.device,
-                                error=_ray_error(exc), options=plan.options(m, p))
+                    cell = Cell(
+                        model=key[0],
+                        platform=key[1],
+                        status="failed",
+                        spec=m.spec,
+                        device=p.device,
+                        error=_ray_error(exc),
+                        options=plan.options(m, p),
+                    )
                 cells[key] = cell
                 rep.advance()
                 rep.info(_cell_line(cell))
@@ -214,8 +253,12 @@ def exit_code(result: FleetResult, fail_on: str = "never") -> int:
     """The command's exit code: 1 when a cell is at `fail_on` or worse, else 0 (as
     `evaluate --fail-on`: 1 is only ever the outcome the gate rejects)."""
     check_fail_on(fail_on)
-    rejected = {"never": (), "failed": (), "no-go": ("NO-GO", "INCONCLUSIVE"),
-                "conditional": ("NO-GO", "INCONCLUSIVE", "CONDITIONAL GO")}[fail_on]
+    rejected = {
+        "never": (),
+        "failed": (),
+        "no-go": ("NO-GO", "INCONCLUSIVE"),
+        "conditional": ("NO-GO", "INCONCLUSIVE", "CONDITIONAL GO"),
+    }[fail_on]
     bad = [c for c in result.cells if (fail_on != "never" and not c.ok) or (c.ok and c.verdict in rejected)]
     return 1 if bad else 0
 
@@ -236,16 +279,41 @@ def _cell_line(c: Cell) -> str:
     return escape(f"{c.model} on {c.platform}: {c.verdict}{speed} ({c.wall_s:.0f} s, {c.baseline or 'no baseline'})")
 
 
-def _result(plan: Plan, folder: Path, where: str, created: datetime, cells: dict[tuple[str, str], Cell],
-            wall_s: float, *, interrupted: bool = False) -> FleetResult:
+def _result(
+    plan: Plan,
+    folder: Path,
+    where: str,
+    created: datetime,
+    cells: dict[tuple[str, str], Cell],
+    wall_s: float,
+    *,
+    interrupted: bool = False,
+) -> FleetResult:
     ordered = []
     for m in plan.models:
         for p in plan.platforms:
-            ordered.append(cells.get((m.name, p.name)) or Cell(
-                model=m.name, platform=p.name, status="failed", spec=m.spec, device=p.device,
-                error="interrupted before it finished", options=plan.options(m, p)))
-    return FleetResult(name=plan.name, plan=plan.path, folder=folder, store=plan.store, ray=where,
-                       created=created.isoformat(timespec="seconds"), models=tuple(m.name for m in plan.models),
-                       platforms=tuple(p.name for p in plan.platforms), cells=tuple(ordered), wall_s=wall_s,
-                       interrupted=interrupted)
-
+            ordered.append(
+                cells.get((m.name, p.name))
+                or Cell(
+                    model=m.name,
+                    platform=p.name,
+                    status="failed",
+                    spec=m.spec,
+                    device=p.device,
+                    error="interrupted before it finished",
+                    options=plan.options(m, p),
+                )
+            )
+    return FleetResult(
+        name=plan.name,
+        plan=plan.path,
+        folder=folder,
+        store=plan.store,
+        ray=where,
+        created=created.isoformat(timespec="seconds"),
+        models=tuple(m.name for m in plan.models),
+        platforms=tuple(p.name for p in plan.platforms),
+        cells=tuple(ordered),
+        wall_s=wall_s,
+        interrupted=interrupted,
+    )

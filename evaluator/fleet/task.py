@@ -33,21 +33,40 @@ def _newest_run(cell_dir: Path) -> Path | None:
 def run_cell(task: dict[str, Any]) -> Cell:
     """The body of one Ray task (also callable in-process): never raises, a failure is a Cell."""
     start = time.monotonic()
-    base = dict(model=task["model"], platform=task["platform"], spec=task["spec"], device=task["device"],
-                options=task["options"], host=socket.gethostname())
+    base = dict(
+        model=task["model"],
+        platform=task["platform"],
+        spec=task["spec"],
+        device=task["device"],
+        options=task["options"],
+        host=socket.gethostname(),
+    )
     cell_dir = Path(task["cell_dir"])
     try:
         from .. import config as config
         from .. import pipeline
 
-        cfg = config.build(model=task["spec"], label=task["model"], device=task["device"], reports=cell_dir,
-                           store=Path(task["store"]), **task["options"])
+        cfg = config.build(
+            model=task["spec"],
+            label=task["model"],
+            device=task["device"],
+            reports=cell_dir,
+            store=Path(task["store"]),
+            **task["options"],
+        )
         outcome = pipeline.run(cfg)
         r = outcome.result
-        return Cell(**base, status="ok", verdict=r.verdict.decision if r.verdict else None,
-                    speedup=r.e2e.speedup if r.e2e else None, baseline=r.baseline.tag if r.baseline else None,
-                    run_dir=outcome.run_dir, report=outcome.html, hardware=r.environment.hardware.name,
-                    wall_s=time.monotonic() - start)
+        return Cell(
+            **base,
+            status="ok",
+            verdict=r.verdict.decision if r.verdict else None,
+            speedup=r.e2e.speedup if r.e2e else None,
+            baseline=r.baseline.tag if r.baseline else None,
+            run_dir=outcome.run_dir,
+            report=outcome.html,
+            hardware=r.environment.hardware.name,
+            wall_s=time.monotonic() - start,
+        )
     except (Exception, SystemExit) as exc:  # a factory calling sys.exit() is a failed model too
         # What the run finished is still linked: a baseline that failed to record at the
         # very end leaves its report and verdict behind.
@@ -71,5 +90,15 @@ def run_cell(task: dict[str, Any]) -> Cell:
                 error = one_line(error, ERROR_CHARS - 40) + f" (full traceback in {tb.name})"
             except OSError:
                 tb = None
-        return Cell(**base, status="failed", verdict=verdict, speedup=speedup, run_dir=run_dir, report=report,
-                    error=error, traceback=tb, hardware=hardware, wall_s=time.monotonic() - start)
+        return Cell(
+            **base,
+            status="failed",
+            verdict=verdict,
+            speedup=speedup,
+            run_dir=run_dir,
+            report=report,
+            error=error,
+            traceback=tb,
+            hardware=hardware,
+            wall_s=time.monotonic() - start,
+        )

@@ -23,17 +23,22 @@ def register(family: KernelFamily) -> KernelFamily:
     covers, is refused: silently replacing one would make the family a name or an op
     resolves to depend on import order."""
     if not isinstance(family, KernelFamily):
-        raise KernelError(f"cannot register a {type(family).__name__}: kernel families subclass "
-                          "evaluator.kernels.base.KernelFamily")
+        raise KernelError(
+            f"cannot register a {type(family).__name__}: kernel families subclass evaluator.kernels.base.KernelFamily"
+        )
     taken = REGISTRY.get(family.name)
     if taken is not None:
-        raise KernelError(f"kernel family '{family.name}' is already registered (from {type(taken).__module__}); "
-                          "give the new family another name")
+        raise KernelError(
+            f"kernel family '{family.name}' is already registered (from {type(taken).__module__}); "
+            "give the new family another name"
+        )
     for other in REGISTRY.values():
         shared = sorted(family.aten_ops & other.aten_ops)
         if shared:
-            raise KernelError(f"kernel family '{family.name}' covers {', '.join(shared)}, which "
-                              f"'{other.name}' already covers; an aten op maps to one family")
+            raise KernelError(
+                f"kernel family '{family.name}' covers {', '.join(shared)}, which "
+                f"'{other.name}' already covers; an aten op maps to one family"
+            )
     REGISTRY[family.name] = family
     return family
 

@@ -29,7 +29,12 @@ from . import common as C
 # Defined in common (which must not import this module); the rest of the evaluator
 # imports them from here, the kernels' public module.
 from .common import (  # noqa: F401
-    CPU_COMPILE_FLAGS, DTYPE_ALIASES, DTYPE_BYTES, TORCH_DTYPES, is_cpu_target, torch_dtype,
+    CPU_COMPILE_FLAGS,
+    DTYPE_ALIASES,
+    DTYPE_BYTES,
+    TORCH_DTYPES,
+    is_cpu_target,
+    torch_dtype,
 )
 
 ProgramFactory = Callable[[Shape, str, dict], Any]  # (shape, dtype, merged config) -> TileLang PrimFunc
@@ -124,8 +129,7 @@ class KernelFamily(abc.ABC):
         """Candidate configs, best guess first, already filtered to those that fit the device."""
 
     @abc.abstractmethod
-    def flops(self, shape: Shape) -> float:
-        ...
+    def flops(self, shape: Shape) -> float: ...
 
     @abc.abstractmethod
     def bytes(self, shape: Shape, dtype: str) -> float:
@@ -146,9 +150,13 @@ class KernelFamily(abc.ABC):
         claim an op only in some forms, as gemm does aten::matmul with a 2-D weight)."""
         return op in self.aten_ops
 
-    def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]],
-                      concrete_inputs: Sequence[Any] | None = None,
-                      input_strides: Sequence[Sequence[int]] | None = None) -> Shape | None:
+    def problem_shape(
+        self,
+        op: str,
+        input_shapes: Sequence[Sequence[int]],
+        concrete_inputs: Sequence[Any] | None = None,
+        input_strides: Sequence[Sequence[int]] | None = None,
+    ) -> Shape | None:
         """The family's problem shape for one profiled call of aten `op`, or None when the
         kernel does not compute that call. `concrete_inputs` holds the call's scalar
         arguments (attention's is_causal, a convolution's stride) and `input_strides` its
@@ -274,8 +282,16 @@ class KernelFamily(abc.ABC):
 
     def compile(self, resolved: Resolved, target: str) -> Callable[..., torch.Tensor]:
         inputs = self.input_shapes(resolved.shape)
-        return C.build_cached(self.name, resolved.shape, resolved.dtype, resolved.config, target, resolved.program,
-                              out_idx=[len(inputs)], input_shapes=inputs)
+        return C.build_cached(
+            self.name,
+            resolved.shape,
+            resolved.dtype,
+            resolved.config,
+            target,
+            resolved.program,
+            out_idx=[len(inputs)],
+            input_shapes=inputs,
+        )
 
     def reject_reason(self, shape: Shape, dtype: str, config: KernelConfig, hardware: Hardware) -> str | None:
         """Why `config` cannot run on `hardware`, or None; checked without compiling, so the

@@ -86,8 +86,9 @@ def generator(seed: int) -> torch.Generator:
     return g
 
 
-def randn(shape: Sequence[int], dtype: str, device: str, g: torch.Generator, scale: float = 1.0,
-          shift: float = 0.0) -> torch.Tensor:
+def randn(
+    shape: Sequence[int], dtype: str, device: str, g: torch.Generator, scale: float = 1.0, shift: float = 0.0
+) -> torch.Tensor:
     t = torch.randn(*shape, generator=g, dtype=torch.float32) * scale + shift
     return t.to(device=device, dtype=TORCH_DTYPES[dtype]).contiguous()
 
@@ -145,7 +146,8 @@ def check_dtype_for_target(family: str, dtype: str, target: str) -> None:
     if is_cpu_target(target) and dtype not in CPU_DTYPES:
         raise KernelError(
             f"{family}: dtype {dtype} is not supported on TileLang's CPU backend (target '{target}'): "
-            f"tilelang's C code generator has no C type for bfloat16; use float32 or float16 on CPU")
+            f"tilelang's C code generator has no C type for bfloat16; use float32 or float16 on CPU"
+        )
 
 
 def compile_program(program: Any, out_idx: list[int] | None, target: str) -> Any:
@@ -202,8 +204,17 @@ def lower_source(program: Any, target: str) -> str:
 class Launcher:
     """A compiled kernel behind the family's reference calling convention."""
 
-    def __init__(self, family: str, shape: tuple[int, ...], dtype: str, config: dict[str, Any], target: str,
-                 kernel: Any, input_shapes: Sequence[tuple[int, ...]], compile_s: float):
+    def __init__(
+        self,
+        family: str,
+        shape: tuple[int, ...],
+        dtype: str,
+        config: dict[str, Any],
+        target: str,
+        kernel: Any,
+        input_shapes: Sequence[tuple[int, ...]],
+        compile_s: float,
+    ):
         self.family = family
         self.shape = shape
         self.dtype = dtype
@@ -300,8 +311,16 @@ def cached_launcher(key: tuple, make: Callable[[], Launcher]) -> Launcher:
     return _LAUNCHERS.get(key, make)
 
 
-def build_cached(family: str, shape: tuple[int, ...], dtype: str, config: dict[str, Any], target: str,
-                 program: Callable[[], Any], out_idx: list[int] | None, input_shapes: Sequence[tuple[int, ...]]) -> Launcher:
+def build_cached(
+    family: str,
+    shape: tuple[int, ...],
+    dtype: str,
+    config: dict[str, Any],
+    target: str,
+    program: Callable[[], Any],
+    out_idx: list[int] | None,
+    input_shapes: Sequence[tuple[int, ...]],
+) -> Launcher:
     """Compile `program()` for `target` once per (family, shape, dtype, config, target)."""
 
     def make() -> Launcher:

@@ -95,8 +95,15 @@ def search_space(shape: Shape, hardware: Hardware, smem_per_row: Callable[[dict[
     rows, cols = shape
     if C.is_cpu_target(hardware.target) or hardware.device == "cpu":
         fits = cols * 4 <= CPU_ROW_BUFFER_LIMIT
-        cands = ([{"block_rows": 4, "buffered": True}, {"block_rows": 1, "buffered": True},
-                  {"block_rows": 16, "buffered": True}] if fits else [])
+        cands = (
+            [
+                {"block_rows": 4, "buffered": True},
+                {"block_rows": 1, "buffered": True},
+                {"block_rows": 16, "buffered": True},
+            ]
+            if fits
+            else []
+        )
         cands.append({"block_rows": 4, "buffered": False})
         return C.dedupe(cands)
 
@@ -111,24 +118,36 @@ def search_space(shape: Shape, hardware: Hardware, smem_per_row: Callable[[dict[
         # Too few elements per thread or too much padding idles the block; too few
         # blocks idles the GPU.
         waste = padded_cols(cols, cfg["threads"], cfg["block_rows"]) / cols
-        return (gpu_elems_per_thread(cfg, cols) >= VEC and waste <= 1.5
-                and cfg["block_rows"] <= max(1, rows // 64))
+        return gpu_elems_per_thread(cfg, cols) >= VEC and waste <= 1.5 and cfg["block_rows"] <= max(1, rows // 64)
 
     cands = [c for c in whole if useful(c)]
     if not cands and whole:
         # Tiny or odd rows: the least padded whole-row config still beats streaming.
         cands = [min(whole, key=lambda c: (padded_cols(cols, c["threads"], c["block_rows"]), -c["threads"]))]
-    for threads, chunk in ((256, 4096), (512, 8192), (256, 8192), (1024, 8192), (512, 4096), (128, 2048),
-                           (256, 2048), (1024, 16384)):
+    for threads, chunk in (
+        (256, 4096),
+        (512, 8192),
+        (256, 8192),
+        (1024, 8192),
+        (512, 4096),
+        (128, 2048),
+        (256, 2048),
+        (1024, 16384),
+    ):
         if cols > chunk // 2 or not cands:
             cands.append({"block_rows": 1, "threads": threads, "chunk": chunk})
     cands = [c for c in cands if C.smem_fits(smem_per_row(c), hardware)]
+
     # Whole-row configs first (one read per element), those closest to 16 elements per
     # thread (enough work to hide latency, few registers) and to 256 threads first;
     # streaming configs last. The first entry is the one to use without tuning.
     def rank(c: dict[str, Any]) -> tuple:
-        return (c["chunk"] != 0, abs(math.log2(max(1, gpu_elems_per_thread(c, cols)) / 16)),
-                abs(math.log2(c["threads"] / 256)), c["block_rows"])
+        return (
+            c["chunk"] != 0,
+            abs(math.log2(max(1, gpu_elems_per_thread(c, cols)) / 16)),
+            abs(math.log2(c["threads"] / 256)),
+            c["block_rows"],
+        )
 
     return sorted(cands, key=rank)[:12]
 
@@ -150,9 +169,13 @@ class RowFamily(KernelFamily):
     extra_inputs: int = 0
     row_inputs: int = 1
 
-    def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]],
-                      concrete_inputs: Sequence[Any] | None = None,
-                      input_strides: Sequence[Sequence[int]] | None = None) -> Shape | None:
+    def problem_shape(
+        self,
+        op: str,
+        input_shapes: Sequence[Sequence[int]],
+        concrete_inputs: Sequence[Any] | None = None,
+        input_strides: Sequence[Sequence[int]] | None = None,
+    ) -> Shape | None:
         # The profiler does not record the dim argument; our zoo only reduces the last dim.
         if op not in self.aten_ops:
             return None
@@ -190,8 +213,9 @@ def aligned_rows(x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
     return flat
 
 
-def row_route(x: torch.Tensor, cols: int, extras: tuple[torch.Tensor, ...], dtype: str,
-              params: dict | None = None) -> Route | str:
+def row_route(
+    x: torch.Tensor, cols: int, extras: tuple[torch.Tensor, ...], dtype: str, params: dict | None = None
+) -> Route | str:
     """The route of a last-dim row op: x viewed as (rows, cols), per-column vectors after it."""
     bad = dtype_mismatch(dtype, x, *extras)
     if bad:
@@ -223,8 +247,13 @@ def residual_start(args: tuple, kwargs: dict, dtype: str) -> Start | str:
     if len(args) != 2 or kwargs:
         return "not a plain add of two tensors"
     x, r = args
-    if not (isinstance(x, torch.Tensor) and isinstance(r, torch.Tensor)) or x.shape != r.shape \
-            or x.dim() == 0 or x.numel() == 0 or x.device != r.device:
+    if (
+        not (isinstance(x, torch.Tensor) and isinstance(r, torch.Tensor))
+        or x.shape != r.shape
+        or x.dim() == 0
+        or x.numel() == 0
+        or x.device != r.device
+    ):
         return "not two tensors of one shape"
     bad = dtype_mismatch(dtype, x, r)
     if bad:
@@ -233,8 +262,9 @@ def residual_start(args: tuple, kwargs: dict, dtype: str) -> Start | str:
     return Start((x.numel() // cols, cols), (tuple(x.shape), x.dtype, x.device), (x, r))
 
 
-def residual_second(norm_route: Callable, func: Callable, want: Callable, args: tuple, kwargs: dict,
-                    start: Start, held: torch.Tensor) -> Route | None:
+def residual_second(
+    norm_route: Callable, func: Callable, want: Callable, args: tuple, kwargs: dict, start: Start, held: torch.Tensor
+) -> Route | None:
     """The norm's own route where this call is `want` (F.layer_norm, F.rms_norm) on the
     held sum and normalises all of it, at the held add's shape; None otherwise."""
     if func is not want or arg(args, kwargs, 0, "input") is not held:

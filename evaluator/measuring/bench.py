@@ -38,20 +38,57 @@ from . import compile_path as paths
 from ..kernels.base import KernelFamily
 from .outputs import OUTPUT_TOLERANCE, OutputCheck, compare_outputs, leaves, signal  # noqa: F401  (re-exported)
 from ..results import (
-    CallCount, Compiled, E2EBench, E2EView, FamilyTime, KeptFamilies, LaunchOverhead, OpBench, Ratio, Shape, Timing,
+    CallCount,
+    Compiled,
+    E2EBench,
+    E2EView,
+    FamilyTime,
+    KeptFamilies,
+    LaunchOverhead,
+    OpBench,
+    Ratio,
+    Shape,
+    Timing,
 )
 from .soak import THROTTLE_BITS, soak  # noqa: F401  (re-exported: the soak stage and tests reach it here)
 from .timing import (  # noqa: F401  (re-exported: callers time through bench)
-    Sides, TimingPolicy, bootstrap_ratio, graph_kernel_ms, interleaved, kernel_time_ms, make_sampler,
-    spread, summarize, time_callable, time_pair, time_sides,
+    Sides,
+    TimingPolicy,
+    bootstrap_ratio,
+    graph_kernel_ms,
+    interleaved,
+    kernel_time_ms,
+    make_sampler,
+    spread,
+    summarize,
+    time_callable,
+    time_pair,
+    time_sides,
 )
 
 __all__ = [
-    "bench_op", "end_to_end", "launch_overhead", "soak", "amdahl", "rotated_inputs", "roof_flags",
-    "roofline_attainable", "ROTATE_BYTES", "THROTTLE_BITS",
+    "bench_op",
+    "end_to_end",
+    "launch_overhead",
+    "soak",
+    "amdahl",
+    "rotated_inputs",
+    "roof_flags",
+    "roofline_attainable",
+    "ROTATE_BYTES",
+    "THROTTLE_BITS",
     # re-exported from timing.py and outputs.py
-    "TimingPolicy", "bootstrap_ratio", "interleaved", "kernel_time_ms", "summarize", "time_callable", "time_pair",
-    "OUTPUT_TOLERANCE", "OutputCheck", "compare_outputs", "leaves",
+    "TimingPolicy",
+    "bootstrap_ratio",
+    "interleaved",
+    "kernel_time_ms",
+    "summarize",
+    "time_callable",
+    "time_pair",
+    "OUTPUT_TOLERANCE",
+    "OutputCheck",
+    "compare_outputs",
+    "leaves",
 ]
 
 
@@ -64,8 +101,9 @@ def _rate(amount: float, t: Timing | None, scale: float) -> float | None:
 ROTATE_BYTES = 192 * 2**20  # more than any current GPU's L2 (H200: 60 MiB), so no call reads a warm cache
 
 
-def rotated_inputs(family: KernelFamily, shape: Shape, dtype: str, device: str, seed: int,
-                   policy: TimingPolicy) -> list[tuple[torch.Tensor, ...]]:
+def rotated_inputs(
+    family: KernelFamily, shape: Shape, dtype: str, device: str, seed: int, policy: TimingPolicy
+) -> list[tuple[torch.Tensor, ...]]:
     """Enough input sets that cycling through them streams from memory, not L2."""
     first = family.make_inputs(shape, dtype, device, seed)
     if device != "cuda" or not policy.flush_l2:
@@ -75,8 +113,15 @@ def rotated_inputs(family: KernelFamily, shape: Shape, dtype: str, device: str, 
     return [first] + [family.make_inputs(shape, dtype, device, seed + i) for i in range(1, sets)]
 
 
-def roof_flags(flops: float, nbytes: float, t: Timing | None, roof: tuple[float | None, float | None],
-               side: str, *, memory: bool = True) -> list[str]:
+def roof_flags(
+    flops: float,
+    nbytes: float,
+    t: Timing | None,
+    roof: tuple[float | None, float | None],
+    side: str,
+    *,
+    memory: bool = True,
+) -> list[str]:
     """A time faster than the measured ceilings allow is a measurement error, not a win.
     `memory`: whether the memory roof binds (inputs streamed from memory, not cache)."""
     if t is None or t.median_ms <= 0:
@@ -96,8 +141,14 @@ def roof_flags(flops: float, nbytes: float, t: Timing | None, roof: tuple[float 
 STALL_FACTOR = 3.0
 
 
-def stalled_sides(timings: Sequence[Timing | None], fns: Sequence[Sequence[Callable]], names: Sequence[str],
-                  evidence: dict[str, tuple[float, str]], device: str, policy: TimingPolicy) -> list[str]:
+def stalled_sides(
+    timings: Sequence[Timing | None],
+    fns: Sequence[Sequence[Callable]],
+    names: Sequence[str],
+    evidence: dict[str, tuple[float, str]],
+    device: str,
+    policy: TimingPolicy,
+) -> list[str]:
     """One "stalled: ..." line per side whose median is over STALL_FACTOR x its own other
     evidence: the times in `evidence` (name -> (ms, where from)) and the same call timed
     again alone, right now, on the same rotated inputs (`fns`: each side's callables).
@@ -146,8 +197,9 @@ def _compiled_side(prep: compiled_mod.Prepared, device: str, policy: TimingPolic
     return made, ""
 
 
-def time_with_compiled(made: list, prep: compiled_mod.Prepared | None, device: str,
-                       policy: TimingPolicy) -> tuple[Sides, int | None, str]:
+def time_with_compiled(
+    made: list, prep: compiled_mod.Prepared | None, device: str, policy: TimingPolicy
+) -> tuple[Sides, int | None, str]:
     """The sides in `made` and, where it was compiled, torch.compile's as one more, all in
     the same interleaved rounds. Returns the sides, the compiled side's index (None when
     it was left out) and why it was left out. A failure while the three are timed is
@@ -163,9 +215,14 @@ def time_with_compiled(made: list, prep: compiled_mod.Prepared | None, device: s
     return time_sides(made, device, policy), None, why
 
 
-def compiled_result(prep: compiled_mod.Prepared | None, sides: Sides | None = None,
-                    index: int | None = None, versus: int | None = None, why: str = "",
-                    output_check: Any = None) -> Compiled | None:
+def compiled_result(
+    prep: compiled_mod.Prepared | None,
+    sides: Sides | None = None,
+    index: int | None = None,
+    versus: int | None = None,
+    why: str = "",
+    output_check: Any = None,
+) -> Compiled | None:
     """The `Compiled` record of a third side: its timing and its ratio against side `versus`
     (TileLang), or the reason it has no number. None where nothing was compiled because
     the mode is none: the comparison was not asked for."""
@@ -184,14 +241,25 @@ def compiled_result(prep: compiled_mod.Prepared | None, sides: Sides | None = No
     error = prep.error or (why if timing is None else "")
     if not error and timing is None:
         error = why or "not timed"
-    return Compiled(prep.mode, prep.inductor_mode, timing, ratio, prep.compile_s, error[:300],
-                    "; ".join(notes)[:500])
+    return Compiled(prep.mode, prep.inductor_mode, timing, ratio, prep.compile_s, error[:300], "; ".join(notes)[:500])
 
 
-def bench_op(family: KernelFamily, shape: Shape, dtype: str, kernel: Callable | None, device: str,
-             *, source: str, config: dict | None, policy: TimingPolicy = TimingPolicy(), seed: int = 0,
-             error: str = "", roof: tuple[float | None, float | None] = (None, None),
-             verified: bool = True, evidence: dict[str, tuple[float, str]] | None = None) -> OpBench:
+def bench_op(
+    family: KernelFamily,
+    shape: Shape,
+    dtype: str,
+    kernel: Callable | None,
+    device: str,
+    *,
+    source: str,
+    config: dict | None,
+    policy: TimingPolicy = TimingPolicy(),
+    seed: int = 0,
+    error: str = "",
+    roof: tuple[float | None, float | None] = (None, None),
+    verified: bool = True,
+    evidence: dict[str, tuple[float, str]] | None = None,
+) -> OpBench:
     """TileLang against PyTorch on one shape, same inputs, same timer, interleaved.
 
     `roof` is (TFLOP/s, GB/s) of the device; with it each side gets its share of the
@@ -211,8 +279,11 @@ def bench_op(family: KernelFamily, shape: Shape, dtype: str, kernel: Callable | 
         kernel = None
     mode = policy.compile_mode
     if kernel is None and mode != "none":
-        comp = Compiled(mode, compiled_mod.INDUCTOR_MODES.get(mode, ""),
-                        error="not measured: no verified TileLang kernel to compare with")
+        comp = Compiled(
+            mode,
+            compiled_mod.INDUCTOR_MODES.get(mode, ""),
+            error="not measured: no verified TileLang kernel to compare with",
+        )
     if kernel is not None:
         tl_fns = [(lambda ins=ins: kernel(*ins)) for ins in sets]
         prep = check = None
@@ -223,12 +294,14 @@ def bench_op(family: KernelFamily, shape: Shape, dtype: str, kernel: Callable | 
         try:
             made = [make_sampler(ref_fns, device, policy), make_sampler(tl_fns, device, policy)]
             sides, at, why = time_with_compiled(made, prep, device, policy)
-            stalls = stalled_sides(sides.timings[:2], (ref_fns, tl_fns), ("PyTorch", "TileLang"),
-                                   evidence or {}, device, policy)
+            stalls = stalled_sides(
+                sides.timings[:2], (ref_fns, tl_fns), ("PyTorch", "TileLang"), evidence or {}, device, policy
+            )
             if stalls:  # measured once more; the run with fewer stalled sides is kept
                 again = time_with_compiled(made, prep, device, policy)
-                stalls_again = stalled_sides(again[0].timings[:2], (ref_fns, tl_fns),
-                                             ("PyTorch", "TileLang"), evidence or {}, device, policy)
+                stalls_again = stalled_sides(
+                    again[0].timings[:2], (ref_fns, tl_fns), ("PyTorch", "TileLang"), evidence or {}, device, policy
+                )
                 if len(stalls_again) <= len(stalls):
                     (sides, at, why), stalls = again, stalls_again
                 flags += stalls
@@ -249,8 +322,15 @@ def bench_op(family: KernelFamily, shape: Shape, dtype: str, kernel: Callable | 
                 note = "; ".join(x for x in (note, f"profiler cross-check failed: {type(exc).__name__}") if x)
             for side, t, k in (("TileLang", t_tl, k_tl), ("PyTorch", t_torch, k_torch)):
                 if k and t and abs(t.median_ms - k) > max(0.15 * k, 0.003):
-                    note = "; ".join(x for x in (note, f"{side}: graph replay {t.median_ms * 1e3:.1f} µs vs "
-                                                       f"profiler kernel time {k * 1e3:.1f} µs per call") if x)
+                    note = "; ".join(
+                        x
+                        for x in (
+                            note,
+                            f"{side}: graph replay {t.median_ms * 1e3:.1f} µs vs "
+                            f"profiler kernel time {k * 1e3:.1f} µs per call",
+                        )
+                        if x
+                    )
     else:
         t_torch = time_callable(ref_fns[0], device, policy)
     flops, nbytes = float(family.flops(shape)), float(family.bytes(shape, dtype))
@@ -258,21 +338,41 @@ def bench_op(family: KernelFamily, shape: Shape, dtype: str, kernel: Callable | 
     # The memory roof binds only where the inputs stream from memory: rotated past the cache
     # on CUDA; on a CPU the same inputs stay in cache between calls, and beat DRAM's rate.
     streamed = device == "cuda" and policy.flush_l2
-    flags += (roof_flags(flops, nbytes, t_tl, roof, "TileLang", memory=streamed)
-              + roof_flags(flops, nbytes, t_torch, roof, "PyTorch", memory=streamed))
+    flags += roof_flags(flops, nbytes, t_tl, roof, "TileLang", memory=streamed) + roof_flags(
+        flops, nbytes, t_torch, roof, "PyTorch", memory=streamed
+    )
     if (t_tl and t_tl.unstable) or t_torch.unstable:
         flags.append("unstable")
-    speedup = ratio.value if ratio is not None and math.isfinite(ratio.value) else (
-        (t_torch.median_ms / t_tl.median_ms) if t_tl and t_tl.median_ms > 0 else None)
+    speedup = (
+        ratio.value
+        if ratio is not None and math.isfinite(ratio.value)
+        else ((t_torch.median_ms / t_tl.median_ms) if t_tl and t_tl.median_ms > 0 else None)
+    )
     return OpBench(
-        family=family.name, shape=tuple(shape), dtype=dtype, source=source, tilelang=t_tl, torch=t_torch,
-        speedup=speedup, flops=flops, bytes=nbytes,
-        tilelang_tflops=_rate(flops, t_tl, 1e12), tilelang_gbps=_rate(nbytes, t_tl, 1e9),
-        torch_tflops=_rate(flops, t_torch, 1e12), torch_gbps=_rate(nbytes, t_torch, 1e9),
-        config=config, error=error[:500],
-        tilelang_roof_pct=_pct(flops, t_tl, attainable), torch_roof_pct=_pct(flops, t_torch, attainable),
-        verified=verified, ratio=ratio, tilelang_kernel_ms=k_tl, torch_kernel_ms=k_torch, timer_note=note[:500],
-        flags=tuple(flags), compiled=comp,
+        family=family.name,
+        shape=tuple(shape),
+        dtype=dtype,
+        source=source,
+        tilelang=t_tl,
+        torch=t_torch,
+        speedup=speedup,
+        flops=flops,
+        bytes=nbytes,
+        tilelang_tflops=_rate(flops, t_tl, 1e12),
+        tilelang_gbps=_rate(nbytes, t_tl, 1e9),
+        torch_tflops=_rate(flops, t_torch, 1e12),
+        torch_gbps=_rate(nbytes, t_torch, 1e9),
+        config=config,
+        error=error[:500],
+        tilelang_roof_pct=_pct(flops, t_tl, attainable),
+        torch_roof_pct=_pct(flops, t_torch, attainable),
+        verified=verified,
+        ratio=ratio,
+        tilelang_kernel_ms=k_tl,
+        torch_kernel_ms=k_torch,
+        timer_note=note[:500],
+        flags=tuple(flags),
+        compiled=comp,
     )
 
 
@@ -317,8 +417,9 @@ def amdahl(op_ratios: dict[str, Ratio | float], shares: dict[str, float]) -> tup
     return mid, low if low is not None else mid, high if high is not None else mid
 
 
-def amdahl_in_model(rows: tuple[FamilyTime, ...], total_ms: float, ran: dict[str, int]
-                    ) -> tuple[float, float, float] | None:
+def amdahl_in_model(
+    rows: tuple[FamilyTime, ...], total_ms: float, ran: dict[str, int]
+) -> tuple[float, float, float] | None:
     """The model speedup the operator times inside the model predict: the reference's
     operator time over itself less what each routed family saves there. Where a fused
     kernel replaces more than its op benchmark's pair (GPT-2's gelu_new is eight
@@ -345,13 +446,17 @@ def _timers_disagree(ref_fn: Callable, graph_ms: float, eager_kernel_ms: float) 
     except Exception:  # the explanation is supplementary; the gap reading stands alone
         captured, n = None, 0
     if captured and captured > 1.25 * eager_kernel_ms:
-        return (f"graph replay runs {captured:.3f} ms of kernels ({n} kernels) against {eager_kernel_ms:.3f} ms "
-                "eagerly for the unmodified model: the model takes another path while a CUDA graph is captured "
-                "(transformers counts a capturing stream as tracing), and graph replay times that path on both "
-                "sides; the eager view times the eager path")
-    return (f"graph replay {graph_ms:.3f} ms vs kernel sum {eager_kernel_ms:.3f} ms "
-            "for the unmodified model: the difference is device time between kernels "
-            "(many small launches), which graph replay includes and the kernel sum does not")
+        return (
+            f"graph replay runs {captured:.3f} ms of kernels ({n} kernels) against {eager_kernel_ms:.3f} ms "
+            "eagerly for the unmodified model: the model takes another path while a CUDA graph is captured "
+            "(transformers counts a capturing stream as tracing), and graph replay times that path on both "
+            "sides; the eager view times the eager path"
+        )
+    return (
+        f"graph replay {graph_ms:.3f} ms vs kernel sum {eager_kernel_ms:.3f} ms "
+        "for the unmodified model: the difference is device time between kernels "
+        "(many small launches), which graph replay includes and the kernel sum does not"
+    )
 
 
 def _kernel_sum_view(ref: Callable, cand: Callable, rounds: int = 5) -> E2EView:
@@ -360,14 +465,22 @@ def _kernel_sum_view(ref: Callable, cand: Callable, rounds: int = 5) -> E2EView:
         a.append(kernel_time_ms(ref, calls=2) or 0.0)
         b.append(kernel_time_ms(cand, calls=2) or 0.0)
     if not all(a) or not all(b):
-        return E2EView("kernel_sum", summarize(a or [0.0], "profiler"), None, None,
-                       "the profiler recorded no kernel time")
+        return E2EView(
+            "kernel_sum", summarize(a or [0.0], "profiler"), None, None, "the profiler recorded no kernel time"
+        )
     return E2EView("kernel_sum", summarize(a, "profiler"), summarize(b, "profiler"), bootstrap_ratio(a, b))
 
 
-def _in_model(ref_fn: Callable, cand_fn: Callable, families: tuple[str, ...], device: str,
-              ran: dict[str, int], op_ratios: dict[str, Ratio | float],
-              table: Any = None, model: Any = None) -> tuple[tuple[FamilyTime, ...], list[str], float]:
+def _in_model(
+    ref_fn: Callable,
+    cand_fn: Callable,
+    families: tuple[str, ...],
+    device: str,
+    ran: dict[str, int],
+    op_ratios: dict[str, Ratio | float],
+    table: Any = None,
+    model: Any = None,
+) -> tuple[tuple[FamilyTime, ...], list[str], float]:
     """Each routed family's operator time per forward pass inside the model, PyTorch's
     calls against the routed ones, both profiled the same way (profiling.family_times),
     and flags: a family whose TileLang calls got no time (the profiler could not see
@@ -387,8 +500,7 @@ def _in_model(ref_fn: Callable, cand_fn: Callable, families: tuple[str, ...], de
     marker = None
     if fused and table is not None:
         # with the model: its written norms reach the scan as one call each, run as written
-        marker = swap.Router(fused, swap.KernelTable(table.dtype, table.target), scan=True, where=table,
-                             model=model)
+        marker = swap.Router(fused, swap.KernelTable(table.dtype, table.target), scan=True, where=table, model=model)
 
     def ref_side():
         with written.marked(model, rope_shape=rope.call_shape) if model is not None else contextlib.nullcontext():
@@ -396,6 +508,7 @@ def _in_model(ref_fn: Callable, cand_fn: Callable, families: tuple[str, ...], de
                 return ref_fn()
             with marker:
                 return ref_fn()
+
     try:
         ref, _ = family_times(ref_side, device)
         swapped, routed = family_times(cand_fn, device)
@@ -416,13 +529,16 @@ def _in_model(ref_fn: Callable, cand_fn: Callable, families: tuple[str, ...], de
         op = op_ratios.get(f)
         op_value = op.value if isinstance(op, Ratio) else op
         if row.ratio and op_value and math.isfinite(op_value) and row.ratio * 1.1 < op_value:
-            flags.append(f"{f} runs {row.ratio:.2f}x of PyTorch's kernels inside the model against {op_value:.2f}x "
-                         "in the op benchmarks")
+            flags.append(
+                f"{f} runs {row.ratio:.2f}x of PyTorch's kernels inside the model against {op_value:.2f}x "
+                "in the op benchmarks"
+            )
     return tuple(rows), flags, sum(ref.values())
 
 
-def _alone(ref_fn: Callable, router: Any, rows: tuple[FamilyTime, ...], device: str,
-           policy: TimingPolicy) -> tuple[tuple[FamilyTime, ...], list[str], KeptFamilies | None]:
+def _alone(
+    ref_fn: Callable, router: Any, rows: tuple[FamilyTime, ...], device: str, policy: TimingPolicy
+) -> tuple[tuple[FamilyTime, ...], list[str], KeptFamilies | None]:
     """Each routed family alone, end to end: the model with only that family's calls
     routed, against the model as is, all sides in the same interleaved rounds of the
     verdict's timer. The profiled operator time (`_in_model`) leaves out the device time
@@ -440,11 +556,13 @@ def _alone(ref_fn: Callable, router: Any, rows: tuple[FamilyTime, ...], device: 
         def fn():
             with only:
                 return ref_fn()
+
         return fn
 
     try:
-        made = [make_sampler([ref_fn], device, policy)] + [make_sampler([routed_only(r.family)], device, policy)
-                                                          for r in rows]
+        made = [make_sampler([ref_fn], device, policy)] + [
+            make_sampler([routed_only(r.family)], device, policy) for r in rows
+        ]
         # Timed eagerly, the router's own host cost would count against every family.
         notes = [m[2] for m in made if _not_graph_replay(m)]
         if notes:
@@ -457,30 +575,51 @@ def _alone(ref_fn: Callable, router: Any, rows: tuple[FamilyTime, ...], device: 
         ratio = sides.ratio(0, i)
         out.append(dataclasses.replace(row, alone=ratio))
         if out[-1].slows_model:
-            inside = (f" although its operators run at {row.ratio:.2f}x PyTorch's speed inside the model (profiled): "
-                      "the time it adds between operators outweighs what its kernels save"
-                      if row.ratio and row.ratio >= 1.0 else "")
-            flags.append(f"routing {row.family} alone makes the model {ratio.value:.2f}x end to end "
-                         f"[{ratio.low:.2f}-{ratio.high:.2f}]{inside}; leaving {row.family} to PyTorch would be faster")
+            inside = (
+                f" although its operators run at {row.ratio:.2f}x PyTorch's speed inside the model (profiled): "
+                "the time it adds between operators outweighs what its kernels save"
+                if row.ratio and row.ratio >= 1.0
+                else ""
+            )
+            flags.append(
+                f"routing {row.family} alone makes the model {ratio.value:.2f}x end to end "
+                f"[{ratio.low:.2f}-{ratio.high:.2f}]{inside}; leaving {row.family} to PyTorch would be faster"
+            )
     keep = tuple(r.family for r in out if not r.slows_model)
     left = tuple(r.family for r in out if r.slows_model)
     kept = None
     if keep and left:
         try:
-            pair = time_sides([make_sampler([ref_fn], device, policy),
-                               make_sampler([routed_only(*keep)], device, policy)], device, policy)
+            pair = time_sides(
+                [make_sampler([ref_fn], device, policy), make_sampler([routed_only(*keep)], device, policy)],
+                device,
+                policy,
+            )
             kept = KeptFamilies(families=keep, left=left, ratio=pair.ratio(0, 1))
         except Exception as exc:
-            flags.append(f"the model with {', '.join(keep)} routed not measured: {type(exc).__name__}: "
-                         f"{str(exc)[:150]}")
+            flags.append(
+                f"the model with {', '.join(keep)} routed not measured: {type(exc).__name__}: {str(exc)[:150]}"
+            )
     return tuple(out), flags, kept
 
 
-def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device: str, batch_size: int,
-               router: Any, *, dtype: str, profiled_ms: dict[tuple[str, str], float], total_profiled_ms: float,
-               op_ratios: dict[str, Ratio | float], shares: dict[str, float],
-               policy: TimingPolicy = TimingPolicy(), profiled_wall_ms: float | None = None,
-               watch: Sequence[Any] = (), not_chosen: Sequence[CallCount] = ()) -> E2EBench:
+def end_to_end(
+    module: torch.nn.Module,
+    inputs: tuple[torch.Tensor, ...],
+    device: str,
+    batch_size: int,
+    router: Any,
+    *,
+    dtype: str,
+    profiled_ms: dict[tuple[str, str], float],
+    total_profiled_ms: float,
+    op_ratios: dict[str, Ratio | float],
+    shares: dict[str, float],
+    policy: TimingPolicy = TimingPolicy(),
+    profiled_wall_ms: float | None = None,
+    watch: Sequence[Any] = (),
+    not_chosen: Sequence[CallCount] = (),
+) -> E2EBench:
     """The model as is, and with the router sending the chosen families' calls to TileLang.
 
     Outputs are compared leaf by leaf with tolerances relative to the reference's
@@ -521,8 +660,11 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
             # A reference without signal cannot show a wrong kernel: draw the inputs once
             # more with another seed before the comparison is flagged.
             other = redraw_inputs(inputs, seed=1)
-            tried = ("; inputs drawn with another seed gave none either" if other is not None
-                     else "; the inputs have nothing to draw again")
+            tried = (
+                "; inputs drawn with another seed gave none either"
+                if other is not None
+                else "; the inputs have nothing to draw again"
+            )
             if other is not None:
                 other_out = module(*other)
                 if not signal(other_out, dtype):
@@ -539,15 +681,32 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
         except Exception as exc:  # a crashed swap-in is a failed item, with its error
             counts = watcher.counts(profiled_ms)
             mode = policy.compile_mode
-            skipped = None if mode == "none" else Compiled(
-                mode, compiled_mod.INDUCTOR_MODES.get(mode, ""),
-                error="not measured: the model with TileLang kernels did not run")
-            return E2EBench(families=families, reference=time_callable(ref_fn, device, policy), swapped=None,
-                            speedup=None, samples_per_s_reference=0.0, samples_per_s_swapped=None, max_abs_err=None,
-                            outputs_match=False, calls=counts, error=f"{type(exc).__name__}: {exc}"[:500],
-                            tilelang_calls=sum(c.tilelang for c in counts),
-                            fallback_calls=sum(sum(c.fallback.values()) for c in counts), tolerance=dict(tol),
-                            flags=("swap-in crashed",), compiled=skipped)
+            skipped = (
+                None
+                if mode == "none"
+                else Compiled(
+                    mode,
+                    compiled_mod.INDUCTOR_MODES.get(mode, ""),
+                    error="not measured: the model with TileLang kernels did not run",
+                )
+            )
+            return E2EBench(
+                families=families,
+                reference=time_callable(ref_fn, device, policy),
+                swapped=None,
+                speedup=None,
+                samples_per_s_reference=0.0,
+                samples_per_s_swapped=None,
+                max_abs_err=None,
+                outputs_match=False,
+                calls=counts,
+                error=f"{type(exc).__name__}: {exc}"[:500],
+                tilelang_calls=sum(c.tilelang for c in counts),
+                fallback_calls=sum(sum(c.fallback.values()) for c in counts),
+                tolerance=dict(tol),
+                flags=("swap-in crashed",),
+                compiled=skipped,
+            )
         counts = watcher.counts(profiled_ms)
         chosen = router.families()
         unrouted = tuple(c for c in counts if c.family not in chosen) + tuple(not_chosen)
@@ -566,12 +725,14 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
         made = [make_sampler([ref_fn], device, policy), make_sampler([cand_fn], device, policy)]
         sides, at, why = time_with_compiled(made, prep, device, policy)
         evidence = {"PyTorch": (profiled_wall_ms, "in the profiled forward pass")} if profiled_wall_ms else {}
-        stalls = stalled_sides(sides.timings[:2], ([ref_fn], [cand_fn]), ("PyTorch", "TileLang"), evidence,
-                               device, policy)
+        stalls = stalled_sides(
+            sides.timings[:2], ([ref_fn], [cand_fn]), ("PyTorch", "TileLang"), evidence, device, policy
+        )
         if stalls:  # measured once more; the run with fewer stalled sides is kept
             again = time_with_compiled(made, prep, device, policy)
-            stalls_again = stalled_sides(again[0].timings[:2], ([ref_fn], [cand_fn]), ("PyTorch", "TileLang"),
-                                         evidence, device, policy)
+            stalls_again = stalled_sides(
+                again[0].timings[:2], ([ref_fn], [cand_fn]), ("PyTorch", "TileLang"), evidence, device, policy
+            )
             if len(stalls_again) <= len(stalls):
                 (sides, at, why), stalls = again, stalls_again
         comp = compiled_result(prep, sides, at, 1, why, same)
@@ -596,16 +757,25 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
             with contextlib.suppress(Exception):
                 p_ref, p_pass, _, _ = time_pair([ref_fn], [pass_fn], device, policy, eager=True)
                 overhead = p_pass.median_ms - p_ref.median_ms
-            views.append(E2EView("eager", e_ref, e_sw, e_ratio, "host path: each forward synchronised, launches "
-                                 "included" + (f"; the router itself adds {overhead:.2f} ms per forward"
-                                               if overhead is not None else "")))
+            views.append(
+                E2EView(
+                    "eager",
+                    e_ref,
+                    e_sw,
+                    e_ratio,
+                    "host path: each forward synchronised, launches "
+                    "included"
+                    + (f"; the router itself adds {overhead:.2f} ms per forward" if overhead is not None else ""),
+                )
+            )
             with contextlib.suppress(Exception):
                 ks = _kernel_sum_view(ref_fn, cand_fn)
                 if ks.swapped is not None and ks.reference.median_ms > 0:
                     gap = t_ref.median_ms / ks.reference.median_ms
                     if abs(gap - 1) > 0.25:  # the timers disagree beyond noise: say what the difference is
-                        ks = dataclasses.replace(ks, note=_timers_disagree(ref_fn, t_ref.median_ms,
-                                                                           ks.reference.median_ms))
+                        ks = dataclasses.replace(
+                            ks, note=_timers_disagree(ref_fn, t_ref.median_ms, ks.reference.median_ms)
+                        )
                 views.append(ks)
         else:
             method = "perf_counter"
@@ -618,8 +788,9 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
     ran: dict[str, int] = {}
     for c in counts:
         ran[c.family] = ran.get(c.family, 0) + c.tilelang
-    in_model, in_flags, ref_total = _in_model(ref_fn, cand_fn, families, device, ran, op_ratios, table=router.table,
-                                              model=module)
+    in_model, in_flags, ref_total = _in_model(
+        ref_fn, cand_fn, families, device, ran, op_ratios, table=router.table, model=module
+    )
     flags.extend(in_flags)
     kept = None
     if check.ok and tl_calls:
@@ -639,22 +810,47 @@ def end_to_end(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device
         # 15% slack for what the estimate leaves out (layout copies, fusion lost or gained).
         if est[2] * 1.15 < ratio.low or est[1] / 1.15 > ratio.high:
             copies = sum(n for c in counts for note, n in c.notes.items())
-            why = (f"; the op benchmarks leave out the {copies} layout copies counted per call" if copies
-                   and est[1] / 1.15 > ratio.high else "")
-            flags.append(f"contradicts the Amdahl estimate ({est[0]:.2f}x from {source}, measured "
-                         f"{ratio.low:.2f}-{ratio.high:.2f}x){why}")
+            why = (
+                f"; the op benchmarks leave out the {copies} layout copies counted per call"
+                if copies and est[1] / 1.15 > ratio.high
+                else ""
+            )
+            flags.append(
+                f"contradicts the Amdahl estimate ({est[0]:.2f}x from {source}, measured "
+                f"{ratio.low:.2f}-{ratio.high:.2f}x){why}"
+            )
     speedup = ratio.value if ratio and math.isfinite(ratio.value) else None
     return E2EBench(
-        families=families, reference=t_ref, swapped=t_sw, speedup=speedup,
+        families=families,
+        reference=t_ref,
+        swapped=t_sw,
+        speedup=speedup,
         samples_per_s_reference=batch_size / (t_ref.median_ms * 1e-3),
         samples_per_s_swapped=batch_size / (t_sw.median_ms * 1e-3) if t_sw.median_ms > 0 else None,
-        max_abs_err=check.max_abs, outputs_match=check.ok and tl_calls > 0,
-        coverage=swap.coverage(counts, total_profiled_ms, {f.name: f.profile_family for f in router.all}), amdahl_speedup=est[0] if est else None,
-        error=check.reason if not check.ok else (
-            "" if tl_calls else "no call ran in TileLang: the model was compared with itself"), views=tuple(views), method=method, ratio=ratio, calls=counts,
-        tilelang_calls=tl_calls, fallback_calls=fb_calls, rel_l2_err=check.rel_l2, rel_max_err=check.rel_max,
-        tolerance=dict(tol), flags=tuple(flags), router_overhead_ms=overhead, compiled=comp, in_model=in_model,
-        kept=kept, nonfinite=dict(check.nonfinite), no_signal=check.no_signal, inputs_redrawn=redrawn,
+        max_abs_err=check.max_abs,
+        outputs_match=check.ok and tl_calls > 0,
+        coverage=swap.coverage(counts, total_profiled_ms, {f.name: f.profile_family for f in router.all}),
+        amdahl_speedup=est[0] if est else None,
+        error=check.reason
+        if not check.ok
+        else ("" if tl_calls else "no call ran in TileLang: the model was compared with itself"),
+        views=tuple(views),
+        method=method,
+        ratio=ratio,
+        calls=counts,
+        tilelang_calls=tl_calls,
+        fallback_calls=fb_calls,
+        rel_l2_err=check.rel_l2,
+        rel_max_err=check.rel_max,
+        tolerance=dict(tol),
+        flags=tuple(flags),
+        router_overhead_ms=overhead,
+        compiled=comp,
+        in_model=in_model,
+        kept=kept,
+        nonfinite=dict(check.nonfinite),
+        no_signal=check.no_signal,
+        inputs_redrawn=redrawn,
         not_chosen=unrouted,
     )
 
@@ -685,8 +881,9 @@ def redraw_inputs(inputs: tuple[torch.Tensor, ...], seed: int) -> tuple[torch.Te
     return tuple(out) if changed else None
 
 
-def launch_overhead(family: KernelFamily, shape: Shape, dtype: str, kernel: Callable, device: str,
-                    calls: int = 200) -> LaunchOverhead:
+def launch_overhead(
+    family: KernelFamily, shape: Shape, dtype: str, kernel: Callable, device: str, calls: int = 200
+) -> LaunchOverhead:
     """Per-call host time of back-to-back calls at a tiny shape (device work ~0), in µs.
 
     Timed as wall time over `calls` calls with one synchronisation at the end, which is
@@ -708,5 +905,6 @@ def launch_overhead(family: KernelFamily, shape: Shape, dtype: str, kernel: Call
             best = min(best, (time.perf_counter() - t0) / calls * 1e6)
         return best
 
-    return LaunchOverhead(family.name, tuple(shape), per_call(lambda: kernel(*inputs)),
-                          per_call(lambda: family.reference(*inputs)))
+    return LaunchOverhead(
+        family.name, tuple(shape), per_call(lambda: kernel(*inputs)), per_call(lambda: family.reference(*inputs))
+    )

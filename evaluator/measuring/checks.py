@@ -47,7 +47,12 @@ def check_output(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float)
     max_abs = float(diff.max()) if diff.numel() else 0.0
     max_rel = float((diff / r.abs().clamp_min(1e-6)).max()) if diff.numel() else 0.0
     ok = bool(torch.allclose(o, r, atol=atol, rtol=rtol))
-    return ok, ("" if ok else f"mismatch: max abs err {max_abs:.3g} > atol {atol:g} + rtol {rtol:g}*|ref|"), max_abs, max_rel
+    return (
+        ok,
+        ("" if ok else f"mismatch: max abs err {max_abs:.3g} > atol {atol:g} + rtol {rtol:g}*|ref|"),
+        max_abs,
+        max_rel,
+    )
 
 
 def short_error(exc: BaseException) -> str:
@@ -56,8 +61,9 @@ def short_error(exc: BaseException) -> str:
     return " | ".join(line.strip() for line in text.splitlines()[:3])[:400]
 
 
-def measure(kernel: Callable, inputs: tuple, ref: torch.Tensor, atol: float, rtol: float, device: str,
-            policy: TimingPolicy) -> tuple[str, float | None, str]:
+def measure(
+    kernel: Callable, inputs: tuple, ref: torch.Tensor, atol: float, rtol: float, device: str, policy: TimingPolicy
+) -> tuple[str, float | None, str]:
     """Run a built kernel once, check it, time it: (status, median ms, error)."""
     try:
         out = kernel(*inputs)

@@ -65,20 +65,24 @@ class Recorder(TorchFunctionMode):
         name = getattr(func, "__qualname__", None) or getattr(func, "__name__", str(func))
         for inner, shown in _QUALNAMES:  # the C classes torch's functions live on, as users write them
             if name.startswith(inner):
-                name = shown + name[len(inner):]
+                name = shown + name[len(inner) :]
         key = f"{name}({_dtypes(args, kwargs)})"
         if func is SDPA:
             q, k, v = args[:3]
             mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
             dropout_p = kwargs.get("dropout_p", args[4] if len(args) > 4 else 0.0)
             is_causal = kwargs.get("is_causal", args[5] if len(args) > 5 else False)
-            self.sdpa.append({
-                "q": [list(q.shape), list(q.stride()), str(q.dtype)],
-                "mask": None if mask is None else [str(mask.dtype), list(mask.shape), list(mask.stride())],
-                "dropout_p": float(dropout_p), "is_causal": bool(is_causal), "scale": kwargs.get("scale"),
-                "enable_gqa": kwargs.get("enable_gqa", False),
-                "backend": _backend(q, k, v, mask, dropout_p, is_causal, kwargs.get("scale")),
-            })
+            self.sdpa.append(
+                {
+                    "q": [list(q.shape), list(q.stride()), str(q.dtype)],
+                    "mask": None if mask is None else [str(mask.dtype), list(mask.shape), list(mask.stride())],
+                    "dropout_p": float(dropout_p),
+                    "is_causal": bool(is_causal),
+                    "scale": kwargs.get("scale"),
+                    "enable_gqa": kwargs.get("enable_gqa", False),
+                    "backend": _backend(q, k, v, mask, dropout_p, is_causal, kwargs.get("scale")),
+                }
+            )
             key = f"{key} with {_mask_words(mask)}{', causal' if is_causal else ''}"
         # Attribute reads and size queries are bookkeeping, not work the device does.
         if "__get__" not in name and not name.endswith((".dim", ".size")):
@@ -120,12 +124,15 @@ def believed_compiling() -> Iterator[None]:
 
 def differing_calls(eager: collections.Counter, other: collections.Counter) -> dict[str, tuple[int, int]]:
     """Calls counted differently by the two sides: key -> (eager count, other count)."""
-    return {k: (eager.get(k, 0), other.get(k, 0)) for k in sorted(set(eager) | set(other))
-            if eager.get(k, 0) != other.get(k, 0)}
+    return {
+        k: (eager.get(k, 0), other.get(k, 0))
+        for k in sorted(set(eager) | set(other))
+        if eager.get(k, 0) != other.get(k, 0)
+    }
 
 
 def compile_path_note(fn: Callable[[], object], shown: int = 3) -> str:
-    """"" when `fn` calls the same torch functions whether or not it believes it is being
+    """ "" when `fn` calls the same torch functions whether or not it believes it is being
     compiled; otherwise one line naming the first `shown` calls that differ, so a reader
     knows torch.compile's time is of another program than the eager one. A model that
     fails when it believes it is compiled gets a line saying so (Dynamo may still trace it:
@@ -136,8 +143,10 @@ def compile_path_note(fn: Callable[[], object], shown: int = 3) -> str:
             with believed_compiling():
                 traced = record(fn).calls
         except Exception as exc:
-            return (f"could not check whether the model takes another path under torch.compile "
-                    f"({type(exc).__name__} when is_compiling() is True)")
+            return (
+                f"could not check whether the model takes another path under torch.compile "
+                f"({type(exc).__name__} when is_compiling() is True)"
+            )
     diff = differing_calls(eager, traced)
     if not diff:
         return ""
@@ -150,5 +159,8 @@ def compile_path_note(fn: Callable[[], object], shown: int = 3) -> str:
         parts.append("calls " + "; ".join(only_traced[:shown]) + (" ..." if len(only_traced) > shown else ""))
     if only_eager:
         parts.append("instead of " + "; ".join(only_eager[:shown]) + (" ..." if len(only_eager) > shown else ""))
-    return (f"{OTHER_PROGRAM} than eagerly (it asks torch.compiler.is_compiling()): it "
-            + ", ".join(parts) + "; torch.compile's time is of that program")
+    return (
+        f"{OTHER_PROGRAM} than eagerly (it asks torch.compiler.is_compiling()): it "
+        + ", ".join(parts)
+        + "; torch.compile's time is of that program"
+    )

@@ -104,8 +104,7 @@ def release() -> None:
         pass
 
 
-def prepare(fn: Callable[..., Any], calls: Sequence[tuple], device: str, mode: str, *,
-            fullgraph: bool) -> Prepared:
+def prepare(fn: Callable[..., Any], calls: Sequence[tuple], device: str, mode: str, *, fullgraph: bool) -> Prepared:
     """`torch.compile(fn)` called once on every argument tuple in `calls`: the first call
     compiles, the others would recompile if a guard failed (they should not: same shapes
     and dtypes). `compile_s` is the wall time of those calls, device work included (a few
@@ -138,8 +137,10 @@ def prepare(fn: Callable[..., Any], calls: Sequence[tuple], device: str, mode: s
     if hits:
         # A rerun on the same machine loads Inductor's compiled graphs from disk: the
         # seconds are real, but they are not what a first compile costs.
-        prep.notes.append(f"{hits} of {hits + misses} graph{'s' if hits + misses != 1 else ''} came from "
-                          f"Inductor's on-disk cache: {prep.compile_s:.1f} s is a warm compile, not a cold one")
+        prep.notes.append(
+            f"{hits} of {hits + misses} graph{'s' if hits + misses != 1 else ''} came from "
+            f"Inductor's on-disk cache: {prep.compile_s:.1f} s is a warm compile, not a cold one"
+        )
     prep.fns = [(lambda args=args: compiled(*args)) for args in calls]
     return prep
 

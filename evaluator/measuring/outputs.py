@@ -158,10 +158,21 @@ def compare_outputs(out: object, ref: object, dtype: str) -> OutputCheck:
     if quiet:
         floor = ABSOLUTE_FLOOR.get(dtype, ABSOLUTE_FLOOR["float32"])
         ok = max_abs <= floor
-        return OutputCheck(ok, rel_l2, rel_max, max_abs,
-                           "" if ok else f"error over the absolute floor {floor:g} (max abs {max_abs:.2g})",
-                           values=values, no_signal=quiet)
+        return OutputCheck(
+            ok,
+            rel_l2,
+            rel_max,
+            max_abs,
+            "" if ok else f"error over the absolute floor {floor:g} (max abs {max_abs:.2g})",
+            values=values,
+            no_signal=quiet,
+        )
     ok = rel_l2 <= tol["rel_l2"] and rel_max <= tol["rel_max"]
-    return OutputCheck(ok, rel_l2, rel_max, max_abs,
-                       "" if ok else f"error over tolerance (relative L2 {rel_l2:.2g}, relative max {rel_max:.2g})",
-                       values=values)
+    return OutputCheck(
+        ok,
+        rel_l2,
+        rel_max,
+        max_abs,
+        "" if ok else f"error over tolerance (relative L2 {rel_l2:.2g}, relative max {rel_max:.2g})",
+        values=values,
+    )

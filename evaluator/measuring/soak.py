@@ -25,9 +25,18 @@ def _gpu_clock() -> tuple[float | None, str]:
     import subprocess
 
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks_throttle_reasons.active",
-                              "--format=csv,noheader,nounits", "-i", str(torch.cuda.current_device())],
-                             capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            [
+                "nvidia-smi",
+                "--query-gpu=clocks.sm,clocks_throttle_reasons.active",
+                "--format=csv,noheader,nounits",
+                "-i",
+                str(torch.cuda.current_device()),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         sm, reasons = [x.strip() for x in out.stdout.strip().splitlines()[0].split(",")[:2]]
         return float(sm), reasons
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
@@ -36,8 +45,13 @@ def _gpu_clock() -> tuple[float | None, str]:
 
 # Bits of nvidia-smi's clocks_throttle_reasons.active that mean the clock was held down
 # for a reason other than idling (idle 0x1 and application-clock setting 0x2 are ignored).
-THROTTLE_BITS = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal", 0x40: "hw_thermal",
-                 0x80: "hw_power_brake"}
+THROTTLE_BITS = {
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x20: "sw_thermal",
+    0x40: "hw_thermal",
+    0x80: "hw_power_brake",
+}
 
 
 def _graph_step(fn: Callable[[], object]) -> tuple[Callable[[], float] | None, str]:
@@ -46,6 +60,7 @@ def _graph_step(fn: Callable[[], object]) -> tuple[Callable[[], float] | None, s
     hidden from the model first, and seen by it where its eager path cannot be captured
     (transformers' GPT-2 on the H200, 2026-12-02, whose soak otherwise ran eagerly and read
     host jitter as a 10.6% spread). (None, "") where neither captures."""
+
     def one_call_graph() -> GraphSampler:
         sampler = GraphSampler([fn], TimingPolicy(graph_ms=0.0))
         sampler.calls = 1
@@ -56,8 +71,11 @@ def _graph_step(fn: Callable[[], object]) -> tuple[Callable[[], float] | None, s
         sampler, first = captured(one_call_graph)
     except Exception:  # neither way: eager, and the result says so
         return None, ""
-    note = (f"soaked on the model's own capture path (its eager path did not capture: {type(first).__name__})"
-            if first is not None else "")
+    note = (
+        f"soaked on the model's own capture path (its eager path did not capture: {type(first).__name__})"
+        if first is not None
+        else ""
+    )
     return sampler._replay_ms, note
 
 
@@ -77,6 +95,7 @@ def soak(fn: Callable[[], object], device: str, seconds: float, windows: int = 1
         step, own_path = _graph_step(fn)
         timer = "cuda_graph" if step is not None else timer
     if step is None:
+
         def eager_step() -> float:
             t0 = time.perf_counter()
             fn()
@@ -146,7 +165,17 @@ def soak(fn: Callable[[], object], device: str, seconds: float, windows: int = 1
         notes.append(own_path)
     if len(clocks) >= 2 and clocks[-1] < 0.9 * clocks[0]:
         notes.append(f"SM clock fell from {clocks[0]:.0f} to {clocks[-1]:.0f} MHz")
-    return Soak(seconds=seconds, window_ms=tuple(medians), drift=drift, cv=cv, memory_growth_mb=growth,
-                iterations=iters, notes=tuple(notes), reserved_growth_mb=res_growth, clocks_mhz=tuple(clocks),
-                throttle_reasons=tuple(sorted(throttles)), timer=timer,
-                host_cv=(statistics.pstdev(host) / statistics.fmean(host)) if len(host) > 1 else None)
+    return Soak(
+        seconds=seconds,
+        window_ms=tuple(medians),
+        drift=drift,
+        cv=cv,
+        memory_growth_mb=growth,
+        iterations=iters,
+        notes=tuple(notes),
+        reserved_growth_mb=res_growth,
+        clocks_mhz=tuple(clocks),
+        throttle_reasons=tuple(sorted(throttles)),
+        timer=timer,
+        host_cv=(statistics.pstdev(host) / statistics.fmean(host)) if len(host) > 1 else None,
+    )

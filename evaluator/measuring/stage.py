@@ -31,8 +31,11 @@ def not_chosen(families: tuple[str, ...], hot) -> tuple[list, tuple[CallCount, .
     for o in hot.ops if hot is not None else ():
         if o.family in written.FAMILIES and o.family not in chosen and o.calls:
             per = o.shape_calls if len(o.shape_calls) == len(o.shapes) else (0,) * len(o.shapes)
-            rows += [CallCount(o.family, s, 0, {swap.Router.NOT_CHOSEN: n}, profiled_ms=ms)
-                     for s, n, ms in zip(o.shapes, per, o.shape_ms or (0.0,) * len(o.shapes)) if n]
+            rows += [
+                CallCount(o.family, s, 0, {swap.Router.NOT_CHOSEN: n}, profiled_ms=ms)
+                for s, n, ms in zip(o.shapes, per, o.shape_ms or (0.0,) * len(o.shapes))
+                if n
+            ]
             rest = o.calls - sum(per)
             if rest > 0:
                 rows.append(CallCount(o.family, "", 0, {swap.Router.NOT_CHOSEN: rest}))
@@ -43,31 +46,54 @@ def end_to_end(ctx: Context, result: RunResult) -> RunResult:
     """The model as its authors wrote it, its calls routed to TileLang at the operator."""
     cfg, rep, loaded = ctx.cfg, ctx.rep, ctx.loaded
     mode = cfg.bench.timing.compile_mode
-    rep.stage("End-to-end: the model with its calls routed to TileLang"
-              + (f", and through torch.compile ({mode})" if mode != "none" else ""))
+    rep.stage(
+        "End-to-end: the model with its calls routed to TileLang"
+        + (f", and through torch.compile ({mode})" if mode != "none" else "")
+    )
     router = swap.Router([kernels.get(f) for f in result.families], ctx.kernel_table(result), model=loaded.module)
     hot = result.hot_ops
     shares = {o.family: o.share for o in hot.ops}
     fused_at = {fu.family: set(fu.shapes) for fu in hot.fusions}  # a fused family: only where it fuses
-    profiled = {(f, s): ms for o in hot.ops for f in result.families if kernels.get(f).profile_family == o.family
-                for s, ms in zip(o.shapes, o.shape_ms) if f not in fused_at or s in fused_at[f]}
+    profiled = {
+        (f, s): ms
+        for o in hot.ops
+        for f in result.families
+        if kernels.get(f).profile_family == o.family
+        for s, ms in zip(o.shapes, o.shape_ms)
+        if f not in fused_at or s in fused_at[f]
+    }
     ratios = {}
     for f in result.families:
         rows = [b for b in result.op_bench if b.family == f and b.source == "model"]
         if rows and all(b.speedup for b in rows):  # a shape without a working kernel has no estimate
             ratios[f] = geomean([b.ratio or b.speedup for b in rows])
-    share_of = {f: sum(ms for (g, _), ms in profiled.items() if g == f) / hot.total_ms if hot.total_ms else 0.0
-                for f in result.families}
+    share_of = {
+        f: sum(ms for (g, _), ms in profiled.items() if g == f) / hot.total_ms if hot.total_ms else 0.0
+        for f in result.families
+    }
     watch, unwatched = not_chosen(result.families, hot)
-    e2e = bench.end_to_end(loaded.module, loaded.inputs, cfg.device, loaded.spec.batch_size, router,
-                           dtype=cfg.model.dtype, profiled_ms=profiled,
-                           total_profiled_ms=hot.total_ms or sum(profiled.values()), op_ratios=ratios,
-                           shares={**shares, **share_of}, policy=cfg.bench.timing,
-                           profiled_wall_ms=hot.wall_ms or None, watch=watch, not_chosen=unwatched)
+    e2e = bench.end_to_end(
+        loaded.module,
+        loaded.inputs,
+        cfg.device,
+        loaded.spec.batch_size,
+        router,
+        dtype=cfg.model.dtype,
+        profiled_ms=profiled,
+        total_profiled_ms=hot.total_ms or sum(profiled.values()),
+        op_ratios=ratios,
+        shares={**shares, **share_of},
+        policy=cfg.bench.timing,
+        profiled_wall_ms=hot.wall_ms or None,
+        watch=watch,
+        not_chosen=unwatched,
+    )
     if e2e.speedup:
-        rep.done(f"{e2e.tilelang_calls} calls in TileLang, {e2e.fallback_calls} fell back; "
-                 f"{e2e.speedup:.3g}x ({e2e.method}), outputs {'match' if e2e.outputs_match else 'DIFFER'}"
-                 f"{compiled_text(e2e.compiled)}")
+        rep.done(
+            f"{e2e.tilelang_calls} calls in TileLang, {e2e.fallback_calls} fell back; "
+            f"{e2e.speedup:.3g}x ({e2e.method}), outputs {'match' if e2e.outputs_match else 'DIFFER'}"
+            f"{compiled_text(e2e.compiled)}"
+        )
         inside = ", ".join(f"{r.family} {r.ratio:.3g}x" for r in e2e.in_model if r.ratio)
         if inside:
             rep.info(f"inside the model, each family's time against PyTorch's own calls: {inside}")
@@ -76,17 +102,25 @@ def end_to_end(ctx: Context, result: RunResult) -> RunResult:
             rep.info(f"the model with each family routed alone, end to end: {alone}")
         if e2e.kept:
             k = e2e.kept
-            rep.info(f"with {', '.join(k.left)} left to PyTorch, the model is {k.ratio.value:.3g}x "
-                     f"[{k.ratio.low:.3g}-{k.ratio.high:.3g}] end to end ({', '.join(k.families)} in TileLang)")
+            rep.info(
+                f"with {', '.join(k.left)} left to PyTorch, the model is {k.ratio.value:.3g}x "
+                f"[{k.ratio.low:.3g}-{k.ratio.high:.3g}] end to end ({', '.join(k.families)} in TileLang)"
+            )
     else:
         rep.done(f"swap-in failed: {e2e.error}")
     # Fused variants have no single torch function to route: say so plainly rather than
     # let a tuned, benchmarked kernel look as if it ran in the model.
     unrouted = [f for f in result.families if not kernels.get(f).functions and not kernels.get(f).fuses]
     if unrouted:
-        e2e = dataclasses.replace(e2e, flags=e2e.flags + tuple(
-            f"{f} was not swapped in: it has no torch function or pattern the router can take; its kernel "
-            "was tuned and benchmarked only" for f in unrouted))
+        e2e = dataclasses.replace(
+            e2e,
+            flags=e2e.flags
+            + tuple(
+                f"{f} was not swapped in: it has no torch function or pattern the router can take; its kernel "
+                "was tuned and benchmarked only"
+                for f in unrouted
+            ),
+        )
     for flag in e2e.flags:
         rep.info(f"[yellow]end to end: {flag}[/]")
     return dataclasses.replace(result, e2e=e2e)

@@ -56,12 +56,16 @@ class TimingPolicy:
     compile_mode: str = "none"
 
     def describe(self, device: str) -> dict:
-        return {"timer": "cuda_graph" if device == "cuda" else "perf_counter_interleaved",
-                # both sides on the same threads: a CPU's are pinned (hardware.pin_threads)
-                **({"threads": CPU_THREADS} if device == "cpu" else {}),
-                "warmup": self.warmup, "reps": self.reps, "max_seconds": self.max_seconds,
-                "rotate_inputs": self.flush_l2 and device == "cuda",
-                "max_cv": self.max_cv_cuda if device == "cuda" else self.max_cv_cpu}
+        return {
+            "timer": "cuda_graph" if device == "cuda" else "perf_counter_interleaved",
+            # both sides on the same threads: a CPU's are pinned (hardware.pin_threads)
+            **({"threads": CPU_THREADS} if device == "cpu" else {}),
+            "warmup": self.warmup,
+            "reps": self.reps,
+            "max_seconds": self.max_seconds,
+            "rotate_inputs": self.flush_l2 and device == "cuda",
+            "max_cv": self.max_cv_cuda if device == "cuda" else self.max_cv_cpu,
+        }
 
 
 def summarize(samples_ms: list[float], timer: str, dropped: int = 0) -> Timing:
@@ -73,8 +77,16 @@ def summarize(samples_ms: list[float], timer: str, dropped: int = 0) -> Timing:
 
     mean = statistics.fmean(xs)
     sd = statistics.pstdev(xs) if n > 1 else 0.0
-    return Timing(median_ms=statistics.median(xs), p10_ms=q(0.1), p90_ms=q(0.9), mean_ms=mean,
-                  cv=(sd / mean if mean > 0 else 0.0), reps=n, timer=timer, dropped=dropped)
+    return Timing(
+        median_ms=statistics.median(xs),
+        p10_ms=q(0.1),
+        p90_ms=q(0.9),
+        mean_ms=mean,
+        cv=(sd / mean if mean > 0 else 0.0),
+        reps=n,
+        timer=timer,
+        dropped=dropped,
+    )
 
 
 def spread(t: Timing) -> float:
@@ -86,8 +98,9 @@ def spread(t: Timing) -> float:
     return (t.p90_ms - t.p10_ms) / (2.5631 * t.median_ms) if t.median_ms > 0 else 0.0
 
 
-def bootstrap_ratio(ref_ms: Sequence[float], cand_ms: Sequence[float], *, seed: int = 0,
-                    resamples: int = 2000) -> Ratio:
+def bootstrap_ratio(
+    ref_ms: Sequence[float], cand_ms: Sequence[float], *, seed: int = 0, resamples: int = 2000
+) -> Ratio:
     """Median of the paired per-round ratios ref/cand with a 95% bootstrap interval."""
     ratios = [r / c for r, c in zip(ref_ms, cand_ms) if c > 0 and r > 0]
     if not ratios:
@@ -266,9 +279,15 @@ def _sampler(fns: Sequence[Callable[[], object]], device: str, policy: TimingPol
         return _EagerCudaSampler(fns, policy), "cuda_event", note
     if first is None:
         return sampler, "cuda_graph", ""
-    return sampler, "cuda_graph", (f"graph captured on the model's own capture path (its eager path did not "
-                                   f"capture: {type(first).__name__}): the device number is of the program the "
-                                   f"model runs while captured, the eager view's of the one it runs eagerly")
+    return (
+        sampler,
+        "cuda_graph",
+        (
+            f"graph captured on the model's own capture path (its eager path did not "
+            f"capture: {type(first).__name__}): the device number is of the program the "
+            f"model runs while captured, the eager view's of the one it runs eagerly"
+        ),
+    )
 
 
 def interleaved(samplers: Sequence[Any], policy: TimingPolicy, device: str) -> tuple[list[list[float]], int]:
@@ -311,15 +330,21 @@ class Sides:
         return bootstrap_ratio(self.samples[ref], self.samples[cand])
 
 
-def make_sampler(fns: Sequence[Callable[[], object]], device: str, policy: TimingPolicy, *,
-                 eager: bool = False) -> tuple[Any, str, str]:
+def make_sampler(
+    fns: Sequence[Callable[[], object]], device: str, policy: TimingPolicy, *, eager: bool = False
+) -> tuple[Any, str, str]:
     """One side's sampler, its timer's name and a note (empty unless graph capture failed);
     made apart from the timing so a caller can leave out a side whose sampler cannot be made."""
     return _sampler(fns, device, policy, eager=eager)
 
 
-def time_sides(made: Sequence[tuple[Any, str, str]], device: str, policy: TimingPolicy = TimingPolicy(), *,
-               judged: int | None = None) -> Sides:
+def time_sides(
+    made: Sequence[tuple[Any, str, str]],
+    device: str,
+    policy: TimingPolicy = TimingPolicy(),
+    *,
+    judged: int | None = None,
+) -> Sides:
     """Samplers (from `make_sampler`) timed in interleaved rounds; a spread over the policy's
     limit on any of the first `judged` sides (all by default) is measured once more and the
     calmer run kept. A side past `judged` (torch.compile's) is timed in the same rounds but
@@ -341,8 +366,14 @@ def time_sides(made: Sequence[tuple[Any, str, str]], device: str, policy: Timing
     return Sides(tuple(ts), tuple(tuple(x) for x in xs), tuple(m[2] for m in made))
 
 
-def time_pair(ref: Sequence[Callable[[], object]], cand: Sequence[Callable[[], object]], device: str,
-              policy: TimingPolicy = TimingPolicy(), *, eager: bool = False) -> tuple[Timing, Timing, Ratio, str]:
+def time_pair(
+    ref: Sequence[Callable[[], object]],
+    cand: Sequence[Callable[[], object]],
+    device: str,
+    policy: TimingPolicy = TimingPolicy(),
+    *,
+    eager: bool = False,
+) -> tuple[Timing, Timing, Ratio, str]:
     """Reference and candidate (each a list of callables over rotated inputs) timed in
     interleaved rounds: their Timings, the ratio ref/cand with its interval, and a note
     (empty unless the graph timer could not be used)."""
@@ -407,15 +438,17 @@ def graph_kernel_events(fn: Callable[[], object], replays: int) -> list[list[dic
             trace = json.load(f)
     finally:
         os.unlink(path)
-    evs = sorted((e for e in trace["traceEvents"] if e.get("cat") == "kernel" and e.get("ph") == "X"),
-                 key=lambda e: e["ts"])
+    evs = sorted(
+        (e for e in trace["traceEvents"] if e.get("cat") == "kernel" and e.get("ph") == "X"), key=lambda e: e["ts"]
+    )
     # Each replay is one whole forward: split by count (host synchronisation between
     # replays may leave only microseconds between them).
     n = len(evs) // replays if replays else 0
     if not n or n * replays != len(evs):
         raise RuntimeError(f"{len(evs)} kernel events over {replays} replays: not whole forwards")
-    return [[{"name": e["name"], "ts": e["ts"], "dur": e["dur"]} for e in evs[i * n:(i + 1) * n]]
-            for i in range(replays)]
+    return [
+        [{"name": e["name"], "ts": e["ts"], "dur": e["dur"]} for e in evs[i * n : (i + 1) * n]] for i in range(replays)
+    ]
 
 
 def graph_kernel_ms(fn: Callable[[], object], replays: int = 5) -> tuple[float, int]:

@@ -62,8 +62,10 @@ def _call_factory(spec: str, factory, kwargs: dict):
     except Exception as exc:  # a callable without a signature
         raise ModelLoadError(f"model factory '{spec}' has no signature to call: {type(exc).__name__}: {exc}") from exc
     if kwargs.get("lengths") is not None and not accepts_all and "lengths" not in params:
-        raise ModelLoadError(f"--lengths needs a factory that pads its own inputs: '{spec}' takes no `lengths` "
-                             "argument ((lo, hi), each sequence's length)")
+        raise ModelLoadError(
+            f"--lengths needs a factory that pads its own inputs: '{spec}' takes no `lengths` "
+            "argument ((lo, hi), each sequence's length)"
+        )
     passed = {k: v for k, v in kwargs.items() if v is not None and (accepts_all or k in params)}
     try:
         out = factory(**passed)
@@ -83,8 +85,10 @@ def _resolve_factory(spec: str):
     target, _, attr = spec.rpartition(":")
     if not target or not attr:
         known = ", ".join(ZOO)
-        raise ModelLoadError(f"unknown model '{spec}'; use one of {known}, or hf:Class, timm:name, torchvision:name, "
-                             "pkg.module:factory, or path/file.py:factory")
+        raise ModelLoadError(
+            f"unknown model '{spec}'; use one of {known}, or hf:Class, timm:name, torchvision:name, "
+            "pkg.module:factory, or path/file.py:factory"
+        )
     if target.endswith(".py"):
         path = Path(target)
         if not path.is_file():
@@ -102,8 +106,10 @@ def _resolve_factory(spec: str):
         try:
             module = importlib.import_module(target)
         except Exception as exc:
-            raise ModelLoadError(f"could not import module '{target}' ({type(exc).__name__}: {exc}); "
-                                 "check the name and that it is on PYTHONPATH") from exc
+            raise ModelLoadError(
+                f"could not import module '{target}' ({type(exc).__name__}: {exc}); "
+                "check the name and that it is on PYTHONPATH"
+            ) from exc
         source = "module"
     factory = getattr(module, attr, None)
     if not callable(factory):
@@ -111,9 +117,16 @@ def _resolve_factory(spec: str):
     return factory, source
 
 
-def load_model(name: str, *, batch_size: int | None = None, seq_len: int | None = None,
-               dtype: str = "float32", device: str = "cpu", seed: int = 0,
-               lengths: tuple[int, int] | None = None) -> LoadedModel:
+def load_model(
+    name: str,
+    *,
+    batch_size: int | None = None,
+    seq_len: int | None = None,
+    dtype: str = "float32",
+    device: str = "cpu",
+    seed: int = 0,
+    lengths: tuple[int, int] | None = None,
+) -> LoadedModel:
     """`lengths` (lo, hi): each sequence's own length drawn in [lo, hi], padded to seq_len
     behind an attention mask; for models whose forward takes one."""
     dtype = DTYPE_ALIASES.get(dtype, dtype)
@@ -135,8 +148,11 @@ def load_model(name: str, *, batch_size: int | None = None, seq_len: int | None 
         batch_size, seq_len = loaded.batch_size, loaded.seq_len
     else:
         factory, source = _resolve_factory(name)
-        model, inputs = _call_factory(name, factory, {"batch_size": batch_size, "seq_len": seq_len,
-                                                      "dtype": tdtype, "device": device, "lengths": lengths})
+        model, inputs = _call_factory(
+            name,
+            factory,
+            {"batch_size": batch_size, "seq_len": seq_len, "dtype": tdtype, "device": device, "lengths": lengths},
+        )
         batch_size = batch_size or (int(inputs[0].shape[0]) if inputs[0].dim() else 1)
     try:
         # Inputs keep the layout they were made in (NCHW for images): the model runs as
@@ -146,7 +162,11 @@ def load_model(name: str, *, batch_size: int | None = None, seq_len: int | None 
     except Exception as exc:
         raise ModelLoadError(f"could not move model '{name}' to {device} as {dtype}: {exc}") from exc
     spec = ModelSpec(
-        name=name, source=source, batch_size=int(batch_size), seq_len=seq_len, dtype=dtype,
+        name=name,
+        source=source,
+        batch_size=int(batch_size),
+        seq_len=seq_len,
+        dtype=dtype,
         parameters=sum(p.numel() for p in model.parameters()),
         spec_hash=_arch_hash(name, model, inputs),
     )

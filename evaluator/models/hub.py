@@ -51,8 +51,7 @@ _INSTALL = {
     "torchvision": "pip install -e '.[torchvision]' (or pip install torchvision built for your torch)",
 }
 # Files whose presence means a Hugging Face directory carries weights, not just a config.
-_HF_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
-               "pytorch_model.bin.index.json")
+_HF_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 
 
 @dataclass(frozen=True)
@@ -71,22 +70,26 @@ def is_hub_spec(name: str) -> bool:
     return bool(sep) and prefix in PREFIXES
 
 
-def load(name: str, *, batch_size: int | None, seq_len: int | None, seed: int,
-         lengths: tuple[int, int] | None = None) -> HubModel:
+def load(
+    name: str, *, batch_size: int | None, seq_len: int | None, seed: int, lengths: tuple[int, int] | None = None
+) -> HubModel:
     prefix, _, rest = name.partition(":")
     target, options = _split(name, rest)
     batch_size = batch_size or DEFAULT_BATCH
     if prefix == "hf":
         return _load_hf(name, target, options, batch_size, seq_len, lengths, seed)
     if lengths is not None:
-        raise ModelLoadError(f"--lengths pads token sequences behind an attention_mask; the image model "
-                             f"'{name}' has none to pad")
+        raise ModelLoadError(
+            f"--lengths pads token sequences behind an attention_mask; the image model '{name}' has none to pad"
+        )
     if seq_len is not None:
         # An image side is part of the architecture here (position embeddings, pretrained
         # cfg), so it is set where the model is built, never silently ignored.
         key = "img_size" if prefix == "timm" else "image_size"
-        raise ModelLoadError(f"--seq-len does not apply to the image model '{name}'; "
-                             f"set the image size in the spec, e.g. {prefix}:{target},{key}=...")
+        raise ModelLoadError(
+            f"--seq-len does not apply to the image model '{name}'; "
+            f"set the image size in the spec, e.g. {prefix}:{target},{key}=..."
+        )
     if prefix == "timm":
         return _load_timm(name, target, options, batch_size, seed)
     return _load_torchvision(name, target, options, batch_size, seed)
@@ -103,13 +106,16 @@ def _split(spec: str, rest: str) -> tuple[str, dict[str, Any]]:
     parts = [p.strip() for p in _top_level_commas(rest)]
     target, options = parts[0], {}
     if not target:
-        raise ModelLoadError(f"model spec '{spec}' names nothing after the colon; "
-                             "e.g. hf:BertModel, timm:resnet18 or torchvision:resnet18")
+        raise ModelLoadError(
+            f"model spec '{spec}' names nothing after the colon; "
+            "e.g. hf:BertModel, timm:resnet18 or torchvision:resnet18"
+        )
     for item in parts[1:]:
         key, eq, value = item.partition("=")
         if not eq or not key.strip():
-            raise ModelLoadError(f"option '{item}' in '{spec}' is not key=value (e.g. num_hidden_layers=2, "
-                                 "depths=[2,2])")
+            raise ModelLoadError(
+                f"option '{item}' in '{spec}' is not key=value (e.g. num_hidden_layers=2, depths=[2,2])"
+            )
         options[key.strip()] = _parse_value(value.strip())
     return target, options
 
@@ -166,11 +172,9 @@ def _import(lib: str):
     except ModuleNotFoundError as exc:
         if exc.name == lib or exc.name is None:
             raise ModelLoadError(f"{lib} is not installed; {_INSTALL[lib]}") from exc
-        raise ModelLoadError(f"{lib} is installed but cannot be imported ({_one_line(exc)}); "
-                             f"{_INSTALL[lib]}") from exc
+        raise ModelLoadError(f"{lib} is installed but cannot be imported ({_one_line(exc)}); {_INSTALL[lib]}") from exc
     except Exception as exc:  # e.g. torchvision's C++ ops not matching torch's build
-        raise ModelLoadError(f"{lib} is installed but cannot be imported ({_one_line(exc)}); "
-                             f"{_INSTALL[lib]}") from exc
+        raise ModelLoadError(f"{lib} is installed but cannot be imported ({_one_line(exc)}); {_INSTALL[lib]}") from exc
 
 
 def _close(word: str, names, n: int = 3) -> str:
@@ -199,8 +203,12 @@ def _side(value: Any) -> tuple[int, int]:
 def _is_model_class(obj: Any, transformers) -> bool:
     # A concrete architecture: abstract bases (PreTrainedModel, BertPreTrainedModel) have
     # no config to build from, or nothing to run.
-    return (inspect.isclass(obj) and issubclass(obj, transformers.PreTrainedModel)
-            and getattr(obj, "config_class", None) is not None and not obj.__name__.endswith("PreTrainedModel"))
+    return (
+        inspect.isclass(obj)
+        and issubclass(obj, transformers.PreTrainedModel)
+        and getattr(obj, "config_class", None) is not None
+        and not obj.__name__.endswith("PreTrainedModel")
+    )
 
 
 _MODEL_NAME = re.compile(r"[A-Z]\w*(Model|For[A-Z]\w*)$")
@@ -218,7 +226,7 @@ def _suggest_model(transformers, target: str, extra: list[str] | tuple = ()) -> 
     names = _model_names(transformers) + [n for n in extra if n not in _model_names(transformers)]
     stem = _NOT_MODEL.sub("", target)
     if stem and stem != target:
-        same = sorted((n for n in names if n.startswith(stem) and n[len(stem):][:1].isupper()), key=len)[:3]
+        same = sorted((n for n in names if n.startswith(stem) and n[len(stem) :][:1].isupper()), key=len)[:3]
         if same:
             return f" (did you mean {', '.join(same)}?)"
     return _close(target, names)
@@ -235,8 +243,10 @@ def _model_modules(target: str) -> list:
         )
     except ImportError:
         return []
-    stems = sorted(((cfg[:-len("Config")], mt) for mt, cfg in CONFIG_MAPPING_NAMES.items() if cfg.endswith("Config")),
-                   key=lambda s: -len(s[0]))
+    stems = sorted(
+        ((cfg[: -len("Config")], mt) for mt, cfg in CONFIG_MAPPING_NAMES.items() if cfg.endswith("Config")),
+        key=lambda s: -len(s[0]),
+    )
     out, seen = [], set()
     for stem, model_type in stems:
         folder = model_type_to_module_name(model_type)
@@ -263,8 +273,10 @@ def _hf_class(transformers, target: str, spec: str):
     if obj is None or not _is_model_class(obj, transformers):
         what = "is not a model class" if obj is not None else "is not a transformers architecture"
         inner = [n for m in modules for n, v in vars(m).items() if _is_model_class(v, transformers)]
-        raise ModelLoadError(f"'{target}' {what}{_suggest_model(transformers, target, inner)}; "
-                             f"give a model class such as hf:BertModel, or hf:<directory with config.json>")
+        raise ModelLoadError(
+            f"'{target}' {what}{_suggest_model(transformers, target, inner)}; "
+            f"give a model class such as hf:BertModel, or hf:<directory with config.json>"
+        )
     return obj
 
 
@@ -275,8 +287,11 @@ def _config_fields(config_cls) -> set[str]:
     """The keywords a config's constructor names (a dataclass's fields in transformers 5)."""
     names: set[str] = set()
     try:
-        names |= {p.name for p in inspect.signature(config_cls).parameters.values()
-                  if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+        names |= {
+            p.name
+            for p in inspect.signature(config_cls).parameters.values()
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        }
     except (TypeError, ValueError):
         pass
     if dataclasses.is_dataclass(config_cls):
@@ -313,8 +328,12 @@ def _model_code(model) -> str:
             if c.__module__.startswith("transformers.") and c.__module__ != "transformers.modeling_utils":
                 classes.add(c)
                 modules.add(c.__module__)
-    funcs = {v for mod in modules for v in vars(sys.modules[mod]).values()
-             if inspect.isfunction(v) and v.__module__.startswith("transformers.")}
+    funcs = {
+        v
+        for mod in modules
+        for v in vars(sys.modules[mod]).values()
+        if inspect.isfunction(v) and v.__module__.startswith("transformers.")
+    }
     return "\n".join(_source(o) for o in classes | funcs)
 
 
@@ -370,8 +389,7 @@ def _check_held(config, default, options: dict[str, Any], name: str) -> None:
         have = getattr(config, key)
         if not _holds(have, want):
             was = "changed nothing" if hasattr(default, key) and _holds(getattr(default, key), have) else "did not hold"
-            raise ModelLoadError(f"{name}: {key}={_show(want)} {was} ({type(config).__name__} has "
-                                 f"{key}={_show(have)})")
+            raise ModelLoadError(f"{name}: {key}={_show(want)} {was} ({type(config).__name__} has {key}={_show(have)})")
 
 
 def _check_read(model, options: dict[str, Any], name: str) -> None:
@@ -389,8 +407,10 @@ def _check_read(model, options: dict[str, Any], name: str) -> None:
         code = code if code is not None else _model_code(model)
         if _reads(key, code) or _reads(attr, code):
             continue
-        raise ModelLoadError(f"{name}: {key}={_show(want)} changed nothing ({type(model).__name__} never reads "
-                             f"{attr}{_derivation(type(config), attr, fields)})")
+        raise ModelLoadError(
+            f"{name}: {key}={_show(want)} changed nothing ({type(model).__name__} never reads "
+            f"{attr}{_derivation(type(config), attr, fields)})"
+        )
 
 
 def _derivation(config_cls, attr: str, fields: set[str]) -> str:
@@ -443,17 +463,26 @@ def _build_hf(cls, config, weights_dir: Path | None, options: dict[str, Any], sp
 # ---------------------------------------------------------------- hf: loading
 
 
-def _load_hf(spec: str, target: str, options: dict[str, Any], batch: int, seq_len: int | None,
-             lengths: tuple[int, int] | None, seed: int) -> HubModel:
+def _load_hf(
+    spec: str,
+    target: str,
+    options: dict[str, Any],
+    batch: int,
+    seq_len: int | None,
+    lengths: tuple[int, int] | None,
+    seed: int,
+) -> HubModel:
     transformers = _import("transformers")
     name = f"hf:{target}"
     path = Path(target).expanduser()
     looks_like_path = path.is_dir() or "/" in target or "\\" in target or target.startswith((".", "~"))
     if looks_like_path:
         if not path.is_dir():
-            raise ModelLoadError(f"'{target}' is not a local directory and nothing is downloaded; use "
-                                 "hf:<ArchitectureClass> for random weights, or fetch the model yourself "
-                                 "(huggingface-cli download ID --local-dir DIR) and give hf:DIR")
+            raise ModelLoadError(
+                f"'{target}' is not a local directory and nothing is downloaded; use "
+                "hf:<ArchitectureClass> for random weights, or fetch the model yourself "
+                "(huggingface-cli download ID --local-dir DIR) and give hf:DIR"
+            )
         if not (path / "config.json").is_file():
             raise ModelLoadError(f"'{target}' has no config.json; give a directory saved with save_pretrained")
         try:
@@ -467,8 +496,10 @@ def _load_hf(spec: str, target: str, options: dict[str, Any], batch: int, seq_le
             try:
                 cls = transformers.AutoModel._model_mapping[type(default)]
             except Exception as exc:
-                raise ModelLoadError(f"{path / 'config.json'} names no architecture and model_type "
-                                     f"'{default.model_type}' has no AutoModel class") from exc
+                raise ModelLoadError(
+                    f"{path / 'config.json'} names no architecture and model_type "
+                    f"'{default.model_type}' has no AutoModel class"
+                ) from exc
         _check_keys(type(default), default, cls, options, spec)
         _check_seq_len(cls, seq_len, spec)
         try:  # the saved values and the overrides together through the constructor
@@ -497,8 +528,9 @@ def _load_hf(spec: str, target: str, options: dict[str, Any], batch: int, seq_le
 def _check_seq_len(cls, seq_len: int | None, spec: str) -> None:
     # Before building: a default-size vision model takes seconds to initialise.
     if seq_len is not None and getattr(cls, "main_input_name", "input_ids") == "pixel_values":
-        raise ModelLoadError(f"--seq-len does not apply to the image model '{spec}'; "
-                             "set image_size=... in the spec instead")
+        raise ModelLoadError(
+            f"--seq-len does not apply to the image model '{spec}'; set image_size=... in the spec instead"
+        )
 
 
 # ---------------------------------------------------------------- hf: example inputs
@@ -544,13 +576,14 @@ def _sequence(name: str, config, seq_len: int | None, keys=_POSITION_LIMITS) -> 
     if seq_len is None:
         return min(DEFAULT_SEQ, limit[0]) if limit else DEFAULT_SEQ
     if limit and seq_len > limit[0]:
-        raise ModelLoadError(f"{name} takes at most {limit[0]} positions ({limit[1]}); --seq-len {seq_len} is "
-                             f"longer; lower --seq-len or give {limit[1]}={seq_len} in the spec")
+        raise ModelLoadError(
+            f"{name} takes at most {limit[0]} positions ({limit[1]}); --seq-len {seq_len} is "
+            f"longer; lower --seq-len or give {limit[1]}={seq_len} in the spec"
+        )
     return seq_len
 
 
-def padding_mask(ids: torch.Tensor, lengths: tuple[int, int] | None, pad_id: int,
-                 g: torch.Generator) -> torch.Tensor:
+def padding_mask(ids: torch.Tensor, lengths: tuple[int, int] | None, pad_id: int, g: torch.Generator) -> torch.Tensor:
     """The attention mask of a batch padded on the right: each row's length drawn uniformly
     in [lo, hi] (all ones without lengths); `ids` past each length become `pad_id`."""
     batch, seq = ids.shape
@@ -563,8 +596,9 @@ def padding_mask(ids: torch.Tensor, lengths: tuple[int, int] | None, pad_id: int
     return mask
 
 
-def _hf_inputs(model, name: str, batch: int, seq_len: int | None, lengths: tuple[int, int] | None,
-               seed: int) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], int | None]:
+def _hf_inputs(
+    model, name: str, batch: int, seq_len: int | None, lengths: tuple[int, int] | None, seed: int
+) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], int | None]:
     """(the module to call, its inputs for module(*inputs), the sequence length used), made
     from the model's forward signature and config: token ids, pixels, Whisper's log-mel
     features or raw audio; decoder ids for an encoder-decoder; under --lengths, an attention
@@ -575,7 +609,9 @@ def _hf_inputs(model, name: str, batch: int, seq_len: int | None, lengths: tuple
     takes_mask = "attention_mask" in params
     decoder = bool(getattr(config, "is_encoder_decoder", False)) and "decoder_input_ids" in params
     if lengths is not None and (main != "input_ids" or not takes_mask):
-        why = f"its input is {main}" if main != "input_ids" else f"{type(model).__name__}.forward takes no attention_mask"
+        why = (
+            f"its input is {main}" if main != "input_ids" else f"{type(model).__name__}.forward takes no attention_mask"
+        )
         raise ModelLoadError(f"--lengths pads token sequences behind an attention_mask; {name} has none to pad ({why})")
     g = torch.Generator().manual_seed(seed)
     fill: dict[str, torch.Tensor] = {}
@@ -587,8 +623,10 @@ def _hf_inputs(model, name: str, batch: int, seq_len: int | None, lengths: tuple
             raise ModelLoadError(f"{type(config).__name__} has no vocab_size; write a factory for '{name}'")
         seq = _sequence(name, text, seq_len)
         if lengths is not None and lengths[1] > seq:
-            raise ModelLoadError(f"--lengths {lengths[0]}-{lengths[1]} is longer than the sequence of {name} ({seq}); "
-                                 f"give HI at most {seq}, or a longer --seq-len")
+            raise ModelLoadError(
+                f"--lengths {lengths[0]}-{lengths[1]} is longer than the sequence of {name} ({seq}); "
+                f"give HI at most {seq}, or a longer --seq-len"
+            )
         ids = torch.randint(0, int(vocab), (batch, seq), generator=g)
         if decoder:
             fill["decoder_input_ids"] = ids.clone()
@@ -609,18 +647,24 @@ def _hf_inputs(model, name: str, batch: int, seq_len: int | None, lengths: tuple
             seq = _sequence(name, config, seq_len, ("max_target_positions",))
             fill["decoder_input_ids"] = torch.randint(0, int(config.vocab_size), (batch, seq), generator=g)
         elif seq_len is not None:
-            raise ModelLoadError(f"--seq-len does not apply to '{name}': it takes {frames} mel frames "
-                                 f"(2 x max_source_positions); set max_source_positions=... in the spec instead")
+            raise ModelLoadError(
+                f"--seq-len does not apply to '{name}': it takes {frames} mel frames "
+                f"(2 x max_source_positions); set max_source_positions=... in the spec instead"
+            )
     elif main == "input_values":
         seq = seq_len or DEFAULT_AUDIO
         frames = getattr(model, "_get_feat_extract_output_lengths", None)
         if frames is not None and int(frames(torch.tensor(seq))) < 1:
-            raise ModelLoadError(f"--seq-len {seq} is too few audio samples for {name}'s feature encoder; "
-                                 f"give more (16000 is one second at 16 kHz)")
+            raise ModelLoadError(
+                f"--seq-len {seq} is too few audio samples for {name}'s feature encoder; "
+                f"give more (16000 is one second at 16 kHz)"
+            )
         fill[main] = torch.randn(batch, seq, generator=g)
     else:
-        raise ModelLoadError(f"no example inputs for a model whose main input is '{main}' ({name}); "
-                             "write a factory that returns (model, inputs), see README")
+        raise ModelLoadError(
+            f"no example inputs for a model whose main input is '{main}' ({name}); "
+            "write a factory that returns (model, inputs), see README"
+        )
     return _call_order(model, name, params, fill) + (seq,)
 
 
@@ -628,8 +672,8 @@ def _call_order(model, name: str, params, fill: dict[str, torch.Tensor]):
     """(module, inputs): the model itself where the inputs are its leading positional
     parameters, else the model behind a KeywordCall."""
     positional = [n for n, p in params.items() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if set(positional[:len(fill)]) == set(fill):
-        return model, tuple(fill[n] for n in positional[:len(fill)])
+    if set(positional[: len(fill)]) == set(fill):
+        return model, tuple(fill[n] for n in positional[: len(fill)])
     by_name = any(p.kind is p.VAR_KEYWORD for p in params.values())
     missing = [n for n in fill if n not in params and not by_name]
     if missing:
@@ -644,8 +688,9 @@ def _call_order(model, name: str, params, fill: dict[str, torch.Tensor]):
 def _load_timm(spec: str, target: str, options: dict[str, Any], batch: int, seed: int) -> HubModel:
     timm = _import("timm")
     if not timm.is_model(target):
-        raise ModelLoadError(f"'{target}' is not a timm model{_close(target, timm.list_models())}; "
-                             "timm.list_models() lists them")
+        raise ModelLoadError(
+            f"'{target}' is not a timm model{_close(target, timm.list_models())}; timm.list_models() lists them"
+        )
     try:
         model = timm.create_model(target, pretrained=False, **options)
     except Exception as exc:
@@ -667,8 +712,9 @@ def _load_torchvision(spec: str, target: str, options: dict[str, Any], batch: in
     torchvision = _import("torchvision")
     names = torchvision.models.list_models()
     if target not in names:
-        raise ModelLoadError(f"'{target}' is not a torchvision model{_close(target, names)}; "
-                             "torchvision.models.list_models() lists them")
+        raise ModelLoadError(
+            f"'{target}' is not a torchvision model{_close(target, names)}; torchvision.models.list_models() lists them"
+        )
     try:
         model = torchvision.models.get_model(target, weights=None, **options)
     except Exception as exc:

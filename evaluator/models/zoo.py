@@ -172,8 +172,10 @@ class ResNet(nn.Module):
     def _make_layer(self, planes: int, blocks: int, stride: int = 1) -> nn.Sequential:
         downsample = None
         if stride != 1 or self.inplanes != planes * Bottleneck.expansion:
-            downsample = nn.Sequential(conv1x1(self.inplanes, planes * Bottleneck.expansion, stride),
-                                       nn.BatchNorm2d(planes * Bottleneck.expansion))
+            downsample = nn.Sequential(
+                conv1x1(self.inplanes, planes * Bottleneck.expansion, stride),
+                nn.BatchNorm2d(planes * Bottleneck.expansion),
+            )
         layers = [Bottleneck(self.inplanes, planes, stride, downsample)]
         self.inplanes = planes * Bottleneck.expansion
         layers += [Bottleneck(self.inplanes, planes) for _ in range(1, blocks)]
@@ -200,7 +202,7 @@ class LlamaSize:
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
     return torch.cat((-x2, x1), dim=-1)
 
 
@@ -302,19 +304,51 @@ class ZooEntry:
 
 
 ZOO: dict[str, ZooEntry] = {
-    "bert-tiny": ZooEntry(lambda: Bert(BertSize(128, 2, 2, 512)), "tokens", 2, 128, 30522,
-                          "BERT encoder, 2 layers, hidden 128 (runs the whole pipeline on 2 CPU cores)",
-                          BertSize.max_positions),
-    "bert-base": ZooEntry(lambda: Bert(BertSize(768, 12, 12, 3072)), "tokens", 8, 128, 30522,
-                          "BERT-base encoder, 12 layers, hidden 768, 110M parameters", BertSize.max_positions),
-    "resnet-tiny": ZooEntry(lambda: ResNet((1, 1, 1, 1), 8, 10), "image", 2, 64, 0,
-                            "ResNet with one bottleneck per stage, width 8, 64x64 images"),
-    "resnet50": ZooEntry(lambda: ResNet((3, 4, 6, 3), 64), "image", 8, 224, 0,
-                         "ResNet-50, 224x224 images, 25.6M parameters"),
-    "llama-tiny": ZooEntry(lambda: Llama(LlamaSize(128, 2, 4, 352, 1000)), "tokens", 1, 128, 1000,
-                           "Llama decoder, 2 layers, hidden 128, RMSNorm + SwiGLU + causal attention"),
-    "llama": ZooEntry(lambda: Llama(LlamaSize(2048, 22, 32, 5632)), "tokens", 1, 512, 32000,
-                      "Llama decoder at TinyLlama-1.1B size: 22 layers, hidden 2048, 1.1B parameters"),
+    "bert-tiny": ZooEntry(
+        lambda: Bert(BertSize(128, 2, 2, 512)),
+        "tokens",
+        2,
+        128,
+        30522,
+        "BERT encoder, 2 layers, hidden 128 (runs the whole pipeline on 2 CPU cores)",
+        BertSize.max_positions,
+    ),
+    "bert-base": ZooEntry(
+        lambda: Bert(BertSize(768, 12, 12, 3072)),
+        "tokens",
+        8,
+        128,
+        30522,
+        "BERT-base encoder, 12 layers, hidden 768, 110M parameters",
+        BertSize.max_positions,
+    ),
+    "resnet-tiny": ZooEntry(
+        lambda: ResNet((1, 1, 1, 1), 8, 10),
+        "image",
+        2,
+        64,
+        0,
+        "ResNet with one bottleneck per stage, width 8, 64x64 images",
+    ),
+    "resnet50": ZooEntry(
+        lambda: ResNet((3, 4, 6, 3), 64), "image", 8, 224, 0, "ResNet-50, 224x224 images, 25.6M parameters"
+    ),
+    "llama-tiny": ZooEntry(
+        lambda: Llama(LlamaSize(128, 2, 4, 352, 1000)),
+        "tokens",
+        1,
+        128,
+        1000,
+        "Llama decoder, 2 layers, hidden 128, RMSNorm + SwiGLU + causal attention",
+    ),
+    "llama": ZooEntry(
+        lambda: Llama(LlamaSize(2048, 22, 32, 5632)),
+        "tokens",
+        1,
+        512,
+        32000,
+        "Llama decoder at TinyLlama-1.1B size: 22 layers, hidden 2048, 1.1B parameters",
+    ),
 }
 
 
@@ -322,12 +356,15 @@ def check_zoo_inputs(name: str, entry: ZooEntry, seq_len: int, lengths: tuple[in
     """A sequence longer than the position table is one line here, not an IndexError in
     the embedding; the zoo's forwards take token ids or images alone, so nothing pads."""
     if entry.max_positions and seq_len > entry.max_positions:
-        raise ModelLoadError(f"{name} takes at most {entry.max_positions} positions (its position table); "
-                             f"--seq-len {seq_len} is longer")
+        raise ModelLoadError(
+            f"{name} takes at most {entry.max_positions} positions (its position table); --seq-len {seq_len} is longer"
+        )
     if lengths is not None:
         what = "token ids" if entry.kind == "tokens" else "images"
-        raise ModelLoadError(f"--lengths pads token sequences behind an attention_mask; {name}'s forward takes "
-                             f"{what} alone (use an hf: model, e.g. hf:BertModel, for padded batches)")
+        raise ModelLoadError(
+            f"--lengths pads token sequences behind an attention_mask; {name}'s forward takes "
+            f"{what} alone (use an hf: model, e.g. hf:BertModel, for padded batches)"
+        )
 
 
 def example_inputs(entry: ZooEntry, batch_size: int, seq_len: int, seed: int) -> tuple[torch.Tensor, ...]:

@@ -39,8 +39,14 @@ def _limit_phrase(spec: T.TargetSpec) -> str:
     return f"{spec.short} allows {_kb(spec.smem_per_block)} of {spec.smem_word} per {spec.block_word}"
 
 
-def _judge(family: Any, shape: Shape, dtype: str, config: KernelConfig, spec: T.TargetSpec,
-           numerics: Callable[..., str | None] | None) -> tuple[str, str, str, Lowered, str]:
+def _judge(
+    family: Any,
+    shape: Shape,
+    dtype: str,
+    config: KernelConfig,
+    spec: T.TargetSpec,
+    numerics: Callable[..., str | None] | None,
+) -> tuple[str, str, str, Lowered, str]:
     """(status, failure class, reason, lowering, note) for one config on one target."""
     hw = spec.hardware()
     reject = None
@@ -76,17 +82,21 @@ def _judge(family: Any, shape: Shape, dtype: str, config: KernelConfig, spec: T.
     # A T.gemm that became scalar loops builds, but it is not the kernel that was tuned.
     if low.uses_gemm and not low.instruction:
         lacks = {"bfloat16": not spec.bf16, "float16": not spec.fp16}.get(dtype, False)
-        why = (f"{spec.short}'s {spec.matrix_cores or 'matrix cores'} take no {dtype}" if lacks
-               else f"no matrix-core instruction for {dtype} on {spec.arch}")
+        why = (
+            f"{spec.short}'s {spec.matrix_cores or 'matrix cores'} take no {dtype}"
+            if lacks
+            else f"no matrix-core instruction for {dtype} on {spec.arch}"
+        )
         return "fails", "feature", f"{why}: T.gemm lowered to scalar FMA loops", low, ""
     note = ""
-    if (low.uses_gemm and spec.matrix_instruction and low.instruction != spec.matrix_instruction
-            and spec.key != "local"):
+    if low.uses_gemm and spec.matrix_instruction and low.instruction != spec.matrix_instruction and spec.key != "local":
         # It builds and runs, but speed measured where the tuned instruction was used
         # does not carry over. Not on the local device: its speed was measured right
         # there, whatever the instruction (a 16-row decode tile runs mma by design).
-        note = (f"T.gemm lowered to {low.instruction}, not {spec.short}'s {spec.matrix_instruction}: "
-                f"speed measured elsewhere does not carry over")
+        note = (
+            f"T.gemm lowered to {low.instruction}, not {spec.short}'s {spec.matrix_instruction}: "
+            f"speed measured elsewhere does not carry over"
+        )
     if numerics is not None and spec.key == "local":
         # Only the local device can run the kernel; the hook compares it with PyTorch.
         try:
@@ -99,14 +109,29 @@ def _judge(family: Any, shape: Shape, dtype: str, config: KernelConfig, spec: T.
 
 
 # ---------------------------------------------------------------- one kernel on one target
-def cells_for(family: Any, shape: Shape, dtype: str, tuned: KernelConfig | None, spec: T.TargetSpec,
-               numerics: Callable[..., str | None] | None) -> list[PortCell]:
+def cells_for(
+    family: Any,
+    shape: Shape,
+    dtype: str,
+    tuned: KernelConfig | None,
+    spec: T.TargetSpec,
+    numerics: Callable[..., str | None] | None,
+) -> list[PortCell]:
     base = dict(family=family.name, shape=tuple(shape), dtype=dtype, target=spec.key)
     kinds = ([("tuned", tuned)] if tuned is not None else []) + [("default", None)]
     gap = T.backend_gap(spec)
     if gap:
-        return [PortCell(**base, config_kind=k, status="fails", failure_class="feature", reason=gap,
-                         config=dict(c) if c is not None else None) for k, c in kinds]
+        return [
+            PortCell(
+                **base,
+                config_kind=k,
+                status="fails",
+                failure_class="feature",
+                reason=gap,
+                config=dict(c) if c is not None else None,
+            )
+            for k, c in kinds
+        ]
     hw = spec.hardware()
     try:
         space = list(family.search_space(shape, dtype, hw))
@@ -118,8 +143,15 @@ def cells_for(family: Any, shape: Shape, dtype: str, tuned: KernelConfig | None,
     for kind, config in kinds:
         if kind == "default":
             if not space:
-                cells.append(PortCell(**base, config_kind=kind, status="fails",
-                                      failure_class=classify(space_error, default="feature"), reason=space_error))
+                cells.append(
+                    PortCell(
+                        **base,
+                        config_kind=kind,
+                        status="fails",
+                        failure_class=classify(space_error, default="feature"),
+                        reason=space_error,
+                    )
+                )
                 continue
             config = space[0]
         spent0 = lowering_seconds()
@@ -132,10 +164,22 @@ def cells_for(family: Any, shape: Shape, dtype: str, tuned: KernelConfig | None,
             if fitting is False:
                 fitting = _find_fitting(family, shape, dtype, space, spec, numerics)
             fit = fitting if fitting and fitting != config else None
-        cells.append(PortCell(**base, config_kind=kind, status=status, failure_class=cls, reason=reason,
-                              config=dict(config), fitting_config=dict(fit) if fit else None,
-                              instruction=low.instruction, smem_bytes=low.smem_bytes, threads=low.threads,
-                              note=note, lower_s=round(lowering_seconds() - spent0, 3)))
+        cells.append(
+            PortCell(
+                **base,
+                config_kind=kind,
+                status=status,
+                failure_class=cls,
+                reason=reason,
+                config=dict(config),
+                fitting_config=dict(fit) if fit else None,
+                instruction=low.instruction,
+                smem_bytes=low.smem_bytes,
+                threads=low.threads,
+                note=note,
+                lower_s=round(lowering_seconds() - spent0, 3),
+            )
+        )
     return cells
 
 
@@ -152,8 +196,14 @@ def _empty_space_reason(family: Any, shape: Shape, dtype: str, hw: Any, spec: T.
     return f"{family.name} has no config for {dtype} on {spec.short} (its search space is empty)"
 
 
-def _find_fitting(family: Any, shape: Shape, dtype: str, space: list[KernelConfig], spec: T.TargetSpec,
-                  numerics: Callable[..., str | None] | None) -> KernelConfig | None:
+def _find_fitting(
+    family: Any,
+    shape: Shape,
+    dtype: str,
+    space: list[KernelConfig],
+    spec: T.TargetSpec,
+    numerics: Callable[..., str | None] | None,
+) -> KernelConfig | None:
     """The first config of the target's search space (the family's order: best guess
     first) that fits the target's limits and lowers cleanly."""
     for config in space[:MAX_FIT_TRIES]:

@@ -42,8 +42,7 @@ def _normalize(kernels: Iterable[Any]) -> list[tuple[str, Shape, str, KernelConf
         registry.get(family)  # an unknown family: one line naming the known ones
         if isinstance(shape, str):
             shape = parse_shape(shape)
-        out.append((family, tuple(int(s) for s in shape), C.canonical_dtype(dtype),
-                    dict(config) if config else None))
+        out.append((family, tuple(int(s) for s in shape), C.canonical_dtype(dtype), dict(config) if config else None))
     return out
 
 
@@ -60,8 +59,13 @@ def from_tuned(tuned: Iterable[Any], per_family: int = 1) -> list[Any]:
     return out
 
 
-def check(kernels: Iterable[Any], targets: Iterable[str | T.TargetSpec] | str | None = None, *,
-          workers: int | None = None, numerics: Callable[..., str | None] | None = None) -> Portability:
+def check(
+    kernels: Iterable[Any],
+    targets: Iterable[str | T.TargetSpec] | str | None = None,
+    *,
+    workers: int | None = None,
+    numerics: Callable[..., str | None] | None = None,
+) -> Portability:
     """Lower every kernel's tuned and default config for every target and judge them.
 
     `kernels`: (family, shape, dtype, tuned config or None) tuples, or TunedKernel records.
@@ -97,17 +101,29 @@ def check(kernels: Iterable[Any], targets: Iterable[str | T.TargetSpec] | str | 
     with COUNT_LOCK:
         lowered = COUNT[0] - count0
     p = Portability(
-        targets=tuple(s.key for s in specs), kernels=labels, cells=cells, summary=(),
-        target_names={s.key: s.name for s in specs}, target_limits={s.key: s.describe() for s in specs},
+        targets=tuple(s.key for s in specs),
+        kernels=labels,
+        cells=cells,
+        summary=(),
+        target_names={s.key: s.name for s in specs},
+        target_limits={s.key: s.describe() for s in specs},
         target_sources={s.key: s.source + (f"; {s.notes}" if s.notes else "") for s in specs},
-        tilelang=_tilelang_version(), seconds=round(time.perf_counter() - t0, 2), lowerings=lowered,
+        tilelang=_tilelang_version(),
+        seconds=round(time.perf_counter() - t0, 2),
+        lowerings=lowered,
     )
     return with_summary(p)
 
 
-def port(family: str, shape: Shape | str, dtype: str = "float16",
-         targets: Iterable[str | T.TargetSpec] | str | None = None, *, config: KernelConfig | None = None,
-         workers: int | None = None) -> Portability:
+def port(
+    family: str,
+    shape: Shape | str,
+    dtype: str = "float16",
+    targets: Iterable[str | T.TargetSpec] | str | None = None,
+    *,
+    config: KernelConfig | None = None,
+    workers: int | None = None,
+) -> Portability:
     """One family at one shape on the targets (the `evaluate port` command); `config`
     is checked as the "tuned" one when given, the family's default per target always."""
     return check([(family, shape, dtype, config)], targets, workers=workers)

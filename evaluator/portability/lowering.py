@@ -102,8 +102,14 @@ def _lower_once(family: Any, shape: Shape, dtype: str, config: KernelConfig, spe
         cls = classify(msg, default="codegen")
         return Lowered(ok=False, error=msg, error_class=cls, seconds=time.perf_counter() - t0)
     smem, threads = _launch_needs(artifact, source)
-    return Lowered(ok=True, instruction=matrix_instruction(source), uses_gemm=_uses_gemm(prim),
-                    smem_bytes=smem, threads=threads, seconds=time.perf_counter() - t0)
+    return Lowered(
+        ok=True,
+        instruction=matrix_instruction(source),
+        uses_gemm=_uses_gemm(prim),
+        smem_bytes=smem,
+        threads=threads,
+        seconds=time.perf_counter() - t0,
+    )
 
 
 def _family_target(spec: T.TargetSpec) -> str:
@@ -146,9 +152,25 @@ def matrix_instruction(source: str) -> str:
     return ""
 
 
-_TYPE_BYTES = {"char": 1, "uchar": 1, "int8_t": 1, "uint8_t": 1, "half_t": 2, "half": 2, "bfloat16_t": 2,
-               "__half": 2, "__nv_bfloat16": 2, "short": 2, "float": 4, "int": 4, "uint": 4, "unsigned": 4,
-               "double": 8, "int64_t": 8, "uint64_t": 8}
+_TYPE_BYTES = {
+    "char": 1,
+    "uchar": 1,
+    "int8_t": 1,
+    "uint8_t": 1,
+    "half_t": 2,
+    "half": 2,
+    "bfloat16_t": 2,
+    "__half": 2,
+    "__nv_bfloat16": 2,
+    "short": 2,
+    "float": 4,
+    "int": 4,
+    "uint": 4,
+    "unsigned": 4,
+    "double": 8,
+    "int64_t": 8,
+    "uint64_t": 8,
+}
 _STATIC_SHARED = re.compile(r"__shared__\s+(?:__align__\(\d+\)\s+)?(\w+)\s+\w+\[(\d+)\]")
 
 
@@ -192,10 +214,12 @@ def first_line(exc: BaseException) -> str:
 
 _FEATURE_WORDS = re.compile(
     r"dtype|float32|float16|bfloat16|\bfp(16|32)\b|\bbf16\b|not supported|unsupported|no \w+ schedule|"
-    r"no gpu schedule|backend|target kind|needs cuda sm_\d+", re.IGNORECASE)
+    r"no gpu schedule|backend|target kind|needs cuda sm_\d+",
+    re.IGNORECASE,
+)
 _RESOURCE_WORDS = re.compile(
-    r"shared memory|\blds\b|register|spill|threads|warpgroup|stack|exceed|too (many|small|large)|out of",
-    re.IGNORECASE)
+    r"shared memory|\blds\b|register|spill|threads|warpgroup|stack|exceed|too (many|small|large)|out of", re.IGNORECASE
+)
 
 
 def classify(message: str, default: str = "codegen") -> str:
@@ -263,8 +287,11 @@ def without_rocm_warning(active: bool):
                 os.dup2(saved, 2)
                 os.close(saved)
                 tmp.seek(0)
-                kept = [ln for ln in tmp.read().decode("utf-8", "replace").splitlines(keepends=True)
-                        if _ROCM_NOISE not in ln]
+                kept = [
+                    ln
+                    for ln in tmp.read().decode("utf-8", "replace").splitlines(keepends=True)
+                    if _ROCM_NOISE not in ln
+                ]
                 if kept:
                     os.write(2, "".join(kept).encode("utf-8"))
 

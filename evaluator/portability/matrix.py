@@ -114,12 +114,18 @@ def target_facts(p: Portability) -> list[TargetFacts]:
         for x in mine:
             if not x.builds:
                 failed.setdefault((x.primary.failure_class, x.primary.reason), []).append(x.label)
-        out.append(TargetFacts(
-            target=t, name=p.target_names.get(t, t), kernels=len(p.kernels),
-            builds=tuple(x.label for x in mine if x.builds), as_is=tuple(x.label for x in mine if x.as_is),
-            retune=tuple(Retune(x.label, x.primary, x.fix) for x in mine if x.builds and not x.as_is),
-            failures=tuple(Failure(cls, reason, tuple(labels)) for (cls, reason), labels in failed.items()),
-            notes=tuple(dict.fromkeys(c.note for x in mine for c in x.cells if c.note and c.status == "lowers"))))
+        out.append(
+            TargetFacts(
+                target=t,
+                name=p.target_names.get(t, t),
+                kernels=len(p.kernels),
+                builds=tuple(x.label for x in mine if x.builds),
+                as_is=tuple(x.label for x in mine if x.as_is),
+                retune=tuple(Retune(x.label, x.primary, x.fix) for x in mine if x.builds and not x.as_is),
+                failures=tuple(Failure(cls, reason, tuple(labels)) for (cls, reason), labels in failed.items()),
+                notes=tuple(dict.fromkeys(c.note for x in mine for c in x.cells if c.note and c.status == "lowers")),
+            )
+        )
     return out
 
 
@@ -130,21 +136,28 @@ def with_summary(p: Portability) -> Portability:
     facts = target_facts(p)
     lines = []
     good_targets = [f.target for f in facts if len(f.builds) == f.kernels]
-    lines.append(f"{len(good_targets)} of {len(p.targets)} targets build every rewritten kernel"
-                 + (f" ({', '.join(good_targets)})" if good_targets else "")
-                 + f"; TileLang {p.tilelang}, {p.lowerings} lowerings in {p.seconds:.1f} s.")
+    lines.append(
+        f"{len(good_targets)} of {len(p.targets)} targets build every rewritten kernel"
+        + (f" ({', '.join(good_targets)})" if good_targets else "")
+        + f"; TileLang {p.tilelang}, {p.lowerings} lowerings in {p.seconds:.1f} s."
+    )
     for f in facts:
         text = f"{len(f.builds)} of {n} rewritten kernels build for {f.name}"
         if f.retune:
-            parts = [f"{r.label}'s {r.cell.config_kind} config {_short_reason(r.cell)}"
-                     + (f" ({_config_str(r.fix)} fits and lowers)" if r.fix else "") for r in f.retune]
+            parts = [
+                f"{r.label}'s {r.cell.config_kind} config {_short_reason(r.cell)}"
+                + (f" ({_config_str(r.fix)} fits and lowers)" if r.fix else "")
+                for r in f.retune
+            ]
             text += f"; {len(f.retune)} need{'s' if len(f.retune) == 1 else ''} re-tuning there: " + "; ".join(parts)
         # One clause per distinct reason, naming the kernels it stops.
         for fail in f.failures:
             labels = fail.labels
             who = "all of them" if len(labels) == n and n > 1 else ", ".join(labels)
-            text += (f"; {who} fail{'s' if len(labels) == 1 and who != 'all of them' else ''} "
-                     f"({fail.failure_class}: {fail.reason})")
+            text += (
+                f"; {who} fail{'s' if len(labels) == 1 and who != 'all of them' else ''} "
+                f"({fail.failure_class}: {fail.reason})"
+            )
         if f.notes:
             text += "; note: " + "; ".join(f.notes)
         lines.append(text + ".")
@@ -164,8 +177,11 @@ def rows(p: Portability) -> list[dict[str, str]]:
     out = []
     for label in p.kernels:
         for kind in ("tuned", "default"):
-            cells = {c.target: c for c in p.cells
-                     if kernel_label(c.family, c.shape, c.dtype) == label and c.config_kind == kind}
+            cells = {
+                c.target: c
+                for c in p.cells
+                if kernel_label(c.family, c.shape, c.dtype) == label and c.config_kind == kind
+            }
             if not cells:
                 continue
             row = {"kernel": label, "config": kind}
@@ -204,21 +220,35 @@ def format_matrix(p: Portability, width: int = 38) -> str:
 # name -> (unit, meaning), for the checklist catalogue; per-target numbers follow the
 # pattern "portability.<target>.kernels_ok" for every target checked.
 METRIC_INFO: dict[str, tuple[str, str]] = {
-    "portability.targets_ok": ("fraction", "share of the checked targets where every rewritten kernel lowers "
-                               "with a config that fits the target's published limits"),
-    "portability.kernels_ok": ("fraction", "share of rewritten kernels that lower, with a config that fits, "
-                               "on every checked target"),
-    "portability.as_is": ("fraction", "share of (kernel, target) pairs where the tuned config (the default "
-                          "when none was tuned) lowers and fits unchanged"),
-    "portability.needs_retuning": ("pairs", "(kernel, target) pairs that build only with another config "
-                                   "(the tuned one breaks a limit or does not lower)"),
+    "portability.targets_ok": (
+        "fraction",
+        "share of the checked targets where every rewritten kernel lowers "
+        "with a config that fits the target's published limits",
+    ),
+    "portability.kernels_ok": (
+        "fraction",
+        "share of rewritten kernels that lower, with a config that fits, on every checked target",
+    ),
+    "portability.as_is": (
+        "fraction",
+        "share of (kernel, target) pairs where the tuned config (the default "
+        "when none was tuned) lowers and fits unchanged",
+    ),
+    "portability.needs_retuning": (
+        "pairs",
+        "(kernel, target) pairs that build only with another config (the tuned one breaks a limit or does not lower)",
+    ),
     "portability.fails": ("pairs", "(kernel, target) pairs where no config lowers and fits"),
-    "portability.fails.resources": ("pairs", "failing pairs whose config breaks a shared-memory, register "
-                                    "or thread limit"),
+    "portability.fails.resources": (
+        "pairs",
+        "failing pairs whose config breaks a shared-memory, register or thread limit",
+    ),
     "portability.fails.codegen": ("pairs", "failing pairs stopped by a TileLang code-generation gap"),
     "portability.fails.feature": ("pairs", "failing pairs stopped by a missing feature, dtype or backend"),
-    "portability.fails.numerical": ("pairs", "failing pairs whose kernel ran on the local device and "
-                                    "did not match PyTorch"),
+    "portability.fails.numerical": (
+        "pairs",
+        "failing pairs whose kernel ran on the local device and did not match PyTorch",
+    ),
     "portability.targets": ("targets", "number of targets checked"),
 }
 

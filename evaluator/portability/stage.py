@@ -21,8 +21,10 @@ def portability_check(ctx: Context, result: RunResult) -> RunResult:
     if any(k.dtype != dtype for k in checked):
         # A config tuned at another dtype says nothing about this one: defaults only.
         checked = [dataclasses.replace(k, dtype=dtype, config=None) for k in checked]
-    rep.stage(f"Portability: lowering {len(checked)} kernels ({dtype}) for "
-              f"{', '.join(targets) if targets else 'the default targets'}")
+    rep.stage(
+        f"Portability: lowering {len(checked)} kernels ({dtype}) for "
+        f"{', '.join(targets) if targets else 'the default targets'}"
+    )
     port = check(checked, targets)
     # The reporter reads rich markup; reasons quote compiler errors, which may hold [brackets].
     lines = [line.replace("[", "\\[") for line in port.summary]

@@ -53,17 +53,40 @@ from ..routing.router import ROUTED_PREFIX
 # Operator families we account for but have no kernel for; ops a registered family
 # covers never get here (a matmul by a weight is gemm's, a batched one bmm's).
 OTHER_FAMILIES: dict[str, str] = {
-    "aten::batch_norm": "batchnorm", "aten::_batch_norm_impl_index": "batchnorm",
-    "aten::native_batch_norm": "batchnorm", "aten::_native_batch_norm_legit_no_training": "batchnorm",
+    "aten::batch_norm": "batchnorm",
+    "aten::_batch_norm_impl_index": "batchnorm",
+    "aten::native_batch_norm": "batchnorm",
+    "aten::_native_batch_norm_legit_no_training": "batchnorm",
     "aten::embedding": "embedding",
-    "aten::max_pool2d": "pooling", "aten::max_pool2d_with_indices": "pooling",
-    "aten::adaptive_avg_pool2d": "pooling", "aten::avg_pool2d": "pooling",
+    "aten::max_pool2d": "pooling",
+    "aten::max_pool2d_with_indices": "pooling",
+    "aten::adaptive_avg_pool2d": "pooling",
+    "aten::avg_pool2d": "pooling",
 }
 ELEMENTWISE = {
-    "aten::gelu", "aten::relu", "aten::relu_", "aten::silu", "aten::silu_", "aten::add", "aten::add_",
-    "aten::mul", "aten::mul_", "aten::div", "aten::div_", "aten::sub", "aten::neg", "aten::tanh",
-    "aten::sigmoid", "aten::masked_fill", "aten::masked_fill_", "aten::pow", "aten::rsqrt", "aten::cos",
-    "aten::sin", "aten::exp", "aten::where",
+    "aten::gelu",
+    "aten::relu",
+    "aten::relu_",
+    "aten::silu",
+    "aten::silu_",
+    "aten::add",
+    "aten::add_",
+    "aten::mul",
+    "aten::mul_",
+    "aten::div",
+    "aten::div_",
+    "aten::sub",
+    "aten::neg",
+    "aten::tanh",
+    "aten::sigmoid",
+    "aten::masked_fill",
+    "aten::masked_fill_",
+    "aten::pow",
+    "aten::rsqrt",
+    "aten::cos",
+    "aten::sin",
+    "aten::exp",
+    "aten::where",
 }
 # Families without a kernel whose report still lists the raw operand shapes.
 RAW_SHAPES: set[str] = set()
@@ -83,8 +106,9 @@ def classify(name: str, input_shapes: list) -> str | None:
     return None
 
 
-def _problem_shape(family: str, op: str, shapes: list, concrete: list | None = None,
-                   strides: list | None = None) -> str | None:
+def _problem_shape(
+    family: str, op: str, shapes: list, concrete: list | None = None, strides: list | None = None
+) -> str | None:
     if family not in kernels.REGISTRY:
         if family in RAW_SHAPES:
             return ";".join(shape_str(s) for s in shapes if isinstance(s, (list, tuple)) and s)
@@ -154,12 +178,26 @@ def _attributed(prof, use_cuda: bool, shapes: bool = True) -> list[dict]:
         # kernels, which a pair of PyTorch calls held back and run together has (58 us a
         # linear+GELU pair on the H200, where its two kernels take 16).
         ranges = [e for e in events if e.device_type != DeviceType.CPU and e.name.startswith(ROUTED_PREFIX)]
-        kernels = [(e.time_range.start, e.time_range.end) for e in events
-                   if e.device_type != DeviceType.CPU and not getattr(e, "is_user_annotation", False)
-                   and not e.name.startswith(ROUTED_PREFIX)]
+        kernels = [
+            (e.time_range.start, e.time_range.end)
+            for e in events
+            if e.device_type != DeviceType.CPU
+            and not getattr(e, "is_user_annotation", False)
+            and not e.name.startswith(ROUTED_PREFIX)
+        ]
         inside = kernel_time_in([(e.time_range.start, e.time_range.end) for e in ranges], kernels)
-        rows += [{"family": e.name[len(ROUTED_PREFIX):], "op": e.name, "time_us": float(t), "shape": None,
-                  "routed": True, "pass": -1, "call": None} for e, t in zip(ranges, inside)]
+        rows += [
+            {
+                "family": e.name[len(ROUTED_PREFIX) :],
+                "op": e.name,
+                "time_us": float(t),
+                "shape": None,
+                "routed": True,
+                "pass": -1,
+                "call": None,
+            }
+            for e, t in zip(ranges, inside)
+        ]
     # An op we do not recognise (aten::einsum) may call one we do (aten::bmm): the inner call
     # is its family's, and the outer row keeps only the rest of its time, so that the
     # families' times add up to the whole (DeBERTa's shares summed to 102%).
@@ -191,7 +229,7 @@ def _attributed(prof, use_cuda: bool, shapes: bool = True) -> list[dict]:
             parent = parent.cpu_parent
         if claimed:
             continue
-        family = evt.name[len(ROUTED_PREFIX):] if routed else classify(evt.name, evt.input_shapes)
+        family = evt.name[len(ROUTED_PREFIX) :] if routed else classify(evt.name, evt.input_shapes)
         if spelled is not None:
             family = spelled[0]
         if family is None and not top:
@@ -206,10 +244,18 @@ def _attributed(prof, use_cuda: bool, shapes: bool = True) -> list[dict]:
             top_rows[id(evt)] = len(rows)
         elif not top and outer is not None and family is not None:
             inner_us[id(outer)] += float(t_us)
-        rows.append({"family": family or "other", "op": evt.name, "time_us": float(t_us), "shape": shape,
-                     "routed": routed, "pass": bisect.bisect_right(passes, evt.time_range.start) - 1,
-                     # the one call several rows make up: a written-out norm's range
-                     "call": spelled_by.time_range.start if spelled_by is not None else None})
+        rows.append(
+            {
+                "family": family or "other",
+                "op": evt.name,
+                "time_us": float(t_us),
+                "shape": shape,
+                "routed": routed,
+                "pass": bisect.bisect_right(passes, evt.time_range.start) - 1,
+                # the one call several rows make up: a written-out norm's range
+                "call": spelled_by.time_range.start if spelled_by is not None else None,
+            }
+        )
     for key, inner in inner_us.items():
         if key in top_rows:
             row = rows[top_rows[key]]
@@ -243,8 +289,9 @@ def profile_model(model: LoadedModel, *, iters: int = 3, warmup: int = 2) -> pd.
     return df
 
 
-def family_times(fn: Callable[[], object], device: str, *, iters: int = 3,
-                 warmup: int = 1) -> tuple[dict[str, float], dict[str, float]]:
+def family_times(
+    fn: Callable[[], object], device: str, *, iters: int = 3, warmup: int = 1
+) -> tuple[dict[str, float], dict[str, float]]:
     """Operator time per call of `fn` (a forward pass, maybe under a swap.Router) by
     family, in ms: device time on CUDA, CPU time otherwise. Returns (all calls, the part
     that ran in TileLang): inside a router, a family's time is its TileLang calls plus
@@ -286,8 +333,9 @@ def _routed_shapes(model: LoadedModel) -> dict[tuple[str, tuple], Counter]:
 
 
 def _model_dtype(model: LoadedModel) -> str:
-    return next((str(p.dtype).removeprefix("torch.") for p in model.module.parameters() if p.is_floating_point()),
-                "float32")
+    return next(
+        (str(p.dtype).removeprefix("torch.") for p in model.module.parameters() if p.is_floating_point()), "float32"
+    )
 
 
 def fusions(model: LoadedModel, selected: Sequence[str]) -> tuple[Fusion, ...]:
@@ -305,14 +353,18 @@ def fusions(model: LoadedModel, selected: Sequence[str]) -> tuple[Fusion, ...]:
         return ()
     try:
         with torch.inference_mode():
-            seen, reused = swap.fusible(lambda: model.module(*model.inputs), fams, _model_dtype(model),
-                                        model=model.module)
+            seen, reused = swap.fusible(
+                lambda: model.module(*model.inputs), fams, _model_dtype(model), model=model.module
+            )
     except Exception:  # the profile stands on its own; fusion only adds to it
         return ()
     # Shapes where a family that also writes the first call's result (add_layernorm) takes
     # the pattern: its siblings on the same pattern leave them to it.
-    kept = {(fam.fuses, fam.fused_op): {s for (f, s), n in reused.items() if f == fam.name and n}
-            for fam in fams if getattr(fam, "keeps_first", False)}
+    kept = {
+        (fam.fuses, fam.fused_op): {s for (f, s), n in reused.items() if f == fam.name and n}
+        for fam in fams
+        if getattr(fam, "keeps_first", False)
+    }
     # Patterns a variant that does not write the sum also takes (layernorm_residual's):
     # there, the one that does keeps only the shapes whose sum is read again.
     lighter = {(fam.fuses, fam.fused_op) for fam in fams if not getattr(fam, "keeps_first", False)}
@@ -338,7 +390,9 @@ def with_fusions(selected: tuple[str, ...], found: Sequence[Fusion]) -> tuple[st
         if not fu.shapes or fu.family in out:
             continue
         base = kernels.get(fu.family).profile_family
-        at = max((i for i, f in enumerate(out) if f == base or kernels.get(f).profile_family == base), default=len(out) - 1)
+        at = max(
+            (i for i, f in enumerate(out) if f == base or kernels.get(f).profile_family == base), default=len(out) - 1
+        )
         out.insert(at + 1, fu.family)
     return tuple(out)
 
@@ -363,8 +417,9 @@ def left_out(hot: HotOps, min_share: float = 0.05) -> tuple[HotOp, ...]:
     """Families with a kernel and at least `min_share` of the profiled time that the
     selection left out: what `--ops` one higher would also rewrite (ViT-B's layernorm,
     11.5% of its time, took the model from 1.02x to 1.10x on the H200)."""
-    return tuple(o for o in hot.ops if o.has_kernel and o.shapes and o.share >= min_share
-                 and o.family not in hot.selected)
+    return tuple(
+        o for o in hot.ops if o.has_kernel and o.shapes and o.share >= min_share and o.family not in hot.selected
+    )
 
 
 def _pass_ms(rows: pd.DataFrame, n: int) -> float:
@@ -383,8 +438,9 @@ def _calls(rows: pd.DataFrame) -> int:
     return int(rows["call"].isna().sum()) + rows["call"].nunique()
 
 
-def hot_ops(model: LoadedModel, *, top: int = 2, families: tuple[str, ...] = (), iters: int = 3,
-            fuse: bool = True) -> HotOps:
+def hot_ops(
+    model: LoadedModel, *, top: int = 2, families: tuple[str, ...] = (), iters: int = 3, fuse: bool = True
+) -> HotOps:
     for name in families:
         kernels.get(name)  # raises UnknownFamilyError with the known names
     try:
@@ -402,14 +458,24 @@ def hot_ops(model: LoadedModel, *, top: int = 2, families: tuple[str, ...] = (),
         t = times[fam]
         # Shapes hottest first: --max-shapes keeps the ones that matter, not the first seen.
         with_shape = g[g["shape"].map(lambda s: isinstance(s, str) and bool(s))]
-        per_shape = pd.Series({s: _pass_ms(gs, n) for s, gs in with_shape.groupby("shape", sort=False)},
-                              dtype=float).sort_values(ascending=False, kind="stable")
+        per_shape = pd.Series(
+            {s: _pass_ms(gs, n) for s, gs in with_shape.groupby("shape", sort=False)}, dtype=float
+        ).sort_values(ascending=False, kind="stable")
         calls = _calls(g)
         shape_calls = tuple(_calls(with_shape[with_shape["shape"] == s]) // n for s in per_shape.index)
-        ops.append(HotOp(family=str(fam), time_ms=t, share=(t / total if total else 0.0), calls=calls // n,
-                         shapes=tuple(str(s) for s in per_shape.index), aten_ops=tuple(sorted(set(g["op"]))),
-                         has_kernel=fam in kernels.REGISTRY, shape_ms=tuple(float(v) for v in per_shape.values),
-                         shape_calls=shape_calls))
+        ops.append(
+            HotOp(
+                family=str(fam),
+                time_ms=t,
+                share=(t / total if total else 0.0),
+                calls=calls // n,
+                shapes=tuple(str(s) for s in per_shape.index),
+                aten_ops=tuple(sorted(set(g["op"]))),
+                has_kernel=fam in kernels.REGISTRY,
+                shape_ms=tuple(float(v) for v in per_shape.values),
+                shape_calls=shape_calls,
+            )
+        )
     ops.sort(key=lambda o: o.time_ms, reverse=True)
     if families:
         # A family the model does not call would be benchmarked on made-up shapes and
@@ -419,16 +485,28 @@ def hot_ops(model: LoadedModel, *, top: int = 2, families: tuple[str, ...] = (),
         if unused:
             have = ", ".join(sorted(f for f in profiled if f in kernels.REGISTRY)) or "none"
             called = {o.family: o for o in ops if not o.shapes and o.calls}
-            said = [f"{f}: the model calls it {called[kernels.get(f).profile_family].calls} times a pass, but at no "
-                    f"shape its kernel takes" if kernels.get(f).profile_family in called
-                    else f"{f}: the model makes no such call" for f in unused]
-            raise ConfigError(f"--families {','.join(unused)}: {'; '.join(said)}; "
-                              f"families it calls at shapes that have kernels: {have}")
+            said = [
+                f"{f}: the model calls it {called[kernels.get(f).profile_family].calls} times a pass, but at no "
+                f"shape its kernel takes"
+                if kernels.get(f).profile_family in called
+                else f"{f}: the model makes no such call"
+                for f in unused
+            ]
+            raise ConfigError(
+                f"--families {','.join(unused)}: {'; '.join(said)}; "
+                f"families it calls at shapes that have kernels: {have}"
+            )
         selected = tuple(families)
     else:
         selected = tuple(o.family for o in ops if o.has_kernel and o.shapes)[:top]
     found = fusions(model, selected) if fuse or any(kernels.get(f).fuses for f in selected) else ()
     if not fuse:  # only the fused families named in --families
         found = tuple(fu for fu in found if fu.family in selected)
-    return HotOps(device=model.device, total_ms=total, ops=tuple(ops), selected=with_fusions(selected, found),
-                  wall_ms=df.attrs["wall_ms"], fusions=found)
+    return HotOps(
+        device=model.device,
+        total_ms=total,
+        ops=tuple(ops),
+        selected=with_fusions(selected, found),
+        wall_ms=df.attrs["wall_ms"],
+        fusions=found,
+    )

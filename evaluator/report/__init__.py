@@ -47,17 +47,46 @@ from ..baseline import plausible_cause
 from .contents import context
 from .html import HTML_NAME, ReportFiles, file_names, render, render_html
 from .notes import NOTE_PATTERNS, PORT_PATTERNS
-from .pdf import (PDF_NAME, Requirement, import_weasyprint, has_cjk_font, local_only_fetcher, missing_note, pdf_missing,
-                  probe, read_text)
+from .pdf import (
+    PDF_NAME,
+    Requirement,
+    import_weasyprint,
+    has_cjk_font,
+    local_only_fetcher,
+    missing_note,
+    pdf_missing,
+    probe,
+    read_text,
+)
 from .sections.comparison import MAX_ROWS
 from .strings import LANGS, TEMPLATES, Fmt, Strings, is_plural, num, metric_strings_key
 
 __all__ = [
-    "render", "render_html", "context", "ReportFiles", "HTML_NAME", "PDF_NAME", "file_names", "LANGS", "TEMPLATES",
+    "render",
+    "render_html",
+    "context",
+    "ReportFiles",
+    "HTML_NAME",
+    "PDF_NAME",
+    "file_names",
+    "LANGS",
+    "TEMPLATES",
     "MAX_ROWS",
-    "Strings", "Fmt", "metric_strings_key", "Requirement", "pdf_missing", "has_cjk_font", "missing_note", "probe",
+    "Strings",
+    "Fmt",
+    "metric_strings_key",
+    "Requirement",
+    "pdf_missing",
+    "has_cjk_font",
+    "missing_note",
+    "probe",
     "read_text",
-    "local_only_fetcher", "plausible_cause",
+    "local_only_fetcher",
+    "plausible_cause",
     # private, re-exported for the tests that check them directly
-    "NOTE_PATTERNS", "PORT_PATTERNS", "import_weasyprint", "is_plural", "num",
+    "NOTE_PATTERNS",
+    "PORT_PATTERNS",
+    "import_weasyprint",
+    "is_plural",
+    "num",
 ]

@@ -46,9 +46,16 @@ FLAGGED = "#a0aec0"  # a number the run flagged: grey, like its row in the repor
 DIM = "#718096"
 
 
-
-_CJK_NAMES = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans SC", "Source Han Sans SC", "WenQuanYi Zen Hei",
-              "WenQuanYi Micro Hei", "Droid Sans Fallback", "AR PL UMing CN")
+_CJK_NAMES = (
+    "Noto Sans CJK SC",
+    "Noto Sans CJK JP",
+    "Noto Sans SC",
+    "Source Han Sans SC",
+    "WenQuanYi Zen Hei",
+    "WenQuanYi Micro Hei",
+    "Droid Sans Fallback",
+    "AR PL UMing CN",
+)
 
 
 @functools.lru_cache(maxsize=None)
@@ -60,6 +67,7 @@ def cjk_font() -> str | None:
     cache, so fontconfig is asked for a Chinese font file, which is then added.
     """
     from matplotlib import font_manager
+
     have = {f.name for f in font_manager.fontManager.ttflist}
     for name in _CJK_NAMES:
         if name in have:
@@ -113,7 +121,7 @@ def _svg(fig: Figure, name: str) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     text = buf.getvalue()
-    text = text[text.index("<svg"):]
+    text = text[text.index("<svg") :]
     # The metadata block and DOCTYPE carry namespace URLs; nothing in them is needed inline.
     text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
     prefix = f"{name}{next(_counter)}-"
@@ -138,8 +146,13 @@ def _style(ax) -> None:
     ax.set_axisbelow(True)
 
 
-def hot_ops(rows: Sequence[tuple[str, float, bool]], *, xlabel: str = "share of profiled operator time",
-            rewritten: str = "rewritten in TileLang", kept: str = "stays in PyTorch") -> str | None:
+def hot_ops(
+    rows: Sequence[tuple[str, float, bool]],
+    *,
+    xlabel: str = "share of profiled operator time",
+    rewritten: str = "rewritten in TileLang",
+    kept: str = "stays in PyTorch",
+) -> str | None:
     """Horizontal bars of each op family's share; rows are (label, share 0..1, rewritten)."""
     rows = [r for r in rows if r[1] is not None and math.isfinite(r[1])]
     if not rows:
@@ -154,19 +167,34 @@ def hot_ops(rows: Sequence[tuple[str, float, bool]], *, xlabel: str = "share of 
         ax.set_yticks(range(len(rows)), labels)
         ax.set_xlabel(xlabel + " (%)")
         for bar, v in zip(bars, shares):
-            ax.text(bar.get_width() + 0.5, bar.get_y() + bar.get_height() / 2, f"{v:.1f}%",
-                    va="center", fontsize=8, color=INK)
+            ax.text(
+                bar.get_width() + 0.5,
+                bar.get_y() + bar.get_height() / 2,
+                f"{v:.1f}%",
+                va="center",
+                fontsize=8,
+                color=INK,
+            )
         ax.set_xlim(0, max(shares) * 1.15 + 1)
         from matplotlib.patches import Patch
-        ax.legend(handles=[Patch(color=TILELANG, label=rewritten), Patch(color=VENDOR, label=kept)],
-                  loc="lower right", frameon=False, fontsize=8)
+
+        ax.legend(
+            handles=[Patch(color=TILELANG, label=rewritten), Patch(color=VENDOR, label=kept)],
+            loc="lower right",
+            frameon=False,
+            fontsize=8,
+        )
         _style(ax)
         return _svg(fig, "hotops")
 
 
-def speedups(rows: Sequence[tuple[str, float | None] | tuple[str, float | None, bool]], *,
-             xlabel: str = "speedup vs vendor library (x)", guides: Sequence[float] = (0.5, 0.9),
-             missing: str = "no TileLang time") -> str | None:
+def speedups(
+    rows: Sequence[tuple[str, float | None] | tuple[str, float | None, bool]],
+    *,
+    xlabel: str = "speedup vs vendor library (x)",
+    guides: Sequence[float] = (0.5, 0.9),
+    missing: str = "no TileLang time",
+) -> str | None:
     """Per-op speedup bars with the 1.0 line (parity with the vendor library); rows with
     no speedup are drawn as a labelled gap so a failed kernel is not silently dropped. A
     row's optional third item marks its number as flagged (unstable, unverified,
@@ -238,46 +266,82 @@ def _place_labels(fig: Figure, ax, items: Sequence[tuple[float, float, str, str,
         taken.append(legend.get_window_extent(renderer))
     axes_box = ax.get_window_extent(renderer)
     # Offsets in points, nearest first: beside the marker, then up or down, then further out.
-    steps = sorted(((dx, dy) for dx in (0, 12, 24, 36) for dy in range(-56, 57, 7)),
-                   key=lambda d: (d[0] ** 2 + d[1] ** 2, -d[1]))
+    steps = sorted(
+        ((dx, dy) for dx in (0, 12, 24, 36) for dy in range(-56, 57, 7)), key=lambda d: (d[0] ** 2 + d[1] ** 2, -d[1])
+    )
     out = []
     for x, y, text, side, gid in sorted(items, key=lambda it: (it[1], it[0])):
         sign = 1 if side == "right" else -1
         best = None
         for dx, dy in steps:
             offset = (sign * (5 + dx), dy)
-            ann = ax.annotate(text, (x, y), xytext=offset, textcoords="offset points", fontsize=7, color=INK,
-                              ha="left" if sign > 0 else "right", va="center", annotation_clip=False)
+            ann = ax.annotate(
+                text,
+                (x, y),
+                xytext=offset,
+                textcoords="offset points",
+                fontsize=7,
+                color=INK,
+                ha="left" if sign > 0 else "right",
+                va="center",
+                annotation_clip=False,
+            )
             ann.set_in_layout(False)  # labels must not shrink the axes after placement
             box = ann.get_window_extent(renderer).expanded(1.08, 1.15)
-            clash = any(box.overlaps(b) for b in taken) or not axes_box.contains(*box.min) \
+            clash = (
+                any(box.overlaps(b) for b in taken)
+                or not axes_box.contains(*box.min)
                 or not axes_box.contains(*box.max)
+            )
             if not clash:
                 best = (ann, box, offset)
                 break
             ann.remove()
         if best is None:  # crowded beyond every offset: keep the plain position, still numbered
             offset = (sign * 5, 0)
-            ann = ax.annotate(text, (x, y), xytext=offset, textcoords="offset points", fontsize=7, color=INK,
-                              ha="left" if sign > 0 else "right", va="center", annotation_clip=False)
+            ann = ax.annotate(
+                text,
+                (x, y),
+                xytext=offset,
+                textcoords="offset points",
+                fontsize=7,
+                color=INK,
+                ha="left" if sign > 0 else "right",
+                va="center",
+                annotation_clip=False,
+            )
             ann.set_in_layout(False)
             best = (ann, ann.get_window_extent(renderer), offset)
         ann, box, offset = best
         ann.set_gid(gid)  # "pt-tilelang-3": which point a label belongs to, in the SVG
         if offset[1] != 0 or abs(offset[0]) > 5:
-            ax.annotate("", (x, y), xytext=(offset[0] - sign * 1, offset[1]), textcoords="offset points",
-                        arrowprops={"arrowstyle": "-", "color": "#a0aec0", "linewidth": 0.5,
-                                    "shrinkA": 0, "shrinkB": 3}).set_in_layout(False)
+            ax.annotate(
+                "",
+                (x, y),
+                xytext=(offset[0] - sign * 1, offset[1]),
+                textcoords="offset points",
+                arrowprops={"arrowstyle": "-", "color": "#a0aec0", "linewidth": 0.5, "shrinkA": 0, "shrinkB": 3},
+            ).set_in_layout(False)
         taken.append(box)
         out.append(ann)
     return out
 
 
-def _roofline_figure(points: Sequence[RooflinePoint], *, peak_tflops: float | None, peak_gbps: float | None,
-                     xlabel: str, ylabel: str, tilelang: str, vendor: str, roof: str):
+def _roofline_figure(
+    points: Sequence[RooflinePoint],
+    *,
+    peak_tflops: float | None,
+    peak_gbps: float | None,
+    xlabel: str,
+    ylabel: str,
+    tilelang: str,
+    vendor: str,
+    roof: str,
+):
     """The roofline figure and its point labels (tests check the labels do not overlap)."""
-    pts = [p for p in points if p.intensity > 0 and p.tflops > 0
-           and math.isfinite(p.intensity) and math.isfinite(p.tflops)]
+    pts = [
+        p for p in points if p.intensity > 0 and p.tflops > 0 and math.isfinite(p.intensity) and math.isfinite(p.tflops)
+    ]
     if not pts:
         return None, []
     fig = _figure(3.6)
@@ -290,8 +354,13 @@ def _roofline_figure(points: Sequence[RooflinePoint], *, peak_tflops: float | No
         ridge = peak_tflops * 1000 / peak_gbps  # intensity where bandwidth meets compute
         x_lo, x_hi = min(x_lo, ridge / 10), max(x_hi, ridge * 10)
         grid = [x_lo * (x_hi / x_lo) ** (i / 200) for i in range(201)]
-        ax.plot(grid, [min(peak_tflops, x * peak_gbps / 1000) for x in grid], color=INK, linewidth=1.2,
-                label=f"{roof} ({_plain(peak_tflops)} TFLOP/s, {_plain(peak_gbps)} GB/s)")
+        ax.plot(
+            grid,
+            [min(peak_tflops, x * peak_gbps / 1000) for x in grid],
+            color=INK,
+            linewidth=1.2,
+            label=f"{roof} ({_plain(peak_tflops)} TFLOP/s, {_plain(peak_gbps)} GB/s)",
+        )
         y_hi = max(y_hi, peak_tflops * 3)
     elif peak_tflops:
         ax.axhline(peak_tflops, color=INK, linewidth=1.2, label=f"{roof} ({_plain(peak_tflops)} TFLOP/s)")
@@ -299,8 +368,17 @@ def _roofline_figure(points: Sequence[RooflinePoint], *, peak_tflops: float | No
     for kind, color, marker, name in (("vendor", VENDOR, "s", vendor), ("tilelang", TILELANG, "o", tilelang)):
         sel = [p for p in pts if p.kind == kind]
         if sel:
-            ax.scatter([p.intensity for p in sel], [p.tflops for p in sel], color=color, marker=marker,
-                       s=28, label=name, zorder=3, edgecolors="white", linewidths=0.5)
+            ax.scatter(
+                [p.intensity for p in sel],
+                [p.tflops for p in sel],
+                color=color,
+                marker=marker,
+                s=28,
+                label=name,
+                zorder=3,
+                edgecolors="white",
+                linewidths=0.5,
+            )
     ax.set_xscale("log")
     ax.set_yscale("log")
     # The default log formatter writes mathtext, which is off here: plain numbers instead.
@@ -314,28 +392,59 @@ def _roofline_figure(points: Sequence[RooflinePoint], *, peak_tflops: float | No
     ax.grid(True, which="major", color=GRID, linewidth=0.6)
     # Above the roof (upper left) nothing can be plotted, so the legend hides nothing there.
     ax.legend(frameon=False, fontsize=8, loc="upper left")
-    labels = _place_labels(fig, ax, [(p.intensity, p.tflops, str(p.number) if p.number is not None else p.label,
-                                      "right" if p.kind == "tilelang" else "left",
-                                      f"pt-{p.kind}-{p.number if p.number is not None else i}")
-                                     for i, p in enumerate(pts)])
+    labels = _place_labels(
+        fig,
+        ax,
+        [
+            (
+                p.intensity,
+                p.tflops,
+                str(p.number) if p.number is not None else p.label,
+                "right" if p.kind == "tilelang" else "left",
+                f"pt-{p.kind}-{p.number if p.number is not None else i}",
+            )
+            for i, p in enumerate(pts)
+        ],
+    )
     return fig, labels
 
 
-def roofline(points: Sequence[RooflinePoint], *, peak_tflops: float | None = None,
-             peak_gbps: float | None = None, xlabel: str = "arithmetic intensity (FLOP/byte)",
-             ylabel: str = "achieved TFLOP/s", tilelang: str = "TileLang", vendor: str = "vendor library",
-             roof: str = "roofline") -> str | None:
+def roofline(
+    points: Sequence[RooflinePoint],
+    *,
+    peak_tflops: float | None = None,
+    peak_gbps: float | None = None,
+    xlabel: str = "arithmetic intensity (FLOP/byte)",
+    ylabel: str = "achieved TFLOP/s",
+    tilelang: str = "TileLang",
+    vendor: str = "vendor library",
+    roof: str = "roofline",
+) -> str | None:
     """Achieved TFLOP/s against arithmetic intensity on log axes, under the device's roof
     (min(peak compute, intensity x peak bandwidth)) when its peaks are known. Every point,
     TileLang's and the vendor library's, carries its number (or label)."""
     with matplotlib.rc_context(_rc()):
-        fig, _ = _roofline_figure(points, peak_tflops=peak_tflops, peak_gbps=peak_gbps, xlabel=xlabel,
-                                  ylabel=ylabel, tilelang=tilelang, vendor=vendor, roof=roof)
+        fig, _ = _roofline_figure(
+            points,
+            peak_tflops=peak_tflops,
+            peak_gbps=peak_gbps,
+            xlabel=xlabel,
+            ylabel=ylabel,
+            tilelang=tilelang,
+            vendor=vendor,
+            roof=roof,
+        )
         return None if fig is None else _svg(fig, "roofline")
 
 
-def soak(window_ms: Sequence[float], *, seconds: float | None = None, xlabel: str = "time into the soak (s)",
-         ylabel: str = "median latency per window (ms)", band_pct: float | None = 5.0) -> str | None:
+def soak(
+    window_ms: Sequence[float],
+    *,
+    seconds: float | None = None,
+    xlabel: str = "time into the soak (s)",
+    ylabel: str = "median latency per window (ms)",
+    band_pct: float | None = 5.0,
+) -> str | None:
     """Latency per soak window, with a band of +-band_pct around the first window."""
     vals = [v for v in window_ms if v is not None and math.isfinite(v)]
     if not vals:
@@ -348,8 +457,13 @@ def soak(window_ms: Sequence[float], *, seconds: float | None = None, xlabel: st
         xs = [(i + 0.5) * step for i in range(n)]
         if band_pct:
             first = vals[0]
-            ax.axhspan(first * (1 - band_pct / 100), first * (1 + band_pct / 100), color=GRID, alpha=0.7,
-                       label=f"±{band_pct:g}%")
+            ax.axhspan(
+                first * (1 - band_pct / 100),
+                first * (1 + band_pct / 100),
+                color=GRID,
+                alpha=0.7,
+                label=f"±{band_pct:g}%",
+            )
         ax.plot(xs, vals, color=TILELANG, marker="o", markersize=3, linewidth=1.2)
         lo, hi = min(vals), max(vals)
         pad = max((hi - lo) * 0.5, hi * 0.08)
@@ -362,8 +476,14 @@ def soak(window_ms: Sequence[float], *, seconds: float | None = None, xlabel: st
         return _svg(fig, "soak")
 
 
-def weekly_commits(counts: Sequence[float], *, labels: Sequence[str] | None = None,
-                   xlabel: str = "week", ylabel: str = "commits per week", guide: float | None = 1.0) -> str | None:
+def weekly_commits(
+    counts: Sequence[float],
+    *,
+    labels: Sequence[str] | None = None,
+    xlabel: str = "week",
+    ylabel: str = "commits per week",
+    guide: float | None = 1.0,
+) -> str | None:
     """Bars of upstream commits per week, oldest first; `guide` draws the checklist's floor."""
     vals = [float(c) for c in counts if c is not None]
     if not vals:
@@ -387,8 +507,13 @@ def weekly_commits(counts: Sequence[float], *, labels: Sequence[str] | None = No
         return _svg(fig, "commits")
 
 
-def releases(items: Sequence[tuple[date, str]], *, as_of: date | None = None, today_label: str = "as of",
-             xlabel: str = "release date") -> str | None:
+def releases(
+    items: Sequence[tuple[date, str]],
+    *,
+    as_of: date | None = None,
+    today_label: str = "as of",
+    xlabel: str = "release date",
+) -> str | None:
     """Release tags on a time line, newest last, with the evaluation date marked."""
     items = sorted(((d, t) for d, t in items if isinstance(d, date)), key=lambda x: x[0])
     if not items:
@@ -401,12 +526,26 @@ def releases(items: Sequence[tuple[date, str]], *, as_of: date | None = None, to
         ax.plot(xs, [0] * len(xs), color=VENDOR, linewidth=1, zorder=1)
         ax.scatter(xs, [0] * len(xs), color=TILELANG, s=30, zorder=2)
         for i, (d, tag) in enumerate(items):
-            ax.annotate(tag, (d, 0), textcoords="offset points", xytext=(0, 8 if i % 2 == 0 else -14),
-                        ha="center", fontsize=7, color=INK)
+            ax.annotate(
+                tag,
+                (d, 0),
+                textcoords="offset points",
+                xytext=(0, 8 if i % 2 == 0 else -14),
+                ha="center",
+                fontsize=7,
+                color=INK,
+            )
         if as_of is not None:
             ax.axvline(as_of, color=WARN, linewidth=1, linestyle="--")
-            ax.annotate(f"{today_label} {as_of.isoformat()}", (as_of, 0), textcoords="offset points",
-                        xytext=(-4, 18), ha="right", fontsize=7, color=WARN)
+            ax.annotate(
+                f"{today_label} {as_of.isoformat()}",
+                (as_of, 0),
+                textcoords="offset points",
+                xytext=(-4, 18),
+                ha="right",
+                fontsize=7,
+                color=WARN,
+            )
         ax.set_yticks([])
         ax.spines["left"].set_visible(False)
         ax.set_ylim(-1, 1)
@@ -415,8 +554,13 @@ def releases(items: Sequence[tuple[date, str]], *, as_of: date | None = None, to
         return _svg(fig, "releases")
 
 
-def trend(series: Mapping[str, Sequence[tuple[str, float]]], *, ylabel: str = "median time (ms)",
-          xlabel: str = "baseline version", max_series: int = 8) -> str | None:
+def trend(
+    series: Mapping[str, Sequence[tuple[str, float]]],
+    *,
+    ylabel: str = "median time (ms)",
+    xlabel: str = "baseline version",
+    max_series: int = 8,
+) -> str | None:
     """One line per measurement across baseline versions (x in first-seen order)."""
     series = {k: [(v, y) for v, y in pts if y is not None and math.isfinite(y)] for k, pts in series.items()}
     series = {k: pts for k, pts in series.items() if pts}
@@ -435,8 +579,14 @@ def trend(series: Mapping[str, Sequence[tuple[str, float]]], *, ylabel: str = "m
         ax = fig.add_subplot()
         for k in keys:
             pts = series[k]
-            ax.plot([versions.index(v) for v, _ in pts], [y for _, y in pts], marker="o", markersize=3,
-                    linewidth=1.2, label=k)
+            ax.plot(
+                [versions.index(v) for v, _ in pts],
+                [y for _, y in pts],
+                marker="o",
+                markersize=3,
+                linewidth=1.2,
+                label=k,
+            )
         ax.set_xticks(range(len(versions)), versions, fontsize=7)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)

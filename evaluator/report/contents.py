@@ -36,21 +36,46 @@ def context(result: RunResult, lang: str = "en") -> dict[str, Any]:
     precision = t("meta.precision", dtype=m.dtype, batch=m.batch_size)
     if m.seq_len:
         precision += ", " + t("meta.seq", seq=m.seq_len)
-    checks = [(name, fn) for name, fn in (
-        ("summary", summary_section), ("headlines", headlines_section), ("checklist", checklist_rows), ("hot_ops", hot_ops_section),
-        ("verify", verify_section), ("ops", ops_section), ("roofline", roofline), ("e2e", e2e_section), ("soak", soak_section),
-        ("portability", portability_section), ("upstream", upstream_section), ("comparison", comparison_section), ("trend", trend_section),
-        ("environment", environment_section), ("tuning", tuning_section), ("stage_errors", problems_section))]
+    checks = [
+        (name, fn)
+        for name, fn in (
+            ("summary", summary_section),
+            ("headlines", headlines_section),
+            ("checklist", checklist_rows),
+            ("hot_ops", hot_ops_section),
+            ("verify", verify_section),
+            ("ops", ops_section),
+            ("roofline", roofline),
+            ("e2e", e2e_section),
+            ("soak", soak_section),
+            ("portability", portability_section),
+            ("upstream", upstream_section),
+            ("comparison", comparison_section),
+            ("trend", trend_section),
+            ("environment", environment_section),
+            ("tuning", tuning_section),
+            ("stage_errors", problems_section),
+        )
+    ]
     ctx: dict[str, Any] = {name: fn(result, t, f) for name, fn in checks}
     baseline = result.baseline
-    ctx.update({
-        "t": t, "lang": lang, "html_lang": t("lang_tag"), "na": f.na,
-        "title": t("title", model=m.name),
-        "model": m.name, "precision": precision, "platform": _platform(result),
-        "date": day(result.created), "run_id": result.run_id,
-        "checklist_name": result.verdict.checklist if result.verdict else t("none"),
-        "baseline_id": f"{baseline.model}/{baseline.platform}/{baseline.version}" if baseline else "",
-        "header": f"{m.name} · {result.environment.hardware.name} · {day(result.created)}",
-        "timing": timing_policy(result, f), "method_steps": t.raw("method.steps"),
-    })
+    ctx.update(
+        {
+            "t": t,
+            "lang": lang,
+            "html_lang": t("lang_tag"),
+            "na": f.na,
+            "title": t("title", model=m.name),
+            "model": m.name,
+            "precision": precision,
+            "platform": _platform(result),
+            "date": day(result.created),
+            "run_id": result.run_id,
+            "checklist_name": result.verdict.checklist if result.verdict else t("none"),
+            "baseline_id": f"{baseline.model}/{baseline.platform}/{baseline.version}" if baseline else "",
+            "header": f"{m.name} · {result.environment.hardware.name} · {day(result.created)}",
+            "timing": timing_policy(result, f),
+            "method_steps": t.raw("method.steps"),
+        }
+    )
     return ctx

@@ -50,16 +50,19 @@ class ReportFiles:
 def _loader() -> jinja2.BaseLoader:
     """A team's folders first, then the shipped one; "shipped/report.html.j2" always names
     the shipped template, so a team's template can extend or include it."""
-    return jinja2.ChoiceLoader([
-        *(jinja2.FileSystemLoader(str(d)) for d in resources.template_dirs()),
-        jinja2.PrefixLoader({"shipped": jinja2.FileSystemLoader(str(TEMPLATES))}),
-    ])
+    return jinja2.ChoiceLoader(
+        [
+            *(jinja2.FileSystemLoader(str(d)) for d in resources.template_dirs()),
+            jinja2.PrefixLoader({"shipped": jinja2.FileSystemLoader(str(TEMPLATES))}),
+        ]
+    )
 
 
 def _environment_jinja() -> jinja2.Environment:
     # Autoescape everything: names, subjects and paths in the result are not ours.
-    return jinja2.Environment(loader=_loader(), autoescape=True,
-                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    return jinja2.Environment(
+        loader=_loader(), autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True
+    )
 
 
 def _css() -> str:

@@ -54,6 +54,7 @@ def local_only_fetcher(root: Path) -> Callable[..., Any]:
         raise ReportError(f"refused to fetch {url}: the report must not use the network")
 
     if hasattr(wu, "URLFetcher"):  # WeasyPrint >= 66: fetchers are URLFetcher subclasses
+
         class LocalFetcher(wu.URLFetcher):
             def fetch(self, url, headers=None):  # noqa: D401
                 check(url)
@@ -90,15 +91,23 @@ class Requirement:
 
 
 # WeasyPrint dlopens these by name (weasyprint/text/ffi.py); the Debian/Ubuntu package of each.
-_LIBS = (("gobject-2.0", "libglib2.0-0"), ("pango-1.0", "libpango-1.0-0"), ("harfbuzz", "libharfbuzz0b"),
-         ("fontconfig", "libfontconfig1"), ("pangoft2-1.0", "libpangoft2-1.0-0"))
+_LIBS = (
+    ("gobject-2.0", "libglib2.0-0"),
+    ("pango-1.0", "libpango-1.0-0"),
+    ("harfbuzz", "libharfbuzz0b"),
+    ("fontconfig", "libfontconfig1"),
+    ("pangoft2-1.0", "libpangoft2-1.0-0"),
+)
 # Chinese fonts on disk, for machines without fc-list (fontconfig's tools are a separate package).
-_CJK_FILES = re.compile(r"(?i)(cjk|wqy|wenquanyi|droidsansfallback|sourcehan|notosanssc|notoserifsc|simhei|simsun|"
-                        r"msyh|pingfang|hiragino|uming|ukai)")
+_CJK_FILES = re.compile(
+    r"(?i)(cjk|wqy|wenquanyi|droidsansfallback|sourcehan|notosanssc|notoserifsc|simhei|simsun|"
+    r"msyh|pingfang|hiragino|uming|ukai)"
+)
 
 
 def import_weasyprint() -> Any:
     import weasyprint  # noqa: PLC0415 - lazy: GPU machines often lack pango
+
     return weasyprint
 
 
@@ -119,11 +128,20 @@ def has_cjk_font() -> bool:
             return bool(out.stdout.strip())
     except (OSError, subprocess.SubprocessError):
         pass  # no fc-list: look at the font folders fontconfig reads by default
-    roots = ["/usr/share/fonts", "/usr/local/share/fonts", os.path.expanduser("~/.fonts"),
-             os.path.expanduser("~/.local/share/fonts"), "/Library/Fonts", "/System/Library/Fonts"]
-    return any(_CJK_FILES.search(os.path.basename(p)) for root in roots
-               for p in glob.glob(os.path.join(root, "**", "*.tt[fc]"), recursive=True) + glob.glob(
-                   os.path.join(root, "**", "*.otf"), recursive=True))
+    roots = [
+        "/usr/share/fonts",
+        "/usr/local/share/fonts",
+        os.path.expanduser("~/.fonts"),
+        os.path.expanduser("~/.local/share/fonts"),
+        "/Library/Fonts",
+        "/System/Library/Fonts",
+    ]
+    return any(
+        _CJK_FILES.search(os.path.basename(p))
+        for root in roots
+        for p in glob.glob(os.path.join(root, "**", "*.tt[fc]"), recursive=True)
+        + glob.glob(os.path.join(root, "**", "*.otf"), recursive=True)
+    )
 
 
 # The probe's text: letters, digits, punctuation and an accented letter, as page one has them.
@@ -173,8 +191,10 @@ def pdf_missing(lang: str = "en") -> list[Requirement]:
     except ImportError:
         return [Requirement("WeasyPrint", ("weasyprint",), "the report can be laid out as a PDF", pip=True)]
     except OSError as exc:  # a shared library WeasyPrint dlopens is not installed
-        packages = tuple(pkg for lib, pkg in _LIBS if ctypes.util.find_library(lib) is None) or \
-            ("libpango-1.0-0", "libpangoft2-1.0-0")
+        packages = tuple(pkg for lib, pkg in _LIBS if ctypes.util.find_library(lib) is None) or (
+            "libpango-1.0-0",
+            "libpangoft2-1.0-0",
+        )
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return [Requirement(f"pango ({first})", packages, "WeasyPrint can lay out text")]
     if _package().probe(weasyprint) is None:
@@ -194,14 +214,19 @@ def missing_note(missing: list[Requirement], html: Path | None = None, result: R
         pkgs = " ".join(dict.fromkeys(p for r in apt for p in r.packages))
         parts.append(" and ".join(f"{' '.join(r.packages)} so {r.why}" for r in apt) + f" (apt-get install {pkgs})")
     if pip:
-        parts.append(" and ".join(f"{' '.join(r.packages)} so {r.why}" for r in pip)
-                     + f" (pip install {' '.join(p for r in pip for p in r.packages)})")
+        parts.append(
+            " and ".join(f"{' '.join(r.packages)} so {r.why}" for r in pip)
+            + f" (pip install {' '.join(p for r in pip for p in r.packages)})"
+        )
     text = "PDF not written: install " + " and ".join(parts)
     if html is not None:
         text += f"{sep}the HTML is at {html}"
     b = result.baseline if result is not None else None
     if b is not None:
-        text += f"{sep}or render the PDF on a machine that has them: `evaluate report --baseline {b.model}/{b.platform}/{b.version}`"
+        text += (
+            f"{sep}or render the PDF on a machine that has them: "
+            f"`evaluate report --baseline {b.model}/{b.platform}/{b.version}`"
+        )
     return text
 
 
@@ -217,11 +242,13 @@ def write_pdf(html: str, out_dir: Path, html_path: Path, result: RunResult, lang
     logger = logging.getLogger("weasyprint")
     logger.addFilter(quiet)
     try:
-        weasyprint.HTML(string=html, base_url=str(out_dir.resolve()) + "/",
-                        url_fetcher=local_only_fetcher(out_dir)).write_pdf(str(pdf_path),
-                                                                           **(_package().probe(weasyprint) or {}))
+        weasyprint.HTML(
+            string=html, base_url=str(out_dir.resolve()) + "/", url_fetcher=local_only_fetcher(out_dir)
+        ).write_pdf(str(pdf_path), **(_package().probe(weasyprint) or {}))
     except Exception as exc:  # noqa: BLE001 - any rendering failure leaves the HTML usable
-        raise ReportError(f"PDF rendering failed ({type(exc).__name__}: {exc}); the HTML report is at {html_path}") from exc
+        raise ReportError(
+            f"PDF rendering failed ({type(exc).__name__}: {exc}); the HTML report is at {html_path}"
+        ) from exc
     finally:
         logger.removeFilter(quiet)
     return pdf_path, ""

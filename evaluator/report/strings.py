@@ -124,8 +124,12 @@ class Strings:
         try:
             text = str(plural_form(self._metric_node(name, field), count))
         except ReportError:
-            fallback = {"label": name, "fail": "next.unknown_fail", "next": "next.unknown_next",
-                        "missing": "next.unknown_missing"}[field]
+            fallback = {
+                "label": name,
+                "fail": "next.unknown_fail",
+                "next": "next.unknown_next",
+                "missing": "next.unknown_missing",
+            }[field]
             text = fallback if field == "label" else str(self._get(fallback.split(".")))
         return text.format_map(_Keep({"metric": name, "target": _target_name(name), **kw}))
 
@@ -250,7 +254,7 @@ class Fmt:
         return self.na if v is None or not math.isfinite(v) else f"{num(v)} MB"
 
     def interval(self, r: Ratio | None) -> str:
-        """"1.05–1.12×": the 95% interval of a paired ratio, or "" when there is none."""
+        """ "1.05–1.12×": the 95% interval of a paired ratio, or "" when there is none."""
         if r is None or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in (r.low, r.high)):
             return ""
         return f"{r.low:.2f}–{r.high:.2f}×"

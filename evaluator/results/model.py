@@ -198,8 +198,13 @@ def family_calls(e2e: E2EBench) -> tuple[FamilyCalls, ...]:
             for why, n in c.fallback.items():
                 row[1] += n
                 row[2][why] = row[2].get(why, 0) + n
-        out += sorted((FamilyCalls(f, t, p, tuple(sorted(r.items(), key=lambda kv: -kv[1])), chosen)
-                       for f, (t, p, r) in fams.items()), key=lambda x: -(x.tilelang + x.pytorch))
+        out += sorted(
+            (
+                FamilyCalls(f, t, p, tuple(sorted(r.items(), key=lambda kv: -kv[1])), chosen)
+                for f, (t, p, r) in fams.items()
+            ),
+            key=lambda x: -(x.tilelang + x.pytorch),
+        )
     return tuple(out)
 
 

@@ -228,30 +228,62 @@ def from_details(d: dict[str, Any], note: str = "") -> Parts:
     note's sentences; one entry, the whole note, when rebuilt from an old result).
     """
     return Parts(
-        activity=_part(lambda: UpstreamActivity(
-            **{k: d[k] for k in ("branch", "head_date", "as_of_timestamp", "commits_total", "first_commit_date",
-                                 "repo_age_days", "weekly_commits_start", "bot_commits_365d",
-                                 "merged_prs_90d", "merged_prs_365d")},
-            weekly_commits=tuple(d["weekly_commits"]),
-            merged_prs_per_month=dict(d["merged_prs_per_month"]),
-            recent_commits=tuple(RecentCommit(**x) for x in d["recent_commits"]),
-            paths={k: PathActivity(**v) for k, v in d["paths"].items()})),
-        authors=_part(lambda: UpstreamAuthors(
-            total=d["authors_total"], active_365d=d["authors_365d"], new_90d=d["authors_new_90d"],
-            new_90d_names=tuple(d["new_authors_90d"]), bus_factor=d["bus_factor"],
-            bus_factor_names=tuple(d["bus_factor_authors"]),
-            top_365d=tuple(AuthorCommits(**x) for x in d["top_authors_365d"]))),
-        releases=_part(lambda: UpstreamReleases(
-            tags=tuple(Release(**x) for x in d["releases"]), count=d["release_count"],
-            in_365d=d["releases_365d"], latest_date=d["latest_release_date"],
-            median_interval_days=d["median_release_interval_days"], other_tags=d["non_release_tags"])),
+        activity=_part(
+            lambda: UpstreamActivity(
+                **{
+                    k: d[k]
+                    for k in (
+                        "branch",
+                        "head_date",
+                        "as_of_timestamp",
+                        "commits_total",
+                        "first_commit_date",
+                        "repo_age_days",
+                        "weekly_commits_start",
+                        "bot_commits_365d",
+                        "merged_prs_90d",
+                        "merged_prs_365d",
+                    )
+                },
+                weekly_commits=tuple(d["weekly_commits"]),
+                merged_prs_per_month=dict(d["merged_prs_per_month"]),
+                recent_commits=tuple(RecentCommit(**x) for x in d["recent_commits"]),
+                paths={k: PathActivity(**v) for k, v in d["paths"].items()},
+            )
+        ),
+        authors=_part(
+            lambda: UpstreamAuthors(
+                total=d["authors_total"],
+                active_365d=d["authors_365d"],
+                new_90d=d["authors_new_90d"],
+                new_90d_names=tuple(d["new_authors_90d"]),
+                bus_factor=d["bus_factor"],
+                bus_factor_names=tuple(d["bus_factor_authors"]),
+                top_365d=tuple(AuthorCommits(**x) for x in d["top_authors_365d"]),
+            )
+        ),
+        releases=_part(
+            lambda: UpstreamReleases(
+                tags=tuple(Release(**x) for x in d["releases"]),
+                count=d["release_count"],
+                in_365d=d["releases_365d"],
+                latest_date=d["latest_release_date"],
+                median_interval_days=d["median_release_interval_days"],
+                other_tags=d["non_release_tags"],
+            )
+        ),
         fork=_part(lambda: _fork_from(d["fork"])),
         score_inputs=_part(lambda: ScoreInputs(**d["score_inputs"])),
-        caveats=_part(lambda: UpstreamCaveats(
-            shallow=d["shallow"], history_horizon=d["history_horizon"], limited=dict(d["limited"]),
-            lower_bounds=dict(d["lower_bounds"]),
-            # The note joined its sentences with "; ", which some sentences contain too.
-            notes=(note,) if note else ())),
+        caveats=_part(
+            lambda: UpstreamCaveats(
+                shallow=d["shallow"],
+                history_horizon=d["history_horizon"],
+                limited=dict(d["limited"]),
+                lower_bounds=dict(d["lower_bounds"]),
+                # The note joined its sentences with "; ", which some sentences contain too.
+                notes=(note,) if note else (),
+            )
+        ),
     )
 
 

@@ -17,6 +17,7 @@ import torch
 
 from ..dtypes import torch_dtype
 
+
 class DerivedWeights:
     """Weights in the layout a kernel wants (transformers' Conv1D weight transposed to
     nn.Linear's, a conv weight as KRSC), made once per weight tensor and remade only if

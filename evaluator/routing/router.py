@@ -96,8 +96,16 @@ class KernelTable:
         self._lock = threading.Lock()
         self._families: set[str] | None = None
 
-    def add(self, family: str, shape: Shape, config: KernelConfig | None, kernel: Callable | None, *,
-            verified: bool = True, why_not: str = "") -> None:
+    def add(
+        self,
+        family: str,
+        shape: Shape,
+        config: KernelConfig | None,
+        kernel: Callable | None,
+        *,
+        verified: bool = True,
+        why_not: str = "",
+    ) -> None:
         self._entries[(family, tuple(shape))] = Entry(dict(config or {}), kernel, verified, why_not)
         self._families = None
 
@@ -110,8 +118,9 @@ class KernelTable:
     def entries(self) -> dict[tuple[str, Shape], Entry]:
         return dict(self._entries)
 
-    def lookup(self, family: str, shape: Shape, params: dict[str, Any],
-               defaults: dict[str, Any] | None = None) -> tuple[Callable | None, str]:
+    def lookup(
+        self, family: str, shape: Shape, params: dict[str, Any], defaults: dict[str, Any] | None = None
+    ) -> tuple[Callable | None, str]:
         """The kernel for this call, or None and the reason it falls back. `defaults` are
         the family's kernel parameters that a tuned config leaves implicit."""
         entry = self._entries.get((family, tuple(shape)))
@@ -148,28 +157,65 @@ ROUTED_PREFIX = "tilelang::"
 
 # Calls that read only what a held placeholder already has right (its size, dtype,
 # device): they leave a held first call held.
-_METADATA = frozenset({
-    torch.Tensor.shape.__get__, torch.Tensor.dtype.__get__, torch.Tensor.device.__get__,
-    torch.Tensor.ndim.__get__, torch.Tensor.is_cuda.__get__, torch.Tensor.layout.__get__,
-    torch.Tensor.requires_grad.__get__, torch.Tensor.size, torch.Tensor.dim, torch.Tensor.numel,
-    torch.Tensor.stride, torch.Tensor.is_contiguous, torch.Tensor.__len__,
-})
+_METADATA = frozenset(
+    {
+        torch.Tensor.shape.__get__,
+        torch.Tensor.dtype.__get__,
+        torch.Tensor.device.__get__,
+        torch.Tensor.ndim.__get__,
+        torch.Tensor.is_cuda.__get__,
+        torch.Tensor.layout.__get__,
+        torch.Tensor.requires_grad.__get__,
+        torch.Tensor.size,
+        torch.Tensor.dim,
+        torch.Tensor.numel,
+        torch.Tensor.stride,
+        torch.Tensor.is_contiguous,
+        torch.Tensor.__len__,
+    }
+)
 
 
 def _mutates(func: Callable, kwargs: dict) -> bool:
     """Whether a call may write one of its tensor arguments (x.add_(...), x[i] = v, out=)."""
     name = getattr(func, "__name__", "")
-    return (kwargs.get("out") is not None or kwargs.get("inplace") is True or name == "__setitem__"
-            or name.startswith("__i") or (name.endswith("_") and not name.endswith("__")))
+    return (
+        kwargs.get("out") is not None
+        or kwargs.get("inplace") is True
+        or name == "__setitem__"
+        or name.startswith("__i")
+        or (name.endswith("_") and not name.endswith("__"))
+    )
 
 
 # Elementwise calls a held activation chain may take (operands: the chain's own results
 # and Python numbers); `0.5 * x` arrives as Tensor.mul(x, 0.5), `1 - x` as Tensor.__rsub__.
-_CHAIN = frozenset(f for f in (
-    *(getattr(torch.Tensor, n, None) for n in ("mul", "add", "sub", "div", "pow", "neg", "tanh", "sigmoid", "exp",
-                                                 "erf", "__rsub__", "__rdiv__", "__rtruediv__", "__rpow__")),
-    *(getattr(torch, n, None) for n in ("mul", "add", "sub", "div", "pow", "neg", "tanh", "sigmoid", "exp", "erf")),
-) if f is not None)
+_CHAIN = frozenset(
+    f
+    for f in (
+        *(
+            getattr(torch.Tensor, n, None)
+            for n in (
+                "mul",
+                "add",
+                "sub",
+                "div",
+                "pow",
+                "neg",
+                "tanh",
+                "sigmoid",
+                "exp",
+                "erf",
+                "__rsub__",
+                "__rdiv__",
+                "__rtruediv__",
+                "__rpow__",
+            )
+        ),
+        *(getattr(torch, n, None) for n in ("mul", "add", "sub", "div", "pow", "neg", "tanh", "sigmoid", "exp", "erf")),
+    )
+    if f is not None
+)
 # Shape-only steps (transformers' Conv1D views torch.addmm's result before its activation).
 _CHAIN_VIEWS = frozenset({torch.Tensor.view, torch.Tensor.reshape})
 _CHAIN_STEPS = 24  # longer chains run as written
@@ -239,9 +285,16 @@ class Router(TorchFunctionMode):
     (`scan=True`: patterns run in PyTorch under the fused family's profiler range and
     are counted in `fusible`, with late reads in `reused`)."""
 
-    def __init__(self, families: Iterable[Any], table: KernelTable, *, scan: bool = False,
-                 where: KernelTable | None = None, model: torch.nn.Module | None = None,
-                 watch: Iterable[Any] = ()):
+    def __init__(
+        self,
+        families: Iterable[Any],
+        table: KernelTable,
+        *,
+        scan: bool = False,
+        where: KernelTable | None = None,
+        model: torch.nn.Module | None = None,
+        watch: Iterable[Any] = (),
+    ):
         super().__init__()
         self.table = table
         self.scan = scan
@@ -406,8 +459,9 @@ class Router(TorchFunctionMode):
                 continue
             if isinstance(start, Start) and start.route is not None and routed is None:
                 routed = (fam, start.route)
-            if isinstance(start, Start) and (table is None or table.lookup(fam.name, start.shape, {},
-                                                                           fam.params)[0] is not None):
+            if isinstance(start, Start) and (
+                table is None or table.lookup(fam.name, start.shape, {}, fam.params)[0] is not None
+            ):
                 starts.append((fam, start))
         if not starts:
             return None, routed
@@ -459,17 +513,31 @@ class Router(TorchFunctionMode):
     def _extends(self, h: _Held, func, args, kwargs, seen: set[int]) -> bool:
         """Whether this call is one more step of an activation chain on `h`: elementwise on
         the chain's results (one shape) and Python numbers, or a view of one result."""
-        if kwargs or len(h.chain) >= _CHAIN_STEPS or not seen <= h.member_ids() \
-                or not any(getattr(fam, "chains", False) for fam, _ in h.starts):
+        if (
+            kwargs
+            or len(h.chain) >= _CHAIN_STEPS
+            or not seen <= h.member_ids()
+            or not any(getattr(fam, "chains", False) for fam, _ in h.starts)
+        ):
             return False
         if func in _CHAIN_VIEWS:
-            return bool(args) and isinstance(args[0], torch.Tensor) and all(
-                isinstance(a, int) or (isinstance(a, (tuple, list, torch.Size)) and all(isinstance(d, int) for d in a))
-                for a in args[1:])
+            return (
+                bool(args)
+                and isinstance(args[0], torch.Tensor)
+                and all(
+                    isinstance(a, int)
+                    or (isinstance(a, (tuple, list, torch.Size)) and all(isinstance(d, int) for d in a))
+                    for a in args[1:]
+                )
+            )
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        return (func in _CHAIN and len({tuple(t.shape) for t in tensors}) == 1
-                and all(isinstance(a, torch.Tensor) or (isinstance(a, (int, float)) and not isinstance(a, bool))
-                        for a in args))
+        return (
+            func in _CHAIN
+            and len({tuple(t.shape) for t in tensors}) == 1
+            and all(
+                isinstance(a, torch.Tensor) or (isinstance(a, (int, float)) and not isinstance(a, bool)) for a in args
+            )
+        )
 
     def _extend(self, h: _Held, func, args, kwargs) -> torch.Tensor:
         members = {id(r()): k for k, r in enumerate([h.ref, *h.links]) if r() is not None}
@@ -606,12 +674,20 @@ class Router(TorchFunctionMode):
     def counts(self, profiled_ms: dict[tuple[str, str], float] | None = None) -> tuple[CallCount, ...]:
         """Calls per (family, shape) since the last reset, with each shape's profiled time."""
         profiled_ms = profiled_ms or {}
-        keys = set(self.ran) | set(self.fell_back) | set(self.notes) | {k for k in profiled_ms
-                                                                        if k[0] in self.families()}
-        rows = [CallCount(family=f, shape=s, tilelang=int(self.ran.get((f, s), 0)),
-                          fallback=dict(self.fell_back.get((f, s), {})), profiled_ms=float(profiled_ms.get((f, s), 0.0)),
-                          notes=dict(self.notes.get((f, s), {})))
-                for f, s in keys]
+        keys = (
+            set(self.ran) | set(self.fell_back) | set(self.notes) | {k for k in profiled_ms if k[0] in self.families()}
+        )
+        rows = [
+            CallCount(
+                family=f,
+                shape=s,
+                tilelang=int(self.ran.get((f, s), 0)),
+                fallback=dict(self.fell_back.get((f, s), {})),
+                profiled_ms=float(profiled_ms.get((f, s), 0.0)),
+                notes=dict(self.notes.get((f, s), {})),
+            )
+            for f, s in keys
+        ]
         return tuple(sorted(rows, key=lambda c: (c.family, -c.profiled_ms, c.shape)))
 
     def families(self) -> set[str]:
@@ -632,8 +708,9 @@ class Router(TorchFunctionMode):
         return Router(self.all, KernelTable(self.table.dtype, self.table.target), model=self.model)
 
 
-def fusible(fn: Callable[[], Any], families: Iterable[Any], dtype: str,
-            model: torch.nn.Module | None = None) -> tuple[Counter, Counter]:
+def fusible(
+    fn: Callable[[], Any], families: Iterable[Any], dtype: str, model: torch.nn.Module | None = None
+) -> tuple[Counter, Counter]:
     """Run `fn` (a forward pass) once with the fused families' patterns found and run in
     PyTorch: (fused family, shape) -> patterns seen, and -> consumed results read later.
     With `model`, its written-out norms count as the calls they compute (Router)."""

@@ -84,8 +84,9 @@ class WrittenNorm:
         return DERIVED.get(w, f"plus {self.offset:g}", lambda t: t + self.offset)
 
 
-_FOUND: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[tuple, tuple[WrittenNorm, ...]]]" = \
+_FOUND: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[tuple, tuple[WrittenNorm, ...]]]" = (
     weakref.WeakKeyDictionary()
+)
 
 
 def find(model: torch.nn.Module) -> tuple[WrittenNorm, ...]:
@@ -121,7 +122,7 @@ def _probe(path: str, m: torch.nn.Module) -> WrittenNorm | None:
     w = m.weight
     g = torch.Generator(device="cpu").manual_seed(0)
     x = torch.randn(2, 3, cols, generator=g)
-    x[0, 0] *= eps ** 0.5  # mean(x^2) near eps: a different eps, or none, reads another value here
+    x[0, 0] *= eps**0.5  # mean(x^2) near eps: a different eps, or none, reads another value here
     x = x.to(device=w.device, dtype=w.dtype)
     try:
         with torch.no_grad():
@@ -147,7 +148,7 @@ def parse_range(name: str) -> tuple[str, str] | None:
     """(family, shape text) of a written-out norm's profiler range, or None."""
     if not name.startswith(PREFIX):
         return None
-    family, _, shape = name[len(PREFIX):].partition("::")
+    family, _, shape = name[len(PREFIX) :].partition("::")
     return family, shape
 
 
@@ -191,19 +192,25 @@ def marked(model: torch.nn.Module, rope_shape: Callable | None = None) -> contex
     """Each written-out norm's forward and rotary embedding, unchanged, inside a profiler
     range with its shape. `rope_shape(q, k, cos, sin, form)` names a rotary call's shape
     as the rope family's route will see it (None, or no callable: the call is not marked)."""
+
     def make(n: WrittenNorm, forward):
         def marked_forward(x, *args, **kwargs):
             if not isinstance(x, torch.Tensor) or x.shape[-1:] != (n.cols,) or getattr(_UNMARKED, "on", False):
                 return forward(x, *args, **kwargs)
             with record_function(range_name(x.numel() // n.cols, n.cols)):
                 return forward(x, *args, **kwargs)
+
         return marked_forward
 
     def make_rope(r: WrittenRope, fn):
         def marked_rope(*args, **kwargs):
             shape = None
-            if rope_shape is not None and not getattr(_UNMARKED, "on", False) and not kwargs \
-                    and len(args) == (3 if r.form.single else 4):
+            if (
+                rope_shape is not None
+                and not getattr(_UNMARKED, "on", False)
+                and not kwargs
+                and len(args) == (3 if r.form.single else 4)
+            ):
                 if r.form.single:
                     x, a, b = args
                     sin, cos = (a, b) if r.form.sin_first else (b, a)
@@ -214,6 +221,7 @@ def marked(model: torch.nn.Module, rope_shape: Callable | None = None) -> contex
                 return fn(*args, **kwargs)
             with record_function(f"{PREFIX}{ROPE}::{'x'.join(map(str, shape))}"):
                 return fn(*args, **kwargs)
+
         return marked_rope
 
     stack = contextlib.ExitStack()
@@ -227,18 +235,25 @@ def marked(model: torch.nn.Module, rope_shape: Callable | None = None) -> contex
 _IN_FLIGHT: dict[int, tuple["weakref.ref[torch.Tensor]", object]] = {}
 
 
-def as_calls(model: torch.nn.Module, *, as_written: bool = False,
-             families: frozenset = FAMILIES) -> contextlib.AbstractContextManager:
+def as_calls(
+    model: torch.nn.Module, *, as_written: bool = False, families: frozenset = FAMILIES
+) -> contextlib.AbstractContextManager:
     """Each written-out norm's forward as one F.rms_norm call (for a router to take).
     With `as_written` (a scanning router, which routes nothing: its PyTorch side must be
     the model as written), the call still reaches the router as F.rms_norm, so that a
     residual add before it is seen as add_rmsnorm's pattern, but `call` runs it as the
     model wrote it: on the H200 a reference that ran F.rms_norm instead timed llama's
     written norms as if PyTorch fused them."""
+
     def make(n: WrittenNorm, forward):
         def as_call(x, *args, **kwargs):
-            if args or kwargs or not isinstance(x, torch.Tensor) or x.shape[-1:] != (n.cols,) \
-                    or x.dtype != n.module.weight.dtype:
+            if (
+                args
+                or kwargs
+                or not isinstance(x, torch.Tensor)
+                or x.shape[-1:] != (n.cols,)
+                or x.dtype != n.module.weight.dtype
+            ):
                 return forward(x, *args, **kwargs)
             if not as_written:
                 return F.rms_norm(x, (n.cols,), n.weight(), n.eps)
@@ -247,6 +262,7 @@ def as_calls(model: torch.nn.Module, *, as_written: bool = False,
                 return F.rms_norm(x, (n.cols,), n.weight(), n.eps)
             finally:
                 _IN_FLIGHT.pop(id(x), None)
+
         return as_call
 
     stack = contextlib.ExitStack()
@@ -305,17 +321,20 @@ def rotary(q, k, cos, sin, *, written=None, form: RopeForm = HALVES):
 
 def _as_rotary(r: WrittenRope, fn):
     if r.form.single:
+
         def as_one_call(x, a, b, *args, **kwargs):
             if args or kwargs:  # a parameter of another version's: as written
                 return fn(x, a, b, *args, **kwargs)
             sin, cos = (a, b) if r.form.sin_first else (b, a)
             return rotary(x, None, cos, sin, written=fn, form=r.form)
+
         return as_one_call
 
     def as_call(q, k, cos, sin, *args, **kwargs):
         if args or kwargs:  # another unsqueeze_dim, or a parameter of another version's: as written
             return fn(q, k, cos, sin, *args, **kwargs)
         return rotary(q, k, cos, sin, written=fn, form=r.form)
+
     return as_call
 
 
@@ -386,7 +405,7 @@ def find_rotary(model: torch.nn.Module) -> tuple[WrittenRope, ...]:
 
 
 def _rope_signature(fn) -> str | None:
-    """"qk" for fn(q, k, cos, sin, ...), "sin" or "cos" for fn(x, sin, cos, ...) or fn(x,
+    """ "qk" for fn(q, k, cos, sin, ...), "sin" or "cos" for fn(x, sin, cos, ...) or fn(x,
     cos, sin, ...) (by which comes first), where every later parameter has a default."""
     try:
         params = list(inspect.signature(fn.forward if isinstance(fn, torch.nn.Module) else fn).parameters.values())
@@ -397,10 +416,17 @@ def _rope_signature(fn) -> str | None:
 
     def rest_defaulted(n: int) -> bool:
         return positional[:n] == params[:n] and all(
-            p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params[n:])
+            p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params[n:]
+        )
 
-    if len(names) >= 4 and names[0].startswith("q") and names[1].startswith("k") and names[2].startswith("cos") \
-            and names[3].startswith("sin") and rest_defaulted(4):
+    if (
+        len(names) >= 4
+        and names[0].startswith("q")
+        and names[1].startswith("k")
+        and names[2].startswith("cos")
+        and names[3].startswith("sin")
+        and rest_defaulted(4)
+    ):
         return "qk"
     if len(names) >= 3 and {names[1][:3], names[2][:3]} == {"sin", "cos"} and rest_defaulted(3):
         return names[1][:3]
@@ -414,8 +440,11 @@ def _angles(g: torch.Generator, *size: int) -> tuple[torch.Tensor, torch.Tensor]
 
 def _matches(out, want) -> bool:
     outs, wants = (out, want) if isinstance(want, tuple) else ((out,), (want,))
-    if not (isinstance(out, tuple) == isinstance(want, tuple) and len(outs) == len(wants)
-            and all(isinstance(t, torch.Tensor) for t in outs)):
+    if not (
+        isinstance(out, tuple) == isinstance(want, tuple)
+        and len(outs) == len(wants)
+        and all(isinstance(t, torch.Tensor) for t in outs)
+    ):
         return False
     return all(o.shape == w.shape and torch.allclose(o, w, atol=1e-5, rtol=1e-5) for o, w in zip(outs, wants))
 

@@ -57,14 +57,19 @@ def lookup(store_path: local.StoreLike, key: dict[str, Any]) -> dict[str, Any] |
     return dict(config) if isinstance(config, dict) else None
 
 
-def save(store_path: local.StoreLike, key: dict[str, Any], config: dict[str, Any], *,
-         lock_timeout: float = LOCK_TIMEOUT_S) -> None:
+def save(
+    store_path: local.StoreLike, key: dict[str, Any], config: dict[str, Any], *, lock_timeout: float = LOCK_TIMEOUT_S
+) -> None:
     """Store a tuned config under `_tuning/`; committed with the next recorded baseline."""
     path_for = _canonical(key)  # validate before touching the store
     root = store.open_store(store_path, create=True).path
     target = _path(root, key)
-    entry = {"key": json.loads(path_for), "config": config, "saved": dt.datetime.now(dt.timezone.utc)
-             .isoformat(timespec="seconds"), "evaluator": __version__}
+    entry = {
+        "key": json.loads(path_for),
+        "config": config,
+        "saved": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "evaluator": __version__,
+    }
     with locked(root, lock_timeout):
         # Written aside and renamed: a reader never sees half a file, a crash leaves a temp
         # file that the next recorded baseline's recovery removes.
@@ -75,8 +80,9 @@ def save(store_path: local.StoreLike, key: dict[str, Any], config: dict[str, Any
             os.replace(tmp, target)
         except (OSError, TypeError, ValueError) as e:
             tmp.unlink(missing_ok=True)
-            raise BaselineError(f"could not save the tuned config to {target}: {e}; "
-                                "configs must be flat JSON (str -> int/str/bool)") from None
+            raise BaselineError(
+                f"could not save the tuned config to {target}: {e}; configs must be flat JSON (str -> int/str/bool)"
+            ) from None
 
 
 def changes(store_path: local.StoreLike, key: dict[str, Any]) -> tuple[tuple[str, str, str], ...]:
@@ -94,8 +100,11 @@ def changes(store_path: local.StoreLike, key: dict[str, Any]) -> tuple[tuple[str
             if any(_canonical({k: old.get(k)}) != _canonical({k: key.get(k)}) for k in same):
                 continue
             fields = sorted(set(old) | set(key), key=str)
-            diffs = tuple((f, cell(old.get(f)), cell(key.get(f))) for f in fields
-                          if _canonical({f: old.get(f)}) != _canonical({f: key.get(f)}))
+            diffs = tuple(
+                (f, cell(old.get(f)), cell(key.get(f)))
+                for f in fields
+                if _canonical({f: old.get(f)}) != _canonical({f: key.get(f)})
+            )
             if diffs and (best is None or len(diffs) < len(best)):
                 best = diffs
     return best or ()

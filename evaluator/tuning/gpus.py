@@ -48,16 +48,20 @@ def parse_gpus(spec: str, visible: Sequence[str] | int) -> list[int]:
     if not text or not digits and text != "all" or "," in text and ("" in parts[:-1] or not parts[0]):
         raise ConfigError(f"--gpus '{spec}' is not understood; {expected}")
     if n == 0:
-        raise ConfigError(f"--gpus {spec}: no GPU is visible to this process (CUDA_VISIBLE_DEVICES="
-                          f"{os.environ.get(isolation.GPU_ENV, 'unset')}); run on a CUDA machine or leave --gpus out")
+        raise ConfigError(
+            f"--gpus {spec}: no GPU is visible to this process (CUDA_VISIBLE_DEVICES="
+            f"{os.environ.get(isolation.GPU_ENV, 'unset')}); run on a CUDA machine or leave --gpus out"
+        )
     have = f"{n} GPU{'s are' if n != 1 else ' is'} visible ({', '.join(names)})"
     if text == "all":
         return list(range(n))
     if "," not in text:
         count = int(text)
         if not 1 <= count <= n:
-            raise ConfigError(f"--gpus {spec} asks for {count} GPU{'s' if count != 1 else ''} but {have}; "
-                              f"give all, a count from 1 to {n}, or indices such as 0,1 (0, is GPU 0 alone)")
+            raise ConfigError(
+                f"--gpus {spec} asks for {count} GPU{'s' if count != 1 else ''} but {have}; "
+                f"give all, a count from 1 to {n}, or indices such as 0,1 (0, is GPU 0 alone)"
+            )
         return list(range(count))
     out = [int(p) for p in parts if p]
     bad = [i for i in out if i >= n]

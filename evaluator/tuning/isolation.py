@@ -49,8 +49,15 @@ from typing import Any, Iterable, Iterator
 
 # An error text with one of these means the CUDA context is gone: every later launch in
 # that process fails too, so the worker must be replaced even though it is alive.
-POISON_MARKERS = ("illegal memory access", "unspecified launch failure", "misaligned address", "cuda error",
-                  "illegal instruction", "device-side assert", "an illegal address")
+POISON_MARKERS = (
+    "illegal memory access",
+    "unspecified launch failure",
+    "misaligned address",
+    "cuda error",
+    "illegal instruction",
+    "device-side assert",
+    "an illegal address",
+)
 
 START_TIMEOUT_S = 300.0  # importing torch + tilelang (+ CUDA init) on a slow, loaded box
 BUILD_TIMEOUT_S = 900.0  # a cache miss in the worker compiles from scratch (nvcc can be slow)
@@ -60,8 +67,15 @@ _LOCK = threading.RLock()  # the slot table, the counters and the generation
 _SPAWN_LOCK = threading.Lock()  # os.environ is the whole process's: one spawn at a time may change it
 _SLOTS: dict[int, "_Slot"] = {}
 _GENERATION = 0  # bumped by shutdown(): a request whose worker shutdown killed starts no new one
-_STATS: dict[str, Any] = {"started": 0, "restarts": 0, "crashes": 0, "timeouts": 0, "poisoned": 0,
-                          "spawn_s": None, "import_s": None}
+_STATS: dict[str, Any] = {
+    "started": 0,
+    "restarts": 0,
+    "crashes": 0,
+    "timeouts": 0,
+    "poisoned": 0,
+    "spawn_s": None,
+    "import_s": None,
+}
 
 
 class WorkerStartError(RuntimeError):
@@ -74,10 +88,11 @@ def family_spec(family: Any) -> tuple | None:
     survives a pickle round trip; None when the worker cannot get it at all."""
     module = type(family).__module__
     mod = sys.modules.get(module) if module != "__main__" else None
-    for attr, value in (vars(mod).items() if mod is not None else ()):
+    for attr, value in vars(mod).items() if mod is not None else ():
         if value is family:
             return ("attr", module, attr)
     from ..kernels import REGISTRY
+
     if REGISTRY.get(family.name) is family:
         return ("registry", family.name)
     try:
@@ -126,15 +141,37 @@ def wait_ready(slot: int = 0, gpu: str | None = None, timeout: float | None = No
         return _ready(s, gpu, timeout) is not None
 
 
-def run_candidate(spec: tuple, shape: tuple, dtype: str, config: dict, target: str, device: str, policy: Any,
-                  atol: float, rtol: float, *, timeout_s: float = 60.0, build_timeout_s: float = BUILD_TIMEOUT_S,
-                  slot: int = 0, gpu: str | None = None) -> dict[str, Any]:
+def run_candidate(
+    spec: tuple,
+    shape: tuple,
+    dtype: str,
+    config: dict,
+    target: str,
+    device: str,
+    policy: Any,
+    atol: float,
+    rtol: float,
+    *,
+    timeout_s: float = 60.0,
+    build_timeout_s: float = BUILD_TIMEOUT_S,
+    slot: int = 0,
+    gpu: str | None = None,
+) -> dict[str, Any]:
     """Build, run, check and time one config in the worker of `slot` (whose GPU is `gpu`,
     a CUDA_VISIBLE_DEVICES entry; None inherits this process's). `timeout_s` bounds
     running, checking and timing (a hung kernel); building gets `build_timeout_s`.
     Raises WorkerStartError only when a fresh worker cannot start."""
-    request = {"family": spec, "shape": tuple(shape), "dtype": dtype, "config": dict(config), "target": target,
-               "device": device, "policy": policy, "atol": atol, "rtol": rtol}
+    request = {
+        "family": spec,
+        "shape": tuple(shape),
+        "dtype": dtype,
+        "config": dict(config),
+        "target": target,
+        "device": device,
+        "policy": policy,
+        "atol": atol,
+        "rtol": rtol,
+    }
     s = _slot(slot)
     with s.lock:  # one candidate per worker at a time; other slots run meanwhile
         generation = _GENERATION
@@ -147,8 +184,12 @@ def run_candidate(spec: tuple, shape: tuple, dtype: str, config: dict, target: s
             if generation != _GENERATION:  # shutdown() killed it mid-candidate: not the candidate's fault
                 worker.stop(graceful=False)
                 s.worker = None
-                return {"status": "crashed", "latency_ms": None, "build_s": died.build_s,
-                        "error": f"{died}; the tuning workers were shut down"}
+                return {
+                    "status": "crashed",
+                    "latency_ms": None,
+                    "build_s": died.build_s,
+                    "error": f"{died}; the tuning workers were shut down",
+                }
             hung = isinstance(died, _WorkerHung)
             _count("timeouts" if hung else "crashes")
             _replace(s)
@@ -210,9 +251,14 @@ class _Slot:
 
     def describe(self) -> dict[str, Any]:
         w = self.worker
-        return {"pid": w.proc.pid if w else None, "gpu": w.gpu if w else None,
-                "visible": w.info.get("visible") if w else None, "alive": bool(w and w.alive()),
-                "started": self.started, "requests": self.requests}
+        return {
+            "pid": w.proc.pid if w else None,
+            "gpu": w.gpu if w else None,
+            "visible": w.info.get("visible") if w else None,
+            "alive": bool(w and w.alive()),
+            "started": self.started,
+            "requests": self.requests,
+        }
 
 
 def _slot(index: int) -> _Slot:
@@ -314,8 +360,9 @@ class _Worker:
         ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold a CUDA context
         self.gpu = gpu
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, gpu), daemon=True,
-                                name=f"evaluator-tuning-worker-{slot.index}")
+        self.proc = ctx.Process(
+            target=_serve, args=(child, gpu), daemon=True, name=f"evaluator-tuning-worker-{slot.index}"
+        )
         self.t0 = time.perf_counter()
         with _spawn_env(gpu):
             self.proc.start()
@@ -411,6 +458,7 @@ def _load_family(spec: tuple) -> Any:
         return getattr(importlib.import_module(spec[1]), spec[2])
     if kind == "registry":
         from .. import kernels
+
         return kernels.get(spec[1])
     return pickle.loads(spec[1])
 
@@ -427,6 +475,7 @@ def _serve(conn: multiprocessing.connection.Connection, gpu: str | None = None) 
     importlib.import_module("tilelang")  # now, so that the first candidate's build does not pay for it
 
     from ..measuring import checks as measure  # torch and the kernels, counted in import_s like tilelang
+
     conn.send({"ready": os.getpid(), "import_s": time.perf_counter() - t0, "visible": os.environ.get(GPU_ENV)})
     families: dict[tuple, Any] = {}
     data: dict[tuple, tuple] = {}  # (family, shape, dtype, device) -> (inputs, reference): the last one only
@@ -449,8 +498,12 @@ def _evaluate(req: dict, conn, measure, families: dict, data: dict) -> dict[str,
         family = families[spec]
         kernel = family.build(req["shape"], req["dtype"], req["config"], req["target"])
     except Exception as exc:
-        return {"status": "compile_error", "latency_ms": None, "build_s": time.perf_counter() - t0,
-                "error": measure.short_error(exc)}
+        return {
+            "status": "compile_error",
+            "latency_ms": None,
+            "build_s": time.perf_counter() - t0,
+            "error": measure.short_error(exc),
+        }
     build_s = time.perf_counter() - t0
     conn.send({"stage": "built", "build_s": build_s})
     try:
@@ -460,8 +513,9 @@ def _evaluate(req: dict, conn, measure, families: dict, data: dict) -> dict[str,
             inputs = family.make_inputs(req["shape"], req["dtype"], req["device"], 0)
             data[key] = (inputs, family.reference(*inputs))
         inputs, ref = data[key]
-        status, latency, error = measure.measure(kernel, inputs, ref, req["atol"], req["rtol"], req["device"],
-                                                 req["policy"])
+        status, latency, error = measure.measure(
+            kernel, inputs, ref, req["atol"], req["rtol"], req["device"], req["policy"]
+        )
     except Exception as exc:
         status, latency, error = "runtime_error", None, measure.short_error(exc)
     return {"status": status, "latency_ms": latency, "build_s": build_s, "error": error}

@@ -78,13 +78,27 @@ class DeviceLog:
     retimed: list[dict] = field(default_factory=list)
 
 
-def cache_key(family: str, shape: Shape, dtype: str, hw: Hardware, tilelang_version: str,
-              space: Sequence[KernelConfig] | None = None) -> dict:
+def cache_key(
+    family: str,
+    shape: Shape,
+    dtype: str,
+    hw: Hardware,
+    tilelang_version: str,
+    space: Sequence[KernelConfig] | None = None,
+) -> dict:
     """The tuning cache's key. With `space` (the family's search space for this shape), a
     digest of it too: a newer evaluator whose family offers new schedules (the GEMM
     family's ping-pong tiles, say) must re-tune, not reuse a best config found without them."""
-    key = {"family": family, "shape": list(shape), "dtype": dtype, "device": hw.name, "driver": hw.driver,
-           "cuda": hw.cuda, "tilelang": tilelang_version, "target": hw.target}
+    key = {
+        "family": family,
+        "shape": list(shape),
+        "dtype": dtype,
+        "device": hw.name,
+        "driver": hw.driver,
+        "cuda": hw.cuda,
+        "tilelang": tilelang_version,
+        "target": hw.target,
+    }
     if space is not None:
         text = json.dumps([dict(c) for c in space], sort_keys=True, default=str)
         key["space"] = hashlib.sha256(text.encode()).hexdigest()[:12]
@@ -104,13 +118,24 @@ def neighbours(config: KernelConfig) -> list[KernelConfig]:
     return out
 
 
-def tune(family: KernelFamily, shape: Shape, dtype: str, hw: Hardware, *, budget_s: float = 60.0,
-         tilelang_version: str = "", lookup: CacheLookup | None = None, save: CacheSave | None = None,
-         policy: TimingPolicy = TimingPolicy(warmup=1, reps=5, max_seconds=0.5),
-         on_candidate: Callable[[Candidate], None] | None = None, isolate: bool | None = None,
-         candidate_timeout_s: float = 60.0, fine_rounds: int = FINE_ROUNDS,
-         devices: Sequence[int] | None = None, device_log: DeviceLog | None = None
-         ) -> tuple[TunedKernel, Callable | None]:
+def tune(
+    family: KernelFamily,
+    shape: Shape,
+    dtype: str,
+    hw: Hardware,
+    *,
+    budget_s: float = 60.0,
+    tilelang_version: str = "",
+    lookup: CacheLookup | None = None,
+    save: CacheSave | None = None,
+    policy: TimingPolicy = TimingPolicy(warmup=1, reps=5, max_seconds=0.5),
+    on_candidate: Callable[[Candidate], None] | None = None,
+    isolate: bool | None = None,
+    candidate_timeout_s: float = 60.0,
+    fine_rounds: int = FINE_ROUNDS,
+    devices: Sequence[int] | None = None,
+    device_log: DeviceLog | None = None,
+) -> tuple[TunedKernel, Callable | None]:
     """Coarse grid, then neighbours of the best, within `budget_s` seconds in all.
 
     `isolate`: run each candidate in a worker process (None: on CUDA, or on several
@@ -134,13 +159,32 @@ def tune(family: KernelFamily, shape: Shape, dtype: str, hw: Hardware, *, budget
             cand = Candidate(config=cached, status="ok", error="reused from the tuning cache")
             if device_log is not None:
                 device_log.devices[:] = [None]
-            return TunedKernel(family.name, tuple(shape), dtype, hw.target, cached, (cand,), cached=True,
-                               tuning_s=time.perf_counter() - t_start), kernel
+            return TunedKernel(
+                family.name,
+                tuple(shape),
+                dtype,
+                hw.target,
+                cached,
+                (cand,),
+                cached=True,
+                tuning_s=time.perf_counter() - t_start,
+            ), kernel
         except Exception:
             pass  # a cached config that no longer builds is re-tuned below
 
-    search = _Search(family, tuple(shape), dtype, hw, policy, budget_s, t_start, on_candidate,
-                     _isolation_spec(family, hw, isolate, slots), candidate_timeout_s, slots)
+    search = _Search(
+        family,
+        tuple(shape),
+        dtype,
+        hw,
+        policy,
+        budget_s,
+        t_start,
+        on_candidate,
+        _isolation_spec(family, hw, isolate, slots),
+        candidate_timeout_s,
+        slots,
+    )
     search.batch(space, "coarse")
     expanded: set[tuple] = set()
     for rnd in range(1, fine_rounds + 1):
@@ -165,8 +209,16 @@ def tune(family: KernelFamily, shape: Shape, dtype: str, hw: Hardware, *, budget
     if device_log is not None:
         device_log.devices[:] = [search.ran_on.get(_ckey(c.config)) for c in candidates]
         device_log.retimed[:] = search.retimed
-    tuned = TunedKernel(family.name, tuple(shape), dtype, hw.target, best_config, candidates,
-                        cached=False, tuning_s=time.perf_counter() - t_start)
+    tuned = TunedKernel(
+        family.name,
+        tuple(shape),
+        dtype,
+        hw.target,
+        best_config,
+        candidates,
+        cached=False,
+        tuning_s=time.perf_counter() - t_start,
+    )
     return tuned, kernel
 
 
@@ -174,8 +226,7 @@ def _ckey(config: KernelConfig) -> tuple:
     return tuple(sorted((str(k), repr(v)) for k, v in config.items()))
 
 
-def _isolation_spec(family: KernelFamily, hw: Hardware, isolate: bool | None,
-                    slots: list[Slot]) -> tuple | str | None:
+def _isolation_spec(family: KernelFamily, hw: Hardware, isolate: bool | None, slots: list[Slot]) -> tuple | str | None:
     """The worker's handle on the family when candidates are to be isolated, else None;
     a string says why isolation was wanted (auto mode) but is impossible."""
     if isolate is False or (isolate is None and hw.device != "cuda" and len(slots) == 1):
@@ -194,9 +245,20 @@ def _isolation_spec(family: KernelFamily, hw: Hardware, isolate: bool | None,
 class _Search:
     """The candidates of one tune: what was tried, how it went, and the fastest so far."""
 
-    def __init__(self, family: KernelFamily, shape: Shape, dtype: str, hw: Hardware, policy: TimingPolicy,
-                 budget_s: float, t_start: float, on_candidate: Callable[[Candidate], None] | None,
-                 spec: tuple | str | None, timeout_s: float, slots: list[Slot]):
+    def __init__(
+        self,
+        family: KernelFamily,
+        shape: Shape,
+        dtype: str,
+        hw: Hardware,
+        policy: TimingPolicy,
+        budget_s: float,
+        t_start: float,
+        on_candidate: Callable[[Candidate], None] | None,
+        spec: tuple | str | None,
+        timeout_s: float,
+        slots: list[Slot],
+    ):
         self.family, self.shape, self.dtype, self.hw, self.policy = family, shape, dtype, hw, policy
         self.budget_s, self.t_start, self.on_candidate, self.timeout_s = budget_s, t_start, on_candidate, timeout_s
         self.spec = spec if isinstance(spec, tuple) else None
@@ -292,8 +354,15 @@ class _Search:
         work: queue.SimpleQueue = queue.SimpleQueue()
         for item in items:
             work.put(item)
-        threads = [threading.Thread(target=self._slot_loop, args=(slot, work, phase, skip), daemon=True,
-                                    name=f"evaluator-tuning-timer-{slot.index}") for slot in list(self.slots)]
+        threads = [
+            threading.Thread(
+                target=self._slot_loop,
+                args=(slot, work, phase, skip),
+                daemon=True,
+                name=f"evaluator-tuning-timer-{slot.index}",
+            )
+            for slot in list(self.slots)
+        ]
         try:
             for t in threads:
                 t.start()
@@ -382,17 +451,29 @@ class _Search:
         return Candidate(config, status, latency_ms=latency, compile_s=compile_s, error=error, phase=phase)
 
     def run_on(self, slot: Slot, config: KernelConfig) -> dict:
-        return isolation.run_candidate(self.spec, self.shape, self.dtype, config, self.hw.target, self.hw.device,
-                                       self.policy, self.atol, self.rtol, timeout_s=self.timeout_s,
-                                       slot=slot.index, gpu=slot.gpu)
+        return isolation.run_candidate(
+            self.spec,
+            self.shape,
+            self.dtype,
+            config,
+            self.hw.target,
+            self.hw.device,
+            self.policy,
+            self.atol,
+            self.rtol,
+            timeout_s=self.timeout_s,
+            slot=slot.index,
+            gpu=slot.gpu,
+        )
 
     def in_worker(self, slot: Slot, config: KernelConfig, compile_s: float | None, phase: str) -> Candidate:
         r = self.run_on(slot, config)
         if slot.label is not None:
             with self._lock:
                 self.ran_on[_ckey(config)] = slot.label
-        return Candidate(config, r["status"], latency_ms=r["latency_ms"], compile_s=compile_s, error=r["error"],
-                         phase=phase)
+        return Candidate(
+            config, r["status"], latency_ms=r["latency_ms"], compile_s=compile_s, error=r["error"], phase=phase
+        )
 
     def retime(self) -> None:
         """After a search on several devices: time the fastest config, and the runner-up
@@ -422,9 +503,16 @@ class _Search:
         k = _ckey(config)
         i = next(j for j, c in enumerate(self.candidates) if _ckey(c.config) == k)
         first = self.candidates[i]
-        self.retimed.append({"config": dict(config), "first_device": self.ran_on.get(k),
-                             "first_latency_ms": first.latency_ms, "device": slot.label,
-                             "latency_ms": r["latency_ms"], "status": r["status"]})
+        self.retimed.append(
+            {
+                "config": dict(config),
+                "first_device": self.ran_on.get(k),
+                "first_latency_ms": first.latency_ms,
+                "device": slot.label,
+                "latency_ms": r["latency_ms"],
+                "status": r["status"],
+            }
+        )
         self.timed = [(t, c) for t, c in self.timed if _ckey(c) != k]
         if r["status"] == "ok" and r["latency_ms"] is not None:
             self.timed.append((r["latency_ms"], first.config))

@@ -48,8 +48,12 @@ def shapes_for(family: kernels.KernelFamily, hot: profiling.HotOps, cfg: Config)
     fused = next((fu for fu in hot.fusions if fu.family == family.name), None)
     # fused: where the scan saw its pattern, not every shape of the base family
     found = fused.shapes if fused is not None else op.shapes if op else ()
-    found = hottest(tuple(found), tuple(times.get(s, 0.0) for s in found) if times else (),
-                    cfg.profile.shape_share, cfg.profile.max_shapes)
+    found = hottest(
+        tuple(found),
+        tuple(times.get(s, 0.0) for s in found) if times else (),
+        cfg.profile.shape_share,
+        cfg.profile.max_shapes,
+    )
     model_shapes = [parse_shape(s) for s in found]
     shapes = [(s, "model") for s in model_shapes]
     if not shapes or cfg.bench.sweep:
@@ -70,8 +74,9 @@ def profiled_ms(hot, family: str, shape: Shape) -> float | None:
     return None
 
 
-def _tune_one(ctx: Context, fam: kernels.KernelFamily, shape: Shape, source: str,
-              profiled: float | None = None) -> tuple:
+def _tune_one(
+    ctx: Context, fam: kernels.KernelFamily, shape: Shape, source: str, profiled: float | None = None
+) -> tuple:
     """Tune, verify (before timing) and benchmark one model shape of one family. `profiled`:
     the shape's profiled time per forward pass, what PyTorch's side must not be far above."""
     cfg, rep, hw, env = ctx.cfg, ctx.rep, ctx.hw, ctx.env
@@ -81,32 +86,61 @@ def _tune_one(ctx: Context, fam: kernels.KernelFamily, shape: Shape, source: str
         save = lambda key, conf: tuning_cache.save(cfg.output.store, key, conf)  # noqa: E731
     label = f"{fam.name} {'x'.join(map(str, shape))}"
     rep.update(f"{label}: tuning")
-    tk, kernel = tuning.tune(fam, shape, cfg.model.dtype, hw, budget_s=cfg.tune.budget_s,
-                             tilelang_version=env.tilelang, lookup=lookup, save=save,
-                             fine_rounds=cfg.tune.fine_rounds, isolate=cfg.tune.isolate,
-                             devices=cfg.tune.devices, device_log=tuning.DeviceLog() if cfg.tune.devices else None,
-                             on_candidate=lambda c: rep.update(f"{label}: tuning ({c.phase}, {c.status})"))
+    tk, kernel = tuning.tune(
+        fam,
+        shape,
+        cfg.model.dtype,
+        hw,
+        budget_s=cfg.tune.budget_s,
+        tilelang_version=env.tilelang,
+        lookup=lookup,
+        save=save,
+        fine_rounds=cfg.tune.fine_rounds,
+        isolate=cfg.tune.isolate,
+        devices=cfg.tune.devices,
+        device_log=tuning.DeviceLog() if cfg.tune.devices else None,
+        on_candidate=lambda c: rep.update(f"{label}: tuning ({c.phase}, {c.status})"),
+    )
     if lookup is not None and not tk.cached:
-        changed = tuning_cache.changes(cfg.output.store, tuning.cache_key(
-            fam.name, shape, cfg.model.dtype, hw, env.tilelang, fam.search_space(shape, cfg.model.dtype, hw)))
+        changed = tuning_cache.changes(
+            cfg.output.store,
+            tuning.cache_key(
+                fam.name, shape, cfg.model.dtype, hw, env.tilelang, fam.search_space(shape, cfg.model.dtype, hw)
+            ),
+        )
         if changed:
             what = "the search space" if {f for f, _, _ in changed} == {"space"} else "the toolchain"
-            rep.info(f"{label}: re-tuned because {what} changed: "
-                     + ", ".join(f"{f} {a} -> {b}" for f, a, b in changed))
+            rep.info(
+                f"{label}: re-tuned because {what} changed: " + ", ".join(f"{f} {a} -> {b}" for f, a, b in changed)
+            )
     table = ctx.table  # filled by tune_verify_bench before the first kernel
     if kernel is None:
         reasons = "; ".join(sorted({c.status for c in tk.candidates})) or "no candidate"
         why = f"no candidate worked ({reasons})"
-        ob = bench.bench_op(fam, shape, cfg.model.dtype, None, cfg.device, source=source, config=None,
-                            policy=cfg.bench.timing, error=why, verified=False)
+        ob = bench.bench_op(
+            fam,
+            shape,
+            cfg.model.dtype,
+            None,
+            cfg.device,
+            source=source,
+            config=None,
+            policy=cfg.bench.timing,
+            error=why,
+            verified=False,
+        )
         table.add(fam.name, shape, None, None, verified=False, why_not=why)
         rep.info(f"[red]{label}: no working TileLang kernel ({reasons})[/]")
         return tk, None, ob
     # Verify before timing: an unverified kernel is neither timed, averaged nor swapped in.
     rep.update(f"{label}: verifying")
     vr = verify.verify(fam, shape, cfg.model.dtype, tk.config, hw.target, cfg.device, seeds=cfg.bench.seeds)
-    why = "" if vr.passed else "kernel failed verification: " + "; ".join(
-        sorted({c.reason or "mismatch" for c in vr.cases if not c.passed}))[:200]
+    why = (
+        ""
+        if vr.passed
+        else "kernel failed verification: "
+        + "; ".join(sorted({c.reason or "mismatch" for c in vr.cases if not c.passed}))[:200]
+    )
     table.add(fam.name, shape, tk.config, kernel, verified=vr.passed, why_not=why)
     rep.update(f"{label}: benchmarking" + _against_compile(cfg.bench.timing.compile_mode, vr.passed))
     evidence = {}
@@ -115,12 +149,26 @@ def _tune_one(ctx: Context, fam: kernels.KernelFamily, shape: Shape, source: str
     tuned = [c.latency_ms for c in tk.candidates if c.status == "ok" and c.config == tk.config and c.latency_ms]
     if tuned:
         evidence["TileLang"] = (min(tuned), "when the tuner timed this config")
-    ob = bench.bench_op(fam, shape, cfg.model.dtype, kernel, cfg.device, source=source, config=tk.config,
-                        policy=cfg.bench.timing, roof=(hw.measured_tflops, hw.measured_gbps),
-                        verified=vr.passed, error=why, evidence=evidence)
-    rep.info(f"{label}: TileLang {ob.tilelang.median_ms:.4g} ms vs PyTorch {ob.torch.median_ms:.4g} ms "
-             f"-> {ob.speedup:.3g}x{compiled_text(ob.compiled)}" if ob.tilelang and ob.speedup
-             else f"[red]{label}: {ob.error}[/]")
+    ob = bench.bench_op(
+        fam,
+        shape,
+        cfg.model.dtype,
+        kernel,
+        cfg.device,
+        source=source,
+        config=tk.config,
+        policy=cfg.bench.timing,
+        roof=(hw.measured_tflops, hw.measured_gbps),
+        verified=vr.passed,
+        error=why,
+        evidence=evidence,
+    )
+    rep.info(
+        f"{label}: TileLang {ob.tilelang.median_ms:.4g} ms vs PyTorch {ob.torch.median_ms:.4g} ms "
+        f"-> {ob.speedup:.3g}x{compiled_text(ob.compiled)}"
+        if ob.tilelang and ob.speedup
+        else f"[red]{label}: {ob.error}[/]"
+    )
     return tk, vr, ob
 
 
@@ -135,8 +183,12 @@ def tune_verify_bench(ctx: Context, result: RunResult) -> RunResult:
     cfg, rep = ctx.cfg, ctx.rep
     ctx.kernel_table(result)
     done = {(b.family, tuple(b.shape)) for b in result.op_bench}
-    work = [(kernels.get(f), s, src) for f in result.hot_ops.selected
-            for s, src in shapes_for(kernels.get(f), result.hot_ops, cfg) if (f, tuple(s)) not in done]
+    work = [
+        (kernels.get(f), s, src)
+        for f in result.hot_ops.selected
+        for s, src in shapes_for(kernels.get(f), result.hot_ops, cfg)
+        if (f, tuple(s)) not in done
+    ]
     for f in result.hot_ops.selected:
         op = next((o for o in result.hot_ops.ops if o.family == kernels.get(f).profile_family), None)
         mine = [s for fam, s, src in work if fam.name == f and src == "model"]
@@ -144,15 +196,21 @@ def tune_verify_bench(ctx: Context, result: RunResult) -> RunResult:
             continue
         if op is not None and mine and len(op.shape_ms) == len(op.shapes) and sum(op.shape_ms):
             held = sum(ms for s, ms in zip(op.shapes, op.shape_ms) if parse_shape(s) in mine) / sum(op.shape_ms)
-            rep.info(f"{f}: {len(mine)} of {len(op.shapes)} shapes, {held:.0%} of its profiled time "
-                     f"(--shape-share {cfg.profile.shape_share:g}"
-                     + (f", --max-shapes {cfg.profile.max_shapes}" if cfg.profile.max_shapes else "")
-                     + f"); up to {len(mine) * cfg.tune.budget_s:.0f} s of tuning")
+            rep.info(
+                f"{f}: {len(mine)} of {len(op.shapes)} shapes, {held:.0%} of its profiled time "
+                f"(--shape-share {cfg.profile.shape_share:g}"
+                + (f", --max-shapes {cfg.profile.max_shapes}" if cfg.profile.max_shapes else "")
+                + f"); up to {len(mine) * cfg.tune.budget_s:.0f} s of tuning"
+            )
     rep.stage("Tuning, verifying and benchmarking TileLang kernels", total=len(work))
     for fam, shape, source in work:
         tk, vr, ob = _tune_one(ctx, fam, shape, source, profiled_ms(result.hot_ops, fam.name, shape))
-        result = dataclasses.replace(result, tuned=result.tuned + (tk,), verify=result.verify + ((vr,) if vr else ()),
-                                     op_bench=result.op_bench + (ob,))
+        result = dataclasses.replace(
+            result,
+            tuned=result.tuned + (tk,),
+            verify=result.verify + ((vr,) if vr else ()),
+            op_bench=result.op_bench + (ob,),
+        )
         ctx.save(result)
         rep.advance()
     overheads = []
@@ -168,15 +226,27 @@ def tune_verify_bench(ctx: Context, result: RunResult) -> RunResult:
         except Exception as exc:  # a measurement we could not make is noted, not fatal
             rep.info(f"[yellow]{fname}: launch overhead not measured ({type(exc).__name__}: {exc})[/]")
     for o in overheads:
-        rep.info(f"{o.family} launch at {'x'.join(map(str, o.shape))}: TileLang {o.tilelang_us:.1f} µs "
-                 f"vs PyTorch {o.torch_us:.1f} µs per call")
+        rep.info(
+            f"{o.family} launch at {'x'.join(map(str, o.shape))}: TileLang {o.tilelang_us:.1f} µs "
+            f"vs PyTorch {o.torch_us:.1f} µs per call"
+        )
     rep.done()
     return dataclasses.replace(result, overhead=tuple(overheads))
 
 
-def bench_shapes(family: str, shapes: list[Shape], dtype: str, device: str, hw: Hardware, tilelang: str, *,
-                 budget_s: float, policy: bench.TimingPolicy, store: Path | None,
-                 rep: Reporter) -> list[tuple]:
+def bench_shapes(
+    family: str,
+    shapes: list[Shape],
+    dtype: str,
+    device: str,
+    hw: Hardware,
+    tilelang: str,
+    *,
+    budget_s: float,
+    policy: bench.TimingPolicy,
+    store: Path | None,
+    rep: Reporter,
+) -> list[tuple]:
     """Tune, verify and time one family alone on the given (or standard) shapes."""
     fam = kernels.get(family)
     shapes = shapes or [tuple(s) for s in fam.standard_shapes(device)]
@@ -189,21 +259,43 @@ def bench_shapes(family: str, shapes: list[Shape], dtype: str, device: str, hw: 
     for shape in shapes:
         label = f"{family} {'x'.join(map(str, shape))}"
         rep.update(label)
-        tk, kernel = tuning.tune(fam, shape, dtype, hw, budget_s=budget_s, tilelang_version=tilelang,
-                                 lookup=lookup, save=save,
-                                 on_candidate=lambda c, lbl=label: rep.update(f"{lbl}: tuning ({c.phase}, {c.status})"))
+        tk, kernel = tuning.tune(
+            fam,
+            shape,
+            dtype,
+            hw,
+            budget_s=budget_s,
+            tilelang_version=tilelang,
+            lookup=lookup,
+            save=save,
+            on_candidate=lambda c, lbl=label: rep.update(f"{lbl}: tuning ({c.phase}, {c.status})"),
+        )
         verified, why = False, "no candidate worked"
         if kernel is not None:
             # `evaluate bench` verifies too: a number for a wrong kernel is never printed as a speed.
             rep.update(f"{label}: verifying")
             vr = verify.verify(fam, shape, dtype, tk.config, hw.target, device)
             verified = vr.passed
-            why = "" if verified else "kernel failed verification: " + "; ".join(
-                sorted({c.reason or "mismatch" for c in vr.cases if not c.passed}))[:200]
+            why = (
+                ""
+                if verified
+                else "kernel failed verification: "
+                + "; ".join(sorted({c.reason or "mismatch" for c in vr.cases if not c.passed}))[:200]
+            )
         rep.update(f"{label}: benchmarking" + _against_compile(policy.compile_mode, verified))
-        ob: OpBench = bench.bench_op(fam, shape, dtype, kernel, device, source="standard", config=tk.config,
-                                     policy=policy, roof=(hw.measured_tflops, hw.measured_gbps), error=why,
-                                     verified=verified)
+        ob: OpBench = bench.bench_op(
+            fam,
+            shape,
+            dtype,
+            kernel,
+            device,
+            source="standard",
+            config=tk.config,
+            policy=policy,
+            roof=(hw.measured_tflops, hw.measured_gbps),
+            error=why,
+            verified=verified,
+        )
         out.append((tk, ob))
         rep.advance()
     rep.done()

@@ -31,8 +31,16 @@ def _awkward_for(family: KernelFamily, shape: Shape, dtype: str, config: KernelC
     return shapes[0]
 
 
-def verify(family: KernelFamily, shape: Shape, dtype: str, config: KernelConfig, target: str, device: str,
-           *, seeds: tuple[int, ...] = (0, 1, 2)) -> VerifyResult:
+def verify(
+    family: KernelFamily,
+    shape: Shape,
+    dtype: str,
+    config: KernelConfig,
+    target: str,
+    device: str,
+    *,
+    seeds: tuple[int, ...] = (0, 1, 2),
+) -> VerifyResult:
     cases = []
     awkward = _awkward_for(family, tuple(shape), dtype, config, target)
     plan = [(tuple(shape), s) for s in seeds] + [(awkward, seeds[0] + 100)]
@@ -49,6 +57,11 @@ def verify(family: KernelFamily, shape: Shape, dtype: str, config: KernelConfig,
                 torch.cuda.synchronize()
             ok, reason, max_abs, max_rel = check_output(out, ref, atol, rtol)
         except Exception as exc:  # one failing case is a result, not a crash
-            ok, reason, max_abs, max_rel = False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}", None, None
+            ok, reason, max_abs, max_rel = (
+                False,
+                f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}",
+                None,
+                None,
+            )
         cases.append(VerifyCase(family.name, shp, dtype, seed, max_abs, max_rel, atol, rtol, ok, reason))
     return VerifyResult(family.name, tuple(cases))

@@ -54,10 +54,30 @@ from .sources import CLONE_TIMEOUT_S, PROBE_TIMEOUT_S, open_repo
 from .summary import summary_rows
 
 __all__ = [
-    "BOT", "CLONE_TIMEOUT_S", "DAY", "DEFAULT_CACHE_DIR", "DEFAULT_PATHS", "END_OF_DAY", "GIT_TIMEOUT_S",
-    "PROBE_TIMEOUT_S", "PR_MERGE", "PR_SQUASH", "RELEASE_TAG", "SCORE_COMMITS_PER_WEEK", "SCORE_LOOKBACK_DAYS",
-    "SCORE_THRESHOLD", "STALE_CLONE_DAYS", "WEEKS", "as_of_text", "end_of_day", "from_details",
-    "maintenance_score", "measure", "not_measured", "parse_as_of", "summary_rows",
+    "BOT",
+    "CLONE_TIMEOUT_S",
+    "DAY",
+    "DEFAULT_CACHE_DIR",
+    "DEFAULT_PATHS",
+    "END_OF_DAY",
+    "GIT_TIMEOUT_S",
+    "PROBE_TIMEOUT_S",
+    "PR_MERGE",
+    "PR_SQUASH",
+    "RELEASE_TAG",
+    "SCORE_COMMITS_PER_WEEK",
+    "SCORE_LOOKBACK_DAYS",
+    "SCORE_THRESHOLD",
+    "STALE_CLONE_DAYS",
+    "WEEKS",
+    "as_of_text",
+    "end_of_day",
+    "from_details",
+    "maintenance_score",
+    "measure",
+    "not_measured",
+    "parse_as_of",
+    "summary_rows",
 ]
 
 DEFAULT_PATHS: tuple[str, ...] = ("src/cuda", "src/rocm", "src/cpu")
@@ -69,9 +89,16 @@ def not_measured(reason: str) -> UpstreamHealth:
     return UpstreamHealth(measured=False, note=reason)
 
 
-def measure(repo: str, *, fork: str | None = None, as_of: datetime | date | str | None = None,
-            branch: str | None = None, paths: Sequence[str] | None = None,
-            cache_dir: Path | None = None, repo_option: str = "--upstream") -> UpstreamHealth:
+def measure(
+    repo: str,
+    *,
+    fork: str | None = None,
+    as_of: datetime | date | str | None = None,
+    branch: str | None = None,
+    paths: Sequence[str] | None = None,
+    cache_dir: Path | None = None,
+    repo_option: str = "--upstream",
+) -> UpstreamHealth:
     """Measure the upstream repository (and a fork) as of `as_of`; see the module docstring.
 
     `repo_option` is the option the user gave `repo` with; error messages name it.

@@ -93,8 +93,9 @@ def merged_prs(commits: Sequence[Commit], at: datetime, win: Window) -> MergedPR
 
 
 def recent_commits(commits: Sequence[Commit], n: int = 10) -> tuple[RecentCommit, ...]:
-    return tuple(RecentCommit(c.sha, iso(c.time), c.name, c.subject)
-                 for c in sorted(commits, key=lambda c: -c.time)[:n])
+    return tuple(
+        RecentCommit(c.sha, iso(c.time), c.name, c.subject) for c in sorted(commits, key=lambda c: -c.time)[:n]
+    )
 
 
 def path_activity(r: GitRepo, history: History, win: Window, wanted: Sequence[str]) -> dict[str, PathActivity]:
@@ -104,14 +105,21 @@ def path_activity(r: GitRepo, history: History, win: Window, wanted: Sequence[st
     clean = [p.strip().strip("/").removeprefix("./") for p in wanted if p.strip().strip("/")]
     if not clean:
         return {}
-    present = {ln.split("\t", 1)[1] for ln in r.run("ls-tree", history.head, "--", *clean).splitlines()
-               if "\t" in ln}
+    present = {ln.split("\t", 1)[1] for ln in r.run("ls-tree", history.head, "--", *clean).splitlines() if "\t" in ln}
     return {p: _one_path(r, history, win.ts, p, p in present) for p in clean}
 
 
 def _one_path(r: GitRepo, history: History, ts: int, path: str, exists: bool) -> PathActivity:
-    text = r.run("log", "-z", "--use-mailmap", "--no-show-signature", "--format=%H%x1f%ct%x1f%aE%x1f%aN",
-                 history.head, "--", path)
+    text = r.run(
+        "log",
+        "-z",
+        "--use-mailmap",
+        "--no-show-signature",
+        "--format=%H%x1f%ct%x1f%aE%x1f%aN",
+        history.head,
+        "--",
+        path,
+    )
     rows = []
     for rec in text.split("\0"):
         rec = rec.strip("\n")
@@ -135,8 +143,9 @@ def _one_path(r: GitRepo, history: History, ts: int, path: str, exists: bool) ->
     )
 
 
-def build_activity(history: History, at: datetime, series: CommitSeries, prs: MergedPRs,
-                   paths: dict[str, PathActivity]) -> UpstreamActivity:
+def build_activity(
+    history: History, at: datetime, series: CommitSeries, prs: MergedPRs, paths: dict[str, PathActivity]
+) -> UpstreamActivity:
     return UpstreamActivity(
         branch=history.branch,
         head_date=iso(history.by_sha[history.head].time),

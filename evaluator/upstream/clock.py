@@ -43,8 +43,8 @@ def parse_as_of(text: str | date | datetime | None) -> datetime:
             value = datetime.fromisoformat(text.strip())
         except ValueError:
             raise UpstreamError(
-                f"--as-of {text!r} is not a date; pass YYYY-MM-DD or an ISO timestamp such as "
-                "2026-01-31T12:00:00+00:00") from None
+                f"--as-of {text!r} is not a date; pass YYYY-MM-DD or an ISO timestamp such as 2026-01-31T12:00:00+00:00"
+            ) from None
     if value.tzinfo is None:
         value = value.replace(tzinfo=timezone.utc)
     value = value.astimezone(timezone.utc)

@@ -26,22 +26,32 @@ from .releases import DatedRelease
 from .sources import open_repo, split_branch
 
 
-def fork_drift(up: GitRepo, up_head: str, up_commits: dict[str, Commit], releases: list[DatedRelease],
-               spec: str, ts: int, cache: Path, notes: list[str], up_shallow: bool) -> ForkDrift:
+def fork_drift(
+    up: GitRepo,
+    up_head: str,
+    up_commits: dict[str, Commit],
+    releases: list[DatedRelease],
+    spec: str,
+    ts: int,
+    cache: Path,
+    notes: list[str],
+    up_shallow: bool,
+) -> ForkDrift:
     path, fbranch = split_branch(spec)
     fk = open_repo(path, "fork", cache, notes, "--fork")
     try:
         tip, fname = resolve_tip(fk, fbranch)
         fhead = head_as_of(fk, tip, ts)
         if fhead is None:
-            raise UpstreamError(f"fork {fk.label} has no commits on {fname} at or before "
-                                f"{iso(ts)}; pass a later --as-of")
-        why = ("upstream is a shallow clone" if up_shallow else
-               "the fork is a shallow clone" if fk.shallow_commits else "")
+            raise UpstreamError(
+                f"fork {fk.label} has no commits on {fname} at or before {iso(ts)}; pass a later --as-of"
+            )
+        why = (
+            "upstream is a shallow clone" if up_shallow else "the fork is a shallow clone" if fk.shallow_commits else ""
+        )
         if why:
             notes.append(f"fork drift not measured: {why} (run `git fetch --unshallow` there)")
-            return ForkDrift(fk.label, fname, fhead, measured=False,
-                             reason=f"{why}; run `git fetch --unshallow` there")
+            return ForkDrift(fk.label, fname, fhead, measured=False, reason=f"{why}; run `git fetch --unshallow` there")
         return _drift(up, fk, up_head, fhead, fname, up_commits, releases, ts)
     finally:
         fk.close()
@@ -59,28 +69,42 @@ def _merge_bases(up: GitRepo, fk: GitRepo, up_head: str, fhead: str, env: dict[s
     status, out, err = up.call("merge-base", "--all", up_head, fhead, env=env)
     bases = out.split()
     if status == 1 and not bases:
-        raise UpstreamError(f"fork {fk.label} shares no history with upstream {up.label}; pass a fork "
-                            "of this upstream (or drop --fork)")
+        raise UpstreamError(
+            f"fork {fk.label} shares no history with upstream {up.label}; pass a fork of this upstream (or drop --fork)"
+        )
     if status != 0:
-        raise UpstreamError(f"git merge-base failed between fork {fk.label} and upstream {up.label}: "
-                            f"{one_line(err)}; check both repositories with `git fsck`")
+        raise UpstreamError(
+            f"git merge-base failed between fork {fk.label} and upstream {up.label}: "
+            f"{one_line(err)}; check both repositories with `git fsck`"
+        )
     return bases
 
 
-def _missing_releases(up: GitRepo, up_head: str, fhead: str, releases: list[DatedRelease], sync_t: int,
-                      env: dict[str, str]) -> list[str]:
+def _missing_releases(
+    up: GitRepo, up_head: str, fhead: str, releases: list[DatedRelease], sync_t: int, env: dict[str, str]
+) -> list[str]:
     """Upstream releases not in the fork, oldest first. An old tag on an upstream side
     branch (a release branch, say) was never the fork's to take; one on the upstream
     branch or made after the last sync is."""
-    in_fork = set(up.run("for-each-ref", "--merged", fhead, "--format=%(refname)", "refs/tags",
-                         env=env).split())
+    in_fork = set(up.run("for-each-ref", "--merged", fhead, "--format=%(refname)", "refs/tags", env=env).split())
     on_branch = set(up.run("for-each-ref", "--merged", up_head, "--format=%(refname)", "refs/tags").split())
-    return [r.tag for r in releases if f"refs/tags/{r.tag}" not in in_fork
-            and (f"refs/tags/{r.tag}" in on_branch or r.time > sync_t)]
+    return [
+        r.tag
+        for r in releases
+        if f"refs/tags/{r.tag}" not in in_fork and (f"refs/tags/{r.tag}" in on_branch or r.time > sync_t)
+    ]
 
 
-def _drift(up: GitRepo, fk: GitRepo, up_head: str, fhead: str, fname: str, up_commits: dict[str, Commit],
-           releases: list[DatedRelease], ts: int) -> ForkDrift:
+def _drift(
+    up: GitRepo,
+    fk: GitRepo,
+    up_head: str,
+    fhead: str,
+    fname: str,
+    up_commits: dict[str, Commit],
+    releases: list[DatedRelease],
+    ts: int,
+) -> ForkDrift:
     # The fork's objects join the upstream's for these reads only: neither repository is written to.
     env = _alternates_env(fk.objects_dir)
     bases = _merge_bases(up, fk, up_head, fhead, env)
@@ -94,7 +118,10 @@ def _drift(up: GitRepo, fk: GitRepo, up_head: str, fhead: str, fname: str, up_co
     missing = _missing_releases(up, up_head, fhead, releases, sync_t, env)
     own = [c for c in own if c.time <= ts]
     return ForkDrift(
-        repo=fk.label, branch=fname, head=fhead, measured=True,
+        repo=fk.label,
+        branch=fname,
+        head=fhead,
+        measured=True,
         head_date=iso(fhead_time),
         days_since_last_commit=days(ts - max([fhead_time, *[c.time for c in own]])),
         merge_base=bases[0],

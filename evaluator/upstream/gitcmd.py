@@ -48,8 +48,9 @@ class GitRepo:
         f = Path(self.repo.common_dir) / "shallow"
         return set(f.read_text().split()) if f.exists() else set()
 
-    def call(self, *args: str, env: dict[str, str] | None = None,
-             timeout: float = GIT_TIMEOUT_S) -> tuple[int, str, str]:
+    def call(
+        self, *args: str, env: dict[str, str] | None = None, timeout: float = GIT_TIMEOUT_S
+    ) -> tuple[int, str, str]:
         return call_git(self.git, list(args), env=env, timeout=timeout)
 
     def run(self, *args: str, env: dict[str, str] | None = None) -> str:
@@ -57,16 +58,24 @@ class GitRepo:
         if status != 0:
             raise UpstreamError(
                 f"git {args[0]} failed in {self.role} {self.label}: {one_line(err)}; "
-                "check the repository with `git fsck`")
+                "check the repository with `git fsck`"
+            )
         return out
 
 
-def call_git(g: git.Git, args: list[str], *, env: dict[str, str] | None = None,
-             timeout: float = GIT_TIMEOUT_S) -> tuple[int, str, str]:
+def call_git(
+    g: git.Git, args: list[str], *, env: dict[str, str] | None = None, timeout: float = GIT_TIMEOUT_S
+) -> tuple[int, str, str]:
     # Raw bytes, decoded here: gitpython's surrogateescape would let undecodable names
     # through as lone surrogates, which no JSON or HTML writer accepts.
-    status, out, err = g.execute(["git", *args], with_extended_output=True, with_exceptions=False,
-                                 stdout_as_string=False, env=env, kill_after_timeout=timeout)
+    status, out, err = g.execute(
+        ["git", *args],
+        with_extended_output=True,
+        with_exceptions=False,
+        stdout_as_string=False,
+        env=env,
+        kill_after_timeout=timeout,
+    )
     text = out.decode("utf-8", "replace") if isinstance(out, bytes) else out
     return status, text, err
 

@@ -29,8 +29,18 @@ from .score import score, score_inputs
 STALE_CLONE_DAYS = 30
 
 
-def measure_open(up: GitRepo, branch: str | None, ts: int, at: datetime, wanted: list[str],
-                 fork: str | None, cache: Path, notes: list[str], *, default_now: bool) -> UpstreamHealth:
+def measure_open(
+    up: GitRepo,
+    branch: str | None,
+    ts: int,
+    at: datetime,
+    wanted: list[str],
+    fork: str | None,
+    cache: Path,
+    notes: list[str],
+    *,
+    default_now: bool,
+) -> UpstreamHealth:
     hist = read_history(up, branch, ts, as_of_text(at))
     win = Window.of(hist, ts)
     shallow = bool(hist.shallow_commits)
@@ -55,9 +65,15 @@ def measure_open(up: GitRepo, branch: str | None, ts: int, at: datetime, wanted:
     latest = dated[-1] if dated else None
     f = drift if drift is not None and drift.measured else None
     return UpstreamHealth(
-        measured=True, repo=up.label, as_of=as_of_text(at), head=hist.head,
+        measured=True,
+        repo=up.label,
+        as_of=as_of_text(at),
+        head=hist.head,
         days_since_last_commit=days(ts - hist.newest),
-        commits_30d=c30, commits_90d=c90, commits_365d=c365, authors_90d=a90,
+        commits_30d=c30,
+        commits_90d=c90,
+        commits_365d=c365,
+        authors_90d=a90,
         latest_tag=latest.tag if latest else None,
         days_since_release=days(ts - latest.time) if latest else None,
         maintenance_score=value,
@@ -73,18 +89,29 @@ def _note_clone(up: GitRepo, hist: History, win: Window, notes: list[str], defau
     """Notes about the clone itself: shallow, behind its remote, or not fetched for a while.
     The last two only when as_of is now: for a past date a stale clone is no caveat."""
     if hist.shallow_commits:
-        notes.insert(0, f"shallow clone: {win.cut}, limited metrics are listed in details.limited "
-                        "(run `git fetch --unshallow` for full history)" if win.horizon else
-                     "shallow clone, but the measured branch's history is complete")
+        notes.insert(
+            0,
+            f"shallow clone: {win.cut}, limited metrics are listed in details.limited "
+            "(run `git fetch --unshallow` for full history)"
+            if win.horizon
+            else "shallow clone, but the measured branch's history is complete",
+        )
     if default_now and hist.branch not in ("HEAD (detached)",) and not up.bare:
         status, out, _ = up.call("rev-list", "--count", f"{hist.tip}..{hist.branch}@{{upstream}}")
         if status == 0 and out.strip() not in ("", "0"):
-            notes.append(f"local {hist.branch} is {out.strip()} commits behind its remote-tracking branch; "
-                         "pull, or pass --branch origin/<name>, to measure the newer history")
+            notes.append(
+                f"local {hist.branch} is {out.strip()} commits behind its remote-tracking branch; "
+                "pull, or pass --branch origin/<name>, to measure the newer history"
+            )
     stale_days = (int(datetime.now(timezone.utc).timestamp()) - hist.newest) / DAY
     if default_now and not up.from_url and stale_days > STALE_CLONE_DAYS:
         fetch_head = Path(up.repo.git_dir) / "FETCH_HEAD"
-        fetched = (f", and it was last fetched {(datetime.now().timestamp() - fetch_head.stat().st_mtime) / DAY:.0f}"
-                   " days ago" if fetch_head.exists() else "")
-        notes.append(f"the newest commit is {stale_days:.0f} days old{fetched}: if this clone is not "
-                     "fresh, run `git fetch` there (or pass the URL) before trusting these numbers")
+        fetched = (
+            f", and it was last fetched {(datetime.now().timestamp() - fetch_head.stat().st_mtime) / DAY:.0f} days ago"
+            if fetch_head.exists()
+            else ""
+        )
+        notes.append(
+            f"the newest commit is {stale_days:.0f} days old{fetched}: if this clone is not "
+            "fresh, run `git fetch` there (or pass the URL) before trusting these numbers"
+        )

@@ -56,8 +56,7 @@ def parse_log(text: str) -> list[Commit]:
 
 def log(r: GitRepo, *revs: str, env: dict[str, str] | None = None) -> list[Commit]:
     """Every commit reachable from `revs` (`^rev` excludes), in one git run."""
-    return parse_log(r.run("log", "-z", "--use-mailmap", "--no-show-signature", _LOG_FORMAT, *revs,
-                           "--", env=env))
+    return parse_log(r.run("log", "-z", "--use-mailmap", "--no-show-signature", _LOG_FORMAT, *revs, "--", env=env))
 
 
 def _rev(r: GitRepo, rev: str) -> str | None:
@@ -70,26 +69,32 @@ def resolve_tip(r: GitRepo, branch: str | None) -> tuple[str, str]:
     if branch:
         if branch.startswith("-"):
             raise UpstreamError(f"branch {branch!r} is not a branch name; pass a name such as main")
-        for ref, name in ((f"refs/heads/{branch}", branch), (f"refs/remotes/origin/{branch}", f"origin/{branch}"),
-                          (f"refs/remotes/{branch}", branch), (branch, branch)):
+        for ref, name in (
+            (f"refs/heads/{branch}", branch),
+            (f"refs/remotes/origin/{branch}", f"origin/{branch}"),
+            (f"refs/remotes/{branch}", branch),
+            (branch, branch),
+        ):
             sha = _rev(r, ref)
             if sha:
                 return sha, name
-        raise UpstreamError(f"branch {branch!r} not found in {r.role} {r.label}; pass an existing branch "
-                            "(`git branch -a` lists them)")
+        raise UpstreamError(
+            f"branch {branch!r} not found in {r.role} {r.label}; pass an existing branch (`git branch -a` lists them)"
+        )
     sha = _rev(r, "HEAD")
     if sha:
         status, out, _ = r.call("symbolic-ref", "--quiet", "--short", "HEAD")
         return sha, (out.strip() if status == 0 else "HEAD (detached)")
     heads = r.run("for-each-ref", "--format=%(refname:short)", "refs/heads").split()
     if not heads:
-        raise UpstreamError(f"{r.role} {r.label} has no commits (empty repository); pass a clone that "
-                            "has history")
+        raise UpstreamError(f"{r.role} {r.label} has no commits (empty repository); pass a clone that has history")
     for name in ("main", "master"):
         if name in heads:
             return _rev(r, f"refs/heads/{name}") or "", name
-    raise UpstreamError(f"{r.role} {r.label} has no default branch (HEAD names a missing branch); "
-                        f"pass --branch, one of: {', '.join(heads[:5])}")
+    raise UpstreamError(
+        f"{r.role} {r.label} has no default branch (HEAD names a missing branch); "
+        f"pass --branch, one of: {', '.join(heads[:5])}"
+    )
 
 
 def head_as_of(r: GitRepo, tip: str, ts: int) -> str | None:
@@ -121,8 +126,9 @@ def read_history(up: GitRepo, branch: str | None, ts: int, as_of_shown: str) -> 
     tip, branch_name = resolve_tip(up, branch)
     head = head_as_of(up, tip, ts)
     if head is None:
-        raise UpstreamError(f"upstream {up.label} has no commits on {branch_name} at or before "
-                            f"{as_of_shown}; pass a later --as-of")
+        raise UpstreamError(
+            f"upstream {up.label} has no commits on {branch_name} at or before {as_of_shown}; pass a later --as-of"
+        )
     every = log(up, head)
     # Clock skew can put a commit reachable from the as-of head after as_of; it did not
     # exist yet as far as the report is concerned.

@@ -24,8 +24,17 @@ from .history import Window
 # "v0.1.6", "0.1.6.post1", "v2.0-rc1", "release-1.2", "tilelang-v0.1.5"
 RELEASE_TAG = re.compile(r"^(?:[A-Za-z][\w.-]*?[-_/])?v?\d+(\.\d+)+")
 _TAG_FORMAT = "--format=" + "%1f".join(
-    ["%(refname)", "%(objecttype)", "%(objectname)", "%(*objecttype)", "%(*objectname)",
-     "%(taggerdate:unix)", "%(committerdate:unix)", "%(*committerdate:unix)"])
+    [
+        "%(refname)",
+        "%(objecttype)",
+        "%(objectname)",
+        "%(*objecttype)",
+        "%(*objectname)",
+        "%(taggerdate:unix)",
+        "%(committerdate:unix)",
+        "%(*committerdate:unix)",
+    ]
+)
 
 
 @dataclass(frozen=True)

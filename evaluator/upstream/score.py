@@ -50,5 +50,5 @@ def score_inputs(counted_90d: int, age_days: float) -> ScoreInputs:
         repo_age_days=age_days,
         young_repository=age_days < SCORE_LOOKBACK_DAYS,
         rule=f"min(10, 10 * commits_90d // {SCORE_THRESHOLD}); 0 when the repository is younger "
-             f"than {SCORE_LOOKBACK_DAYS} days (Scorecard 'Maintained', commits only)",
+        f"than {SCORE_LOOKBACK_DAYS} days (Scorecard 'Maintained', commits only)",
     )

@@ -61,7 +61,8 @@ def open_repo(spec: str, role: str, cache: Path, notes: list[str], flag: str) ->
     except (InvalidGitRepositoryError, NoSuchPathError):
         raise UpstreamError(
             f"{role} path {spec} is not a git repository; pass {flag} the top folder of a clone "
-            "(the one holding .git) or a URL") from None
+            "(the one holding .git) or a URL"
+        ) from None
     return GitRepo(repo, str(path.resolve()), role)
 
 
@@ -96,21 +97,24 @@ def _materialize(url: str, role: str, cache: Path, notes: list[str]) -> Path:
     g = git.Git()
     why = _net(g, ["ls-remote", "--heads", url], PROBE_TIMEOUT_S)
     if why:
-        raise UpstreamError(f"could not clone {role} {url}: {why}; check the URL and the network, "
-                            "or pass a local clone instead")
+        raise UpstreamError(
+            f"could not clone {role} {url}: {why}; check the URL and the network, or pass a local clone instead"
+        )
     try:
         cache.mkdir(parents=True, exist_ok=True)
         partial = Path(tempfile.mkdtemp(prefix=".partial-", dir=cache))
     except OSError as e:
-        raise UpstreamError(f"cannot create the clone cache {cache} ({e.strerror}); "
-                            "pass a writable cache folder") from None
+        raise UpstreamError(
+            f"cannot create the clone cache {cache} ({e.strerror}); pass a writable cache folder"
+        ) from None
     try:
         # Cloned into a scratch folder and renamed, so an interrupted clone never
         # passes for a cached one.
         why = _net(g, ["clone", "--bare", "--quiet", url, str(partial)], CLONE_TIMEOUT_S)
         if why:
-            raise UpstreamError(f"could not clone {role} {url}: {why}; check the URL and the network, "
-                                "or pass a local clone instead")
+            raise UpstreamError(
+                f"could not clone {role} {url}: {why}; check the URL and the network, or pass a local clone instead"
+            )
         try:
             partial.rename(dest)
         except OSError:
@@ -125,13 +129,16 @@ def _materialize(url: str, role: str, cache: Path, notes: list[str]) -> Path:
 def _refresh(url: str, dest: Path, notes: list[str]) -> None:
     """Fetch into a cached clone; when the remote cannot be reached, note how old the copy is."""
     g = git.Git()
-    why = (_net(g, ["ls-remote", "--heads", url], PROBE_TIMEOUT_S)
-           or _net(g, ["-C", str(dest), "fetch", "--quiet", "--prune", "--tags", "origin",
-                       "+refs/heads/*:refs/heads/*"], CLONE_TIMEOUT_S))
+    why = _net(g, ["ls-remote", "--heads", url], PROBE_TIMEOUT_S) or _net(
+        g,
+        ["-C", str(dest), "fetch", "--quiet", "--prune", "--tags", "origin", "+refs/heads/*:refs/heads/*"],
+        CLONE_TIMEOUT_S,
+    )
     if why:
         when = datetime.fromtimestamp((dest / "HEAD").stat().st_mtime, timezone.utc)
         for ref in (dest / "FETCH_HEAD", dest / "packed-refs"):
             if ref.exists():
                 when = max(when, datetime.fromtimestamp(ref.stat().st_mtime, timezone.utc))
-        notes.append(f"could not refresh the cached clone of {url} ({why}); "
-                     f"used the copy last updated {when.date().isoformat()}")
+        notes.append(
+            f"could not refresh the cached clone of {url} ({why}); used the copy last updated {when.date().isoformat()}"
+        )

@@ -19,7 +19,8 @@ def upstream_health(ctx: Context, result: RunResult) -> RunResult:
     if not cfg.upstream.repo:
         health = not_measured("no --upstream repository was given")
     else:
-        health = measure(cfg.upstream.repo, fork=cfg.upstream.fork, as_of=cfg.upstream.as_of,
-                                  branch=cfg.upstream.branch)
+        health = measure(
+            cfg.upstream.repo, fork=cfg.upstream.fork, as_of=cfg.upstream.as_of, branch=cfg.upstream.branch
+        )
     rep.done(f"maintenance score {health.maintenance_score}/10" if health.measured else "not measured")
     return dataclasses.replace(result, upstream=health)

@@ -43,23 +43,35 @@ def _activity_rows(h: UpstreamHealth) -> list[tuple[str, str, str]]:
         ("As of", h.as_of, "commits and tags after this time are ignored"),
         ("Head", h.head[:12], f"committed {_fmt_date(_get(a, 'head_date'))}"),
         ("Last commit", _fmt_days_ago(h.days_since_last_commit), "days since the newest commit"),
-        ("Commits 30 / 90 / 365 d",
-         " / ".join(_fmt_count(h, k) for k in ("commits_30d", "commits_90d", "commits_365d")),
-         "commits on the branch in the last 30, 90 and 365 days"),
-        ("Weekly commits (52 w)", _mark(h, _sparkline(weekly), "weekly_commits"),
-         f"oldest week first; peak {max(weekly or [0])} a week"),
+        (
+            "Commits 30 / 90 / 365 d",
+            " / ".join(_fmt_count(h, k) for k in ("commits_30d", "commits_90d", "commits_365d")),
+            "commits on the branch in the last 30, 90 and 365 days",
+        ),
+        (
+            "Weekly commits (52 w)",
+            _mark(h, _sparkline(weekly), "weekly_commits"),
+            f"oldest week first; peak {max(weekly or [0])} a week",
+        ),
         ("Repository age", _mark(h, _fmt_days(_get(a, "repo_age_days")), "repo_age_days"), "since the first commit"),
-        ("Active authors (90 d)", _fmt_count(h, "authors_90d"),
-         f"people (bots left out); {_fmt_opt(_get(au, 'new_90d'))} new in 90 days, "
-         f"{_fmt_opt(_get(au, 'active_365d'))} in the last year"),
-        ("Bus factor", _fmt_opt(_get(au, "bus_factor")),
-         "fewest authors who made half of the last year's commits"),
-        ("Releases", _mark(h, _fmt_releases(h), "releases"),
-         f"version tags; {_fmt_opt(_get(r, 'in_365d'))} in the last year"),
-        ("Release interval", _fmt_days(_get(r, "median_interval_days")),
-         "median gap between releases over the last year"),
-        ("Merged PRs 90 / 365 d", _mark(h, prs, "merged_prs"),
-         "subjects ending in (#N) or 'Merge pull request #N'"),
+        (
+            "Active authors (90 d)",
+            _fmt_count(h, "authors_90d"),
+            f"people (bots left out); {_fmt_opt(_get(au, 'new_90d'))} new in 90 days, "
+            f"{_fmt_opt(_get(au, 'active_365d'))} in the last year",
+        ),
+        ("Bus factor", _fmt_opt(_get(au, "bus_factor")), "fewest authors who made half of the last year's commits"),
+        (
+            "Releases",
+            _mark(h, _fmt_releases(h), "releases"),
+            f"version tags; {_fmt_opt(_get(r, 'in_365d'))} in the last year",
+        ),
+        (
+            "Release interval",
+            _fmt_days(_get(r, "median_interval_days")),
+            "median gap between releases over the last year",
+        ),
+        ("Merged PRs 90 / 365 d", _mark(h, prs, "merged_prs"), "subjects ending in (#N) or 'Merge pull request #N'"),
     ]
 
 
@@ -82,13 +94,22 @@ def _fork_rows(h: UpstreamHealth) -> list[tuple[str, str, str]]:
     if not f.measured:
         return rows + [("Fork drift", "not measured", f.reason)]
     return rows + [
-        ("Fork behind / ahead", f"{f.behind} / {f.ahead} commits",
-         "upstream commits the fork lacks / fork-only commits"),
-        ("Fork last sync", f"{_fmt_date(f.last_sync_date)} ({_fmt_days(f.days_behind)} behind)",
-         "newest upstream commit in the fork, and its lag behind the upstream head"),
+        (
+            "Fork behind / ahead",
+            f"{f.behind} / {f.ahead} commits",
+            "upstream commits the fork lacks / fork-only commits",
+        ),
+        (
+            "Fork last sync",
+            f"{_fmt_date(f.last_sync_date)} ({_fmt_days(f.days_behind)} behind)",
+            "newest upstream commit in the fork, and its lag behind the upstream head",
+        ),
         ("Fork merge base age", _fmt_days(f.merge_base_age_days), "age of the merge base at as_of"),
-        ("Fork missing releases", ", ".join(f.missing_releases) or "none",
-         "upstream releases the fork does not contain"),
+        (
+            "Fork missing releases",
+            ", ".join(f.missing_releases) or "none",
+            "upstream releases the fork does not contain",
+        ),
         ("Fork own commits (90 d)", _fmt_opt(f.ahead_commits_90d), "fork-only commits in the last 90 days"),
     ]
 
@@ -96,10 +117,14 @@ def _fork_rows(h: UpstreamHealth) -> list[tuple[str, str, str]]:
 def _score_rows(h: UpstreamHealth) -> list[tuple[str, str, str]]:
     si = h.score_inputs
     threshold = si.threshold if si is not None else SCORE_THRESHOLD
-    rows = [("Maintenance score",
-             "n/a" if h.maintenance_score is None else f"{h.maintenance_score:g} / 10",
-             f"Scorecard 'Maintained' from commits only: {_fmt_opt(_get(si, 'commits_90d'))} commits in "
-             f"{SCORE_LOOKBACK_DAYS} days, {threshold} (one a week) score 10")]
+    rows = [
+        (
+            "Maintenance score",
+            "n/a" if h.maintenance_score is None else f"{h.maintenance_score:g} / 10",
+            f"Scorecard 'Maintained' from commits only: {_fmt_opt(_get(si, 'commits_90d'))} commits in "
+            f"{SCORE_LOOKBACK_DAYS} days, {threshold} (one a week) score 10",
+        )
+    ]
     if h.note:
         rows.append(("Note", h.note, "caveats"))
     return rows
@@ -145,4 +170,3 @@ def _sparkline(values: Sequence[int]) -> str:
     bars = "▁▂▃▄▅▆▇█"
     top = max(values) or 1
     return "".join(bars[max(1, round(v / top * 7))] if v else bars[0] for v in values)
-

@@ -1,4 +1,5 @@
 """Everything under tests/gpu needs CUDA: without it the whole folder is skipped cleanly."""
+
 import pytest
 import torch
 

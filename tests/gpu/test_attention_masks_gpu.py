@@ -71,7 +71,7 @@ def test_scale_parameter_on_gpu(name, hw):
         for scale in (1.0, 0.05):
             out = fam.build(shape, "float16", {**cfg, "scale": scale}, hw.target)(*inputs)
             ref = F.scaled_dot_product_attention(q, k, v, attn_mask=inputs[3] if name else None, scale=scale)
-            torch.testing.assert_close(out, ref, atol=max(atol, 2.0 ** -9), rtol=rtol, msg=str((cfg, scale)))
+            torch.testing.assert_close(out, ref, atol=max(atol, 2.0**-9), rtol=rtol, msg=str((cfg, scale)))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -91,18 +91,23 @@ def test_rows_the_mask_hides_entirely_on_gpu(dtype, hw):
     hidden[..., 0] = False
     hidden[:, :, 7] = True  # row 7 of every sequence sees nothing
     bias = torch.randn(B, H, Sq, Skv, generator=g)
-    cases = [((~hidden).cuda(), (P.MASK_BOOL, 1011), "zero"),
-             (bias.masked_fill(hidden, -math.inf).to("cuda", tdtype), (P.MASK_FLOAT, 1111), "zero")]
+    cases = [
+        ((~hidden).cuda(), (P.MASK_BOOL, 1011), "zero"),
+        (bias.masked_fill(hidden, -math.inf).to("cuda", tdtype), (P.MASK_FLOAT, 1111), "zero"),
+    ]
     if dtype == "bfloat16":
-        cases.append((bias.masked_fill(hidden, torch.finfo(tdtype).min).to("cuda", tdtype), (P.MASK_FLOAT, 1111),
-                      "mean"))
+        cases.append(
+            (bias.masked_fill(hidden, torch.finfo(tdtype).min).to("cuda", tdtype), (P.MASK_FLOAT, 1111), "mean")
+        )
     for mask, (kind, spread), row7 in cases:
         shape = fam.check((B, H, Sq, Skv, D, 0, 0, 0, 0, 0, kind, spread))
         with sdpa_kernel(SDPBackend.MATH):
             want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         default = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        print(f"{dtype} mask kind {kind}: default CUDA SDPA on hidden rows: nan={default[:, :, 7].isnan().any()} "
-              f"max|.|={default[:, :, 7].float().abs().nan_to_num(0).max():.3g}")
+        print(
+            f"{dtype} mask kind {kind}: default CUDA SDPA on hidden rows: nan={default[:, :, 7].isnan().any()} "
+            f"max|.|={default[:, :, 7].float().abs().nan_to_num(0).max():.3g}"
+        )
         for cfg in _schedules(fam, shape, dtype, hw):
             got = fam.build(shape, dtype, cfg, hw.target)(q, k, v, mask)
             assert torch.isfinite(got).all(), cfg
@@ -142,13 +147,23 @@ def test_hf_masked_attention_routes_and_matches_on_gpu(name):
     if name == "bert":
         from transformers import BertConfig, BertModel
 
-        model = BertModel(BertConfig(num_hidden_layers=2, hidden_size=256, num_attention_heads=4,
-                                     intermediate_size=1024, attn_implementation="sdpa"))
+        model = BertModel(
+            BertConfig(
+                num_hidden_layers=2,
+                hidden_size=256,
+                num_attention_heads=4,
+                intermediate_size=1024,
+                attn_implementation="sdpa",
+            )
+        )
     else:
         from transformers import T5Config, T5EncoderModel
 
-        model = T5EncoderModel(T5Config(num_layers=2, d_model=256, d_kv=64, num_heads=4, d_ff=1024, vocab_size=1000,
-                                        attn_implementation="sdpa"))
+        model = T5EncoderModel(
+            T5Config(
+                num_layers=2, d_model=256, d_kv=64, num_heads=4, d_ff=1024, vocab_size=1000, attn_implementation="sdpa"
+            )
+        )
     model = model.cuda().half().eval()
     router = _route(model, (ids, pad))
     with torch.inference_mode():

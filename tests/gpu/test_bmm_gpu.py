@@ -4,6 +4,7 @@ first four at a long sequence, with verify's seeds and tails; the fp32 SIMT sche
 with alpha and beta; and eager BERT in fp16 with both products routed to TileLang.
 
 In: shapes, configs and a tiny model on the GPU. Out: pass/fail (skipped without CUDA)."""
+
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -61,9 +62,16 @@ def test_every_candidate_is_correct_on_gpu(shape, dtype, hw, precompiled):
         assert res.passed, (cfg, [c for c in res.cases if not c.passed])
 
 
-@pytest.mark.parametrize("shape", [(6, 333, 517, 71, 1, 1, 3, 5, 4), (5, 300, 200, 96, 0, 1, 0, 0, 0, 0, 1),
-                                   (24, 128, 128, 64, 0, 1, 0, 0, 0, 2), (8, 200, 136, 72, 1, 0, 0, 0, 0, 1)],
-                         ids=["transposed-pitched-tails", "shared-a", "alibi-row", "addend"])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (6, 333, 517, 71, 1, 1, 3, 5, 4),
+        (5, 300, 200, 96, 0, 1, 0, 0, 0, 0, 1),
+        (24, 128, 128, 64, 0, 1, 0, 0, 0, 2),
+        (8, 200, 136, 72, 1, 0, 0, 0, 0, 1),
+    ],
+    ids=["transposed-pitched-tails", "shared-a", "alibi-row", "addend"],
+)
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
 def test_layouts_and_addends_on_gpu(shape, dtype, hw):
     cfg = FAM.search_space(shape, dtype, hw)[0]
@@ -80,8 +88,9 @@ def test_layouts_and_addends_on_gpu(shape, dtype, hw):
 def test_bert_eager_fp16_routes_both_products_on_gpu(hw):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    cfg = transformers.BertConfig(vocab_size=1000, hidden_size=256, num_hidden_layers=2, num_attention_heads=4,
-                                  intermediate_size=512)
+    cfg = transformers.BertConfig(
+        vocab_size=1000, hidden_size=256, num_hidden_layers=2, num_attention_heads=4, intermediate_size=512
+    )
     cfg._attn_implementation = "eager"
     model = transformers.BertModel(cfg).half().cuda()
     ids = torch.randint(0, 1000, (4, 128), device="cuda")

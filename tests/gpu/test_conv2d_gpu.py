@@ -12,6 +12,7 @@ In: a CUDA device (the folder's conftest skips these without one). Out: pass/fai
 Compiling dominates (nvcc, 10-30 s a kernel), so a fixture compiles every kernel the
 tests need in parallel first; the tests then hit the in-process cache.
 """
+
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -27,10 +28,18 @@ FAM = conv_module.FAMILY
 DTYPES = ("float16", "bfloat16")
 # Sweep shapes, then awkward ones: a pixel count that is not a multiple of 8 (no TMA
 # on the X rows, a pixel-tile tail), C and K not multiples of 16.
-STREAM_SHAPES = [(32, 56, 56, 64, 64, 1, 1, 1, 0, 1), (32, 56, 56, 64, 256, 1, 1, 1, 0, 1),
-                 (32, 28, 28, 100, 100, 1, 1, 1, 0, 1), (3, 29, 31, 60, 72, 1, 1, 1, 0, 1)]
-VIA_SHAPES = [(32, 56, 56, 64, 64, 3, 3, 1, 1, 1), (32, 56, 56, 60, 60, 3, 3, 1, 1, 1),
-              (32, 28, 28, 64, 64, 3, 3, 1, 1, 1), (3, 27, 29, 60, 44, 3, 3, 2, 1, 1)]
+STREAM_SHAPES = [
+    (32, 56, 56, 64, 64, 1, 1, 1, 0, 1),
+    (32, 56, 56, 64, 256, 1, 1, 1, 0, 1),
+    (32, 28, 28, 100, 100, 1, 1, 1, 0, 1),
+    (3, 29, 31, 60, 72, 1, 1, 1, 0, 1),
+]
+VIA_SHAPES = [
+    (32, 56, 56, 64, 64, 3, 3, 1, 1, 1),
+    (32, 56, 56, 60, 60, 3, 3, 1, 1, 1),
+    (32, 28, 28, 64, 64, 3, 3, 1, 1, 1),
+    (3, 27, 29, 60, 44, 3, 3, 2, 1, 1),
+]
 # A stream config for shapes the search space gives none (small images).
 STREAM_FALLBACK = {"stream": 132, "block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256}
 
@@ -103,8 +112,11 @@ def test_transpose_matches_permute(dims, dtype, hw):
 
 # Channels_last 1x1s as one GEMM (`gemm`): ResNet-50's two that missed in
 # channels_last and an odd one (pixel and channel tails; verify adds tails at multiples of 8).
-GEMM_SHAPES = [(32, 56, 56, 64, 256, 1, 1, 1, 0, 0), (32, 14, 14, 1024, 256, 1, 1, 1, 0, 0),
-               (3, 29, 31, 64, 72, 1, 1, 1, 0, 0)]
+GEMM_SHAPES = [
+    (32, 56, 56, 64, 256, 1, 1, 1, 0, 0),
+    (32, 14, 14, 1024, 256, 1, 1, 1, 0, 0),
+    (3, 29, 31, 64, 72, 1, 1, 1, 0, 0),
+]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -126,16 +138,25 @@ CONV1D = kernels.get("conv1d")
 # MobileNetV2 at batch 32 (NCHW as torchvision runs it, and channels_last), ConvNeXt-T's
 # 7x7 on its channels_last tensors, a depthwise channel multiplier; odd sizes and
 # channel counts come from verify's awkward shape.
-DEPTHWISE_SHAPES = [(32, 112, 112, 32, 32, 3, 3, 1, 1, 1, 32), (32, 56, 56, 144, 144, 3, 3, 2, 1, 1, 144),
-                    (32, 14, 14, 576, 576, 3, 3, 1, 1, 1, 576), (32, 56, 56, 144, 144, 3, 3, 2, 1, 0, 144),
-                    (32, 14, 14, 576, 576, 3, 3, 1, 1, 0, 576), (8, 56, 56, 96, 96, 7, 7, 1, 3, 0, 96),
-                    (4, 28, 28, 32, 64, 3, 3, 1, 1, 1, 32)]
+DEPTHWISE_SHAPES = [
+    (32, 112, 112, 32, 32, 3, 3, 1, 1, 1, 32),
+    (32, 56, 56, 144, 144, 3, 3, 2, 1, 1, 144),
+    (32, 14, 14, 576, 576, 3, 3, 1, 1, 1, 576),
+    (32, 56, 56, 144, 144, 3, 3, 2, 1, 0, 144),
+    (32, 14, 14, 576, 576, 3, 3, 1, 1, 0, 576),
+    (8, 56, 56, 96, 96, 7, 7, 1, 3, 0, 96),
+    (4, 28, 28, 32, 64, 3, 3, 1, 1, 1, 32),
+]
 # ResNeXt-50 32x4d's grouped 3x3 (4 and 8 channels a group) in both layouts.
 GROUPED_SHAPES = [(8, 56, 56, 128, 128, 3, 3, 1, 1, 1, 32), (8, 28, 28, 256, 256, 3, 3, 2, 1, 0, 32)]
 # Whisper-base's two front-end convolutions on 3000 frames; wav2vec2-base's first feature
 # convolution and its grouped positional one on [N, L, C] memory.
-CONV1D_SHAPES = [(8, 3000, 80, 512, 3, 1, 1, 1), (8, 3000, 512, 512, 3, 2, 1, 1), (8, 16000, 1, 512, 10, 5, 0, 1),
-                 (8, 49, 768, 768, 128, 1, 64, 0, 16)]
+CONV1D_SHAPES = [
+    (8, 3000, 80, 512, 3, 1, 1, 1),
+    (8, 3000, 512, 512, 3, 2, 1, 1),
+    (8, 16000, 1, 512, 10, 5, 0, 1),
+    (8, 49, 768, 768, 128, 1, 64, 0, 16),
+]
 
 
 def _verify_first(fam, shape, dtype, hw, n=3):
@@ -148,8 +169,13 @@ def _verify_first(fam, shape, dtype, hw, n=3):
 
 @pytest.fixture(scope="module")
 def precompiled_groups(hw):
-    jobs = [(fam, s, d, c) for fam, shapes in ((FAM, DEPTHWISE_SHAPES + GROUPED_SHAPES), (CONV1D, CONV1D_SHAPES))
-            for s in shapes for d in DTYPES for c in fam.search_space(s, d, hw)[:3]]
+    jobs = [
+        (fam, s, d, c)
+        for fam, shapes in ((FAM, DEPTHWISE_SHAPES + GROUPED_SHAPES), (CONV1D, CONV1D_SHAPES))
+        for s in shapes
+        for d in DTYPES
+        for c in fam.search_space(s, d, hw)[:3]
+    ]
     jobs += [(fam, fam.awkward_shape(s), d, c) for fam, s, d, c in jobs]
 
     def build(job):
@@ -165,8 +191,11 @@ def precompiled_groups(hw):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", DEPTHWISE_SHAPES, ids=["mnv2-112", "mnv2-56s2", "mnv2-14", "mnv2-56s2-nhwc",
-                                                          "mnv2-14-nhwc", "convnext-7x7-nhwc", "multiplier"])
+@pytest.mark.parametrize(
+    "shape",
+    DEPTHWISE_SHAPES,
+    ids=["mnv2-112", "mnv2-56s2", "mnv2-14", "mnv2-56s2-nhwc", "mnv2-14-nhwc", "convnext-7x7-nhwc", "multiplier"],
+)
 def test_depthwise_direct_matches_conv2d(shape, dtype, hw, precompiled_groups):
     assert all(c.get("direct", True) and "block_C" in c for c in FAM.search_space(shape, dtype, hw))
     _verify_first(FAM, shape, dtype, hw)

@@ -38,17 +38,29 @@ def _route(model, inputs, families, dtype="float16"):
 
 def _hf_bert():
     from transformers import BertConfig, BertModel
-    cfg = BertConfig(num_hidden_layers=2, hidden_size=256, num_attention_heads=4, intermediate_size=1024,
-                     attn_implementation="sdpa")
+
+    cfg = BertConfig(
+        num_hidden_layers=2, hidden_size=256, num_attention_heads=4, intermediate_size=1024, attn_implementation="sdpa"
+    )
     return BertModel(cfg).cuda().half().eval(), (torch.randint(0, 1000, (4, 128), device="cuda"),)
 
 
 def test_hf_bert_routes_captures_and_matches_on_gpu():
     model, inputs = _hf_bert()
     router = _route(model, inputs, ["gemm", "attention", "layernorm"])
-    e2e = bench.end_to_end(model, inputs, "cuda", 4, router, dtype="float16", profiled_ms={},
-                           total_profiled_ms=1.0, op_ratios={}, shares={},
-                           policy=bench.TimingPolicy(reps=5, max_seconds=1.0))
+    e2e = bench.end_to_end(
+        model,
+        inputs,
+        "cuda",
+        4,
+        router,
+        dtype="float16",
+        profiled_ms={},
+        total_profiled_ms=1.0,
+        op_ratios={},
+        shares={},
+        policy=bench.TimingPolicy(reps=5, max_seconds=1.0),
+    )
     assert e2e.outputs_match, (e2e.error, e2e.rel_l2_err, e2e.rel_max_err)
     assert {c.family for c in e2e.calls if c.tilelang} == {"gemm", "attention", "layernorm"}
     methods = [v.method for v in e2e.views]
@@ -60,9 +72,19 @@ def test_hf_bert_with_fused_patterns_captures_replays_and_matches_on_gpu():
     BERT's GELU(intermediate) and LayerNorm(output + residual) as fused kernels."""
     model, inputs = _hf_bert()
     router = _route(model, inputs, ["gemm", "gemm_gelu", "layernorm", "layernorm_residual"])
-    e2e = bench.end_to_end(model, inputs, "cuda", 4, router, dtype="float16", profiled_ms={},
-                           total_profiled_ms=1.0, op_ratios={}, shares={},
-                           policy=bench.TimingPolicy(reps=5, max_seconds=1.0))
+    e2e = bench.end_to_end(
+        model,
+        inputs,
+        "cuda",
+        4,
+        router,
+        dtype="float16",
+        profiled_ms={},
+        total_profiled_ms=1.0,
+        op_ratios={},
+        shares={},
+        policy=bench.TimingPolicy(reps=5, max_seconds=1.0),
+    )
     assert e2e.outputs_match, (e2e.error, e2e.rel_l2_err, e2e.rel_max_err)
     ran = {c.family: c.tilelang for c in e2e.calls if c.tilelang}
     # 2 layers: one GELU(intermediate) each; LN(attention output + x), LN(output + x) each
@@ -83,13 +105,24 @@ def test_hf_gpt2_gelu_new_chain_runs_fused_under_graph_capture_on_gpu():
     """GPT-2's gelu_new, eight elementwise calls on a view of torch.addmm's result, held as
     a chain and run as gemm_gelu_tanh's epilogue inside CUDA-graph capture."""
     from transformers import GPT2Config, GPT2Model
+
     cfg = GPT2Config(n_layer=2, n_embd=256, n_head=4, n_inner=1024, use_cache=False, attn_implementation="sdpa")
     model = GPT2Model(cfg).cuda().half().eval()
     inputs = (torch.randint(0, 1000, (4, 128), device="cuda"),)
     router = _route(model, inputs, ["gemm", "gemm_gelu_tanh"])
-    e2e = bench.end_to_end(model, inputs, "cuda", 4, router, dtype="float16", profiled_ms={},
-                           total_profiled_ms=1.0, op_ratios={}, shares={},
-                           policy=bench.TimingPolicy(reps=5, max_seconds=1.0))
+    e2e = bench.end_to_end(
+        model,
+        inputs,
+        "cuda",
+        4,
+        router,
+        dtype="float16",
+        profiled_ms={},
+        total_profiled_ms=1.0,
+        op_ratios={},
+        shares={},
+        policy=bench.TimingPolicy(reps=5, max_seconds=1.0),
+    )
     assert e2e.outputs_match, (e2e.error, e2e.rel_l2_err, e2e.rel_max_err)
     assert {c.family: c.tilelang for c in e2e.calls if c.tilelang}.get("gemm_gelu_tanh") == 2, e2e.calls
     assert e2e.views[0].method == "cuda_graph", e2e.flags
@@ -100,13 +133,24 @@ def test_hf_gpt2_pre_norm_sums_run_as_add_layernorm_under_graph_capture_on_gpu()
     the next add: the held add's placeholder set to the fused kernel's sum half inside
     CUDA-graph capture, and nothing computed a second time."""
     from transformers import GPT2Config, GPT2Model
+
     cfg = GPT2Config(n_layer=2, n_embd=256, n_head=4, n_inner=1024, use_cache=False, attn_implementation="sdpa")
     model = GPT2Model(cfg).cuda().half().eval()
     inputs = (torch.randint(0, 1000, (4, 128), device="cuda"),)
     router = _route(model, inputs, ["layernorm", "add_layernorm"])
-    e2e = bench.end_to_end(model, inputs, "cuda", 4, router, dtype="float16", profiled_ms={},
-                           total_profiled_ms=1.0, op_ratios={}, shares={},
-                           policy=bench.TimingPolicy(reps=5, max_seconds=1.0))
+    e2e = bench.end_to_end(
+        model,
+        inputs,
+        "cuda",
+        4,
+        router,
+        dtype="float16",
+        profiled_ms={},
+        total_profiled_ms=1.0,
+        op_ratios={},
+        shares={},
+        policy=bench.TimingPolicy(reps=5, max_seconds=1.0),
+    )
     assert e2e.outputs_match, (e2e.error, e2e.rel_l2_err, e2e.rel_max_err)
     ran = {c.family: c.tilelang for c in e2e.calls if c.tilelang}
     # ln_1 of block 0 reads the embeddings' dropout; the other four norms each follow a residual add
@@ -118,15 +162,35 @@ def _hf_llama_e2e(families, batch=4, seq=128, **sizes):
     """A 2-layer transformers LlamaModel in fp16 on CUDA, its calls of `families` routed,
     timed end to end on graph replay: (router, e2e)."""
     from transformers import LlamaConfig, LlamaModel
-    cfg = LlamaConfig(**{"num_hidden_layers": 2, "hidden_size": 256, "intermediate_size": 512,
-                         "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1000, **sizes},
-                      attn_implementation="sdpa")
+
+    cfg = LlamaConfig(
+        **{
+            "num_hidden_layers": 2,
+            "hidden_size": 256,
+            "intermediate_size": 512,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 4,
+            "vocab_size": 1000,
+            **sizes,
+        },
+        attn_implementation="sdpa",
+    )
     model = LlamaModel(cfg).cuda().half().eval()
     inputs = (torch.randint(0, 1000, (batch, seq), device="cuda"),)
     router = _route(model, inputs, families)
-    e2e = bench.end_to_end(model, inputs, "cuda", batch, router, dtype="float16", profiled_ms={},
-                           total_profiled_ms=1.0, op_ratios={}, shares={},
-                           policy=bench.TimingPolicy(reps=5, max_seconds=1.0))
+    e2e = bench.end_to_end(
+        model,
+        inputs,
+        "cuda",
+        batch,
+        router,
+        dtype="float16",
+        profiled_ms={},
+        total_profiled_ms=1.0,
+        op_ratios={},
+        shares={},
+        policy=bench.TimingPolicy(reps=5, max_seconds=1.0),
+    )
     assert e2e.outputs_match, (e2e.error, e2e.rel_l2_err, e2e.rel_max_err)
     assert e2e.views[0].method == "cuda_graph", e2e.flags
     return router, e2e
@@ -171,8 +235,14 @@ def test_hf_llama_swiglu_multiply_runs_in_the_up_projection_under_graph_capture_
 def test_hf_llama_grouped_query_attention_runs_in_tilelang_under_graph_capture_on_gpu():
     """Grouped-query attention as transformers calls it (SDPA with enable_gqa, 8 query
     heads over 2 key/value heads, after the rotary embedding): routed, not a fallback."""
-    _, e2e = _hf_llama_e2e(["attention", "rope"], seq=256, hidden_size=512, intermediate_size=1024,
-                           num_attention_heads=8, num_key_value_heads=2)
+    _, e2e = _hf_llama_e2e(
+        ["attention", "rope"],
+        seq=256,
+        hidden_size=512,
+        intermediate_size=1024,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+    )
     rows = [c for c in e2e.calls if c.family == "attention"]
     assert sum(c.tilelang for c in rows) == 2 and not any(c.fallback for c in rows), rows
 
@@ -206,8 +276,9 @@ def test_graph_timer_agrees_with_profiler_kernel_time():
     hw = hardware.detect("cuda")
     shape = (1024, 768, 768)
     kernel = fam.build(shape, "float16", fam.search_space(shape, "float16", hw)[0], hw.target)
-    ob = bench.bench_op(fam, shape, "float16", kernel, "cuda", source="standard", config={},
-                        policy=bench.TimingPolicy(reps=10))
+    ob = bench.bench_op(
+        fam, shape, "float16", kernel, "cuda", source="standard", config={}, policy=bench.TimingPolicy(reps=10)
+    )
     assert ob.tilelang.timer == "cuda_graph" and ob.tilelang_kernel_ms and ob.torch_kernel_ms
     # A 5 µs kernel: graph replay within 30% (or 3 µs) of the kernel time, not ~50 µs of launch.
     assert abs(ob.tilelang.median_ms - ob.tilelang_kernel_ms) < max(0.3 * ob.tilelang_kernel_ms, 0.003)
@@ -224,8 +295,16 @@ def test_compiled_side_of_one_op_is_graph_replayed_like_the_others():
     hw = hardware.detect("cuda")
     shape = (1024, 768)
     kernel = fam.build(shape, "float16", fam.search_space(shape, "float16", hw)[0], hw.target)
-    ob = bench.bench_op(fam, shape, "float16", kernel, "cuda", source="standard", config={},
-                        policy=bench.TimingPolicy(reps=10, compile_mode="max-autotune"))
+    ob = bench.bench_op(
+        fam,
+        shape,
+        "float16",
+        kernel,
+        "cuda",
+        source="standard",
+        config={},
+        policy=bench.TimingPolicy(reps=10, compile_mode="max-autotune"),
+    )
     c = ob.compiled
     assert c is not None and not c.error, c
     assert c.mode == "max-autotune" and c.inductor_mode == "max-autotune-no-cudagraphs"
@@ -241,9 +320,19 @@ def test_compiled_bert_tiny_is_a_third_side_of_graph_replay():
     loaded = models.load_model("bert-tiny", dtype="float16", device="cuda")
     router = _route(loaded.module, loaded.inputs, ["gemm", "layernorm"])
     router.reset()
-    e2e = bench.end_to_end(loaded.module, loaded.inputs, "cuda", loaded.spec.batch_size, router, dtype="float16",
-                           profiled_ms={}, total_profiled_ms=1.0, op_ratios={}, shares={},
-                           policy=bench.TimingPolicy(reps=5, max_seconds=1.0, compile_mode="max-autotune"))
+    e2e = bench.end_to_end(
+        loaded.module,
+        loaded.inputs,
+        "cuda",
+        loaded.spec.batch_size,
+        router,
+        dtype="float16",
+        profiled_ms={},
+        total_profiled_ms=1.0,
+        op_ratios={},
+        shares={},
+        policy=bench.TimingPolicy(reps=5, max_seconds=1.0, compile_mode="max-autotune"),
+    )
     assert e2e.outputs_match, (e2e.error, e2e.rel_l2_err)
     c = e2e.compiled
     assert c is not None and not c.error, c
@@ -270,6 +359,7 @@ def test_each_family_alone_is_timed_by_graph_replay_on_gpu():
     import torch.nn.functional as F
 
     from evaluator.results import FamilyTime
+
     model = _LinearThenAttention().cuda().half().eval()
     x = torch.randn(2, 4, 128, 64, device="cuda", dtype=torch.float16)
 
@@ -284,8 +374,9 @@ def test_each_family_alone_is_timed_by_graph_replay_on_gpu():
     router = swap.Router([kernels.get("gemm"), kernels.get("attention")], table)
     rows = (FamilyTime("gemm", 0.01, 0.3, 0.3), FamilyTime("attention", 0.02, 0.02, 0.02))
     with torch.inference_mode():
-        out, flags, kept = bench._alone(lambda: model(x), router, rows, "cuda",
-                                        bench.TimingPolicy(reps=7, max_seconds=1.0))
+        out, flags, kept = bench._alone(
+            lambda: model(x), router, rows, "cuda", bench.TimingPolicy(reps=7, max_seconds=1.0)
+        )
     gemm, attention = out
     assert router.only("gemm").families() == {"gemm"}
     assert gemm.alone is not None and gemm.alone.high < 0.8, gemm.alone  # 29 extra linears a forward
@@ -304,6 +395,7 @@ def test_transformers_bert_runs_its_eager_program_when_the_timer_captures_it_on_
     runs another program, and the end-to-end view's note says so rather than call the
     difference time between kernels."""
     from transformers import BertConfig, BertModel
+
     model = BertModel(BertConfig(attn_implementation="sdpa")).cuda().half().eval()
     ids = torch.randint(0, 1000, (8, 128), device="cuda")
     with torch.inference_mode():
@@ -325,6 +417,7 @@ def test_transformers_gpt2_is_timed_and_soaked_on_graph_replay_on_gpu():
     from transformers import GPT2Config, GPT2Model
 
     from evaluator.measuring import soak
+
     model = GPT2Model(GPT2Config(n_layer=2, n_embd=256, n_head=4, attn_implementation="sdpa")).cuda().half().eval()
     ids = torch.randint(0, 1000, (2, 128), device="cuda")
     with torch.inference_mode():

@@ -46,5 +46,8 @@ def test_gemm_cluster_matches_linear(cfg, shape, dtype, hw):
 
 
 def test_gemm_gelu_cluster_matches_linear(hw):
-    _check(verify.verify(kernels.get("gemm_gelu"), (512, 2048, 5632), "float16", CONFIGS[0], hw.target, "cuda",
-                         seeds=(0, 1)))
+    _check(
+        verify.verify(
+            kernels.get("gemm_gelu"), (512, 2048, 5632), "float16", CONFIGS[0], hw.target, "cuda", seeds=(0, 1)
+        )
+    )

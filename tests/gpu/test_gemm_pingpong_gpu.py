@@ -49,8 +49,17 @@ def test_gemm_pingpong_matches_linear(name, shape, dtype, hw):
 
 
 def test_gemm_gelu_pingpong_matches_linear(hw):
-    _check(verify.verify(kernels.get("gemm_gelu"), (2048, 3072, 768), "float16", CONFIGS["128x128x4"], hw.target,
-                         "cuda", seeds=(0, 1)))
+    _check(
+        verify.verify(
+            kernels.get("gemm_gelu"),
+            (2048, 3072, 768),
+            "float16",
+            CONFIGS["128x128x4"],
+            hw.target,
+            "cuda",
+            seeds=(0, 1),
+        )
+    )
 
 
 @pytest.mark.parametrize("name", ["128x128x4", "128x64x8-7blocks"])
@@ -74,6 +83,7 @@ SK_SHAPES = [(3152, 3072, 768), (3152, 2304, 768), (2048, 2304, 768), (3000, 100
 @pytest.mark.parametrize("shape", SK_SHAPES)
 def test_gemm_stream_k_matches_linear(shape, dtype, hw):
     from evaluator.kernels.gemm import pingpong as PP
+
     assert PP.sk_splits(shape, SK)
     _check(verify.verify(kernels.get("gemm"), shape, dtype, SK, hw.target, "cuda", seeds=(0, 1, 2)))
 
@@ -105,8 +115,9 @@ def test_gemm_stream_k_counters_reset_across_calls_and_graph_replays(hw):
 # 128x96, which leads the space where its tiles fill one to three rounds
 # (reports/examples/kernels/h200-2026-12-02/kernel_sweep_pingwave.json), with tails in M, N
 # and K (1000 = 10 x 96 + 40 columns).
-@pytest.mark.parametrize("shape,dtype", [((2048, 2304, 768), "float16"), ((1024, 3072, 768), "bfloat16"),
-                                         ((1000, 1000, 3000), "float16")])
+@pytest.mark.parametrize(
+    "shape,dtype", [((2048, 2304, 768), "float16"), ((1024, 3072, 768), "bfloat16"), ((1000, 1000, 3000), "float16")]
+)
 def test_gemm_pingpong_128x96_matches_linear(shape, dtype, hw):
     cfg = {**CONFIGS["128x128x4"], "block_N": 96, "num_stages": 6}
     _check(verify.verify(kernels.get("gemm"), shape, dtype, cfg, hw.target, "cuda", seeds=(0, 1, 2)))
@@ -119,19 +130,30 @@ def test_gemm_pingpong_128x96_matches_linear(shape, dtype, hw):
 SWAP = {**CONFIGS["128x128x4"], "block_N": 144, "swap_ab": 1}
 
 
-@pytest.mark.parametrize("cfg", [SWAP, {**SWAP, "direct": 1, "num_stages": 6},
-                                 {**CONFIGS["128x128x4"], "direct": 1, "num_stages": 6},
-                                 {**SWAP, "block_N": 96, "num_stages": 6}, {**SWAP, "block_N": 48, "num_stages": 8}],
-                         ids=["swap", "swap-direct", "direct", "swap-96", "swap-48"])
-@pytest.mark.parametrize("shape,dtype", [((3152, 3072, 768), "float16"), ((3152, 768, 768), "bfloat16"),
-                                         ((1000, 1000, 3000), "float16")])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        SWAP,
+        {**SWAP, "direct": 1, "num_stages": 6},
+        {**CONFIGS["128x128x4"], "direct": 1, "num_stages": 6},
+        {**SWAP, "block_N": 96, "num_stages": 6},
+        {**SWAP, "block_N": 48, "num_stages": 8},
+    ],
+    ids=["swap", "swap-direct", "direct", "swap-96", "swap-48"],
+)
+@pytest.mark.parametrize(
+    "shape,dtype", [((3152, 3072, 768), "float16"), ((3152, 768, 768), "bfloat16"), ((1000, 1000, 3000), "float16")]
+)
 def test_gemm_pingpong_swap_and_direct_match_linear(cfg, shape, dtype, hw):
     _check(verify.verify(kernels.get("gemm"), shape, dtype, cfg, hw.target, "cuda", seeds=(0, 1, 2)))
 
 
 def test_gemm_gelu_tanh_swap_matches_linear(hw):
-    _check(verify.verify(kernels.get("gemm_gelu_tanh"), (2048, 768, 3072), "float16", SWAP, hw.target, "cuda",
-                         seeds=(0, 1)))
+    _check(
+        verify.verify(
+            kernels.get("gemm_gelu_tanh"), (2048, 768, 3072), "float16", SWAP, hw.target, "cuda", seeds=(0, 1)
+        )
+    )
 
 
 # TileLang's own pipeline on y's transpose, 256 features x 144 tokens a tile (outside the
@@ -139,8 +161,15 @@ def test_gemm_gelu_tanh_swap_matches_linear(hw):
 # reports/examples/kernels/h200-2026-12-03/kernel_sweep_swap_attention.json).
 @pytest.mark.parametrize("shape,dtype", [((3152, 3072, 768), "float16"), ((1000, 1000, 3000), "bfloat16")])
 def test_gemm_wave_swap_matches_linear(shape, dtype, hw):
-    cfg = {"block_M": 256, "block_N": 144, "block_K": 64, "num_stages": 3, "threads": 256, "policy": "fullrow",
-           "swap_ab": 1}
+    cfg = {
+        "block_M": 256,
+        "block_N": 144,
+        "block_K": 64,
+        "num_stages": 3,
+        "threads": 256,
+        "policy": "fullrow",
+        "swap_ab": 1,
+    }
     # T.copy, not TMA, loads the tiles: verify's awkward shape may leave K off multiples of 8.
     res = verify.verify(kernels.get("gemm"), shape, dtype, cfg, hw.target, "cuda", seeds=(0, 1, 2))
     assert res.passed, [c for c in res.cases if not c.passed]

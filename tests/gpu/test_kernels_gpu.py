@@ -4,6 +4,7 @@ primary family; split-K and the fused epilogues on shapes no tile divides.
 
 Compiling dominates (nvcc takes 10-30 s per kernel), so a fixture compiles everything
 the correctness tests need in parallel first; the tests then hit the in-process cache."""
+
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
@@ -36,8 +37,11 @@ def precompiled(hw, request):
     # Only the families whose correctness tests this run selected (-k attention compiled
     # all 13 families' kernels in every xdist worker first, and ran past its time limit
     # on the H200).
-    selected = {item.callspec.params["name"] for item in request.session.items
-                if getattr(item, "originalname", "") == "test_family_correct_on_gpu"}
+    selected = {
+        item.callspec.params["name"]
+        for item in request.session.items
+        if getattr(item, "originalname", "") == "test_family_correct_on_gpu"
+    }
     jobs = []
     for name in (n for n in FAMILIES if n in selected):
         for dtype in DTYPES:
@@ -76,6 +80,7 @@ def test_every_candidate_is_correct_or_recorded(name, hw):
 def test_pipeline_on_gpu(tmp_path):
     from evaluator import config as config
     from evaluator import pipeline
+
     cfg = config.build(model="bert-tiny", device="cuda", reports=tmp_path, pdf=False, soak_seconds=2, budget=30)
     out = pipeline.run(cfg)
     r = out.result
@@ -116,12 +121,20 @@ def test_fused_epilogues_on_awkward_shapes_on_gpu(name, hw):
         assert res.passed, [c for c in res.cases if not c.passed]
 
 
-@pytest.mark.parametrize("shape", [(2, 4, 512, 512, 128, 0), (2, 4, 333, 517, 64, 1), (2, 4, 517, 333, 128, 1),
-                                   (4, 4, 197, 197, 64, 0), (2, 12, 300, 300, 64, 1, 36, 36, 36),
-                                   (1, 8, 512, 512, 128, 1, 8, 8, 8), (2, 4, 1000, 1000, 64, 0),
-                                   (1, 8, 512, 512, 64, 1, 8, 2, 2, 2)],
-                         ids=["d128", "causal-Sq<Skv", "causal-Sq>Skv", "one-key-block", "gpt2-views",
-                              "llama-views", "tails", "gqa-views"])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (2, 4, 512, 512, 128, 0),
+        (2, 4, 333, 517, 64, 1),
+        (2, 4, 517, 333, 128, 1),
+        (4, 4, 197, 197, 64, 0),
+        (2, 12, 300, 300, 64, 1, 36, 36, 36),
+        (1, 8, 512, 512, 128, 1, 8, 8, 8),
+        (2, 4, 1000, 1000, 64, 0),
+        (1, 8, 512, 512, 64, 1, 8, 2, 2, 2),
+    ],
+    ids=["d128", "causal-Sq<Skv", "causal-Sq>Skv", "one-key-block", "gpt2-views", "llama-views", "tails", "gqa-views"],
+)
 def test_attention_pingpong_on_gpu(shape, hw):
     # FlashAttention-3's forward (`pingpong`): a TMA
     # producer and two consumer warpgroups, on tails in Sq and Skv, causal both ways, one
@@ -136,8 +149,11 @@ def test_attention_pingpong_on_gpu(shape, hw):
             assert res.passed, (cfg, dtype, [c for c in res.cases if not c.passed])
 
 
-@pytest.mark.parametrize("shape", [(2, 32, 512, 512, 64, 1, 32, 4, 4, 4), (2, 8, 333, 517, 128, 1, 0, 0, 0, 2),
-                                   (4, 8, 197, 197, 64, 0, 0, 0, 0, 1)], ids=["tinyllama-views", "tails", "mqa"])
+@pytest.mark.parametrize(
+    "shape",
+    [(2, 32, 512, 512, 64, 1, 32, 4, 4, 4), (2, 8, 333, 517, 128, 1, 0, 0, 0, 2), (4, 8, 197, 197, 64, 0, 0, 0, 0, 1)],
+    ids=["tinyllama-views", "tails", "mqa"],
+)
 def test_attention_grouped_query_heads_on_gpu(shape, hw):
     # Grouped-query attention (SDPA's enable_gqa) on the family's first configs and the
     # overlap schedule: each query head reads its group's key/value head.
@@ -148,8 +164,11 @@ def test_attention_grouped_query_heads_on_gpu(shape, hw):
         assert res.passed, (cfg, [c for c in res.cases if not c.passed])
 
 
-@pytest.mark.parametrize("shape", [(1000, 1000, 3000), (3000, 1000, 1000), (2048, 5632, 2048), (16, 1000, 2065)],
-                         ids=["tails", "tokens-over-features", "llama-up", "decode"])
+@pytest.mark.parametrize(
+    "shape",
+    [(1000, 1000, 3000), (3000, 1000, 1000), (2048, 5632, 2048), (16, 1000, 2065)],
+    ids=["tails", "tokens-over-features", "llama-up", "decode"],
+)
 def test_gated_product_on_every_whole_k_program_on_gpu(shape, hw):
     # gemm_mul's G read in each epilogue: ping-pong (y's tiles, and its transpose's where
     # M > N), the wave tiles, persistent, and 16-row mma tiles, on tails TMA can address.
@@ -176,9 +195,17 @@ def test_gemm_small_m_tiles_on_gpu(shape, hw):
         assert res.passed, [c for c in res.cases if not c.passed]
 
 
-@pytest.mark.parametrize("shape", [(2, 4, 512, 512, 64, 1), (2, 4, 333, 517, 64, 1), (2, 4, 517, 333, 128, 1),
-                                   (4, 4, 197, 197, 64, 0), (4, 4, 128, 128, 64, 0)],
-                         ids=["causal", "causal-Sq<Skv", "causal-Sq>Skv", "kv-tail", "one-key-block"])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (2, 4, 512, 512, 64, 1),
+        (2, 4, 333, 517, 64, 1),
+        (2, 4, 517, 333, 128, 1),
+        (4, 4, 197, 197, 64, 0),
+        (4, 4, 128, 128, 64, 0),
+    ],
+    ids=["causal", "causal-Sq<Skv", "causal-Sq>Skv", "kv-tail", "one-key-block"],
+)
 def test_attention_masked_blocks_and_overlap_on_gpu(shape, hw):
     # Only key blocks on the diagonal or at the Skv tail build the mask (the first
     # config and the large-shape one), the overlap configs (async WGMMA, hand-ordered
@@ -192,8 +219,11 @@ def test_attention_masked_blocks_and_overlap_on_gpu(shape, hw):
         assert res.passed, (cfg, [c for c in res.cases if not c.passed])
 
 
-@pytest.mark.parametrize("shape", [(2, 4, 197, 197, 64, 0, 12, 12, 12), (2, 4, 333, 517, 64, 1, 4, 4, 4),
-                                   (1, 8, 512, 512, 128, 1, 0, 0, 8)], ids=["timm-packed", "hf-causal", "llama-v"])
+@pytest.mark.parametrize(
+    "shape",
+    [(2, 4, 197, 197, 64, 0, 12, 12, 12), (2, 4, 333, 517, 64, 1, 4, 4, 4), (1, 8, 512, 512, 128, 1, 0, 0, 8)],
+    ids=["timm-packed", "hf-causal", "llama-v"],
+)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_attention_reads_strided_views_in_place_on_gpu(shape, dtype, hw):
     # q, k, v as the transposed views models hand SDPA: TMA descriptors carry the
@@ -235,10 +265,17 @@ def test_fused_split_k_resets_its_counters_across_calls_and_graph_replays(hw):
             torch.testing.assert_close(out, ref, atol=atol, rtol=rtol)
 
 
-@pytest.mark.parametrize("shape", [(32, 56, 56, 64, 256, 1, 1, 1, 0, 1), (4, 14, 14, 1024, 256, 1, 1, 1, 0, 1),
-                                   (4, 56, 56, 256, 512, 1, 1, 2, 0, 1), (4, 56, 56, 60, 60, 3, 3, 1, 1, 1),
-                                   (4, 56, 56, 64, 256, 1, 1, 1, 0, 0)],
-                         ids=["1x1-nchw", "1x1-196px-nchw", "1x1s2-nchw", "3x3-60ch-nchw", "1x1-channels-last"])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (32, 56, 56, 64, 256, 1, 1, 1, 0, 1),
+        (4, 14, 14, 1024, 256, 1, 1, 1, 0, 1),
+        (4, 56, 56, 256, 512, 1, 1, 2, 0, 1),
+        (4, 56, 56, 60, 60, 3, 3, 1, 1, 1),
+        (4, 56, 56, 64, 256, 1, 1, 1, 0, 0),
+    ],
+    ids=["1x1-nchw", "1x1-196px-nchw", "1x1s2-nchw", "3x3-60ch-nchw", "1x1-channels-last"],
+)
 def test_conv2d_layouts_on_gpu(shape, hw):
     # The NCHW schedule's direct 1x1 path (pixel rows of 196 halves are 8-byte aligned
     # only), its gather for strided and 3x3 filters, and the channels_last schedule;
@@ -253,8 +290,12 @@ def test_conv2d_layouts_on_gpu(shape, hw):
 def test_conv2d_routes_each_layout_to_its_kernel_on_gpu(channels_last, hw):
     from tests.routing import count, route_model
 
-    model = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 7, stride=2, padding=3), torch.nn.ReLU(),
-                                torch.nn.Conv2d(32, 64, 1, bias=False), torch.nn.Conv2d(64, 64, 3, padding=1))
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 32, 7, stride=2, padding=3),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(32, 64, 1, bias=False),
+        torch.nn.Conv2d(64, 64, 3, padding=1),
+    )
     model = model.half().cuda().eval()
     x = torch.randn(4, 3, 64, 64, device="cuda", dtype=torch.float16)
     if channels_last:

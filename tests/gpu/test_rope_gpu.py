@@ -44,7 +44,7 @@ def test_rope_variants_match_pytorch_on_gpu(name, dtype, hw):
     inputs = FAM.make_inputs(shape, dtype, "cuda", 0)
     out = FAM.build(shape, dtype, space[0], hw.target)(*inputs)
     rot = shape[6]
-    for o, x in zip(out if isinstance(out, tuple) else (out,), inputs[:2 if shape[3] else 1]):
+    for o, x in zip(out if isinstance(out, tuple) else (out,), inputs[: 2 if shape[3] else 1]):
         o = o.transpose(1, 2) if shape[3] else o
         assert torch.equal(o[..., rot:], x.view(o.shape)[..., rot:])  # the rest copied, bit for bit
 
@@ -63,8 +63,15 @@ def test_models_rotary_calls_run_in_tilelang_under_graph_capture_on_gpu(name, hw
 
     cls, extra, calls = MODELS[name]
     config = getattr(transformers, cls.replace("Model", "Config"))(
-        num_hidden_layers=2, hidden_size=256, num_attention_heads=4, intermediate_size=512, vocab_size=1000,
-        max_position_embeddings=256, attn_implementation="sdpa", **extra)
+        num_hidden_layers=2,
+        hidden_size=256,
+        num_attention_heads=4,
+        intermediate_size=512,
+        vocab_size=1000,
+        max_position_embeddings=256,
+        attn_implementation="sdpa",
+        **extra,
+    )
     model = getattr(transformers, cls)(config).cuda().half().eval()
     inputs = (torch.randint(0, 1000, (4, 128), device="cuda"),)
     table = swap.KernelTable("float16", hw.target)
@@ -78,8 +85,19 @@ def test_models_rotary_calls_run_in_tilelang_under_graph_capture_on_gpu(name, hw
     cfg = FAM.search_space(shape, "float16", hw)[0]
     table.add("rope", shape, cfg, FAM.build(shape, "float16", cfg, hw.target))
     router.reset()
-    e2e = bench.end_to_end(model, inputs, "cuda", 4, router, dtype="float16", profiled_ms={}, total_profiled_ms=1.0,
-                           op_ratios={}, shares={}, policy=bench.TimingPolicy(reps=5, max_seconds=1.0))
+    e2e = bench.end_to_end(
+        model,
+        inputs,
+        "cuda",
+        4,
+        router,
+        dtype="float16",
+        profiled_ms={},
+        total_profiled_ms=1.0,
+        op_ratios={},
+        shares={},
+        policy=bench.TimingPolicy(reps=5, max_seconds=1.0),
+    )
     assert e2e.outputs_match, (e2e.error, e2e.rel_l2_err, e2e.rel_max_err)
     assert e2e.views[0].method == "cuda_graph", e2e.flags
     ran = {(c.family, c.shape): (c.tilelang, c.fallback, c.notes) for c in e2e.calls if c.family == "rope"}
@@ -99,6 +117,6 @@ def test_views_stay_views_on_gpu():
     assert found.notes == () and found.inputs[1].data_ptr() == k.data_ptr() and len(found.shape) == 12
     # the same views 2 bytes off a 16-byte boundary are copied (the kernel's vector loads
     # need alignment), and said
-    q, k, _ = base[1:n + 1].view(b, s, h, 3 * d).transpose(1, 2).chunk(3, dim=-1)
+    q, k, _ = base[1 : n + 1].view(b, s, h, 3 * d).transpose(1, 2).chunk(3, dim=-1)
     off = plan(q, k, cos, sin, partial)
     assert off.notes == ("input copied to contiguous",) and len(off.shape) == 8  # dense: no strides in the shape

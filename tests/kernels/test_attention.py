@@ -23,8 +23,15 @@ from evaluator.results import Hardware
 
 FAM = A.FAMILY
 CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
-H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
-                smem_per_block=232448, compute_capability="9.0")
+H200 = Hardware(
+    target="cuda",
+    device="cuda",
+    name="NVIDIA H200",
+    platform="h200",
+    cores=132,
+    smem_per_block=232448,
+    compute_capability="9.0",
+)
 SM90 = "cuda -arch=sm_90a"
 SMALL = (1, 2, 128, 128, 64, 0)
 OVERLAP = {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256, "overlap": True}
@@ -119,11 +126,23 @@ def test_build_is_cached_and_validates_config():
 # ---------------------------------------------------------------- shapes and data
 
 
-@pytest.mark.parametrize("bad", [(1, 2, 128, 128, 64, 2), (1, 2, 128, 128, 64), (1, 0, 128, 128, 64, 0),
-                                 (1, 2, -3, 128, 64, 1), ("a", 2, 3, 4, 5, 0)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        (1, 2, 128, 128, 64, 2),
+        (1, 2, 128, 128, 64),
+        (1, 0, 128, 128, 64, 0),
+        (1, 2, -3, 128, 64, 1),
+        ("a", 2, 3, 4, 5, 0),
+    ],
+)
 def test_shape_validation(bad):
-    for call in (lambda: FAM.make_inputs(bad, "float32", "cpu", 0), lambda: FAM.flops(bad),
-                 lambda: FAM.search_space(bad, "float32", CPU), lambda: FAM.build(bad, "float32", {}, "c")):
+    for call in (
+        lambda: FAM.make_inputs(bad, "float32", "cpu", 0),
+        lambda: FAM.flops(bad),
+        lambda: FAM.search_space(bad, "float32", CPU),
+        lambda: FAM.build(bad, "float32", {}, "c"),
+    ):
         with pytest.raises(KernelError, match="B, H, Sq, Skv, D"):
             call()
 
@@ -153,7 +172,7 @@ def test_metrics():
     # Longer key sequences average more values: smaller outputs, smaller atol.
     assert FAM.tolerance("float32", (1, 1, 8, 4096, 64, 0))[0] < FAM.tolerance("float32", (1, 1, 8, 128, 64, 0))[0]
     # ... down to one output ulp at magnitude 1 in fp16 (short causal rows round P at O(1))
-    assert FAM.tolerance("float16", (1, 1, 8, 4096, 64, 1))[0] == 2.0 ** -10
+    assert FAM.tolerance("float16", (1, 1, 8, 4096, 64, 1))[0] == 2.0**-10
 
 
 def test_standard_shapes():
@@ -199,9 +218,16 @@ def test_problem_shape_from_input_shapes():
     assert FAM.problem_shape(sdpa, []) is None
 
 
-@pytest.mark.parametrize("shape", [(1, 4, 100, 77, 32, 1, 0, 0, 0, 2), (2, 4, 64, 64, 32, 0, 4, 2, 2, 2),
-                                   (1, 8, 50, 70, 16, 1, 8, 1, 1, 1), (1, 6, 33, 33, 16, 0, 0, 0, 0, 3)],
-                         ids=["causal-tails", "views", "one-kv-head-views", "group-of-2"])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (1, 4, 100, 77, 32, 1, 0, 0, 0, 2),
+        (2, 4, 64, 64, 32, 0, 4, 2, 2, 2),
+        (1, 8, 50, 70, 16, 1, 8, 1, 1, 1),
+        (1, 6, 33, 33, 16, 0, 0, 0, 0, 3),
+    ],
+    ids=["causal-tails", "views", "one-kv-head-views", "group-of-2"],
+)
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_grouped_query_heads_match_sdpa_with_enable_gqa_on_cpu(shape, dtype):
     # llama 2/3's, Mistral's, Qwen's attention: query head h reads key/value head
@@ -211,8 +237,12 @@ def test_grouped_query_heads_match_sdpa_with_enable_gqa_on_cpu(shape, dtype):
     H, Hkv = shape[1], FAM.check(shape)[9]
     assert k.shape[1] == v.shape[1] == Hkv < H
     if Hkv > 1:  # reading head h % Hkv instead (k.repeat's order) does not pass
-        wrong = F.scaled_dot_product_attention(q.float(), k.float().repeat(1, H // Hkv, 1, 1),
-                                               v.float().repeat(1, H // Hkv, 1, 1), is_causal=bool(shape[5]))
+        wrong = F.scaled_dot_product_attention(
+            q.float(),
+            k.float().repeat(1, H // Hkv, 1, 1),
+            v.float().repeat(1, H // Hkv, 1, 1),
+            is_causal=bool(shape[5]),
+        )
         assert not torch.allclose(kernel(q, k, v).float(), wrong, atol=1e-2, rtol=1e-2)
 
 
@@ -229,19 +259,37 @@ def test_grouped_query_shapes_check_route_and_count():
     assert FAM.flops(gqa) == FAM.flops(gqa[:6])
     assert FAM.layout_free((2, 32, 512, 512, 64, 1, 32, 4, 4, 4)) == gqa
     q, k = torch.randn(1, 4, 8, 16), torch.randn(1, 2, 8, 16)
-    assert FAM.route(F.scaled_dot_product_attention, (q, k, k), {"enable_gqa": True}, "float32").shape \
-        == (1, 4, 8, 8, 16, 0, 0, 0, 0, 2)
+    assert FAM.route(F.scaled_dot_product_attention, (q, k, k), {"enable_gqa": True}, "float32").shape == (
+        1,
+        4,
+        8,
+        8,
+        16,
+        0,
+        0,
+        0,
+        0,
+        2,
+    )
     assert "without enable_gqa" in FAM.route(F.scaled_dot_product_attention, (q, k, k), {}, "float32")
-    assert "differ" in FAM.route(F.scaled_dot_product_attention, (q, torch.randn(1, 3, 8, 16),
-                                                                  torch.randn(1, 3, 8, 16)), {"enable_gqa": True},
-                                 "float32")
+    assert "differ" in FAM.route(
+        F.scaled_dot_product_attention,
+        (q, torch.randn(1, 3, 8, 16), torch.randn(1, 3, 8, 16)),
+        {"enable_gqa": True},
+        "float32",
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cfg", [{"block_M": 128, "block_N": 128, "num_stages": 1, "threads": 256},
-                                 {"block_M": 64, "block_N": 128, "num_stages": 2, "threads": 128, "overlap": True},
-                                 {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256, "pingpong": True}],
-                         ids=["ws", "overlap", "pingpong"])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        {"block_M": 128, "block_N": 128, "num_stages": 1, "threads": 256},
+        {"block_M": 64, "block_N": 128, "num_stages": 2, "threads": 128, "overlap": True},
+        {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256, "pingpong": True},
+    ],
+    ids=["ws", "overlap", "pingpong"],
+)
 def test_grouped_query_heads_lower_for_sm90_reading_the_groups_head(cfg):
     # TinyLlama's 32 query heads over 4 key/value heads, as its views: head by reads kv head by / 8.
     src = C.lower_source(FAM.program((4, 32, 512, 512, 64, 1, 32, 4, 4, 4), "float16", cfg, SM90), SM90)
@@ -283,8 +331,11 @@ def test_gpu_search_space_fits_device(D):
     assert 4 <= len(space) <= 14
     # What measured fastest on the H200 for this kind of shape comes first (A._measured_first).
     assert space[0] == A._measured_first(D, True, 4096)
-    assert space[0] == ({"block_M": 128, "block_N": 128, "num_stages": 1, "threads": 256} if D == 128 else
-                        {**OVERLAP, "block_M": 64, "block_N": 128, "threads": 128})
+    assert space[0] == (
+        {"block_M": 128, "block_N": 128, "num_stages": 1, "threads": 256}
+        if D == 128
+        else {**OVERLAP, "block_M": 64, "block_N": 128, "threads": 128}
+    )
     for c in space:
         assert FAM.reject_reason(shape, "float16", c, H200) is None
         assert (c["block_M"] * D + 2 * c["block_N"] * D * c["num_stages"]) * 2 <= H200.smem_per_block
@@ -312,8 +363,9 @@ def test_overlap_config_checks():
     assert A.GPU_DEFAULTS["overlap"] is False
     assert FAM.reject_reason(GPU_SHAPE, "float16", OVERLAP, H200) is None
     assert "num_stages must be 2" in FAM.reject_reason(GPU_SHAPE, "float16", {**OVERLAP, "num_stages": 1}, H200)
-    assert "multiple of 128" in FAM.reject_reason(GPU_SHAPE, "float16",
-                                                  {**OVERLAP, "block_M": 32, "block_N": 32, "threads": 64}, H200)
+    assert "multiple of 128" in FAM.reject_reason(
+        GPU_SHAPE, "float16", {**OVERLAP, "block_M": 32, "block_N": 32, "threads": 64}, H200
+    )
     a100 = Hardware(**{**H200.__dict__, "name": "NVIDIA A100", "compute_capability": "8.0", "smem_per_block": 166912})
     assert "sm_90" in FAM.reject_reason(GPU_SHAPE, "float16", OVERLAP, a100)
     assert not [c for c in FAM.search_space(GPU_SHAPE, "float16", a100) if c.get("overlap")]
@@ -330,15 +382,30 @@ def test_overlap_schedule_is_a_valid_order():
     at = {n: (stage[i], order[i]) for i, n in enumerate(names)}
     # (stage, order) of each producer before its consumer, as TileLang checks; the K
     # load runs a stage ahead of S, and PV a stage behind the softmax that makes P.
-    for src, dst in [("copy_k", "qk"), ("init_s", "qk"), ("qk", "softmax0"), ("softmax7", "cast"), ("cast", "pv"),
-                     ("copy_v", "pv"), ("softmax4", "rescale"), ("rescale", "pv"), ("wait_qk", "softmax0"),
-                     ("wait_pv", "cast"), ("wait_pv", "sync")]:
+    for src, dst in [
+        ("copy_k", "qk"),
+        ("init_s", "qk"),
+        ("qk", "softmax0"),
+        ("softmax7", "cast"),
+        ("cast", "pv"),
+        ("copy_v", "pv"),
+        ("softmax4", "rescale"),
+        ("rescale", "pv"),
+        ("wait_qk", "softmax0"),
+        ("wait_pv", "cast"),
+        ("wait_pv", "sync"),
+    ]:
         assert at[src] < at[dst], (src, dst)
     assert at["copy_k"][0] < at["qk"][0] < at["pv"][0]
     # Within an iteration: S of the next block and PV of this one are issued, then the
     # wait for S, then its softmax, which runs while PV is on the tensor cores.
-    assert order[names.index("qk")] < order[names.index("pv")] < order[names.index("wait_qk")] \
-        < order[names.index("softmax0")] < order[names.index("wait_pv")]
+    assert (
+        order[names.index("qk")]
+        < order[names.index("pv")]
+        < order[names.index("wait_qk")]
+        < order[names.index("softmax0")]
+        < order[names.index("wait_pv")]
+    )
 
 
 def test_reject_reason():
@@ -444,8 +511,11 @@ def _mask_guards(src):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shape", [(4, 32, 4096, 4096, 128, 0), (4, 12, 512, 512, 64, 1), (16, 12, 197, 197, 64, 0)],
-                         ids=["full", "causal", "kv-tail"])
+@pytest.mark.parametrize(
+    "shape",
+    [(4, 32, 4096, 4096, 128, 0), (4, 12, 512, 512, 64, 1), (16, 12, 197, 197, 64, 0)],
+    ids=["full", "causal", "kv-tail"],
+)
 def test_ws_schedule_masks_only_diagonal_and_tail_blocks(shape):
     cfg = {"block_M": 128, "block_N": 128, "num_stages": 1, "threads": 256}
     src = C.lower_source(FAM.program(shape, "float16", cfg, SM90), SM90)
@@ -461,8 +531,13 @@ def test_ws_schedule_masks_only_diagonal_and_tail_blocks(shape):
 def _issue_order(src):
     """The order the lowered source issues QK^T (wgmma_ss), PV (wgmma_rs), the waits for
     the newest-but-one (W1) and all (W0) wgmma groups, and the softmax's exp2 (EXP)."""
-    marks = [("wgmma_ss<", "QK"), ("wgmma_rs<", "PV"), ("wait_wgmma<1>", "W1"), ("wait_wgmma<0>", "W0"),
-             ("exp2f(", "EXP")]
+    marks = [
+        ("wgmma_ss<", "QK"),
+        ("wgmma_rs<", "PV"),
+        ("wait_wgmma<1>", "W1"),
+        ("wait_wgmma<0>", "W0"),
+        ("exp2f(", "EXP"),
+    ]
     seq = []
     for line in src.splitlines():
         for needle, mark in marks:
@@ -472,9 +547,17 @@ def _issue_order(src):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shape", [(4, 32, 4096, 4096, 128, 1), (4, 12, 512, 512, 64, 1), (16, 12, 197, 197, 64, 0),
-                                   (2, 3, 135, 119, 64, 1), (2, 3, 119, 135, 128, 1)],
-                         ids=["s4096-d128-causal", "gpt2-causal", "vit-tail", "Sq>Skv-causal", "Sq<Skv-causal"])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (4, 32, 4096, 4096, 128, 1),
+        (4, 12, 512, 512, 64, 1),
+        (16, 12, 197, 197, 64, 0),
+        (2, 3, 135, 119, 64, 1),
+        (2, 3, 119, 135, 128, 1),
+    ],
+    ids=["s4096-d128-causal", "gpt2-causal", "vit-tail", "Sq>Skv-causal", "Sq<Skv-causal"],
+)
 def test_overlap_lowers_for_sm90_with_softmax_under_pv(shape):
     src = C.lower_source(FAM.program(shape, "float16", OVERLAP, SM90), SM90)
     # No producer warpgroup: all 256 threads load K and V with cp.async (zero-filled
@@ -507,8 +590,7 @@ def test_cuda_schedule_compiles_for_sm90():
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 # One warpgroup with split_count at head dim 128 spills 56 bytes (255 registers). The
 # space leaves split_count out (slower on the H200, 2026-12-03 sweep); it stays buildable.
-@pytest.mark.parametrize("block_N,D,one_wg", [(128, 128, False), (64, 128, False), (128, 64, False),
-                                             (128, 64, True)])
+@pytest.mark.parametrize("block_N,D,one_wg", [(128, 128, False), (64, 128, False), (128, 64, False), (128, 64, True)])
 def test_overlap_wgmma_stays_asynchronous_in_ptxas(block_N, D, one_wg, tmp_path):
     # ptxas serializes every wgmma of a kernel (warning C7514) when a non-wgmma
     # instruction touches an accumulator while its wgmma is in flight, or when it cannot
@@ -574,8 +656,20 @@ def _ptxas_log(tmp_path, shape, cfg):
     prim = FAM.program(shape, "float16", cfg, SM90)
     src.write_text(C.lower_source(prim, SM90))
     fast = ["--use_fast_math"] if prim.attrs and "tilelang_pass_configs" in prim.attrs else []  # as TileLang builds it
-    cmd = ["nvcc", *default_compile_options(), *fast, "-w", "-gencode", "arch=compute_90a,code=sm_90a", "-cubin",
-           "-Xptxas", "-v", "-o", str(tmp_path / "attention.cubin"), str(src)]
+    cmd = [
+        "nvcc",
+        *default_compile_options(),
+        *fast,
+        "-w",
+        "-gencode",
+        "arch=compute_90a,code=sm_90a",
+        "-cubin",
+        "-Xptxas",
+        "-v",
+        "-o",
+        str(tmp_path / "attention.cubin"),
+        str(src),
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     log = res.stdout + res.stderr
     assert res.returncode == 0, log[-2000:]
@@ -602,7 +696,7 @@ def test_sdpa_routes_from_any_call_site_and_counts_masks():
             B, S, _ = x.shape
             q, k, v = self.qkv(x).view(B, S, 3, 2, 16).permute(2, 0, 3, 1, 4)
             a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            b = F.scaled_dot_product_attention(q, k, v, scale=16 ** -0.5)
+            b = F.scaled_dot_product_attention(q, k, v, scale=16**-0.5)
             mask = torch.ones(S, S, dtype=torch.bool).tril()
             c = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
             d = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=True)
@@ -615,5 +709,8 @@ def test_sdpa_routes_from_any_call_site_and_counts_masks():
     reasons = {r for c in router.counts() for r in c.fallback}
     notes = {n for c in router.counts() for n in c.notes}
     assert reasons == {"explicit attention mask with is_causal"} and not notes
-    assert {c.shape for c in router.counts() if c.tilelang} == {"2x2x19x19x16x1x6x6x6", "2x2x19x19x16x0x6x6x6",
-                                                                "2x2x19x19x16x0x6x6x6x0x1x11"}
+    assert {c.shape for c in router.counts() if c.tilelang} == {
+        "2x2x19x19x16x1x6x6x6",
+        "2x2x19x19x16x0x6x6x6",
+        "2x2x19x19x16x0x6x6x6x0x1x11",
+    }

@@ -25,7 +25,7 @@ SM90 = "cuda -arch=sm_90a"
 def views(B, S, H, D, pitch=None, offset=0):
     """heads [offset, offset + H) of a [B, S, pitch, D] buffer, as [B, H, S, D]."""
     base = torch.randn(B, S, pitch or H, D)
-    return base[:, :, offset:offset + H].transpose(1, 2)
+    return base[:, :, offset : offset + H].transpose(1, 2)
 
 
 def test_row_pitch_of_a_contiguous_tensor_is_zero():
@@ -72,12 +72,16 @@ def test_problem_shape_reads_pitches_from_profiled_strides():
     assert FAM.problem_shape(A.SDPA, shapes) == (2, 12, 128, 128, 64, 0)
 
 
-@pytest.mark.parametrize("shape", [
-    (2, 3, 37, 37, 16, 1, 3, 3, 3),     # Hugging Face: every operand a [B, S, H, D] view
-    (1, 2, 45, 45, 32, 0, 6, 6, 6),     # timm: packed qkv, k and v at head offsets 2 and 4
-    (1, 2, 45, 77, 32, 1, 0, 0, 2),     # llama: q, k rotated (contiguous), v a view; Sq < Skv
-    (2, 2, 77, 45, 16, 0, 5, 0, 3),     # mixed pitches, Sq > Skv, pitch > H without packing
-], ids=["hf", "timm-packed", "llama", "mixed"])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (2, 3, 37, 37, 16, 1, 3, 3, 3),  # Hugging Face: every operand a [B, S, H, D] view
+        (1, 2, 45, 45, 32, 0, 6, 6, 6),  # timm: packed qkv, k and v at head offsets 2 and 4
+        (1, 2, 45, 77, 32, 1, 0, 0, 2),  # llama: q, k rotated (contiguous), v a view; Sq < Skv
+        (2, 2, 77, 45, 16, 0, 5, 0, 3),  # mixed pitches, Sq > Skv, pitch > H without packing
+    ],
+    ids=["hf", "timm-packed", "llama", "mixed"],
+)
 def test_cpu_reads_strided_operands_in_place(shape):
     kernel = FAM.build(shape, "float32", FAM.search_space(shape, "float32", CPU)[0], "c")
     assert isinstance(kernel, A.StridedAttention)
@@ -108,12 +112,18 @@ def test_strided_kernel_refuses_other_strides():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shape,cfg", [
-    ((4, 12, 512, 512, 64, 1, 12, 12, 12), {"block_M": 64, "block_N": 128, "num_stages": 2, "threads": 128,
-                                            "overlap": True}),
-    ((16, 12, 197, 197, 64, 0, 36, 36, 36), {"block_M": 128, "block_N": 64, "num_stages": 1, "threads": 256}),
-    ((1, 32, 512, 512, 64, 1, 0, 0, 32), {"block_M": 128, "block_N": 128, "num_stages": 1, "threads": 256}),
-], ids=["gpt2-overlap", "vit-packed-ws", "llama-ws"])
+@pytest.mark.parametrize(
+    "shape,cfg",
+    [
+        (
+            (4, 12, 512, 512, 64, 1, 12, 12, 12),
+            {"block_M": 64, "block_N": 128, "num_stages": 2, "threads": 128, "overlap": True},
+        ),
+        ((16, 12, 197, 197, 64, 0, 36, 36, 36), {"block_M": 128, "block_N": 64, "num_stages": 1, "threads": 256}),
+        ((1, 32, 512, 512, 64, 1, 0, 0, 32), {"block_M": 128, "block_N": 128, "num_stages": 1, "threads": 256}),
+    ],
+    ids=["gpt2-overlap", "vit-packed-ws", "llama-ws"],
+)
 def test_strided_operands_lower_for_sm90_with_tma(shape, cfg):
     """The strides live in the TMA descriptors: the warp-specialized loop keeps its TMA
     loads, and the output of a strided q is stored by TMA into [B, Sq, H, D]."""

@@ -28,8 +28,15 @@ from tests.routing import count, route_model
 
 FAM = A.FAMILY
 CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
-H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
-                smem_per_block=232448, compute_capability="9.0")
+H200 = Hardware(
+    target="cuda",
+    device="cuda",
+    name="NVIDIA H200",
+    platform="h200",
+    cores=132,
+    smem_per_block=232448,
+    compute_capability="9.0",
+)
 SM90 = "cuda -arch=sm_90a"
 SDPA = F.scaled_dot_product_attention
 
@@ -119,8 +126,10 @@ def test_scale_is_a_kernel_parameter(scale, mask):
     torch.testing.assert_close(kernel(*inputs), want, atol=2e-5, rtol=2e-5)
     assert not torch.allclose(cpu_kernel(shape, "float32")(*inputs), want, atol=1e-3, rtol=1e-3)
     # 0 is SDPA's default, 1/sqrt(D): the same program as no scale at all.
-    assert FAM.program(shape, "float32", {"block_M": 16, "block_N": 32, "scale": 0.0}, "c").script() \
+    assert (
+        FAM.program(shape, "float32", {"block_M": 16, "block_N": 32, "scale": 0.0}, "c").script()
         == FAM.program(shape, "float32", {"block_M": 16, "block_N": 32}, "c").script()
+    )
     with pytest.raises(KernelError, match="scale must be positive"):
         FAM.program(shape, "float32", {"scale": -1.0}, "c")
 
@@ -140,7 +149,10 @@ def test_rows_the_mask_hides_entirely_match_pytorch(dtype):
     hidden[..., 0] = False
     hidden[0, 0, 3] = True  # row 3 sees no key
     bias = torch.randn(B, H, Sq, Skv, generator=g).to(tdtype)
-    cases = [(~hidden, (P.MASK_BOOL, 1011), "zero"), (bias.masked_fill(hidden, -math.inf), (P.MASK_FLOAT, 1111), "zero")]
+    cases = [
+        (~hidden, (P.MASK_BOOL, 1011), "zero"),
+        (bias.masked_fill(hidden, -math.inf), (P.MASK_FLOAT, 1111), "zero"),
+    ]
     if dtype == "float32":  # transformers' padding value (fp16's min, -65504, is an ordinary score)
         cases.append((bias.masked_fill(hidden, torch.finfo(torch.float32).min), (P.MASK_FLOAT, 1111), "mean"))
     for mask, (kind, spread), row3 in cases:
@@ -165,12 +177,14 @@ def test_masked_shapes_are_checked_and_canonical():
     assert FAM.check((2, 4, 8, 8, 16, 0, 0, 0, 0, 2, 2, 1111)) == (2, 4, 8, 8, 16, 0, 0, 0, 0, 2, 2, 1111)
     assert FAM.check((2, 4, 8, 8, 16, 0, 0, 0, 0, 0, 0, 0)) == (2, 4, 8, 8, 16, 0)  # no mask: dropped
     assert FAM.check((2, 4, 8, 8, 16, 0, 0, 0, 0, 2, 0, 0)) == (2, 4, 8, 8, 16, 0, 0, 0, 0, 2)
-    for bad in [(2, 4, 8, 8, 16, 0, 0, 0, 0, 0, 4, 1011),  # no such kind
-                (2, 4, 8, 8, 16, 0, 0, 0, 0, 0, 1, 1012),  # not binary digits
-                (2, 4, 8, 8, 16, 0, 0, 0, 0, 0, 1, 11111),  # five dims
-                (2, 4, 8, 8, 16, 0, 0, 0, 0, 0, 0, 11),  # dims without a mask
-                (2, 4, 8, 8, 16, 1, 0, 0, 0, 0, 1, 11),  # a mask and causal
-                (2, 4, 8, 8, 16, 0, 0, 0, 0, 0, 1)]:  # eleven fields
+    for bad in [
+        (2, 4, 8, 8, 16, 0, 0, 0, 0, 0, 4, 1011),  # no such kind
+        (2, 4, 8, 8, 16, 0, 0, 0, 0, 0, 1, 1012),  # not binary digits
+        (2, 4, 8, 8, 16, 0, 0, 0, 0, 0, 1, 11111),  # five dims
+        (2, 4, 8, 8, 16, 0, 0, 0, 0, 0, 0, 11),  # dims without a mask
+        (2, 4, 8, 8, 16, 1, 0, 0, 0, 0, 1, 11),  # a mask and causal
+        (2, 4, 8, 8, 16, 0, 0, 0, 0, 0, 1),
+    ]:  # eleven fields
         with pytest.raises(KernelError, match="mask_dims"):
             FAM.check(bad)
     shape = (8, 12, 128, 128, 64, 0, 0, 0, 0, 0, 1, 1011)
@@ -183,19 +197,22 @@ def test_masked_shapes_are_checked_and_canonical():
     assert FAM.flops(shape) == FAM.flops(shape[:6])
 
 
-@pytest.mark.parametrize("size,strides,want", [
-    ((2, 1, 16, 16), (256, 256, 16, 1), 1011),  # BERT's padding mask, materialized
-    ((2, 1, 16, 16), (16, 16, 0, 1), 1001),  # ...expanded from [B, 1, 1, Skv] (stride 0 on Sq)
-    ((2, 1, 16, 16), (0, 256, 16, 1), 11),  # Mistral's window, expanded over the batch
-    ((1, 2, 16, 16), (512, 256, 16, 1), 111),  # T5's bias
-    ((16, 16), (16, 1), 11),  # 2-D, right-aligned as PyTorch broadcasts
-    ((16,), None, 1),  # no strides recorded: sizes alone
-    ((), None, 0),
-    ((2, 2, 16, 16), (512, 256, 16, 1), 1111),
-    ((2, 2, 16, 15), (480, 240, 15, 1), None),  # does not broadcast to Skv = 16
-    ((3, 1, 16, 16), None, None),
-    ((1, 2, 1, 16, 16), None, None),
-])
+@pytest.mark.parametrize(
+    "size,strides,want",
+    [
+        ((2, 1, 16, 16), (256, 256, 16, 1), 1011),  # BERT's padding mask, materialized
+        ((2, 1, 16, 16), (16, 16, 0, 1), 1001),  # ...expanded from [B, 1, 1, Skv] (stride 0 on Sq)
+        ((2, 1, 16, 16), (0, 256, 16, 1), 11),  # Mistral's window, expanded over the batch
+        ((1, 2, 16, 16), (512, 256, 16, 1), 111),  # T5's bias
+        ((16, 16), (16, 1), 11),  # 2-D, right-aligned as PyTorch broadcasts
+        ((16,), None, 1),  # no strides recorded: sizes alone
+        ((), None, 0),
+        ((2, 2, 16, 16), (512, 256, 16, 1), 1111),
+        ((2, 2, 16, 15), (480, 240, 15, 1), None),  # does not broadcast to Skv = 16
+        ((3, 1, 16, 16), None, None),
+        ((1, 2, 1, 16, 16), None, None),
+    ],
+)
 def test_mask_dims_from_sizes_and_strides(size, strides, want):
     assert A.mask_dims_of(size, strides, (2, 2, 16, 16)) == want
 
@@ -214,8 +231,10 @@ def test_problem_shape_names_masked_calls_from_a_real_profile():
     events = [e for e in prof.events() if e.name == A.SDPA]
     assert len(events) == 3
     strides = [getattr(e, "structured_input_strides", None) for e in events]
-    got = [FAM.problem_shape(e.name, e.input_shapes, e.concrete_inputs, input_strides=st,
-                             input_dtypes=e.input_dtypes) for e, st in zip(events, strides)]
+    got = [
+        FAM.problem_shape(e.name, e.input_shapes, e.concrete_inputs, input_strides=st, input_dtypes=e.input_dtypes)
+        for e, st in zip(events, strides)
+    ]
     tail = (0, 0, 0, 0)
     # Where the profiler records strides, the expanded query dim (stride 0) is seen as broadcast.
     assert got[0] == (2, 2, 9, 13, 16, 0) + tail + (P.MASK_BOOL, 1001 if strides[0] else 1011)
@@ -239,7 +258,7 @@ def test_route_takes_masks_and_scales_and_says_why_not():
     assert r.shape == (2, 4, 8, 8, 16, 0, 0, 0, 0, 0, 1, 1011) and r.params == {"scale": 1.0} and not r.notes
     r = route(q, k, k, torch.zeros(4, 8, 8), enable_gqa=True)
     assert r.shape == (2, 4, 8, 8, 16, 0, 0, 0, 0, 2, 2, 111) and r.params == {}
-    assert route(q, q, q, scale=16 ** -0.5).params == {}  # SDPA's default, written out
+    assert route(q, q, q, scale=16**-0.5).params == {}  # SDPA's default, written out
     expanded = torch.ones(2, 1, 1, 8, dtype=torch.bool).expand(2, 1, 8, 8)
     r = route(q, q, q, attn_mask=expanded)
     assert r.shape[10:] == (1, 1001) and not r.notes  # read at [B, 1, 1, Skv], not materialized
@@ -248,8 +267,10 @@ def test_route_takes_masks_and_scales_and_says_why_not():
     h = q.half()
     assert FAM.route(SDPA, (h, h, h), {"attn_mask": torch.zeros(8, 8)}, "float16").shape[10] == P.MASK_FP32
     assert FAM.route(SDPA, (h, h, h), {"attn_mask": torch.zeros(8, 8).half()}, "float16").shape[10] == P.MASK_FLOAT
-    assert route(q, q, q, attn_mask=torch.ones(8, 8, dtype=torch.bool), is_causal=True) \
+    assert (
+        route(q, q, q, attn_mask=torch.ones(8, 8, dtype=torch.bool), is_causal=True)
         == "explicit attention mask with is_causal"
+    )
     assert route(q, q, q, attn_mask=torch.zeros(8, 8, dtype=torch.int64)) == "attention mask of dtype int64"
     assert "not broadcastable" in route(q, q, q, attn_mask=torch.zeros(8, 7))
     assert route(q, q, q, scale=0.0) == "softmax scale not positive and finite"
@@ -277,10 +298,19 @@ def test_masked_gpu_space_keeps_the_measured_first_configs():
         space = FAM.search_space(shape, "float16", H200)
         assert space == FAM.search_space(shape[:6], "float16", H200)  # every schedule takes a mask
         assert all(FAM.reject_reason(shape, "float16", c, H200) is None for c in space)
-    assert FAM.search_space(BERT_MASKED, "float16", H200)[0] == {"block_M": 128, "block_N": 64, "num_stages": 1,
-                                                                "threads": 256}
-    assert FAM.search_space(VIT_BIASED, "float16", H200)[0] == {"block_M": 64, "block_N": 208, "num_stages": 2,
-                                                               "threads": 128, "overlap": True}
+    assert FAM.search_space(BERT_MASKED, "float16", H200)[0] == {
+        "block_M": 128,
+        "block_N": 64,
+        "num_stages": 1,
+        "threads": 256,
+    }
+    assert FAM.search_space(VIT_BIASED, "float16", H200)[0] == {
+        "block_M": 64,
+        "block_N": 208,
+        "num_stages": 2,
+        "threads": 128,
+        "overlap": True,
+    }
 
 
 WS = {"block_M": 128, "block_N": 64, "num_stages": 1, "threads": 256}
@@ -307,14 +337,20 @@ def _consumer(src, me):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shape,cfg", [
-    (BERT_MASKED, WS), (VIT_BIASED, ONE_BLOCK), ((4, 12, 512, 500, 64, 0, 0, 0, 0, 0, 3, 111), OVERLAP),
-    ((2, 12, 300, 300, 64, 0, 12, 12, 12, 4, 1, 1001), PING),
-], ids=["bert-ws", "vit-one-block", "fp32-bias-overlap", "gqa-views-pingpong"])
+@pytest.mark.parametrize(
+    "shape,cfg",
+    [
+        (BERT_MASKED, WS),
+        (VIT_BIASED, ONE_BLOCK),
+        ((4, 12, 512, 500, 64, 0, 0, 0, 0, 0, 3, 111), OVERLAP),
+        ((2, 12, 300, 300, 64, 0, 12, 12, 12, 4, 1, 1001), PING),
+    ],
+    ids=["bert-ws", "vit-one-block", "fp32-bias-overlap", "gqa-views-pingpong"],
+)
 def test_masked_schedules_lower_for_sm90_reading_the_mask(shape, cfg):
     src = _lower(shape, cfg)
     assert "wgmma" in src and "exp2" in src
-    kernel = src[src.index("__global__"):]
+    kernel = src[src.index("__global__") :]
     mtype = {P.MASK_BOOL: "uchar", P.MASK_FLOAT: "half_t", P.MASK_FP32: "float"}[shape[10]]
     assert f"const {mtype}* __restrict__ M" in kernel and _reads_mask(kernel)
     if cfg is WS:
@@ -336,16 +372,22 @@ def test_masked_overlap_keeps_its_softmax_under_pv():
     src = _lower((4, 12, 512, 512, 64, 0, 0, 0, 0, 0, 2, 1111), OVERLAP)
     assert "QK PV W1 EXP W0" in _issue_order(src)
     # The mask is read after S lands and before its exp2.
-    steady = src[src.index("wait_wgmma<1>"):]
-    assert _reads_mask(steady[:steady.index("exp2f(")])
+    steady = src[src.index("wait_wgmma<1>") :]
+    assert _reads_mask(steady[: steady.index("exp2f(")])
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
-@pytest.mark.parametrize("shape,cfg", [(BERT_MASKED, WS), (VIT_BIASED, ONE_BLOCK),
-                                       ((4, 12, 512, 512, 64, 0, 0, 0, 0, 0, 2, 1111), OVERLAP),
-                                       ((4, 12, 512, 512, 64, 0, 0, 0, 0, 0, 1, 1011), PING)],
-                         ids=["bert-ws", "vit-one-block", "bias-overlap", "padding-pingpong"])
+@pytest.mark.parametrize(
+    "shape,cfg",
+    [
+        (BERT_MASKED, WS),
+        (VIT_BIASED, ONE_BLOCK),
+        ((4, 12, 512, 512, 64, 0, 0, 0, 0, 0, 2, 1111), OVERLAP),
+        ((4, 12, 512, 512, 64, 0, 0, 0, 0, 0, 1, 1011), PING),
+    ],
+    ids=["bert-ws", "vit-one-block", "bias-overlap", "padding-pingpong"],
+)
 def test_masked_schedules_build_without_spills_or_serialized_wgmma(shape, cfg, tmp_path):
     from tests.kernels.test_attention import _ptxas_log
 
@@ -368,22 +410,37 @@ def _tiny_ids(seq=16, padded=True):
     ids = torch.randint(0, 100, (2, seq), generator=torch.Generator().manual_seed(0))
     mask = torch.ones(2, seq, dtype=torch.long)
     if padded:
-        mask[1, seq - 6:] = 0  # the second sequence is 6 tokens shorter
+        mask[1, seq - 6 :] = 0  # the second sequence is 6 tokens shorter
     return ids, mask
 
 
 def _bert():
     from transformers import BertConfig, BertModel
 
-    return BertModel(BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=2, intermediate_size=128,
-                                attn_implementation="sdpa")), _tiny_ids()
+    return BertModel(
+        BertConfig(
+            num_hidden_layers=2,
+            hidden_size=64,
+            num_attention_heads=2,
+            intermediate_size=128,
+            attn_implementation="sdpa",
+        )
+    ), _tiny_ids()
 
 
 def _mistral():
     from transformers import MistralConfig, MistralModel
 
-    config = MistralConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
-                           intermediate_size=128, vocab_size=100, sliding_window=4, attn_implementation="sdpa")
+    config = MistralConfig(
+        num_hidden_layers=2,
+        hidden_size=64,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        vocab_size=100,
+        sliding_window=4,
+        attn_implementation="sdpa",
+    )
     return MistralModel(config), _tiny_ids()
 
 
@@ -395,8 +452,15 @@ def _mistral_unpadded():
 def _opt():
     from transformers import OPTConfig, OPTModel
 
-    config = OPTConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=2, ffn_dim=128,
-                       word_embed_proj_dim=64, vocab_size=100, attn_implementation="sdpa")
+    config = OPTConfig(
+        num_hidden_layers=2,
+        hidden_size=64,
+        num_attention_heads=2,
+        ffn_dim=128,
+        word_embed_proj_dim=64,
+        vocab_size=100,
+        attn_implementation="sdpa",
+    )
     return OPTModel(config), _tiny_ids()
 
 
@@ -408,10 +472,23 @@ def _opt_unpadded():
 def _whisper_encoder():
     from transformers import WhisperConfig, WhisperModel
 
-    config = WhisperConfig(d_model=64, encoder_layers=2, decoder_layers=1, encoder_attention_heads=2,
-                           decoder_attention_heads=2, encoder_ffn_dim=128, decoder_ffn_dim=128, num_mel_bins=8,
-                           max_source_positions=16, vocab_size=100, pad_token_id=0, bos_token_id=1, eos_token_id=2,
-                           decoder_start_token_id=1, attn_implementation="sdpa")
+    config = WhisperConfig(
+        d_model=64,
+        encoder_layers=2,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=128,
+        decoder_ffn_dim=128,
+        num_mel_bins=8,
+        max_source_positions=16,
+        vocab_size=100,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        decoder_start_token_id=1,
+        attn_implementation="sdpa",
+    )
     features = torch.randn(2, 8, 32, generator=torch.Generator().manual_seed(0))
     return WhisperModel(config).get_encoder(), (features,)
 
@@ -419,8 +496,9 @@ def _whisper_encoder():
 def _t5():
     from transformers import T5Config, T5EncoderModel
 
-    config = T5Config(num_layers=2, d_model=64, d_kv=32, num_heads=2, d_ff=128, vocab_size=100,
-                      attn_implementation="sdpa")
+    config = T5Config(
+        num_layers=2, d_model=64, d_kv=32, num_heads=2, d_ff=128, vocab_size=100, attn_implementation="sdpa"
+    )
     return T5EncoderModel(config), _tiny_ids()
 
 
@@ -480,7 +558,7 @@ def test_kernel_sweep_times_masked_attention_beside_unmasked():
     shapes = [s for _, s, _, _ in todo]
     assert {BERT_MASKED, VIT_BIASED, (8, 12, 128, 128, 64, 0), (16, 12, 197, 197, 64, 0)} <= set(shapes)
     for fam, shape, configs, own in todo:
-        assert fam == "attention" and own and configs[:len(own)] == own  # the family's space first
+        assert fam == "attention" and own and configs[: len(own)] == own  # the family's space first
         assert all(FAM.reject_reason(shape, "float16", c, H200) is None for c in own)
     inputs = FAM.make_inputs(BERT_MASKED, "float16", "cpu", 0)
     assert inputs[3].shape == (8, 1, 128, 128) and inputs[3].dtype == torch.bool  # what SDPA is timed with

@@ -25,13 +25,32 @@ from tests.barriers import Barrier, interleave
 
 FAM = A.FAMILY
 SM90 = "cuda -arch=sm_90a"
-H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
-                smem_per_block=232448, compute_capability="9.0")
-A100 = Hardware(target="cuda", device="cuda", name="NVIDIA A100", platform="a100", cores=108,
-                smem_per_block=166912, compute_capability="8.0")
+H200 = Hardware(
+    target="cuda",
+    device="cuda",
+    name="NVIDIA H200",
+    platform="h200",
+    cores=132,
+    smem_per_block=232448,
+    compute_capability="9.0",
+)
+A100 = Hardware(
+    target="cuda",
+    device="cuda",
+    name="NVIDIA A100",
+    platform="a100",
+    cores=108,
+    smem_per_block=166912,
+    compute_capability="8.0",
+)
 PING = {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256, "pingpong": True}
-SHAPES = [(4, 32, 4096, 4096, 128, 0), (4, 32, 4096, 4096, 64, 1), (4, 12, 512, 512, 64, 1, 36, 36, 36),
-          (2, 3, 1000, 777, 128, 1), (8, 12, 128, 128, 64, 0)]
+SHAPES = [
+    (4, 32, 4096, 4096, 128, 0),
+    (4, 32, 4096, 4096, 64, 1),
+    (4, 12, 512, 512, 64, 1, 36, 36, 36),
+    (2, 3, 1000, 777, 128, 1),
+    (8, 12, 128, 128, 64, 0),
+]
 IDS = ["d128", "d64-causal", "gpt2-views-causal", "tails-causal", "one-key-block"]
 
 
@@ -53,7 +72,9 @@ def test_pingpong_lowers_to_a_producer_and_two_consumers_that_take_turns(shape):
     assert "__launch_bounds__(384, 1)" in src
     assert src.count(f"warpgroup_reg_alloc<{PPA.CONSUMER_REGS}>") == 2
     assert src.count(f"warpgroup_reg_dealloc<{PPA.PRODUCER_REGS}>") == 1
-    producer = src[src.index(f"warpgroup_reg_dealloc<{PPA.PRODUCER_REGS}>"):src.index("if (((int)threadIdx.x) < 128)")]
+    producer = src[
+        src.index(f"warpgroup_reg_dealloc<{PPA.PRODUCER_REGS}>") : src.index("if (((int)threadIdx.x) < 128)")
+    ]
     # Q once and each key block's K and V, by TMA on the stage's `full` barrier, after
     # both consumers released that stage; no consumer loads anything.
     assert producer.count("tma_load(Q_desc") == 2 and "tma_load(K_desc, full[" in producer
@@ -65,14 +86,14 @@ def test_pingpong_lowers_to_a_producer_and_two_consumers_that_take_turns(shape):
         # one key block: consumer 0's only round waits for nothing
         assert (f"order[{me}].wait(" in mine) == (me == 1 or shape[3] > 128)
         if shape[3] > 128:  # a loop over key blocks: QK^T of t, PV of t-1, wait for QK^T, softmax, wait for PV
-            loop = mine[mine.index("for (int t"):]
+            loop = mine[mine.index("for (int t") :]
             seq = [m for m in re.findall(r"wgmma_ss<|wgmma_rs<|wait_wgmma<1>|exp2f\(|wait_wgmma<0>", loop)]
             steady = [s for i, s in enumerate(seq) if i == 0 or s != seq[i - 1]]
             assert steady[:5] == ["wgmma_ss<", "wgmma_rs<", "wait_wgmma<1>", "exp2f(", "wait_wgmma<0>"], steady
     # The two epilogues sync on named barriers of their own (one id shared by two
     # warpgroups of 128 would let one's threads complete the other's barrier).
     assert len(set(re.findall(r"__sync_thread_partial\((\d+), 128\)", src))) == 2
-    assert "__syncthreads()" not in src[src.index("warpgroup_reg_dealloc"):]
+    assert "__syncthreads()" not in src[src.index("warpgroup_reg_dealloc") :]
     # consumer 0 never waits before its first round; consumer 1 waits for consumer 0's
     first0, first1 = _consumer(src, 0), _consumer(src, 1)
     assert first0.find("order[0].wait(") == -1 or first0.index("order[0].wait(") > first0.index("wgmma_ss<")
@@ -84,8 +105,10 @@ def test_pingpong_buffers_do_not_alias():
     # Everything lives through the whole kernel in one warp-specialized block: the ring,
     # and each consumer's Q tile (which carries its O out at the end), must be disjoint.
     src = _lower((4, 32, 4096, 4096, 128, 0))
-    offsets = {name: int(off) for name, off in
-               re.findall(r"void\* (\w+) = \(\(void\*\)\(\(char\*\)buf_dyn_shmem \+ (\d+)\)\)", src)}
+    offsets = {
+        name: int(off)
+        for name, off in re.findall(r"void\* (\w+) = \(\(void\*\)\(\(char\*\)buf_dyn_shmem \+ (\d+)\)\)", src)
+    }
     ring = 2 * 128 * 128 * 2
     assert sorted(offsets.values()) == [0, ring, 2 * ring, 2 * ring + 64 * 128 * 2], offsets
     assert PPA.smem_bytes(PING, 128, 2) == 2 * ring + 128 * 128 * 2 + 1024
@@ -101,8 +124,15 @@ def test_pingpong_masks_only_its_own_rows_diagonal():
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
-@pytest.mark.parametrize("shape,block_N", [((4, 32, 4096, 4096, 128, 0), 128), ((4, 32, 4096, 4096, 128, 0), 176),
-                                           ((4, 32, 4096, 4096, 64, 1), 128), ((4, 12, 512, 512, 64, 1), 128)])
+@pytest.mark.parametrize(
+    "shape,block_N",
+    [
+        ((4, 32, 4096, 4096, 128, 0), 128),
+        ((4, 32, 4096, 4096, 128, 0), 176),
+        ((4, 32, 4096, 4096, 64, 1), 128),
+        ((4, 12, 512, 512, 64, 1), 128),
+    ],
+)
 def test_pingpong_wgmma_stays_asynchronous_without_spills(shape, block_N, tmp_path):
     from tests.kernels.test_attention import _ptxas_log
 
@@ -118,9 +148,12 @@ def test_config_checks_say_what_pingpong_needs():
     shape = (4, 32, 4096, 4096, 128, 0)
     assert A.GPU_DEFAULTS["pingpong"] is False
     assert FAM.reject_reason(shape, "float16", PING, H200) is None
-    for bad, says in (({"block_M": 64, "threads": 128}, "block_M must be 128"),
-                      ({"num_stages": 1}, "at least 2"), ({"overlap": True}, "not with overlap"),
-                      ({"block_N": 208}, "would spill")):
+    for bad, says in (
+        ({"block_M": 64, "threads": 128}, "block_M must be 128"),
+        ({"num_stages": 1}, "at least 2"),
+        ({"overlap": True}, "not with overlap"),
+        ({"block_N": 208}, "would spill"),
+    ):
         assert says in FAM.reject_reason(shape, "float16", {**PING, **bad}, H200), bad
     assert "sm_90" in FAM.reject_reason(shape, "float16", PING, A100)
 
@@ -134,6 +167,7 @@ def test_pingpong_is_searched_on_hopper_behind_the_measured_first_config(shape):
 
 
 # ---------------------------------------------------------------- the barrier protocol
+
 
 def _simulate(blocks, stages, rng):
     """The program's protocol (its parity functions; one arrival per warpgroup) under a

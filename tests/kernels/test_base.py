@@ -89,8 +89,12 @@ def test_resolve_fills_the_config_and_program_builds_from_it():
     fam = Minimal()
     r = fam.resolve([16, 1], "fp32", {"wide": True}, "c")
     assert r.shape == (16, 1) and r.dtype == "float32" and r.config == {"block": 8, "wide": True}
-    assert fam.program((16, 1), "float32", {"block": 4}, "c") == ("program", (16, 1), "float32",
-                                                                  {"block": 4, "wide": False})
+    assert fam.program((16, 1), "float32", {"block": 4}, "c") == (
+        "program",
+        (16, 1),
+        "float32",
+        {"block": 4, "wide": False},
+    )
 
 
 def test_kernel_parameters_ride_along_in_the_config():
@@ -99,13 +103,16 @@ def test_kernel_parameters_ride_along_in_the_config():
     assert fam.resolve((16, 1), "float32", {"eps": 1e-12}, "c").config["eps"] == 1e-12
 
 
-@pytest.mark.parametrize("shape, dtype, config, target, words", [
-    ((16,), "float32", {}, "c", "minimal: shape must be 2 positive ints (n, flag)"),
-    ((16, 1), "bfloat16", {}, "c", "bfloat16 is not supported on TileLang's CPU backend"),
-    ((16, 1), "float16", {}, "cuda", "minimal: no GPU schedule (target 'cuda')"),
-    ((16, 1), "float32", {"tile": 1}, "c", "minimal: unknown config keys ['tile']"),
-    ((16, 1), "float32", {"block": 12}, "c", "minimal: block must be a power of two"),
-])
+@pytest.mark.parametrize(
+    "shape, dtype, config, target, words",
+    [
+        ((16,), "float32", {}, "c", "minimal: shape must be 2 positive ints (n, flag)"),
+        ((16, 1), "bfloat16", {}, "c", "bfloat16 is not supported on TileLang's CPU backend"),
+        ((16, 1), "float16", {}, "cuda", "minimal: no GPU schedule (target 'cuda')"),
+        ((16, 1), "float32", {"tile": 1}, "c", "minimal: unknown config keys ['tile']"),
+        ((16, 1), "float32", {"block": 12}, "c", "minimal: block must be a power of two"),
+    ],
+)
 def test_resolve_refuses_with_one_line_before_compiling(shape, dtype, config, target, words):
     fam = Minimal()
     with pytest.raises(KernelError, match=re.escape(words)):

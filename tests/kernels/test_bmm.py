@@ -34,8 +34,15 @@ from routing import count, route_model  # noqa: E402
 FAM = get("bmm")
 GEMM = get("gemm")
 CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
-H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
-                smem_per_block=232448, compute_capability="9.0")
+H200 = Hardware(
+    target="cuda",
+    device="cuda",
+    name="NVIDIA H200",
+    platform="h200",
+    cores=132,
+    smem_per_block=232448,
+    compute_capability="9.0",
+)
 SM90 = "cuda -arch=sm_90a"
 
 # Layouts as models make them, each with tails off every tile (M, N, K not multiples of 16).
@@ -142,9 +149,16 @@ def test_shape_is_checked_and_kept_in_its_shortest_form():
     # heads mean nothing without a pitched operand
     assert FAM.check((8, 64, 64, 32, 0, 1, 4)) == (8, 64, 64, 32, 0, 1)
     assert FAM.check((96, 128, 128, 64, 0, 1, 12, 12, 12)) == (96, 128, 128, 64, 0, 1, 12, 12, 12)
-    for bad in [(8, 64, 64), (8, 0, 64, 32), (8, 64, 64, 32, 2), (8, 64, 64, 32, 0, 0, 3, 3),
-                (8, 64, 64, 32, 0, 0, 4, 2), (8, 64, 64, 32, 0, 0, 0, 0, 0, 3),
-                (8, 64, 64, 32, 0, 0, 4, 4, 0, 0, 1), (8, 64, 64, 32, 0, 0, 0, 0, 0, 0, 1, 1)]:
+    for bad in [
+        (8, 64, 64),
+        (8, 0, 64, 32),
+        (8, 64, 64, 32, 2),
+        (8, 64, 64, 32, 0, 0, 3, 3),
+        (8, 64, 64, 32, 0, 0, 4, 2),
+        (8, 64, 64, 32, 0, 0, 0, 0, 0, 3),
+        (8, 64, 64, 32, 0, 0, 4, 4, 0, 0, 1),
+        (8, 64, 64, 32, 0, 0, 0, 0, 0, 0, 1, 1),
+    ]:
         with pytest.raises(KernelError, match="batch, M, N, K"):
             FAM.check(bad)
     # tails only in the matrix dims: the batch is a grid dimension, the rest are layouts
@@ -189,15 +203,18 @@ def _owners(func, *args):
     return [f.name for f in (FAM, GEMM) if f.owns(func, args, {})]
 
 
-@pytest.mark.parametrize("a, b, owner", [
-    ((2, 4, 8, 16), (2, 4, 16, 8), "bmm"),   # eager attention
-    ((8, 16), (2, 16, 4), "bmm"),            # W @ x: the batch is the second operand's
-    ((2, 4, 8, 16), (4, 16, 8), "bmm"),      # broadcast in part: bmm's, and it says why it falls back
-    ((2, 8, 16), (16, 4), "gemm"),           # x @ W
-    ((8, 16), (16, 4), "gemm"),
-    ((16,), (2, 16, 4), None),               # vector products: neither
-    ((2, 8, 16), (16,), None),
-])
+@pytest.mark.parametrize(
+    "a, b, owner",
+    [
+        ((2, 4, 8, 16), (2, 4, 16, 8), "bmm"),  # eager attention
+        ((8, 16), (2, 16, 4), "bmm"),  # W @ x: the batch is the second operand's
+        ((2, 4, 8, 16), (4, 16, 8), "bmm"),  # broadcast in part: bmm's, and it says why it falls back
+        ((2, 8, 16), (16, 4), "gemm"),  # x @ W
+        ((8, 16), (16, 4), "gemm"),
+        ((16,), (2, 16, 4), None),  # vector products: neither
+        ((2, 8, 16), (16,), None),
+    ],
+)
 def test_matmul_goes_to_exactly_one_family(a, b, owner):
     x, y = torch.randn(*a), torch.randn(*b)
     for func in (torch.matmul, torch.Tensor.matmul):
@@ -224,15 +241,45 @@ def test_profiled_ops_map_to_one_family_with_their_layout():
     # BERT-base eager at batch 8: q, v heads of [8, 128, 12, 64] projections, k^T their transposed view
     q, kt, p = [8, 12, 128, 64], [8, 12, 64, 128], [8, 12, 128, 128]
     views, kt_st = [128 * 768, 64, 768, 1], [128 * 768, 64, 1, 768]
-    assert FAM.problem_shape("aten::matmul", [q, kt], input_strides=[views, kt_st]) == (96, 128, 128, 64, 0, 1, 12, 12, 12)
-    assert FAM.problem_shape("aten::matmul", [p, q], input_strides=[BM._contiguous(p), views]) == \
-        (96, 128, 64, 128, 0, 0, 12, 0, 12)
+    assert FAM.problem_shape("aten::matmul", [q, kt], input_strides=[views, kt_st]) == (
+        96,
+        128,
+        128,
+        64,
+        0,
+        1,
+        12,
+        12,
+        12,
+    )
+    assert FAM.problem_shape("aten::matmul", [p, q], input_strides=[BM._contiguous(p), views]) == (
+        96,
+        128,
+        64,
+        128,
+        0,
+        0,
+        12,
+        0,
+        12,
+    )
     assert FAM.problem_shape("aten::matmul", [q, kt]) == (96, 128, 128, 64)  # no strides recorded
-    assert FAM.problem_shape("aten::bmm", [[24, 128, 64], [24, 64, 128]], input_strides=[[8192, 64, 1], [8192, 1, 64]]) \
-        == (24, 128, 128, 64, 0, 1)
+    assert FAM.problem_shape(
+        "aten::bmm", [[24, 128, 64], [24, 64, 128]], input_strides=[[8192, 64, 1], [8192, 1, 64]]
+    ) == (24, 128, 128, 64, 0, 1)
     bloom = [[24, 1, 128], [24, 128, 64], [24, 64, 128]]
-    assert FAM.problem_shape("aten::baddbmm", bloom, [None, None, None, 1.0, 0.125]) == \
-        (24, 128, 128, 64, 0, 0, 0, 0, 0, 2)
+    assert FAM.problem_shape("aten::baddbmm", bloom, [None, None, None, 1.0, 0.125]) == (
+        24,
+        128,
+        128,
+        64,
+        0,
+        0,
+        0,
+        0,
+        0,
+        2,
+    )
     assert FAM.problem_shape("aten::baddbmm", bloom, [None, None, None, 0.0, 0.125]) == (24, 128, 128, 64)
     assert FAM.problem_shape("aten::bmm", [[24, 128, 64], [12, 64, 128]]) is None
 
@@ -242,8 +289,11 @@ def test_profiler_sees_eager_attention_as_bmm_at_the_routed_layout():
     from evaluator.profiling import profile as profiling
     from evaluator.models import load_model
 
-    m = load_model("hf:BertModel,num_hidden_layers=1,hidden_size=32,num_attention_heads=2,intermediate_size=64,"
-                   "attn_implementation=eager", seq_len=24)
+    m = load_model(
+        "hf:BertModel,num_hidden_layers=1,hidden_size=32,num_attention_heads=2,intermediate_size=64,"
+        "attn_implementation=eager",
+        seq_len=24,
+    )
     df = profiling.profile_model(m, iters=1, warmup=0)
     rows = df[df.family == "bmm"]
     assert set(rows.op) == {"aten::matmul"}
@@ -342,7 +392,8 @@ def test_search_spaces_fit_and_start_where_blocks_fill_the_gpu():
     assert (long[0]["block_M"], long[0]["block_N"]) == (128, 256) and any(c["swizzle"] for c in long)
     small = Hardware(**{**H200.__dict__, "smem_per_block": 48 * 1024})
     assert len(FAM.search_space((32, 1024, 1024, 128), "float16", small)) < len(
-        FAM.search_space((32, 1024, 1024, 128), "float16", H200))
+        FAM.search_space((32, 1024, 1024, 128), "float16", H200)
+    )
     assert 1 <= len(FAM.search_space(LAYOUTS["scores"], "float32", CPU)) <= 4
     assert FAM.reject_reason(bert, "float16", {"threads": 96}, H200)
 
@@ -374,9 +425,16 @@ def test_fp32_lowers_to_the_simt_schedule():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shape", [(96, 128, 128, 64, 0, 1, 12, 12, 12), (96, 128, 64, 128, 0, 0, 12, 0, 12),
-                                   (32, 1024, 1024, 128, 0, 1), (32, 1031, 1031, 135, 1, 0),
-                                   (24, 128, 128, 64, 0, 0, 0, 0, 0, 2)])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (96, 128, 128, 64, 0, 1, 12, 12, 12),
+        (96, 128, 64, 128, 0, 0, 12, 0, 12),
+        (32, 1024, 1024, 128, 0, 1),
+        (32, 1031, 1031, 135, 1, 0),
+        (24, 128, 128, 64, 0, 0, 0, 0, 0, 2),
+    ],
+)
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 def test_every_cuda_candidate_lowers_for_sm90(shape, dtype):
     for cfg in FAM.search_space(shape, dtype, H200):
@@ -385,10 +443,15 @@ def test_every_cuda_candidate_lowers_for_sm90(shape, dtype):
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
-@pytest.mark.parametrize("shape, dtype", [((96, 128, 128, 64, 0, 1, 12, 12, 12), "float16"),
-                                          ((32, 1024, 1024, 128, 0, 1), "bfloat16"),
-                                          ((24, 37, 45, 71, 1, 0, 3, 3, 0, 1), "float16"),
-                                          ((96, 128, 64, 128, 0, 0, 12, 0, 12), "float32")])
+@pytest.mark.parametrize(
+    "shape, dtype",
+    [
+        ((96, 128, 128, 64, 0, 1, 12, 12, 12), "float16"),
+        ((32, 1024, 1024, 128, 0, 1), "bfloat16"),
+        ((24, 37, 45, 71, 1, 0, 3, 3, 0, 1), "float16"),
+        ((96, 128, 64, 128, 0, 0, 12, 0, 12), "float32"),
+    ],
+)
 def test_cuda_schedule_compiles_for_sm90(shape, dtype):
     kernel = FAM.build(shape, dtype, FAM.search_space(shape, dtype, H200)[0], SM90)
     assert "__global__" in kernel.source
@@ -436,8 +499,14 @@ def _ids(batch=2, seq=24):
 def test_bert_eager_attention_routes_scores_and_context_beside_gemm():
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    cfg = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                  intermediate_size=64, max_position_embeddings=64)
+    cfg = transformers.BertConfig(
+        vocab_size=100,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
     cfg._attn_implementation = "eager"
     model = transformers.BertModel(cfg)
     # gemm first: torch.matmul is asked of gemm, which leaves the batched products to bmm
@@ -461,15 +530,27 @@ def test_t5_eager_attention_with_position_bias_routes():
 def test_deberta_v2_disentangled_attention_routes_every_bmm():
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    cfg = transformers.DebertaV2Config(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                       intermediate_size=64, max_position_embeddings=64, relative_attention=True,
-                                       pos_att_type=["p2c", "c2p"], position_buckets=16, max_relative_positions=32)
+    cfg = transformers.DebertaV2Config(
+        vocab_size=100,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        relative_attention=True,
+        pos_att_type=["p2c", "c2p"],
+        position_buckets=16,
+        max_relative_positions=32,
+    )
     router, got, expected = route_model(["bmm"], transformers.DebertaV2Model(cfg), (_ids(),))
     # per layer: the scores (k^T / scale: a transposed tensor), c2p and p2c (position keys and
     # queries transposed) and the context
     _all_in_tilelang(router, 8)
     assert {c.shape: c.tilelang for c in router.counts() if c.family == "bmm"} == {
-        "8x24x24x8x0x1": 2, "8x24x32x8x0x1": 4, "8x24x8x24": 2}
+        "8x24x24x8x0x1": 2,
+        "8x24x32x8x0x1": 4,
+        "8x24x8x24": 2,
+    }
     torch.testing.assert_close(got.last_hidden_state, expected.last_hidden_state, atol=1e-5, rtol=1e-5)
 
 
@@ -484,6 +565,6 @@ def test_kernel_sweep_times_bert_and_the_long_product_on_the_family_space_and_a_
     assert [s for _, s, _, _ in todo] == ks.BMM and {f for f, *_ in todo} == {"bmm"}
     assert {s[:4] for s in ks.BMM} == {(96, 128, 128, 64), (96, 128, 64, 128), (32, 1024, 1024, 128)}
     for _, shape, configs, own in todo:
-        assert configs[:len(own)] == own and len(configs) > len(own)
+        assert configs[: len(own)] == own and len(configs) > len(own)
     picked = ks.only_shapes(todo, "96x128x128x64x0x1x12x12x12")
     assert [s for _, s, _, _ in picked] == [(96, 128, 128, 64, 0, 1, 12, 12, 12)]

@@ -26,8 +26,15 @@ from evaluator.results import Hardware
 
 FAM = conv1d_module.FAMILY
 CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
-H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
-                smem_per_block=232448, compute_capability="9.0")
+H200 = Hardware(
+    target="cuda",
+    device="cuda",
+    name="NVIDIA H200",
+    platform="h200",
+    cores=132,
+    smem_per_block=232448,
+    compute_capability="9.0",
+)
 SM90 = "cuda -arch=sm_90a"
 
 # (N, L, C, K, S, stride, pad, ncl[, groups])
@@ -51,9 +58,11 @@ def torch_conv1d(x, w, shape):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
-@pytest.mark.parametrize("shape", [WHISPER_1, WHISPER_2, W2V_FIRST, W2V_POS, NLC, DEPTHWISE],
-                         ids=["whisper-conv1", "whisper-conv2", "w2v-first", "w2v-pos-grouped-nlc", "nlc-s2",
-                              "depthwise"])
+@pytest.mark.parametrize(
+    "shape",
+    [WHISPER_1, WHISPER_2, W2V_FIRST, W2V_POS, NLC, DEPTHWISE],
+    ids=["whisper-conv1", "whisper-conv2", "w2v-first", "w2v-pos-grouped-nlc", "nlc-s2", "depthwise"],
+)
 def test_cpu_matches_conv1d_on_seeds_and_an_awkward_shape(shape, dtype):
     cfg = FAM.search_space(shape, dtype, CPU)[0]
     res = verify.verify(FAM, shape, dtype, cfg, "c", "cpu", seeds=(0, 1, 2))
@@ -96,8 +105,14 @@ def test_shape_encoding_and_geometry():
     assert FAM.layout_free(W2V_POS) == (2, 40, 32, 32, 16, 1, 8, 2)
     assert FAM.flops(WHISPER_2) == 2 * 2 * 32 * 32 * 32 * 3
     assert FAM.bytes(W2V_FIRST, "float16") == 2 * (2 * 400 + 16 * 10 + 2 * 79 * 16)
-    for bad in [(2, 64, 16, 32, 3, 1), (2, 64, 16, 32, 3, 0, 1, 1), (2, 64, 16, 32, 3, 1, 1, 2),
-                (2, 64, 16, 30, 3, 1, 1, 1, 4), (2, 2, 16, 32, 9, 1, 1, 1), (2, "L", 16, 32, 3, 1, 1, 1)]:
+    for bad in [
+        (2, 64, 16, 32, 3, 1),
+        (2, 64, 16, 32, 3, 0, 1, 1),
+        (2, 64, 16, 32, 3, 1, 1, 2),
+        (2, 64, 16, 30, 3, 1, 1, 1, 4),
+        (2, 2, 16, 32, 9, 1, 1, 1),
+        (2, "L", 16, 32, 3, 1, 1, 1),
+    ]:
         with pytest.raises(KernelError, match="conv1d") as err:
             FAM.make_inputs(bad, "float32", "cpu", 0)
         assert "\n" not in str(err.value)
@@ -125,12 +140,20 @@ def test_conv1d_calls_are_this_familys_and_carry_their_shape():
     assert kernels.family_for_aten("aten::convolution", [x, w]) is FAM
     assert kernels.family_for_aten("aten::convolution", [[2, 16, 8, 8], [32, 16, 3, 3]]).name == "conv2d"
     assert FAM.problem_shape("aten::conv1d", [x, w, []], [None, None, None, [1], [1], [1], 1]) == WHISPER_1
-    assert FAM.problem_shape("aten::convolution", [x, w, [], [], [], [], [], [], []],
-                             [None, None, None, [2], [1], [1], False, [0], 1]) == (2, 64, 16, 32, 3, 2, 1, 1)
+    assert FAM.problem_shape(
+        "aten::convolution", [x, w, [], [], [], [], [], [], []], [None, None, None, [2], [1], [1], False, [0], 1]
+    ) == (2, 64, 16, 32, 3, 2, 1, 1)
     assert FAM.problem_shape("aten::conv1d", [x, w, []], [None, None, None, [1], "same", [1], 1]) == WHISPER_1
     # [N, L, C] memory (a transposed view) from x's strides; grouped.
-    assert FAM.problem_shape("aten::conv1d", [[2, 32, 40], [32, 16, 16]], [None, None, None, [1], [8], [1], 2],
-                             input_strides=[[1280, 1, 32], [256, 16, 1]]) == W2V_POS
+    assert (
+        FAM.problem_shape(
+            "aten::conv1d",
+            [[2, 32, 40], [32, 16, 16]],
+            [None, None, None, [1], [8], [1], 2],
+            input_strides=[[1280, 1, 32], [256, 16, 1]],
+        )
+        == W2V_POS
+    )
     assert FAM.problem_shape("aten::conv1d", [x, w, []], [None, None, None, [1], [1], [2], 1]) is None  # dilated
     assert FAM.problem_shape("aten::conv1d", [x, w, []]) is None  # no scalars recorded
 
@@ -153,8 +176,10 @@ def test_problem_shapes_from_a_real_profiler_trace():
     conv = [r for r in rows if r["op"].startswith("aten::conv")]
     # Each call once, at the outermost op, as conv1d's, with its shape: none filed under conv2d.
     assert sorted((r["family"], r["op"], r["shape"]) for r in conv) == [
-        ("conv1d", "aten::conv1d", "2x32x32x32x16x1x8x0x2"), ("conv1d", "aten::conv1d", "2x64x16x32x3x1x1x1"),
-        ("conv1d", "aten::conv1d", "2x64x32x32x3x2x1x1")]
+        ("conv1d", "aten::conv1d", "2x32x32x32x16x1x8x0x2"),
+        ("conv1d", "aten::conv1d", "2x64x16x32x3x1x1x1"),
+        ("conv1d", "aten::conv1d", "2x64x32x32x3x2x1x1"),
+    ]
     assert not [r for r in rows if r["family"] == "conv2d"]
 
 
@@ -177,9 +202,11 @@ def test_search_spaces():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shape", [*conv1d_module.WHISPER_BASE, *conv1d_module.WAV2VEC2_BASE,
-                                   (8, 1500, 512, 512, 3, 1, 1, 0)],
-                         ids=["whisper-conv1", "whisper-conv2", "w2v-first", "w2v-pos", "nlc"])
+@pytest.mark.parametrize(
+    "shape",
+    [*conv1d_module.WHISPER_BASE, *conv1d_module.WAV2VEC2_BASE, (8, 1500, 512, 512, 3, 1, 1, 0)],
+    ids=["whisper-conv1", "whisper-conv2", "w2v-first", "w2v-pos", "nlc"],
+)
 def test_cuda_configs_lower_for_sm90(shape):
     for cfg in FAM.search_space(shape, "float16", H200)[:4]:
         src = C.lower_source(FAM.program(shape, "float16", cfg, SM90), SM90)

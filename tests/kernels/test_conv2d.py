@@ -22,8 +22,15 @@ from evaluator.results import Hardware
 
 FAM = conv_module.FAMILY
 CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
-H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
-                smem_per_block=232448, compute_capability="9.0")
+H200 = Hardware(
+    target="cuda",
+    device="cuda",
+    name="NVIDIA H200",
+    platform="h200",
+    cores=132,
+    smem_per_block=232448,
+    compute_capability="9.0",
+)
 SM90 = "cuda -arch=sm_90a"
 
 # (N, H, W, C, K, R, S, stride, pad): 9 ints are channels_last (nchw = 0)
@@ -51,8 +58,9 @@ def check(shape, dtype, seeds=(0, 1, 2)):
             assert x.is_contiguous() and out.is_contiguous()
             ref = F.conv2d(x.float(), w.float(), stride=stride, padding=pad)
         else:
-            ref = F.conv2d(x.permute(0, 3, 1, 2).float(), w.permute(0, 3, 1, 2).float(), stride=stride,
-                           padding=pad).permute(0, 2, 3, 1)
+            ref = F.conv2d(
+                x.permute(0, 3, 1, 2).float(), w.permute(0, 3, 1, 2).float(), stride=stride, padding=pad
+            ).permute(0, 2, 3, 1)
         assert out.shape == ref.shape and out.dtype == x.dtype
         assert torch.isfinite(out).all()
         assert out.abs().max() > 0.1, "output is (nearly) all zeros"
@@ -79,13 +87,20 @@ def test_cpu_fp16(shape):
     check(shape, "float16")
 
 
-@pytest.mark.parametrize("shape, dtype", [
-    (nchw(S3), "float32"), (nchw(S1S2), "float32"), (nchw(S1), "float16"),
-    ((2, 15, 15, 3, 16, 7, 7, 2, 3, 1), "float16"),  # a 3-channel 7x7 stride-2 stem
-    (FAM.awkward_shape(nchw(S3S2)), "float16"),
-], ids=["3x3s1", "1x1s2", "1x1s1", "stem", "awkward-3x3s2"])
+@pytest.mark.parametrize(
+    "shape, dtype",
+    [
+        (nchw(S3), "float32"),
+        (nchw(S1S2), "float32"),
+        (nchw(S1), "float16"),
+        ((2, 15, 15, 3, 16, 7, 7, 2, 3, 1), "float16"),  # a 3-channel 7x7 stride-2 stem
+        (FAM.awkward_shape(nchw(S3S2)), "float16"),
+    ],
+    ids=["3x3s1", "1x1s2", "1x1s1", "stem", "awkward-3x3s2"],
+)
 def test_cpu_nchw(shape, dtype):
     check(shape, dtype)
+
 
 def test_awkward_shape_has_tails():
     N, H, W, Cin, K, R, S, stride, pad, layout = FAM.awkward_shape(RESNET_3X3)
@@ -118,16 +133,19 @@ def test_build_is_cached_per_key():
 # ---------------------------------------------------------------- shapes, inputs, reference
 
 
-@pytest.mark.parametrize("bad", [
-    (2, 14, 14, 32, 32, 3, 3, 1),  # 8 values
-    (2, 14, 14, 0, 32, 3, 3, 1, 1),  # no channels
-    (2, 14, 14, 32, 32, 3, 3, 0, 1),  # stride 0
-    (2, 14, 14, 32, 32, 3, 3, 1, -1),  # negative padding
-    (2, 2, 14, 32, 32, 5, 5, 1, 1),  # padded input smaller than the filter
-    (2, "a", 14, 32, 32, 3, 3, 1, 1),
-    (2, 14, 14, 32, 32, 3, 3, 1, 1, 2),  # layout flag neither 0 nor 1
-    (2, 14, 14, 32, 32, 3, 3, 1, 1, 1, 0),  # 11 values
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        (2, 14, 14, 32, 32, 3, 3, 1),  # 8 values
+        (2, 14, 14, 0, 32, 3, 3, 1, 1),  # no channels
+        (2, 14, 14, 32, 32, 3, 3, 0, 1),  # stride 0
+        (2, 14, 14, 32, 32, 3, 3, 1, -1),  # negative padding
+        (2, 2, 14, 32, 32, 5, 5, 1, 1),  # padded input smaller than the filter
+        (2, "a", 14, 32, 32, 3, 3, 1, 1),
+        (2, 14, 14, 32, 32, 3, 3, 1, 1, 2),  # layout flag neither 0 nor 1
+        (2, 14, 14, 32, 32, 3, 3, 1, 1, 1, 0),  # 11 values
+    ],
+)
 def test_bad_shapes_raise(bad):
     with pytest.raises(KernelError, match="conv2d"):
         FAM.make_inputs(bad, "float32", "cpu", 0)
@@ -203,16 +221,32 @@ def test_problem_shape_from_concrete_inputs():
     x, w = [32, 64, 56, 56], [64, 64, 3, 3]
     want = (32, 56, 56, 64, 64, 3, 3, 1, 1, 1)  # no strides recorded: NCHW, PyTorch's default
     # Argument lists as torch.profiler reports them (mkldnn and cudnn put padding first).
-    assert FAM.problem_shape("aten::conv2d", [x, w, [], [], [], [], []],
-                             concrete_inputs=[None, None, None, [1, 1], [1, 1], [1, 1], 1]) == want
-    assert FAM.problem_shape("aten::convolution", [x, w, [], [], [], [], [], [], []],
-                             [None, None, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1]) == want
-    assert FAM.problem_shape("aten::mkldnn_convolution", [x, w, [], [], [], [], []],
-                             [None, None, None, [1, 1], [2, 2], [1, 1], 1]) == (32, 56, 56, 64, 64, 3, 3, 2, 1, 1)
-    assert FAM.problem_shape("aten::cudnn_convolution", [x, w, [], [], [], [], [], [], []],
-                             [None, None, [0, 0], [2, 2], [1, 1], 1, False, False, True]) == (32, 56, 56, 64, 64, 3, 3, 2, 0, 1)
-    assert FAM.problem_shape("aten::conv2d", [x, w, [], [], [], [], []],
-                             [None, None, None, [1, 1], "same", [1, 1], 1]) == want
+    assert (
+        FAM.problem_shape(
+            "aten::conv2d", [x, w, [], [], [], [], []], concrete_inputs=[None, None, None, [1, 1], [1, 1], [1, 1], 1]
+        )
+        == want
+    )
+    assert (
+        FAM.problem_shape(
+            "aten::convolution",
+            [x, w, [], [], [], [], [], [], []],
+            [None, None, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1],
+        )
+        == want
+    )
+    assert FAM.problem_shape(
+        "aten::mkldnn_convolution", [x, w, [], [], [], [], []], [None, None, None, [1, 1], [2, 2], [1, 1], 1]
+    ) == (32, 56, 56, 64, 64, 3, 3, 2, 1, 1)
+    assert FAM.problem_shape(
+        "aten::cudnn_convolution",
+        [x, w, [], [], [], [], [], [], []],
+        [None, None, [0, 0], [2, 2], [1, 1], 1, False, False, True],
+    ) == (32, 56, 56, 64, 64, 3, 3, 2, 0, 1)
+    assert (
+        FAM.problem_shape("aten::conv2d", [x, w, [], [], [], [], []], [None, None, None, [1, 1], "same", [1, 1], 1])
+        == want
+    )
     # The layout from x's strides: channels_last, plainly contiguous, and the ambiguous
     # C == 1 case (both at once), which runs as NCHW.
     args = [None, None, None, [1, 1], [1, 1], [1, 1], 1]
@@ -225,26 +259,43 @@ def test_problem_shape_from_concrete_inputs():
     # Not computable by this kernel, or not knowable: None, never a guess.
     assert FAM.problem_shape("aten::conv2d", [x, w, [], [], [], [], []]) is None
     # Groups: an eleventh size, left out where it is 1 (the shape ungrouped calls always had).
-    assert FAM.problem_shape("aten::conv2d", [x, [64, 32, 3, 3], [], [], [], [], []],
-                             [None, None, None, [1, 1], [1, 1], [1, 1], 2]) == want + (2,)
-    assert FAM.problem_shape("aten::conv2d", [x, [64, 1, 3, 3], [], [], [], [], []],
-                             [None, None, None, [1, 1], [1, 1], [1, 1], 64]) == want + (64,)  # depthwise
-    assert FAM.problem_shape("aten::conv2d", [x, [64, 16, 3, 3], [], [], [], [], []],
-                             [None, None, None, [1, 1], [1, 1], [1, 1], 2]) is None  # weight fits no grouping
-    assert FAM.problem_shape("aten::conv2d", [x, w, [], [], [], [], []],
-                             [None, None, None, [1, 1], [1, 1], [2, 2], 1]) is None  # dilation
-    assert FAM.problem_shape("aten::conv2d", [x, w, [], [], [], [], []],
-                             [None, None, None, [1, 2], [1, 1], [1, 1], 1]) is None  # non-square stride
-    assert FAM.problem_shape("aten::convolution", [x, w, [], [], [], [], [], [], []],
-                             [None, None, None, [1, 1], [1, 1], [1, 1], True, [0, 0], 1]) is None  # transposed
+    assert FAM.problem_shape(
+        "aten::conv2d", [x, [64, 32, 3, 3], [], [], [], [], []], [None, None, None, [1, 1], [1, 1], [1, 1], 2]
+    ) == want + (2,)
+    assert FAM.problem_shape(
+        "aten::conv2d", [x, [64, 1, 3, 3], [], [], [], [], []], [None, None, None, [1, 1], [1, 1], [1, 1], 64]
+    ) == want + (64,)  # depthwise
+    assert (
+        FAM.problem_shape(
+            "aten::conv2d", [x, [64, 16, 3, 3], [], [], [], [], []], [None, None, None, [1, 1], [1, 1], [1, 1], 2]
+        )
+        is None
+    )  # weight fits no grouping
+    assert (
+        FAM.problem_shape("aten::conv2d", [x, w, [], [], [], [], []], [None, None, None, [1, 1], [1, 1], [2, 2], 1])
+        is None
+    )  # dilation
+    assert (
+        FAM.problem_shape("aten::conv2d", [x, w, [], [], [], [], []], [None, None, None, [1, 2], [1, 1], [1, 1], 1])
+        is None
+    )  # non-square stride
+    assert (
+        FAM.problem_shape(
+            "aten::convolution",
+            [x, w, [], [], [], [], [], [], []],
+            [None, None, None, [1, 1], [1, 1], [1, 1], True, [0, 0], 1],
+        )
+        is None
+    )  # transposed
     assert FAM.problem_shape("aten::addmm", [x, w], [None, None]) is None
 
 
 def test_problem_shape_from_a_real_profiler_trace():
     from evaluator.profiling.profile import _problem_shape
 
-    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False),
-                                torch.nn.Conv2d(8, 4, 1, bias=True)).eval()
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False), torch.nn.Conv2d(8, 4, 1, bias=True)
+    ).eval()
     for layout in (1, 0):
         x = torch.randn(2, 3, 17, 17)
         if not layout:
@@ -255,8 +306,9 @@ def test_problem_shape_from_a_real_profiler_trace():
         for evt in prof.events():
             if evt.name in FAM.aten_ops:
                 # What profiling records: the family's shape from the event's shapes, scalars and strides.
-                shape = _problem_shape("conv2d", evt.name, evt.input_shapes, evt.concrete_inputs,
-                                       evt.structured_input_strides)
+                shape = _problem_shape(
+                    "conv2d", evt.name, evt.input_shapes, evt.concrete_inputs, evt.structured_input_strides
+                )
                 found.setdefault(evt.name, set()).add(shape)
         assert found["aten::conv2d"] == {f"2x17x17x3x8x3x3x2x1x{layout}", f"2x9x9x8x4x1x1x1x0x{layout}"}
         # Every level of the call chain agrees (the profiler attributes the call to the outermost);
@@ -329,8 +381,12 @@ def test_every_cuda_config_lowers_for_sm90(shape):
 
 
 def test_nchw_space_puts_the_measured_best_first():
-    stem, one, one_s2, three = (conv_module.RESNET50_STEM, conv_module.RESNET50_LAYERS[5],
-                                conv_module.RESNET50_LAYERS[7], conv_module.RESNET50_LAYERS[0])
+    stem, one, one_s2, three = (
+        conv_module.RESNET50_STEM,
+        conv_module.RESNET50_LAYERS[5],
+        conv_module.RESNET50_LAYERS[7],
+        conv_module.RESNET50_LAYERS[0],
+    )
     first = {s: FAM.search_space(s, "float16", H200)[0] for s in (stem, one, one_s2, three)}
     assert first[stem]["block_K"] == 64 and not first[stem].get("via_nhwc")  # the NCHW gather: 2.75x
     assert first[one]["block_N"] == 256  # memory-bound 1x1 over 56x56 pixels
@@ -341,10 +397,17 @@ def test_nchw_space_puts_the_measured_best_first():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shape", [conv_module.RESNET50_STEM, conv_module.RESNET50_LAYERS[5],
-                                   conv_module.RESNET50_LAYERS[6], conv_module.RESNET50_LAYERS[0],
-                                   conv_module.RESNET50_LAYERS[7]],
-                         ids=["stem", "1x1-56", "1x1-14", "3x3", "1x1s2"])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        conv_module.RESNET50_STEM,
+        conv_module.RESNET50_LAYERS[5],
+        conv_module.RESNET50_LAYERS[6],
+        conv_module.RESNET50_LAYERS[0],
+        conv_module.RESNET50_LAYERS[7],
+    ],
+    ids=["stem", "1x1-56", "1x1-14", "3x3", "1x1s2"],
+)
 def test_every_nchw_cuda_config_lowers_for_sm90(shape):
     direct = shape[5] == shape[6] == shape[7] == 1 and shape[8] == 0
     for cfg in FAM.search_space(shape, "float16", H200):
@@ -358,8 +421,9 @@ def test_every_nchw_cuda_config_lowers_for_sm90(shape):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dtype, flat_k, cin", [("bfloat16", False, 40), ("float16", True, 3)],
-                         ids=["bf16-channel-tail", "fp16-flat-k-stem"])
+@pytest.mark.parametrize(
+    "dtype, flat_k, cin", [("bfloat16", False, 40), ("float16", True, 3)], ids=["bf16-channel-tail", "fp16-flat-k-stem"]
+)
 def test_cuda_masked_paths_lower(dtype, flat_k, cin):
     # C = 40 is not a multiple of block_K: both operands masked per channel. C = 3: the
     # flattened R*S*C loop with per-element tap decoding.
@@ -370,8 +434,11 @@ def test_cuda_masked_paths_lower(dtype, flat_k, cin):
 # ---------------------------------------------------------------- 1x1 stream schedule
 
 
-ONE_56, ONE_56_WIDE, ONE_28 = (32, 56, 56, 64, 64, 1, 1, 1, 0, 1), (32, 56, 56, 64, 256, 1, 1, 1, 0, 1), \
-    (32, 28, 28, 100, 100, 1, 1, 1, 0, 1)
+ONE_56, ONE_56_WIDE, ONE_28 = (
+    (32, 56, 56, 64, 64, 1, 1, 1, 0, 1),
+    (32, 56, 56, 64, 256, 1, 1, 1, 0, 1),
+    (32, 28, 28, 100, 100, 1, 1, 1, 0, 1),
+)
 
 
 def test_stream_is_first_for_1x1_over_few_channels_and_rejected_elsewhere():
@@ -388,8 +455,12 @@ def test_stream_is_first_for_1x1_over_few_channels_and_rejected_elsewhere():
     assert FAM.reject_reason(ONE_56, "float16", cfg, H200) is None
     assert FAM.reject_reason(ONE_28, "bfloat16", {**cfg, "block_M": 128, "num_stages": 2}, H200) is None
     # Everywhere else: not in the space, and a one-line reason for the config.
-    for shape, why in [(nchw(RESNET_3X3), "1x1, stride-1"), ((32, 56, 56, 64, 64, 1, 1, 2, 0, 1), "1x1, stride-1"),
-                       (nchw(RESNET_1X1), "at most 128"), (conv_module.RESNET50_STEM, "1x1, stride-1")]:
+    for shape, why in [
+        (nchw(RESNET_3X3), "1x1, stride-1"),
+        ((32, 56, 56, 64, 64, 1, 1, 2, 0, 1), "1x1, stride-1"),
+        (nchw(RESNET_1X1), "at most 128"),
+        (conv_module.RESNET50_STEM, "1x1, stride-1"),
+    ]:
         assert not [c for c in FAM.search_space(shape, "float16", H200) if c.get("stream")], shape
         reason = FAM.reject_reason(shape, "float16", cfg, H200)
         assert why in reason and "\n" not in reason, (shape, reason)
@@ -402,8 +473,9 @@ def test_stream_is_first_for_1x1_over_few_channels_and_rejected_elsewhere():
     narrow = FAM.search_space((32, 28, 28, 64, 64, 1, 1, 1, 0, 1), "float16", H200)
     assert not narrow[0].get("stream") and narrow[1].get("stream")
     # Shared memory counts the whole C x block_N pixel tile per stage.
-    assert "shared memory" in FAM.reject_reason((32, 56, 56, 128, 128, 1, 1, 1, 0, 1), "float16",
-                                                {**cfg, "block_M": 128, "num_stages": 4}, H200)
+    assert "shared memory" in FAM.reject_reason(
+        (32, 56, 56, 128, 128, 1, 1, 1, 0, 1), "float16", {**cfg, "block_M": 128, "num_stages": 4}, H200
+    )
 
 
 @pytest.mark.slow
@@ -412,7 +484,8 @@ def test_stream_lowers_for_sm90(shape):
     # Lowering only (under a second each): TMA loads into a pipelined ring that a
     # producer warpgroup fills (mbarrier waits), wgmma, a TMA store of each tile.
     cfgs = [c for c in FAM.search_space(shape, "float16", H200) if c.get("stream")] or [
-        {"stream": 132, "block_M": 128, "block_N": 256, "num_stages": 2, "threads": 256}]
+        {"stream": 132, "block_M": 128, "block_N": 256, "num_stages": 2, "threads": 256}
+    ]
     for cfg in cfgs:
         for dtype in ("float16", "bfloat16"):
             src = _lower(shape, dtype, cfg)
@@ -432,8 +505,9 @@ def test_cpu_transpose_matches_permute(dims, dtype):
     assert torch.equal(kernel(x), x.permute(0, 2, 1))
 
 
-@pytest.mark.parametrize("shape", [(2, 9, 11, 12, 20, 3, 3, 1, 1, 1), (1, 13, 10, 7, 5, 3, 3, 2, 1, 1)],
-                         ids=["3x3s1", "3x3s2-odd"])
+@pytest.mark.parametrize(
+    "shape", [(2, 9, 11, 12, 20, 3, 3, 1, 1, 1), (1, 13, 10, 7, 5, 3, 3, 2, 1, 1)], ids=["3x3s1", "3x3s2-odd"]
+)
 def test_via_channels_last_wrapper_on_cpu(shape):
     # The via_nhwc call path (transpose x, channels_last kernel, transpose y) on the C
     # backend: the CPU channels_last kernel between the CPU transposes.
@@ -448,8 +522,9 @@ def test_via_channels_last_wrapper_on_cpu(shape):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shape", [(32, 56, 56, 64, 64, 3, 3, 1, 1, 1), (32, 56, 56, 60, 60, 3, 3, 1, 1, 1)],
-                         ids=["64", "60"])
+@pytest.mark.parametrize(
+    "shape", [(32, 56, 56, 64, 64, 3, 3, 1, 1, 1), (32, 56, 56, 60, 60, 3, 3, 1, 1, 1)], ids=["64", "60"]
+)
 def test_transposes_lower_for_sm90(shape):
     N, H, W, Cin, K = shape[:5]
     for dtype in ("float16", "bfloat16"):
@@ -499,9 +574,11 @@ def test_conv2d_routes_nchw_and_channels_last_and_depthwise(channels_last):
 GEMM_1X1 = {"gemm": 1, "block_M": 32, "block_N": 32, "block_K": 16}
 
 
-@pytest.mark.parametrize("shape,dtype", [(S1, "float32"), ((2, 7, 9, 24, 40, 1, 1, 1, 0, 0), "float32"),
-                                         ((3, 5, 11, 72, 24, 1, 1, 1, 0, 0), "float16")],
-                         ids=["14x14", "odd", "fp16"])
+@pytest.mark.parametrize(
+    "shape,dtype",
+    [(S1, "float32"), ((2, 7, 9, 24, 40, 1, 1, 1, 0, 0), "float32"), ((3, 5, 11, 72, 24, 1, 1, 1, 0, 0), "float16")],
+    ids=["14x14", "odd", "fp16"],
+)
 def test_gemm_view_matches_conv2d_on_cpu(shape, dtype):
     # `gemm`: x's NHWC memory as the gemm family's [N*H*W, C] operand and the KRSC weight
     # as its [K, C] one, with a zero bias; y back as [N, H, W, K]. Checked by verify on

@@ -26,8 +26,15 @@ from evaluator.results import Hardware
 
 FAM = conv_module.FAMILY
 CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
-H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
-                smem_per_block=232448, compute_capability="9.0")
+H200 = Hardware(
+    target="cuda",
+    device="cuda",
+    name="NVIDIA H200",
+    platform="h200",
+    cores=132,
+    smem_per_block=232448,
+    compute_capability="9.0",
+)
 SM90 = "cuda -arch=sm_90a"
 
 # (N, H, W, C, K, R, S, stride, pad, nchw, groups)
@@ -39,8 +46,11 @@ GROUPED = (2, 9, 9, 32, 32, 3, 3, 1, 1, 1, 4)  # ResNeXt-style: 8 channels a gro
 GROUPED_S2 = (2, 10, 9, 24, 36, 3, 3, 2, 1, 0, 3)
 
 # MobileNetV2 at batch 32 (torchvision: NCHW, padding 1) and ConvNeXt-T's first stage.
-MOBILENET = [(32, 112, 112, 32, 32, 3, 3, 1, 1, 1, 32), (32, 56, 56, 144, 144, 3, 3, 2, 1, 1, 144),
-             (32, 14, 14, 576, 576, 3, 3, 1, 1, 1, 576)]
+MOBILENET = [
+    (32, 112, 112, 32, 32, 3, 3, 1, 1, 1, 32),
+    (32, 56, 56, 144, 144, 3, 3, 2, 1, 1, 144),
+    (32, 14, 14, 576, 576, 3, 3, 1, 1, 1, 576),
+]
 CONVNEXT = (32, 56, 56, 96, 96, 7, 7, 1, 3, 0, 96)
 RESNEXT = (32, 56, 56, 128, 128, 3, 3, 1, 1, 1, 32)
 
@@ -50,17 +60,20 @@ def torch_conv(x, w, shape):
     stride, pad, groups = shape[7], shape[8], shape[10]
     if shape[9]:
         return F.conv2d(x.float(), w.float(), stride=stride, padding=pad, groups=groups)
-    return F.conv2d(x.permute(0, 3, 1, 2).float(), w.permute(0, 3, 1, 2).float(), stride=stride, padding=pad,
-                    groups=groups).permute(0, 2, 3, 1)
+    return F.conv2d(
+        x.permute(0, 3, 1, 2).float(), w.permute(0, 3, 1, 2).float(), stride=stride, padding=pad, groups=groups
+    ).permute(0, 2, 3, 1)
 
 
 # ---------------------------------------------------------------- CPU correctness
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
-@pytest.mark.parametrize("shape", [DW_S1, DW_S2, DW_7X7, DW_MULT, GROUPED, GROUPED_S2],
-                         ids=["dw-s1-nchw", "dw-s2-nhwc", "dw-7x7-nhwc", "dw-multiplier", "grouped-nchw",
-                              "grouped-s2-nhwc"])
+@pytest.mark.parametrize(
+    "shape",
+    [DW_S1, DW_S2, DW_7X7, DW_MULT, GROUPED, GROUPED_S2],
+    ids=["dw-s1-nchw", "dw-s2-nhwc", "dw-7x7-nhwc", "dw-multiplier", "grouped-nchw", "grouped-s2-nhwc"],
+)
 def test_cpu_matches_conv2d_on_seeds_and_an_awkward_shape(shape, dtype):
     cfg = FAM.search_space(shape, dtype, CPU)[0]
     res = verify.verify(FAM, shape, dtype, cfg, "c", "cpu", seeds=(0, 1, 2))
@@ -106,8 +119,12 @@ def test_groups_are_an_optional_eleventh_size():
     assert FAM.flops(DW_S1) == 2 * N * 12 * 10 * K * R * S
     assert FAM.bytes(DW_S1, "float16") == 2 * (N * H * W * Cin + K * R * S + N * 12 * 10 * K)
     assert FAM.tolerance("float16", MOBILENET[2]) < FAM.tolerance("float16", MOBILENET[2][:10])
-    for bad in [(2, 14, 14, 32, 32, 3, 3, 1, 1, 1, 3), (2, 14, 14, 32, 30, 3, 3, 1, 1, 1, 4),
-                (2, 14, 14, 32, 32, 3, 3, 1, 1, 1, 0), (2, 14, 14, 32, 32, 3, 3, 1, 1, 1, 4, 1)]:
+    for bad in [
+        (2, 14, 14, 32, 32, 3, 3, 1, 1, 1, 3),
+        (2, 14, 14, 32, 30, 3, 3, 1, 1, 1, 4),
+        (2, 14, 14, 32, 32, 3, 3, 1, 1, 1, 0),
+        (2, 14, 14, 32, 32, 3, 3, 1, 1, 1, 4, 1),
+    ]:
         with pytest.raises(KernelError, match="multiples of groups") as err:
             FAM.check(bad)
         assert "\n" not in str(err.value)
@@ -125,16 +142,21 @@ def test_awkward_shapes_move_the_groups_channels():
 def test_problem_shape_from_a_real_profiler_trace():
     from evaluator.profiling.profile import _problem_shape
 
-    model = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8),
-                                torch.nn.Conv2d(8, 16, 3, padding=1, groups=2, bias=False)).eval()
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8),
+        torch.nn.Conv2d(8, 16, 3, padding=1, groups=2, bias=False),
+    ).eval()
     for layout in (1, 0):
         x = torch.randn(2, 8, 13, 13)
         if not layout:
             model, x = model.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
         with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
             model(x)
-        found = {_problem_shape("conv2d", e.name, e.input_shapes, e.concrete_inputs, e.structured_input_strides)
-                 for e in prof.events() if e.name == "aten::conv2d"}
+        found = {
+            _problem_shape("conv2d", e.name, e.input_shapes, e.concrete_inputs, e.structured_input_strides)
+            for e in prof.events()
+            if e.name == "aten::conv2d"
+        }
         assert found == {f"2x13x13x8x8x3x3x2x1x{layout}x8", f"2x7x7x8x16x3x3x1x1x{layout}x2"}
 
 
@@ -154,8 +176,9 @@ def test_search_spaces_offer_only_schedules_that_take_groups():
         for dtype in ("float16", "bfloat16"):
             space = FAM.search_space(shape, dtype, H200)
             # Depthwise: the direct kernel only (a GEMM per channel would be one column wide).
-            assert 3 <= len(space) <= 8 and all(set(c) == {"block_C", "block_H", "block_W", "threads", "vec"}
-                                                for c in space)
+            assert 3 <= len(space) <= 8 and all(
+                set(c) == {"block_C", "block_H", "block_W", "threads", "vec"} for c in space
+            )
             # NCHW: a thread's neighbours along a row first (taps read once), then one a thread.
             assert {c["vec"] for c in space} == ({4, 1} if shape[9] else {1})
             assert all(FAM.reject_reason(shape, dtype, c, H200) is None for c in space)
@@ -173,14 +196,15 @@ def test_grouped_config_errors():
     direct = FAM.search_space(MOBILENET[0], "float16", H200)[0]
     assert "implicit GEMM per group" in FAM.reject_reason(RESNEXT, "float16", direct, H200)
     assert "via_nhwc" in FAM.reject_reason(RESNEXT, "float16", {"direct": False}, H200)
-    assert "NCHW shapes" in FAM.reject_reason(conv_module.channels_last(RESNEXT), "float16",
-                                              {"direct": False, "via_nhwc": True}, H200)
+    assert "NCHW shapes" in FAM.reject_reason(
+        conv_module.channels_last(RESNEXT), "float16", {"direct": False, "via_nhwc": True}, H200
+    )
     assert "spill" in FAM.reject_reason(MOBILENET[0], "float16", {**direct, "block_C": 64, "block_W": 64}, H200)
     assert "multiple of vec" in FAM.reject_reason(MOBILENET[0], "float16", {**direct, "vec": 3}, H200)
     assert "NCHW tile's" in FAM.reject_reason(CONVNEXT, "float16", {**direct, "vec": 4}, H200)
-    assert "shared memory" in FAM.reject_reason(CONVNEXT, "float16",
-                                                {"block_C": 1024, "block_H": 4, "block_W": 4, "threads": 1024},
-                                                H200)
+    assert "shared memory" in FAM.reject_reason(
+        CONVNEXT, "float16", {"block_C": 1024, "block_H": 4, "block_W": 4, "threads": 1024}, H200
+    )
     assert "unknown config" in FAM.reject_reason(DW_S1, "float32", {"block_C": 8}, CPU)  # a CUDA tile key
     assert "stack" in FAM.reject_reason(DW_S1, "float32", {"block_M": 256, "block_N": 256}, CPU)
 
@@ -189,9 +213,11 @@ def test_grouped_config_errors():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shape", [MOBILENET[0], MOBILENET[1], conv_module.channels_last(MOBILENET[2]), CONVNEXT,
-                                   FAM.awkward_shape(DW_S2)],
-                         ids=["112x112-nchw", "56x56s2-nchw", "14x14-nhwc", "convnext-7x7-nhwc", "awkward-nhwc"])
+@pytest.mark.parametrize(
+    "shape",
+    [MOBILENET[0], MOBILENET[1], conv_module.channels_last(MOBILENET[2]), CONVNEXT, FAM.awkward_shape(DW_S2)],
+    ids=["112x112-nchw", "56x56s2-nchw", "14x14-nhwc", "convnext-7x7-nhwc", "awkward-nhwc"],
+)
 def test_depthwise_direct_configs_lower_for_sm90(shape):
     for cfg in FAM.search_space(shape, "float16", H200):
         src = C.lower_source(FAM.program(shape, "float16", cfg, SM90), SM90)
@@ -205,8 +231,11 @@ def test_depthwise_direct_configs_lower_for_sm90(shape):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shape", [RESNEXT, conv_module.channels_last(RESNEXT), FAM.awkward_shape(GROUPED_S2)],
-                         ids=["resnext-nchw", "resnext-nhwc", "awkward-nhwc"])
+@pytest.mark.parametrize(
+    "shape",
+    [RESNEXT, conv_module.channels_last(RESNEXT), FAM.awkward_shape(GROUPED_S2)],
+    ids=["resnext-nchw", "resnext-nhwc", "awkward-nhwc"],
+)
 def test_grouped_gemm_lowers_for_sm90(shape):
     for dtype in ("float16", "bfloat16"):
         for cfg in FAM.search_space(shape, dtype, H200)[:3]:
@@ -254,8 +283,12 @@ def test_depthwise_and_grouped_calls_run_in_tilelang(channels_last):
     assert count(router, "conv2d") == (4, 1)
     layout = "0" if channels_last else "1"
     ran = {c.shape for c in router.counts() if c.tilelang}
-    assert ran == {f"2x15x13x8x24x1x1x1x0x{layout}", f"2x15x13x24x24x3x3x2x1x{layout}x24",
-                   f"2x8x7x24x24x7x7x1x3x{layout}x24", f"2x8x7x24x24x3x3x1x1x{layout}x3"}
+    assert ran == {
+        f"2x15x13x8x24x1x1x1x0x{layout}",
+        f"2x15x13x24x24x3x3x2x1x{layout}x24",
+        f"2x8x7x24x24x7x7x1x3x{layout}x24",
+        f"2x8x7x24x24x3x3x1x1x{layout}x3",
+    }
     assert {r for c in router.counts() for r in c.fallback} == {"dilated convolution"}
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     assert got.is_contiguous(memory_format=fmt)
@@ -268,8 +301,9 @@ def test_weights_computed_on_every_call_leave_no_cached_copies_behind():
 
     from tests.routing import count, route_model
 
-    model = torch.nn.Sequential(weight_norm(torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)),
-                                weight_norm(torch.nn.Conv2d(8, 4, 1))).eval()
+    model = torch.nn.Sequential(
+        weight_norm(torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)), weight_norm(torch.nn.Conv2d(8, 4, 1))
+    ).eval()
     model = model.to(memory_format=torch.channels_last)
     x = torch.randn(2, 8, 9, 7).contiguous(memory_format=torch.channels_last)
     router, got, expected = route_model(["conv2d"], model, (x,))
@@ -291,8 +325,9 @@ def test_nchw_through_the_channels_last_kernel_with_a_computed_weight():
 
     shape = (2, 9, 7, 8, 8, 3, 3, 1, 1, 1, 2)
     last = conv_module.channels_last(shape)
-    kernel = conv_layout.ViaChannelsLast(FAM.build(last, "float32", FAM.search_space(last, "float32", CPU)[0], "c"),
-                                         shape, "c")
+    kernel = conv_layout.ViaChannelsLast(
+        FAM.build(last, "float32", FAM.search_space(last, "float32", CPU)[0], "c"), shape, "c"
+    )
     table = swap.KernelTable("float32", "c")
     table.add("conv2d", shape, {}, kernel)
     model = weight_norm(torch.nn.Conv2d(8, 8, 3, padding=1, groups=2)).eval()
@@ -328,9 +363,12 @@ def test_kernel_sweep_times_depthwise_and_conv1d_at_the_models_shapes():
     todo = ks.cases({"depthwise", "conv1d"}, H200)
     shapes = {(f, "x".join(map(str, s))) for f, s, _, _ in todo}
     assert {("conv2d", "x".join(map(str, s))) for s in MOBILENET} <= shapes
-    assert ("conv2d", "32x14x14x576x576x3x3x1x1x0x576") in shapes and ("conv2d", "32x56x56x96x96x7x7x1x3x0x96") in shapes
+    assert ("conv2d", "32x14x14x576x576x3x3x1x1x0x576") in shapes and (
+        "conv2d",
+        "32x56x56x96x96x7x7x1x3x0x96",
+    ) in shapes
     assert {("conv1d", "1x3000x80x512x3x1x1x1"), ("conv1d", "8x3000x512x512x3x2x1x1")} <= shapes
     for fam, shape, configs, own in todo:
         family = kernels.get(fam)
-        assert own and configs[:len(own)] == own and len(configs) > len(own), shape
+        assert own and configs[: len(own)] == own and len(configs) > len(own), shape
         assert all(family.reject_reason(shape, "float16", c, H200) is None for c in configs), shape

@@ -70,8 +70,14 @@ def whisper_encoder():
     from transformers.models.whisper.modeling_whisper import WhisperEncoder
 
     torch.manual_seed(0)
-    config = WhisperConfig(d_model=32, encoder_layers=1, encoder_attention_heads=2, encoder_ffn_dim=64,
-                           num_mel_bins=16, max_source_positions=32)
+    config = WhisperConfig(
+        d_model=32,
+        encoder_layers=1,
+        encoder_attention_heads=2,
+        encoder_ffn_dim=64,
+        num_mel_bins=16,
+        max_source_positions=32,
+    )
     # input_features [B, num_mel_bins, 2 * max_source_positions]
     return WhisperEncoder(config), (torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(0)),)
 
@@ -80,9 +86,17 @@ def wav2vec2():
     from transformers import Wav2Vec2Config, Wav2Vec2Model
 
     torch.manual_seed(0)
-    config = Wav2Vec2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-                            conv_dim=[16, 16], conv_stride=[5, 2], conv_kernel=[10, 3], num_conv_pos_embeddings=16,
-                            num_conv_pos_embedding_groups=2)
+    config = Wav2Vec2Config(
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        conv_dim=[16, 16],
+        conv_stride=[5, 2],
+        conv_kernel=[10, 3],
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2,
+    )
     return Wav2Vec2Model(config), (torch.randn(2, 4000, generator=torch.Generator().manual_seed(0)),)
 
 
@@ -107,8 +121,9 @@ def _check(name, make, families, want_calls, depthwise=0, grouped_nlc=0):
 @pytest.mark.slow
 @pytest.mark.parametrize("tf_padding", [True, False], ids=["tf-padding", "torch-padding"])
 def test_mobilenet_v2_depthwise_runs_in_tilelang(tf_padding):
-    _, shapes = _check("mobilenet_v2", lambda: mobilenet_v2(tf_padding), ["conv2d"], {"conv1d": 0, "conv2d": 52},
-                            depthwise=5)
+    _, shapes = _check(
+        "mobilenet_v2", lambda: mobilenet_v2(tf_padding), ["conv2d"], {"conv1d": 0, "conv2d": 52}, depthwise=5
+    )
     # The depthwise 3x3s at stride 1 and 2: padded by F.pad first (TensorFlow's "SAME",
     # asymmetric at stride 2) or by the convolution itself.
     pad = "0" if tf_padding else "1"
@@ -120,8 +135,12 @@ def test_mobilenet_v2_depthwise_runs_in_tilelang(tf_padding):
 def test_convnext_depthwise_7x7_on_channels_last_runs_in_tilelang():
     _, shapes = _check("convnext", convnext, ["conv2d"], {"conv1d": 0, "conv2d": 4}, depthwise=2)
     # The patch embedding on NCHW pixels, the rest on the channels_last tensors ConvNeXt makes.
-    assert set(shapes) == {"2x32x32x3x8x4x4x4x0x1", "2x8x8x8x16x2x2x2x0x0", "2x8x8x8x8x7x7x1x3x0x8",
-                           "2x4x4x16x16x7x7x1x3x0x16"}
+    assert set(shapes) == {
+        "2x32x32x3x8x4x4x4x0x1",
+        "2x8x8x8x16x2x2x2x0x0",
+        "2x8x8x8x8x7x7x1x3x0x8",
+        "2x4x4x16x16x7x7x1x3x0x16",
+    }
 
 
 @pytest.mark.slow

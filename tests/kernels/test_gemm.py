@@ -22,8 +22,15 @@ from evaluator.results import Hardware
 FAM = get("gemm")
 MODEL_SHAPE = (256, 512, 128)  # bert-tiny FFN up-projection: batch 2 x seq 128, 128 -> 512
 CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
-H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
-                smem_per_block=232448, compute_capability="9.0")
+H200 = Hardware(
+    target="cuda",
+    device="cuda",
+    name="NVIDIA H200",
+    platform="h200",
+    cores=132,
+    smem_per_block=232448,
+    compute_capability="9.0",
+)
 SM90 = "cuda -arch=sm_90a"
 
 
@@ -127,8 +134,11 @@ def test_search_space_fits_device():
     small = Hardware(**{**H200.__dict__, "smem_per_block": 48 * 1024})
     fitted = FAM.search_space((4096, 4096, 4096), "float16", small)
     assert fitted and len(fitted) < len(FAM.search_space((4096, 4096, 4096), "float16", H200))
-    assert all((c["block_M"] + c["block_N"]) * c["block_K"] * 2 * c["num_stages"] + c["block_M"] * c["block_N"] * 2
-               <= 48 * 1024 for c in fitted)
+    assert all(
+        (c["block_M"] + c["block_N"]) * c["block_K"] * 2 * c["num_stages"] + c["block_M"] * c["block_N"] * 2
+        <= 48 * 1024
+        for c in fitted
+    )
 
 
 @pytest.mark.slow
@@ -224,6 +234,7 @@ def test_gated_product_metadata_and_routing_protocol():
     assert [t.shape for t in MUL.make_inputs((8, 16, 32), "float32", "cpu", 0)][3] == (8, 16)
     with pytest.raises(KernelError, match="no activation"):
         from evaluator.kernels.gemm import GemmFamily
+
         GemmFamily("silu", gate=True)
 
 
@@ -240,14 +251,17 @@ def test_gated_product_searches_the_whole_k_programs_and_refuses_the_others(shap
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cfg", [
-    {"pingpong": 1, "persistent": 132, "block_M": 128, "block_N": 128, "num_stages": 5},
-    {"pingpong": 1, "persistent": 132, "block_M": 128, "block_N": 144, "num_stages": 4, "swap_ab": 1},
-    {"block_M": 128, "block_N": 240, "num_stages": 3, "threads": 256, "policy": "fullrow"},
-    {"block_M": 128, "block_N": 128, "num_stages": 3, "threads": 256, "persistent": 132},
-    {"block_M": 256, "block_N": 144, "num_stages": 3, "threads": 256, "swap_ab": 1},
-    {"block_M": 16, "block_N": 32, "block_K": 256, "num_stages": 4, "policy": "fullcol"},
-])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        {"pingpong": 1, "persistent": 132, "block_M": 128, "block_N": 128, "num_stages": 5},
+        {"pingpong": 1, "persistent": 132, "block_M": 128, "block_N": 144, "num_stages": 4, "swap_ab": 1},
+        {"block_M": 128, "block_N": 240, "num_stages": 3, "threads": 256, "policy": "fullrow"},
+        {"block_M": 128, "block_N": 128, "num_stages": 3, "threads": 256, "persistent": 132},
+        {"block_M": 256, "block_N": 144, "num_stages": 3, "threads": 256, "swap_ab": 1},
+        {"block_M": 16, "block_N": 32, "block_K": 256, "num_stages": 4, "policy": "fullcol"},
+    ],
+)
 def test_gated_product_lowers_for_sm90_with_g_read_in_the_epilogue(cfg):
     # Each whole-K program takes G after the bias and reads it once per output element;
     # the plain GEMM's kernel of the same config keeps its name and reads no G.
@@ -282,6 +296,7 @@ def test_gated_ping_pong_compiles_for_sm90_without_spills():
 
 def test_unknown_activation_is_refused():
     from evaluator.kernels.gemm import GemmFamily
+
     with pytest.raises(KernelError, match="activation"):
         GemmFamily("tanh")
 
@@ -378,8 +393,9 @@ def test_decode_shapes_get_small_m_tiles_first():
         assert space[0]["block_M"] == 16 and space[0]["policy"] == "fullcol"
         assert all(FAM.reject_reason(shape, "float16", c, H200) is None for c in space)
     assert all(c["block_M"] >= 64 for c in FAM.search_space((1024, 768, 768), "float16", H200))
-    src = C.lower_source(FAM.program((5, 1000, 2065), "float16", FAM.search_space((5, 1000, 2065), "float16",
-                                                                                  H200)[0], SM90), SM90)
+    src = C.lower_source(
+        FAM.program((5, 1000, 2065), "float16", FAM.search_space((5, 1000, 2065), "float16", H200)[0], SM90), SM90
+    )
     assert "mma" in src and "wgmma" not in src  # 16 rows: mma, not a 64-row warpgroup op
     bad = {"block_M": 16, "block_N": 48, "threads": 128, "policy": "fullcol"}
     assert "multiple of 32" in FAM.reject_reason((16, 4096, 4096), "float16", bad, H200)
@@ -400,6 +416,7 @@ def test_reject_reason_screens_configs_before_compiling():
 
 def test_linear_calls_route_with_and_without_bias():
     from tests.routing import count, route_model
+
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(24, 40, bias=False), torch.nn.ReLU(), torch.nn.Linear(40, 8))
     router, got, expected = route_model(["gemm"], model, (torch.randn(3, 5, 24),))
@@ -453,8 +470,11 @@ def test_the_tile_score_ranks_the_measured_best_early():
     import json
     from pathlib import Path
 
-    sweep = json.loads((Path(__file__).parents[2] / "reports/examples/kernels/h200-2026-12-01/kernel_sweep_wave_tiles.json")
-                       .read_text())
+    sweep = json.loads(
+        (
+            Path(__file__).parents[2] / "reports/examples/kernels/h200-2026-12-01/kernel_sweep_wave_tiles.json"
+        ).read_text()
+    )
     rows = [r for r in sweep["rows"] if r["family"] == "gemm"]
     assert len(rows) >= 8
     for r in rows:
@@ -463,5 +483,5 @@ def test_the_tile_score_ranks_the_measured_best_early():
         # Eight configs of the first batch, plus the ping-pong tiles placed among them
         # (128x96, measured on 2026-12-02; y's transpose where M > N, measured on 2026-12-03).
         swapped = sum(c["swap_ab"] for c in space if c["pingpong"])
-        early = [(c["block_M"], c["block_N"]) for c in space[:9 + swapped] if not c["pingpong"]][:4]
+        early = [(c["block_M"], c["block_N"]) for c in space[: 9 + swapped] if not c["pingpong"]][:4]
         assert best in early, (r["shape"], best, early)

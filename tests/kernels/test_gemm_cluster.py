@@ -22,12 +22,18 @@ from evaluator.results import Hardware
 
 FAM = get("gemm")
 SM90 = "cuda -arch=sm_90a"
-H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
-                smem_per_block=232448, compute_capability="9.0")
+H200 = Hardware(
+    target="cuda",
+    device="cuda",
+    name="NVIDIA H200",
+    platform="h200",
+    cores=132,
+    smem_per_block=232448,
+    compute_capability="9.0",
+)
 PAIR = {"cluster": 2, "swizzle": False}
 TILE_64 = {**PAIR, "block_M": 64, "block_N": 128, "block_K": 128, "num_stages": 3, "threads": 128}
-TILE_128 = {**PAIR, "block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 4, "threads": 256,
-            "policy": "fullrow"}
+TILE_128 = {**PAIR, "block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 4, "threads": 256, "policy": "fullrow"}
 # Tails in M, N and K (no tile divides them), with TMA-legal rows (K % 8 == 0) and an
 # even number of 128-wide column tiles (8).
 AWKWARD = (1000, 1000, 3000)
@@ -38,9 +44,15 @@ def _lower(shape, dtype, cfg, family=FAM):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shape,dtype,cfg", [((512, 2048, 2048), "float16", TILE_64),
-                                             ((512, 2048, 2048), "bfloat16", TILE_128),
-                                             (AWKWARD, "float16", TILE_64), (AWKWARD, "bfloat16", TILE_128)])
+@pytest.mark.parametrize(
+    "shape,dtype,cfg",
+    [
+        ((512, 2048, 2048), "float16", TILE_64),
+        ((512, 2048, 2048), "bfloat16", TILE_128),
+        (AWKWARD, "float16", TILE_64),
+        (AWKWARD, "bfloat16", TILE_128),
+    ],
+)
 def test_cluster_lowers_to_a_multicast_load_for_sm90(shape, dtype, cfg):
     src = _lower(shape, dtype, cfg)
     # Rank 0 multicasts A to both blocks (mask 0b11); W stays a per-block TMA load.
@@ -68,22 +80,40 @@ def test_cluster_source_compiles_to_multicast_ptx(tmp_path):
     cu, ptx = tmp_path / "k.cu", tmp_path / "k.ptx"
     cu.write_text(src)
     root = Path(tilelang.__file__).parent
-    subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90a", "-ptx", "-O3", "-w", f"-I{root / 'src'}",
-                    f"-I{root / '3rdparty/cutlass/include'}", str(cu), "-o", str(ptx)], check=True, timeout=300)
+    subprocess.run(
+        [
+            "nvcc",
+            "-std=c++17",
+            "-arch=sm_90a",
+            "-ptx",
+            "-O3",
+            "-w",
+            f"-I{root / 'src'}",
+            f"-I{root / '3rdparty/cutlass/include'}",
+            str(cu),
+            "-o",
+            str(ptx),
+        ],
+        check=True,
+        timeout=300,
+    )
     text = ptx.read_text()
     assert "multicast::cluster" in text and "barrier.cluster.wait" in text and "mapa.shared::cluster" in text
 
 
-@pytest.mark.parametrize("change,target,reason", [
-    ({"cluster": 4}, SM90, "cluster must be 0 (off) or 2"),
-    ({}, "cuda -arch=sm_80", "need CUDA sm_90 or newer"),
-    ({}, "hip", "need CUDA sm_90 or newer"),
-    ({"split_k": 2}, SM90, "not with split_k, persistent or pingpong"),
-    ({"persistent": 132}, SM90, "not with split_k, persistent or pingpong"),
-    ({"swizzle": True}, SM90, "needs swizzle off"),
-    ({"block_N": 320}, SM90, "must divide the grid's 7 column tiles"),
-    ({"block_M": 32, "policy": "fullcol"}, SM90, "block_M >= 64"),
-])
+@pytest.mark.parametrize(
+    "change,target,reason",
+    [
+        ({"cluster": 4}, SM90, "cluster must be 0 (off) or 2"),
+        ({}, "cuda -arch=sm_80", "need CUDA sm_90 or newer"),
+        ({}, "hip", "need CUDA sm_90 or newer"),
+        ({"split_k": 2}, SM90, "not with split_k, persistent or pingpong"),
+        ({"persistent": 132}, SM90, "not with split_k, persistent or pingpong"),
+        ({"swizzle": True}, SM90, "needs swizzle off"),
+        ({"block_N": 320}, SM90, "must divide the grid's 7 column tiles"),
+        ({"block_M": 32, "policy": "fullcol"}, SM90, "block_M >= 64"),
+    ],
+)
 def test_config_error_names_what_a_cluster_config_cannot_run(change, target, reason):
     cfg = {**TILE_64, **change}
     with pytest.raises(KernelError, match="gemm: ") as err:

@@ -31,8 +31,15 @@ from evaluator.device.targets import TARGETS
 
 FAM = get("gemm")
 SM90 = "cuda -arch=sm_90a"
-H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
-                smem_per_block=232448, compute_capability="9.0")
+H200 = Hardware(
+    target="cuda",
+    device="cuda",
+    name="NVIDIA H200",
+    platform="h200",
+    cores=132,
+    smem_per_block=232448,
+    compute_capability="9.0",
+)
 PING = {"pingpong": 1, "persistent": 132, "threads": 128, "block_K": 64}
 T128 = {**PING, "block_M": 128, "block_N": 128, "num_stages": 4}
 T64 = {**PING, "block_M": 64, "block_N": 256, "num_stages": 4}
@@ -46,9 +53,15 @@ def _lower(shape, dtype, cfg, family=FAM):
 # Fewer blocks than tiles where the tiles would not give every block two (64 tiles of
 # 128x128 on 132 blocks leave the second consumer nothing, and TileLang drops its loop).
 @pytest.mark.slow
-@pytest.mark.parametrize("shape,dtype,cfg", [((3152, 3072, 768), "float16", T128), ((3152, 3072, 768), "bfloat16", T64),
-                                             (AWKWARD, "float16", {**T128, "persistent": 20}),
-                                             ((512, 2048, 2048), "bfloat16", {**T128, "persistent": 24})])
+@pytest.mark.parametrize(
+    "shape,dtype,cfg",
+    [
+        ((3152, 3072, 768), "float16", T128),
+        ((3152, 3072, 768), "bfloat16", T64),
+        (AWKWARD, "float16", {**T128, "persistent": 20}),
+        ((512, 2048, 2048), "bfloat16", {**T128, "persistent": 24}),
+    ],
+)
 def test_pingpong_lowers_to_a_producer_and_two_consumer_warpgroups(shape, dtype, cfg):
     src = _lower(shape, dtype, cfg)
     assert "__launch_bounds__(384, 1)" in src
@@ -72,7 +85,7 @@ def test_a_consumer_without_a_tile_skips_its_round():
     # it to one unguarded round and the kernel hung on the H200 (consumer 1 waited for a
     # tile the producer never loads). Each round is now guarded by the block's tile count.
     src = _lower((1024, 3072, 768), "float16", T128)
-    consumer1 = src[src.index("order[1].wait(") - 200:src.index("order[1].wait(")]
+    consumer1 = src[src.index("order[1].wait(") - 200 : src.index("order[1].wait(")]
     assert "if (((int)blockIdx.x) < 60) {" in consumer1
 
 
@@ -81,7 +94,10 @@ def test_pingpong_output_tiles_do_not_alias_the_ring():
     # TileLang reuses shared memory whose lifetimes do not overlap; here everything is live
     # in one persistent loop, so the ring and the two output tiles must be disjoint.
     src = _lower((3152, 3072, 768), "float16", T128)
-    offsets = {name: int(off) for name, off in re.findall(r"void\* (\w+) = \(\(void\*\)\(\(char\*\)buf_dyn_shmem \+ (\d+)\)\)", src)}
+    offsets = {
+        name: int(off)
+        for name, off in re.findall(r"void\* (\w+) = \(\(void\*\)\(\(char\*\)buf_dyn_shmem \+ (\d+)\)\)", src)
+    }
     ring = (128 + 128) * 64 * 2 * 4
     assert sorted(offsets.values()) == [0, 65536, ring, ring + 128 * 128 * 2], offsets
 
@@ -118,9 +134,23 @@ def _ptx(tmp_path, source):
     cu, ptx = tmp_path / "k.cu", tmp_path / "k.ptx"
     cu.write_text(source)
     root = Path(tilelang.__file__).parent
-    subprocess.run(["nvcc", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-ptx", "-O3", "-w",
-                    f"-I{root / 'src'}", f"-I{root / '3rdparty/cutlass/include'}", str(cu), "-o", str(ptx)],
-                   check=True, timeout=300)
+    subprocess.run(
+        [
+            "nvcc",
+            "-std=c++17",
+            "-gencode=arch=compute_90a,code=sm_90a",
+            "-ptx",
+            "-O3",
+            "-w",
+            f"-I{root / 'src'}",
+            f"-I{root / '3rdparty/cutlass/include'}",
+            str(cu),
+            "-o",
+            str(ptx),
+        ],
+        check=True,
+        timeout=300,
+    )
     return ptx.read_text()
 
 
@@ -137,6 +167,7 @@ def test_tile_order_covers_every_tile_once(tm, tn, panel):
 
 
 # ---------------------------------------------------------------- the barrier protocol
+
 
 def _simulate(tiles, kt, stages, rng, ordered=True, lens=None):
     """Runs the program's protocol (its parity functions, one arrival per warpgroup) under
@@ -203,6 +234,7 @@ def test_without_the_order_barrier_a_consumer_can_read_a_stage_early():
 
 # ---------------------------------------------------------------- stream-K's tail
 
+
 def _units(b, tiles, blocks, kt):
     """Block b's units under stream_k, as the program walks them: its whole tiles, then its
     non-empty tail segments, each (tail tile or None, first k-step, k-steps)."""
@@ -214,8 +246,19 @@ def _units(b, tiles, blocks, kt):
     return out
 
 
-@pytest.mark.parametrize("tiles,blocks,kt", [(600, 132, 12), (450, 132, 12), (150, 132, 12), (150, 132, 48),
-                                             (192, 132, 12), (133, 132, 5), (263, 132, 1), (7, 3, 16)])
+@pytest.mark.parametrize(
+    "tiles,blocks,kt",
+    [
+        (600, 132, 12),
+        (450, 132, 12),
+        (150, 132, 12),
+        (150, 132, 48),
+        (192, 132, 12),
+        (133, 132, 5),
+        (263, 132, 1),
+        (7, 3, 16),
+    ],
+)
 def test_stream_k_deals_every_tail_step_to_one_block(tiles, blocks, kt):
     W, R, I = PP.sk_plan(tiles, blocks, kt)
     assert W == tiles // blocks and R == tiles % blocks and 0 < I <= kt
@@ -245,8 +288,9 @@ def test_stream_k_at_vit_3152x3072x768_takes_five_k_steps_off_the_longest_block(
     assert (rows, cols, cnt) == (128, 128, 72) and ws == 72 * 3  # at most 3 contributors a tile
 
 
-@pytest.mark.parametrize("tiles,blocks,kt,stages", [(600, 132, 12, 5), (150, 132, 12, 4), (263, 132, 1, 3),
-                                                    (7, 3, 16, 4)])
+@pytest.mark.parametrize(
+    "tiles,blocks,kt,stages", [(600, 132, 12, 5), (150, 132, 12, 4), (263, 132, 1, 3), (7, 3, 16, 4)]
+)
 def test_stream_k_units_keep_the_barrier_protocol(tiles, blocks, kt, stages):
     rng = random.Random(1)
     for b in sorted({0, 1, blocks // 2, blocks - 1}):
@@ -264,8 +308,11 @@ def test_stream_k_lowers_to_a_serial_reduction_per_consumer():
     # The partials and counters are the kernel's own arguments; each consumer counts its
     # segment in with one acq_rel atomic behind a barrier of its own warpgroup (5, 6).
     assert re.search(r"float\* __restrict__ Ws", src) and re.search(r"int\* __restrict__ Cnt", src)
-    assert src.count("AtomicAddRet(") == 2 and "__sync_thread_partial(5, 128)" in src \
+    assert (
+        src.count("AtomicAddRet(") == 2
+        and "__sync_thread_partial(5, 128)" in src
         and "__sync_thread_partial(6, 128)" in src
+    )
     assert len(re.findall(r"Cnt\[[^\]]+\] = 0;", src)) == 2  # the last contributor resets the counter
 
 
@@ -286,20 +333,24 @@ def test_stream_k_source_compiles_for_sm90a(tmp_path):
 
 # ---------------------------------------------------------------- checks and the space
 
-@pytest.mark.parametrize("change,target,reason", [
-    ({"pingpong": 2}, SM90, "pingpong must be 0 (off) or 1"),
-    ({}, "cuda -arch=sm_80", "needs CUDA sm_90, target"),
-    ({}, "cuda -arch=sm_100a", "needs CUDA sm_90 (Hopper's wgmma)"),
-    ({}, "hip", "needs CUDA sm_90, target"),
-    ({"split_k": 2}, SM90, "whole-K only"),
-    ({"cluster": 2, "swizzle": False}, SM90, "not with split_k or cluster"),
-    ({"persistent": 0}, SM90, "set persistent to the block count"),
-    ({"threads": 256}, SM90, "threads must be 128"),
-    ({"block_M": 256}, SM90, "block_M must be 64 or 128"),
-    ({"block_N": 256}, SM90, "needs 256 fp32 registers a thread"),
-    ({"stream_k": 2}, SM90, "stream_k must be 0 (off) or 1"),
-    ({"stream_k": 1, "pingpong": 0, "persistent": 0, "threads": 256}, SM90, "set pingpong = 1"),
-])
+
+@pytest.mark.parametrize(
+    "change,target,reason",
+    [
+        ({"pingpong": 2}, SM90, "pingpong must be 0 (off) or 1"),
+        ({}, "cuda -arch=sm_80", "needs CUDA sm_90, target"),
+        ({}, "cuda -arch=sm_100a", "needs CUDA sm_90 (Hopper's wgmma)"),
+        ({}, "hip", "needs CUDA sm_90, target"),
+        ({"split_k": 2}, SM90, "whole-K only"),
+        ({"cluster": 2, "swizzle": False}, SM90, "not with split_k or cluster"),
+        ({"persistent": 0}, SM90, "set persistent to the block count"),
+        ({"threads": 256}, SM90, "threads must be 128"),
+        ({"block_M": 256}, SM90, "block_M must be 64 or 128"),
+        ({"block_N": 256}, SM90, "needs 256 fp32 registers a thread"),
+        ({"stream_k": 2}, SM90, "stream_k must be 0 (off) or 1"),
+        ({"stream_k": 1, "pingpong": 0, "persistent": 0, "threads": 256}, SM90, "set pingpong = 1"),
+    ],
+)
 def test_config_error_names_what_a_pingpong_config_cannot_run(change, target, reason):
     with pytest.raises(KernelError, match="gemm: ") as err:
         FAM.resolve((3152, 3072, 768), "float16", {**T128, **change}, target)
@@ -320,8 +371,15 @@ def test_pingpong_counts_both_output_tiles_in_shared_memory():
 
 
 def test_search_space_offers_pingpong_early_on_hopper_only():
-    a100 = Hardware(target="cuda", device="cuda", name="NVIDIA A100", platform="a100", cores=108,
-                    smem_per_block=166912, compute_capability="8.0")
+    a100 = Hardware(
+        target="cuda",
+        device="cuda",
+        name="NVIDIA A100",
+        platform="a100",
+        cores=108,
+        smem_per_block=166912,
+        compute_capability="8.0",
+    )
     for shape in ((3152, 3072, 768), (512, 2048, 2048), (1024, 768, 3072), (2048, 2304, 768), (3152, 768, 768)):
         space = FAM.search_space(shape, "float16", H200)
         ping = [c for c in space if c["pingpong"]]
@@ -331,7 +389,7 @@ def test_search_space_offers_pingpong_early_on_hopper_only():
         assert sum(c["swap_ab"] for c in ping) == swapped
         assert all(FAM.reject_reason(shape, "float16", c, H200) is None for c in ping)
         # All next to the first pick, inside the first batch a short budget compiles.
-        assert ping == [c for c in space[:len(ping) + 1] if c["pingpong"]]
+        assert ping == [c for c in space[: len(ping) + 1] if c["pingpong"]]
         assert not any(c["pingpong"] for c in FAM.search_space(shape, "float16", a100))
         for other in ("b200", "mi300x"):  # Blackwell has no wgmma; AMD's capability is a gfx arch
             assert not any(c["pingpong"] for c in FAM.search_space(shape, "float16", TARGETS[other].hardware()))
@@ -356,29 +414,38 @@ def test_pingpong_counts_the_static_shared_memory_ptxas_adds():
     assert PP.smem_bytes(failed, 2) == 232448 + PP.STATIC_SMEM > H200.smem_per_block
 
 
-@pytest.mark.parametrize("shape,lead", [
-    # More tokens than features: y's transpose (swap_ab,
-    # reports/examples/kernels/h200-2026-12-03/). One round of 128x48 tokens at short K
-    # (132 tiles, 1.18x against 1.12x), else of 128x64.
-    ((1024, 768, 768), [(128, 48, 1), (128, 64, 1)]), ((1024, 768, 3072), [(128, 64, 1)]),
-    # One full round of 128x144 at ViT-B's 3152 tokens, four at 3072 features (128x96: six).
-    ((3152, 768, 768), [(128, 144, 1)]), ((3152, 768, 3072), [(128, 144, 1)]),
-    # Where two fill their rounds nearly as well, the narrower leads: 128x96 ran 0.92x against
-    # 0.93x for 128x144 at 3152x3072x768, 128x112 0.90x against 0.73x at 3152x2304x768.
-    ((3152, 3072, 768), [(128, 96, 1), (128, 144, 1)]),
-    ((3152, 2304, 768), [(128, 112, 1), (128, 144, 1)]),
-    ((2048, 768, 3072), [(128, 96, 1)]), ((2048, 768, 768), [(128, 96, 1)]),  # GPT-2: one round of 128x96
-    # y's own tiles (reports/examples/kernels/h200-2026-12-02/): one wave of 128x64; 128x96
-    # filling one to three rounds at least 95%; 128x128 over three rounds (2048x3072x768:
-    # 384 tiles fill three 97%).
-    ((512, 2048, 2048), [(128, 64, 0)]), ((512, 2048, 5632), [(128, 64, 0)]),
-    ((1024, 3072, 768), [(128, 96, 0)]), ((2048, 2304, 768), [(128, 96, 0)]),
-    ((2048, 3072, 768), [(128, 128, 0)]), ((4096, 4096, 4096), [(128, 128, 0)]),
-    ((512, 5632, 2048), []),  # where ping-pong lost to the wave schedule's 128x176
-])
+@pytest.mark.parametrize(
+    "shape,lead",
+    [
+        # More tokens than features: y's transpose (swap_ab,
+        # reports/examples/kernels/h200-2026-12-03/). One round of 128x48 tokens at short K
+        # (132 tiles, 1.18x against 1.12x), else of 128x64.
+        ((1024, 768, 768), [(128, 48, 1), (128, 64, 1)]),
+        ((1024, 768, 3072), [(128, 64, 1)]),
+        # One full round of 128x144 at ViT-B's 3152 tokens, four at 3072 features (128x96: six).
+        ((3152, 768, 768), [(128, 144, 1)]),
+        ((3152, 768, 3072), [(128, 144, 1)]),
+        # Where two fill their rounds nearly as well, the narrower leads: 128x96 ran 0.92x against
+        # 0.93x for 128x144 at 3152x3072x768, 128x112 0.90x against 0.73x at 3152x2304x768.
+        ((3152, 3072, 768), [(128, 96, 1), (128, 144, 1)]),
+        ((3152, 2304, 768), [(128, 112, 1), (128, 144, 1)]),
+        ((2048, 768, 3072), [(128, 96, 1)]),
+        ((2048, 768, 768), [(128, 96, 1)]),  # GPT-2: one round of 128x96
+        # y's own tiles (reports/examples/kernels/h200-2026-12-02/): one wave of 128x64; 128x96
+        # filling one to three rounds at least 95%; 128x128 over three rounds (2048x3072x768:
+        # 384 tiles fill three 97%).
+        ((512, 2048, 2048), [(128, 64, 0)]),
+        ((512, 2048, 5632), [(128, 64, 0)]),
+        ((1024, 3072, 768), [(128, 96, 0)]),
+        ((2048, 2304, 768), [(128, 96, 0)]),
+        ((2048, 3072, 768), [(128, 128, 0)]),
+        ((4096, 4096, 4096), [(128, 128, 0)]),
+        ((512, 5632, 2048), []),  # where ping-pong lost to the wave schedule's 128x176
+    ],
+)
 def test_pingpong_leads_the_space_where_the_sweep_measured_it_ahead(shape, lead):
     space = FAM.search_space(shape, "float16", H200)
-    got = [(c["block_M"], c["block_N"], c["swap_ab"]) for c in space[:len(lead) or 1] if c["pingpong"]]
+    got = [(c["block_M"], c["block_N"], c["swap_ab"]) for c in space[: len(lead) or 1] if c["pingpong"]]
     assert got == lead
 
 
@@ -387,8 +454,10 @@ def test_stream_k_leads_only_long_k_over_many_rounds_where_it_measured_ahead():
     big = FAM.search_space((8192, 8192, 8192), "float16", H200)
     assert big[0]["pingpong"] and big[0]["stream_k"] == 1 and (big[0]["block_M"], big[0]["block_N"]) == (128, 128)
     assert {**big[0], "stream_k": 0} in big  # the same tile without it, to compare
-    assert PP.sk_splits((8192, 8192, 8192), big[0]) and FAM.reject_reason((8192, 8192, 8192), "float16",
-                                                                           big[0], H200) is None
+    assert (
+        PP.sk_splits((8192, 8192, 8192), big[0])
+        and FAM.reject_reason((8192, 8192, 8192), "float16", big[0], H200) is None
+    )
     # Every model shape (12-48 k-steps, 1-5 rounds) measured it slower: not offered.
     for shape in ((3152, 3072, 768), (3152, 768, 3072), (512, 5632, 2048), (1024, 3072, 768), (2048, 2304, 768)):
         assert not any(c.get("stream_k") for c in FAM.search_space(shape, "float16", H200)), shape
@@ -433,13 +502,19 @@ def test_direct_leaves_the_output_tiles_out_of_shared_memory():
     assert FAM.reject_reason((3152, 3072, 768), "float16", {**SWAP, "num_stages": 6, "direct": 1}, H200) is None
 
 
-@pytest.mark.parametrize("change,reason", [
-    ({"swap_ab": 2}, "swap_ab must be 0 (off) or 1"),
-    ({"direct": 3}, "direct must be 0 (off) or 1"),
-    ({"stream_k": 1}, "not with swap_ab"),
-    ({"direct": 1, "pingpong": 0, "persistent": 0, "threads": 256}, "direct is an option of the ping-pong schedule"),
-    ({"split_k": 2, "pingpong": 0, "persistent": 0, "threads": 256}, "not with split_k or cluster"),
-])
+@pytest.mark.parametrize(
+    "change,reason",
+    [
+        ({"swap_ab": 2}, "swap_ab must be 0 (off) or 1"),
+        ({"direct": 3}, "direct must be 0 (off) or 1"),
+        ({"stream_k": 1}, "not with swap_ab"),
+        (
+            {"direct": 1, "pingpong": 0, "persistent": 0, "threads": 256},
+            "direct is an option of the ping-pong schedule",
+        ),
+        ({"split_k": 2, "pingpong": 0, "persistent": 0, "threads": 256}, "not with split_k or cluster"),
+    ],
+)
 def test_config_error_names_what_a_swap_config_cannot_run(change, reason):
     with pytest.raises(KernelError, match="gemm: ") as err:
         FAM.resolve((3152, 3072, 768), "float16", {**SWAP, **change}, SM90)
@@ -471,8 +546,15 @@ def test_a_152_column_tile_lowers_to_64x8_wgmma_pieces(tmp_path):
 
 # TileLang's own pipeline on y's transpose (experimental, not yet run on a GPU): two
 # warpgroups share one 256-feature x 144-token tile, as cuBLAS's 256x144 at 3152x3072x768.
-WAVE_SWAP = {"block_M": 256, "block_N": 144, "block_K": 64, "num_stages": 3, "threads": 256, "policy": "fullrow",
-             "swap_ab": 1}
+WAVE_SWAP = {
+    "block_M": 256,
+    "block_N": 144,
+    "block_K": 64,
+    "num_stages": 3,
+    "threads": 256,
+    "policy": "fullrow",
+    "swap_ab": 1,
+}
 
 
 @pytest.mark.slow

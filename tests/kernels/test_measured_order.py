@@ -30,33 +30,46 @@ import pytest
 from evaluator import kernels
 from evaluator.results import Hardware
 
-H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
-                smem_per_block=232448, compute_capability="9.0")
+H200 = Hardware(
+    target="cuda",
+    device="cuda",
+    name="NVIDIA H200",
+    platform="h200",
+    cores=132,
+    smem_per_block=232448,
+    compute_capability="9.0",
+)
 KERNELS = Path(__file__).parents[2] / "reports/examples/kernels"
 # (file, the families taken from it): the ResNet-50 sweep also holds llama's GEMMs, whose
 # first config there is not within 3% (0.81x against 0.84x at 512x2048x5632); the ping-pong
 # sweep's GEMM rows cover those shapes.
-SWEEPS = [("h200-2026-12-01/kernel_sweep_conv2d_attention.json", None),
-          ("h200-2026-12-01/kernel_sweep_views_conv2d_own.json", None),
-          ("h200-2026-12-01/kernel_sweep_resnet50_llama.json", {"conv2d"}),
-          ("h200-2026-12-01/kernel_sweep_pingpong.json", {"gemm"}),
-          ("h200-2026-12-02/kernel_sweep_fused.json", None),
-          ("h200-2026-12-02/kernel_sweep_streamk.json", {"gemm"}),
-          ("h200-2026-12-02/kernel_sweep_pingwave.json", {"gemm"}),
-          ("h200-2026-12-03/kernel_sweep_swap.json", {"gemm"}),
-          # Its attention rows are of attention built without fast math: gemm only.
-          ("h200-2026-12-03/kernel_sweep_swap_attention.json", {"gemm"}),
-          # Attention and softmax built with fast math, every model shape.
-          ("h200-2026-12-03/kernel_sweep_attention_views_rows.json", {"attention", "softmax", "layernorm", "rmsnorm"})]
+SWEEPS = [
+    ("h200-2026-12-01/kernel_sweep_conv2d_attention.json", None),
+    ("h200-2026-12-01/kernel_sweep_views_conv2d_own.json", None),
+    ("h200-2026-12-01/kernel_sweep_resnet50_llama.json", {"conv2d"}),
+    ("h200-2026-12-01/kernel_sweep_pingpong.json", {"gemm"}),
+    ("h200-2026-12-02/kernel_sweep_fused.json", None),
+    ("h200-2026-12-02/kernel_sweep_streamk.json", {"gemm"}),
+    ("h200-2026-12-02/kernel_sweep_pingwave.json", {"gemm"}),
+    ("h200-2026-12-03/kernel_sweep_swap.json", {"gemm"}),
+    # Its attention rows are of attention built without fast math: gemm only.
+    ("h200-2026-12-03/kernel_sweep_swap_attention.json", {"gemm"}),
+    # Attention and softmax built with fast math, every model shape.
+    ("h200-2026-12-03/kernel_sweep_attention_views_rows.json", {"attention", "softmax", "layernorm", "rmsnorm"}),
+]
 # Rows where the model, not the op sweep, decided the first config: at ViT-B's
 # 3152x3072x768 the sweep's best gemm_gelu tile (ping-pong, 1.02x) ran 48.7 us inside the
 # model against 39.4 us for the wave tile the family leads with (0.92x in the sweep);
 # the model ran 1.033x against 1.107x (reports/examples/benchmarks/h200-2026-12-02/graph_gaps_*.log).
 IN_MODEL = {("gemm_gelu", (3152, 3072, 768))}
-ROWS = list({(r["family"], tuple(r["shape"])): r for name, families in SWEEPS
-             for r in json.loads((KERNELS / name).read_text())["rows"]
-             if (families is None or r["family"] in families)
-             and (r["family"], tuple(r["shape"])) not in IN_MODEL}.values())
+ROWS = list(
+    {
+        (r["family"], tuple(r["shape"])): r
+        for name, families in SWEEPS
+        for r in json.loads((KERNELS / name).read_text())["rows"]
+        if (families is None or r["family"] in families) and (r["family"], tuple(r["shape"])) not in IN_MODEL
+    }.values()
+)
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[f"{r['family']}-{'x'.join(map(str, r['shape']))}" for r in ROWS])

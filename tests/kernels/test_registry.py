@@ -20,8 +20,15 @@ from evaluator.kernels.base import KernelFamily
 from evaluator.results import Hardware
 
 CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
-H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
-                smem_per_block=232448, compute_capability="9.0")
+H200 = Hardware(
+    target="cuda",
+    device="cuda",
+    name="NVIDIA H200",
+    platform="h200",
+    cores=132,
+    smem_per_block=232448,
+    compute_capability="9.0",
+)
 
 
 def test_expected_families_registered():
@@ -36,8 +43,7 @@ def test_family_satisfies_protocol(name):
     assert isinstance(fam.aten_ops, frozenset) and all(op.startswith("aten::") for op in fam.aten_ops)
     # a family with no aten op of its own (a fused variant) names the one whose shapes it
     # takes, or is found in the model by what it computes (evaluator.routing.written: rope)
-    assert fam.aten_ops or (fam.profile_family != name and fam.profile_family in REGISTRY) \
-        or name in written.FAMILIES
+    assert fam.aten_ops or (fam.profile_family != name and fam.profile_family in REGISTRY) or name in written.FAMILIES
     shape = fam.standard_shapes("cpu")[0]
     # Trailing layout sizes may be left out (conv2d's nchw, attention's row pitches).
     assert len(fam.shape_names) - fam.optional_dims <= len(shape) <= len(fam.shape_names)

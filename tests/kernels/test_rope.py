@@ -78,7 +78,7 @@ def test_shape_checks_and_metrics():
     a, b = FAM.make_inputs(MODEL_SHAPE, "float32", "cpu", 5), FAM.make_inputs(MODEL_SHAPE, "float32", "cpu", 5)
     assert all(torch.equal(x, y) for x, y in zip(a, b))
     cos, sin = a[2], a[3]
-    torch.testing.assert_close(cos ** 2 + sin ** 2, torch.ones_like(cos))  # real angles
+    torch.testing.assert_close(cos**2 + sin**2, torch.ones_like(cos))  # real angles
 
 
 @pytest.mark.slow
@@ -107,7 +107,9 @@ def test_route_takes_the_views_a_llama_attention_passes_and_gives_its_layout():
     torch.testing.assert_close(yk, k * c + rotate_half(k) * sn)
     assert yq.stride() == (q * c).stride()  # tokens outer, as the formula's elementwise calls leave it
     # contiguous [b, h, s, d] inputs are copied, and said; other layouts and dtypes stay in PyTorch
-    assert FAM.route(written.rotary, (q.contiguous(), k, cos, sin), {}, "float32").notes == ("input copied to contiguous",)
+    assert FAM.route(written.rotary, (q.contiguous(), k, cos, sin), {}, "float32").notes == (
+        "input copied to contiguous",
+    )
     assert "dtype" in FAM.route(written.rotary, (q, k, cos, sin), {}, "float16")
     assert isinstance(FAM.route(written.rotary, (q.transpose(1, 2), k, cos, sin), {}, "float32"), str)
     assert isinstance(FAM.route(written.rotary, (q, k, cos[..., :8], sin[..., :8]), {}, "float32"), str)
@@ -121,9 +123,15 @@ PHI3 = (2, 5, 4, 2, 16, 0, 8, 0, 128, 16, 128, 16)  # partial 0.5; q, k in qkv_p
 PHI2 = (2, 5, 4, 4, 8, 0, 8, 0, 64, 16, 64, 16)  # q[..., :8] sliced by the model: a full rotation of a view
 GPTJ = (2, 5, 4, 0, 8, 0, 8, 2, 64, 16, 0, 0)  # one tensor a call, q[..., :8] of [b, s, h, 16], sin|cos table
 COHERE = (2, 5, 4, 2, 16, 0, 16, 1)  # pairs (2i, 2i+1), cos and sin per dim
-VARIANTS = [NEOX, PHI3, PHI2, GPTJ, COHERE,
-            (3, 7, 2, 1, 24, 1, 8, 1),  # pairs, a third rotated, cos per sequence
-            (3, 7, 2, 0, 12, 1, 8, 2)]  # GPT-J's form rotating part of a head, cos per sequence
+VARIANTS = [
+    NEOX,
+    PHI3,
+    PHI2,
+    GPTJ,
+    COHERE,
+    (3, 7, 2, 1, 24, 1, 8, 1),  # pairs, a third rotated, cos per sequence
+    (3, 7, 2, 0, 12, 1, 8, 2),
+]  # GPT-J's form rotating part of a head, cos per sequence
 
 
 def _heads(out, shape):
@@ -148,9 +156,9 @@ def test_variants_match_the_models_formula_in_fp32(shape):
                 first, second = o[..., 0:rot:2], o[..., 1:rot:2]
                 x_first, x_second = x[..., 0:rot:2], x[..., 1:rot:2]
             else:
-                first, second = o[..., :rot // 2], o[..., rot // 2:rot]
-                x_first, x_second = x[..., :rot // 2], x[..., rot // 2:rot]
-            torch.testing.assert_close(first ** 2 + second ** 2, x_first ** 2 + x_second ** 2, atol=1e-4, rtol=1e-4)
+                first, second = o[..., : rot // 2], o[..., rot // 2 : rot]
+                x_first, x_second = x[..., : rot // 2], x[..., rot // 2 : rot]
+            torch.testing.assert_close(first**2 + second**2, x_first**2 + x_second**2, atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("shape", [NEOX, GPTJ, COHERE], ids=["neox", "gptj", "cohere"])
@@ -190,12 +198,17 @@ def test_variant_shapes_are_canonical_and_checked():
     assert FAM.check((2, 16, 4, 2, 32, 0, 32, 0, 128, 32, 64, 32)) == (2, 16, 4, 2, 32, 0)  # dense strides
     assert FAM.check((1, 1, 4, 2, 32, 0, 32, 0, 999, 32, 0, 0)) == (1, 1, 4, 2, 32, 0)  # one token: no row stride
     assert FAM.check(NEOX) == NEOX and FAM.check(GPTJ) == GPTJ
-    for bad in [(2, 16, 4, 2, 32, 0, 34, 0), (2, 16, 4, 2, 32, 0, 7, 0), (2, 16, 4, 2, 32, 0, 32, 3),
-                (2, 16, 4, 2, 33, 0, 8, 0),  # an odd head_dim, even where a part is rotated
-                (2, 16, 4, 2, 32, 0, 32, 0, 100, 30, 0, 0),  # heads overlap
-                (2, 16, 4, 2, 32, 0, 32, 0, 100, 32, 0, 0),  # rows overlap
-                (2, 16, 4, 0, 32, 0, 32, 0, 0, 0, 64, 32),  # k strides with no k
-                (2, 16, 4, 2, 32, 0, 32), (2, 16, 4, 2, 32, 0, 32, 0, 128)]:
+    for bad in [
+        (2, 16, 4, 2, 32, 0, 34, 0),
+        (2, 16, 4, 2, 32, 0, 7, 0),
+        (2, 16, 4, 2, 32, 0, 32, 3),
+        (2, 16, 4, 2, 33, 0, 8, 0),  # an odd head_dim, even where a part is rotated
+        (2, 16, 4, 2, 32, 0, 32, 0, 100, 30, 0, 0),  # heads overlap
+        (2, 16, 4, 2, 32, 0, 32, 0, 100, 32, 0, 0),  # rows overlap
+        (2, 16, 4, 0, 32, 0, 32, 0, 0, 0, 64, 32),  # k strides with no k
+        (2, 16, 4, 2, 32, 0, 32),
+        (2, 16, 4, 2, 32, 0, 32, 0, 128),
+    ]:
         with pytest.raises(KernelError, match="rotary_dim"):
             FAM.check(bad)
     assert FAM.input_shapes(NEOX) == [(10, 4, 16), (10, 4, 16), (1, 5, 4), (1, 5, 4)]
@@ -230,7 +243,10 @@ def test_cuda_schedules_of_the_variants_lower_for_sm90():
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_cuda_schedules_of_the_variants_compile_for_sm90(dtype):
-    for shape in ((4, 512, 16, 16, 128, 0, 32, 0, 6144, 384, 6144, 384), (4, 512, 16, 0, 64, 0, 64, 2, 4096, 256, 0, 0)):
+    for shape in (
+        (4, 512, 16, 16, 128, 0, 32, 0, 6144, 384, 6144, 384),
+        (4, 512, 16, 0, 64, 0, 64, 2, 4096, 256, 0, 0),
+    ):
         kernel = FAM.build(shape, dtype, FAM.search_space(shape, dtype, H200)[0], SM90)
         assert "__global__" in kernel.source
 
@@ -261,8 +277,10 @@ def test_route_reads_gpt_neox_packed_qkv_in_place_and_rotates_a_quarter():
     # cos and sin that are not dense are copied, and said
     wide_cos, wide_sin = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)
     other = FAM.route(written.rotary, (q, k, wide_cos[..., :rot], wide_sin[..., :rot]), {"form": partial}, "float32")
-    assert other.shape == route.shape and other.notes == ("cos, sin copied to contiguous",
-                                                         "output copied to contiguous, as torch.cat returns it")
+    assert other.shape == route.shape and other.notes == (
+        "cos, sin copied to contiguous",
+        "output copied to contiguous, as torch.cat returns it",
+    )
     torch.testing.assert_close(other.launch(kernel)[0], yq)
     # llama's form does not rotate a part: the same call is not its kernel's
     assert "narrower" in FAM.route(written.rotary, (q, k, cos, sin), {}, "float32")
@@ -281,7 +299,9 @@ def test_route_reads_a_sliced_q_in_place_and_copies_heads_outer_layouts():
     torch.testing.assert_close(yq, q[..., :rot] * cos.unsqueeze(1) + rotate_half(q[..., :rot]) * sin.unsqueeze(1))
     # heads outer ([b, h, s, d] contiguous, a q_layernorm's output): copied, and said
     copied = FAM.route(written.rotary, (q.contiguous()[..., :rot], k[..., :rot], cos, sin), {}, "float32")
-    assert copied.shape == (b, s, h, h, rot, 0, rot, 0, 0, 0, h * d, d) and copied.notes == ("input copied to contiguous",)
+    assert copied.shape == (b, s, h, h, rot, 0, rot, 0, 0, 0, h * d, d) and copied.notes == (
+        "input copied to contiguous",
+    )
     torch.testing.assert_close(copied.launch(FAM.build(copied.shape, "float32", {"block_tokens": 4}, "c"))[0], yq)
 
 

@@ -21,14 +21,27 @@ from evaluator.kernels import get
 from evaluator.results import Hardware
 
 CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
-H200 = Hardware(target="cuda", device="cuda", name="NVIDIA H200", platform="h200", cores=132,
-                smem_per_block=232448, compute_capability="9.0")
+H200 = Hardware(
+    target="cuda",
+    device="cuda",
+    name="NVIDIA H200",
+    platform="h200",
+    cores=132,
+    smem_per_block=232448,
+    compute_capability="9.0",
+)
 SM90 = "cuda -arch=sm_90a"
 ROWS = ("softmax", "layernorm", "layernorm_residual", "add_layernorm", "rmsnorm", "add_rmsnorm")
 # bert-tiny's shapes: softmax rows are batch 2 x 2 heads x 128 queries of 128 keys;
 # the norms see batch 2 x seq 128 rows of hidden 128.
-MODEL_SHAPE = {"softmax": (1024, 128), "layernorm": (256, 128), "layernorm_residual": (256, 128),
-               "add_layernorm": (256, 128), "rmsnorm": (256, 128), "add_rmsnorm": (256, 128)}
+MODEL_SHAPE = {
+    "softmax": (1024, 128),
+    "layernorm": (256, 128),
+    "layernorm_residual": (256, 128),
+    "add_layernorm": (256, 128),
+    "rmsnorm": (256, 128),
+    "add_rmsnorm": (256, 128),
+}
 
 
 def _plausible(name: str, out: torch.Tensor, shape) -> None:
@@ -89,8 +102,10 @@ def test_cpu_bf16_is_refused_clearly(name):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ROWS)
-@pytest.mark.parametrize("shape,dtype", [((1031, 135), "float32"), ((1031, 519), "float32"),
-                                          ((16391, 4103), "bfloat16"), ((64, 50257), "float16")])
+@pytest.mark.parametrize(
+    "shape,dtype",
+    [((1031, 135), "float32"), ((1031, 519), "float32"), ((16391, 4103), "bfloat16"), ((64, 50257), "float16")],
+)
 def test_cuda_schedules_lower_for_sm90(name, shape, dtype):
     # Every config tried must pass TileLang's layout inference (lowering is cheap).
     fam = get(name)

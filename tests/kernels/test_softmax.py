@@ -53,8 +53,9 @@ def test_problem_shape_and_metrics():
 
 def test_make_inputs_deterministic():
     assert torch.equal(FAM.make_inputs((4, 8), "float32", "cpu", 1)[0], FAM.make_inputs((4, 8), "float32", "cpu", 1)[0])
-    assert not torch.equal(FAM.make_inputs((4, 8), "float32", "cpu", 1)[0],
-                           FAM.make_inputs((4, 8), "float32", "cpu", 2)[0])
+    assert not torch.equal(
+        FAM.make_inputs((4, 8), "float32", "cpu", 1)[0], FAM.make_inputs((4, 8), "float32", "cpu", 2)[0]
+    )
 
 
 def test_shapes_and_search_space():
@@ -135,5 +136,10 @@ def test_flat_config_checks():
     assert "shared memory" in FAM.reject_reason(VIT, "float16", {"flat": True, "block_rows": 8, "threads": 128}, small)
     assert "unknown config keys" in FAM.reject_reason(VIT, "float16", {"flat": True}, CPU)
     # The shared keys keep their defaults and meaning: no key means the plain schedule.
-    assert FAM.resolve(VIT, "float16", {}, SM90).config == {"block_rows": 1, "threads": 256, "chunk": 0, "flat": False,
-                                                            "fast_math": True}
+    assert FAM.resolve(VIT, "float16", {}, SM90).config == {
+        "block_rows": 1,
+        "threads": 256,
+        "chunk": 0,
+        "flat": False,
+        "fast_math": True,
+    }

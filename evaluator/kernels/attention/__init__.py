@@ -80,8 +80,16 @@ CPU_DEFAULTS = {"block_M": 32, "block_N": 64}
 # `_attention_programs._overlap_loop`), where ptxas otherwise serializes the wgmmas; measured
 # slower on the H200 (2026-12-03 sweep), so outside the search space.
 # fast_math: the CUDA build with nvcc --use_fast_math (see `_attention_programs.gpu_program`).
-GPU_DEFAULTS = {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256, "overlap": False,
-                "split_count": False, "fast_math": True, "pingpong": False}
+GPU_DEFAULTS = {
+    "block_M": 128,
+    "block_N": 128,
+    "num_stages": 2,
+    "threads": 256,
+    "overlap": False,
+    "split_count": False,
+    "fast_math": True,
+    "pingpong": False,
+}
 
 # Local tiles become stack arrays in the generated C; keep them well inside a thread's stack.
 CPU_LOCAL_LIMIT_BYTES = 192 * 1024
@@ -144,15 +152,19 @@ def _gpu_config_error(cfg: dict[str, Any], D: int, Skv: int) -> str | None:
     if cfg.get("pingpong"):  # 240 registers a consumer thread, not 168 (setmaxnreg)
         limit = PPA.ACC_REGS_LIMIT
     if regs > limit:
-        return (f"{regs:.0f} accumulator registers per thread (block {bM}x{bN}, D={D}, {threads} threads) "
-                f"would spill; limit {limit}")
+        return (
+            f"{regs:.0f} accumulator registers per thread (block {bM}x{bN}, D={D}, {threads} threads) "
+            f"would spill; limit {limit}"
+        )
     if cfg.get("pingpong"):
         if cfg["overlap"] or cfg.get("split_count"):
             return "pingpong is its own pipeline: not with overlap or split_count"
         if (bM, threads) != (PPA.CONSUMERS * PPA.ROWS, PPA.CONSUMERS * 128):
-            return (f"pingpong gives each of its two consumer warpgroups {PPA.ROWS} query rows: block_M must be "
-                    f"{PPA.CONSUMERS * PPA.ROWS} and threads {PPA.CONSUMERS * 128} (the producer comes on top), "
-                    f"got {bM} and {threads}")
+            return (
+                f"pingpong gives each of its two consumer warpgroups {PPA.ROWS} query rows: block_M must be "
+                f"{PPA.CONSUMERS * PPA.ROWS} and threads {PPA.CONSUMERS * 128} (the producer comes on top), "
+                f"got {bM} and {threads}"
+            )
         if cfg["num_stages"] < 2:
             # A consumer holds block t-1's stage for its PV while it waits for block t's.
             return f"pingpong keeps two key blocks in flight: num_stages must be at least 2, got {cfg['num_stages']}"
@@ -209,8 +221,20 @@ class AttentionFamily(KernelFamily):
     name = "attention"
     title = "Attention forward (flash)"
     aten_ops = frozenset({SDPA})
-    shape_names = ("B", "H", "Sq", "Skv", "D", "causal", "q_pitch", "k_pitch", "v_pitch", "kv_heads", "mask",
-                   "mask_dims")
+    shape_names = (
+        "B",
+        "H",
+        "Sq",
+        "Skv",
+        "D",
+        "causal",
+        "q_pitch",
+        "k_pitch",
+        "v_pitch",
+        "kv_heads",
+        "mask",
+        "mask_dims",
+    )
     optional_dims = 6  # contiguous q, k, v with a head each, no mask
     # SDPA's scale= (0: its default 1/sqrt(D)); a call's own scale builds the tuned config again.
     params = MappingProxyType({"scale": 0.0})
@@ -234,16 +258,28 @@ class AttentionFamily(KernelFamily):
         ok = len(dims) in (6, 9, 10, 12) and dims[5] in (0, 1) and all(d > 0 for d in dims[:5])
         kv = (dims[9] or dims[1]) if ok and len(dims) >= 10 else dims[1] if ok else 0
         kind, spread = dims[10:12] if ok and len(dims) == 12 else (0, 0)
-        mask_ok = (kind in (P.MASK_NONE, P.MASK_BOOL, P.MASK_FLOAT, P.MASK_FP32) and 0 <= spread <= 1111
-                   and set(str(spread)) <= {"0", "1"} and (kind or not spread) and not (kind and dims[5]))
-        if (not ok or kv <= 0 or dims[1] % kv or not mask_ok
-                or any(p != 0 and p < heads for p, heads in zip(dims[6:9], (dims[1], kv, kv)))):
-            raise KernelError(f"attention: shape must be (B, H, Sq, Skv, D, causal[, q_pitch, k_pitch, v_pitch"
-                              f"[, kv_heads[, mask, mask_dims]]]): five positive ints, causal 0 or 1, pitches 0 "
-                              f"(contiguous) or at least the operand's heads, kv_heads a divisor of H, mask 0 (none), "
-                              f"1 (bool), 2 (additive, the inputs' dtype) or 3 (additive float32) with mask_dims four "
-                              f"binary digits for [B, H, Sq, Skv] (1 where the mask varies), and no mask when causal, "
-                              f"got {tuple(shape)}")
+        mask_ok = (
+            kind in (P.MASK_NONE, P.MASK_BOOL, P.MASK_FLOAT, P.MASK_FP32)
+            and 0 <= spread <= 1111
+            and set(str(spread)) <= {"0", "1"}
+            and (kind or not spread)
+            and not (kind and dims[5])
+        )
+        if (
+            not ok
+            or kv <= 0
+            or dims[1] % kv
+            or not mask_ok
+            or any(p != 0 and p < heads for p, heads in zip(dims[6:9], (dims[1], kv, kv)))
+        ):
+            raise KernelError(
+                f"attention: shape must be (B, H, Sq, Skv, D, causal[, q_pitch, k_pitch, v_pitch"
+                f"[, kv_heads[, mask, mask_dims]]]): five positive ints, causal 0 or 1, pitches 0 "
+                f"(contiguous) or at least the operand's heads, kv_heads a divisor of H, mask 0 (none), "
+                f"1 (bool), 2 (additive, the inputs' dtype) or 3 (additive float32) with mask_dims four "
+                f"binary digits for [B, H, Sq, Skv] (1 where the mask varies), and no mask when causal, "
+                f"got {tuple(shape)}"
+            )
         # A one-head operand's view of pitch 1 is that operand contiguous (as row_pitch reads it).
         found = tuple(0 if p == heads == 1 else p for p, heads in zip(dims[6:9], (dims[1], kv, kv)))
         if kind:
@@ -252,10 +288,14 @@ class AttentionFamily(KernelFamily):
             return tuple(dims[:6]) + (found or (0, 0, 0)) + (kv,)
         return dims[:6] if not any(found) else dims[:6] + found
 
-    def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]],
-                      concrete_inputs: Sequence[Any] | None = None,
-                      input_strides: Sequence[Sequence[int]] | None = None,
-                      input_dtypes: Sequence[str] | None = None) -> Shape | None:
+    def problem_shape(
+        self,
+        op: str,
+        input_shapes: Sequence[Sequence[int]],
+        concrete_inputs: Sequence[Any] | None = None,
+        input_strides: Sequence[Sequence[int]] | None = None,
+        input_dtypes: Sequence[str] | None = None,
+    ) -> Shape | None:
         """The shape of one profiled aten::scaled_dot_product_attention.
 
         Input shapes alone cannot say whether the call was causal (is_causal is a
@@ -319,10 +359,19 @@ class AttentionFamily(KernelFamily):
     def standard_shapes(self, device: str) -> list[Shape]:
         if device == "cpu":
             # Each stays well under 50 ms per TileLang call on one core.
-            return [(1, 2, 128, 128, 64, 0), (1, 2, 128, 128, 64, 1), (1, 4, 256, 256, 64, 1),
-                    self.awkward_shape((1, 2, 128, 128, 64, 1))]
-        return [(8, 12, 128, 128, 64, 0), (4, 32, 4096, 4096, 64, 0), (4, 32, 4096, 4096, 128, 0),
-                (4, 32, 4096, 4096, 128, 1), self.awkward_shape((1, 32, 4096, 4096, 128, 1))]
+            return [
+                (1, 2, 128, 128, 64, 0),
+                (1, 2, 128, 128, 64, 1),
+                (1, 4, 256, 256, 64, 1),
+                self.awkward_shape((1, 2, 128, 128, 64, 1)),
+            ]
+        return [
+            (8, 12, 128, 128, 64, 0),
+            (4, 32, 4096, 4096, 64, 0),
+            (4, 32, 4096, 4096, 128, 0),
+            (4, 32, 4096, 4096, 128, 1),
+            self.awkward_shape((1, 32, 4096, 4096, 128, 1)),
+        ]
 
     # ------------------------------------------------------------ data
 
@@ -338,11 +387,14 @@ class AttentionFamily(KernelFamily):
         if pq == pk == pv >= 3 * H and Sq == Skv and Hkv == H:
             # timm's packed qkv: three head ranges of one [B, S, pitch, D] projection.
             qkv = C.randn((B, Sq, pq, D), dtype, device, g)
-            q, k, v = (qkv[:, :, i * H:(i + 1) * H].transpose(1, 2) for i in range(3))
+            q, k, v = (qkv[:, :, i * H : (i + 1) * H].transpose(1, 2) for i in range(3))
         else:
-            q, k, v = (C.randn((B, S, p, D), dtype, device, g)[:, :, :n].transpose(1, 2) if p else
-                       C.randn((B, n, S, D), dtype, device, g)
-                       for S, p, n in ((Sq, pq, H), (Skv, pk, Hkv), (Skv, pv, Hkv)))
+            q, k, v = (
+                C.randn((B, S, p, D), dtype, device, g)[:, :, :n].transpose(1, 2)
+                if p
+                else C.randn((B, n, S, D), dtype, device, g)
+                for S, p, n in ((Sq, pq, H), (Skv, pk, Hkv), (Skv, pv, Hkv))
+            )
         setattr(q, CAUSAL_ATTR, bool(causal))
         if P.mask_kind(shape) == P.MASK_NONE:
             return q, k, v
@@ -355,8 +407,10 @@ class AttentionFamily(KernelFamily):
         q, k, v = inputs[:3]
         causal = getattr(q, CAUSAL_ATTR, None)
         if causal is None:
-            raise KernelError(f"attention: reference needs q from make_inputs (tagged with .{CAUSAL_ATTR}); "
-                              f"set q.{CAUSAL_ATTR} = True/False on other tensors")
+            raise KernelError(
+                f"attention: reference needs q from make_inputs (tagged with .{CAUSAL_ATTR}); "
+                f"set q.{CAUSAL_ATTR} = True/False on other tensors"
+            )
         extra = {"attn_mask": inputs[3]} if len(inputs) > 3 else {}
         if k.shape[1] != q.shape[1]:  # grouped-query heads
             extra["enable_gqa"] = True
@@ -404,7 +458,7 @@ class AttentionFamily(KernelFamily):
         skv = int(shape[3]) if shape is not None else 1024
         rms = math.sqrt(math.e / max(1, skv))
         rel = {"float32": 2e-5, "float16": 5e-3, "bfloat16": 4e-2}[dtype]
-        ulp_at_one = {"float32": 0.0, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}[dtype]
+        ulp_at_one = {"float32": 0.0, "float16": 2.0**-10, "bfloat16": 2.0**-7}[dtype]
         return (max(rel * rms, ulp_at_one), rel)
 
     # ------------------------------------------------------------ tuning
@@ -468,8 +522,10 @@ class AttentionFamily(KernelFamily):
         if whole:  # every key in one block
             raw[1:1] = [(64, whole, 2, 128, True), (128, whole, 1, 256), (64, whole, 1, 128)]
         extra = {True: {"overlap": True}, "pingpong": {"pingpong": True}}
-        cands = [{"block_M": m, "block_N": n, "num_stages": s, "threads": t, **(extra[rest[0]] if rest else {})}
-                 for m, n, s, t, *rest in raw]
+        cands = [
+            {"block_M": m, "block_N": n, "num_stages": s, "threads": t, **(extra[rest[0]] if rest else {})}
+            for m, n, s, t, *rest in raw
+        ]
         # FlashAttention-3's 176-key tile is its non-causal one, and only pays past one block.
         cands = [c for c in cands if not (c.get("pingpong") and c["block_N"] > 128 and (causal or Skv <= c["block_N"]))]
         fitting = [c for c in cands if self.reject_reason(shape, dtype, c, hw) is None]
@@ -501,8 +557,11 @@ class AttentionFamily(KernelFamily):
         D = shape[4]
         if C.targets_cpu(hardware):
             local = _cpu_local_bytes(cfg, D)
-            return None if local <= CPU_LOCAL_LIMIT_BYTES else (
-                f"local tiles need {local} bytes of stack, limit {CPU_LOCAL_LIMIT_BYTES}")
+            return (
+                None
+                if local <= CPU_LOCAL_LIMIT_BYTES
+                else (f"local tiles need {local} bytes of stack, limit {CPU_LOCAL_LIMIT_BYTES}")
+            )
         smem = _gpu_smem(cfg, D, dtype)
         if not C.smem_fits(smem, hardware):
             return f"needs {smem} bytes of shared memory, the device allows {hardware.smem_per_block} per block"
@@ -707,8 +766,10 @@ class StridedAttention(C.LauncherWrapper):
         for i, (t, p) in enumerate(zip((q, k, v), self.pitches)):
             got = row_pitch(t.shape, t.stride())
             if p and got != p:
-                raise KernelError(f"attention: input {i} has strides {tuple(t.stride())} (row pitch {got}); "
-                                  f"the kernel was built for row pitch {p}")
+                raise KernelError(
+                    f"attention: input {i} has strides {tuple(t.stride())} (row pitch {got}); "
+                    f"the kernel was built for row pitch {p}"
+                )
 
     def output(self, out: torch.Tensor) -> torch.Tensor:
         return out.transpose(1, 2) if self.pitches[0] else out
@@ -735,27 +796,33 @@ class MaskedAttention(C.LauncherWrapper):
         self.strided = StridedAttention(launcher)
         shape = launcher.shape
         self.mask_size = P.mask_shape(shape)
-        self.mask_dtype = torch.bool if P.mask_kind(shape) == P.MASK_BOOL else C.torch_dtype(
-            P.mask_dtype(shape, launcher.dtype))
+        self.mask_dtype = (
+            torch.bool if P.mask_kind(shape) == P.MASK_BOOL else C.torch_dtype(P.mask_dtype(shape, launcher.dtype))
+        )
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         if tuple(mask.shape) != self.mask_size or mask.dtype != self.mask_dtype:
-            raise KernelError(f"attention: the mask is {tuple(mask.shape)} {mask.dtype}; the kernel was built "
-                              f"for {self.mask_size} {self.mask_dtype}")
+            raise KernelError(
+                f"attention: the mask is {tuple(mask.shape)} {mask.dtype}; the kernel was built "
+                f"for {self.mask_size} {self.mask_dtype}"
+            )
         self.strided.check_pitches(q, k, v)
         want, args = C.torch_dtype(self.launcher.dtype), []
         for i, (t, size, p) in enumerate(zip((q, k, v), self.launcher.input_shapes, self.strided.pitches)):
             if tuple(t.shape) != size or t.dtype != want:
-                raise KernelError(f"attention: input {i} is {tuple(t.shape)} {t.dtype}; the kernel was built for "
-                                  f"{size} {want}")
+                raise KernelError(
+                    f"attention: input {i} is {tuple(t.shape)} {t.dtype}; the kernel was built for {size} {want}"
+                )
             args.append(t.detach() if p else t.detach().contiguous())
         m = mask.detach().contiguous()
         args.append(m.view(torch.uint8) if m.dtype == torch.bool else m)
         return self.strided.output(self.launcher.kernel(*args))
 
 
-_FP32_GPU = ("attention: float32 has no GPU schedule (T.gemm on fp32 runs as TF32 and would not match "
-             "PyTorch's fp32); use float16 or bfloat16 on CUDA")
+_FP32_GPU = (
+    "attention: float32 has no GPU schedule (T.gemm on fp32 runs as TF32 and would not match "
+    "PyTorch's fp32); use float16 or bfloat16 on CUDA"
+)
 
 
 FAMILY = AttentionFamily()

@@ -92,8 +92,9 @@ def acc_regs(cfg: dict[str, Any], D: int) -> float:
     return (ROWS * cfg["block_N"] * 1.5 + ROWS * D) / 128
 
 
-def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[str, Any],
-                     bounds: Any, operand: Any, output_shape: Any):
+def pingpong_program(
+    shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[str, Any], bounds: Any, operand: Any, output_shape: Any
+):
     """`parts` are `_attention_programs._gpu_parts` built for ROWS-row tiles; `bounds(bx)`
     gives the (key blocks, unmasked key blocks) of the block's 128 rows; `operand` and
     `output_shape` are `_attention_programs`' (strided q, k, v and the output's layout)."""
@@ -122,8 +123,29 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
         T.wgmma_gemm(Q_s, K_s[st, :, :], acc_s, transpose_B=True)
 
     @T.macro
-    def consume(Q_s, K_s, V_s, acc_s, acc_p, acc_o, m_cur, m_prev, r_scale, r_sum, l_sum, full, empty, order,
-                q_full, me, bx, n_blocks, M, by, bz):
+    def consume(
+        Q_s,
+        K_s,
+        V_s,
+        acc_s,
+        acc_p,
+        acc_o,
+        m_cur,
+        m_prev,
+        r_scale,
+        r_sum,
+        l_sum,
+        full,
+        empty,
+        order,
+        q_full,
+        me,
+        bx,
+        n_blocks,
+        M,
+        by,
+        bz,
+    ):
         row_tile = bx * CONSUMERS + me
         n_full = rows_bounds(bx, me)
         T.fill(acc_o, 0)
@@ -176,9 +198,9 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
         # Q's rows are this consumer's alone and read for the last time: O goes out through them.
         T.copy(acc_o, O_s)
         if pq:
-            T.copy(O_s, O[bz, r0:r0 + ROWS, by, :])
+            T.copy(O_s, O[bz, r0 : r0 + ROWS, by, :])
         else:
-            T.copy(O_s, O[bz, by, r0:r0 + ROWS, :])
+            T.copy(O_s, O[bz, by, r0 : r0 + ROWS, :])
 
     @T.macro
     def body(Q, K, V, M, O):
@@ -216,27 +238,70 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
                 T.set_max_nreg(PRODUCER_REGS, 0)
                 # Rows past Sq and keys past Skv load as zeros (TMA bounds); the mask and the
                 # clipped store keep them out of the output.
-                T.tma_copy(Q[bz, by, r0:r0 + ROWS, :], Q_s0, barrier=q_full)
-                T.tma_copy(Q[bz, by, r0 + ROWS:r0 + bM, :], Q_s1, barrier=q_full)
+                T.tma_copy(Q[bz, by, r0 : r0 + ROWS, :], Q_s0, barrier=q_full)
+                T.tma_copy(Q[bz, by, r0 + ROWS : r0 + bM, :], Q_s1, barrier=q_full)
                 T.barrier_arrive(q_full)
                 for kb in T.serial(n_blocks):
                     st = kb % stages
                     T.mbarrier_wait_parity(empty[st], empty_parity(kb, stages))
-                    T.tma_copy(K[bz, kv_head(by, shape), kb * bN:(kb + 1) * bN, :], K_s[st, :, :], barrier=full[st])
-                    T.tma_copy(V[bz, kv_head(by, shape), kb * bN:(kb + 1) * bN, :], V_s[st, :, :], barrier=full[st])
+                    T.tma_copy(K[bz, kv_head(by, shape), kb * bN : (kb + 1) * bN, :], K_s[st, :, :], barrier=full[st])
+                    T.tma_copy(V[bz, kv_head(by, shape), kb * bN : (kb + 1) * bN, :], V_s[st, :, :], barrier=full[st])
                     T.barrier_arrive(full[st])
             elif tx < 128:
                 T.set_max_nreg(CONSUMER_REGS, 1)
-                consume(Q_s0, K_s, V_s, acc_s0, acc_p0, acc_o0, m_cur0, m_prev0, r_scale0, r_sum0, l_sum0, full,
-                        empty, order, q_full, 0, bx, n_blocks, M, by, bz)
+                consume(
+                    Q_s0,
+                    K_s,
+                    V_s,
+                    acc_s0,
+                    acc_p0,
+                    acc_o0,
+                    m_cur0,
+                    m_prev0,
+                    r_scale0,
+                    r_sum0,
+                    l_sum0,
+                    full,
+                    empty,
+                    order,
+                    q_full,
+                    0,
+                    bx,
+                    n_blocks,
+                    M,
+                    by,
+                    bz,
+                )
                 store(acc_o0, Q_s0, O, bz, by, r0)
             else:
                 T.set_max_nreg(CONSUMER_REGS, 1)
-                consume(Q_s1, K_s, V_s, acc_s1, acc_p1, acc_o1, m_cur1, m_prev1, r_scale1, r_sum1, l_sum1, full,
-                        empty, order, q_full, 1, bx, n_blocks, M, by, bz)
+                consume(
+                    Q_s1,
+                    K_s,
+                    V_s,
+                    acc_s1,
+                    acc_p1,
+                    acc_o1,
+                    m_cur1,
+                    m_prev1,
+                    r_scale1,
+                    r_sum1,
+                    l_sum1,
+                    full,
+                    empty,
+                    order,
+                    q_full,
+                    1,
+                    bx,
+                    n_blocks,
+                    M,
+                    by,
+                    bz,
+                )
                 store(acc_o1, Q_s1, O, bz, by, r0 + ROWS)
 
     if masked:
+
         @T.prim_func
         def attention_fwd_pingpong_masked(
             Q: operand(T, pq, B, H, Sq, D, dtype),

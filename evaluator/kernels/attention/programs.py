@@ -9,7 +9,8 @@ hands SDPA, heads of a row-major [B, S, p, D] buffer (strides S*p*D, D, p*D, 1):
 attention, SDPA's enable_gqa: llama 2/3's, Mistral's) gives k and v that many heads, a
 divisor of H; query head h reads key/value head h // (H // kv_heads). The programs read such views in place
 (TileLang strided buffers), and with a strided q write O as [B, Sq, H, D], which the
-family hands back transposed, as PyTorch's flash SDPA does. Out: a TileLang PrimFunc: on CPU an online-softmax loop over fp32 local
+family hands back transposed, as PyTorch's flash SDPA does. Out: a TileLang PrimFunc: on CPU an online-softmax loop
+over fp32 local
 tiles, one (batch, head, query block) per kernel block; on CUDA FlashAttention with
 tensor-core gemms for QK^T and PV, the K/V loop chosen by `overlap`: FlashAttention-2's
 loop with synchronous `T.gemm` (warp-specialized by TileLang), or a hand-ordered
@@ -38,8 +39,20 @@ from ...errors import KernelError
 from ...results import Shape
 from . import pingpong as PPA
 from .shapes import (  # noqa: F401  (the family and tests read them as the programs' too)
-    MASK_BOOL, MASK_FLOAT, MASK_FP32, MASK_NONE, NEG_INF_BITS, NEG_INF_BITS_16, NEG_MAX_BITS, kv_head, kv_heads,
-    mask_dims, mask_dtype, mask_kind, mask_shape, pitches,
+    MASK_BOOL,
+    MASK_FLOAT,
+    MASK_FP32,
+    MASK_NONE,
+    NEG_INF_BITS,
+    NEG_INF_BITS_16,
+    NEG_MAX_BITS,
+    kv_head,
+    kv_heads,
+    mask_dims,
+    mask_dtype,
+    mask_kind,
+    mask_shape,
+    pitches,
 )
 from .. import common as C
 
@@ -132,8 +145,9 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
             q0 = bx * bM
             # The softmax scale is folded into Q once instead of into every score.
             for i, d in T.grid(bM, D):
-                Q_l[i, d] = T.if_then_else(q0 + i < Sq, T.cast(Q[b, h, q0 + i, d], ACCUM) * T.float32(scale),
-                                           T.float32(0))
+                Q_l[i, d] = T.if_then_else(
+                    q0 + i < Sq, T.cast(Q[b, h, q0 + i, d], ACCUM) * T.float32(scale), T.float32(0)
+                )
             T.clear(acc)
             for i in T.serial(bM):
                 # Masked: below every finite score, so that a row whose every score is an
@@ -181,8 +195,9 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
                     else:
                         if causal:
                             for j in T.serial(bN):
-                                S_l[i, j] = T.if_then_else((k0 + j <= q0 + i) and (k0 + j < Skv), S_l[i, j],
-                                                           T.float32(CPU_NEG))
+                                S_l[i, j] = T.if_then_else(
+                                    (k0 + j <= q0 + i) and (k0 + j < Skv), S_l[i, j], T.float32(CPU_NEG)
+                                )
                         elif kv_tail:
                             for j in T.serial(bN):
                                 S_l[i, j] = T.if_then_else(k0 + j < Skv, S_l[i, j], T.float32(CPU_NEG))
@@ -222,6 +237,7 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
                             O[b, h, q0 + i, d] = T.cast(acc[i, d] / l_l[i], dtype)
 
     if masked:
+
         @T.prim_func
         def attention_cpu_masked(
             Q: operand(T, pq, B, H, Sq, D, dtype),
@@ -254,8 +270,7 @@ def kv_blocks(bx, bM: int, bN: int, Skv: int, causal: bool, minimum=min):
     count has every key < Skv and, causal, <= the block's first query row: only the
     diagonal block(s) and the Skv tail pay for the per-element mask."""
     if causal:
-        return (minimum((Skv + bN - 1) // bN, ((bx + 1) * bM + bN - 1) // bN),
-                minimum(Skv // bN, (bx * bM + 1) // bN))
+        return (minimum((Skv + bN - 1) // bN, ((bx + 1) * bM + bN - 1) // bN), minimum(Skv // bN, (bx * bM + 1) // bN))
     return (Skv + bN - 1) // bN, Skv // bN
 
 
@@ -275,9 +290,15 @@ def gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     if cfg.get("pingpong"):
         # The shared pieces on one consumer warpgroup's rows; the key blocks on the block's.
         rows = _gpu_parts(T, shape, dtype, {**cfg, "block_M": PPA.ROWS})
-        program = PPA.pingpong_program(shape, dtype, cfg, rows,
-                                       lambda bx: kv_blocks(bx, bM, cfg["block_N"], Skv, causal, T.min),
-                                       operand, output_shape)
+        program = PPA.pingpong_program(
+            shape,
+            dtype,
+            cfg,
+            rows,
+            lambda bx: kv_blocks(bx, bM, cfg["block_N"], Skv, causal, T.min),
+            operand,
+            output_shape,
+        )
         return C.with_fast_math(program, cfg["fast_math"])
     parts = _gpu_parts(T, shape, dtype, cfg)
     kv_loop = (_overlap_loop if cfg["overlap"] else _ws_loop)(T, shape, dtype, cfg, parts)
@@ -296,7 +317,7 @@ def gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
             l_sum = T.alloc_fragment((bM,), ACCUM)
 
             # Rows past Sq read as zeros (bounds-checked copy) and are never stored.
-            T.copy(Q[bz, by, bx * bM:(bx + 1) * bM, :], Q_s)
+            T.copy(Q[bz, by, bx * bM : (bx + 1) * bM, :], Q_s)
             T.fill(acc_o, 0)
             T.fill(l_sum, 0)
             T.fill(m_cur, -T.infinity(ACCUM))
@@ -305,11 +326,12 @@ def gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
             # Staged through shared memory so the global store is coalesced (TMA on sm_90).
             T.copy(acc_o, O_s)
             if pq:
-                T.copy(O_s, O[bz, bx * bM:(bx + 1) * bM, by, :])
+                T.copy(O_s, O[bz, bx * bM : (bx + 1) * bM, by, :])
             else:
-                T.copy(O_s, O[bz, by, bx * bM:(bx + 1) * bM, :])
+                T.copy(O_s, O[bz, by, bx * bM : (bx + 1) * bM, :])
 
     if masked:
+
         @T.prim_func
         def attention_fwd_masked(
             Q: operand(T, pq, B, H, Sq, D, dtype),
@@ -383,8 +405,9 @@ def _gpu_parts(T, shape: Shape, dtype: str, cfg: dict[str, Any]) -> dict[str, An
 
     def masked_score(M, s, b, h, q, k):
         if kind == MASK_BOOL:
-            return T.if_then_else(mask_at(M, shape, b, h, q, k) != T.uint8(0), s * T.float32(sm_scale),
-                                  -T.infinity(ACCUM))
+            return T.if_then_else(
+                mask_at(M, shape, b, h, q, k) != T.uint8(0), s * T.float32(sm_scale), -T.infinity(ACCUM)
+            )
         return s * T.float32(sm_scale) + T.cast(mask_at(M, shape, b, h, q, k), ACCUM)
 
     @T.macro
@@ -406,9 +429,11 @@ def _gpu_parts(T, shape: Shape, dtype: str, cfg: dict[str, Any]) -> dict[str, An
             if not guarded:
                 acc_s[i, j] = masked_score(M, acc_s[i, j], bz, by, bx * bM + i, kb * bN + j)
             else:
-                acc_s[i, j] = T.if_then_else(readable(bx * bM + i, kb * bN + j),
-                                             masked_score(M, acc_s[i, j], bz, by, bx * bM + i, kb * bN + j),
-                                             -T.infinity(ACCUM))
+                acc_s[i, j] = T.if_then_else(
+                    readable(bx * bM + i, kb * bN + j),
+                    masked_score(M, acc_s[i, j], bz, by, bx * bM + i, kb * bN + j),
+                    -T.infinity(ACCUM),
+                )
 
     def shift(m):
         # A row that every key so far was hidden from has max -inf: exp2 of -inf minus 0
@@ -456,17 +481,30 @@ def _gpu_parts(T, shape: Shape, dtype: str, cfg: dict[str, Any]) -> dict[str, An
             for i, j in T.Parallel(bM, D):
                 acc_o[i, j] /= l_sum[i]
 
-    return {"bounds": bounds, "init_scores": init_scores, "apply_mask": apply_mask, "softmax": softmax,
-            "rescale": rescale, "finish": finish, "masked": with_mask}
+    return {
+        "bounds": bounds,
+        "init_scores": init_scores,
+        "apply_mask": apply_mask,
+        "softmax": softmax,
+        "rescale": rescale,
+        "finish": finish,
+        "masked": with_mask,
+    }
 
 
 def _kv_buffers(T, bM: int, bN: int, D: int, dtype: str) -> tuple:
     """What both K/V loops allocate, called while their macro is parsed: the K and V
     tiles, the scores (fp32, then in the input dtype for the PV gemm) and the per-row
     previous max, rescale factor and block sum."""
-    return (T.alloc_shared((bN, D), dtype), T.alloc_shared((bN, D), dtype), T.alloc_fragment((bM, bN), ACCUM),
-            T.alloc_fragment((bM, bN), dtype), T.alloc_fragment((bM,), ACCUM), T.alloc_fragment((bM,), ACCUM),
-            T.alloc_fragment((bM,), ACCUM))
+    return (
+        T.alloc_shared((bN, D), dtype),
+        T.alloc_shared((bN, D), dtype),
+        T.alloc_fragment((bM, bN), ACCUM),
+        T.alloc_fragment((bM, bN), dtype),
+        T.alloc_fragment((bM,), ACCUM),
+        T.alloc_fragment((bM,), ACCUM),
+        T.alloc_fragment((bM,), ACCUM),
+    )
 
 
 def _ws_loop(T, shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[str, Any]):
@@ -485,7 +523,7 @@ def _ws_loop(T, shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[str, 
         K_s, V_s, acc_s, acc_p, m_prev, r_scale, r_sum = _kv_buffers(T, bM, bN, D, dtype)
         n_blocks, n_full = bounds(bx)
         for kb in T.Pipelined(n_blocks, num_stages=stages):
-            T.copy(K[bz, by, kb * bN:(kb + 1) * bN, :], K_s)
+            T.copy(K[bz, by, kb * bN : (kb + 1) * bN, :], K_s)
             init_scores(acc_s, kb, n_full, bx)
             T.gemm(Q_s, K_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
             if masked:
@@ -494,7 +532,7 @@ def _ws_loop(T, shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[str, 
             T.copy(acc_s, acc_p)
             rescale(acc_o, r_scale)
             # Key rows past Skv read as zeros (TMA fills them), and their P is 0.
-            T.copy(V[bz, by, kb * bN:(kb + 1) * bN, :], V_s)
+            T.copy(V[bz, by, kb * bN : (kb + 1) * bN, :], V_s)
             T.gemm(acc_p, V_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
 
     return kv_loop
@@ -507,14 +545,25 @@ def _ws_loop(T, shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[str, 
 _OVERLAP_BODY = (
     [("copy_k", 0), ("init_s", 1), ("qk", 1), ("commit", 1), ("wait_qk", 1), ("fence_s", 1)]
     + [(f"softmax{i}", 1) for i in range(8)]
-    + [("wait_pv", 1), ("sync", 1), ("fence_o", 1), ("fence_p", 1), ("cast", 1), ("copy_v", 1), ("rescale", 2),
-       ("pv", 2)]
+    + [
+        ("wait_pv", 1),
+        ("sync", 1),
+        ("fence_o", 1),
+        ("fence_p", 1),
+        ("cast", 1),
+        ("copy_v", 1),
+        ("rescale", 2),
+        ("pv", 2),
+    ]
 )
 # The order each iteration issues them in: QK^T of block t+1 and PV of block t go to the
 # tensor cores before the softmax of block t+1 runs, so that softmax overlaps the PV gemm
 # (FlashAttention-3's intra-warpgroup pipelining).
-_OVERLAP_ISSUE = (["copy_k", "copy_v", "init_s", "qk", "commit", "rescale", "pv", "wait_qk", "fence_s"]
-                  + [f"softmax{i}" for i in range(8)] + ["wait_pv", "sync", "fence_o", "fence_p", "cast"])
+_OVERLAP_ISSUE = (
+    ["copy_k", "copy_v", "init_s", "qk", "commit", "rescale", "pv", "wait_qk", "fence_s"]
+    + [f"softmax{i}" for i in range(8)]
+    + ["wait_pv", "sync", "fence_o", "fence_p", "cast"]
+)
 
 
 def _overlap_schedule(masked: bool = False) -> tuple[list[int], list[int]]:
@@ -547,8 +596,9 @@ def _overlap_loop(T, shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
     split_count = bool(cfg.get("split_count")) and causal
 
     @T.macro
-    def one_block(K, V, M, Q_s, K_s, V_s, acc_s, acc_p, acc_o, m_cur, m_prev, r_scale, r_sum, l_sum, n_full, bx, by,
-                  hq, bz):
+    def one_block(
+        K, V, M, Q_s, K_s, V_s, acc_s, acc_p, acc_o, m_cur, m_prev, r_scale, r_sum, l_sum, n_full, bx, by, hq, bz
+    ):
         T.copy(K[bz, by, 0:bN, :], K_s)
         init_scores(acc_s, 0, n_full, bx)
         T.gemm(Q_s, K_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
@@ -569,8 +619,27 @@ def _overlap_loop(T, shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
         # first key block (a count known only at run time) visits one more, fully
         # masked block instead: its scores are -inf, so it changes no bit of the output.
         if single_block:
-            one_block(K, V, M, Q_s, K_s, V_s, acc_s, acc_p, acc_o, m_cur, m_prev, r_scale, r_sum, l_sum, n_full,
-                      bx, by, hq, bz)
+            one_block(
+                K,
+                V,
+                M,
+                Q_s,
+                K_s,
+                V_s,
+                acc_s,
+                acc_p,
+                acc_o,
+                m_cur,
+                m_prev,
+                r_scale,
+                r_sum,
+                l_sum,
+                n_full,
+                bx,
+                by,
+                hq,
+                bz,
+            )
         else:
             # At least two iterations. Written as T.max(n, 2), the pipeline's epilogue guards
             # on 64x128 tiles of one warpgroup come out as `a < b || a < 3`, which ptxas
@@ -582,14 +651,74 @@ def _overlap_loop(T, shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[
             # so it is outside the search space.
             if split_count:
                 if n_blocks >= 2:
-                    pipelined(K, V, M, Q_s, K_s, V_s, acc_s, acc_p, acc_o, m_cur, m_prev, r_scale, r_sum, l_sum,
-                              n_blocks, n_full, bx, by, hq, bz)
+                    pipelined(
+                        K,
+                        V,
+                        M,
+                        Q_s,
+                        K_s,
+                        V_s,
+                        acc_s,
+                        acc_p,
+                        acc_o,
+                        m_cur,
+                        m_prev,
+                        r_scale,
+                        r_sum,
+                        l_sum,
+                        n_blocks,
+                        n_full,
+                        bx,
+                        by,
+                        hq,
+                        bz,
+                    )
                 else:
-                    pipelined(K, V, M, Q_s, K_s, V_s, acc_s, acc_p, acc_o, m_cur, m_prev, r_scale, r_sum, l_sum,
-                              2, n_full, bx, by, hq, bz)
+                    pipelined(
+                        K,
+                        V,
+                        M,
+                        Q_s,
+                        K_s,
+                        V_s,
+                        acc_s,
+                        acc_p,
+                        acc_o,
+                        m_cur,
+                        m_prev,
+                        r_scale,
+                        r_sum,
+                        l_sum,
+                        2,
+                        n_full,
+                        bx,
+                        by,
+                        hq,
+                        bz,
+                    )
             else:
-                pipelined(K, V, M, Q_s, K_s, V_s, acc_s, acc_p, acc_o, m_cur, m_prev, r_scale, r_sum, l_sum,
-                          T.max(n_blocks, 2) if causal else n_blocks, n_full, bx, by, hq, bz)
+                pipelined(
+                    K,
+                    V,
+                    M,
+                    Q_s,
+                    K_s,
+                    V_s,
+                    acc_s,
+                    acc_p,
+                    acc_o,
+                    m_cur,
+                    m_prev,
+                    r_scale,
+                    r_sum,
+                    l_sum,
+                    T.max(n_blocks, 2) if causal else n_blocks,
+                    n_full,
+                    bx,
+                    by,
+                    hq,
+                    bz,
+                )
 
     return kv_loop
 
@@ -610,11 +739,31 @@ def _overlap_pipeline(T, shape: Shape, cfg: dict[str, Any], parts: dict[str, Any
     s_regs, o_regs = cfg["block_M"] * bN // threads, cfg["block_M"] * D // threads
 
     @T.macro
-    def pipelined(K, V, M, Q_s, K_s, V_s, acc_s, acc_p, acc_o, m_cur, m_prev, r_scale, r_sum, l_sum, n_blocks, n_full,
-                  bx, by, hq, bz):
+    def pipelined(
+        K,
+        V,
+        M,
+        Q_s,
+        K_s,
+        V_s,
+        acc_s,
+        acc_p,
+        acc_o,
+        m_cur,
+        m_prev,
+        r_scale,
+        r_sum,
+        l_sum,
+        n_blocks,
+        n_full,
+        bx,
+        by,
+        hq,
+        bz,
+    ):
         for kb in T.Pipelined(n_blocks, order=order, stage=stage):
             # cp.async rows past Skv are zero-filled; their scores are masked and P is 0.
-            T.copy(K[bz, by, kb * bN:(kb + 1) * bN, :], K_s)
+            T.copy(K[bz, by, kb * bN : (kb + 1) * bN, :], K_s)
             init_scores(acc_s, kb, n_full, bx)
             T.wgmma_gemm(Q_s, K_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
             # An empty wgmma group after S: in the prologue, where no PV precedes the
@@ -634,7 +783,7 @@ def _overlap_pipeline(T, shape: Shape, cfg: dict[str, Any], parts: dict[str, Any
             T.warpgroup_fence_operand(acc_o, num_regs=o_regs)
             T.warpgroup_fence_operand(acc_p, num_regs=s_regs // 2)
             T.copy(acc_s, acc_p)
-            T.copy(V[bz, by, kb * bN:(kb + 1) * bN, :], V_s)
+            T.copy(V[bz, by, kb * bN : (kb + 1) * bN, :], V_s)
             rescale(acc_o, r_scale)
             T.wgmma_gemm(acc_p, V_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
         # The pipeline's epilogue issues the last PV without a wait.

@@ -56,8 +56,15 @@ BADDBMM = (torch.baddbmm, torch.Tensor.baddbmm)
 EINSUM = torch.einsum
 
 CPU_DEFAULTS = {"block_M": 64, "block_N": 64, "block_K": 32}
-TC_DEFAULTS = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 2, "threads": 128, "swizzle": False,
-               "panel": 10}
+TC_DEFAULTS = {
+    "block_M": 128,
+    "block_N": 128,
+    "block_K": 64,
+    "num_stages": 2,
+    "threads": 128,
+    "swizzle": False,
+    "panel": 10,
+}
 SIMT_DEFAULTS = {"block_M": 64, "block_N": 64, "block_K": 16, "thread_M": 4, "thread_N": 4, "num_stages": 2}
 # Local tiles become stack arrays in the generated C; keep them well inside a thread's stack.
 CPU_LOCAL_LIMIT_BYTES = 128 * 1024
@@ -155,8 +162,9 @@ class Plan(NamedTuple):
     b: Side
 
 
-def plan(a_size, a_stride, b_size, b_stride, batch: Sequence[int], addend: int = 0,
-         aligned: tuple[bool, bool] = (True, True)) -> Plan | str:
+def plan(
+    a_size, a_stride, b_size, b_stride, batch: Sequence[int], addend: int = 0, aligned: tuple[bool, bool] = (True, True)
+) -> Plan | str:
     """The problem shape of A[*, M, K] @ B[*, K, N] over batch dims `batch` (broadcast
     already), and how each operand reaches the kernel; or why the call stays in PyTorch."""
     M, K = int(a_size[-2]), int(a_size[-1])
@@ -216,14 +224,17 @@ class BatchedKernel(C.LauncherWrapper):
         if ok is None:
             ok = self._seen[key] = self._lies_as(st, op)
         if not ok:
-            raise KernelError(f"bmm: operand {name} of size {tuple(x.shape)} and strides {tuple(x.stride())} does not "
-                              f"lie as the kernel was built to read it (transposed {int(op.t)}, pitch {op.pitch}, "
-                              f"shared {int(op.shared)})")
+            raise KernelError(
+                f"bmm: operand {name} of size {tuple(x.shape)} and strides {tuple(x.stride())} does not "
+                f"lie as the kernel was built to read it (transposed {int(op.t)}, pitch {op.pitch}, "
+                f"shared {int(op.shared)})"
+            )
         if op.shared and st.dim() > 2:
             st = st[(0,) * (st.dim() - 2)]
         batch = self.shape[0]
-        return torch.as_strided(st, op.decl_shape(batch, self.heads), op.decl_strides(batch, self.heads),
-                                st.storage_offset())
+        return torch.as_strided(
+            st, op.decl_shape(batch, self.heads), op.decl_strides(batch, self.heads), st.storage_offset()
+        )
 
     def _lies_as(self, st: torch.Tensor, op: P.Operand) -> bool:
         """Whether the storage view `st` [*lead, lines, inner] puts every element where the
@@ -257,8 +268,10 @@ class BatchedKernel(C.LauncherWrapper):
             except RuntimeError:
                 c = None
             if c is None or not c.is_contiguous():
-                raise KernelError(f"bmm: the addend must be a contiguous {list(self.add)} (or [batch, 1, N] for a "
-                                  f"row per batch), got size {tuple(add.shape)} strides {tuple(add.stride())}")
+                raise KernelError(
+                    f"bmm: the addend must be a contiguous {list(self.add)} (or [batch, 1, N] for a "
+                    f"row per batch), got size {tuple(add.shape)} strides {tuple(add.stride())}"
+                )
             args.append(c)
         args = self.launcher.check_inputs(args, keep_strides=[True] * len(args))
         return self.launcher.kernel(*args)
@@ -272,8 +285,9 @@ _WRAPPED = C.OnceCache()
 
 def _tc_smem(cfg: dict[str, Any], dtype: str) -> int:
     b = C.dtype_bytes(dtype)
-    return ((cfg["block_M"] + cfg["block_N"]) * cfg["block_K"] * max(1, cfg["num_stages"])
-            + cfg["block_M"] * cfg["block_N"]) * b
+    return (
+        (cfg["block_M"] + cfg["block_N"]) * cfg["block_K"] * max(1, cfg["num_stages"]) + cfg["block_M"] * cfg["block_N"]
+    ) * b
 
 
 def _simt_smem(cfg: dict[str, Any]) -> int:
@@ -316,14 +330,23 @@ class BmmFamily(KernelFamily):
         if ok:
             batch, M, N, K, a_t, b_t, heads, ap, bp, add, a_sh, b_sh = P.full(dims)
             pitched = [p for p, sh in ((ap, a_sh), (bp, b_sh)) if p]
-            ok = (min(batch, M, N, K) > 0 and {a_t, b_t, a_sh, b_sh} <= {0, 1} and add in (0, 1, 2)
-                  and min(heads, ap, bp) >= 0 and not (a_sh and ap) and not (b_sh and bp) and not (a_sh and b_sh)
-                  and (not pitched or (heads > 0 and batch % heads == 0 and all(p >= heads for p in pitched))))
+            ok = (
+                min(batch, M, N, K) > 0
+                and {a_t, b_t, a_sh, b_sh} <= {0, 1}
+                and add in (0, 1, 2)
+                and min(heads, ap, bp) >= 0
+                and not (a_sh and ap)
+                and not (b_sh and bp)
+                and not (a_sh and b_sh)
+                and (not pitched or (heads > 0 and batch % heads == 0 and all(p >= heads for p in pitched)))
+            )
         if not ok:
-            raise KernelError(f"bmm: shape must be (batch, M, N, K[, a_t, b_t, heads, a_pitch, b_pitch, addend, "
-                              f"a_shared, b_shared]): four positive ints, flags 0 or 1, addend 0, 1 or 2, pitches 0 "
-                              f"or at least heads (a divisor of batch), a shared operand unpitched and not both "
-                              f"shared, got {tuple(shape)}")
+            raise KernelError(
+                f"bmm: shape must be (batch, M, N, K[, a_t, b_t, heads, a_pitch, b_pitch, addend, "
+                f"a_shared, b_shared]): four positive ints, flags 0 or 1, addend 0, 1 or 2, pitches 0 "
+                f"or at least heads (a divisor of batch), a shared operand unpitched and not both "
+                f"shared, got {tuple(shape)}"
+            )
         if not pitched:
             dims = dims[:6] + (0,) + dims[7:]  # heads mean nothing without a pitched operand
         dims = P.full(dims)
@@ -334,9 +357,13 @@ class BmmFamily(KernelFamily):
     def covers(self, op: str, input_shapes: Sequence[Sequence[int]] = ()) -> bool:
         return op in self.aten_ops or (op == "aten::matmul" and _batched_matmul(input_shapes))
 
-    def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]],
-                      concrete_inputs: Sequence[Any] | None = None,
-                      input_strides: Sequence[Sequence[int]] | None = None) -> Shape | None:
+    def problem_shape(
+        self,
+        op: str,
+        input_shapes: Sequence[Sequence[int]],
+        concrete_inputs: Sequence[Any] | None = None,
+        input_strides: Sequence[Sequence[int]] | None = None,
+    ) -> Shape | None:
         """The shape the route will see for one profiled aten::bmm, aten::baddbmm or batched
         aten::matmul: layouts from the recorded strides (contiguous where none were
         recorded), baddbmm's addend from its input's size and strides and its beta (the
@@ -353,7 +380,9 @@ class BmmFamily(KernelFamily):
             if op != "aten::matmul" and (len(a) != 3 or len(b) != 3 or a[0] != b[0]):
                 return None
             sa = strides[first] if len(strides) > first + 1 and len(strides[first]) == len(a) else _contiguous(a)
-            sb = strides[first + 1] if len(strides) > first + 1 and len(strides[first + 1]) == len(b) else _contiguous(b)
+            sb = (
+                strides[first + 1] if len(strides) > first + 1 and len(strides[first + 1]) == len(b) else _contiguous(b)
+            )
             batch = tuple(torch.broadcast_shapes(tuple(a[:-2]), tuple(b[:-2])))
             mode = 0
             if op == "aten::baddbmm":
@@ -382,8 +411,13 @@ class BmmFamily(KernelFamily):
             medium = (8, 128, 128, 64)
             return [(8, 64, 64, 32), medium, (4, 128, 64, 128, 0, 1), self.awkward_shape(medium)]
         # BERT-base's eager attention at batch 8 (scores, context), a long sequence, and tails.
-        return [(96, 128, 128, 64, 0, 1), (96, 128, 64, 128), (32, 1024, 1024, 128, 0, 1), (64, 512, 512, 64),
-                self.awkward_shape((32, 1024, 1024, 128))]
+        return [
+            (96, 128, 128, 64, 0, 1),
+            (96, 128, 64, 128),
+            (32, 1024, 1024, 128, 0, 1),
+            (64, 512, 512, 64),
+            self.awkward_shape((32, 1024, 1024, 128)),
+        ]
 
     # ------------------------------------------------------------ data
 
@@ -469,33 +503,61 @@ class BmmFamily(KernelFamily):
         if C.is_cpu_target(hardware.target) or hardware.device == "cpu":
             out = []
             for bM, bN, bK in ((64, 64, 32), (32, 64, 64), (64, 128, 32), (16, 64, 64)):
-                cfg = {"block_M": min(bM, C.round_up(M, 8)), "block_N": min(bN, C.round_up(N, 8)),
-                       "block_K": min(bK, C.round_up(K, 8))}
+                cfg = {
+                    "block_M": min(bM, C.round_up(M, 8)),
+                    "block_N": min(bN, C.round_up(N, 8)),
+                    "block_K": min(bK, C.round_up(K, 8)),
+                }
                 if _cpu_local(cfg) <= CPU_LOCAL_LIMIT_BYTES:
                     out.append(cfg)
             return C.dedupe(out)
         if dtype == "float32":
-            raw = [(64, 64, 16, 4, 4, 2), (128, 128, 16, 8, 8, 2), (64, 128, 16, 4, 8, 2), (128, 64, 16, 8, 4, 2),
-                   (32, 64, 16, 4, 4, 2), (64, 64, 32, 4, 4, 2)]
-            cands = [{"block_M": a, "block_N": b, "block_K": k, "thread_M": tm, "thread_N": tn, "num_stages": s}
-                     for a, b, k, tm, tn, s in raw]
+            raw = [
+                (64, 64, 16, 4, 4, 2),
+                (128, 128, 16, 8, 8, 2),
+                (64, 128, 16, 4, 8, 2),
+                (128, 64, 16, 8, 4, 2),
+                (32, 64, 16, 4, 4, 2),
+                (64, 64, 32, 4, 4, 2),
+            ]
+            cands = [
+                {"block_M": a, "block_N": b, "block_K": k, "thread_M": tm, "thread_N": tn, "num_stages": s}
+                for a, b, k, tm, tn, s in raw
+            ]
         else:
             raw = [
                 # (block_M, block_N, block_K, num_stages, threads): a coarse grid that fits Hopper's
                 # 227 KB of shared memory; 64-row tiles for short sequences (more blocks per
                 # batch), 128x256 on two warpgroups for long ones.
-                (64, 64, 64, 2, 128), (64, 128, 64, 2, 128), (128, 64, 64, 2, 128), (128, 128, 64, 2, 128),
-                (128, 128, 32, 3, 128), (128, 128, 64, 3, 256), (128, 256, 64, 3, 256), (64, 256, 64, 2, 128),
-                (64, 64, 32, 3, 128), (128, 128, 128, 2, 256),
+                (64, 64, 64, 2, 128),
+                (64, 128, 64, 2, 128),
+                (128, 64, 64, 2, 128),
+                (128, 128, 64, 2, 128),
+                (128, 128, 32, 3, 128),
+                (128, 128, 64, 3, 256),
+                (128, 256, 64, 3, 256),
+                (64, 256, 64, 2, 128),
+                (64, 64, 32, 3, 128),
+                (128, 128, 128, 2, 256),
             ]
-            cands = [{**TC_DEFAULTS, "block_M": a, "block_N": b, "block_K": k, "num_stages": s, "threads": t}
-                     for a, b, k, s, t in raw]
+            cands = [
+                {**TC_DEFAULTS, "block_M": a, "block_N": b, "block_K": k, "num_stages": s, "threads": t}
+                for a, b, k, s, t in raw
+            ]
             # Panel rasterization only where one batch's grid is large enough for L2 reuse to matter.
-            cands += [{**c, "swizzle": True} for c in cands[3:4] + cands[6:7]
-                      if C.ceildiv(M, c["block_M"]) >= 8 and C.ceildiv(N, c["block_N"]) >= 8]
+            cands += [
+                {**c, "swizzle": True}
+                for c in cands[3:4] + cands[6:7]
+                if C.ceildiv(M, c["block_M"]) >= 8 and C.ceildiv(N, c["block_N"]) >= 8
+            ]
         # Tiles far larger than the problem only add padding work.
-        cands = [c for c in cands if c["block_M"] <= max(64, C.next_pow2(M)) and c["block_N"] <= max(64, C.next_pow2(N))
-                 and c["block_K"] <= max(32 if dtype != "float32" else 16, C.next_pow2(K))]
+        cands = [
+            c
+            for c in cands
+            if c["block_M"] <= max(64, C.next_pow2(M))
+            and c["block_N"] <= max(64, C.next_pow2(N))
+            and c["block_K"] <= max(32 if dtype != "float32" else 16, C.next_pow2(K))
+        ]
         fitting = C.dedupe(c for c in cands if self.reject_reason(shape, dtype, c, hardware) is None)
         return _order_by_waves(fitting, batch, M, N, hardware)
 

@@ -121,10 +121,10 @@ def region(op: Operand, heads: int):
     """`tile(X, z, l0, nl, i0, ni)`: the storage region of batch z, lines [l0, l0 + nl),
     inner [i0, i0 + ni), for T.copy (rows past the end read as zeros)."""
     if op.shared:
-        return lambda X, z, l0, nl, i0, ni: X[l0:l0 + nl, i0:i0 + ni]
+        return lambda X, z, l0, nl, i0, ni: X[l0 : l0 + nl, i0 : i0 + ni]
     if op.pitch:
-        return lambda X, z, l0, nl, i0, ni: X[z // heads, z % heads, l0:l0 + nl, i0:i0 + ni]
-    return lambda X, z, l0, nl, i0, ni: X[z, l0:l0 + nl, i0:i0 + ni]
+        return lambda X, z, l0, nl, i0, ni: X[z // heads, z % heads, l0 : l0 + nl, i0 : i0 + ni]
+    return lambda X, z, l0, nl, i0, ni: X[z, l0 : l0 + nl, i0 : i0 + ni]
 
 
 def epilogue_value(T: Any, shape: Shape, cfg: dict[str, Any]):
@@ -153,6 +153,7 @@ def product_program(T: Any, shape: Shape, dtype: str, body: Any, name: str) -> A
     heads = heads_of(shape)
     add = addend_shape(shape)
     if add is not None:
+
         @T.prim_func
         def bmm_add(
             A: decl(T, a, batch, heads, dtype),
@@ -198,19 +199,24 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
             T.clear(C_l)
             for ko in T.serial(T.ceildiv(K, bK)):
                 for i, k in T.grid(bM, bK):
-                    A_l[i, k] = T.if_then_else((by * bM + i < M) and (ko * bK + k < K),
-                                               T.cast(get_a(A, bz, by * bM + i, ko * bK + k), ACCUM), T.float32(0))
+                    A_l[i, k] = T.if_then_else(
+                        (by * bM + i < M) and (ko * bK + k < K),
+                        T.cast(get_a(A, bz, by * bM + i, ko * bK + k), ACCUM),
+                        T.float32(0),
+                    )
                 for k, j in T.grid(bK, bN):
-                    B_l[k, j] = T.if_then_else((bx * bN + j < N) and (ko * bK + k < K),
-                                               T.cast(get_b(B, bz, ko * bK + k, bx * bN + j), ACCUM), T.float32(0))
+                    B_l[k, j] = T.if_then_else(
+                        (bx * bN + j < N) and (ko * bK + k < K),
+                        T.cast(get_b(B, bz, ko * bK + k, bx * bN + j), ACCUM),
+                        T.float32(0),
+                    )
                 # i-k-j order: the j loop is unit-stride in C_l and B_l, which gcc vectorizes.
                 for i, k in T.grid(bM, bK):
                     for j in T.serial(bN):
                         C_l[i, j] += A_l[i, k] * B_l[k, j]
             for i, j in T.grid(bM, bN):
                 if (by * bM + i < M) and (bx * bN + j < N):
-                    Y[bz, by * bM + i, bx * bN + j] = T.cast(value(C_l[i, j], Add, bz, by * bM + i, bx * bN + j),
-                                                             dtype)
+                    Y[bz, by * bM + i, bx * bN + j] = T.cast(value(C_l[i, j], Add, bz, by * bM + i, bx * bN + j), dtype)
 
     return product_program(T, shape, dtype, body, "bmm_cpu")
 
@@ -258,8 +264,11 @@ def tensor_core_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
             if not plain:
                 # Past M or N the addend is not read; the store drops those elements.
                 for i, j in T.Parallel(bM, bN):
-                    C_f[i, j] = T.if_then_else((by * bM + i < M) and (bx * bN + j < N),
-                                               value(C_f[i, j], Add, bz, by * bM + i, bx * bN + j), C_f[i, j])
+                    C_f[i, j] = T.if_then_else(
+                        (by * bM + i < M) and (bx * bN + j < N),
+                        value(C_f[i, j], Add, bz, by * bM + i, bx * bN + j),
+                        C_f[i, j],
+                    )
             T.copy(C_f, C_s)
             T.copy(C_s, Y[bz, by * bM, bx * bN])
 
@@ -299,20 +308,32 @@ def simt_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
                 # The loop order follows the storage's unit stride, so global reads coalesce.
                 if a.t:
                     for k, i in T.Parallel(bK, bM):
-                        A_s[k, i] = T.if_then_else((by * bM + i < M) and (ko * bK + k < K),
-                                                   get_a(A, bz, by * bM + i, ko * bK + k), T.float32(0))
+                        A_s[k, i] = T.if_then_else(
+                            (by * bM + i < M) and (ko * bK + k < K),
+                            get_a(A, bz, by * bM + i, ko * bK + k),
+                            T.float32(0),
+                        )
                 else:
                     for i, k in T.Parallel(bM, bK):
-                        A_s[k, i] = T.if_then_else((by * bM + i < M) and (ko * bK + k < K),
-                                                   get_a(A, bz, by * bM + i, ko * bK + k), T.float32(0))
+                        A_s[k, i] = T.if_then_else(
+                            (by * bM + i < M) and (ko * bK + k < K),
+                            get_a(A, bz, by * bM + i, ko * bK + k),
+                            T.float32(0),
+                        )
                 if b.t:
                     for j, k in T.Parallel(bN, bK):
-                        B_s[k, j] = T.if_then_else((bx * bN + j < N) and (ko * bK + k < K),
-                                                   get_b(B, bz, ko * bK + k, bx * bN + j), T.float32(0))
+                        B_s[k, j] = T.if_then_else(
+                            (bx * bN + j < N) and (ko * bK + k < K),
+                            get_b(B, bz, ko * bK + k, bx * bN + j),
+                            T.float32(0),
+                        )
                 else:
                     for k, j in T.Parallel(bK, bN):
-                        B_s[k, j] = T.if_then_else((bx * bN + j < N) and (ko * bK + k < K),
-                                                   get_b(B, bz, ko * bK + k, bx * bN + j), T.float32(0))
+                        B_s[k, j] = T.if_then_else(
+                            (bx * bN + j < N) and (ko * bK + k < K),
+                            get_b(B, bz, ko * bK + k, bx * bN + j),
+                            T.float32(0),
+                        )
                 for kk in T.unroll(bK):
                     for i in T.vectorized(tM):
                         a_r[i] = A_s[kk, ty * tM + i]
@@ -324,6 +345,7 @@ def simt_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
             for i, j in T.grid(tM, tN):
                 if (by * bM + ty * tM + i < M) and (bx * bN + tx * tN + j < N):
                     Y[bz, by * bM + ty * tM + i, bx * bN + tx * tN + j] = value(
-                        acc[i, j], Add, bz, by * bM + ty * tM + i, bx * bN + tx * tN + j)
+                        acc[i, j], Add, bz, by * bM + ty * tM + i, bx * bN + tx * tN + j
+                    )
 
     return product_program(T, shape, dtype, body, "bmm_simt")

@@ -118,8 +118,10 @@ class Conv1dFamily(Conv2dFamily):
     def check(self, shape: Sequence[int]) -> Shape:
         """The shape as 8 ints, or 9 where groups > 1, or KernelError saying what a valid
         1-D convolution shape is. 7 ints are NCL (ncl = 1); a trailing groups of 1 is dropped."""
-        want = ("conv1d: shape must be 8 ints (N, L, C, K, S, stride, pad, ncl) or 9 with groups, all positive "
-                "except pad >= 0 and ncl 1 (x [N, C, L]) or 0 (x's memory [N, L, C]), C and K multiples of groups")
+        want = (
+            "conv1d: shape must be 8 ints (N, L, C, K, S, stride, pad, ncl) or 9 with groups, all positive "
+            "except pad >= 0 and ncl 1 (x [N, C, L]) or 0 (x's memory [N, L, C]), C and K multiples of groups"
+        )
         try:
             shape = tuple(int(s) for s in shape)
         except (TypeError, ValueError):
@@ -128,8 +130,13 @@ class Conv1dFamily(Conv2dFamily):
             shape += (1,)
         if len(shape) == 9 and shape[8] == 1:
             shape = shape[:8]
-        if (len(shape) not in (8, 9) or any(s <= 0 for s in shape[:6]) or shape[6] < 0 or shape[7] not in (0, 1)
-                or (len(shape) == 9 and (shape[8] < 1 or shape[2] % shape[8] or shape[3] % shape[8]))):
+        if (
+            len(shape) not in (8, 9)
+            or any(s <= 0 for s in shape[:6])
+            or shape[6] < 0
+            or shape[7] not in (0, 1)
+            or (len(shape) == 9 and (shape[8] < 1 or shape[2] % shape[8] or shape[3] % shape[8]))
+        ):
             raise KernelError(f"{want}, got {shape}")
         L, S, pad = shape[1], shape[4], shape[6]
         if L + 2 * pad < S:
@@ -147,9 +154,13 @@ class Conv1dFamily(Conv2dFamily):
         except (IndexError, TypeError):
             return False
 
-    def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]],
-                      concrete_inputs: Sequence[Any] | None = None,
-                      input_strides: Sequence[Sequence[int]] | None = None) -> Shape | None:
+    def problem_shape(
+        self,
+        op: str,
+        input_shapes: Sequence[Sequence[int]],
+        concrete_inputs: Sequence[Any] | None = None,
+        input_strides: Sequence[Sequence[int]] | None = None,
+    ) -> Shape | None:
         """The shape of one profiled 1-D convolution: stride, padding and groups from the
         call's `concrete_inputs` (None without them), the layout from x's strides (NCL
         without them)."""
@@ -188,8 +199,13 @@ class Conv1dFamily(Conv2dFamily):
             # Whisper's two front-end convolutions and wav2vec2's first and positional
             # ones at tiny widths; a tail case.
             medium = (2, 64, 16, 32, 3, 1, 1, 1)
-            return [medium, (2, 64, 32, 32, 3, 2, 1, 1), (2, 400, 1, 16, 10, 5, 0, 1), (2, 40, 32, 32, 16, 1, 8, 0, 2),
-                    self.awkward_shape(medium)]
+            return [
+                medium,
+                (2, 64, 32, 32, 3, 2, 1, 1),
+                (2, 400, 1, 16, 10, 5, 0, 1),
+                (2, 40, 32, 32, 16, 1, 8, 0, 2),
+                self.awkward_shape(medium),
+            ]
         return [*WHISPER_BASE, *WAV2VEC2_BASE, self.awkward_shape(WHISPER_BASE[1])]
 
     def layout_free(self, shape: Shape) -> Shape:
@@ -210,7 +226,17 @@ class Conv1dFamily(Conv2dFamily):
         if cg == 1:
             g2 = C.awkward(groups)
             return (N, L2, g2, kg * g2, S, stride, pad, ncl, g2)
-        return (N, L2, C.awkward(cg, minimum=3) * groups, C.awkward(kg, minimum=3) * groups, S, stride, pad, ncl, groups)
+        return (
+            N,
+            L2,
+            C.awkward(cg, minimum=3) * groups,
+            C.awkward(kg, minimum=3) * groups,
+            S,
+            stride,
+            pad,
+            ncl,
+            groups,
+        )
 
     # ------------------------------------------------------------ data
 
@@ -278,14 +304,17 @@ class Conv1dFamily(Conv2dFamily):
         # weight-normalised) is a new tensor each time: its copies are made per call, as a
         # cache keyed by tensors that die with the call would only grow.
         constant = isinstance(w, torch.nn.Parameter)
-        w_kcs = w if w.is_contiguous() else DERIVED.get(w, "kcs", torch.Tensor.contiguous) if constant else w.contiguous()
+        w_kcs = (
+            w if w.is_contiguous() else DERIVED.get(w, "kcs", torch.Tensor.contiguous) if constant else w.contiguous()
+        )
         if strides_are_nlc(x.shape, x.stride()):
             # [N, L, C] memory read as it lies; the kernel returns y as NCL, as F.conv1d does.
             nlc = x.permute(0, 2, 1)
             return Route(dims + (0,) + grouped, lambda kernel: add_bias(kernel(nlc, w_kcs, cache=constant)))
         notes = () if x.is_contiguous() else ("input copied to contiguous NCL",)
-        return Route(dims + (1,) + grouped, lambda kernel: add_bias(kernel(x.contiguous(), w_kcs, cache=constant)),
-                     notes=notes)
+        return Route(
+            dims + (1,) + grouped, lambda kernel: add_bias(kernel(x.contiguous(), w_kcs, cache=constant)), notes=notes
+        )
 
 
 FAMILY = Conv1dFamily()

@@ -70,8 +70,16 @@ CPU_DEFAULTS = {"block_M": 64, "block_N": 32, "block_K": 32, "gemm": 0}
 # when C is small or not a multiple of block_K, e.g. a 3-channel stem) instead of over
 # (r, s, c-chunk) (cheap row-uniform padding tests, vector loads along C).
 # The defaults are the search space's usual first pick (see _tc_space).
-TC_DEFAULTS = {"block_M": 64, "block_N": 128, "block_K": 64, "num_stages": 4, "threads": 128,
-               "swizzle": True, "flat_k": False, "gemm": 0}
+TC_DEFAULTS = {
+    "block_M": 64,
+    "block_N": 128,
+    "block_K": 64,
+    "num_stages": 4,
+    "threads": 128,
+    "swizzle": True,
+    "flat_k": False,
+    "gemm": 0,
+}
 # NCHW: block_M tiles the output channels, block_N the output pixels of one image.
 # via_nhwc: run the channels_last program instead (block_M then tiles pixels, block_N
 # output channels, flat_k as there) between a TileLang transpose of x and one of y
@@ -80,15 +88,36 @@ TC_DEFAULTS = {"block_M": 64, "block_N": 128, "block_K": 64, "num_stages": 4, "t
 # stream > 0 (1x1 stride-1, C <= 128 only): that many blocks per output-channel tile,
 # each loading its weight tile once and streaming pixel tiles through a pipelined loop
 # (_conv2d_programs.nchw_stream_program; block_K is unused there, C is one tile).
-NCHW_DEFAULTS = {"block_M": 64, "block_N": 128, "block_K": 32, "num_stages": 4, "threads": 128, "swizzle": True,
-                 "via_nhwc": False, "flat_k": False, "stream": 0}
+NCHW_DEFAULTS = {
+    "block_M": 64,
+    "block_N": 128,
+    "block_K": 32,
+    "num_stages": 4,
+    "threads": 128,
+    "swizzle": True,
+    "via_nhwc": False,
+    "flat_k": False,
+    "stream": 0,
+}
 # Groups > 1 on CUDA. direct (depthwise): block_C channels x block_H x block_W output
 # pixels a block, vec neighbours along a row a thread (NCHW; _conv2d_grouped.direct_program).
 # Otherwise the implicit GEMM per group with the channels_last tile keys above (an NCHW
 # shape with via_nhwc).
-GROUPED_DEFAULTS = {"direct": True, "block_C": 64, "block_H": 4, "block_W": 8, "threads": 128, "vec": 1,
-                    "block_M": 64, "block_N": 64, "block_K": 32, "num_stages": 3, "swizzle": True, "flat_k": False,
-                    "via_nhwc": False}
+GROUPED_DEFAULTS = {
+    "direct": True,
+    "block_C": 64,
+    "block_H": 4,
+    "block_W": 8,
+    "threads": 128,
+    "vec": 1,
+    "block_M": 64,
+    "block_N": 64,
+    "block_K": 32,
+    "num_stages": 3,
+    "swizzle": True,
+    "flat_k": False,
+    "via_nhwc": False,
+}
 # Groups > 1 on CPU: block_M output pixels x block_N output channels, block_K input
 # channels a chunk of the GEMM per group (unused by depthwise; _conv2d_grouped.cpu_program).
 GROUPED_CPU_DEFAULTS = {"block_M": 32, "block_N": 16, "block_K": 32}
@@ -140,8 +169,14 @@ def gemm_config(cfg: dict[str, Any], target: str) -> dict[str, Any]:
     tile = {k: cfg[k] for k in ("block_M", "block_N", "block_K")}
     if C.is_cpu_target(target):
         return tile
-    return {**tile, "num_stages": cfg["num_stages"], "threads": cfg["threads"], "swizzle": cfg["swizzle"],
-            "pingpong": 1, "persistent": cfg["gemm"]}
+    return {
+        **tile,
+        "num_stages": cfg["num_stages"],
+        "threads": cfg["threads"],
+        "swizzle": cfg["swizzle"],
+        "pingpong": 1,
+        "persistent": cfg["gemm"],
+    }
 
 
 class ViaGemm(C.LauncherWrapper):
@@ -200,8 +235,15 @@ def _tc_problem(cfg: dict[str, Any]) -> str | None:
 class Conv2dFamily(KernelFamily):
     name = "conv2d"
     title = "Conv2d (implicit GEMM; direct depthwise)"
-    aten_ops = frozenset({"aten::conv2d", "aten::convolution", "aten::_convolution", "aten::cudnn_convolution",
-                          "aten::mkldnn_convolution"})
+    aten_ops = frozenset(
+        {
+            "aten::conv2d",
+            "aten::convolution",
+            "aten::_convolution",
+            "aten::cudnn_convolution",
+            "aten::mkldnn_convolution",
+        }
+    )
     shape_names = ("N", "H", "W", "C", "K", "R", "S", "stride", "pad", "nchw", "groups")
     optional_dims = 2  # channels_last; one group
     # The dims awkward_shape makes non-multiples of 16 (filter, stride and pad stay).
@@ -232,8 +274,10 @@ class Conv2dFamily(KernelFamily):
         convolution shape is. 9 ints are a channels_last shape (nchw = 0), as recorded
         before the layout was; a trailing groups of 1 is dropped (the shape it always was)."""
         names = self.shape_names
-        want = (f"conv2d: shape must be 10 ints ({', '.join(names[:10])}) or 11 with groups, all positive except "
-                f"pad >= 0 and nchw 0 (channels_last) or 1 (NCHW), C and K multiples of groups")
+        want = (
+            f"conv2d: shape must be 10 ints ({', '.join(names[:10])}) or 11 with groups, all positive except "
+            f"pad >= 0 and nchw 0 (channels_last) or 1 (NCHW), C and K multiples of groups"
+        )
         try:
             shape = tuple(int(s) for s in shape)
         except (TypeError, ValueError):
@@ -242,13 +286,19 @@ class Conv2dFamily(KernelFamily):
             shape += (0,)
         if len(shape) == 11 and shape[10] == 1:
             shape = shape[:10]
-        if (len(shape) not in (10, 11) or any(s <= 0 for s in shape[:8]) or shape[8] < 0 or shape[9] not in (0, 1)
-                or (len(shape) == 11 and (shape[10] < 1 or shape[3] % shape[10] or shape[4] % shape[10]))):
+        if (
+            len(shape) not in (10, 11)
+            or any(s <= 0 for s in shape[:8])
+            or shape[8] < 0
+            or shape[9] not in (0, 1)
+            or (len(shape) == 11 and (shape[10] < 1 or shape[3] % shape[10] or shape[4] % shape[10]))
+        ):
             raise KernelError(f"{want}, got {shape}")
         _, H, W, _, _, R, S, _, pad = shape[:9]
         if H + 2 * pad < R or W + 2 * pad < S:
-            raise KernelError(f"conv2d: the padded input {H + 2 * pad}x{W + 2 * pad} is smaller than the "
-                              f"{R}x{S} filter in {shape}")
+            raise KernelError(
+                f"conv2d: the padded input {H + 2 * pad}x{W + 2 * pad} is smaller than the {R}x{S} filter in {shape}"
+            )
         return shape
 
     def covers(self, op: str, input_shapes: Sequence[Sequence[int]] = ()) -> bool:
@@ -271,9 +321,13 @@ class Conv2dFamily(KernelFamily):
             return None  # transposed convolution
         return args[i_stride], args[i_pad], args[i_dil], int(args[i_groups])
 
-    def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]],
-                      concrete_inputs: Sequence[Any] | None = None,
-                      input_strides: Sequence[Sequence[int]] | None = None) -> Shape | None:
+    def problem_shape(
+        self,
+        op: str,
+        input_shapes: Sequence[Sequence[int]],
+        concrete_inputs: Sequence[Any] | None = None,
+        input_strides: Sequence[Sequence[int]] | None = None,
+    ) -> Shape | None:
         """The shape of one profiled convolution call. Stride and padding are scalar
         arguments, which torch.profiler (record_shapes=True) reports in the event's
         `concrete_inputs`; without them the call's shape is unknowable, so None. The
@@ -300,8 +354,16 @@ class Conv2dFamily(KernelFamily):
                 pad = _pair(pad)
         except (IndexError, TypeError, ValueError):
             return None
-        if (stride is None or pad is None or dil != (1, 1) or groups < 1 or Cw * groups != Cin or K % groups
-                or stride[0] != stride[1] or pad[0] != pad[1]):
+        if (
+            stride is None
+            or pad is None
+            or dil != (1, 1)
+            or groups < 1
+            or Cw * groups != Cin
+            or K % groups
+            or stride[0] != stride[1]
+            or pad[0] != pad[1]
+        ):
             return None
         try:
             nchw = not strides_are_channels_last(x, input_strides[0]) if input_strides else True
@@ -317,12 +379,21 @@ class Conv2dFamily(KernelFamily):
         if device == "cpu":
             # Single-threaded C: each is a few MFLOP, milliseconds per call.
             medium = (2, 14, 14, 32, 32, 3, 3, 1, 1, 0)
-            return [medium, (2, 14, 14, 64, 32, 1, 1, 1, 0, 1), (2, 15, 15, 32, 48, 3, 3, 2, 1, 1),
-                    self.awkward_shape(medium)]
+            return [
+                medium,
+                (2, 14, 14, 64, 32, 1, 1, 1, 0, 1),
+                (2, 15, 15, 32, 48, 3, 3, 2, 1, 1),
+                self.awkward_shape(medium),
+            ]
         # ResNet-50 as torchvision runs it (NCHW): the stem, a 1x1 and a 3x3; one
         # channels_last layer; a tail case.
-        return [RESNET50_STEM, RESNET50_LAYERS[5], RESNET50_LAYERS[0], channels_last(RESNET50_LAYERS[6]),
-                self.awkward_shape(RESNET50_LAYERS[1])]
+        return [
+            RESNET50_STEM,
+            RESNET50_LAYERS[5],
+            RESNET50_LAYERS[0],
+            channels_last(RESNET50_LAYERS[6]),
+            self.awkward_shape(RESNET50_LAYERS[1]),
+        ]
 
     def layout_free(self, shape: Shape) -> Shape:
         return tuple(shape[:9]) + tuple(shape[10:])
@@ -389,12 +460,16 @@ class Conv2dFamily(KernelFamily):
         x, w = inputs
         shape = getattr(x, SHAPE_ATTR, None)
         if shape is None:
-            raise KernelError(f"{self.name}: reference needs x from make_inputs (it carries stride and padding); "
-                              "for other tensors call conv2d_nhwc(x, w, stride, pad)")
+            raise KernelError(
+                f"{self.name}: reference needs x from make_inputs (it carries stride and padding); "
+                "for other tensors call conv2d_nhwc(x, w, stride, pad)"
+            )
         x_shape, w_shape = self.input_shapes(shape)
         if tuple(x.shape) != x_shape or tuple(w.shape) != w_shape:
-            raise KernelError(f"{self.name}: x {tuple(x.shape)} and w {tuple(w.shape)} do not match shape {shape}; "
-                              f"expected {self._tensor_names(shape)}")
+            raise KernelError(
+                f"{self.name}: x {tuple(x.shape)} and w {tuple(w.shape)} do not match shape {shape}; "
+                f"expected {self._tensor_names(shape)}"
+            )
         return x, w, shape
 
     def _tensor_names(self, shape: Shape) -> str:
@@ -411,8 +486,10 @@ class Conv2dFamily(KernelFamily):
 
     def bytes(self, shape: Shape, dtype: str) -> float:
         g = self.geometry(shape)
-        return float((g.N * g.H * g.W * g.C + g.K * g.R * g.S * g.Cg + g.N * g.P * g.Q * g.K)
-                     * C.dtype_bytes(C.canonical_dtype(dtype)))
+        return float(
+            (g.N * g.H * g.W * g.C + g.K * g.R * g.S * g.Cg + g.N * g.P * g.Q * g.K)
+            * C.dtype_bytes(C.canonical_dtype(dtype))
+        )
 
     def tolerance(self, dtype: str, shape: Shape | None = None) -> tuple[float, float]:
         """Both sides accumulate in fp32 over the R*S*C/G reduction; the difference is the
@@ -449,9 +526,19 @@ class Conv2dFamily(KernelFamily):
             # the GEMM view, one persistent block per SM (Hopper's wgmma only). Not timed
             # on a GPU, so not first.
             if gemm_problem(g) is None and str(hardware.compute_capability or "").startswith("9."):
-                cands[1:1] = [{"block_M": bM, "block_N": bN, "block_K": 64, "num_stages": st, "threads": 128,
-                               "swizzle": True, "flat_k": False, "gemm": int(hardware.cores or 132)}
-                              for bM, bN, st in ((128, 128, 5), (128, 64, 8), (128, 96, 6))]
+                cands[1:1] = [
+                    {
+                        "block_M": bM,
+                        "block_N": bN,
+                        "block_K": 64,
+                        "num_stages": st,
+                        "threads": 128,
+                        "swizzle": True,
+                        "flat_k": False,
+                        "gemm": int(hardware.cores or 132),
+                    }
+                    for bM, bN, st in ((128, 128, 5), (128, 64, 8), (128, 96, 6))
+                ]
         # Ordered best guess first; the tuner tries the rest.
         return [c for c in cands if self.reject_reason(shape, dtype, c, hardware) is None]
 
@@ -483,8 +570,13 @@ class Conv2dFamily(KernelFamily):
             return sorted(C.dedupe(out), key=lambda c: g.K % c["block_N"] != 0)
         for bM, bN, bK in ((64, 32, 32), (32, 64, 32), (64, 64, 16)):
             # Tiles much larger than the problem (a group's) only add zero padding work.
-            out.append({"block_M": min(bM, C.round_up(M, 8)), "block_N": min(bN, C.round_up(g.Kg, 8)),
-                        "block_K": min(bK, C.round_up(g.Cg, 8))})
+            out.append(
+                {
+                    "block_M": min(bM, C.round_up(M, 8)),
+                    "block_N": min(bN, C.round_up(g.Kg, 8)),
+                    "block_K": min(bK, C.round_up(g.Cg, 8)),
+                }
+            )
         return C.dedupe(out)
 
     def _tc_space(self, g: Geometry) -> list[KernelConfig]:
@@ -518,8 +610,17 @@ class Conv2dFamily(KernelFamily):
                 else:
                     flat_k = True  # a 3-channel stem or odd C: pack taps densely instead
             threads = min(threads, 128 * max(1, (bM // 64) * (bN // 64)))
-            out.append({"block_M": bM, "block_N": bN, "block_K": bK, "num_stages": stages, "threads": threads,
-                        "swizzle": True, "flat_k": flat_k})
+            out.append(
+                {
+                    "block_M": bM,
+                    "block_N": bN,
+                    "block_K": bK,
+                    "num_stages": stages,
+                    "threads": threads,
+                    "swizzle": True,
+                    "flat_k": flat_k,
+                }
+            )
         out = C.dedupe(out)
         if out and out[0]["flat_k"]:
             # Per-element tap decoding is the bottleneck there: small tiles and short chunks
@@ -564,6 +665,7 @@ class Conv2dFamily(KernelFamily):
 
             return Schedule(GROUPED_DEFAULTS, grouped)
         if on_cpu:
+
             def cpu(s: Shape, d: str, cfg: dict[str, Any]) -> Any:
                 if cfg["gemm"]:
                     return _gemm().program(gemm_view(geo(s)), d, gemm_config(cfg, target), target)
@@ -571,10 +673,16 @@ class Conv2dFamily(KernelFamily):
 
             return Schedule(CPU_DEFAULTS, cpu)
         if geo(shape).nchw:
+
             def nchw(s: Shape, d: str, cfg: dict[str, Any]) -> Any:
                 g = geo(s)
-                return (P.tc_program(g._replace(nchw=False), d, cfg) if cfg["via_nhwc"]
-                        else P.nchw_stream_program(g, d, cfg) if cfg["stream"] else P.nchw_tc_program(g, d, cfg))
+                return (
+                    P.tc_program(g._replace(nchw=False), d, cfg)
+                    if cfg["via_nhwc"]
+                    else P.nchw_stream_program(g, d, cfg)
+                    if cfg["stream"]
+                    else P.nchw_tc_program(g, d, cfg)
+                )
 
             return Schedule(NCHW_DEFAULTS, nchw)
 
@@ -630,10 +738,30 @@ class Conv2dFamily(KernelFamily):
             return ViaGemm(kernel, g, resolved.config)
         if g.nchw and resolved.config.get("via_nhwc"):
             inputs = list(P.tensor_shapes(g._replace(nchw=False))[:2])
-            return ViaChannelsLast(C.build_cached(self.name, resolved.shape, resolved.dtype, resolved.config, target,
-                                                  resolved.program, out_idx=[2], input_shapes=inputs), g, target)
-        return C.build_cached(self.name, resolved.shape, resolved.dtype, resolved.config, target, resolved.program,
-                              out_idx=[2], input_shapes=list(P.tensor_shapes(g)[:2]))
+            return ViaChannelsLast(
+                C.build_cached(
+                    self.name,
+                    resolved.shape,
+                    resolved.dtype,
+                    resolved.config,
+                    target,
+                    resolved.program,
+                    out_idx=[2],
+                    input_shapes=inputs,
+                ),
+                g,
+                target,
+            )
+        return C.build_cached(
+            self.name,
+            resolved.shape,
+            resolved.dtype,
+            resolved.config,
+            target,
+            resolved.program,
+            out_idx=[2],
+            input_shapes=list(P.tensor_shapes(g)[:2]),
+        )
 
     # ------------------------------------------------------------ swap-in (at the operator)
 
@@ -684,7 +812,9 @@ class Conv2dFamily(KernelFamily):
             return Route(geometry + (0,) + grouped, launch_nhwc)
         # Any other strides (a sliced or permuted view) are copied to NCHW, counted in the time.
         notes = () if x.is_contiguous() else ("input copied to contiguous NCHW",)
-        w_kcrs = w if w.is_contiguous() else DERIVED.get(w, "kcrs", torch.Tensor.contiguous) if constant else w.contiguous()
+        w_kcrs = (
+            w if w.is_contiguous() else DERIVED.get(w, "kcrs", torch.Tensor.contiguous) if constant else w.contiguous()
+        )
 
         def launch_nchw(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
             if not constant and isinstance(kernel, ViaChannelsLast):  # its KRSC copy, per call

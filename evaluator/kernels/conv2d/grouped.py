@@ -52,8 +52,10 @@ def direct_per_thread(cfg: dict[str, Any]) -> int:
 def direct_problem(g: Geometry, cfg: dict[str, Any]) -> str | None:
     """Why the direct schedule cannot take (g, cfg) on any GPU, or None."""
     if g.Cg != 1:
-        return (f"direct takes one input channel a group (depthwise); this convolution has {g.Cg} "
-                "(an implicit GEMM per group takes it)")
+        return (
+            f"direct takes one input channel a group (depthwise); this convolution has {g.Cg} "
+            "(an implicit GEMM per group takes it)"
+        )
     if min(cfg["block_C"], cfg["block_H"], cfg["block_W"], cfg["vec"]) <= 0:
         return "block_C, block_H, block_W and vec must be positive"
     if cfg["block_W"] % cfg["vec"]:
@@ -63,8 +65,7 @@ def direct_problem(g: Geometry, cfg: dict[str, Any]) -> str | None:
     if cfg["threads"] % 32 or not 32 <= cfg["threads"] <= 1024:
         return f"threads must be a multiple of 32 in 32..1024, got {cfg['threads']}"
     if direct_per_thread(cfg) > DIRECT_MAX_PER_THREAD:
-        return (f"{direct_per_thread(cfg)} outputs a thread would spill registers "
-                f"(at most {DIRECT_MAX_PER_THREAD})")
+        return f"{direct_per_thread(cfg)} outputs a thread would spill registers (at most {DIRECT_MAX_PER_THREAD})"
     return None
 
 
@@ -89,10 +90,24 @@ def direct_space(g: Geometry) -> list[dict[str, Any]]:
     else:
         # Channels innermost: 8 fp16 channels a thread is one 16-byte vector.
         bC = min(64, max(8, C.next_pow2(K)))
-        for bH, bW, threads in ((4, 8, 128), (2, 8, 128), (4, 4, 128), (8, 8, 256), (4, 16, 256), (2, 4, 64),
-                                (1, 8, 64)):
-            out.append({"block_C": bC, "block_H": max(1, min(bH, C.next_pow2(P))),
-                        "block_W": max(1, min(bW, C.next_pow2(Q))), "threads": threads, "vec": 1})
+        for bH, bW, threads in (
+            (4, 8, 128),
+            (2, 8, 128),
+            (4, 4, 128),
+            (8, 8, 256),
+            (4, 16, 256),
+            (2, 4, 64),
+            (1, 8, 64),
+        ):
+            out.append(
+                {
+                    "block_C": bC,
+                    "block_H": max(1, min(bH, C.next_pow2(P))),
+                    "block_W": max(1, min(bW, C.next_pow2(Q))),
+                    "threads": threads,
+                    "vec": 1,
+                }
+            )
         if K >= 128:
             out.insert(2, {"block_C": 128, "block_H": 2, "block_W": 4, "threads": 128, "vec": 1})
     out = [c for c in C.dedupe(out) if direct_problem(g, c) is None]
@@ -133,7 +148,9 @@ def direct_program(g: Geometry, dtype: str, cfg: dict[str, Any]):
                     w = q0 * sw - pw + j
                     X_s[c, i, j] = T.if_then_else(
                         (by * bC + c < K) and (h >= 0) and (h < H) and (w >= 0) and (w < W),
-                        X[bz, (by * bC + c) // Kg, h, w], T.cast(0, dtype))
+                        X[bz, (by * bC + c) // Kg, h, w],
+                        T.cast(0, dtype),
+                    )
                 for c, t in T.Parallel(bC, R * S):
                     W_s[c, t] = T.if_then_else(by * bC + c < K, Wt[by * bC + c, 0, t // S, t % S], T.cast(0, dtype))
                 T.clear(acc)
@@ -144,7 +161,8 @@ def direct_program(g: Geometry, dtype: str, cfg: dict[str, Any]):
                         for c, i, jj in T.Parallel(bC, bH, bW // V):
                             for v in T.unroll(V):
                                 acc[c, i, jj, v] += T.cast(X_s[c, i * sh + r, (jj * V + v) * sw + s], ACCUM) * T.cast(
-                                    W_s[c, r * S + s], ACCUM)
+                                    W_s[c, r * S + s], ACCUM
+                                )
                 for c, i, jj in T.Parallel(bC, bH, bW // V):
                     for v in T.unroll(V):
                         if (by * bC + c < K) and (p0 + i < P) and (q0 + jj * V + v < Q):
@@ -172,18 +190,22 @@ def direct_program(g: Geometry, dtype: str, cfg: dict[str, Any]):
                 if c_tail:
                     X_s[t // TW, t % TW, c] = T.if_then_else(
                         (bx * bC + c < K) and (h >= 0) and (h < H) and (w >= 0) and (w < W),
-                        X[bz, h, w, (bx * bC + c) // Kg], T.cast(0, dtype))
+                        X[bz, h, w, (bx * bC + c) // Kg],
+                        T.cast(0, dtype),
+                    )
                 else:
-                    X_s[t // TW, t % TW, c] = T.if_then_else((h >= 0) and (h < H) and (w >= 0) and (w < W),
-                                                             X[bz, h, w, (bx * bC + c) // Kg], T.cast(0, dtype))
+                    X_s[t // TW, t % TW, c] = T.if_then_else(
+                        (h >= 0) and (h < H) and (w >= 0) and (w < W),
+                        X[bz, h, w, (bx * bC + c) // Kg],
+                        T.cast(0, dtype),
+                    )
             for t, c in T.Parallel(R * S, bC):
                 W_s[t, c] = T.if_then_else(bx * bC + c < K, Wt[bx * bC + c, t // S, t % S, 0], T.cast(0, dtype))
             T.clear(acc)
             for r in T.unroll(R):
                 for s in T.unroll(S):
                     for i, j, c in T.Parallel(bH, bW, bC):
-                        acc[i, j, c] += T.cast(X_s[i * sh + r, j * sw + s, c], ACCUM) * T.cast(
-                            W_s[r * S + s, c], ACCUM)
+                        acc[i, j, c] += T.cast(X_s[i * sh + r, j * sw + s, c], ACCUM) * T.cast(W_s[r * S + s, c], ACCUM)
             for i, j, c in T.Parallel(bH, bW, bC):
                 if c_tail:
                     if (bx * bC + c < K) and (p0 + i < P) and (q0 + j < Q):
@@ -236,10 +258,15 @@ def grouped_tc_program(g: Geometry, dtype: str, cfg: dict[str, Any]):
                         w = m % Q * sw - pw + kk // Cg % S
                         A_s[i, j] = T.if_then_else(
                             (m < M) and (kk < RSC) and (h >= 0) and (h < H) and (w >= 0) and (w < W),
-                            X[m // (P * Q), h, w, bz * Cg + kk % Cg], T.cast(0, dtype))
+                            X[m // (P * Q), h, w, bz * Cg + kk % Cg],
+                            T.cast(0, dtype),
+                        )
                     for n, j in T.Parallel(bN, bK):
-                        B_s[n, j] = T.if_then_else((bx * bN + n < Kg) and (ko * bK + j < RSC),
-                                                   W2[bz * Kg + bx * bN + n, ko * bK + j], T.cast(0, dtype))
+                        B_s[n, j] = T.if_then_else(
+                            (bx * bN + n < Kg) and (ko * bK + j < RSC),
+                            W2[bz * Kg + bx * bN + n, ko * bK + j],
+                            T.cast(0, dtype),
+                        )
                 else:
                     r = ko // (S * c_chunks)
                     s = ko // c_chunks % S
@@ -251,15 +278,22 @@ def grouped_tc_program(g: Geometry, dtype: str, cfg: dict[str, Any]):
                         if c_tail:
                             A_s[i, j] = T.if_then_else(
                                 (m < M) and (h >= 0) and (h < H) and (w >= 0) and (w < W) and (c0 + j < Cg),
-                                X[m // (P * Q), h, w, bz * Cg + c0 + j], T.cast(0, dtype))
+                                X[m // (P * Q), h, w, bz * Cg + c0 + j],
+                                T.cast(0, dtype),
+                            )
                         else:
                             A_s[i, j] = T.if_then_else(
                                 (m < M) and (h >= 0) and (h < H) and (w >= 0) and (w < W),
-                                X[m // (P * Q), h, w, bz * Cg + c0 + j], T.cast(0, dtype))
+                                X[m // (P * Q), h, w, bz * Cg + c0 + j],
+                                T.cast(0, dtype),
+                            )
                     if c_tail or not whole:
                         for n, j in T.Parallel(bN, bK):
-                            B_s[n, j] = T.if_then_else((bx * bN + n < Kg) and (c0 + j < Cg),
-                                                       Wt[bz * Kg + bx * bN + n, r, s, c0 + j], T.cast(0, dtype))
+                            B_s[n, j] = T.if_then_else(
+                                (bx * bN + n < Kg) and (c0 + j < Cg),
+                                Wt[bz * Kg + bx * bN + n, r, s, c0 + j],
+                                T.cast(0, dtype),
+                            )
                     else:
                         T.copy(W2[bz * Kg + bx * bN, (r * S + s) * Cg + c0], B_s)
                 T.gemm(A_s, B_s, C_f, transpose_B=True)
@@ -304,11 +338,13 @@ def cpu_depthwise_program(g: Geometry, dtype: str, cfg: dict[str, Any]):
             W_l = T.alloc_local((R * S, bN), ACCUM)
             for t, j in T.grid(R * S, bN):
                 if nchw:
-                    W_l[t, j] = T.if_then_else(bx * bN + j < K, T.cast(Wt[bx * bN + j, 0, t // S, t % S], ACCUM),
-                                               T.float32(0))
+                    W_l[t, j] = T.if_then_else(
+                        bx * bN + j < K, T.cast(Wt[bx * bN + j, 0, t // S, t % S], ACCUM), T.float32(0)
+                    )
                 else:
-                    W_l[t, j] = T.if_then_else(bx * bN + j < K, T.cast(Wt[bx * bN + j, t // S, t % S, 0], ACCUM),
-                                               T.float32(0))
+                    W_l[t, j] = T.if_then_else(
+                        bx * bN + j < K, T.cast(Wt[bx * bN + j, t // S, t % S, 0], ACCUM), T.float32(0)
+                    )
             T.clear(acc)
             if nchw:
                 for j, r, s in T.grid(bN, R, S):
@@ -318,8 +354,10 @@ def cpu_depthwise_program(g: Geometry, dtype: str, cfg: dict[str, Any]):
                         h = (m % (P * Q)) // Q * sh - ph + r
                         w = m % Q * sw - pw + s
                         if (m < M) and (h >= 0) and (h < H) and (w >= 0) and (w < W):
-                            acc[i, j] += T.cast(X[m // (P * Q), T.min(bx * bN + j, K - 1) // Kg, h, w],
-                                                ACCUM) * W_l[r * S + s, j]
+                            acc[i, j] += (
+                                T.cast(X[m // (P * Q), T.min(bx * bN + j, K - 1) // Kg, h, w], ACCUM)
+                                * W_l[r * S + s, j]
+                            )
             else:
                 for i, r, s in T.grid(bM, R, S):
                     m = by * bM + i
@@ -327,8 +365,10 @@ def cpu_depthwise_program(g: Geometry, dtype: str, cfg: dict[str, Any]):
                     w = m % Q * sw - pw + s
                     if (m < M) and (h >= 0) and (h < H) and (w >= 0) and (w < W):
                         for j in T.serial(bN):
-                            acc[i, j] += T.cast(X[m // (P * Q), h, w, T.min(bx * bN + j, K - 1) // Kg],
-                                                ACCUM) * W_l[r * S + s, j]
+                            acc[i, j] += (
+                                T.cast(X[m // (P * Q), h, w, T.min(bx * bN + j, K - 1) // Kg], ACCUM)
+                                * W_l[r * S + s, j]
+                            )
             for i, j in T.grid(bM, bN):
                 m = by * bM + i
                 if (m < M) and (bx * bN + j < K):
@@ -373,19 +413,23 @@ def cpu_gemm_program(g: Geometry, dtype: str, cfg: dict[str, Any]):
                     w = m % Q * sw - pw + s
                     inside = (m < M) and (h >= 0) and (h < H) and (w >= 0) and (w < W) and (co * bK + k < Cg)
                     if nchw:
-                        A_l[i, k] = T.if_then_else(inside, T.cast(X[m // (P * Q), grp * Cg + co * bK + k, h, w], ACCUM),
-                                                   T.float32(0))
+                        A_l[i, k] = T.if_then_else(
+                            inside, T.cast(X[m // (P * Q), grp * Cg + co * bK + k, h, w], ACCUM), T.float32(0)
+                        )
                     else:
-                        A_l[i, k] = T.if_then_else(inside, T.cast(X[m // (P * Q), h, w, grp * Cg + co * bK + k], ACCUM),
-                                                   T.float32(0))
+                        A_l[i, k] = T.if_then_else(
+                            inside, T.cast(X[m // (P * Q), h, w, grp * Cg + co * bK + k], ACCUM), T.float32(0)
+                        )
                 for k, j in T.grid(bK, bN):
                     kept = (n0 + j < Kg) and (co * bK + k < Cg)
                     if nchw:
-                        B_l[k, j] = T.if_then_else(kept, T.cast(Wt[grp * Kg + n0 + j, co * bK + k, r, s], ACCUM),
-                                                   T.float32(0))
+                        B_l[k, j] = T.if_then_else(
+                            kept, T.cast(Wt[grp * Kg + n0 + j, co * bK + k, r, s], ACCUM), T.float32(0)
+                        )
                     else:
-                        B_l[k, j] = T.if_then_else(kept, T.cast(Wt[grp * Kg + n0 + j, r, s, co * bK + k], ACCUM),
-                                                   T.float32(0))
+                        B_l[k, j] = T.if_then_else(
+                            kept, T.cast(Wt[grp * Kg + n0 + j, r, s, co * bK + k], ACCUM), T.float32(0)
+                        )
                 for i, k in T.grid(bM, bK):
                     for j in T.serial(bN):
                         C_l[i, j] += A_l[i, k] * B_l[k, j]

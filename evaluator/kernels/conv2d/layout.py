@@ -80,9 +80,16 @@ def transpose_program_for(B: int, R: int, Cc: int, dtype: str, target: str):
 def transpose_launcher(B: int, R: int, Cc: int, dtype: str, target: str) -> C.Launcher:
     """The compiled transpose In[B, R, Cc] -> Out[B, Cc, R], once per process and key."""
     cfg = {"tile": CPU_TILE if C.is_cpu_target(target) else TILE, "threads": THREADS}
-    return C.build_cached("conv2d_transpose", (B, R, Cc), dtype, cfg, target,
-                          lambda: transpose_program_for(B, R, Cc, dtype, target), out_idx=[1],
-                          input_shapes=[(B, R, Cc)])
+    return C.build_cached(
+        "conv2d_transpose",
+        (B, R, Cc),
+        dtype,
+        cfg,
+        target,
+        lambda: transpose_program_for(B, R, Cc, dtype, target),
+        out_idx=[1],
+        input_shapes=[(B, R, Cc)],
+    )
 
 
 def nchw_space(shape: Shape | Geometry, sms: int, tc_space: Callable[[Geometry], list[dict]]) -> list[dict]:
@@ -106,8 +113,14 @@ def nchw_space(shape: Shape | Geometry, sms: int, tc_space: Callable[[Geometry],
     Cin, K, R, S = g.C, g.K, g.R, g.S
     P_, Q = g.P, g.Q
     raw = [  # (block_M, block_N, block_K, num_stages, threads)
-        (64, 128, 64, 4, 128), (128, 64, 64, 4, 128), (64, 64, 64, 3, 128), (128, 128, 64, 4, 256),
-        (64, 256, 32, 3, 256), (128, 256, 32, 3, 256), (64, 128, 32, 4, 128), (64, 64, 32, 4, 128),
+        (64, 128, 64, 4, 128),
+        (128, 64, 64, 4, 128),
+        (64, 64, 64, 3, 128),
+        (128, 128, 64, 4, 256),
+        (64, 256, 32, 3, 256),
+        (128, 256, 32, 3, 256),
+        (64, 128, 32, 4, 128),
+        (64, 64, 32, 4, 128),
     ]
     direct = R == S == g.sh == g.sw == 1 and g.ph == g.pw == 0
     if direct and P_ * Q >= 2048:
@@ -122,8 +135,9 @@ def nchw_space(shape: Shape | Geometry, sms: int, tc_space: Callable[[Geometry],
         bM = min(bM, max(64, C.next_pow2(K)))
         bN = min(bN, max(64, C.next_pow2(pq)))
         threads = min(threads, 128 * max(1, (bM // 64) * (bN // 64)))
-        out.append({"block_M": bM, "block_N": bN, "block_K": bK, "num_stages": stages, "threads": threads,
-                    "swizzle": True})
+        out.append(
+            {"block_M": bM, "block_N": bN, "block_K": bK, "num_stages": stages, "threads": threads, "swizzle": True}
+        )
     if R * S > 1 and Cin >= 8:
         via = [{**c, "via_nhwc": True} for c in tc_space(g._replace(nchw=False))[:3]]
         out = via + out
@@ -136,11 +150,23 @@ def nchw_space(shape: Shape | Geometry, sms: int, tc_space: Callable[[Geometry],
             # 56x56 64->256: 64x256 0.92x, 128x256 0.89x (kernel_sweep_resnet50_llama.json;
             # 0.896x in kernel_sweep_views_conv2d_own.json). Over
             # more than 64 channels three stages of a 256-pixel tile no longer fit in shared memory.
-            tiles = (((64, 256, 3, 256), (128, 256, 3, 256)) if Cin <= 64 else ((256, 128, 3, 256), (64, 128, 4, 128))
-                     ) if large else ((128, 128, 3, 256), (64, 128, 4, 128))
-        stream = [{"block_M": bM, "block_N": bN, "block_K": 32, "num_stages": stages, "threads": threads,
-                   "swizzle": True, "stream": max(1, sms // C.ceildiv(K, bM))}
-                  for bM, bN, stages, threads in tiles]
+            tiles = (
+                (((64, 256, 3, 256), (128, 256, 3, 256)) if Cin <= 64 else ((256, 128, 3, 256), (64, 128, 4, 128)))
+                if large
+                else ((128, 128, 3, 256), (64, 128, 4, 128))
+            )
+        stream = [
+            {
+                "block_M": bM,
+                "block_N": bN,
+                "block_K": 32,
+                "num_stages": stages,
+                "threads": threads,
+                "swizzle": True,
+                "stream": max(1, sms // C.ceildiv(K, bM)),
+            }
+            for bM, bN, stages, threads in tiles
+        ]
         # First where the H200 measured it best (small images: 28x28 128->512); at 28x28
         # 100->100 the tiled kernel ran 1.77x cuDNN (kernel_sweep_views_conv2d_own.json) and stays first.
         at = 0 if large or K >= 256 else 1
@@ -179,4 +205,3 @@ class ViaChannelsLast(C.LauncherWrapper):
         x_nhwc = self.to_nhwc(x.contiguous().view(N, Cin, H * W)).view(N, H, W, Cin)
         y = self.launcher(x_nhwc, w_krsc)
         return self.to_nchw(y.view(N, P * Q, K)).view(N, K, P, Q)
-

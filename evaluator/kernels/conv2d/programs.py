@@ -128,20 +128,24 @@ def cpu_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any]):
                     w = m % Q * sw - pw + s
                     inside = (m < M) and (h >= 0) and (h < H) and (w >= 0) and (w < W) and (co * bK + k < Cin)
                     if nchw:
-                        A_l[i, k] = T.if_then_else(inside, T.cast(X[m // (P * Q), co * bK + k, h, w], ACCUM),
-                                                   T.float32(0))
+                        A_l[i, k] = T.if_then_else(
+                            inside, T.cast(X[m // (P * Q), co * bK + k, h, w], ACCUM), T.float32(0)
+                        )
                     else:
-                        A_l[i, k] = T.if_then_else(inside, T.cast(X[m // (P * Q), h, w, co * bK + k], ACCUM),
-                                                   T.float32(0))
+                        A_l[i, k] = T.if_then_else(
+                            inside, T.cast(X[m // (P * Q), h, w, co * bK + k], ACCUM), T.float32(0)
+                        )
                 # Transposed on the way in so the inner loop streams rows of both tiles.
                 for k, j in T.grid(bK, bN):
                     kept = (bx * bN + j < K) and (co * bK + k < Cin)
                     if nchw:
-                        B_l[k, j] = T.if_then_else(kept, T.cast(Wt[bx * bN + j, co * bK + k, r, s], ACCUM),
-                                                   T.float32(0))
+                        B_l[k, j] = T.if_then_else(
+                            kept, T.cast(Wt[bx * bN + j, co * bK + k, r, s], ACCUM), T.float32(0)
+                        )
                     else:
-                        B_l[k, j] = T.if_then_else(kept, T.cast(Wt[bx * bN + j, r, s, co * bK + k], ACCUM),
-                                                   T.float32(0))
+                        B_l[k, j] = T.if_then_else(
+                            kept, T.cast(Wt[bx * bN + j, r, s, co * bK + k], ACCUM), T.float32(0)
+                        )
                 # i-k-j order: the j loop is unit-stride in C_l and B_l, which gcc
                 # auto-vectorizes with -O3 -march=native.
                 for i, k in T.grid(bM, bK):
@@ -198,7 +202,9 @@ def tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any]):
                         w = m % Q * sw - pw + kk // Cin % S
                         A_s[i, j] = T.if_then_else(
                             (m < M) and (kk < RSC) and (h >= 0) and (h < H) and (w >= 0) and (w < W),
-                            X[m // (P * Q), h, w, kk % Cin], T.cast(0, dtype))
+                            X[m // (P * Q), h, w, kk % Cin],
+                            T.cast(0, dtype),
+                        )
                     T.copy(W2[bx * bN, ko * bK], B_s)
                 else:
                     r = ko // (S * c_chunks)
@@ -211,16 +217,21 @@ def tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any]):
                         if c_tail:
                             A_s[i, j] = T.if_then_else(
                                 (m < M) and (h >= 0) and (h < H) and (w >= 0) and (w < W) and (c0 + j < Cin),
-                                X[m // (P * Q), h, w, c0 + j], T.cast(0, dtype))
+                                X[m // (P * Q), h, w, c0 + j],
+                                T.cast(0, dtype),
+                            )
                         else:
                             # The predicate is uniform along a row, so the row loads vectorize.
                             A_s[i, j] = T.if_then_else(
                                 (m < M) and (h >= 0) and (h < H) and (w >= 0) and (w < W),
-                                X[m // (P * Q), h, w, c0 + j], T.cast(0, dtype))
+                                X[m // (P * Q), h, w, c0 + j],
+                                T.cast(0, dtype),
+                            )
                     if c_tail:
                         for n, j in T.Parallel(bN, bK):
-                            B_s[n, j] = T.if_then_else((bx * bN + n < K) and (c0 + j < Cin),
-                                                       Wt[bx * bN + n, r, s, c0 + j], T.cast(0, dtype))
+                            B_s[n, j] = T.if_then_else(
+                                (bx * bN + n < K) and (c0 + j < Cin), Wt[bx * bN + n, r, s, c0 + j], T.cast(0, dtype)
+                            )
                     else:
                         T.copy(W2[bx * bN, (r * S + s) * Cin + c0], B_s)
                 T.gemm(A_s, B_s, C_f, transpose_B=True)
@@ -274,7 +285,9 @@ def nchw_tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any]):
                         w = pq % Q * sw - pw + kk % S
                         B_s[k, j] = T.if_then_else(
                             (kk < CRS) and (pq < PQ) and (h >= 0) and (h < H) and (w >= 0) and (w < W),
-                            X[bz, kk // (R * S), h, w], T.cast(0, dtype))
+                            X[bz, kk // (R * S), h, w],
+                            T.cast(0, dtype),
+                        )
                 T.gemm(A_s, B_s, C_f)
             T.copy(C_f, C_s)
             T.copy(C_s, Y3[bz, by * bM, bx * bN])

@@ -20,7 +20,8 @@ persistent tiles taken in turn by two consumer warpgroups, one's epilogue under 
 other's k-loop; it leads the search space where the H200 sweep measured it ahead.
 Experimental and outside the search space (measured slower): `cluster` = 2 launches
 whole-K tiles as block pairs along N that load their shared A tile once, by TMA
-multicast (sm_90+). fp32 uses a register-blocked SIMT (FFMA) schedule, because `T.gemm` on fp32 lowers to TF32 tensor cores, which would not match
+multicast (sm_90+). fp32 uses a register-blocked SIMT (FFMA) schedule, because `T.gemm` on fp32 lowers to TF32
+tensor cores, which would not match
 PyTorch's full-fp32 reference. On CPU (the C backend), a blocked loop nest over fp32
 local tiles that gcc vectorizes. The programs themselves are in `_gemm_programs.py`;
 this module sizes, checks, searches, builds (split-K's PyTorch epilogue) and routes them.
@@ -61,32 +62,59 @@ MUL_CALLS = (torch.Tensor.mul, torch.mul)
 
 CPU_DEFAULTS = {"block_M": 128, "block_N": 64, "block_K": 32}
 # Tensor-core schedule (fp16/bf16).
-TC_DEFAULTS = {"block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 3, "threads": 128, "swizzle": True,
-               "panel": 10, "policy": "square", "split_k": 1, "splitk_fused": False, "persistent": 0,
-               # Experimental, never in the search space (0.78-0.80x against 0.86-0.87x without
-               # on the H200: reports/examples/kernels/h200-2026-12-01/kernel_sweep_llama.json):
-               # blocks per thread-block cluster sharing A by TMA multicast (0 = off;
-               # see _gemm_programs._cluster_program).
-               "cluster": 0,
-               # 1 = persistent tiles taken in turn by two consumer warpgroups, so one's
-               # epilogue runs under the other's k-loop (sm_90 only; _gemm_pingpong.space).
-               "pingpong": 0,
-               # With pingpong, the last partial wave's k-steps dealt out over every block
-               # (stream-K; _gemm_pingpong's docstring says why). In the space only for long
-               # K over many rounds, where the H200 measured it ahead (_gemm_pingpong.space).
-               "stream_k": 0,
-               # With pingpong: tiles of y's transpose, tokens as wgmma's N (1), and the
-               # epilogue's store straight from registers (1); _gemm_pingpong's docstring.
-               "swap_ab": 0, "direct": 0}
+TC_DEFAULTS = {
+    "block_M": 128,
+    "block_N": 128,
+    "block_K": 64,
+    "num_stages": 3,
+    "threads": 128,
+    "swizzle": True,
+    "panel": 10,
+    "policy": "square",
+    "split_k": 1,
+    "splitk_fused": False,
+    "persistent": 0,
+    # Experimental, never in the search space (0.78-0.80x against 0.86-0.87x without
+    # on the H200: reports/examples/kernels/h200-2026-12-01/kernel_sweep_llama.json):
+    # blocks per thread-block cluster sharing A by TMA multicast (0 = off;
+    # see _gemm_programs._cluster_program).
+    "cluster": 0,
+    # 1 = persistent tiles taken in turn by two consumer warpgroups, so one's
+    # epilogue runs under the other's k-loop (sm_90 only; _gemm_pingpong.space).
+    "pingpong": 0,
+    # With pingpong, the last partial wave's k-steps dealt out over every block
+    # (stream-K; _gemm_pingpong's docstring says why). In the space only for long
+    # K over many rounds, where the H200 measured it ahead (_gemm_pingpong.space).
+    "stream_k": 0,
+    # With pingpong: tiles of y's transpose, tokens as wgmma's N (1), and the
+    # epilogue's store straight from registers (1); _gemm_pingpong's docstring.
+    "swap_ab": 0,
+    "direct": 0,
+}
 # Decode-like shapes (M <= 64): narrow tiles so enough blocks stream the weight, on the
 # mma path (wgmma needs 64 rows a warpgroup). Measured on the H200 (kernel_sweep.py):
 # 16x32x256 and 16x64x256 with 4 stages reach 1.08-1.19x cuBLAS at 16x4096x4096,
 # 1x4096x11008 and 32x1000x2048, where the 64-row tiles reached 0.63-0.83x.
-SKINNY_TILES = ((16, 32, 256, 4), (16, 64, 256, 4), (16, 32, 256, 3), (16, 64, 256, 3), (16, 32, 128, 4),
-                (32, 64, 256, 3), (32, 32, 256, 4), (64, 64, 128, 4))
+SKINNY_TILES = (
+    (16, 32, 256, 4),
+    (16, 64, 256, 4),
+    (16, 32, 256, 3),
+    (16, 64, 256, 3),
+    (16, 32, 128, 4),
+    (32, 64, 256, 3),
+    (32, 32, 256, 4),
+    (64, 64, 128, 4),
+)
 # SIMT schedule (fp32): each thread owns a thread_M x thread_N register tile.
-SIMT_DEFAULTS = {"block_M": 128, "block_N": 128, "block_K": 16, "thread_M": 8, "thread_N": 8,
-                 "num_stages": 2, "swizzle": True}
+SIMT_DEFAULTS = {
+    "block_M": 128,
+    "block_N": 128,
+    "block_K": 16,
+    "thread_M": 8,
+    "thread_N": 8,
+    "num_stages": 2,
+    "swizzle": True,
+}
 
 # Local tiles become stack arrays in the generated C; keep them well inside a thread's stack.
 CPU_LOCAL_LIMIT_BYTES = 128 * 1024
@@ -137,9 +165,13 @@ class GemmFamily(KernelFamily):
         # gemm_mul: the epilogue multiplies by a fourth input, g[M, N] (the module docstring).
         self.gate = gate
         self.name = "gemm_mul" if gate else "gemm" if activation == "none" else f"gemm_{activation}"
-        self.title = ("GEMM / linear (+bias) x a tensor (a gated MLP's multiply)" if gate else
-                      "GEMM / linear (+bias)" if activation == "none" else
-                      f"GEMM / linear (+bias, {activation.upper()})")
+        self.title = (
+            "GEMM / linear (+bias) x a tensor (a gated MLP's multiply)"
+            if gate
+            else "GEMM / linear (+bias)"
+            if activation == "none"
+            else f"GEMM / linear (+bias, {activation.upper()})"
+        )
         plain = activation == "none" and not gate
         self.aten_ops = frozenset({"aten::linear", "aten::addmm", "aten::mm"}) if plain else frozenset()
 
@@ -148,12 +180,15 @@ class GemmFamily(KernelFamily):
     def covers(self, op: str, input_shapes: Sequence[Sequence[int]] = ()) -> bool:
         # A matmul by a weight (a 2-D second operand) is gemm's: the router takes x @ W and
         # torch.matmul(x, W.T) as it takes F.linear.
-        return op in self.aten_ops or (bool(self.aten_ops) and op == "aten::matmul"
-                                       and _is_linear_matmul(input_shapes))
+        return op in self.aten_ops or (bool(self.aten_ops) and op == "aten::matmul" and _is_linear_matmul(input_shapes))
 
-    def problem_shape(self, op: str, input_shapes: Sequence[Sequence[int]],
-                      concrete_inputs: Sequence[Any] | None = None,
-                      input_strides: Sequence[Sequence[int]] | None = None) -> Shape | None:
+    def problem_shape(
+        self,
+        op: str,
+        input_shapes: Sequence[Sequence[int]],
+        concrete_inputs: Sequence[Any] | None = None,
+        input_strides: Sequence[Sequence[int]] | None = None,
+    ) -> Shape | None:
         try:
             shapes = [list(s) for s in input_shapes]
             if op == "aten::linear":
@@ -254,8 +289,11 @@ class GemmFamily(KernelFamily):
         out = []
         for bM, bN, bK in ((128, 64, 32), (64, 64, 32), (64, 128, 64), (32, 64, 128)):
             # Tiles much larger than the problem only add zero padding work.
-            cfg = {"block_M": min(bM, C.round_up(M, 8)), "block_N": min(bN, C.round_up(N, 8)),
-                   "block_K": min(bK, C.round_up(K, 8))}
+            cfg = {
+                "block_M": min(bM, C.round_up(M, 8)),
+                "block_N": min(bN, C.round_up(N, 8)),
+                "block_K": min(bK, C.round_up(K, 8)),
+            }
             if _cpu_local(cfg) <= CPU_LOCAL_LIMIT_BYTES:
                 out.append(cfg)
         return C.dedupe(out)
@@ -298,8 +336,9 @@ class GemmFamily(KernelFamily):
             (64, 64, 32, 2, 128),
         ]
         base = {k: v for k, v in TC_DEFAULTS.items()}
-        cands = [{**base, "block_M": a, "block_N": b, "block_K": k, "num_stages": s, "threads": t}
-                 for a, b, k, s, t in raw]
+        cands = [
+            {**base, "block_M": a, "block_N": b, "block_K": k, "num_stages": s, "threads": t} for a, b, k, s, t in raw
+        ]
         cands.append({**cands[0], "swizzle": False})
         # Warp partition and panel width matter most for the big tiles of large problems.
         cands += [{**cands[1], "policy": "fullrow"}, {**cands[1], "panel": 4}]
@@ -340,8 +379,15 @@ class GemmFamily(KernelFamily):
             # Per tile: the deepest 64-wide K ring that fits, and the deepest 128-wide.
             for rings in (((64, 5), (64, 4), (64, 3)), ((128, 3), (128, 2))):
                 for bK, stages in rings:
-                    cfg = {**TC_DEFAULTS, "block_M": bM, "block_N": bN, "block_K": bK, "num_stages": stages,
-                           "threads": threads, "policy": policy}
+                    cfg = {
+                        **TC_DEFAULTS,
+                        "block_M": bM,
+                        "block_N": bN,
+                        "block_K": bK,
+                        "num_stages": stages,
+                        "threads": threads,
+                        "policy": policy,
+                    }
                     if C.smem_fits(_tc_smem(cfg, dtype), hw):
                         out.append(cfg)
                         break
@@ -351,8 +397,19 @@ class GemmFamily(KernelFamily):
     @staticmethod
     def _skinny_space(M: int, dtype: str, hw: Hardware) -> list[KernelConfig]:
         rows = max(16, C.next_pow2(M))
-        out = [{**TC_DEFAULTS, "block_M": a, "block_N": b, "block_K": k, "num_stages": s, "threads": 128,
-                "policy": "fullcol"} for a, b, k, s in SKINNY_TILES if a <= rows]
+        out = [
+            {
+                **TC_DEFAULTS,
+                "block_M": a,
+                "block_N": b,
+                "block_K": k,
+                "num_stages": s,
+                "threads": 128,
+                "policy": "fullcol",
+            }
+            for a, b, k, s in SKINNY_TILES
+            if a <= rows
+        ]
         return [c for c in out if C.smem_fits(_tc_smem(c, dtype), hw)]
 
     @staticmethod
@@ -369,8 +426,16 @@ class GemmFamily(KernelFamily):
                 if K // splits < 4 * bK or tiles * splits > 4 * sms:
                     continue
                 for fused in (True, False):
-                    cfg = {**TC_DEFAULTS, "block_M": bM, "block_N": bN, "block_K": bK, "num_stages": stages,
-                           "threads": 128, "split_k": splits, "splitk_fused": fused}
+                    cfg = {
+                        **TC_DEFAULTS,
+                        "block_M": bM,
+                        "block_N": bN,
+                        "block_K": bK,
+                        "num_stages": stages,
+                        "threads": 128,
+                        "split_k": splits,
+                        "splitk_fused": fused,
+                    }
                     if C.smem_fits(_tc_smem(cfg, dtype), hw):
                         out.append(cfg)
         return out[:8]
@@ -399,8 +464,10 @@ class GemmFamily(KernelFamily):
                 # Fewer rows than a warpgroup's wgmma: the mma path, warps side by side
                 # along N (FullCol), each at least 8 columns wide.
                 if cfg["policy"] != "fullcol" or cfg["block_N"] % (8 * warps):
-                    return (f"a {cfg['block_M']}-row tile runs on mma with the warps along N: it needs policy "
-                            f"fullcol and block_N a multiple of {8 * warps}")
+                    return (
+                        f"a {cfg['block_M']}-row tile runs on mma with the warps along N: it needs policy "
+                        f"fullcol and block_N a multiple of {8 * warps}"
+                    )
             # A warpgroup's wgmma covers 64 rows; a 128x? tile cannot feed four warpgroups.
             elif cfg["block_M"] * cfg["block_N"] < 64 * 16 * warps:
                 return f"a {cfg['block_M']}x{cfg['block_N']} tile is too small for {threads} threads"
@@ -418,8 +485,10 @@ class GemmFamily(KernelFamily):
             (64, 64, 32, 4, 4, 2),
             (128, 128, 16, 8, 8, 0),
         ]
-        cands = [{"block_M": a, "block_N": b, "block_K": k, "thread_M": tm, "thread_N": tn, "num_stages": s,
-                  "swizzle": True} for a, b, k, tm, tn, s in raw]
+        cands = [
+            {"block_M": a, "block_N": b, "block_K": k, "thread_M": tm, "thread_N": tn, "num_stages": s, "swizzle": True}
+            for a, b, k, tm, tn, s in raw
+        ]
         fitting = [c for c in cands if C.smem_fits(_simt_smem(c), hw) and 32 <= _simt_threads(c) <= 1024]
         return self._order_by_waves(fitting, M, N, hw)
 
@@ -491,19 +560,43 @@ class GemmFamily(KernelFamily):
         if resolved.config.get("pingpong") and PP.sk_splits(resolved.shape, resolved.config):
             M, N, K = resolved.shape
             ws, cnt = PP.sk_workspace(resolved.shape, resolved.config)
-            inner = C.build_cached(self.name, resolved.shape, resolved.dtype, resolved.config, target,
-                                   resolved.program, out_idx=[5], input_shapes=[(M, K), (N, K), (N,)])
+            inner = C.build_cached(
+                self.name,
+                resolved.shape,
+                resolved.dtype,
+                resolved.config,
+                target,
+                resolved.program,
+                out_idx=[5],
+                input_shapes=[(M, K), (N, K), (N,)],
+            )
             return StreamKLinear(inner, ws, cnt)
         if resolved.config.get("split_k", 1) > 1 and resolved.config.get("splitk_fused"):
             M, N, K = resolved.shape
-            inner = C.build_cached(self.name, resolved.shape, resolved.dtype, resolved.config, target,
-                                   resolved.program, out_idx=[5], input_shapes=[(M, K), (N, K), (N,)])
+            inner = C.build_cached(
+                self.name,
+                resolved.shape,
+                resolved.dtype,
+                resolved.config,
+                target,
+                resolved.program,
+                out_idx=[5],
+                input_shapes=[(M, K), (N, K), (N,)],
+            )
             return FusedSplitKLinear(inner, resolved.shape)
         if resolved.config.get("split_k", 1) > 1:
             # One compiled kernel serves every activation: the epilogue runs in PyTorch.
             M, N, K = resolved.shape
-            inner = C.build_cached("gemm_splitk", resolved.shape, resolved.dtype, resolved.config, target,
-                                   resolved.program, out_idx=None, input_shapes=[(M, K), (N, K)])
+            inner = C.build_cached(
+                "gemm_splitk",
+                resolved.shape,
+                resolved.dtype,
+                resolved.config,
+                target,
+                resolved.program,
+                out_idx=None,
+                input_shapes=[(M, K), (N, K)],
+            )
             return SplitKLinear(inner, resolved.shape, self.activation)
         return super().compile(resolved, target)
 
@@ -566,8 +659,13 @@ class GemmFamily(KernelFamily):
             return None
         a, b = args
         other = b if a is held else a if b is held else None
-        if not isinstance(other, torch.Tensor) or other is held or other.shape != held.shape \
-                or other.dtype != held.dtype or other.device != held.device:
+        if (
+            not isinstance(other, torch.Tensor)
+            or other is held
+            or other.shape != held.shape
+            or other.dtype != held.dtype
+            or other.device != held.device
+        ):
             return None
         first: Route = start.state
         M, N, _ = first.shape
@@ -578,8 +676,9 @@ class GemmFamily(KernelFamily):
         """This family's activation written out as elementwise calls (GPT-2's gelu_new,
         `0.5 * x * (1 + tanh(...))`; `x * sigmoid(x)`), recognised by what the chain
         computes on `probe`: the fused kernel's route, or None."""
-        if self.activation == "none" or not torch.allclose(result, TORCH_ACTS[self.activation](probe),
-                                                           rtol=1e-4, atol=1e-5):
+        if self.activation == "none" or not torch.allclose(
+            result, TORCH_ACTS[self.activation](probe), rtol=1e-4, atol=1e-5
+        ):
             return None
         first: Route = start.state
         return Route(first.shape, first.launch, notes=first.notes)
@@ -706,8 +805,13 @@ def _einsum_args(args: tuple) -> tuple[str | None, tuple]:
 
 
 # The torch functions that apply each fused activation (`GemmFamily.second`).
-_SECOND = {"gelu": (F.gelu,), "relu": (F.relu, torch.relu, torch.Tensor.relu), "silu": (F.silu,),
-           "gelu_tanh": (F.gelu,)}
+_SECOND = {
+    "gelu": (F.gelu,),
+    "relu": (F.relu, torch.relu, torch.Tensor.relu),
+    "silu": (F.silu,),
+    "gelu_tanh": (F.gelu,),
+}
+
 
 def _split(cfg: KernelConfig) -> bool:
     """Whether a config splits K or pairs blocks: the programs with no gated form."""

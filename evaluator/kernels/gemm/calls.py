@@ -19,8 +19,13 @@ from .. import common as C
 from . import programs as P
 
 # nn modules whose output a fused family computes (nn.GELU only in its exact erf form).
-TORCH_ACTS = {"none": lambda y: y, "relu": F.relu, "gelu": F.gelu, "silu": F.silu,
-              "gelu_tanh": lambda y: F.gelu(y, approximate="tanh")}
+TORCH_ACTS = {
+    "none": lambda y: y,
+    "relu": F.relu,
+    "gelu": F.gelu,
+    "silu": F.silu,
+    "gelu_tanh": lambda y: F.gelu(y, approximate="tanh"),
+}
 
 
 class _WorkspaceLinear(C.LauncherWrapper):
@@ -38,8 +43,10 @@ class _WorkspaceLinear(C.LauncherWrapper):
         x, w, b = self.launcher.check_inputs((x, w, b))
         key = str(x.device)
         if key not in self._buffers:
-            self._buffers[key] = (torch.empty(self.ws_shape, dtype=torch.float32, device=x.device),
-                                  torch.zeros((self.tiles,), dtype=torch.int32, device=x.device))
+            self._buffers[key] = (
+                torch.empty(self.ws_shape, dtype=torch.float32, device=x.device),
+                torch.zeros((self.tiles,), dtype=torch.int32, device=x.device),
+            )
         ws, cnt = self._buffers[key]
         return self.launcher.kernel(x, w, b, ws, cnt)
 

@@ -76,14 +76,18 @@ def pingpong_error(shape: Shape, cfg: dict[str, Any], target: str) -> str | None
     if cfg["persistent"] < 1:
         return "pingpong is a persistent schedule: set persistent to the block count (one per SM)"
     if cfg["threads"] != 128:
-        return (f"pingpong gives each tile one consumer warpgroup: threads must be 128 "
-                f"(the block runs {PP.threads_of(cfg)}), got {cfg['threads']}")
+        return (
+            f"pingpong gives each tile one consumer warpgroup: threads must be 128 "
+            f"(the block runs {PP.threads_of(cfg)}), got {cfg['threads']}"
+        )
     if cfg["block_M"] not in (64, 128):
         return f"pingpong's block_M must be 64 or 128 (one or two wgmma rows of a warpgroup), got {cfg['block_M']}"
     regs = cfg["block_M"] * cfg["block_N"] // 128
     if cfg["block_N"] > 256 or regs > PP.MAX_ACCUM_REGS:
-        return (f"pingpong's {cfg['block_M']}x{cfg['block_N']} accumulator needs {regs} fp32 registers a thread; "
-                f"at most {PP.MAX_ACCUM_REGS} fit beside the epilogue under the {PP.CONSUMER_REGS}-register cap")
+        return (
+            f"pingpong's {cfg['block_M']}x{cfg['block_N']} accumulator needs {regs} fp32 registers a thread; "
+            f"at most {PP.MAX_ACCUM_REGS} fit beside the epilogue under the {PP.CONSUMER_REGS}-register cap"
+        )
     if shape[1] % 8 or shape[2] % 8:
         return "pingpong needs N and K multiples of 8 (TMA rows 16-byte aligned)"
     return None

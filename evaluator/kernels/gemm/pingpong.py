@@ -2,7 +2,8 @@
 
 In: shape (M, N, K), a dtype, a full gemm config with `pingpong` set (block_M x
 block_N is one consumer warpgroup's tile; `persistent` is the block count, one per
-SM) and the epilogue (gemm's `bias_act`, activation bound). Out: a TileLang PrimFunc; checking and compiling are gemm.py's.
+SM) and the epilogue (gemm's `bias_act`, activation bound). Out: a TileLang PrimFunc; checking and compiling are
+gemm.py's.
 
 Why: on the H200 our whole-K tiles reach 0.76-0.92x cuBLAS on the K = 768 shapes of
 BERT, GPT-2 and ViT-B (12 k-steps of 64), and the lowered CUDA shows why. The two
@@ -100,8 +101,9 @@ STATIC_SMEM = 1024
 SWAP_SLACK = 0.04
 
 
-def space(M: int, N: int, K: int, hw: Any, defaults: dict[str, Any], fits: Callable[[dict], bool]
-          ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def space(
+    M: int, N: int, K: int, hw: Any, defaults: dict[str, Any], fits: Callable[[dict], bool]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The ping-pong configs of the gemm search space on Hopper (`hw` a
     Hardware; `defaults` the tensor-core config; `fits` whether a config's shared memory
     fits), one block per SM, and the ones to lead the space with (or none)."""
@@ -113,8 +115,24 @@ def space(M: int, N: int, K: int, hw: Any, defaults: dict[str, Any], fits: Calla
     tiles = [(bM, bN, st, 0) for bM, bN, st in TILES] + [(bM, bN, st, 1) for bM, bN, st in SWAP_TILES if M > N]
     if _narrow_fits(M, N, K, sms):
         tiles.append((*SWAP_NARROW, 1))
-    out = [c for c in ({**defaults, "block_M": bM, "block_N": bN, "block_K": 64, "num_stages": st, "threads": 128,
-                        "pingpong": 1, "persistent": sms, "swap_ab": sw} for bM, bN, st, sw in tiles) if fits(c)]
+    out = [
+        c
+        for c in (
+            {
+                **defaults,
+                "block_M": bM,
+                "block_N": bN,
+                "block_K": 64,
+                "num_stages": st,
+                "threads": 128,
+                "pingpong": 1,
+                "persistent": sms,
+                "swap_ab": sw,
+            }
+            for bM, bN, st, sw in tiles
+        )
+        if fits(c)
+    ]
     by_tile: dict[tuple[int, int, int], dict[str, Any]] = {}
     for c in out:  # the first (deepest) ring of each tile
         by_tile.setdefault((c["block_M"], c["block_N"], c["swap_ab"]), c)
@@ -334,10 +352,12 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], bias_act: An
                 n = base + ko
                 st = n % stages
                 T.mbarrier_wait_parity(empty[st], empty_parity(n, stages))
-                T.tma_copy(A[by * bM:(by + 1) * bM, (k0 + ko) * bK:(k0 + ko + 1) * bK], A_s[st, :, :],
-                           barrier=full[st])
-                T.tma_copy(W[bx * bN:(bx + 1) * bN, (k0 + ko) * bK:(k0 + ko + 1) * bK], W_s[st, :, :],
-                           barrier=full[st])
+                T.tma_copy(
+                    A[by * bM : (by + 1) * bM, (k0 + ko) * bK : (k0 + ko + 1) * bK], A_s[st, :, :], barrier=full[st]
+                )
+                T.tma_copy(
+                    W[bx * bN : (bx + 1) * bN, (k0 + ko) * bK : (k0 + ko + 1) * bK], W_s[st, :, :], barrier=full[st]
+                )
                 T.barrier_arrive(full[st])
 
     @T.macro
@@ -473,6 +493,7 @@ def pingpong_program(shape: Shape, dtype: str, cfg: dict[str, Any], bias_act: An
     ws_rows = max(1, R * slots)
 
     if R:
+
         @T.prim_func
         def linear_tc_pingpong_sk(
             A: T.Tensor((M, K), dtype),

@@ -26,6 +26,7 @@ def linear_program(T: Any, shape: Shape, dtype: str, body: Any, gate: bool, name
     gated (it gets None otherwise). Named `name`, or `name` + "_mul" when gated."""
     M, N, K = shape
     if gate:
+
         @T.prim_func
         def linear_mul(
             A: T.Tensor((M, K), dtype),

@@ -62,6 +62,7 @@ def act_macro(T: Any, act: str, fast: bool):
     cap = T.float32(80)
 
     if act == "relu":
+
         @T.macro
         def apply(C, i, j):
             C[i, j] = T.max(C[i, j], T.float32(0))
@@ -76,11 +77,13 @@ def act_macro(T: Any, act: str, fast: bool):
             h = half * t * (a1 + t * (a2 + t * (a3 + t * (a4 + t * a5)))) * ex(-(z * z))  # Phi(-|x|)
             C[i, j] = x * T.if_then_else(x >= T.float32(0), one - h, h)
     elif act == "silu":
+
         @T.macro
         def apply(C, i, j):
             x = C[i, j]
             C[i, j] = x * rcp(one + ex(T.min(-x, cap)))
     elif act == "gelu_tanh":  # GPT-2's gelu_new, F.gelu(approximate="tanh"): 0.5 x (1 + tanh u) = x sigmoid(2u)
+
         @T.macro
         def apply(C, i, j):
             x = C[i, j]
@@ -94,23 +97,24 @@ def act_macro(T: Any, act: str, fast: bool):
 def bias_act(T: Any, bM: int, bN: int, act: str, fast: bool = True, by_row: bool = False):
     """A TileLang macro: bias, then the activation, on a tile's fp32 accumulator, in two
     passes. `by_row`: the bias runs down the tile's rows, `bx` being the row tile (the
-    ping-pong program's `swap_ab` tile holds y's transpose). In one pass the activation's expression names x twice (x * Phi(x)), and
+    ping-pong program's `swap_ab` tile holds y's transpose). In one pass the activation's expression names x twice
+    (x * Phi(x)), and
     TileLang substitutes the biased sum, bias load and bounds test included, into both
     uses: the loop lost its float2 vectors and loaded every bias twice (the lowered
     CUDA of gemm_gelu at 3152x3072x768), where the second pass reads a register."""
 
     if by_row:
+
         @T.macro
         def add_bias(C_f, Bias, bx, N):
             for i, j in T.Parallel(bM, bN):
-                C_f[i, j] = C_f[i, j] + T.if_then_else(bx * bM + i < N, T.cast(Bias[bx * bM + i], ACCUM),
-                                                       T.float32(0))
+                C_f[i, j] = C_f[i, j] + T.if_then_else(bx * bM + i < N, T.cast(Bias[bx * bM + i], ACCUM), T.float32(0))
     else:
+
         @T.macro
         def add_bias(C_f, Bias, bx, N):
             for i, j in T.Parallel(bM, bN):
-                C_f[i, j] = C_f[i, j] + T.if_then_else(bx * bN + j < N, T.cast(Bias[bx * bN + j], ACCUM),
-                                                       T.float32(0))
+                C_f[i, j] = C_f[i, j] + T.if_then_else(bx * bN + j < N, T.cast(Bias[bx * bN + j], ACCUM), T.float32(0))
 
     if act == "none":
         return add_bias
@@ -134,17 +138,22 @@ def mul_macro(T: Any, bM: int, bN: int, by_row: bool = False):
     r * bM + i]. Past M or N the factor is 0 and the load is skipped: the store drops
     those elements anyway, and G has nothing there to read."""
     if by_row:
+
         @T.macro
         def mul(C_f, G, r, c, M, N):
             for i, j in T.Parallel(bM, bN):
-                C_f[i, j] = C_f[i, j] * T.if_then_else((c * bN + j < M) and (r * bM + i < N),
-                                                       T.cast(G[c * bN + j, r * bM + i], ACCUM), T.float32(0))
+                C_f[i, j] = C_f[i, j] * T.if_then_else(
+                    (c * bN + j < M) and (r * bM + i < N), T.cast(G[c * bN + j, r * bM + i], ACCUM), T.float32(0)
+                )
     else:
+
         @T.macro
         def mul(C_f, G, r, c, M, N):
             for i, j in T.Parallel(bM, bN):
-                C_f[i, j] = C_f[i, j] * T.if_then_else((r * bM + i < M) and (c * bN + j < N),
-                                                       T.cast(G[r * bM + i, c * bN + j], ACCUM), T.float32(0))
+                C_f[i, j] = C_f[i, j] * T.if_then_else(
+                    (r * bM + i < M) and (c * bN + j < N), T.cast(G[r * bM + i, c * bN + j], ACCUM), T.float32(0)
+                )
+
     return mul
 
 
@@ -166,12 +175,18 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, gate: b
             T.clear(C_l)
             for ko in T.serial(T.ceildiv(K, bK)):
                 for i, k in T.grid(bM, bK):
-                    A_l[i, k] = T.if_then_else((by * bM + i < M) and (ko * bK + k < K),
-                                               T.cast(A[by * bM + i, ko * bK + k], ACCUM), T.float32(0))
+                    A_l[i, k] = T.if_then_else(
+                        (by * bM + i < M) and (ko * bK + k < K),
+                        T.cast(A[by * bM + i, ko * bK + k], ACCUM),
+                        T.float32(0),
+                    )
                 # Transposed on the way in so the inner loop streams rows of both tiles.
                 for k, j in T.grid(bK, bN):
-                    B_l[k, j] = T.if_then_else((bx * bN + j < N) and (ko * bK + k < K),
-                                               T.cast(W[bx * bN + j, ko * bK + k], ACCUM), T.float32(0))
+                    B_l[k, j] = T.if_then_else(
+                        (bx * bN + j < N) and (ko * bK + k < K),
+                        T.cast(W[bx * bN + j, ko * bK + k], ACCUM),
+                        T.float32(0),
+                    )
                 # i-k-j order: the j loop is unit-stride in C_l and B_l, which gcc
                 # auto-vectorizes with -O3 -march=native better than TileLang's float4 structs.
                 for i, k in T.grid(bM, bK):
@@ -190,12 +205,14 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, gate: b
 
 
 def _policy(T: Any, name: str) -> Any:
-    return {"square": T.GemmWarpPolicy.Square, "fullrow": T.GemmWarpPolicy.FullRow,
-            "fullcol": T.GemmWarpPolicy.FullCol}[name]
+    return {
+        "square": T.GemmWarpPolicy.Square,
+        "fullrow": T.GemmWarpPolicy.FullRow,
+        "fullcol": T.GemmWarpPolicy.FullCol,
+    }[name]
 
 
-def tensor_core_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: bool = True,
-                        gate: bool = False):
+def tensor_core_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: bool = True, gate: bool = False):
     """The tensor-core schedule: split-K when the config asks for it (reduced in the
     kernel itself, or atomically with the epilogue in PyTorch), else whole-K tiles.
     `fast`: the epilogue may use CUDA's MUFU intrinsics (__expf, rcp.approx); TileLang's
@@ -208,8 +225,9 @@ def tensor_core_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str,
     if cfg["cluster"]:
         return _cluster_program(shape, dtype, cfg, act, fast)
     if cfg["pingpong"]:
-        return pingpong_program(shape, dtype, cfg, functools.partial(bias_act, act=act, fast=fast),
-                                mul_macro if gate else None)
+        return pingpong_program(
+            shape, dtype, cfg, functools.partial(bias_act, act=act, fast=fast), mul_macro if gate else None
+        )
     return _tc_program(shape, dtype, cfg, act, fast, gate)
 
 
@@ -380,8 +398,9 @@ def _tc_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: b
                 C_f = T.alloc_fragment((bM, bN), ACCUM)
                 C_s = T.alloc_shared(out_tile, dtype)
                 # Groups of `panel` row-tiles walked column by column keep A and W panels in L2.
-                for by, bx in T.Persistent([T.ceildiv(rows, bM), T.ceildiv(cols, bN)], persistent, block_id,
-                                           group_size=panel):
+                for by, bx in T.Persistent(
+                    [T.ceildiv(rows, bM), T.ceildiv(cols, bN)], persistent, block_id, group_size=panel
+                ):
                     product(A, W, Bias, Y, G, A_s, W_s, C_f, C_s, bx, by)
         else:
             with T.Kernel(T.ceildiv(cols, bN), T.ceildiv(rows, bM), threads=threads) as (bx, by):
@@ -393,8 +412,9 @@ def _tc_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: b
                 T.use_swizzle(panel_size=panel, enable=swizzle)
                 product(A, W, Bias, Y, G, A_s, W_s, C_f, C_s, bx, by)
 
-    return linear_program(T, shape, dtype, body, gate,
-                          "linear_tc" + ("_swap" if swap else "") + ("_persistent" if persistent else ""))
+    return linear_program(
+        T, shape, dtype, body, gate, "linear_tc" + ("_swap" if swap else "") + ("_persistent" if persistent else "")
+    )
 
 
 def _cluster_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: bool):
@@ -404,7 +424,8 @@ def _cluster_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fa
     traffic (cuBLAS's Hopper kernels do this on the short-M llama shapes).
     T.Pipelined with T.copy_cluster lowers, but its barriers are per block (the producer
     waits for its own consumers only, and nothing syncs the cluster after the barriers
-    are initialized), so rank 0 could overwrite a stage rank 1 still reads. The pipeline is therefore written out, as in CUTLASS: one
+    are initialized), so rank 0 could overwrite a stage rank 1 still reads. The pipeline is therefore written out,
+    as in CUTLASS: one
     producer warpgroup issues the loads, `threads` consumer threads run T.gemm, a stage's
     `full` barrier is local (its bytes arrive from both blocks' loads) and its `empty`
     barrier counts the consumers of both blocks, each consumer arriving on its own block's
@@ -427,8 +448,10 @@ def _cluster_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fa
         Bias: T.Tensor((N,), dtype),
         Y: T.Tensor((M, N), dtype),
     ):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads + producers,
-                      cluster_dims=(size, 1, 1)) as (bx, by):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads + producers, cluster_dims=(size, 1, 1)) as (
+            bx,
+            by,
+        ):
             A_s = T.alloc_shared((stages, bM, bK), dtype)
             W_s = T.alloc_shared((stages, bN, bK), dtype)
             C_f = T.alloc_fragment((bM, bN), ACCUM)
@@ -442,9 +465,13 @@ def _cluster_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fa
                     s = ko % stages
                     T.mbarrier_wait_parity(empty[s], ((ko // stages) & 1) ^ 1)
                     # Every block expects A's bytes on its own `full`; only rank 0 loads them.
-                    T.tma_copy(A[by * bM:(by + 1) * bM, ko * bK:(ko + 1) * bK], A_s[s, :, :], barrier=full[s],
-                               cluster_mask=peers)
-                    T.tma_copy(W[bx * bN:(bx + 1) * bN, ko * bK:(ko + 1) * bK], W_s[s, :, :], barrier=full[s])
+                    T.tma_copy(
+                        A[by * bM : (by + 1) * bM, ko * bK : (ko + 1) * bK],
+                        A_s[s, :, :],
+                        barrier=full[s],
+                        cluster_mask=peers,
+                    )
+                    T.tma_copy(W[bx * bN : (bx + 1) * bN, ko * bK : (ko + 1) * bK], W_s[s, :, :], barrier=full[s])
                     T.barrier_arrive(full[s])
             else:
                 T.clear(C_f)
@@ -518,11 +545,13 @@ def simt_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: 
             T.clear(acc)
             for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=stages):
                 for i, k in T.Parallel(bM, bK):
-                    A_s[k, i] = T.if_then_else((by * bM + i < M) and (ko * bK + k < K),
-                                               A[by * bM + i, ko * bK + k], T.float32(0))
+                    A_s[k, i] = T.if_then_else(
+                        (by * bM + i < M) and (ko * bK + k < K), A[by * bM + i, ko * bK + k], T.float32(0)
+                    )
                 for j, k in T.Parallel(bN, bK):
-                    W_s[k, j] = T.if_then_else((bx * bN + j < N) and (ko * bK + k < K),
-                                               W[bx * bN + j, ko * bK + k], T.float32(0))
+                    W_s[k, j] = T.if_then_else(
+                        (bx * bN + j < N) and (ko * bK + k < K), W[bx * bN + j, ko * bK + k], T.float32(0)
+                    )
                 for kk in T.unroll(bK):
                     for i in T.vectorized(tM):
                         a_r[i] = A_s[kk, ty * tM + i]

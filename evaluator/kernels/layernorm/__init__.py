@@ -5,7 +5,8 @@ the sum is not kept) and `add_layernorm` (pre-norm, the sum is written out too).
 In: shape (rows, hidden); inputs x[rows, hidden], weight[hidden], bias[hidden] (the
 fused families take x, r[rows, hidden], weight, bias). Out: y = (x - mean) /
 sqrt(var + eps) * weight + bias in the input dtype (of x + r for the fused families; with
-add_layernorm, also x + r), compared against `torch.nn.functional.layer_norm`. Statistics are fp32 and two-pass (mean first,
+add_layernorm, also x + r), compared against `torch.nn.functional.layer_norm`. Statistics are fp32 and two-pass
+(mean first,
 then the centred sum of squares) so rows with a large mean do not lose precision.
 Schedules: on CUDA, `block_rows` rows per block held in registers with block-wide
 reductions, or for long rows `chunk`-column streaming passes; on CPU, a loop over
@@ -59,26 +60,40 @@ def _entry(T, rows: int, cols: int, dtype: str, residual, body):
     then the sum: one output tensor, so every check and timer sees one result). The plain
     form passes X as the unused residual."""
     if residual == SUM:
+
         @T.prim_func
-        def add_layernorm(X: T.Tensor((rows, cols), dtype), Rz: T.Tensor((rows, cols), dtype),
-                          Wt: T.Tensor((cols,), dtype), B: T.Tensor((cols,), dtype),
-                          Y: T.Tensor((2, rows, cols), dtype)):
+        def add_layernorm(
+            X: T.Tensor((rows, cols), dtype),
+            Rz: T.Tensor((rows, cols), dtype),
+            Wt: T.Tensor((cols,), dtype),
+            B: T.Tensor((cols,), dtype),
+            Y: T.Tensor((2, rows, cols), dtype),
+        ):
             body(X, Rz, Wt, B, Y)
 
         return add_layernorm
 
     if residual:
+
         @T.prim_func
-        def layernorm_residual(X: T.Tensor((rows, cols), dtype), Rz: T.Tensor((rows, cols), dtype),
-                               Wt: T.Tensor((cols,), dtype), B: T.Tensor((cols,), dtype),
-                               Y: T.Tensor((rows, cols), dtype)):
+        def layernorm_residual(
+            X: T.Tensor((rows, cols), dtype),
+            Rz: T.Tensor((rows, cols), dtype),
+            Wt: T.Tensor((cols,), dtype),
+            B: T.Tensor((cols,), dtype),
+            Y: T.Tensor((rows, cols), dtype),
+        ):
             body(X, Rz, Wt, B, Y)
 
         return layernorm_residual
 
     @T.prim_func
-    def layernorm(X: T.Tensor((rows, cols), dtype), Wt: T.Tensor((cols,), dtype), B: T.Tensor((cols,), dtype),
-                  Y: T.Tensor((rows, cols), dtype)):
+    def layernorm(
+        X: T.Tensor((rows, cols), dtype),
+        Wt: T.Tensor((cols,), dtype),
+        B: T.Tensor((cols,), dtype),
+        Y: T.Tensor((rows, cols), dtype),
+    ):
         body(X, X, Wt, B, Y)
 
     return layernorm
@@ -112,8 +127,9 @@ def _cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool |
                         v += buf[j] * buf[j]
                     rstd = T.rsqrt(v * T.float32(inv_n) + T.float32(cfg["eps"]))
                     for j in T.serial(cols):
-                        Y[_at(residual, bx * BR + r, j)] = T.cast(buf[j] * rstd * T.cast(Wt[j], ACCUM)
-                                                                  + T.cast(B[j], ACCUM), dtype)
+                        Y[_at(residual, bx * BR + r, j)] = T.cast(
+                            buf[j] * rstd * T.cast(Wt[j], ACCUM) + T.cast(B[j], ACCUM), dtype
+                        )
 
     @T.macro
     def stream_body(X, Rz, Wt, B, Y):
@@ -129,12 +145,15 @@ def _cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool |
                     v = T.float32(0)
                     for j in T.serial(cols):
                         v += (_load(X, Rz, bx * BR + r, j, residual, T, dtype) - mean) * (
-                            _load(X, Rz, bx * BR + r, j, residual, T, dtype) - mean)
+                            _load(X, Rz, bx * BR + r, j, residual, T, dtype) - mean
+                        )
                     rstd = T.rsqrt(v * T.float32(inv_n) + T.float32(cfg["eps"]))
                     for j in T.serial(cols):
                         Y[_at(residual, bx * BR + r, j)] = T.cast(
-                            (_load(X, Rz, bx * BR + r, j, residual, T, dtype) - mean) * rstd
-                            * T.cast(Wt[j], ACCUM) + T.cast(B[j], ACCUM), dtype)
+                            (_load(X, Rz, bx * BR + r, j, residual, T, dtype) - mean) * rstd * T.cast(Wt[j], ACCUM)
+                            + T.cast(B[j], ACCUM),
+                            dtype,
+                        )
                         if residual == SUM:
                             Y[1, bx * BR + r, j] = T.cast(_load(X, Rz, bx * BR + r, j, residual, T, dtype), dtype)
 
@@ -160,8 +179,11 @@ def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool |
                 var = T.alloc_fragment((BR,), ACCUM)
                 # Padding reads as 0 so it adds nothing to the sums.
                 for i, j in T.Parallel(BR, BN):
-                    x[i, j] = T.if_then_else((j < cols) and (bx * BR + i < rows),
-                                             _load(X, Rz, bx * BR + i, j, residual, T, dtype), T.float32(0))
+                    x[i, j] = T.if_then_else(
+                        (j < cols) and (bx * BR + i < rows),
+                        _load(X, Rz, bx * BR + i, j, residual, T, dtype),
+                        T.float32(0),
+                    )
                 if residual == SUM:
                     for i, j in T.Parallel(BR, BN):
                         if (j < cols) and (bx * BR + i < rows):
@@ -178,7 +200,8 @@ def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool |
                 for i, j in T.Parallel(BR, BN):
                     if (j < cols) and (bx * BR + i < rows):
                         Y[_at(residual, bx * BR + i, j)] = T.cast(
-                            x[i, j] * var[i] * T.cast(Wt[j], ACCUM) + T.cast(B[j], ACCUM), dtype)
+                            x[i, j] * var[i] * T.cast(Wt[j], ACCUM) + T.cast(B[j], ACCUM), dtype
+                        )
 
         return _entry(T, rows, cols, dtype, residual, rows_body)
 
@@ -195,8 +218,9 @@ def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool |
             total[0] = T.float32(0)
             for c in T.serial(n_chunks):
                 for j in T.Parallel(chunk):
-                    x[j] = T.if_then_else(c * chunk + j < cols, _load(X, Rz, bx, c * chunk + j, residual, T, dtype),
-                                          T.float32(0))
+                    x[j] = T.if_then_else(
+                        c * chunk + j < cols, _load(X, Rz, bx, c * chunk + j, residual, T, dtype), T.float32(0)
+                    )
                 T.reduce_sum(x, part, dim=0, clear=True)
                 total[0] = total[0] + part[0]
             mean[0] = total[0] * T.float32(inv_n)
@@ -204,8 +228,11 @@ def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool |
             total[0] = T.float32(0)
             for c in T.serial(n_chunks):
                 for j in T.Parallel(chunk):
-                    x[j] = T.if_then_else(c * chunk + j < cols,
-                                          _load(X, Rz, bx, c * chunk + j, residual, T, dtype) - mean[0], T.float32(0))
+                    x[j] = T.if_then_else(
+                        c * chunk + j < cols,
+                        _load(X, Rz, bx, c * chunk + j, residual, T, dtype) - mean[0],
+                        T.float32(0),
+                    )
                     x[j] = x[j] * x[j]
                 T.reduce_sum(x, part, dim=0, clear=True)
                 total[0] = total[0] + part[0]
@@ -214,11 +241,14 @@ def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool |
                 for j in T.Parallel(chunk):
                     if c * chunk + j < cols:
                         Y[_at(residual, bx, c * chunk + j)] = T.cast(
-                            (_load(X, Rz, bx, c * chunk + j, residual, T, dtype) - mean[0]) * rstd[0]
-                            * T.cast(Wt[c * chunk + j], ACCUM) + T.cast(B[c * chunk + j], ACCUM), dtype)
+                            (_load(X, Rz, bx, c * chunk + j, residual, T, dtype) - mean[0])
+                            * rstd[0]
+                            * T.cast(Wt[c * chunk + j], ACCUM)
+                            + T.cast(B[c * chunk + j], ACCUM),
+                            dtype,
+                        )
                         if residual == SUM:
-                            Y[1, bx, c * chunk + j] = T.cast(_load(X, Rz, bx, c * chunk + j, residual, T, dtype),
-                                                             dtype)
+                            Y[1, bx, c * chunk + j] = T.cast(_load(X, Rz, bx, c * chunk + j, residual, T, dtype), dtype)
 
     return _entry(T, rows, cols, dtype, residual, stream_body)
 
@@ -349,8 +379,9 @@ class LayerNormResidualFamily(LayerNormFamily):
 
     def second(self, func: Callable, args: tuple, kwargs: dict, start: Any, held: torch.Tensor):
         """F.layer_norm over the last dim of the held sum (nn.LayerNorm after a residual)."""
-        route = R.residual_second(functools.partial(LayerNormFamily.route, self), func, F.layer_norm, args, kwargs,
-                                  start, held)
+        route = R.residual_second(
+            functools.partial(LayerNormFamily.route, self), func, F.layer_norm, args, kwargs, start, held
+        )
         if route is None:
             return None
         x, cols = start.state[0], start.shape[1]

@@ -47,9 +47,14 @@ def _entry(T, rows: int, cols: int, dtype: str, residual, body):
     (X, R, Wt) -> Y[2, rows, cols] (the norm, then the sum). The plain form passes X as
     the unused residual."""
     if residual == R.SUM:
+
         @T.prim_func
-        def add_rmsnorm(X: T.Tensor((rows, cols), dtype), Rz: T.Tensor((rows, cols), dtype),
-                        Wt: T.Tensor((cols,), dtype), Y: T.Tensor((2, rows, cols), dtype)):
+        def add_rmsnorm(
+            X: T.Tensor((rows, cols), dtype),
+            Rz: T.Tensor((rows, cols), dtype),
+            Wt: T.Tensor((cols,), dtype),
+            Y: T.Tensor((2, rows, cols), dtype),
+        ):
             body(X, Rz, Wt, Y)
 
         return add_rmsnorm
@@ -94,11 +99,13 @@ def _cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool |
                     ss = T.float32(0)
                     for j in T.serial(cols):
                         ss += _load(X, Rz, bx * BR + r, j, residual, T, dtype) * _load(
-                            X, Rz, bx * BR + r, j, residual, T, dtype)
+                            X, Rz, bx * BR + r, j, residual, T, dtype
+                        )
                     rstd = T.rsqrt(ss * T.float32(inv_n) + T.float32(cfg["eps"]))
                     for j in T.serial(cols):
                         Y[_at(residual, bx * BR + r, j)] = T.cast(
-                            _load(X, Rz, bx * BR + r, j, residual, T, dtype) * rstd * T.cast(Wt[j], ACCUM), dtype)
+                            _load(X, Rz, bx * BR + r, j, residual, T, dtype) * rstd * T.cast(Wt[j], ACCUM), dtype
+                        )
                         if residual == R.SUM:
                             Y[1, bx * BR + r, j] = T.cast(_load(X, Rz, bx * BR + r, j, residual, T, dtype), dtype)
 
@@ -122,8 +129,11 @@ def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool |
                 sq = T.alloc_fragment((BR, BN), ACCUM)
                 rstd = T.alloc_fragment((BR,), ACCUM)
                 for i, j in T.Parallel(BR, BN):
-                    x[i, j] = T.if_then_else((j < cols) and (bx * BR + i < rows),
-                                             _load(X, Rz, bx * BR + i, j, residual, T, dtype), T.float32(0))
+                    x[i, j] = T.if_then_else(
+                        (j < cols) and (bx * BR + i < rows),
+                        _load(X, Rz, bx * BR + i, j, residual, T, dtype),
+                        T.float32(0),
+                    )
                     sq[i, j] = x[i, j] * x[i, j]
                 if residual == R.SUM:
                     for i, j in T.Parallel(BR, BN):
@@ -149,8 +159,9 @@ def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool |
             total[0] = T.float32(0)
             for c in T.serial(n_chunks):
                 for j in T.Parallel(chunk):
-                    x[j] = T.if_then_else(c * chunk + j < cols, _load(X, Rz, bx, c * chunk + j, residual, T, dtype),
-                                          T.float32(0))
+                    x[j] = T.if_then_else(
+                        c * chunk + j < cols, _load(X, Rz, bx, c * chunk + j, residual, T, dtype), T.float32(0)
+                    )
                     x[j] = x[j] * x[j]
                 T.reduce_sum(x, part, dim=0, clear=True)
                 total[0] = total[0] + part[0]
@@ -159,11 +170,13 @@ def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], residual: bool |
                 for j in T.Parallel(chunk):
                     if c * chunk + j < cols:
                         Y[_at(residual, bx, c * chunk + j)] = T.cast(
-                            _load(X, Rz, bx, c * chunk + j, residual, T, dtype) * total[0]
-                            * T.cast(Wt[c * chunk + j], ACCUM), dtype)
+                            _load(X, Rz, bx, c * chunk + j, residual, T, dtype)
+                            * total[0]
+                            * T.cast(Wt[c * chunk + j], ACCUM),
+                            dtype,
+                        )
                         if residual == R.SUM:
-                            Y[1, bx, c * chunk + j] = T.cast(_load(X, Rz, bx, c * chunk + j, residual, T, dtype),
-                                                             dtype)
+                            Y[1, bx, c * chunk + j] = T.cast(_load(X, Rz, bx, c * chunk + j, residual, T, dtype), dtype)
 
     return _entry(T, rows, cols, dtype, residual, stream_body)
 
@@ -269,8 +282,9 @@ class AddRMSNormFamily(RMSNormFamily):
 
     def second(self, func: Callable, args: tuple, kwargs: dict, start: Any, held: torch.Tensor):
         """F.rms_norm over the last dim of the held sum (nn.RMSNorm after a residual)."""
-        route = R.residual_second(functools.partial(RMSNormFamily.route, self), func, F.rms_norm, args, kwargs,
-                                  start, held)
+        route = R.residual_second(
+            functools.partial(RMSNormFamily.route, self), func, F.rms_norm, args, kwargs, start, held
+        )
         if route is None:
             return None
         x, cols = start.state[0], start.shape[1]

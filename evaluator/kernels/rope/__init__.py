@@ -81,8 +81,24 @@ def _layout(shape: Shape) -> _Layout:
     b, s, hq, hk, d, per_batch = shape[:6]
     rot, inter = (shape[6], shape[7]) if len(shape) > 6 else (d, 0)
     qr, qh, kr, kh = shape[8:12] if len(shape) > 8 else (0, 0, 0, 0)
-    return _Layout(b, s, hq, hk, d, per_batch, rot, inter, qr or hq * d, qh or d, kr or hk * d, kh or d,
-                   bool(qr), bool(kr), b if per_batch else 1, b * s)
+    return _Layout(
+        b,
+        s,
+        hq,
+        hk,
+        d,
+        per_batch,
+        rot,
+        inter,
+        qr or hq * d,
+        qh or d,
+        kr or hk * d,
+        kh or d,
+        bool(qr),
+        bool(kr),
+        b if per_batch else 1,
+        b * s,
+    )
 
 
 def _pitches(tokens: int, heads: int, d: int, row: int, head: int) -> tuple[int, int] | None:
@@ -134,24 +150,44 @@ def _entry(T, shape: Shape, dtype: str, body):
     Qt = _operand(T, L, hq, L.q_strided, L.q_row, L.q_head, dtype)
     Kt = _operand(T, L, hk, L.k_strided, L.k_row, L.k_head, dtype) if hk else None
     if hk and L.inter != 2:
+
         @T.prim_func
-        def rope(Q: Qt, K: Kt, Cs: T.Tensor((cb, s, rot), dtype), Sn: T.Tensor((cb, s, rot), dtype),
-                 YQ: T.Tensor((tokens, hq, d), dtype), YK: T.Tensor((tokens, hk, d), dtype)):
+        def rope(
+            Q: Qt,
+            K: Kt,
+            Cs: T.Tensor((cb, s, rot), dtype),
+            Sn: T.Tensor((cb, s, rot), dtype),
+            YQ: T.Tensor((tokens, hq, d), dtype),
+            YK: T.Tensor((tokens, hk, d), dtype),
+        ):
             body(Q, K, Cs, Sn, YQ, YK)
     elif hk:
+
         @T.prim_func
-        def rope(Q: Qt, K: Kt, Tb: T.Tensor((cb, s, rot), dtype), YQ: T.Tensor((tokens, hq, d), dtype),
-                 YK: T.Tensor((tokens, hk, d), dtype)):
+        def rope(
+            Q: Qt,
+            K: Kt,
+            Tb: T.Tensor((cb, s, rot), dtype),
+            YQ: T.Tensor((tokens, hq, d), dtype),
+            YK: T.Tensor((tokens, hk, d), dtype),
+        ):
             body(Q, K, Tb, None, YQ, YK)
     elif L.inter != 2:
+
         @T.prim_func
-        def rope(Q: Qt, Cs: T.Tensor((cb, s, rot), dtype), Sn: T.Tensor((cb, s, rot), dtype),
-                 YQ: T.Tensor((tokens, hq, d), dtype)):
+        def rope(
+            Q: Qt,
+            Cs: T.Tensor((cb, s, rot), dtype),
+            Sn: T.Tensor((cb, s, rot), dtype),
+            YQ: T.Tensor((tokens, hq, d), dtype),
+        ):
             body(Q, None, Cs, Sn, YQ, None)
     else:
+
         @T.prim_func
         def rope(Q: Qt, Tb: T.Tensor((cb, s, rot), dtype), YQ: T.Tensor((tokens, hq, d), dtype)):
             body(Q, None, Tb, None, YQ, None)
+
     return rope
 
 
@@ -168,10 +204,13 @@ def _cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
             for i in T.serial(rot // 2):
                 x0 = T.cast(X[t, h, 2 * i], ACCUM)
                 x1 = T.cast(X[t, h, 2 * i + 1], ACCUM)
-                Y[t, h, 2 * i] = T.cast(x0 * _angle(Cs, Sn, t, 2 * i, L, T, False)
-                                        - x1 * _angle(Cs, Sn, t, 2 * i, L, T, True), dtype)
-                Y[t, h, 2 * i + 1] = T.cast(x1 * _angle(Cs, Sn, t, 2 * i + 1, L, T, False)
-                                            + x0 * _angle(Cs, Sn, t, 2 * i + 1, L, T, True), dtype)
+                Y[t, h, 2 * i] = T.cast(
+                    x0 * _angle(Cs, Sn, t, 2 * i, L, T, False) - x1 * _angle(Cs, Sn, t, 2 * i, L, T, True), dtype
+                )
+                Y[t, h, 2 * i + 1] = T.cast(
+                    x1 * _angle(Cs, Sn, t, 2 * i + 1, L, T, False) + x0 * _angle(Cs, Sn, t, 2 * i + 1, L, T, True),
+                    dtype,
+                )
 
     @T.macro
     def passed(X, Y, t, heads):
@@ -218,11 +257,16 @@ def _gpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
             if bx * BT + r < tokens:
                 x0 = T.cast(X[bx * BT + r, h, 2 * i], ACCUM)
                 x1 = T.cast(X[bx * BT + r, h, 2 * i + 1], ACCUM)
-                Y[bx * BT + r, h, 2 * i] = T.cast(x0 * _angle(Cs, Sn, bx * BT + r, 2 * i, L, T, False)
-                                                  - x1 * _angle(Cs, Sn, bx * BT + r, 2 * i, L, T, True), dtype)
-                Y[bx * BT + r, h, 2 * i + 1] = T.cast(x1 * _angle(Cs, Sn, bx * BT + r, 2 * i + 1, L, T, False)
-                                                      + x0 * _angle(Cs, Sn, bx * BT + r, 2 * i + 1, L, T, True),
-                                                      dtype)
+                Y[bx * BT + r, h, 2 * i] = T.cast(
+                    x0 * _angle(Cs, Sn, bx * BT + r, 2 * i, L, T, False)
+                    - x1 * _angle(Cs, Sn, bx * BT + r, 2 * i, L, T, True),
+                    dtype,
+                )
+                Y[bx * BT + r, h, 2 * i + 1] = T.cast(
+                    x1 * _angle(Cs, Sn, bx * BT + r, 2 * i + 1, L, T, False)
+                    + x0 * _angle(Cs, Sn, bx * BT + r, 2 * i + 1, L, T, True),
+                    dtype,
+                )
 
     @T.macro
     def passed(X, Y, bx, heads):
@@ -323,9 +367,15 @@ def _table(sin: torch.Tensor, cos: torch.Tensor) -> tuple[torch.Tensor, bool]:
     `embed_positions` rows, split), read in place; a table made of them where they are not."""
     cb, s, w = (int(v) for v in sin.shape)
     st = [int(v) for v in sin.stride()]
-    halves = (cos.shape == sin.shape and list(cos.stride()) == st and cos.data_ptr() == sin.data_ptr() + w * sin.element_size()
-              and (w == 1 or st[2] == 1) and (s == 1 or st[1] == 2 * w) and (cb == 1 or st[0] == s * 2 * w)
-              and not (sin.is_cuda and sin.data_ptr() % 16))
+    halves = (
+        cos.shape == sin.shape
+        and list(cos.stride()) == st
+        and cos.data_ptr() == sin.data_ptr() + w * sin.element_size()
+        and (w == 1 or st[2] == 1)
+        and (s == 1 or st[1] == 2 * w)
+        and (cb == 1 or st[0] == s * 2 * w)
+        and not (sin.is_cuda and sin.data_ptr() % 16)
+    )
     if halves:
         return sin.as_strided((cb, s, 2 * w), (s * 2 * w, 2 * w, 1)), False
     return torch.cat((sin, cos), dim=-1), True
@@ -357,8 +407,11 @@ def plan(q, k, cos, sin, form: "written.RopeForm" = written.HALVES) -> Plan | st
     if int(cos.shape[1]) != s or int(cos.shape[0]) not in (1, b) or rot % 2 or rot <= 0:
         return "cos and sin of shapes that do not broadcast as rotary embeddings do"
     if rot > d or (rot < d and not (form.partial and not form.single)):
-        return "cos and sin narrower than q and k, and the function rotates all of them" if rot < d else \
-            "cos and sin wider than q and k"
+        return (
+            "cos and sin narrower than q and k, and the function rotates all of them"
+            if rot < d
+            else "cos and sin wider than q and k"
+        )
     per_batch = int(int(cos.shape[0]) == b and b > 1)
     qr, qp, copied = _as_rows(q, not form.single)
     ins = [qr]
@@ -395,8 +448,20 @@ def call_shape(q, k, cos, sin, form: "written.RopeForm" = written.HALVES) -> tup
 class RopeFamily(KernelFamily):
     name = "rope"
     title = "Rotary position embedding (q and k)"
-    shape_names = ("batch", "seq", "q_heads", "kv_heads", "head_dim", "per_batch", "rotary_dim", "interleaved",
-                   "q_row", "q_head", "k_row", "k_head")
+    shape_names = (
+        "batch",
+        "seq",
+        "q_heads",
+        "kv_heads",
+        "head_dim",
+        "per_batch",
+        "rotary_dim",
+        "interleaved",
+        "q_row",
+        "q_head",
+        "k_row",
+        "k_head",
+    )
     optional_dims = 6  # a full rotation of halves, dense q and k
     cpu_schedule = Schedule(CPU_DEFAULTS, _cpu_program)
     gpu_schedule = Schedule(GPU_DEFAULTS, _gpu_program)
@@ -418,17 +483,28 @@ class RopeFamily(KernelFamily):
             rot, inter = dims[6:8] if len(dims) > 6 else (d, 0)
             qp = _pitches(b * s, hq, d, *dims[8:10]) if len(dims) > 8 else (0, 0)
             kp = _pitches(b * s, hk, d, *dims[10:12]) if len(dims) > 8 else (0, 0)
-            ok = (min(b, s, hq, d) > 0 and d % 2 == 0 and hk >= 0 and per_batch in (0, 1) and 0 < rot <= d
-                  and rot % 2 == 0
-                  and inter in (0, 1, 2) and qp is not None and kp is not None and min(dims[8:] or (0,)) >= 0
-                  and (hk or dims[10:12] in ((), (0, 0))))
+            ok = (
+                min(b, s, hq, d) > 0
+                and d % 2 == 0
+                and hk >= 0
+                and per_batch in (0, 1)
+                and 0 < rot <= d
+                and rot % 2 == 0
+                and inter in (0, 1, 2)
+                and qp is not None
+                and kp is not None
+                and min(dims[8:] or (0,)) >= 0
+                and (hk or dims[10:12] in ((), (0, 0)))
+            )
         if not ok:
             raise KernelError(
                 f"rope: shape must be (batch, seq, q_heads, kv_heads, head_dim, per_batch[, rotary_dim, interleaved"
                 f"[, q_row, q_head, k_row, k_head]]): batch, seq, q_heads and head_dim positive, head_dim even, "
-                f"per_batch 0 or 1, kv_heads 0 (one tensor) or more, rotary_dim (default head_dim) even and at most head_dim, "
+                f"per_batch 0 or 1, kv_heads 0 (one tensor) or more, "
+                f"rotary_dim (default head_dim) even and at most head_dim, "
                 f"interleaved 0, 1 or 2, each tensor's row and head strides 0 (dense) or wide enough for its heads, "
-                f"got {tuple(shape)}")
+                f"got {tuple(shape)}"
+            )
         if qp != (0, 0) or kp != (0, 0):
             return dims[:6] + (rot, inter) + qp + kp
         return dims[:6] if (rot, inter) == (d, 0) else dims[:6] + (rot, inter)
@@ -476,7 +552,7 @@ class RopeFamily(KernelFamily):
         rot, inter, hk = getattr(q, FORM_ATTR, None) or (inputs[-1].shape[-1], 0, 1)
         if inter == 2:
             table = inputs[-1]
-            sin, cos = table[..., : rot // 2], table[..., rot // 2:]
+            sin, cos = table[..., : rot // 2], table[..., rot // 2 :]
         else:
             cos, sin = inputs[-2], inputs[-1]
         s, d = cos.shape[1], q.shape[-1]
@@ -547,9 +623,18 @@ class RopeFamily(KernelFamily):
     def compile(self, resolved, target: str) -> Callable[..., Any]:
         inputs = self.input_shapes(resolved.shape)
         n_out = 2 if _layout(resolved.shape).hk else 1
-        return _Rotated(C.build_cached(self.name, resolved.shape, resolved.dtype, resolved.config, target,
-                                       resolved.program, out_idx=list(range(len(inputs), len(inputs) + n_out)),
-                                       input_shapes=inputs))
+        return _Rotated(
+            C.build_cached(
+                self.name,
+                resolved.shape,
+                resolved.dtype,
+                resolved.config,
+                target,
+                resolved.program,
+                out_idx=list(range(len(inputs), len(inputs) + n_out)),
+                input_shapes=inputs,
+            )
+        )
 
     # The router sees a model's rotary embedding function as one call of `written.rotary`
     # (evaluator.routing.written finds it by what it computes and patches it while routing), with

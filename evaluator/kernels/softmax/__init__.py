@@ -53,6 +53,7 @@ def _cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     BR, buffered = cfg["block_rows"], cfg["buffered"]
 
     if buffered:
+
         @T.prim_func
         def softmax_cpu(X: T.Tensor((rows, cols), dtype), Y: T.Tensor((rows, cols), dtype)):
             with T.Kernel(T.ceildiv(rows, BR)) as bx:
@@ -126,8 +127,9 @@ def _rows_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
             row_max = T.alloc_fragment((BR,), ACCUM)
             row_sum = T.alloc_fragment((BR,), ACCUM)
             for i, j in T.Parallel(BR, BN):
-                x[i, j] = T.if_then_else((j < cols) and (bx * BR + i < rows),
-                                         T.cast(X[bx * BR + i, j], ACCUM), -T.infinity(ACCUM))
+                x[i, j] = T.if_then_else(
+                    (j < cols) and (bx * BR + i < rows), T.cast(X[bx * BR + i, j], ACCUM), -T.infinity(ACCUM)
+                )
             exp_rows(x, row_max, row_sum)
             for i, j in T.Parallel(BR, BN):
                 if (j < cols) and (bx * BR + i < rows):
@@ -182,8 +184,9 @@ def _flat_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
             valid = T.min(span, total - bx * span)  # the last block may hold fewer rows
             copy_span(Xf, s, bx * span, 0, valid)
             for i, j in T.Parallel(BR, BN):
-                x[i, j] = T.if_then_else((j < cols) and (bx * BR + i < rows),
-                                         T.cast(s[i * cols + j], ACCUM), -T.infinity(ACCUM))
+                x[i, j] = T.if_then_else(
+                    (j < cols) and (bx * BR + i < rows), T.cast(s[i * cols + j], ACCUM), -T.infinity(ACCUM)
+                )
             exp_rows(x, row_max, row_sum)
             for i, j in T.Parallel(BR, BN):
                 if j < cols:
@@ -213,8 +216,7 @@ def _online_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
             # Pass 1: running max and a sum rescaled whenever the max grows.
             for c in T.serial(n_chunks):
                 for j in T.Parallel(chunk):
-                    x[j] = T.if_then_else(c * chunk + j < cols, T.cast(X[bx, c * chunk + j], ACCUM),
-                                          -T.infinity(ACCUM))
+                    x[j] = T.if_then_else(c * chunk + j < cols, T.cast(X[bx, c * chunk + j], ACCUM), -T.infinity(ACCUM))
                 T.reduce_max(x, c_max, dim=0, clear=True)
                 new_max = T.max(run_max[0], c_max[0])
                 for j in T.Parallel(chunk):
@@ -227,7 +229,8 @@ def _online_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
                 for j in T.Parallel(chunk):
                     if c * chunk + j < cols:
                         Y[bx, c * chunk + j] = T.cast(
-                            T.exp2((T.cast(X[bx, c * chunk + j], ACCUM) - run_max[0]) * LOG2E) / run_sum[0], dtype)
+                            T.exp2((T.cast(X[bx, c * chunk + j], ACCUM) - run_max[0]) * LOG2E) / run_sum[0], dtype
+                        )
 
     return softmax_online
 
@@ -259,8 +262,10 @@ def flat_config_error(cfg: dict[str, Any], cols: int, dtype: str) -> str | None:
         return "flat schedules hold whole rows (chunk=0)"
     if cfg["block_rows"] % flat_step(dtype):
         span = cfg["block_rows"] * cols * C.dtype_bytes(dtype)
-        return (f"flat needs block_rows a multiple of {flat_step(dtype)} for {dtype}: a block's span "
-                f"({span} B here) must be whole {VEC_BYTES}-byte vectors for any cols")
+        return (
+            f"flat needs block_rows a multiple of {flat_step(dtype)} for {dtype}: a block's span "
+            f"({span} B here) must be whole {VEC_BYTES}-byte vectors for any cols"
+        )
     return None
 
 

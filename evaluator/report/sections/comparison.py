@@ -31,10 +31,19 @@ def comparison_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
     rest = [x for x in changes if x.status == "unchanged"]
     room = max(0, MAX_ROWS - len(shown))
     shown += rest[:room]
-    rows = [{"kind": t.get(f"kinds.{x.kind}", x.kind), "key": x.key, "ref": f.ms(x.reference_ms),
-             "cand": f.ms(x.candidate_ms), "ratio": f.x(x.ratio), "threshold": f.pct(x.threshold),
-             "status": t.get(f"change.{x.status}", x.status),
-             "cls": {"regression": "bad", "improvement": "good"}.get(x.status, "none")} for x in shown]
+    rows = [
+        {
+            "kind": t.get(f"kinds.{x.kind}", x.kind),
+            "key": x.key,
+            "ref": f.ms(x.reference_ms),
+            "cand": f.ms(x.candidate_ms),
+            "ratio": f.x(x.ratio),
+            "threshold": f.pct(x.threshold),
+            "status": t.get(f"change.{x.status}", x.status),
+            "cls": {"regression": "bad", "improvement": "good"}.get(x.status, "none"),
+        }
+        for x in shown
+    ]
     counts = {s: sum(x.status == s for x in c.changes) for s in order}
     summary = t("list_sep").join(t(f"counts.{s}", count=n, n=n) for s, n in counts.items() if n) or t("counts.nothing")
     # Causes are the environment fields whose change can plausibly explain a slower
@@ -45,18 +54,32 @@ def comparison_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
     causes = [e for e in env if e["cause"]]
     cause_text = ""
     if c.regressions:
-        cause_text = (t("text.causes", causes=t("list_sep").join(f"{e['field']} {e['before'] or '-'} → {e['now'] or '-'}"
-                                                                  for e in causes))
-                      if causes else t("text.causes_none"))
+        cause_text = (
+            t(
+                "text.causes",
+                causes=t("list_sep").join(f"{e['field']} {e['before'] or '-'} → {e['now'] or '-'}" for e in causes),
+            )
+            if causes
+            else t("text.causes_none")
+        )
     # The pipeline compares "this run" with the previous baseline: naming it again says nothing.
     same = c.candidate in ("", "this run")
-    text = (t("text.comparison_ref_this", reference=c.reference) if same
-            else t("text.comparison_ref", reference=c.reference, candidate=c.candidate))
-    return {"present": True, "text": text,
-            "not_comparable": "" if c.comparable else t("text.not_comparable"),
-            "summary": summary, "note": notes_in_words(c.note, t, drop=DROPPED_NOTES), "causes": cause_text, "rows": rows,
-            "more": t("text.more_rows", count=len(rest) - room, n=len(rest) - room) if len(rest) > room else "",
-            "env": env}
+    text = (
+        t("text.comparison_ref_this", reference=c.reference)
+        if same
+        else t("text.comparison_ref", reference=c.reference, candidate=c.candidate)
+    )
+    return {
+        "present": True,
+        "text": text,
+        "not_comparable": "" if c.comparable else t("text.not_comparable"),
+        "summary": summary,
+        "note": notes_in_words(c.note, t, drop=DROPPED_NOTES),
+        "causes": cause_text,
+        "rows": rows,
+        "more": t("text.more_rows", count=len(rest) - room, n=len(rest) - room) if len(rest) > room else "",
+        "env": env,
+    }
 
 
 def trend_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
@@ -71,6 +94,12 @@ def trend_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | Non
     rows = []
     for key, pts in series.items():
         first, last = pts[0][1], pts[-1][1]
-        rows.append({"key": key, "first": f"{f.ms(first)} ({pts[0][0]})", "latest": f"{f.ms(last)} ({pts[-1][0]})",
-                     "change": f.x(last / first) if first else f.na})
+        rows.append(
+            {
+                "key": key,
+                "first": f"{f.ms(first)} ({pts[0][0]})",
+                "latest": f"{f.ms(last)} ({pts[-1][0]})",
+                "change": f.x(last / first) if first else f.na,
+            }
+        )
     return {"chart": chart, "rows": rows[:MAX_ROWS]}

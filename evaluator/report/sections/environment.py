@@ -55,27 +55,56 @@ def _rows(pairs: Iterable[tuple[str, str]], t: Strings) -> list[tuple[str, str]]
 
 def environment_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
     env, hw, m = result.environment, result.environment.hardware, result.model
-    software = _rows([("evaluator", env.evaluator), ("python", env.python), ("os", env.os), ("cpu", env.cpu),
-                      ("torch", env.torch), ("tilelang", env.tilelang)], t)
+    software = _rows(
+        [
+            ("evaluator", env.evaluator),
+            ("python", env.python),
+            ("os", env.os),
+            ("cpu", env.cpu),
+            ("torch", env.torch),
+            ("tilelang", env.tilelang),
+        ],
+        t,
+    )
     software += sorted((getattr(env, "libraries", None) or {}).items())  # package names, as pip spells them
     overrides = resources.template_overrides()
     if overrides:  # a report that looks or reads differently says where that came from
         software.append((t("text.template_overrides"), ", ".join(str(p) for p in overrides)))
-    hardware = [("name", hw.name), ("target", hw.target), ("device", hw.device), ("platform", hw.platform),
-                ("cores", str(hw.cores)), ("memory_gb", f.num(hw.memory_gb)),
-                ("compute_capability", hw.compute_capability or "—"), ("driver", hw.driver or "—"),
-                ("cuda", hw.cuda or "—"), ("smem_per_block", str(hw.smem_per_block)),
-                ("peak_tflops", f.num(hw.peak_tflops)), ("peak_gbps", f.num(hw.peak_gbps)),
-                ("measured_tflops", f.num(hw.measured_tflops)), ("measured_gbps", f.num(hw.measured_gbps))]
-    model = [("name", m.name), ("source", m.source), ("batch_size", str(m.batch_size)),
-             ("seq_len", "—" if m.seq_len is None else str(m.seq_len)), ("dtype", m.dtype),
-             ("parameters", f"{m.parameters:,}"), ("spec_hash", m.spec_hash or "—")]
+    hardware = [
+        ("name", hw.name),
+        ("target", hw.target),
+        ("device", hw.device),
+        ("platform", hw.platform),
+        ("cores", str(hw.cores)),
+        ("memory_gb", f.num(hw.memory_gb)),
+        ("compute_capability", hw.compute_capability or "—"),
+        ("driver", hw.driver or "—"),
+        ("cuda", hw.cuda or "—"),
+        ("smem_per_block", str(hw.smem_per_block)),
+        ("peak_tflops", f.num(hw.peak_tflops)),
+        ("peak_gbps", f.num(hw.peak_gbps)),
+        ("measured_tflops", f.num(hw.measured_tflops)),
+        ("measured_gbps", f.num(hw.measured_gbps)),
+    ]
+    model = [
+        ("name", m.name),
+        ("source", m.source),
+        ("batch_size", str(m.batch_size)),
+        ("seq_len", "—" if m.seq_len is None else str(m.seq_len)),
+        ("dtype", m.dtype),
+        ("parameters", f"{m.parameters:,}"),
+        ("spec_hash", m.spec_hash or "—"),
+    ]
     if result.baseline is not None:
         b = result.baseline
         model.append(("baseline", f"{b.model}/{b.platform}/{b.version}" + (f" ({b.commit[:10]})" if b.commit else "")))
     settings = list(_flatten("", result.settings, f))
-    return {"software": software, "hardware": _rows(hardware, t), "model": _rows(model, t),
-            "settings": _rows(settings, t)}
+    return {
+        "software": software,
+        "hardware": _rows(hardware, t),
+        "model": _rows(model, t),
+        "settings": _rows(settings, t),
+    }
 
 
 def problems_section(result: RunResult, t: Strings, f: Fmt) -> list[tuple[str, str]]:

@@ -47,8 +47,14 @@ def _ev_ops(r: RunResult, t: Strings, f: Fmt) -> str:
     if not rows:
         return _stage(r, "bench", t)
     sp = [(b, s) for b in rows if (s := op_speedup(b)) is not None]
-    parts = [t("evidence.ops", count=len(sp), n=len(sp),
-               which=t("text.ops_model" if which == "model shapes" else "text.ops_standard"))]
+    parts = [
+        t(
+            "evidence.ops",
+            count=len(sp),
+            n=len(sp),
+            which=t("text.ops_model" if which == "model shapes" else "text.ops_standard"),
+        )
+    ]
     if sp:
         b, s = min(sp, key=lambda x: x[1])
         parts.append(t("evidence.ops_slowest", op=op_label(b), x=f.x_ci(s, b.ratio)))
@@ -66,8 +72,15 @@ def _ev_e2e(r: RunResult, t: Strings, f: Fmt) -> str:
         return t("evidence.e2e_failed", error=e.error or t("none"))
     method = getattr(e, "method", "") or e.reference.timer
     ci = f.interval(getattr(e, "ratio", None))
-    parts = [t("evidence.e2e", ref=f.ms(e.reference.median_ms), swapped=f.ms(e.swapped.median_ms),
-               method=view_name(method, t) + (t("comma") + ci if ci else ""), families=", ".join(e.families) or t("none"))]
+    parts = [
+        t(
+            "evidence.e2e",
+            ref=f.ms(e.reference.median_ms),
+            swapped=f.ms(e.swapped.median_ms),
+            method=view_name(method, t) + (t("comma") + ci if ci else ""),
+            families=", ".join(e.families) or t("none"),
+        )
+    ]
     if getattr(e, "calls", ()) or getattr(e, "tilelang_calls", 0) or getattr(e, "fallback_calls", 0):
         parts.append(t("evidence.e2e_calls", tilelang=f.num(e.tilelang_calls), fallback=f.num(e.fallback_calls)))
     if finite(getattr(e, "rel_l2_err", None)):
@@ -90,8 +103,14 @@ def _ev_soak(r: RunResult, t: Strings, f: Fmt) -> str:
     s = r.soak
     if s is None or not s.window_ms:
         return _stage(r, "soak", t)
-    text = t("evidence.soak", seconds=f.num(s.seconds), iterations=f.num(s.iterations), windows=len(s.window_ms),
-             first=f.ms(s.window_ms[0]), last=f.ms(s.window_ms[-1]))
+    text = t(
+        "evidence.soak",
+        seconds=f.num(s.seconds),
+        iterations=f.num(s.iterations),
+        windows=len(s.window_ms),
+        first=f.ms(s.window_ms[0]),
+        last=f.ms(s.window_ms[-1]),
+    )
     notes = notes_in_words("; ".join(s.notes), t)
     return text + (t("list_semi") + notes if notes else "")
 
@@ -150,17 +169,26 @@ def _ev_portability(r: RunResult, t: Strings, f: Fmt, metric: str) -> str:
 
 
 _EVIDENCE: dict[str, Callable[[RunResult, Strings, Fmt], str]] = {
-    "kernels": _ev_kernels, "ops": _ev_ops, "e2e": _ev_e2e, "profile": _ev_profile, "soak": _ev_soak,
-    "upstream": _ev_upstream, "fork": _ev_fork, "baseline": _ev_baseline,
+    "kernels": _ev_kernels,
+    "ops": _ev_ops,
+    "e2e": _ev_e2e,
+    "profile": _ev_profile,
+    "soak": _ev_soak,
+    "upstream": _ev_upstream,
+    "fork": _ev_fork,
+    "baseline": _ev_baseline,
 }
 # What checklist.evaluate appends to an item's evidence (waivers, optional items).
-_EVIDENCE_TAILS = [(kind, re.compile(rx)) for kind, rx in (
-    ("doubt", r"cannot pass on this number: (?P<doubt>.*?)(?=; waive|$)"),
-    ("optional", r"optional item, does not affect the verdict"),
-    ("counts_failed", r"counts as failed under this checklist"),
-    ("waived", r"waived by (?P<who>.+?) until (?P<date>\d{4}-\d{2}-\d{2}): (?P<reason>.*)"),
-    ("waiver_expired", r"waiver by (?P<who>.+?) expired on (?P<date>\d{4}-\d{2}-\d{2})"),
-)]
+_EVIDENCE_TAILS = [
+    (kind, re.compile(rx))
+    for kind, rx in (
+        ("doubt", r"cannot pass on this number: (?P<doubt>.*?)(?=; waive|$)"),
+        ("optional", r"optional item, does not affect the verdict"),
+        ("counts_failed", r"counts as failed under this checklist"),
+        ("waived", r"waived by (?P<who>.+?) until (?P<date>\d{4}-\d{2}-\d{2}): (?P<reason>.*)"),
+        ("waiver_expired", r"waiver by (?P<who>.+?) expired on (?P<date>\d{4}-\d{2}-\d{2})"),
+    )
+]
 
 
 def _doubt(text: str, t: Strings) -> str:
@@ -197,13 +225,20 @@ def checklist_rows(result: RunResult, t: Strings, f: Fmt) -> list[dict[str, str]
     order = {"fail": 0, "not_evaluated": 1, "waived": 2, "pass": 3}
     rows = []
     for o in sorted(result.verdict.outcomes, key=lambda o: (order.get(o.status, 9), SEVERITY_ORDER.get(o.severity, 9))):
-        rows.append({
-            "id": o.id, "title": item_title(o, t, f), "original": mapped("checklist_titles", o.title, t)
-            if t.lang != "en" else "",
-            "severity": o.severity, "severity_label": t.get(f"severity.{o.severity}", o.severity), "metric": o.metric,
-            "required": f"{SYMBOL.get(o.comparator, o.comparator)} {f.unit(o.threshold, o.unit)}",
-            "measured": f.unit(o.value, o.unit),
-            "status": o.status, "status_label": t.get(f"status.{o.status}", o.status),
-            "evidence": _evidence(o, result, t, f), "rationale": o.rationale,
-        })
+        rows.append(
+            {
+                "id": o.id,
+                "title": item_title(o, t, f),
+                "original": mapped("checklist_titles", o.title, t) if t.lang != "en" else "",
+                "severity": o.severity,
+                "severity_label": t.get(f"severity.{o.severity}", o.severity),
+                "metric": o.metric,
+                "required": f"{SYMBOL.get(o.comparator, o.comparator)} {f.unit(o.threshold, o.unit)}",
+                "measured": f.unit(o.value, o.unit),
+                "status": o.status,
+                "status_label": t.get(f"status.{o.status}", o.status),
+                "evidence": _evidence(o, result, t, f),
+                "rationale": o.rationale,
+            }
+        )
     return rows

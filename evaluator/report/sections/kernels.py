@@ -25,14 +25,31 @@ def hot_ops_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | N
     h = result.hot_ops
     if h is None or not h.ops:
         return None
-    rows = [{"family": o.family, "time": f.ms(o.time_ms), "share": f.pct(o.share), "calls": f.num(o.calls),
-             "shapes": ", ".join(o.shapes[:4]) + (" …" if len(o.shapes) > 4 else ""),
-             "kernel": t("selected") if o.family in h.selected else (t("bool_yes") if o.has_kernel else t("bool_no"))}
-            for o in h.ops]
-    chart = charts.hot_ops([(o.family, o.share, o.family in h.selected) for o in h.ops[:15]],
-                           xlabel=ct("chart.share", t), rewritten=ct("selected", t), kept=ct("kept", t))
-    text = [t("text.hot_ops_total", total=f.ms(h.total_ms), wall=f.ms(h.wall_ms),
-              selected=", ".join(h.selected) or t("none"))]
+    rows = [
+        {
+            "family": o.family,
+            "time": f.ms(o.time_ms),
+            "share": f.pct(o.share),
+            "calls": f.num(o.calls),
+            "shapes": ", ".join(o.shapes[:4]) + (" …" if len(o.shapes) > 4 else ""),
+            "kernel": t("selected") if o.family in h.selected else (t("bool_yes") if o.has_kernel else t("bool_no")),
+        }
+        for o in h.ops
+    ]
+    chart = charts.hot_ops(
+        [(o.family, o.share, o.family in h.selected) for o in h.ops[:15]],
+        xlabel=ct("chart.share", t),
+        rewritten=ct("selected", t),
+        kept=ct("kept", t),
+    )
+    text = [
+        t(
+            "text.hot_ops_total",
+            total=f.ms(h.total_ms),
+            wall=f.ms(h.wall_ms),
+            selected=", ".join(h.selected) or t("none"),
+        )
+    ]
     for fu in h.fusions:
         if fu.shapes and fu.family in h.selected:
             text.append(t("text.hot_ops_fused", family=fu.family, calls=f.num(fu.calls), shapes=", ".join(fu.shapes)))
@@ -45,11 +62,20 @@ def verify_section(result: RunResult, t: Strings, f: Fmt) -> list[dict[str, str]
     rows = []
     for v in result.verify:
         for c in v.cases:
-            rows.append({"family": c.family, "shape": shape_str(c.shape), "dtype": c.dtype, "seed": str(c.seed),
-                         "abs": f.num(c.max_abs_err, 2), "rel": f.num(c.max_rel_err, 2),
-                         "tol": f"atol {f.tol(c.atol)}, rtol {f.tol(c.rtol)}",
-                         "ok": c.passed, "result": t("status.pass" if c.passed else "status.fail"),
-                         "reason": c.reason})
+            rows.append(
+                {
+                    "family": c.family,
+                    "shape": shape_str(c.shape),
+                    "dtype": c.dtype,
+                    "seed": str(c.seed),
+                    "abs": f.num(c.max_abs_err, 2),
+                    "rel": f.num(c.max_rel_err, 2),
+                    "tol": f"atol {f.tol(c.atol)}, rtol {f.tol(c.rtol)}",
+                    "ok": c.passed,
+                    "result": t("status.pass" if c.passed else "status.fail"),
+                    "reason": c.reason,
+                }
+            )
     return rows
 
 
@@ -64,13 +90,24 @@ def compiled_cell(c: Compiled | None, t: Strings, f: Fmt) -> dict[str, Any]:
     if c is None:
         return {"ms": "—", "sub": "", "ratio": "—", "ci": "", "reason": "", "cls": "none"}
     if c.timing is None:
-        return {"ms": "", "sub": "", "ratio": "—", "ci": "", "cls": "none",
-                "reason": t("text.compiled_not_run", reason=c.error or t("not_measured"))}
+        return {
+            "ms": "",
+            "sub": "",
+            "ratio": "—",
+            "ci": "",
+            "cls": "none",
+            "reason": t("text.compiled_not_run", reason=c.error or t("not_measured")),
+        }
     r = c.ratio
     value = r.value if r is not None and finite(r.value) else None
-    return {"ms": f.ms(c.timing.median_ms), "sub": t("text.compiled_in", s=f.secs(c.compile_s)) if finite(
-                c.compile_s) else "", "ratio": f.x(value), "ci": f.interval(r), "reason": "",
-            "cls": _speed_class(value)}
+    return {
+        "ms": f.ms(c.timing.median_ms),
+        "sub": t("text.compiled_in", s=f.secs(c.compile_s)) if finite(c.compile_s) else "",
+        "ratio": f.x(value),
+        "ci": f.interval(r),
+        "reason": "",
+        "cls": _speed_class(value),
+    }
 
 
 def ops_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
@@ -93,17 +130,31 @@ def ops_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
             notes.append(t("text.compiled_note", note=notes_in_words(b.compiled.note, t)))
         # Optional columns show "—" when absent: "not measured" in every cell would crowd
         # out the numbers that were measured.
-        rows.append({"family": b.family, "shape": shape_str(b.shape), "dtype": b.dtype,
-                     "standard": b.source != "model",
-                     "vendor": f.ms(b.torch.median_ms), "tilelang": f.ms(b.tilelang.median_ms if b.tilelang else None),
-                     "speedup": f.x(s), "ci": f.interval(b.ratio) or "—",
-                     "rounds": b.ratio.rounds if b.ratio is not None and b.ratio.rounds else 0,
-                     "cls": "none" if flags else _speed_class(s), "flagged": bool(flags),
-                     "compiled": compiled_cell(getattr(b, "compiled", None), t, f),
-                     "verified": f.yn(getattr(b, "verified", None)), "cross": cross,
-                     "tflops": num(b.tilelang_tflops) or "—", "gbps": num(b.tilelang_gbps) or "—", "notes": notes})
-    chart_rows = [(f"{b.family} {shape_str(b.shape)}" + ("" if b.source == "model" else " *"), op_speedup(b),
-                   bool(op_flags(b))) for b in ordered][:30]
+        rows.append(
+            {
+                "family": b.family,
+                "shape": shape_str(b.shape),
+                "dtype": b.dtype,
+                "standard": b.source != "model",
+                "vendor": f.ms(b.torch.median_ms),
+                "tilelang": f.ms(b.tilelang.median_ms if b.tilelang else None),
+                "speedup": f.x(s),
+                "ci": f.interval(b.ratio) or "—",
+                "rounds": b.ratio.rounds if b.ratio is not None and b.ratio.rounds else 0,
+                "cls": "none" if flags else _speed_class(s),
+                "flagged": bool(flags),
+                "compiled": compiled_cell(getattr(b, "compiled", None), t, f),
+                "verified": f.yn(getattr(b, "verified", None)),
+                "cross": cross,
+                "tflops": num(b.tilelang_tflops) or "—",
+                "gbps": num(b.tilelang_gbps) or "—",
+                "notes": notes,
+            }
+        )
+    chart_rows = [
+        (f"{b.family} {shape_str(b.shape)}" + ("" if b.source == "model" else " *"), op_speedup(b), bool(op_flags(b)))
+        for b in ordered
+    ][:30]
     chart = charts.speedups(chart_rows, xlabel=ct("chart.speedup", t), missing=ct("not_measured", t))
     text = t("text.ops_rows", which=t("text.ops_model" if which == "model shapes" else "text.ops_standard"))
     legend = shape_legend(sorted({b.family for b in ordered}), [b.shape for b in ordered], t)
@@ -112,8 +163,13 @@ def ops_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
     modes = sorted({b.compiled.mode for b in ordered if getattr(b, "compiled", None) is not None})
     if modes:
         text += " " + t("text.ops_compiled", mode=", ".join(modes))
-    return {"rows": rows, "chart": chart, "text": text, "compiled": bool(modes),
-            "flagged": t("text.ops_flagged") if any(r["flagged"] for r in rows) else ""}
+    return {
+        "rows": rows,
+        "chart": chart,
+        "text": text,
+        "compiled": bool(modes),
+        "flagged": t("text.ops_flagged") if any(r["flagged"] for r in rows) else "",
+    }
 
 
 def shape_legend(families: list[str], shapes: list, t: Strings) -> str:
@@ -129,7 +185,9 @@ def shape_legend(families: list[str], shapes: list, t: Strings) -> str:
             continue
         names = fam.shape_names
         least = len(names) - fam.optional_dims
-        parts.append(f"{name} {'×'.join(names[:least])}" + (f"[×{'×'.join(names[least:])}]" if fam.optional_dims else ""))
+        parts.append(
+            f"{name} {'×'.join(names[:least])}" + (f"[×{'×'.join(names[least:])}]" if fam.optional_dims else "")
+        )
     if not parts:
         return ""
     text = t("text.shape_legend", legend="; ".join(parts))
@@ -180,18 +238,33 @@ def roofline(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any] | None:
             pct = given if finite(given) else (x / attainable * 100 if x and attainable else None)
             return f" ({num(pct, plain=True)}%)" if finite(pct) else ""
 
-        table.append({"n": n, "op": label + ("" if b.source == "model" else " *"), "dtype": b.dtype,
-                      "intensity": f.num(intensity),
-                      "tilelang": (num(tl, plain=True) + of_roof(tl, b.tilelang_roof_pct)) if tl else f.na,
-                      "vendor": (num(vd, plain=True) + of_roof(vd, b.torch_roof_pct)) if vd else f.na,
-                      "flagged": bool(op_flags(b))})
-    chart = charts.roofline(pts, peak_tflops=roof_tflops, peak_gbps=roof_gbps,
-                            xlabel=ct("chart.intensity", t), ylabel=ct("chart.tflops", t),
-                            vendor=ct("kept", t), roof=ct("chart.roof", t))
+        table.append(
+            {
+                "n": n,
+                "op": label + ("" if b.source == "model" else " *"),
+                "dtype": b.dtype,
+                "intensity": f.num(intensity),
+                "tilelang": (num(tl, plain=True) + of_roof(tl, b.tilelang_roof_pct)) if tl else f.na,
+                "vendor": (num(vd, plain=True) + of_roof(vd, b.torch_roof_pct)) if vd else f.na,
+                "flagged": bool(op_flags(b)),
+            }
+        )
+    chart = charts.roofline(
+        pts,
+        peak_tflops=roof_tflops,
+        peak_gbps=roof_gbps,
+        xlabel=ct("chart.intensity", t),
+        ylabel=ct("chart.tflops", t),
+        vendor=ct("kept", t),
+        roof=ct("chart.roof", t),
+    )
     if chart is None:
         return None
-    text = (t("text.roofline_peaks", tflops=f.num(roof_tflops), gbps=f.num(roof_gbps))
-            if roof_tflops and roof_gbps else t("text.roofline_no_peaks"))
+    text = (
+        t("text.roofline_peaks", tflops=f.num(roof_tflops), gbps=f.num(roof_gbps))
+        if roof_tflops and roof_gbps
+        else t("text.roofline_no_peaks")
+    )
     if hw.measured_tflops and hw.ceilings_note:
         text += f" ({notes_in_words(hw.ceilings_note, t)})"
     return {"chart": chart, "text": text, "table": table}
@@ -203,16 +276,24 @@ def tuning_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
         counts: dict[str, int] = defaultdict(int)
         for c in k.candidates:
             counts[c.status] += 1
-        ok = sorted((c for c in k.candidates if c.status == "ok" and c.latency_ms is not None),
-                    key=lambda c: c.latency_ms)
+        ok = sorted(
+            (c for c in k.candidates if c.status == "ok" and c.latency_ms is not None), key=lambda c: c.latency_ms
+        )
         bad: dict[str, Any] = {}
         for c in k.candidates:
             if c.status != "ok":
                 bad.setdefault(c.status, c)  # one example per failure kind keeps the appendix short
-        cands = [{"config": f.config(c.config), "status": t.get(f"cand.{c.status}", c.status),
-                  "latency": f.ms(c.latency_ms), "compile": f.num(c.compile_s), "error": notes_in_words(c.error, t),
-                  "phase": c.phase}
-                 for c in [*ok[:8], *bad.values()]]
+        cands = [
+            {
+                "config": f.config(c.config),
+                "status": t.get(f"cand.{c.status}", c.status),
+                "latency": f.ms(c.latency_ms),
+                "compile": f.num(c.compile_s),
+                "error": notes_in_words(c.error, t),
+                "phase": c.phase,
+            }
+            for c in [*ok[:8], *bad.values()]
+        ]
         # A kernel reused from the tuning cache was not searched in this run: its one
         # "candidate" is the cached config, untimed. Say so instead of an empty table.
         if k.cached:
@@ -221,12 +302,24 @@ def tuning_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
             empty = t("text.no_candidates")
         else:
             empty = ""
-        kernels.append({"family": k.family, "shape": shape_str(k.shape), "dtype": k.dtype, "target": k.target,
-                        "config": f.config(k.config), "best": f.ms(ok[0].latency_ms) if ok else f.na,
-                        "counts": ", ".join(f"{t.get(f'cand.{s}', s)} {n}" for s, n in sorted(counts.items())),
-                        "tuning_s": f.num(k.tuning_s), "cached": f.yn(k.cached), "ok": k.ok,
-                        "candidates": [] if empty else cands, "empty": empty,
-                        "title": t("text.candidates_of", family=k.family, shape=shape_str(k.shape)),
-                        "truncated": t("text.truncated", shown=len(cands), total=len(k.candidates))
-                        if not empty and len(cands) < len(k.candidates) else ""})
+        kernels.append(
+            {
+                "family": k.family,
+                "shape": shape_str(k.shape),
+                "dtype": k.dtype,
+                "target": k.target,
+                "config": f.config(k.config),
+                "best": f.ms(ok[0].latency_ms) if ok else f.na,
+                "counts": ", ".join(f"{t.get(f'cand.{s}', s)} {n}" for s, n in sorted(counts.items())),
+                "tuning_s": f.num(k.tuning_s),
+                "cached": f.yn(k.cached),
+                "ok": k.ok,
+                "candidates": [] if empty else cands,
+                "empty": empty,
+                "title": t("text.candidates_of", family=k.family, shape=shape_str(k.shape)),
+                "truncated": t("text.truncated", shown=len(cands), total=len(k.candidates))
+                if not empty and len(cands) < len(k.candidates)
+                else "",
+            }
+        )
     return {"kernels": kernels}

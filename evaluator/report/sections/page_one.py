@@ -80,12 +80,16 @@ def _doubt_words(doubt: str, t: Strings) -> str:
 
 
 def _condition(o: Outcome, t: Strings, f: Fmt) -> str:
-    """"Slowest op speedup ≥ 0.50× (now 0.31×)": an item as a condition on its number; one
+    """ "Slowest op speedup ≥ 0.50× (now 0.31×)": an item as a condition on its number; one
     failed on a flagged number asks for a number that can be trusted instead, since its
     reading may already meet the threshold (transformers GPT-2's 1.36x against >= 0.95x on
     the H200, 2026-12-02)."""
-    kw = dict(label=t.metric(o.metric, "label"), comparator=SYMBOL.get(o.comparator, o.comparator),
-              threshold=f.unit(o.threshold, o.unit), value=f.unit(o.value, o.unit))
+    kw = dict(
+        label=t.metric(o.metric, "label"),
+        comparator=SYMBOL.get(o.comparator, o.comparator),
+        threshold=f.unit(o.threshold, o.unit),
+        value=f.unit(o.value, o.unit),
+    )
     if _doubt(o):
         return t("flip.condition_doubted", **kw)
     return t("flip.condition", **kw)
@@ -112,8 +116,9 @@ def _flip(result: RunResult, t: Strings, f: Fmt) -> str:
     sep = t("list_sep")
     if v.decision == "NO-GO" and blockers:
         rest = len(failed) - len(blockers) + len(missing)
-        return t("flip.nogo", count=len(blockers), items=sep.join(_condition(o, t, f) for o in blockers)) + \
-            (" " + t("flip.nogo_rest", count=rest, n=rest) if rest else "")
+        return t("flip.nogo", count=len(blockers), items=sep.join(_condition(o, t, f) for o in blockers)) + (
+            " " + t("flip.nogo_rest", count=rest, n=rest) if rest else ""
+        )
     if v.decision == "CONDITIONAL GO":
         parts = [_condition(o, t, f) for o in failed]
         parts += [t("flip.measured", label=t.metric(o.metric, "label")) for o in missing]
@@ -131,8 +136,13 @@ def _flip(result: RunResult, t: Strings, f: Fmt) -> str:
 
 
 _INCONCLUSIVE = (
-    ("nothing", re.compile(r"nothing was rewritten: none of the model's profiled time is in a family with a "
-                           r"TileLang kernel \((?P<top>.*)\)")),
+    (
+        "nothing",
+        re.compile(
+            r"nothing was rewritten: none of the model's profiled time is in a family with a "
+            r"TileLang kernel \((?P<top>.*)\)"
+        ),
+    ),
     ("no_calls", re.compile(r"no call ran in TileLang: every call of (?P<families>.+?) fell back \((?P<why>.*)\)")),
     ("doubted", re.compile(r"'(?P<title>.+)' \((?P<metric>[\w.]+)\) cannot be decided on its number: (?P<doubt>.*)")),
 )
@@ -165,8 +175,9 @@ def _pytorch_calls(result: RunResult, t: Strings) -> list[str] | None:
     for row in family_calls(e):
         if row.pytorch:
             why = t("list_semi").join(f"{mapped('fallbacks', r, t)}: {n}" for r, n in row.reasons[:3])
-            out.append(t("summary.pytorch_family", family=row.family, n=row.pytorch, total=row.pytorch + row.tilelang,
-                         why=why))
+            out.append(
+                t("summary.pytorch_family", family=row.family, n=row.pytorch, total=row.pytorch + row.tilelang, why=why)
+            )
     return out
 
 
@@ -174,8 +185,7 @@ def _regression_lines(result: RunResult, t: Strings, f: Fmt) -> list[str]:
     c = result.comparison
     if c is None:
         return []
-    return [t("summary.regression", key=x.key, ratio=f.x(x.ratio), limit=f.pct(x.threshold, 0))
-            for x in c.regressions]
+    return [t("summary.regression", key=x.key, ratio=f.x(x.ratio), limit=f.pct(x.threshold, 0)) for x in c.regressions]
 
 
 def summary_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
@@ -187,30 +197,54 @@ def summary_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
     optional = [o for o in outcomes if o.status == "not_evaluated" and _is_optional(o)]
     waived = [o for o in outcomes if o.status == "waived"]
     blockers = sum(o.severity == "blocker" for o in failed)
-    parts = ([t("summary.n_failed", count=len(failed), n=len(failed))] if failed else []) + \
-        ([t("summary.n_missing", count=len(missing), n=len(missing))] if missing else [])
+    parts = ([t("summary.n_failed", count=len(failed), n=len(failed))] if failed else []) + (
+        [t("summary.n_missing", count=len(missing), n=len(missing))] if missing else []
+    )
     passed = sum(o.status == "pass" for o in outcomes)
-    reasons = tuple(_inconclusive_words(x, t) for x in v.inconclusive) if v is not None and key == "INCONCLUSIVE" \
-        else ()
+    reasons = (
+        tuple(_inconclusive_words(x, t) for x in v.inconclusive) if v is not None and key == "INCONCLUSIVE" else ()
+    )
     count = blockers if key == "NO-GO" else len(reasons) if key == "INCONCLUSIVE" else None
-    sentence = t(f"decision_summary.{key}", count=count, passed=passed, total=len(outcomes) - len(optional),
-                 blockers=blockers, parts=t("list_sep").join(parts))
+    sentence = t(
+        f"decision_summary.{key}",
+        count=count,
+        passed=passed,
+        total=len(outcomes) - len(optional),
+        blockers=blockers,
+        parts=t("list_sep").join(parts),
+    )
 
     def plain(o: Outcome) -> dict[str, Any]:
-        kw = dict(value=f.unit(o.value, o.unit), threshold=f.unit(o.threshold, o.unit),
-                  comparator=SYMBOL.get(o.comparator, o.comparator), n=num(o.value) or f.na)
+        kw = dict(
+            value=f.unit(o.value, o.unit),
+            threshold=f.unit(o.threshold, o.unit),
+            comparator=SYMBOL.get(o.comparator, o.comparator),
+            n=num(o.value) or f.na,
+        )
         # Sentences that already quote the numbers need no "(measured …)" after them.
         text = t.raw_metric(o.metric, "fail")
         quotes = "{threshold}" in str(plural_form(text, o.value))
         details = _regression_lines(result, t, f) if o.metric == "baseline.regressions" else []
         doubt = _doubt(o)
         if doubt:  # the number may meet the threshold: say why it still failed
-            return {"severity": o.severity, "severity_label": t.get(f"severity.{o.severity}", o.severity),
-                    "title": item_title(o, t, f), "plain": t("summary.doubted", why=_doubt_words(doubt, t), **kw),
-                    "measured": "", "id": o.id, "details": details}
-        return {"severity": o.severity, "severity_label": t.get(f"severity.{o.severity}", o.severity),
-                "title": item_title(o, t, f), "plain": t.metric(o.metric, "fail", count=o.value, **kw),
-                "measured": "" if quotes else t("summary.measured_vs", **kw), "id": o.id, "details": details}
+            return {
+                "severity": o.severity,
+                "severity_label": t.get(f"severity.{o.severity}", o.severity),
+                "title": item_title(o, t, f),
+                "plain": t("summary.doubted", why=_doubt_words(doubt, t), **kw),
+                "measured": "",
+                "id": o.id,
+                "details": details,
+            }
+        return {
+            "severity": o.severity,
+            "severity_label": t.get(f"severity.{o.severity}", o.severity),
+            "title": item_title(o, t, f),
+            "plain": t.metric(o.metric, "fail", count=o.value, **kw),
+            "measured": "" if quotes else t("summary.measured_vs", **kw),
+            "id": o.id,
+            "details": details,
+        }
 
     steps: list[str] = [mapped("rerun", x, t) for x in v.rerun] if v is not None and key == "INCONCLUSIVE" else []
     if v is None:
@@ -224,8 +258,9 @@ def summary_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
     if key == "GO":
         steps.append(t("next.go"))
         if result.hot_ops is not None:
-            rest = [o.family for o in result.hot_ops.ops
-                    if o.family not in result.hot_ops.selected and o.family != "other"][:3]
+            rest = [
+                o.family for o in result.hot_ops.ops if o.family not in result.hot_ops.selected and o.family != "other"
+            ][:3]
             if rest:
                 steps.append(t("next.extend", families=", ".join(rest)))
     steps.append(t("next.rerun"))
@@ -245,8 +280,10 @@ def summary_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]:
         "flip": _flip(result, t, f),
         "cpu_caveat": t("caveat.cpu") if (hw.device or "").lower() == "cpu" else "",
         "eager_caveat": _eager_caveat(result, t, f),
-        "missing": [{"title": item_title(o, t, f), "severity_label": t.get(f"severity.{o.severity}", o.severity)}
-                    for o in missing],
+        "missing": [
+            {"title": item_title(o, t, f), "severity_label": t.get(f"severity.{o.severity}", o.severity)}
+            for o in missing
+        ],
         "optional": t("list_sep").join(item_title(o, t, f) for o in optional),
         "optional_n": len(optional),
         "waived": [{"title": item_title(o, t, f), "date": _waiver_date(o)} for o in waived],
@@ -289,8 +326,17 @@ def _untrusted_speed(result: RunResult) -> str:
     return ""
 
 
-def _card(label: str, value: str, sub: str, status: str, *, flags: Iterable[str] = (), t: Strings,
-          ci: str = "", crosses: bool = False) -> dict[str, str]:
+def _card(
+    label: str,
+    value: str,
+    sub: str,
+    status: str,
+    *,
+    flags: Iterable[str] = (),
+    t: Strings,
+    ci: str = "",
+    crosses: bool = False,
+) -> dict[str, str]:
     """A key number. Green only when its item passed and nothing casts doubt on it:
     flagged or unstable numbers, and intervals that reach across the threshold, are grey
     with the reason underneath, so a card never looks better than the evidence."""
@@ -299,8 +345,15 @@ def _card(label: str, value: str, sub: str, status: str, *, flags: Iterable[str]
         notes.append(t("headline.crosses"))
     doubtful = bool(notes)
     shown = "flagged" if doubtful and status in ("pass", "none", "waived") else status
-    return {"label": label, "value": value, "sub": sub, "status": shown, "dim": doubtful,
-            "ci": t("headline.ci", ci=ci) if ci else "", "doubt": t("list_semi").join(notes)}
+    return {
+        "label": label,
+        "value": value,
+        "sub": sub,
+        "status": shown,
+        "dim": doubtful,
+        "ci": t("headline.ci", ci=ci) if ci else "",
+        "doubt": t("list_semi").join(notes),
+    }
 
 
 def _crosses(o: Outcome | None, r: Ratio | None) -> bool:
@@ -325,30 +378,62 @@ def headlines_section(result: RunResult, t: Strings, f: Fmt) -> list[dict[str, s
     wrong = _untrusted_speed(result)
     wrong_flag = [t(f"headline.{wrong}")] if wrong else []
     flagged_ops = [b for b, _ in sp if op_flags(b)]
-    cards = [_card(
-        t("headline.geomean"), f.x(geomean),
-        t("headline.geomean_sub", count=len(sp), n=len(sp)) if sp else "",
-        _metric_status(v, "ops.speedup_geomean"), t=t,
-        flags=wrong_flag + ([t("headline.ops_flagged", count=len(flagged_ops), n=len(flagged_ops), total=len(sp))]
-                            if flagged_ops else []))]
+    cards = [
+        _card(
+            t("headline.geomean"),
+            f.x(geomean),
+            t("headline.geomean_sub", count=len(sp), n=len(sp)) if sp else "",
+            _metric_status(v, "ops.speedup_geomean"),
+            t=t,
+            flags=wrong_flag
+            + (
+                [t("headline.ops_flagged", count=len(flagged_ops), n=len(flagged_ops), total=len(sp))]
+                if flagged_ops
+                else []
+            ),
+        )
+    ]
     no_time = [b for b in rows if op_speedup(b) is None]
     if no_time:
         # A model shape without a verified TileLang time is the slowest there is (the
         # checklist counts it as 0): name it rather than the slowest of the others.
         b = no_time[0]
-        cards.append(_card(t("headline.worst"), t("headline.no_kernel"), op_label(b),
-                           _metric_status(v, "ops.speedup_min"), t=t, flags=wrong_flag + op_flags(b)))
+        cards.append(
+            _card(
+                t("headline.worst"),
+                t("headline.no_kernel"),
+                op_label(b),
+                _metric_status(v, "ops.speedup_min"),
+                t=t,
+                flags=wrong_flag + op_flags(b),
+            )
+        )
     elif worst:
         b, s = worst
-        cards.append(_card(t("headline.worst"), f.x(s), op_label(b), _metric_status(v, "ops.speedup_min"), t=t,
-                           ci=f.interval(b.ratio), crosses=_crosses(_outcome(v, "ops.speedup_min"), b.ratio),
-                           flags=wrong_flag + op_flags(b)))
+        cards.append(
+            _card(
+                t("headline.worst"),
+                f.x(s),
+                op_label(b),
+                _metric_status(v, "ops.speedup_min"),
+                t=t,
+                ci=f.interval(b.ratio),
+                crosses=_crosses(_outcome(v, "ops.speedup_min"), b.ratio),
+                flags=wrong_flag + op_flags(b),
+            )
+        )
     else:
         cards.append(_card(t("headline.worst"), f.na, "", _metric_status(v, "ops.speedup_min"), t=t))
     fams = kernel_status(result) or {}
-    cards.append(_card(
-        t("headline.correct"), f"{sum(fams.values())} / {len(fams)}" if result.verify else f.na,
-        t("headline.correct_sub") if result.verify else "", _metric_status(v, "kernels.all_correct"), t=t))
+    cards.append(
+        _card(
+            t("headline.correct"),
+            f"{sum(fams.values())} / {len(fams)}" if result.verify else f.na,
+            t("headline.correct_sub") if result.verify else "",
+            _metric_status(v, "kernels.all_correct"),
+            t=t,
+        )
+    )
     e = result.e2e
     e2e_value = METRICS["e2e.speedup"](result)
     sub = ""
@@ -358,10 +443,18 @@ def headlines_section(result: RunResult, t: Strings, f: Fmt) -> list[dict[str, s
             sub += t("list_semi") + t("headline.amdahl", x=f.x(e.amdahl_speedup))
         if getattr(e, "kept", None):
             sub += t("list_semi") + t("headline.kept", x=f.x(e.kept.ratio.value), left=", ".join(e.kept.left))
-    cards.append(_card(t("headline.e2e"), f.x(e2e_value), sub, _metric_status(v, "e2e.speedup"), t=t,
-                       ci=f.interval(e.ratio) if e is not None else "",
-                       crosses=_crosses(_outcome(v, "e2e.speedup"), e.ratio if e is not None else None),
-                       flags=(wrong_flag + e2e_flags(result)) if e is not None else ()))
+    cards.append(
+        _card(
+            t("headline.e2e"),
+            f.x(e2e_value),
+            sub,
+            _metric_status(v, "e2e.speedup"),
+            t=t,
+            ci=f.interval(e.ratio) if e is not None else "",
+            crosses=_crosses(_outcome(v, "e2e.speedup"), e.ratio if e is not None else None),
+            flags=(wrong_flag + e2e_flags(result)) if e is not None else (),
+        )
+    )
     score = METRICS["upstream.maintenance_score"](result)
     cpw = METRICS["upstream.commits_per_week_90d"](result)
     statuses = {_metric_status(v, m) for m in METRICS if m.startswith("upstream.")}

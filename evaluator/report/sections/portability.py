@@ -37,7 +37,7 @@ def _port_text(text: str, t: Strings) -> str:
 
 
 def _short_target(name: str) -> str:
-    """"AMD Instinct MI300X" -> "MI300X": the column heads; the footnotes give the full name."""
+    """ "AMD Instinct MI300X" -> "MI300X": the column heads; the footnotes give the full name."""
     return name.split(" ", 1)[1].replace("Instinct ", "") if " " in name else name
 
 
@@ -45,8 +45,11 @@ def _port_cell_reason(c: Any, t: Strings) -> str:
     """A cell that is not "lowers", in words: the limit it breaks, or the failure."""
     if c.status == "needs_retuning":
         return _port_text(c.reason, t)
-    return t("portability.fails_to_lower", cls=t.get(f"portability.class.{c.failure_class}", c.failure_class),
-             reason=_port_text(c.reason, t))
+    return t(
+        "portability.fails_to_lower",
+        cls=t.get(f"portability.class.{c.failure_class}", c.failure_class),
+        reason=_port_text(c.reason, t),
+    )
 
 
 def port_sentences(p: Any, t: Strings, ref: Callable[[Any], int] | None = None) -> list[str]:
@@ -61,20 +64,35 @@ def port_sentences(p: Any, t: Strings, ref: Callable[[Any], int] | None = None) 
         text = t("portability.builds", count=n, b=len(fact.builds), n=n, name=fact.name)
         if fact.retune:
             items = semi.join(
-                t("portability.retune_item", label=r.label, kind=t(f"portability.kind.{r.cell.config_kind}"),
-                  reason=t("portability.see_note", n=ref(r.cell)) if ref else _port_cell_reason(r.cell, t))
+                t(
+                    "portability.retune_item",
+                    label=r.label,
+                    kind=t(f"portability.kind.{r.cell.config_kind}"),
+                    reason=t("portability.see_note", n=ref(r.cell)) if ref else _port_cell_reason(r.cell, t),
+                )
                 + (t("portability.fits_and_lowers", config=P.config_str(r.fix)) if r.fix and not ref else "")
-                for r in fact.retune)
+                for r in fact.retune
+            )
             text += semi + t("portability.retune", count=len(fact.retune), n=len(fact.retune), items=items)
         for fail in fact.failures:
             every = len(fail.labels) == n and n > 1
-            cell = next((c for c in p.cells if c.target == fact.target and c.failure_class == fail.failure_class
-                         and c.reason == fail.reason), None)
-            text += semi + t("portability.fail", count=n if every else len(fail.labels),
-                             who=t("portability.all_of_them") if every else t("list_sep").join(fail.labels),
-                             cls=t.get(f"portability.class.{fail.failure_class}", fail.failure_class),
-                             reason=t("portability.see_note", n=ref(cell)) if ref and cell is not None
-                             else _port_text(fail.reason, t))
+            cell = next(
+                (
+                    c
+                    for c in p.cells
+                    if c.target == fact.target and c.failure_class == fail.failure_class and c.reason == fail.reason
+                ),
+                None,
+            )
+            text += semi + t(
+                "portability.fail",
+                count=n if every else len(fail.labels),
+                who=t("portability.all_of_them") if every else t("list_sep").join(fail.labels),
+                cls=t.get(f"portability.class.{fail.failure_class}", fail.failure_class),
+                reason=t("portability.see_note", n=ref(cell))
+                if ref and cell is not None
+                else _port_text(fail.reason, t),
+            )
         if fact.notes:
             text += semi + t("portability.note", notes=semi.join(_port_text(x, t) for x in fact.notes))
         out.append(text + t("portability.end"))
@@ -91,16 +109,23 @@ def _port_page_one(p: Any, t: Strings) -> str:
     clean = [f for f in facts if len(f.as_is) == n]
     parts = []
     if clean:
-        parts.append(t("portability.p1_clean", count=n, n=n,
-                       targets=t("list_sep").join(_short_target(f.name) for f in clean)))
+        parts.append(
+            t("portability.p1_clean", count=n, n=n, targets=t("list_sep").join(_short_target(f.name) for f in clean))
+        )
     for f in facts:
         if f in clean:
             continue
         text = t("portability.p1_target", b=len(f.builds), n=n, name=_short_target(f.name))
         extra = []
         if f.retune:
-            extra.append(t("portability.p1_retune", count=len(f.retune), n=len(f.retune),
-                           kernels=t("list_sep").join(r.label for r in f.retune)))
+            extra.append(
+                t(
+                    "portability.p1_retune",
+                    count=len(f.retune),
+                    n=len(f.retune),
+                    kernels=t("list_sep").join(r.label for r in f.retune),
+                )
+            )
         classes = dict.fromkeys(x.failure_class for x in f.failures)
         extra += [t.get(f"portability.class.{c}", c) for c in classes]
         if extra:
@@ -111,11 +136,15 @@ def _port_page_one(p: Any, t: Strings) -> str:
 
 # The line targets.TargetSpec.describe() writes, for targets with published launch
 # limits and for those without; a recorded line in another shape is shown as written.
-_LIMITS = re.compile(r"(?P<name>.+?) \((?P<arch>[^()]+)\): (?P<block>\d+ KB) (?P<what>shared memory|LDS) per "
-                     r"(?P<unit>block|workgroup), (?P<sm>\d+ KB) per (?P<per>SM|CU), (?P<threads>\d+) threads per "
-                     r"block, (?P<lane>warp|wavefront) (?P<warp>\d+), (?P<count>\d+) (?:SMs|CUs); (?P<cores>.+)")
-_LIMITS_UNPUBLISHED = re.compile(r"(?P<name>.+?) \((?P<arch>[^()]+)\): launch limits not in the public sources; "
-                                 r"(?P<cores>.+)")
+_LIMITS = re.compile(
+    r"(?P<name>.+?) \((?P<arch>[^()]+)\): (?P<block>\d+ KB) (?P<what>shared memory|LDS) per "
+    r"(?P<unit>block|workgroup), (?P<sm>\d+ KB) per (?P<per>SM|CU), (?P<threads>\d+) threads per "
+    r"block, (?P<lane>warp|wavefront) (?P<warp>\d+), (?P<count>\d+) (?:SMs|CUs); (?P<cores>.+)"
+)
+_LIMITS_UNPUBLISHED = re.compile(
+    r"(?P<name>.+?) \((?P<arch>[^()]+)\): launch limits not in the public sources; "
+    r"(?P<cores>.+)"
+)
 
 
 def _limits_words(limits: str, t: Strings) -> str:
@@ -124,11 +153,21 @@ def _limits_words(limits: str, t: Strings) -> str:
     m = _LIMITS.fullmatch(limits)
     if m:
         amd = m["per"] == "CU"
-        return t("portability.limits", name=m["name"], arch=m["arch"], block=m["block"], sm=m["sm"],
-                 what=word_in_words(m["what"], t), unit=word_in_words(m["unit"], t),
-                 per=t("portability.cu" if amd else "portability.sm"), threads=m["threads"], warp=m["warp"],
-                 lane=t("portability.wavefront" if amd else "portability.warp"), count=m["count"],
-                 cores=word_in_words(m["cores"], t))
+        return t(
+            "portability.limits",
+            name=m["name"],
+            arch=m["arch"],
+            block=m["block"],
+            sm=m["sm"],
+            what=word_in_words(m["what"], t),
+            unit=word_in_words(m["unit"], t),
+            per=t("portability.cu" if amd else "portability.sm"),
+            threads=m["threads"],
+            warp=m["warp"],
+            lane=t("portability.wavefront" if amd else "portability.warp"),
+            count=m["count"],
+            cores=word_in_words(m["cores"], t),
+        )
     m = _LIMITS_UNPUBLISHED.fullmatch(limits)
     if m:
         return t("portability.limits_unpublished", name=m["name"], arch=m["arch"], cores=word_in_words(m["cores"], t))
@@ -190,23 +229,55 @@ def portability_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]
                     shown.append({"cls": "none", "text": "—", "detail": "", "ref": ""})
                     continue
                 if c.status == "lowers":
-                    shown.append({"cls": "lowers", "text": t("portability.status.lowers"), "detail": c.instruction,
-                                  "ref": ref(cell_note(c)) if c.note else ""})
+                    shown.append(
+                        {
+                            "cls": "lowers",
+                            "text": t("portability.status.lowers"),
+                            "detail": c.instruction,
+                            "ref": ref(cell_note(c)) if c.note else "",
+                        }
+                    )
                     continue
                 cls = "retune" if c.status == "needs_retuning" else "fails"
-                shown.append({"cls": cls, "text": t(f"portability.status.{c.status}"),
-                              "detail": t.get(f"portability.class.{c.failure_class}", c.failure_class)
-                              if cls == "fails" else "", "ref": ref(cell_note(c))})
+                shown.append(
+                    {
+                        "cls": cls,
+                        "text": t(f"portability.status.{c.status}"),
+                        "detail": t.get(f"portability.class.{c.failure_class}", c.failure_class)
+                        if cls == "fails"
+                        else "",
+                        "ref": ref(cell_note(c)),
+                    }
+                )
             tuned = next((c.config for c in mine if c is not None and c.config_kind == "tuned"), None)
-            rows.append({"kernel": label, "kind": t(f"portability.kind.{kind}"),
-                         "config": P.config_str(tuned) if tuned else "", "cells": shown})
+            rows.append(
+                {
+                    "kernel": label,
+                    "kind": t(f"portability.kind.{kind}"),
+                    "config": P.config_str(tuned) if tuned else "",
+                    "cells": shown,
+                }
+            )
     summary = port_sentences(p, t, ref=lambda c: ref(cell_note(c)))  # before the notes are listed
     dtypes = sorted({c.dtype for c in p.cells})
-    intro = t("portability.intro", tilelang=p.tilelang or "?", count=len(p.targets), n=len(p.targets),
-              kernels=len(p.kernels), lowerings=f.num(p.lowerings), seconds=f.num(p.seconds))
+    intro = t(
+        "portability.intro",
+        tilelang=p.tilelang or "?",
+        count=len(p.targets),
+        n=len(p.targets),
+        kernels=len(p.kernels),
+        lowerings=f.num(p.lowerings),
+        seconds=f.num(p.seconds),
+    )
     if result.model.dtype not in dtypes and dtypes:
         intro += " " + t("portability.dtype_note", dtype=", ".join(dtypes), run=result.model.dtype)
-    return {"checked": True, "text": intro, "targets": [_short_target(p.target_names.get(k, k)) for k in p.targets],
-            "rows": rows, "notes": [{"n": n, "text": text} for text, n in refs.items()],
-            "summary": summary, "footnotes": _port_footnotes(p, t),
-            "page_one": _port_page_one(p, t)}
+    return {
+        "checked": True,
+        "text": intro,
+        "targets": [_short_target(p.target_names.get(k, k)) for k in p.targets],
+        "rows": rows,
+        "notes": [{"n": n, "text": text} for text, n in refs.items()],
+        "summary": summary,
+        "footnotes": _port_footnotes(p, t),
+        "page_one": _port_page_one(p, t),
+    }
