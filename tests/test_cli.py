@@ -37,9 +37,11 @@ def evaluate(*args, cwd=ROOT, timeout=900):
         (["bench", "--family", "attention", "--shape", "64x64x64"], "it takes 6 sizes, BxHxSqxSkvxDxcausal"),
         (
             ["bench", "--family", "gemm", "--shape", "4x-4x4"],
-            "--shape 4x-4x4: the sizes must be positive integers, MxNxK",
+            "--shape 4x-4x4: the sizes must be positive integers (flags 0 or 1), MxNxK",
         ),
         (["bench", "--family", "gemm", "--shape", "4xbx4"], "--shape 4xbx4 is not a shape"),
+        # a 0 only where the family's shape has a flag there (bmm's transposes may be 0, gemm's N not)
+        (["bench", "--family", "gemm", "--shape", "4x0x4"], "gemm: shape must be 3 positive ints"),
         # rope's per_batch may be 0, its head_dim must be even
         (["bench", "--family", "rope", "--shape", "2x64x4x2x31x0"], "head_dim even, per_batch 0 or 1"),
         (

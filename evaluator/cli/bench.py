@@ -18,13 +18,11 @@ from ..config import DEFAULTS
 from .options import COMPILE_HELP, DTYPE_HELP, FAMILIES_HELP, GPU_DTYPE, TARGETS_HELP
 from .output import RichReporter, bench_table, console, err_console, portability_table, progress
 
-# Sizes that are flags or offsets rather than extents: attention's causal (0 or 1),
-# conv2d's and conv1d's padding and layout flags, rope's per_batch may be 0; every other size must be at least 1.
-_MAY_BE_ZERO = frozenset({"causal", "pad", "nchw", "ncl", "q_pitch", "k_pitch", "v_pitch", "per_batch"})
-
 
 def parse_shape(text: str, names: tuple[str, ...], error: type[Exception]):
-    """--shape "4096x4096x4096" -> (4096, 4096, 4096); `error` with what was expected."""
+    """--shape "4096x4096x4096" -> (4096, 4096, 4096); `error` with what was expected. Sizes
+    that are flags or layouts may be 0 (attention's causal, a convolution's padding, bmm's
+    transposes...): which, each family's own check says (pipeline.fit_shape)."""
     from ..results import parse_shape
 
     expected = "x".join(names)
@@ -32,16 +30,8 @@ def parse_shape(text: str, names: tuple[str, ...], error: type[Exception]):
         shape = parse_shape(text)
     except ValueError as exc:
         raise error(f"--shape {text} is not a shape; write integer sizes joined by x, {expected}") from exc
-    zero_ok = [n for n in names if n in _MAY_BE_ZERO]
-    if (
-        not shape
-        or any(v < 0 for v in shape)
-        or any(v == 0 and (i >= len(names) or names[i] not in _MAY_BE_ZERO) for i, v in enumerate(shape))
-    ):
-        raise error(
-            f"--shape {text}: the sizes must be positive integers, {expected}"
-            + (f" ({' and '.join(zero_ok)} may be 0)" if zero_ok else "")
-        )
+    if not shape or any(v < 0 for v in shape):
+        raise error(f"--shape {text}: the sizes must be positive integers (flags 0 or 1), {expected}")
     return shape
 
 
