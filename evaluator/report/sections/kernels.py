@@ -191,10 +191,12 @@ def shape_legend(families: list[str], shapes: list, t: Strings) -> str:
     if not parts:
         return ""
     text = t("text.shape_legend", legend="; ".join(parts))
-    if "attention" in families and any(len(s) in (9, 10) for s in shapes):
+    if "attention" in families and any(len(s) >= 9 and any(s[6:9]) for s in shapes):
         text += " " + t("text.pitch_note")
-    if "attention" in families and any(len(s) == 10 for s in shapes):
+    if "attention" in families and any(len(s) >= 10 and s[9] for s in shapes):
         text += " " + t("text.kv_heads_note")
+    if "attention" in families and any(len(s) >= 12 for s in shapes):
+        text += " " + t("text.mask_note")
     if "conv2d" in families:
         text += " " + t("text.nchw_note")
     return text
