@@ -35,6 +35,10 @@ class Reporter:
 
     def info(self, text: str) -> None: ...
 
+    def folder(self, run_dir: Path) -> None:
+        """The run's folder exists: files kept for the run can move there now, so that a
+        run killed before its end leaves them in its folder, not beside it."""
+
 
 @dataclass
 class Context:

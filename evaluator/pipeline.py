@@ -207,6 +207,7 @@ def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
     run_dir = cfg.output.reports / "runs" / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(config_mod.to_json(cfg))
+    rep.folder(run_dir)
     result = RunResult(
         run_id=run_id,
         created=created.isoformat(timespec="seconds"),

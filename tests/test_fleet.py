@@ -422,7 +422,8 @@ def test_two_tiny_cpu_models_run_through_ray_and_write_the_summary(tmp_path, ray
         ("user-model", "cpu", "ok"),
     ], [c.error for c in result.cells]
     for c in result.cells:
-        assert c.verdict in ("GO", "CONDITIONAL GO", "NO-GO") and c.speedup and c.wall_s > 0 and not c.error
+        assert c.verdict in ("GO", "CONDITIONAL GO", "NO-GO", "INCONCLUSIVE")  # a busy machine may not decide
+        assert c.speedup and c.wall_s > 0 and not c.error
         assert c.report.is_file() and c.report.parent == c.run_dir and c.run_dir.is_relative_to(result.folder)
         assert c.options["reps"] == 3 and c.hardware and c.host
     # Each task recorded its baseline in the one shared store.

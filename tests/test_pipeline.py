@@ -11,7 +11,9 @@ import pytest
 
 from evaluator.measuring import bench
 from evaluator import config as config
-from evaluator import pipeline, upstream
+from evaluator import pipeline
+from evaluator.baseline import stage as recording
+from evaluator.upstream import stage as upstream_stage
 from evaluator.errors import BaselineError, UpstreamError
 
 MODEL = "tests/fixtures/user_model.py:make"
@@ -65,7 +67,8 @@ def test_an_optional_stage_error_is_data_and_the_run_finishes(tmp_path, monkeypa
     def clone_fails(*args, **kwargs):
         raise UpstreamError("could not clone https://example.invalid/tilelang: network unreachable")
 
-    monkeypatch.setattr(upstream, "measure", clone_fails)
+    # the stage looks the name up in its own module, so that is where it is replaced
+    monkeypatch.setattr(upstream_stage, "measure", clone_fails)
     cfg = _cfg(tmp_path)
     cfg = cfg.__class__(**{**cfg.__dict__, "upstream": cfg.upstream.__class__(repo="https://example.invalid/tilelang")})
     out = pipeline.run(cfg)
@@ -78,12 +81,10 @@ def test_an_optional_stage_error_is_data_and_the_run_finishes(tmp_path, monkeypa
 
 @pytest.mark.slow
 def test_a_baseline_that_cannot_be_recorded_still_leaves_the_report(tmp_path, monkeypatch):
-    from evaluator import baseline
-
     def disk_full(*args, **kwargs):
         raise BaselineError("could not write baseline: No space left on device")
 
-    monkeypatch.setattr(baseline, "record", disk_full)
+    monkeypatch.setattr(recording, "record_baseline", disk_full)
     with pytest.raises(BaselineError) as err:
         pipeline.run(_cfg(tmp_path))
     run, r = _results(tmp_path)

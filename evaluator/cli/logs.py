@@ -84,6 +84,20 @@ def third_party_output(path: Path, verbose: bool = False) -> Iterator[Path | Non
         log.close()
 
 
+def adopt(log: Path | None, run_dir: Path) -> Path | None:
+    """Move the log, still open, into the run's folder the moment the folder exists (an
+    open file keeps writing to its moved inode), so that a run killed before it ends leaves
+    no log beside the run folders. Returns where the log is now."""
+    if log is None or not log.exists() or (run_dir / "third_party.log").exists():
+        return log
+    dest = run_dir / "third_party.log"
+    try:
+        log.replace(dest)
+    except OSError:
+        return log
+    return dest
+
+
 def settle(log: Path | None, run_dir: Path | None) -> Path | None:
     """Move the log into the run's folder (as third_party.log) once the folder is known;
     an empty log is removed. Returns where the log is, or None."""
@@ -94,6 +108,8 @@ def settle(log: Path | None, run_dir: Path | None) -> Path | None:
         return None
     if run_dir is not None and run_dir.is_dir():
         dest = run_dir / "third_party.log"
+        if log == dest:
+            return dest
         with contextlib.suppress(OSError):
             if dest.exists():  # a resumed run adds to the first part's
                 dest.write_text(dest.read_text(errors="replace") + log.read_text(errors="replace"))

@@ -9,6 +9,8 @@ Piped output (CI logs, `| tee`) is 140 columns wide rather than wrapped at 80.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+from typing import Callable
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -34,9 +36,14 @@ def progress(on: Console) -> Progress:
 class RichReporter:
     """Draws the pipeline's progress with rich; one bar per stage."""
 
-    def __init__(self, progress: Progress):
+    def __init__(self, progress: Progress, on_folder: Callable[[Path], None] | None = None):
         self.p = progress
         self.task = None
+        self.on_folder = on_folder
+
+    def folder(self, run_dir: Path) -> None:
+        if self.on_folder is not None:
+            self.on_folder(run_dir)
 
     def stage(self, name: str, total: int | None = None) -> None:
         self._finish()

@@ -17,7 +17,7 @@ import typer
 
 from ..config import DEFAULTS
 from .errors import RunFolder, reported_errors, say_error
-from .logs import settle, third_party_output
+from .logs import adopt, settle, third_party_output
 from .options import (
     COMPILE_HELP,
     DTYPE_HELP,
@@ -173,7 +173,12 @@ def _run(options: dict[str, Any], fail_on: str, verbose: bool = False) -> None:
             cfg = config_mod.build(**options)
             folder.watch(cfg)
             with progress(console) as p, third_party_output(_log_path(cfg.output.reports), verbose) as log:
-                outcome = pipeline.run(cfg, RichReporter(p))
+
+                def into_folder(run_dir: Path) -> None:
+                    nonlocal log
+                    log = adopt(log, run_dir)
+
+                outcome = pipeline.run(cfg, RichReporter(p, on_folder=into_folder))
             print_summary(outcome, settle(log, outcome.run_dir))
             _gate(outcome, fail_on)
     finally:
