@@ -83,7 +83,9 @@ def probe(python: str, option: str = "--toolchain") -> dict[str, str]:
     except subprocess.TimeoutExpired:
         raise ConfigError(f"{option} {python}: importing torch and TileLang took over {PROBE_TIMEOUT_S:g}s") from None
     except OSError as exc:
-        raise ConfigError(f"{option} {python}: cannot run it ({exc.strerror or exc}); give a Python interpreter") from None
+        raise ConfigError(
+            f"{option} {python}: cannot run it ({exc.strerror or exc}); give a Python interpreter"
+        ) from None
     line = next((x for x in done.stdout.splitlines() if x.startswith("EVALUATOR-PROBE ")), None)
     if line is None:
         said = [x.strip() for x in (done.stderr or done.stdout).splitlines() if x.strip()]
