@@ -222,8 +222,13 @@ def test_the_page_shows_the_verdict_each_kernel_and_the_pair(tmp_path):
     assert "gemm 4x96x48 does not build under the candidate: compile_error here" in page
     assert "evaluate baseline diff m/cpu/2026Q4-2 m/cpu/2026Q4-1" in page
     assert "row-slower" in page and "0.70×" in page
+    assert "slower beyond the 5% that counts" in page
     zh = render_upgrade(r, tmp_path, lang="zh")
-    assert zh.name == "upgrade.zh.html" and "不可用" in zh.read_text() and "在候选版本下无法构建" in zh.read_text()
+    text = zh.read_text()
+    assert zh.name == "upgrade.zh.html" and "不可用" in text and "在候选版本下无法构建" in text
+    assert "慢于判定阈值 5%" in text and "模型" in text
+    for english in ("that counts", "each toolchain in its own", ", model<", "SAFE:"):
+        assert english not in text, english
 
 
 # ---------------------------------------------------------------- the whole rehearsal

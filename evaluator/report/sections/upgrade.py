@@ -6,7 +6,8 @@ upgrade.html shows, already formatted: the verdict banner with the reasons in th
 report's language, the CPU caveat where the rehearsal ran on a CPU (its timings are for
 correctness only), the two toolchains, one row per kernel (each side's build,
 verification and time, the speed ratio candidate/current with its interval, PyTorch's
-control ratio, the status), how the sides were timed, the verdict's rules and the pair of
+control ratio, the status, why), how the sides were timed (in the page's words; the
+result's `placement` sentence is what upgrade.json and the baselines carry), the verdict's rules and the pair of
 baselines. Reads the result only.
 """
 
@@ -61,6 +62,14 @@ def _reasons(r: UpgradeResult, t: Strings, f: Fmt) -> list[str]:
     return out
 
 
+def _note(k: UpgradeKernel, t: Strings, f: Fmt) -> str:
+    """Why the kernel's outcome, in the page's language where the outcome is a timing."""
+    if k.status in ("same", "faster", "slower") and k.tolerance is not None:
+        text = t(f"upgrade.note.{k.status}", tolerance=f.pct(k.tolerance, 0))
+        return text + (t("upgrade.note.unstable") if "unstable timing" in k.note else "")
+    return k.note  # an error's first line: the tool's own words
+
+
 def upgrade_section(r: UpgradeResult, t: Strings, f: Fmt) -> dict[str, Any]:
     d = r.verdict.decision
     compared = [k for k in r.kernels if k.status in ("same", "faster", "slower")]
@@ -83,7 +92,7 @@ def upgrade_section(r: UpgradeResult, t: Strings, f: Fmt) -> dict[str, Any]:
             "kernel": _name(k),
             "dtype": k.dtype,
             "config": f.config(k.config),
-            "source": k.source,
+            "source": t.get(f"upgrade.source.{k.source}", k.source),
             "current": _side(k.current, t, f),
             "candidate": _side(k.candidate, t, f),
             "speed": f.x(k.speed.value) if k.speed else "",
@@ -91,7 +100,7 @@ def upgrade_section(r: UpgradeResult, t: Strings, f: Fmt) -> dict[str, Any]:
             "control": f.x_ci(k.control.value, k.control) if k.control else "",
             "status": t.get(f"upgrade.status.{k.status}", k.status),
             "css": k.status,
-            "note": k.note,
+            "note": _note(k, t, f),
         }
         for k in r.kernels
     ]
@@ -106,7 +115,7 @@ def upgrade_section(r: UpgradeResult, t: Strings, f: Fmt) -> dict[str, Any]:
         "toolchains": toolchains,
         "rows": rows,
         "speed_note": t("upgrade.speed_note", threshold=f.pct(r.threshold, 0)),
-        "placement": t("upgrade.placement", placement=r.placement) if r.placement else "",
+        "placement": t("upgrade.placement") if r.placement else "",
         "rules": t.raw("upgrade.rules"),
         "timing": [(k, ", ".join(map(str, v)) if isinstance(v, list) else str(v)) for k, v in r.timing.items()],
         "baselines": (
