@@ -176,6 +176,8 @@ def test_judge_and_decide():
     ok, slow = Ratio(0.7, 0.65, 0.75), Ratio(0.97, 0.9, 1.04)
     assert judge(_side(), _side(), ok, 0.05)[0] == "slower"
     assert judge(_side(), _side(), slow, 0.05)[0] == "same"  # within the noise
+    flagged = judge(_side(), _side(), ok, 0.05, unstable=True)  # a flagged deciding number asks for a rerun
+    assert flagged[0] == "not_compared" and "unstable after re-measurement" in flagged[1]
     assert judge(_side(), _side(), Ratio(1.3, 1.2, 1.4), 0.05)[0] == "faster"
     assert judge(_side(), _side("compile_error"), None, 0.05)[0] == "broken"
     assert judge(_side(), _side("wrong"), None, 0.05)[0] == "wrong"

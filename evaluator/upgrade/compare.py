@@ -107,7 +107,9 @@ def time_both(
     return time_sides(sides, device, policy)
 
 
-def judge(current: UpgradeSide, candidate: UpgradeSide, speed: Ratio | None, tolerance: float) -> tuple[str, str]:
+def judge(
+    current: UpgradeSide, candidate: UpgradeSide, speed: Ratio | None, tolerance: float, unstable: bool = False
+) -> tuple[str, str]:
     """(status, why) of one kernel from its two sides:
 
     current_fails  the current toolchain does not build or verify it: not the upgrade's doing
@@ -115,7 +117,9 @@ def judge(current: UpgradeSide, candidate: UpgradeSide, speed: Ratio | None, tol
     wrong          the candidate builds it, and it fails verification, fails at run time
                    or crashes its worker
     not_compared   both built, but there is no speed ratio (the candidate cannot run on
-                   this device, or timing failed)
+                   this device, or timing failed), or it would be slower and a timing it
+                   rests on stayed unstable after re-measurement (`unstable`): a deciding
+                   number that is flagged makes no regression, it asks for a rerun
     slower         the ratio is below 1 - tolerance and its interval lies wholly below 1
     faster         the ratio is above 1 + tolerance and its interval lies wholly above 1
     same           anything else: no change beyond the noise
@@ -129,6 +133,10 @@ def judge(current: UpgradeSide, candidate: UpgradeSide, speed: Ratio | None, tol
     if speed is None or not math.isfinite(speed.value):
         return "not_compared", "no speed ratio: the timing failed"
     if speed.value < 1 - tolerance and speed.high < 1:
+        if unstable:
+            return "not_compared", (
+                f"{speed.value:.3g}x, but its timing stayed unstable after re-measurement: rerun on a quieter machine"
+            )
         return "slower", f"{speed.value:.3g}x, beyond the {tolerance:.0%} that counts"
     if speed.value > 1 + tolerance and speed.low > 1:
         return "faster", f"{speed.value:.3g}x, beyond the {tolerance:.0%} that counts"
@@ -171,6 +179,7 @@ def compare_kernel(
     sides = [_side(a) for a in answers]
     speed = control = None
     note = ""
+    unstable = False
     if all(s.verified for s in sides):
         try:
             t = time_both(current, candidate, device, policy, answers)
@@ -189,10 +198,13 @@ def compare_kernel(
                 _timed(sides[1], t.timings[1], t.timings[3], t.ratio(3, 1)),
             ]
             speed, control = t.ratio(0, 1), t.ratio(2, 3)
-            if any(x.unstable for x in t.timings):
+            unstable = any(x.unstable for x in t.timings)
+            if unstable:
                 note = "unstable timing"
     tol = tolerance_from(threshold, control)
-    status, why = judge(sides[0], sides[1], speed, tol)
+    status, why = judge(sides[0], sides[1], speed, tol, unstable)
+    if status == "not_compared" and unstable:
+        note = ""  # the reason says it
     return UpgradeKernel(
         family=k.family,
         shape=tuple(k.shape),

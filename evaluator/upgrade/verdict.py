@@ -14,8 +14,10 @@ The rules, first match wins:
                 --regression-threshold, or PyTorch's own drift between the two processes
                 where that is larger)
   INCONCLUSIVE  nothing could be compared: no kernel rewritten, every kernel failing under
-                the current toolchain too, or one that builds under the candidate but was
-                not run or timed (an interpreter whose torch cannot reach the device)
+                the current toolchain too, one that builds under the candidate but was
+                not run or timed (an interpreter whose torch cannot reach the device), or
+                one that would be slower but whose timing stayed unstable after
+                re-measurement (a flagged deciding number asks for a rerun)
   SAFE          every kernel builds, verifies and is timed under both, none slower
 
 Kernels the current toolchain fails are listed and left out of the decision: they say
