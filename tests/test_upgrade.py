@@ -237,41 +237,41 @@ def test_the_page_shows_the_verdict_each_kernel_and_the_pair(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_rehearsal_between_two_tilelang_releases(tmp_path):
+def test_a_rehearsal_between_two_tilelang_releases(tmp_path, monkeypatch, capsys):
+    """`evaluate upgrade` on the command line, as a user runs it, then its result read back."""
     other = os.environ.get("EVALUATOR_TEST_TOOLCHAIN")
     if not other:
         pytest.skip("set EVALUATOR_TEST_TOOLCHAIN to a Python with another TileLang installed (e.g. a 0.1.14 venv)")
-    from evaluator import config as config_mod
-    from evaluator.upgrade.rehearsal import rehearse
-
     import tilelang
 
-    cfg = config_mod.build(
-        model=f"{USER_MODEL}:make",
-        device="cpu",
-        families="gemm,layernorm",
-        budget=1,
-        reps=3,
-        e2e=False,
-        soak_seconds=0,
-        reports=tmp_path / "reports",
-        pdf=False,
+    from evaluator.results import from_dict
+
+    reports = tmp_path / "reports"
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        ["evaluate", "upgrade", "--model", f"{USER_MODEL}:make", "--toolchain", other, "--device", "cpu"]
+        + ["--families", "gemm,layernorm", "--budget", "1", "--reps", "3", "--reports", str(reports)],
     )
-    out = rehearse(cfg, tc.check_interpreter(other))
-    r = out.result
+    with pytest.raises(SystemExit) as stop:
+        cli.main()
+    out, err = capsys.readouterr()
+    assert stop.value.code == 0, err
+    assert "Upgrade verdict:" in out and "Baselines: candidate " in out
+    [run_dir] = (reports / "runs").glob("*-upgrade-*")
+    r = from_dict(UpgradeResult, json.loads((run_dir / "upgrade.json").read_text()))
     assert r.current.tilelang == tilelang.__version__
     assert r.candidate.tilelang == _tilelang_version(other) and not r.candidate.error
+    assert f"TileLang {r.candidate.tilelang}" in err  # the probe's line
     assert r.kernels and {k.family for k in r.kernels} >= {"gemm", "layernorm"}
     for k in r.kernels:
         assert k.current.verified and k.candidate.verified, (k.family, k.current, k.candidate)
         assert k.speed is not None and k.speed.value > 0 and k.control is not None
         assert k.current.verify.passed and k.candidate.verify.passed
-    assert r.verdict.decision in ("SAFE", "REGRESSIONS")
-    saved = json.loads((out.run_dir / "upgrade.json").read_text())
-    assert saved["candidate"]["tilelang"] == r.candidate.tilelang
-    assert out.html.is_file() and r.candidate.tilelang in out.html.read_text()
+    assert r.verdict.decision in ("SAFE", "REGRESSIONS", "INCONCLUSIVE")  # speed on a shared CPU is noise
+    assert r.candidate.tilelang in (run_dir / "upgrade.html").read_text()
     assert set(r.baselines) == {"candidate", "current"} and not r.baseline_error
-    store = cfg.output.store
     for role, tag in r.baselines.items():
-        manifest = json.loads((store / tag / "manifest.json").read_text())
+        manifest = json.loads((reports / "baselines" / tag / "manifest.json").read_text())
         assert manifest["tilelang"] == getattr(r, role).tilelang, (role, manifest["tilelang"])
+        assert manifest["settings"]["toolchain"]["role"] == role
