@@ -99,6 +99,26 @@ def test_a_worker_in_another_interpreter_reports_its_versions(tmp_path):
         w.stop()
 
 
+def test_a_worker_that_dies_answers_crashed_and_is_replaced(tmp_path):
+    """Killed between requests (a kernel that takes its process down): the next request is
+    answered "crashed" with how it died, and the one after goes to a fresh worker."""
+    import signal
+
+    w = tc.ToolchainWorker("candidate", sys.executable, tmp_path)
+    request = {"handler": ("evaluator.upgrade.side", "sample"), "side": 0}
+    try:
+        assert w.ready(), w.start_error
+        first = w.worker.proc.pid
+        os.kill(first, signal.SIGKILL)
+        answer = w.ask(request, timeout_s=30, what="a sample")
+        assert answer["status"] == "crashed" and "SIGKILL" in answer["error"], answer
+        assert w.restarts == 1
+        again = w.ask(request, timeout_s=30, what="a sample")
+        assert again["status"] == "runtime_error" and w.worker.proc.pid != first
+    finally:
+        w.stop()
+
+
 def test_a_worker_whose_tilelang_does_not_import_says_why(broken_tilelang, tmp_path):
     w = tc.ToolchainWorker("candidate", str(broken_tilelang), tmp_path)
     try:
