@@ -131,6 +131,32 @@ def test_a_worker_whose_tilelang_does_not_import_says_why(broken_tilelang, tmp_p
         w.stop()
 
 
+def test_a_candidate_that_cannot_start_is_broken_with_its_reason_and_records_nothing(broken_tilelang, tmp_path):
+    """Past the probe (a library that fails only once the worker loads it, say): the model
+    is profiled, nothing is tuned, the verdict is BROKEN with the worker's own reason, the
+    page says so, and no baseline is recorded."""
+    from evaluator import config as config_mod
+    from evaluator.upgrade.rehearsal import rehearse
+
+    cfg = config_mod.build(
+        model=f"{USER_MODEL}:make",
+        device="cpu",
+        families="gemm",
+        budget=1,
+        e2e=False,
+        soak_seconds=0,
+        reports=tmp_path / "reports",
+        pdf=False,
+    )
+    out = rehearse(cfg, str(broken_tilelang))
+    r = out.result
+    assert r.verdict.decision == "BROKEN" and not r.kernels and not r.baselines
+    assert "libtilelang.so" in r.candidate.error and "libtilelang.so" in r.verdict.reasons[0]
+    assert "not recorded" in r.baseline_error and not (tmp_path / "reports" / "baselines").exists()
+    page = out.html.read_text()
+    assert "BROKEN" in page and "The candidate toolchain does not start" in page and "libtilelang.so" in page
+
+
 # ---------------------------------------------------------------- the command line
 
 
