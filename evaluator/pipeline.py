@@ -169,7 +169,8 @@ def run_stage(ctx: Context, stage: Stage, result: RunResult) -> RunResult:
     return result
 
 
-def _load(cfg: Config, rep: Reporter, hw: Hardware):
+def load(cfg: Config, rep: Reporter, hw: Hardware):
+    """The model the config names, under its --name (`evaluate` and `evaluate upgrade` alike)."""
     if cfg.tune.devices:
         # The first of --gpus is where everything but the concurrent candidate timing
         # runs (verify, bench, end to end, the final re-timing): one device for every number.
@@ -202,7 +203,7 @@ def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
     hw = hardware.measure_ceilings(hardware.detect(cfg.device), cfg.model.dtype)
     env = environment(hw)
     created = datetime.now(timezone.utc)
-    loaded = _load(cfg, rep, hw)
+    loaded = load(cfg, rep, hw)
     run_id = f"{slug(loaded.spec.name)}-{created.strftime('%Y%m%d-%H%M%S')}"
     run_dir = cfg.output.reports / "runs" / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -251,7 +252,7 @@ def resume(run_dir: Path, reporter: Reporter | None = None) -> RunOutcome:
             f"--resume {run_dir}: the run started on {result.environment.hardware.name}, "
             f"this machine is {hw.name}; resume it there or start a new run"
         )
-    loaded = _load(cfg, rep, hw)
+    loaded = load(cfg, rep, hw)
     rep.info(f"resuming {result.run_id} after: {', '.join(result.finished) or 'nothing'}")
     return _finish(Context(cfg, rep, hw, result.environment, loaded, run_dir), result)
 

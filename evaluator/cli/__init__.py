@@ -10,7 +10,7 @@ goes through one error handler, `reported_errors`, so they all fail the same way
 
 This module is the table of commands; each lives in the module of its kind: run.py (the
 main command, --resume), bench.py (bench, port), baselines.py (baseline ..., compare,
-report), misc.py (upstream, checklist ..., fleet). errors.py holds the error handler,
+report), misc.py (upstream, checklist ..., fleet), upgrade.py (upgrade). errors.py holds the error handler,
 output.py the tables and the progress reporter, options.py the option texts shared by
 several commands (their defaults come from config.py, where every default is written).
 """
@@ -22,7 +22,7 @@ import sys
 import typer
 
 from ..errors import EvaluatorError
-from . import baselines, bench, misc, run
+from . import baselines, bench, misc, run, upgrade
 from .errors import UsageError, one_line_errors, reported_errors, say_error
 from .options import FAMILIES_HELP, TARGETS_HELP
 
@@ -50,6 +50,7 @@ for group, name, command in [
     (app, "upstream", misc.upstream_command),
     (app, "report", baselines.report_command),
     (app, "compare", baselines.compare_command),
+    (app, "upgrade", upgrade.upgrade_command),
     (app, "fleet", misc.fleet_command),
     (app, "families", misc.families_command),
     (baseline_app, "list", baselines.baseline_list),

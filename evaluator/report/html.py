@@ -3,7 +3,10 @@
 In: a RunResult, a language, an output folder. Out: `render_html`, the self-contained
 page (inline CSS: the shipped report.css then each team's; inline SVG charts, checked by
 `_safe_svg` to hold nothing that could run or fetch), and `render`, which writes
-report.html and asks pdf.py for report.pdf, returning `ReportFiles`. A report in another
+report.html and asks pdf.py for report.pdf, returning `ReportFiles`. `render_upgrade`
+writes an upgrade rehearsal's page (upgrade.html, from an `UpgradeResult`) with the same
+stylesheet and strings: a page of its own, since its verdict answers another question
+than the go/no-go and spans two baselines (one per toolchain). A report in another
 language has its own names (report.zh.html, report.zh.pdf), so rendering one run in two
 languages into one folder keeps both. Templates come from
 a team's folders first (resources.template_dirs()), then the shipped one, which a team's
@@ -24,12 +27,14 @@ import jinja2
 
 from .. import resources
 from ..errors import ReportError
-from ..results import RunResult
+from ..results import RunResult, UpgradeResult
 from .contents import context
+from .sections.upgrade import upgrade_section
 from .pdf import PDF_NAME, write_pdf
-from .strings import TEMPLATES
+from .strings import TEMPLATES, Fmt, Strings
 
 HTML_NAME = "report.html"
+UPGRADE_NAME = "upgrade.html"
 
 
 def file_names(lang: str) -> tuple[str, str]:
@@ -128,3 +133,22 @@ def render(result: RunResult, out_dir: Path, *, lang: str = "en", pdf: bool = Tr
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return ReportFiles(html=html_path, pdf=pdf_path, pdf_note=note)
+
+
+def render_upgrade_html(result: UpgradeResult, lang: str = "en") -> str:
+    t = Strings(lang)
+    try:
+        css = _css()
+        template = _environment_jinja().get_template("upgrade.html.j2")
+    except (OSError, jinja2.TemplateNotFound) as exc:
+        raise ReportError(f"upgrade template missing ({exc}); reinstall the package or restore templates/") from exc
+    return template.render(u=upgrade_section(result, t, Fmt(t)), t=t, lang=lang, html_lang=t("lang_tag"), css=css)
+
+
+def render_upgrade(result: UpgradeResult, out_dir: Path, *, lang: str = "en") -> Path:
+    """Write upgrade.html (upgrade.<lang>.html in another language) into `out_dir`."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / (UPGRADE_NAME if lang == "en" else f"upgrade.{lang}.html")
+    path.write_text(render_upgrade_html(result, lang), encoding="utf-8")
+    return path

@@ -16,6 +16,7 @@ The modules, from the run's inputs to the whole run:
   model.py        the whole model: hot ops, end to end, soak
   upstream.py     upstream health from git and its typed parts
   run.py          RunResult, the verdict, the baseline it was stored as, comparison and trend
+  upgrade.py      an upgrade rehearsal: each kernel under the current TileLang and a candidate
 Callers use the names re-exported here (`from evaluator.results import RunResult`).
 """
 
@@ -48,6 +49,7 @@ from .model import (
     family_calls,
 )
 from .run import BaselineRef, Change, Comparison, Outcome, RunResult, TrendPoint, Verdict
+from .upgrade import Toolchain, UpgradeKernel, UpgradeResult, UpgradeSide, UpgradeVerdict
 from .upstream import (
     AuthorCommits,
     ForkDrift,
@@ -104,6 +106,11 @@ __all__ = [
     "RunResult",
     "TrendPoint",
     "Verdict",
+    "Toolchain",
+    "UpgradeKernel",
+    "UpgradeResult",
+    "UpgradeSide",
+    "UpgradeVerdict",
     "AuthorCommits",
     "ForkDrift",
     "PathActivity",

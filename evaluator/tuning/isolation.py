@@ -30,6 +30,28 @@ without an `if __name__ == "__main__":` guard makes the worker fail to start, an
 candidates then run in-process (their error says so). The worker judges a candidate
 with `measure.measure`, as the in-process tuner does; the tuner imports this module,
 never the other way round.
+
+The same worker runs in another Python interpreter (`start_interpreter`): one with
+another TileLang installed, for `evaluate upgrade`. It is started as a subprocess of that
+interpreter with one end of a socket pair, over which the same messages cross (a
+multiprocessing Connection: pickled dicts); the evaluator package comes from a folder
+on its PYTHONPATH holding only a link to this package, so the other interpreter brings
+its own torch and TileLang and nothing of this one's. Its output goes to a log file,
+whose last line is quoted when the worker dies. The protocol, both ways of starting:
+
+  worker -> {"ready": pid, "import_s", "visible", "versions": {python, torch, tilelang,
+             executable}} once it has imported, or {"error": "<one line>"} if it cannot
+  parent -> a request dict; None to stop
+  worker -> {"stage": "built", "build_s"} once the kernel is built (the parent then
+             switches from the build timeout to the run timeout), then the result dict
+  a request naming a "handler" (module, function) is answered by that function, which
+  the worker imports: `handler(request, send, state) -> dict`, `send` for the "built"
+  message, `state` a dict kept across requests (`evaluator.upgrade.side` holds the
+  upgrade's); one without is a tuning candidate, answered by `measure.measure`.
+
+A worker that dies or stops answering raises `WorkerDied` (`WorkerHung` for a timeout)
+from `Worker.request`; `run_candidate` turns that into a "crashed" result and starts a
+fresh worker, as a caller of `start_interpreter` does with `crashed`.
 """
 
 from __future__ import annotations
@@ -41,10 +63,14 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import pickle
+import platform
 import signal
+import socket
+import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 # An error text with one of these means the CUDA context is gone: every later launch in
@@ -180,21 +206,16 @@ def run_candidate(
             s.requests += 1
         try:
             result = worker.request(request, build_timeout_s, timeout_s)
-        except _WorkerDied as died:
+        except WorkerDied as died:
             if generation != _GENERATION:  # shutdown() killed it mid-candidate: not the candidate's fault
                 worker.stop(graceful=False)
                 s.worker = None
-                return {
-                    "status": "crashed",
-                    "latency_ms": None,
-                    "build_s": died.build_s,
-                    "error": f"{died}; the tuning workers were shut down",
-                }
-            hung = isinstance(died, _WorkerHung)
+                return crashed(died, "the tuning workers were shut down")
+            hung = isinstance(died, WorkerHung)
             _count("timeouts" if hung else "crashes")
             _replace(s)
             then = "the worker was killed and a fresh one started" if hung else "a fresh worker was started"
-            return {"status": "crashed", "latency_ms": None, "build_s": died.build_s, "error": f"{died}; {then}"}
+            return crashed(died, then)
         if result.get("status") != "ok" and is_poisoned(result.get("error", "")):
             _count("poisoned")
             _replace(s)
@@ -228,13 +249,13 @@ atexit.register(shutdown)
 # ---------------------------------------------------------------- parent side
 
 
-class _WorkerDied(Exception):
+class WorkerDied(Exception):
     def __init__(self, message: str, build_s: float | None = None):
         super().__init__(message)
         self.build_s = build_s
 
 
-class _WorkerHung(_WorkerDied):
+class WorkerHung(WorkerDied):
     pass
 
 
@@ -245,7 +266,7 @@ class _Slot:
     def __init__(self, index: int):
         self.index = index
         self.lock = threading.Lock()
-        self.worker: _Worker | None = None
+        self.worker: Worker | None = None
         self.started = 0
         self.requests = 0
 
@@ -273,7 +294,7 @@ def _count(key: str) -> None:
         _STATS[key] += 1
 
 
-def _current(slot: _Slot, gpu: str | None) -> "_Worker":
+def _current(slot: _Slot, gpu: str | None) -> "Worker":
     """The slot's live worker for `gpu`, started if there is none (caller holds slot.lock)."""
     w = slot.worker
     if w is not None and w.alive() and w.gpu == gpu:
@@ -282,11 +303,11 @@ def _current(slot: _Slot, gpu: str | None) -> "_Worker":
         if not w.alive():  # died while idle: not any candidate's fault, but a restart all the same
             _count("restarts")
         w.stop()  # alive but for another GPU: the slot was re-assigned, so its worker is too
-    slot.worker = _Worker(slot, gpu)
+    slot.worker = _spawned(slot, gpu)
     return slot.worker
 
 
-def _ready(slot: _Slot, gpu: str | None, timeout: float | None = None) -> "_Worker | None":
+def _ready(slot: _Slot, gpu: str | None, timeout: float | None = None) -> "Worker | None":
     """The slot's worker once it has imported; None if it has not within `timeout`."""
     worker = _current(slot, gpu)
     try:
@@ -304,7 +325,7 @@ def _replace(slot: _Slot) -> None:
     if slot.worker is not None:
         slot.worker.stop(graceful=False)
     _count("restarts")
-    slot.worker = _Worker(slot, gpu)
+    slot.worker = _spawned(slot, gpu)
 
 
 def _init_parent_cuda() -> None:
@@ -341,7 +362,7 @@ def _spawn_env(gpu: str | None) -> Iterator[None]:
                 os.environ[GPU_ENV] = old
 
 
-def _describe_exit(proc: multiprocessing.process.BaseProcess) -> str:
+def _describe_exit(proc: Any) -> str:
     proc.join(timeout=5)
     code = proc.exitcode
     if code is None:
@@ -355,38 +376,81 @@ def _describe_exit(proc: multiprocessing.process.BaseProcess) -> str:
     return f"worker process exited with code {code}"
 
 
-class _Worker:
-    def __init__(self, slot: _Slot, gpu: str | None) -> None:
-        ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold a CUDA context
-        self.gpu = gpu
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(
-            target=_serve, args=(child, gpu), daemon=True, name=f"evaluator-tuning-worker-{slot.index}"
-        )
+class _Exec:
+    """A worker started as a subprocess of another interpreter, with the few methods of
+    multiprocessing.Process that Worker uses. Its sentinel is a pidfd (readable once the
+    process exits) where the OS has them; elsewhere Worker polls."""
+
+    def __init__(self, popen: subprocess.Popen):
+        self.popen = popen
+        self.pid = popen.pid
+        self.sentinel: int | None = None
+        with contextlib.suppress(AttributeError, OSError):
+            self.sentinel = os.pidfd_open(popen.pid)
+
+    @property
+    def exitcode(self) -> int | None:
+        return self.popen.poll()  # negative: the signal, as multiprocessing reports it
+
+    def is_alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def join(self, timeout: float | None = None) -> None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout)
+
+    def kill(self) -> None:
+        # Its own session: the compilers it started go with it.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            self.popen.kill()
+
+    def close(self) -> None:
+        if self.sentinel is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.sentinel)
+            self.sentinel = None
+
+
+class Worker:
+    """One worker process and the connection to it: a tuning slot's (`_spawned`), or one in
+    another interpreter (`start_interpreter`). `label` names it in errors, `log` is where
+    its output goes (None: this process's terminal)."""
+
+    def __init__(self, proc: Any, conn: Any, gpu: str | None = None, label: str = "tuning worker", log=None) -> None:
+        self.proc, self.conn, self.gpu, self.label, self.log = proc, conn, gpu, label, log
         self.t0 = time.perf_counter()
-        with _spawn_env(gpu):
-            self.proc.start()
-        child.close()  # else the parent keeps the pipe open and never sees EOF when the child dies
         self.ready, self.waited_since = False, None
         self.info: dict[str, Any] = {}
-        with _LOCK:
-            _STATS["started"] += 1
-            slot.started += 1
 
     def alive(self) -> bool:
         return self.proc.is_alive()
 
+    def _exit(self) -> str:
+        """How the process ended, with the last line it wrote where it wrote to a log."""
+        why = _describe_exit(self.proc)
+        last = _last_line(self.log)
+        return f"{why}: {last}" if last else why
+
     def _recv(self, timeout: float) -> dict | None:
-        """The next message, None on timeout; _WorkerDied when the process is gone."""
-        ready = multiprocessing.connection.wait([self.conn, self.proc.sentinel], timeout)
-        if not ready:
-            return None
+        """The next message, None on timeout; WorkerDied when the process is gone."""
+        sentinel = self.proc.sentinel
+        deadline = time.perf_counter() + timeout
+        while True:
+            left = max(0.0, deadline - time.perf_counter())
+            waits = [self.conn] if sentinel is None else [self.conn, sentinel]
+            ready = multiprocessing.connection.wait(waits, left if sentinel is not None else min(left, 0.5))
+            if ready or (sentinel is None and not self.proc.is_alive()):
+                break
+            if left <= 0:
+                return None
         if self.conn in ready or self.conn.poll():
             try:
                 return self.conn.recv()
             except (EOFError, OSError):
                 pass
-        raise _WorkerDied(_describe_exit(self.proc))
+        raise WorkerDied(self._exit())
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         """True once imported; False if not within `timeout`. START_TIMEOUT_S counts from
@@ -398,33 +462,36 @@ class _Worker:
         left = START_TIMEOUT_S - (time.perf_counter() - self.waited_since)
         try:
             msg = self._recv(max(0.0, left if timeout is None else min(timeout, left)))
-        except _WorkerDied as died:
-            raise WorkerStartError(f"tuning worker failed to start: {died}") from None
+        except WorkerDied as died:
+            raise WorkerStartError(f"{self.label} failed to start: {died}") from None
         if msg is None and time.perf_counter() - self.waited_since < START_TIMEOUT_S:
             return False
+        if msg is not None and "error" in msg:  # it ran, but could not import what it needs
+            self.stop(graceful=False)
+            raise WorkerStartError(f"{self.label} failed to start: {msg['error']}")
         if msg is None or "ready" not in msg:
             self.stop(graceful=False)
-            raise WorkerStartError(f"tuning worker did not start within {START_TIMEOUT_S:g}s")
+            raise WorkerStartError(f"{self.label} did not start within {START_TIMEOUT_S:g}s")
         self.ready, self.info = True, msg
         with _LOCK:
             _STATS["spawn_s"] = time.perf_counter() - self.t0
             _STATS["import_s"] = msg.get("import_s")
         return True
 
-    def request(self, request: dict, build_timeout_s: float, timeout_s: float) -> dict:
+    def request(self, request: dict, build_timeout_s: float, timeout_s: float, what: str = "the candidate") -> dict:
         try:
             self.conn.send(request)
         except (BrokenPipeError, EOFError, OSError):
-            raise _WorkerDied(_describe_exit(self.proc)) from None
+            raise WorkerDied(self._exit()) from None
         build_s = None
         stage, limit = "building", build_timeout_s
         while True:
             try:
                 msg = self._recv(limit)
-            except _WorkerDied as died:
-                raise _WorkerDied(f"{died} while {stage} the candidate", build_s) from None
+            except WorkerDied as died:
+                raise WorkerDied(f"{died} while {stage} {what}", build_s) from None
             if msg is None:
-                raise _WorkerHung(f"no result after {limit:g}s while {stage} the candidate (hung kernel?)", build_s)
+                raise WorkerHung(f"no result after {limit:g}s while {stage} {what} (hung kernel?)", build_s)
             if msg.get("stage") == "built":
                 build_s = msg.get("build_s")
                 stage, limit = "running", timeout_s
@@ -447,6 +514,99 @@ class _Worker:
             self.proc.kill()
             self.proc.join(timeout=5)
         self.conn.close()
+        if isinstance(self.proc, _Exec):
+            self.proc.close()
+
+
+def _spawned(slot: _Slot, gpu: str | None) -> Worker:
+    """A tuning slot's worker: a 'spawn' child of this process, seeing only `gpu`."""
+    ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold a CUDA context
+    conn, child = ctx.Pipe()
+    proc = ctx.Process(target=_serve, args=(child, gpu), daemon=True, name=f"evaluator-tuning-worker-{slot.index}")
+    worker = Worker(proc, conn, gpu)
+    with _spawn_env(gpu):
+        proc.start()
+    child.close()  # else the parent keeps the pipe open and never sees EOF when the child dies
+    with _LOCK:
+        _STATS["started"] += 1
+        slot.started += 1
+    return worker
+
+
+def _last_line(log: Path | None) -> str:
+    """The last non-empty line a worker wrote to its log (its traceback's last line, or
+    what a wrapper script said before it exited), shortened; "" when there is none."""
+    if log is None:
+        return ""
+    try:
+        with open(log, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 8192))
+            tail = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+# The child's first code: connect to the parent over the inherited socket, then serve.
+_BOOT = "import sys; from evaluator.tuning.isolation import serve_fd; serve_fd(int(sys.argv[1]))"
+
+
+def package_path(folder: Path) -> Path:
+    """A folder holding only a link named `evaluator` to this package, made in `folder`:
+    on another interpreter's PYTHONPATH it brings the evaluator and nothing else of this
+    interpreter's (its site-packages hold the other torch and TileLang)."""
+    package = Path(__file__).resolve().parents[1]
+    folder.mkdir(parents=True, exist_ok=True)
+    link = folder / "evaluator"
+    if link.is_symlink() and link.resolve() != package:
+        link.unlink()
+    if not link.exists():
+        link.symlink_to(package, target_is_directory=True)
+    return folder
+
+
+def start_interpreter(
+    python: str | os.PathLike, *, env: dict[str, str], log: Path, label: str, cwd: Path | None = None
+) -> Worker:
+    """A worker in another Python interpreter (or a script that execs one): started now, it
+    imports in the background; `wait_ready` says when it can take requests. `env` is its
+    whole environment (its PYTHONPATH must lead to this package: `package_path`); its
+    output goes to `log`. The caller stops it (`Worker.stop`)."""
+    mine, theirs = socket.socketpair()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        try:
+            popen = subprocess.Popen(
+                [os.fspath(python), "-c", _BOOT, str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                env=env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its compilers die with it (_Exec.kill)
+            )
+        except OSError as exc:
+            mine.close()
+            theirs.close()
+            raise WorkerStartError(f"{label} failed to start: {exc.strerror or exc}") from None
+    theirs.close()  # else this process keeps the child's end open and never sees EOF when it dies
+    conn = multiprocessing.connection.Connection(mine.detach())
+    with _LOCK:
+        _STATS["started"] += 1
+    return Worker(_Exec(popen), conn, None, label, log)
+
+
+def crashed(died: WorkerDied, then: str = "") -> dict[str, Any]:
+    """A request whose worker died or hung, as a result: status "crashed" and the reason."""
+    return {
+        "status": "crashed",
+        "latency_ms": None,
+        "build_s": died.build_s,
+        "error": f"{died}; {then}" if then else str(died),
+    }
 
 
 # ---------------------------------------------------------------- worker side
@@ -463,6 +623,21 @@ def _load_family(spec: tuple) -> Any:
     return pickle.loads(spec[1])
 
 
+def _versions() -> dict[str, str]:
+    """What this interpreter brings: the versions an upgrade's baseline records."""
+    out = {"python": platform.python_version(), "executable": sys.executable}
+    for name in ("torch", "tilelang"):
+        module = sys.modules.get(name)
+        out[name] = str(getattr(module, "__version__", "unknown")) if module else "not imported"
+    return out
+
+
+def serve_fd(fd: int) -> None:
+    """The worker in another interpreter (`start_interpreter`): serve over the inherited
+    socket `fd` until told to stop."""
+    _serve(multiprocessing.connection.Connection(fd))
+
+
 def _serve(conn: multiprocessing.connection.Connection, gpu: str | None = None) -> None:
     """The worker's loop: one request in, one result out, until None or EOF."""
     # Ctrl-C is the parent's to handle; it stops this worker through shutdown().
@@ -472,13 +647,26 @@ def _serve(conn: multiprocessing.connection.Connection, gpu: str | None = None) 
         # if nothing has initialised CUDA yet, which importing torch does not do.
         os.environ[GPU_ENV] = gpu
     t0 = time.perf_counter()
-    importlib.import_module("tilelang")  # now, so that the first candidate's build does not pay for it
+    try:
+        importlib.import_module("tilelang")  # now, so that the first candidate's build does not pay for it
+        from ..measuring import checks as measure  # torch and the kernels, counted in import_s like tilelang
+    except BaseException as exc:  # an interpreter whose TileLang cannot load: the parent is told why
+        text = f"{type(exc).__name__}: {exc}".strip().splitlines()
+        with contextlib.suppress(OSError):
+            conn.send({"error": (text[0] if text else type(exc).__name__)[:300]})
+        return
 
-    from ..measuring import checks as measure  # torch and the kernels, counted in import_s like tilelang
-
-    conn.send({"ready": os.getpid(), "import_s": time.perf_counter() - t0, "visible": os.environ.get(GPU_ENV)})
+    conn.send(
+        {
+            "ready": os.getpid(),
+            "import_s": time.perf_counter() - t0,
+            "visible": os.environ.get(GPU_ENV),
+            "versions": _versions(),
+        }
+    )
     families: dict[tuple, Any] = {}
     data: dict[tuple, tuple] = {}  # (family, shape, dtype, device) -> (inputs, reference): the last one only
+    state: dict[str, Any] = {}  # a handler's, kept across its requests
     while True:
         try:
             req = conn.recv()
@@ -486,7 +674,20 @@ def _serve(conn: multiprocessing.connection.Connection, gpu: str | None = None) 
             return
         if req is None:
             return
-        conn.send(_evaluate(req, conn, measure, families, data))
+        if "handler" in req:
+            conn.send(_handle(req, conn, measure, state))
+        else:
+            conn.send(_evaluate(req, conn, measure, families, data))
+
+
+def _handle(req: dict, conn, measure, state: dict) -> dict[str, Any]:
+    """A request for a named handler: its answer, or its exception as a runtime error."""
+    try:
+        module, name = req["handler"]
+        handler = getattr(importlib.import_module(module), name)
+        return handler(req, conn.send, state)
+    except Exception as exc:
+        return {"status": "runtime_error", "error": measure.short_error(exc)}
 
 
 def _evaluate(req: dict, conn, measure, families: dict, data: dict) -> dict[str, Any]:
