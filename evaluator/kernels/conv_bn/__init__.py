@@ -23,10 +23,10 @@ ping-pong view and the NCHW stream schedule).
 
 Routing: the pattern starts with F.conv2d (`fuses`), held back by the router until the
 next call on its result; `second` takes F.batch_norm in eval form. conv_bn_relu goes on:
-its `second` answers the norm with a `Start` (the router holds the norm's result too)
-and its `third`... the ReLU on that result, `F.relu` / `torch.relu` (in place or not),
-completes it; anything else reads the norm's result, which is then computed as conv_bn
-(or PyTorch) would have.
+its `second` answers the norm with a `Start` (the router holds the norm's result too),
+and the ReLU on that result, `F.relu` / `torch.relu` in place or not, completes the
+pattern; any other call that reads the norm's result gets it computed as conv_bn (or
+PyTorch) would have.
 """
 
 from __future__ import annotations
