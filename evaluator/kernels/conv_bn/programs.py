@@ -7,8 +7,9 @@ Shift[K] (both fp32) and writing Y = Scale[k] * conv(X, W) + Shift[k] (then max(
 computed on the fp32 accumulator before the one rounding to the output dtype. The main
 loops are those of conv2d's programs (`evaluator.kernels.conv2d.programs`: the CPU loop
 nest for both layouts, the channels_last and the NCHW tensor-core GEMMs); only the store
-differs, so a batch norm folded into Scale and Shift costs no pass of its own. Checking
-configs and compiling are the family's (conv_bn/__init__.py).
+differs, so a batch norm folded into Scale and Shift costs no pass of its own (the main
+loops are conv2d's line for line; tests/kernels/test_conv_bn.py holds them to that).
+Checking configs and compiling are the family's (conv_bn/__init__.py).
 """
 
 # No `from __future__ import annotations`: TileLang resolves the prim_func's tensor
