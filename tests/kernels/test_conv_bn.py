@@ -182,10 +182,14 @@ LOWER = [
 
 @pytest.mark.parametrize("shape,cfg", LOWER, ids=[str(i) for i in range(len(LOWER))])
 def test_cuda_schedules_lower_for_sm90(shape, cfg):
+    conv = C.lower_source(kernels.get("conv2d").program(shape, "float16", cfg, SM90), SM90)
     for name in ("conv_bn", "conv_bn_relu"):
         src = C.lower_source(kernels.get(name).program(shape, "float16", cfg, SM90), SM90)
         assert "__global__" in src and "Scale" in src and "Shift" in src
         assert ("max(" in src) == (name == "conv_bn_relu")
+        # The epilogue leaves conv2d's pipeline as it is: the same wgmma, TMA and barriers.
+        for op in ("wgmma", "tma_load", "tma_store", "mbarrier", "cp.async"):
+            assert src.count(op) == conv.count(op), op
 
 
 # ---------------------------------------------------------------- the router
