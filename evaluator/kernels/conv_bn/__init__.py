@@ -112,6 +112,7 @@ class Folded(C.LauncherWrapper):
         super().__init__(inner if isinstance(inner, C.Launcher) else inner.launcher)
         self.inner = inner
         self.dtype = dtype
+        self.compile_s = inner.compile_s  # the layout transposes' too, where there are some
 
     @property
     def source(self) -> str:
