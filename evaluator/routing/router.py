@@ -7,9 +7,9 @@ chosen families' torch functions (`F.linear`, `torch.addmm`, `F.scaled_dot_produ
 shape, dtype and layout match, and PyTorch otherwise — and `CallCount`s saying, per
 family and shape, how many calls ran in TileLang and how many fell back, and why. Fused
 families' two-call patterns (a linear then its GELU; an add then its LayerNorm) are
-taken by holding the first call back until the next call on its result, and a pattern
-of three (a convolution, its batch norm, its ReLU) by holding the second back as well
-(`Router`).
+taken by holding the first call back until the next call on its result, and longer
+ones (a convolution, its batch norm, a residual add, a ReLU) by holding each further
+call back as well (`Router`).
 
 Why a function mode and not module replacement: the profiler sees aten operators
 whoever called them (`nn.Linear`, transformers' `Conv1D` calling `torch.addmm`, SDPA
@@ -289,13 +289,15 @@ class Router(TorchFunctionMode):
     (`scan=True`: patterns run in PyTorch under the fused family's profiler range and
     are counted in `fusible`, with late reads in `reused`).
 
-    A pattern of three calls (conv_bn_relu: a convolution, its eval batch norm, its
-    ReLU) goes on the same way: the family's `second` answers the second call with a
-    `Start` instead of a route, and the router holds that call too, behind a placeholder
-    of its own, until the call after it. That call either completes the pattern (the
-    fused kernel runs once, on the first call's inputs) or does anything else, and then
-    the held second call runs as it would have, through the router with the first still
-    held, so a two-call family on the same first call (conv_bn) can still take the pair."""
+    A longer pattern (conv_bn_relu: a convolution, its eval batch norm, its ReLU;
+    conv_bn_add_relu: the norm, a residual add, the ReLU) goes on the same way: the
+    family's `second` answers a call with a `Start` instead of a route, and the router
+    holds that call too, behind a placeholder of its own (an in-place call, `out +=
+    identity`, keeps the one it writes into), until the call after it. That call either
+    completes the pattern (the fused kernel runs once, on the first call's inputs) or
+    does anything else, and then the held call runs as it would have, through the router
+    with the calls before it still held, so a shorter pattern on the same first call
+    (conv_bn) can still take them."""
 
     def __init__(
         self,
@@ -444,7 +446,7 @@ class Router(TorchFunctionMode):
         self.ran[key] += 1
         for note in route.notes:
             self.notes[key][note] += 1
-        if held is not None and held.origin is not None:
+        while held is not None and held.origin is not None:
             held = held.origin  # a longer pattern's row is its first call's
         base = self._handler(held.func, held.args, held.kwargs) if held is not None else None
         if base is not None:
@@ -524,7 +526,8 @@ class Router(TorchFunctionMode):
                         if other is not h:
                             self._complete(other, other_ks)
                     if isinstance(route, Start):
-                        return True, self._go_on(h, fam, route, func, args, kwargs)
+                        goes_on = [(f, r) for f, r in found if isinstance(r, Start)]
+                        return True, self._go_on(h, goes_on, func, args, kwargs)
                     return True, self._fuse(h, fam, route, func, args, kwargs)
             if not h.spent and self._extends(h, func, args, kwargs, seen):
                 return True, self._extend(h, func, args, kwargs)
@@ -541,16 +544,19 @@ class Router(TorchFunctionMode):
             fam.name in table.families() and table.lookup(fam.name, start.shape, {}, fam.params)[0] is not None
         )
 
-    def _go_on(self, h: _Held, fam, start: Start, func, args, kwargs) -> torch.Tensor:
-        """Hold a pattern's second call as well (its placeholder, nothing computed): the
-        call after it decides, as for a first call."""
-        size, dtype, device = start.out
-        placeholder = torch.empty(size, dtype=dtype, device=device)
+    def _go_on(self, h: _Held, starts: list, func, args, kwargs) -> torch.Tensor:
+        """Hold a pattern's next call as well (its placeholder, nothing computed), for every
+        family whose pattern goes on (`starts`: (family, Start)): the call after it decides,
+        as for a first call. A call in place on the held result (`out += identity`) keeps
+        its placeholder, as PyTorch's returns its input."""
+        size, dtype, device = starts[0][1].out
+        same = _mutates(func, kwargs) and bool(args) and args[0] is h.ref()
+        placeholder = args[0] if same else torch.empty(size, dtype=dtype, device=device)
         key = id(placeholder)
         ref = weakref.ref(placeholder, lambda _r, k=key, held=self._held: held.pop(k, None))
         # A call that may write the first call's inputs runs this one too (the first call with it).
         inputs = (*h.inputs, *(id(t) for t in _tensors(args, kwargs)))
-        second = _Held(ref, func, args, kwargs, ((fam, start),), inputs)
+        second = _Held(ref, func, args, kwargs, tuple(starts), inputs)
         second.origin = h
         self._held[key] = second
         return placeholder
@@ -559,11 +565,15 @@ class Router(TorchFunctionMode):
         """A held second call as it would have run: through the router, its first call
         still held, so a two-call pattern on the pair can still take it; `plain`: the
         first call and this one as written (a scan's longer pattern, counted once)."""
+        origin, placeholder = h.origin, h.origin.ref()
+        if placeholder is not None and placeholder is h.ref():
+            # A call in place on its first call's result: that result is held again, to be
+            # computed before this call writes into it.
+            self._held[id(placeholder)] = origin
         if plain:
-            origin = h.origin
             placeholder = origin.ref()
             if placeholder is not None and self._held.get(id(placeholder)) is origin:
-                self._run_held(origin)
+                self._run_held(origin, plain=True)
             return self._call(h.func, h.args, h.kwargs)
         done, out = self._settle(h.func, h.args, h.kwargs, go_on=False)
         return out if done else self._call(h.func, h.args, h.kwargs)
@@ -716,7 +726,8 @@ class Router(TorchFunctionMode):
 
     def _run_held(self, h: _Held, plain: bool = False) -> None:
         """Run a held first call as it would have run, into its placeholder, and its
-        chain's calls after it, into theirs (a held second call: `_again`)."""
+        chain's calls after it, into theirs (a held second call: `_again`). Once: a call
+        that reads two held results may complete one of them twice."""
         placeholder = h.ref()
         links = [r() for r in h.links]
         self._forget(h)
@@ -726,6 +737,7 @@ class Router(TorchFunctionMode):
             self.reused[key] += 1
         if h.done:
             return
+        h.done = True
         if h.origin is not None:
             if h.origin.spent == h.spent:
                 h.origin.spent = ()  # one late read, counted once: the pair runs as it would have

@@ -1,8 +1,8 @@
-"""conv_bn and conv_bn_relu on CUDA: the first configs of the search space (NCHW through
-the channels_last kernel for a 3x3, the NCHW GEMM for a 1x1, channels_last) against
-PyTorch's conv2d -> batch_norm(eval) (-> relu) on the GPU at ResNet-50's shapes and
-awkward ones, fp16 and bf16; then torchvision's Bottleneck routed on CUDA, its four
-conv-bn pairs run fused.
+"""conv_bn, conv_bn_relu and conv_bn_add_relu on CUDA: the first configs of the search
+space (NCHW through the channels_last kernel for a 3x3, the NCHW GEMM for a 1x1,
+channels_last) against PyTorch's conv2d -> batch_norm(eval) (-> relu; -> add -> relu) on
+the GPU at ResNet-50's shapes and awkward ones, fp16 and bf16; then torchvision's
+Bottleneck routed on CUDA, its four conv-bn patterns run fused.
 
 In: a CUDA device (the folder's conftest skips these without one). Out: pass/fail.
 Compiling dominates (nvcc), so a fixture compiles every kernel the tests need in
@@ -29,7 +29,7 @@ SHAPES = [
     (3, 27, 29, 60, 44, 3, 3, 2, 1, 1),  # tails everywhere, NCHW
     (3, 27, 29, 60, 44, 3, 3, 2, 1, 0),  # and channels_last
 ]
-FAMILIES = ("conv_bn", "conv_bn_relu")
+FAMILIES = ("conv_bn", "conv_bn_relu", "conv_bn_add_relu")
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +93,8 @@ def test_a_bottleneck_routed_on_cuda_runs_its_patterns_fused():
                 m.bias.normal_(0, 0.5)
     model = model.half().cuda()
     x = torch.randn(4, 64, 28, 28, device="cuda", dtype=torch.float16)
-    router, got, want = route_model(["conv_bn", "conv_bn_relu"], model, (x,), dtype="float16", target="cuda")
+    fams = ["conv_bn", "conv_bn_relu", "conv_bn_add_relu"]
+    router, got, want = route_model(fams, model, (x,), dtype="float16", target="cuda")
     torch.testing.assert_close(got.float(), want.float(), atol=3e-2, rtol=3e-2)
-    assert count(router, "conv_bn_relu") == (2, 0) and count(router, "conv_bn") == (2, 0)
+    assert count(router, "conv_bn_relu") == (2, 0)
+    assert count(router, "conv_bn_add_relu") == (1, 0) and count(router, "conv_bn") == (1, 0)

@@ -1,8 +1,8 @@
-"""conv_bn and conv_bn_relu: the CPU schedule (TileLang's C backend) against PyTorch's
-conv2d -> batch_norm(eval) (-> relu) in both layouts, the folded factors and their cache,
-shape and config checks, the CUDA schedules lowered for sm_90a, the router taking the
-two- and three-call patterns in a torchvision block, and the profile scan naming their
-shapes.
+"""conv_bn, conv_bn_relu and conv_bn_add_relu: the CPU schedule (TileLang's C backend)
+against PyTorch's conv2d -> batch_norm(eval) (-> relu; -> + residual -> relu) in both
+layouts, the folded factors and their cache, shape and config checks, the CUDA schedules
+lowered for sm_90a, the router taking the two-, three- and four-call patterns in
+torchvision's blocks, and the profile scan naming their shapes.
 
 In: shapes, seeds, configs, small models. Out: pass/fail. Kernels compile once per
 process (the family's cache), so seeds and models reuse the builds.
@@ -51,8 +51,9 @@ RESNET50 = [
 ]
 
 
-def independent(x, w, mean, var, weight, bias, shape, relu):
-    """fp64 conv, then the eval norm's formula as written: no code of the family's."""
+def independent(x, w, mean, var, weight, bias, *r, shape, relu):
+    """fp64 conv, then the eval norm's formula as written (then the residual, the ReLU):
+    no code of the family's."""
     stride, pad, nchw = shape[7], shape[8], shape[9]
     if not nchw:
         x, w = x.permute(0, 3, 1, 2), w.permute(0, 3, 1, 2)
@@ -61,6 +62,8 @@ def independent(x, w, mean, var, weight, bias, shape, relu):
     y = (y - mean.double().view(c)) / torch.sqrt(var.double().view(c) + CB.EPS) * weight.double().view(
         c
     ) + bias.double().view(c)
+    if r:
+        y = y + (r[0] if nchw else r[0].permute(0, 3, 1, 2)).double()
     if relu:
         y = y.clamp_min(0)
     return y if nchw else y.permute(0, 2, 3, 1)
@@ -76,7 +79,7 @@ def check(family, shape, dtype, seeds=(0, 1, 2)):
         ref = fam.reference(*ins)
         assert out.dtype == ref.dtype and out.shape == ref.shape
         torch.testing.assert_close(out.float(), ref.float(), atol=atol, rtol=rtol)
-        exact = independent(*ins, shape, fam.relu)
+        exact = independent(*ins, shape=shape, relu=fam.relu)
         torch.testing.assert_close(out.double(), exact, atol=atol, rtol=rtol)
         if fam.relu:
             assert (out >= 0).all() and (out == 0).any()
@@ -93,8 +96,14 @@ def test_conv_bn_matches_pytorch(dtype):
     check("conv_bn", S3_NCHW, dtype)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("shape", [S3, S3_NCHW], ids=["channels_last", "nchw"])
+def test_conv_bn_add_relu_matches_pytorch(shape, dtype):
+    check("conv_bn_add_relu", shape, dtype)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["conv_bn", "conv_bn_relu"])
+@pytest.mark.parametrize("family", ["conv_bn", "conv_bn_relu", "conv_bn_add_relu"])
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("nchw", [0, 1])
 def test_awkward_shapes_match_pytorch(family, dtype, nchw):
@@ -160,7 +169,7 @@ def test_shapes_are_conv2d_shapes_of_one_group():
 
 @pytest.mark.parametrize("shape", RESNET50 + [S3], ids=str)
 def test_the_cuda_space_is_conv2ds_without_the_unfused_schedules(shape):
-    for name in ("conv_bn", "conv_bn_relu"):
+    for name in ("conv_bn", "conv_bn_relu", "conv_bn_add_relu"):
         fam = kernels.get(name)
         space = fam.search_space(shape, "float16", H200)
         assert space and not any(c.get(k) for c in space for k in CB.UNFUSED_KEYS)
@@ -183,10 +192,10 @@ LOWER = [
 @pytest.mark.parametrize("shape,cfg", LOWER, ids=[str(i) for i in range(len(LOWER))])
 def test_cuda_schedules_lower_for_sm90(shape, cfg):
     conv = C.lower_source(kernels.get("conv2d").program(shape, "float16", cfg, SM90), SM90)
-    for name in ("conv_bn", "conv_bn_relu"):
+    for name in ("conv_bn", "conv_bn_relu", "conv_bn_add_relu"):
         src = C.lower_source(kernels.get(name).program(shape, "float16", cfg, SM90), SM90)
         assert "__global__" in src and "Scale" in src and "Shift" in src
-        assert ("max(" in src) == (name == "conv_bn_relu")
+        assert ("max(" in src) == (name != "conv_bn") and ("Rs" in src) == (name == "conv_bn_add_relu")
         # The epilogue leaves conv2d's pipeline as it is: the same wgmma, TMA and barriers.
         for op in ("wgmma", "tma_load", "tma_store", "mbarrier", "cp.async"):
             assert src.count(op) == conv.count(op), op
@@ -278,15 +287,68 @@ def test_fp16_bottleneck_under_the_router():
     assert count(router, "conv_bn_relu") == (2, 0) and count(router, "conv_bn") == (2, 0)
 
 
+def test_a_bottleneck_joins_its_residual_and_last_relu_into_the_third_convolution():
+    model, x = _block(), torch.randn(2, 16, 9, 9)
+    router, got, want = route_model(["conv2d", "conv_bn", "conv_bn_relu", "conv_bn_add_relu"], model, (x,))
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    assert count(router, "conv_bn_relu") == (2, 0)
+    assert count(router, "conv_bn_add_relu") == (1, 0)  # conv3, bn3, += identity, relu
+    assert count(router, "conv_bn") == (1, 0)  # the downsample, the residual it reads
+    notes = {c.shape: c.notes for c in router.counts() if c.family == "conv2d"}
+    assert notes["2x5x5x8x32x1x1x1x0x1"] == {"fused into conv_bn_add_relu": 1}
+    assert not router.reused
+
+
+class _Basic(nn.Module):
+    """torchvision's BasicBlock shape, its residual written in the ways models write it."""
+
+    def __init__(self, case: str):
+        super().__init__()
+        self.case = case
+        self.conv1, self.bn1 = nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
+        self.conv2, self.bn2 = nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        if self.case == "left":
+            return F.relu(out + x)
+        if self.case == "right":
+            return torch.relu(x + out)
+        if self.case == "no_relu":  # the sum is read by something else than a ReLU
+            out += x
+            return out * 2
+        if self.case == "sum_read":  # the sum read again after its ReLU
+            s = out + x
+            return F.relu(s) - s
+        out += x
+        return F.relu(out, inplace=True)
+
+
+@pytest.mark.parametrize("case,fused", [("inplace", 1), ("left", 1), ("right", 1), ("no_relu", 0), ("sum_read", 1)])
+def test_a_basic_blocks_residual_in_every_form_stays_correct(case, fused):
+    model = _trained(_Basic(case))
+    router, got, want = route_model(
+        ["conv2d", "conv_bn", "conv_bn_relu", "conv_bn_add_relu"], model, (torch.randn(2, 8, 7, 7),)
+    )
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    assert count(router, "conv_bn_add_relu")[0] == fused, case
+    assert count(router, "conv_bn_relu")[0] == 1, case  # conv1-bn1-relu
+    if case == "no_relu":  # the pair ran as conv_bn, the add in PyTorch
+        assert count(router, "conv_bn") == (1, 0)
+
+
 @pytest.mark.slow
 def test_resnet_tiny_runs_every_conv_bn_in_tilelang():
     model = _trained(load_model("resnet-tiny").module, seed=1)
     x = torch.randn(2, 3, 64, 64)
-    router, got, want = route_model(["conv2d", "conv_bn", "conv_bn_relu"], model, (x,))
+    router, got, want = route_model(["conv2d", "conv_bn", "conv_bn_relu", "conv_bn_add_relu"], model, (x,))
     torch.testing.assert_close(got, want, atol=1e-3, rtol=1e-3)
-    # The stem and two per block are conv-bn-relu; the third and the downsamples conv-bn.
+    # The stem and two per block are conv-bn-relu; the third joins the residual and its
+    # ReLU; the downsamples are conv-bn.
     assert count(router, "conv_bn_relu") == (9, 0)
-    assert count(router, "conv_bn") == (8, 0)
+    assert count(router, "conv_bn_add_relu") == (4, 0)
+    assert count(router, "conv_bn") == (4, 0)
     assert count(router, "conv2d") == (0, 0)
 
 
@@ -297,9 +359,11 @@ def test_the_profile_scan_names_the_patterns_shapes():
     model = dataclasses.replace(load_model("resnet-tiny"), module=_block(), inputs=(torch.randn(2, 16, 9, 9),))
     found = {fu.family: fu for fu in profiling.fusions(model, ("conv2d",))}
     assert found["conv_bn_relu"].shapes == ("2x9x9x16x8x1x1x1x0x1", "2x9x9x8x8x3x3x2x1x1")
-    assert set(found["conv_bn"].shapes) == {"2x5x5x8x32x1x1x1x0x1", "2x9x9x16x32x1x1x2x0x1"}
-    assert profiling.with_fusions(("conv2d",), tuple(found.values()))[:1] == ("conv2d",)
-    assert set(profiling.with_fusions(("conv2d",), tuple(found.values()))) == {"conv2d", "conv_bn", "conv_bn_relu"}
+    assert found["conv_bn_add_relu"].shapes == ("2x5x5x8x32x1x1x1x0x1",)
+    assert found["conv_bn"].shapes == ("2x9x9x16x32x1x1x2x0x1",)  # the downsample
+    assert not any(fu.reused for fu in found.values())
+    selected = profiling.with_fusions(("conv2d",), tuple(found.values()))
+    assert selected[0] == "conv2d" and set(selected) == {"conv2d", "conv_bn", "conv_bn_relu", "conv_bn_add_relu"}
 
 
 # ---------------------------------------------------------------- the programs

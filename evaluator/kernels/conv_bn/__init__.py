@@ -1,10 +1,11 @@
-"""A convolution and the eval-mode batch norm on its result (and the ReLU after it) as
-one kernel: conv_bn and conv_bn_relu.
+"""A convolution and the eval-mode batch norm on its result (and the ReLU after it, or a
+residual add and then the ReLU) as one kernel: conv_bn, conv_bn_relu, conv_bn_add_relu.
 
 In: a conv2d shape of one group (N, H, W, C, K, R, S, stride, pad, nchw; conv2d's
 family says what each means), a dtype, a config of conv2d's keys and a TileLang target.
 Out: y = BN(conv2d(x, w)) — `F.batch_norm` with training=False, the running statistics —
-and for conv_bn_relu max(y, 0), in the input's layout and dtype.
+for conv_bn_relu max(y, 0), for conv_bn_add_relu max(y + r, 0) with r a tensor of y's
+size (a residual block's identity), in the input's layout and dtype.
 
 Why: a CNN in eval mode (ResNet, every torchvision backbone) runs conv -> batch_norm ->
 relu; routed alone, the convolution runs in TileLang and writes its output, and the norm
@@ -26,7 +27,9 @@ next call on its result; `second` takes F.batch_norm in eval form. conv_bn_relu 
 its `second` answers the norm with a `Start` (the router holds the norm's result too),
 and the ReLU on that result, `F.relu` / `torch.relu` in place or not, completes the
 pattern; any other call that reads the norm's result gets it computed as conv_bn (or
-PyTorch) would have.
+PyTorch) would have. conv_bn_add_relu goes one call further: the norm, then an add of
+one other tensor of its size (`out += identity` or `out + identity`, torchvision's
+Bottleneck and BasicBlock), then the ReLU.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from ...routing.router import Route, Start
 from .. import common as C
 from ..base import KernelFamily, Schedule
 from ..conv2d import CPU_DEFAULTS, FAMILY as CONV2D, SHAPE_ATTR, conv2d_nhwc
-from ..conv2d.layout import ViaChannelsLast
+from ..conv2d.layout import ViaChannelsLast, transpose_launcher
 from ..conv2d.programs import geometry, is_nchw, tensor_shapes
 from . import programs as P
 
@@ -55,6 +58,8 @@ UNFUSED_KEYS = ("gemm", "stream")
 
 RELU_CALLS = (F.relu, torch.relu, torch.Tensor.relu, torch.relu_, torch.Tensor.relu_)
 INPLACE_RELU = (torch.relu_, torch.Tensor.relu_)
+ADD_CALLS = (torch.Tensor.__iadd__, torch.Tensor.add_, torch.Tensor.__add__, torch.Tensor.add, torch.add)
+INPLACE_ADD = (torch.Tensor.__iadd__, torch.Tensor.add_)
 
 
 def fold(
@@ -119,28 +124,47 @@ class Folded(C.LauncherWrapper):
         return self.inner.source
 
     def run(
-        self, x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor, **more: Any
+        self,
+        x: torch.Tensor,
+        w: torch.Tensor,
+        scale: torch.Tensor,
+        shift: torch.Tensor,
+        r: torch.Tensor | None = None,
+        **more: Any,
     ) -> torch.Tensor:
+        """`r`: the residual (conv_bn_add_relu), in the output's layout."""
         if isinstance(self.inner, ViaBn):
-            return self.inner(x, w, scale, shift, **more)
+            return self.inner(x, w, scale, shift, r, **more)
+        rest = () if r is None else (r.detach().contiguous(),)
         # The factors are fp32 whatever the kernel's dtype: called past Launcher's one-dtype check.
-        return self.inner.kernel(x.detach().contiguous(), w.detach().contiguous(), scale, shift)
+        return self.inner.kernel(x.detach().contiguous(), w.detach().contiguous(), scale, shift, *rest)
 
-    def __call__(self, x, w, mean, var, weight, bias) -> torch.Tensor:
+    def __call__(self, x, w, mean, var, weight, bias, r=None) -> torch.Tensor:
         scale, shift = folded(mean, var, weight, bias, EPS)
-        return self.run(x, w, scale, shift)
+        return self.run(x, w, scale, shift, r)
 
 
 class ViaBn(ViaChannelsLast):
     """conv2d's via_nhwc path (an NCHW convolution run by the channels_last kernel between
-    two TileLang transposes) with the epilogue kernel's two more inputs."""
+    two TileLang transposes) with the epilogue kernel's further inputs."""
 
-    def __call__(self, x, w, scale, shift, w_krsc: torch.Tensor | None = None) -> torch.Tensor:
+    def __init__(self, launcher: C.Launcher, shape: Shape, target: str):
+        super().__init__(launcher, shape, target)
+        self.target = target
+        self.r_to_nhwc: C.Launcher | None = None  # compiled at the first residual
+
+    def __call__(self, x, w, scale, shift, r=None, w_krsc: torch.Tensor | None = None) -> torch.Tensor:
+        """`r`: an NCHW residual, moved to NHWC by one more transpose (K x P*Q per image)."""
         N, H, W, Cin, K, P_, Q = self._dims
         if w_krsc is None:
             w_krsc = DERIVED.get(w, "krsc", lambda t: t.permute(0, 2, 3, 1).contiguous())
         x_nhwc = self.to_nhwc(x.contiguous().view(N, Cin, H * W)).view(N, H, W, Cin)
-        y = self.launcher.kernel(x_nhwc, w_krsc, scale, shift)
+        rest = ()
+        if r is not None:
+            if self.r_to_nhwc is None:
+                self.r_to_nhwc = transpose_launcher(N, K, P_ * Q, self.launcher.dtype, self.target)
+            rest = (self.r_to_nhwc(r.contiguous().view(N, K, P_ * Q)).view(N, P_, Q, K),)
+        y = self.launcher.kernel(x_nhwc, w_krsc, scale, shift, *rest)
         return self.to_nchw(y.view(N, P_ * Q, K)).view(N, K, P_, Q)
 
 
@@ -155,12 +179,18 @@ class ConvBnFamily(KernelFamily):
     fuses = (F.conv2d,)
     fused_op = "aten::batch_norm"
 
-    def __init__(self, relu: bool = False):
-        self.relu = relu
-        self.name = "conv_bn_relu" if relu else "conv_bn"
-        self.title = "Conv2d + eval batch norm" + (" + ReLU" if relu else "") + " (folded epilogue)"
+    def __init__(self, relu: bool = False, residual: bool = False):
+        self.relu = relu or residual
+        self.residual = residual
+        self.name = "conv_bn_add_relu" if residual else "conv_bn_relu" if relu else "conv_bn"
+        self.title = (
+            "Conv2d + eval batch norm"
+            + (" + residual add + ReLU" if residual else " + ReLU" if relu else "")
+            + " (folded epilogue)"
+        )
         self.cpu_schedule = Schedule(
-            {k: v for k, v in CPU_DEFAULTS.items() if k not in UNFUSED_KEYS}, functools.partial(_cpu, relu=relu)
+            {k: v for k, v in CPU_DEFAULTS.items() if k not in UNFUSED_KEYS},
+            functools.partial(_cpu, relu=self.relu, residual=residual),
         )
 
     # ------------------------------------------------------------ shapes
@@ -191,7 +221,8 @@ class ConvBnFamily(KernelFamily):
     def make_inputs(self, shape: Shape, dtype: str, device: str, seed: int) -> tuple[torch.Tensor, ...]:
         """(x, w) as conv2d makes them, then the norm's running mean and variance, weight
         and bias [K] in the same dtype (a model's buffers and parameters), at the sizes a
-        trained network has: means near zero, variances 0.5-2, weights near one."""
+        trained network has: means near zero, variances 0.5-2, weights near one; for
+        conv_bn_add_relu then the residual, in the output's shape and layout."""
         shape = self.check(shape)
         x, w = CONV2D.make_inputs(shape, dtype, device, seed)
         K = shape[4]
@@ -201,15 +232,20 @@ class ConvBnFamily(KernelFamily):
         var = (torch.rand(K, generator=gen) * 1.5 + 0.5).to(device=device, dtype=C.torch_dtype(dtype))
         weight = C.randn((K,), dtype, device, gen, scale=0.25, shift=1.0)
         bias = C.randn((K,), dtype, device, gen, scale=0.5)
-        return x, w, mean, var, weight, bias
+        if not self.residual:
+            return x, w, mean, var, weight, bias
+        r = C.randn(tensor_shapes(geometry(shape))[2], dtype, device, gen)
+        return x, w, mean, var, weight, bias, r
 
     def reference(self, *inputs: torch.Tensor) -> torch.Tensor:
         """F.conv2d then F.batch_norm(training=False) on its result (through the NCHW-shaped
         views of channels_last tensors), then F.relu for conv_bn_relu: PyTorch's calls as a
         model makes them, each output rounded to the dtype."""
-        if len(inputs) != 6:
-            raise KernelError(f"{self.name}: reference expects (x, w, mean, var, weight, bias), got {len(inputs)}")
-        x, w, mean, var, weight, bias = inputs
+        want = 7 if self.residual else 6
+        if len(inputs) != want:
+            names = "x, w, mean, var, weight, bias" + (", r" if self.residual else "")
+            raise KernelError(f"{self.name}: reference expects ({names}), got {len(inputs)} tensors")
+        x, w, mean, var, weight, bias = inputs[:6]
         shape = getattr(x, SHAPE_ATTR, None)
         if shape is None:
             raise KernelError(f"{self.name}: reference needs x from make_inputs (it carries stride and padding)")
@@ -219,23 +255,27 @@ class ConvBnFamily(KernelFamily):
         else:
             y = conv2d_nhwc(x, w, stride, pad).permute(0, 3, 1, 2)
         y = F.batch_norm(y, mean, var, weight, bias, False, 0.0, EPS)
+        if self.residual:
+            y = y + (inputs[6] if is_nchw(shape) else inputs[6].permute(0, 3, 1, 2))
         if self.relu:
             y = F.relu(y)
         return y if is_nchw(shape) else y.permute(0, 2, 3, 1)
 
     def input_shapes(self, shape: Shape) -> list[tuple[int, ...]]:
-        x, w, _ = tensor_shapes(geometry(self.check(shape)))
+        x, w, y = tensor_shapes(geometry(self.check(shape)))
         K = shape[4]
-        return [x, w, (K,), (K,), (K,), (K,)]
+        return [x, w, (K,), (K,), (K,), (K,)] + ([y] if self.residual else [])
 
     # ------------------------------------------------------------ metrics
 
     def flops(self, shape: Shape) -> float:
         g = geometry(self.check(shape))
-        return CONV2D.flops(shape) + (3.0 if self.relu else 2.0) * g.N * g.P * g.Q * g.K
+        return CONV2D.flops(shape) + (2.0 + self.relu + self.residual) * g.N * g.P * g.Q * g.K
 
     def bytes(self, shape: Shape, dtype: str) -> float:
-        return CONV2D.bytes(self.check(shape), dtype) + 2 * shape[4] * 4.0
+        g = geometry(self.check(shape))
+        r = g.N * g.P * g.Q * g.K * C.dtype_bytes(C.canonical_dtype(dtype)) if self.residual else 0
+        return CONV2D.bytes(self.check(shape), dtype) + 2 * shape[4] * 4.0 + r
 
     def tolerance(self, dtype: str, shape: Shape | None = None) -> tuple[float, float]:
         """conv2d's, doubled below fp32: PyTorch rounds the convolution's output to the
@@ -264,7 +304,7 @@ class ConvBnFamily(KernelFamily):
             return self.cpu_schedule
         conv = CONV2D.schedule(shape, dtype, target)  # checks the CUDA dtype
         defaults = {k: v for k, v in conv.defaults.items() if k not in UNFUSED_KEYS}
-        return Schedule(defaults, functools.partial(_gpu, relu=self.relu))
+        return Schedule(defaults, functools.partial(_gpu, relu=self.relu, residual=self.residual))
 
     def config_error(self, shape: Shape, dtype: str, cfg: dict, target: str) -> str | None:
         return CONV2D.config_error(shape, dtype, cfg, target)
@@ -273,7 +313,8 @@ class ConvBnFamily(KernelFamily):
         g = geometry(resolved.shape)
         K = g.K
         via = g.nchw and resolved.config.get("via_nhwc")
-        x_shape, w_shape, _ = tensor_shapes(g._replace(nchw=False) if via else g)
+        x_shape, w_shape, y_shape = tensor_shapes(g._replace(nchw=False) if via else g)
+        inputs = [x_shape, w_shape, (K,), (K,)] + ([y_shape] if self.residual else [])
         launcher = C.build_cached(
             self.name,
             resolved.shape,
@@ -281,8 +322,8 @@ class ConvBnFamily(KernelFamily):
             resolved.config,
             target,
             resolved.program,
-            out_idx=[4],
-            input_shapes=[x_shape, w_shape, (K,), (K,)],
+            out_idx=[len(inputs)],
+            input_shapes=inputs,
         )
         return Folded(ViaBn(launcher, g, target) if via else launcher, resolved.dtype)
 
@@ -306,7 +347,9 @@ class ConvBnFamily(KernelFamily):
         """F.batch_norm of the held convolution's result in eval form (training=False, the
         running statistics, per-channel tensors of K): conv_bn's fused route; for
         conv_bn_relu, a `Start` that holds the norm's result until the next call."""
-        if start.state.get("bn") is not None:  # the norm is already taken: this is the third call
+        if self.residual and start.state.get("bn") is not None and start.state.get("r") is None:
+            return self._add(func, args, kwargs, start, held)
+        if start.state.get("bn") is not None:  # the norm (and the add) taken: this is the ReLU
             return self._third(func, args, kwargs, start, held)
         if func is not F.batch_norm or arg(args, kwargs, 0, "input") is not held:
             return None
@@ -324,6 +367,26 @@ class ConvBnFamily(KernelFamily):
             return Start(start.shape, start.out, state={**start.state, "bn": bn})
         return self._route(start, bn)
 
+    def _add(self, func: Callable, args: tuple, kwargs: dict, start: Any, held: torch.Tensor) -> Start | None:
+        """The held norm's result plus one other tensor of its size, dtype and device (no
+        alpha, no broadcast): in place on the result (`out += identity`), or out of place
+        in either order. The other is the kernel's residual, read in the output's layout."""
+        if func not in ADD_CALLS or kwargs or len(args) != 2:
+            return None
+        a, b = args
+        if func in INPLACE_ADD and a is not held:
+            return None  # written into the other tensor: not the held result's
+        other = b if a is held else a if b is held else None
+        if (
+            not isinstance(other, torch.Tensor)
+            or other is held
+            or tuple(other.shape) != tuple(held.shape)
+            or other.dtype != held.dtype
+            or other.device != held.device
+        ):
+            return None
+        return Start(start.shape, start.out, state={**start.state, "r": other})
+
     def _third(self, func: Callable, args: tuple, kwargs: dict, start: Any, held: torch.Tensor) -> Route | None:
         """The ReLU on the held norm's result, in place or not, and nothing else."""
         if func not in RELU_CALLS or len(args) != 1 or args[0] is not held or any(k != "inplace" for k in kwargs):
@@ -335,6 +398,7 @@ class ConvBnFamily(KernelFamily):
         x, w, b, notes = (start.state[k] for k in ("x", "w", "b", "notes"))
         mean, var, weight, bias, eps = bn
         constant = isinstance(w, torch.nn.Parameter)
+        r = start.state.get("r")
 
         def factors() -> tuple[torch.Tensor, torch.Tensor]:
             return folded(mean, var, weight, bias, eps, b)
@@ -342,17 +406,24 @@ class ConvBnFamily(KernelFamily):
         if not is_nchw(start.shape):
             nhwc = x.permute(0, 2, 3, 1)  # a free view of channels_last memory
 
+            # The residual as the kernel reads it: NHWC memory (a copy where it is not).
+            r_nhwc = None if r is None else r.permute(0, 2, 3, 1)
+            if r is not None and not r_nhwc.is_contiguous():
+                notes += ("residual copied to channels_last",)
+
             def launch(kernel: Callable[..., torch.Tensor]) -> Any:
                 w_krsc = DERIVED.get(w, "krsc", _krsc) if constant else _krsc(w.detach())
-                y = kernel.run(nhwc, w_krsc, *factors()).permute(0, 3, 1, 2)
+                y = kernel.run(nhwc, w_krsc, *factors(), r_nhwc).permute(0, 3, 1, 2)
                 return (y, y) if inplace else y
 
         else:
             w_kcrs = w if w.is_contiguous() else DERIVED.get(w, "kcrs", torch.Tensor.contiguous)
+            if r is not None and not r.is_contiguous():
+                notes += ("residual copied to contiguous NCHW",)
 
             def launch(kernel: Callable[..., torch.Tensor]) -> Any:
                 more = {} if constant or not isinstance(kernel.inner, ViaBn) else {"w_krsc": _krsc(w.detach())}
-                y = kernel.run(x.contiguous(), w_kcrs, *factors(), **more)
+                y = kernel.run(x.contiguous(), w_kcrs, *factors(), r, **more)
                 return (y, y) if inplace else y
 
         # In place, the ReLU's input (the held norm result) is its output: the router
@@ -364,21 +435,22 @@ def _krsc(w: torch.Tensor) -> torch.Tensor:
     return w.permute(0, 2, 3, 1).contiguous()
 
 
-def _cpu(shape: Shape, dtype: str, cfg: dict[str, Any], relu: bool) -> Any:
-    return P.cpu_program(geometry(shape), dtype, cfg, relu)
+def _cpu(shape: Shape, dtype: str, cfg: dict[str, Any], relu: bool, residual: bool) -> Any:
+    return P.cpu_program(geometry(shape), dtype, cfg, relu, residual)
 
 
-def _gpu(shape: Shape, dtype: str, cfg: dict[str, Any], relu: bool) -> Any:
+def _gpu(shape: Shape, dtype: str, cfg: dict[str, Any], relu: bool, residual: bool) -> Any:
     g = geometry(shape)
     if not g.nchw:
-        return P.tc_program(g, dtype, cfg, relu)
+        return P.tc_program(g, dtype, cfg, relu, residual)
     if cfg.get("via_nhwc"):
-        return P.tc_program(g._replace(nchw=False), dtype, cfg, relu)
-    return P.nchw_tc_program(g, dtype, cfg, relu)
+        return P.tc_program(g._replace(nchw=False), dtype, cfg, relu, residual)
+    return P.nchw_tc_program(g, dtype, cfg, relu, residual)
 
 
 FAMILY = ConvBnFamily()
 RELU = ConvBnFamily(relu=True)
+ADD_RELU = ConvBnFamily(residual=True)
 
 # The registry (evaluator.kernels) registers these, in this order.
-FAMILIES = (FAMILY, RELU)
+FAMILIES = (FAMILY, RELU, ADD_RELU)

@@ -2,9 +2,10 @@
 per-output-channel epilogue.
 
 In: a conv2d `Geometry` (groups = 1), a dtype, a full config (conv2d's keys) and whether
-the epilogue ends in a ReLU. Out: a TileLang PrimFunc taking X, the weight, Scale[K] and
-Shift[K] (both fp32) and writing Y = Scale[k] * conv(X, W) + Shift[k] (then max(., 0)),
-computed on the fp32 accumulator before the one rounding to the output dtype. The main
+the epilogue adds a residual and ends in a ReLU. Out: a TileLang PrimFunc taking X, the
+weight, Scale[K] and Shift[K] (both fp32), with `residual` a tensor Rs of the output's
+shape and layout, and writing Y = Scale[k] * conv(X, W) + Shift[k] (+ Rs) (then
+max(., 0)), computed on the fp32 accumulator before the one rounding to the output dtype. The main
 loops are those of conv2d's programs (`evaluator.kernels.conv2d.programs`: the CPU loop
 nest for both layouts, the channels_last and the NCHW tensor-core GEMMs); only the store
 differs, so a batch norm folded into Scale and Shift costs no pass of its own (the main
@@ -22,7 +23,7 @@ from .. import common as C
 from ..conv2d.programs import ACCUM, Geometry, geometry, tensor_shapes
 
 
-def cpu_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], relu: bool):
+def cpu_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], relu: bool, residual: bool = False):
     import tilelang.cpu.language as T
 
     g = geometry(shape)
@@ -34,14 +35,8 @@ def cpu_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], relu: 
     bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
     c_chunks = C.ceildiv(Cin, bK)
 
-    @T.prim_func
-    def conv_bn_cpu(
-        X: T.Tensor(x_shape, dtype),
-        Wt: T.Tensor(w_shape, dtype),
-        Scale: T.Tensor((K,), ACCUM),
-        Shift: T.Tensor((K,), ACCUM),
-        Y: T.Tensor(y_shape, dtype),
-    ):
+    @T.macro
+    def body(X, Wt, Scale, Shift, Rs, Y):
         with T.Kernel(T.ceildiv(K, bN), T.ceildiv(M, bM)) as (bx, by):
             A_l = T.alloc_local((bM, bK), ACCUM)
             B_l = T.alloc_local((bK, bN), ACCUM)
@@ -80,6 +75,11 @@ def cpu_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], relu: 
                 n = bx * bN + j
                 if (m < M) and (n < K):
                     v = C_l[i, j] * Scale[n] + Shift[n]
+                    if residual:
+                        if nchw:
+                            v = v + T.cast(Rs[m // (P * Q), n, (m % (P * Q)) // Q, m % Q], ACCUM)
+                        else:
+                            v = v + T.cast(Rs[m // (P * Q), (m % (P * Q)) // Q, m % Q, n], ACCUM)
                     if relu:
                         v = T.max(v, T.float32(0))
                     if nchw:
@@ -87,10 +87,35 @@ def cpu_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], relu: 
                     else:
                         Y[m // (P * Q), (m % (P * Q)) // Q, m % Q, n] = T.cast(v, dtype)
 
+    if residual:
+
+        @T.prim_func
+        def conv_bn_add_cpu(
+            X: T.Tensor(x_shape, dtype),
+            Wt: T.Tensor(w_shape, dtype),
+            Scale: T.Tensor((K,), ACCUM),
+            Shift: T.Tensor((K,), ACCUM),
+            Rs: T.Tensor(y_shape, dtype),
+            Y: T.Tensor(y_shape, dtype),
+        ):
+            body(X, Wt, Scale, Shift, Rs, Y)
+
+        return conv_bn_add_cpu
+
+    @T.prim_func
+    def conv_bn_cpu(
+        X: T.Tensor(x_shape, dtype),
+        Wt: T.Tensor(w_shape, dtype),
+        Scale: T.Tensor((K,), ACCUM),
+        Shift: T.Tensor((K,), ACCUM),
+        Y: T.Tensor(y_shape, dtype),
+    ):
+        body(X, Wt, Scale, Shift, None, Y)
+
     return conv_bn_cpu
 
 
-def tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], relu: bool):
+def tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], relu: bool, residual: bool = False):
     """channels_last: conv2d's `tc_program` (rows = output pixels, columns = output
     channels), the epilogue applied per column between the fragment and the shared tile."""
     import tilelang.language as T
@@ -105,14 +130,8 @@ def tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], relu: b
     c_tail = Cin % bK != 0
     k_iters = C.ceildiv(RSC, bK) if flat_k else R * S * c_chunks
 
-    @T.prim_func
-    def conv_bn_tc(
-        X: T.Tensor((N, H, W, Cin), dtype),
-        Wt: T.Tensor((K, R, S, Cin), dtype),
-        Scale: T.Tensor((K,), ACCUM),
-        Shift: T.Tensor((K,), ACCUM),
-        Y: T.Tensor((N, P, Q, K), dtype),
-    ):
+    @T.macro
+    def body(X, Wt, Scale, Shift, Rs, Y):
         with T.Kernel(T.ceildiv(K, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
             A_s = T.alloc_shared((bM, bK), dtype)
             B_s = T.alloc_shared((bN, bK), dtype)
@@ -163,19 +182,47 @@ def tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], relu: b
                     else:
                         T.copy(W2[bx * bN, (r * S + s) * Cin + c0], B_s)
                 T.gemm(A_s, B_s, C_f, transpose_B=True)
-            # Columns past K read channel K-1's factors; the bounded store drops them.
+            # Columns past K read channel K-1's factors (rows past M the last pixel's
+            # residual); the bounded store drops them.
             for i, j in T.Parallel(bM, bN):
                 n = T.min(bx * bN + j, K - 1)
+                v = C_f[i, j] * Scale[n] + Shift[n]
+                if residual:
+                    v = v + T.cast(T.reshape(Rs, (M, K))[T.min(by * bM + i, M - 1), n], ACCUM)
                 if relu:
-                    C_s[i, j] = T.cast(T.max(C_f[i, j] * Scale[n] + Shift[n], T.float32(0)), dtype)
-                else:
-                    C_s[i, j] = T.cast(C_f[i, j] * Scale[n] + Shift[n], dtype)
+                    v = T.max(v, T.float32(0))
+                C_s[i, j] = T.cast(v, dtype)
             T.copy(C_s, Y2[by * bM, bx * bN])
+
+    if residual:
+
+        @T.prim_func
+        def conv_bn_add_tc(
+            X: T.Tensor((N, H, W, Cin), dtype),
+            Wt: T.Tensor((K, R, S, Cin), dtype),
+            Scale: T.Tensor((K,), ACCUM),
+            Shift: T.Tensor((K,), ACCUM),
+            Rs: T.Tensor((N, P, Q, K), dtype),
+            Y: T.Tensor((N, P, Q, K), dtype),
+        ):
+            body(X, Wt, Scale, Shift, Rs, Y)
+
+        return conv_bn_add_tc
+
+    @T.prim_func
+    def conv_bn_tc(
+        X: T.Tensor((N, H, W, Cin), dtype),
+        Wt: T.Tensor((K, R, S, Cin), dtype),
+        Scale: T.Tensor((K,), ACCUM),
+        Shift: T.Tensor((K,), ACCUM),
+        Y: T.Tensor((N, P, Q, K), dtype),
+    ):
+        body(X, Wt, Scale, Shift, None, Y)
 
     return conv_bn_tc
 
 
-def nchw_tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], relu: bool):
+def nchw_tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], relu: bool, residual: bool = False):
     """NCHW: conv2d's `nchw_tc_program` (per image, rows = output channels, columns =
     output pixels), the epilogue applied per row."""
     import tilelang.language as T
@@ -188,14 +235,8 @@ def nchw_tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], re
     stages, threads, swizzle = cfg["num_stages"], cfg["threads"], cfg["swizzle"]
     direct = R == 1 and S == 1 and sh == sw == 1 and ph == pw == 0
 
-    @T.prim_func
-    def conv_bn_nchw(
-        X: T.Tensor((N, Cin, H, W), dtype),
-        Wt: T.Tensor((K, Cin, R, S), dtype),
-        Scale: T.Tensor((K,), ACCUM),
-        Shift: T.Tensor((K,), ACCUM),
-        Y: T.Tensor((N, K, P, Q), dtype),
-    ):
+    @T.macro
+    def body(X, Wt, Scale, Shift, Rs, Y):
         with T.Kernel(T.ceildiv(PQ, bN), T.ceildiv(K, bM), N, threads=threads) as (bx, by, bz):
             A_s = T.alloc_shared((bM, bK), dtype)
             B_s = T.alloc_shared((bK, bN), dtype)
@@ -222,13 +263,41 @@ def nchw_tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], re
                             T.cast(0, dtype),
                         )
                 T.gemm(A_s, B_s, C_f)
-            # Rows past K read channel K-1's factors; the bounded store drops them.
+            # Rows past K read channel K-1's factors (columns past P*Q the last pixel's
+            # residual); the bounded store drops them.
             for i, j in T.Parallel(bM, bN):
                 k = T.min(by * bM + i, K - 1)
+                v = C_f[i, j] * Scale[k] + Shift[k]
+                if residual:
+                    v = v + T.cast(T.reshape(Rs, (N, K, PQ))[bz, k, T.min(bx * bN + j, PQ - 1)], ACCUM)
                 if relu:
-                    C_s[i, j] = T.cast(T.max(C_f[i, j] * Scale[k] + Shift[k], T.float32(0)), dtype)
-                else:
-                    C_s[i, j] = T.cast(C_f[i, j] * Scale[k] + Shift[k], dtype)
+                    v = T.max(v, T.float32(0))
+                C_s[i, j] = T.cast(v, dtype)
             T.copy(C_s, Y3[bz, by * bM, bx * bN])
+
+    if residual:
+
+        @T.prim_func
+        def conv_bn_add_nchw(
+            X: T.Tensor((N, Cin, H, W), dtype),
+            Wt: T.Tensor((K, Cin, R, S), dtype),
+            Scale: T.Tensor((K,), ACCUM),
+            Shift: T.Tensor((K,), ACCUM),
+            Rs: T.Tensor((N, K, P, Q), dtype),
+            Y: T.Tensor((N, K, P, Q), dtype),
+        ):
+            body(X, Wt, Scale, Shift, Rs, Y)
+
+        return conv_bn_add_nchw
+
+    @T.prim_func
+    def conv_bn_nchw(
+        X: T.Tensor((N, Cin, H, W), dtype),
+        Wt: T.Tensor((K, Cin, R, S), dtype),
+        Scale: T.Tensor((K,), ACCUM),
+        Shift: T.Tensor((K,), ACCUM),
+        Y: T.Tensor((N, K, P, Q), dtype),
+    ):
+        body(X, Wt, Scale, Shift, None, Y)
 
     return conv_bn_nchw
