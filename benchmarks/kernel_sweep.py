@@ -8,7 +8,8 @@ space (and its first config) contains that best.
     python3 benchmarks/kernel_sweep.py [--only KEYS] [--shapes 3152x3072x768,...] [--json OUT.json]
 
 KEYS, comma-separated: gemm, llama, pingpong, pingwave, swap, streamk, fused, gated, skinny,
-attention, views, masked, bmm, rows, rope, rope_partial, conv2d, resnet50, depthwise, conv1d.
+attention, views, masked, bmm, rows, rope, rope_partial, conv2d, resnet50, depthwise, conv1d,
+conv_bn (ResNet-50's conv -> batch_norm (-> relu, -> add -> relu) against PyTorch's calls eager).
 
 Each row: family, shape, PyTorch µs, best TileLang µs and config, the ratio
 (PyTorch / TileLang), and the ratios of the family's own first config and of the best
@@ -168,6 +169,23 @@ RESNET50 = [
     (32, 7, 7, 512, 512, 3, 3, 1, 1, 1),
     (32, 7, 7, 512, 2048, 1, 1, 1, 0, 1),
     (32, 7, 7, 2048, 512, 1, 1, 1, 0, 1),
+]
+# ResNet-50's conv -> batch_norm(eval) (-> relu) at batch 32, NCHW, each against PyTorch's
+# calls eager, as the model runs them: conv_bn_relu where a ReLU follows (the stem, each
+# bottleneck's 1x1 reduce and 3x3), conv_bn_add_relu at the 1x1 expand (its norm, the
+# residual add, the block's last ReLU), conv_bn at the downsamples.
+CONV_BN = [
+    ("conv_bn_relu", (32, 224, 224, 3, 64, 7, 7, 2, 3, 1)),
+    ("conv_bn_relu", (32, 56, 56, 64, 64, 1, 1, 1, 0, 1)),
+    ("conv_bn_relu", (32, 56, 56, 64, 64, 3, 3, 1, 1, 1)),
+    ("conv_bn_relu", (32, 56, 56, 128, 128, 3, 3, 2, 1, 1)),
+    ("conv_bn_relu", (32, 14, 14, 1024, 256, 1, 1, 1, 0, 1)),
+    ("conv_bn_relu", (32, 14, 14, 256, 256, 3, 3, 1, 1, 1)),
+    ("conv_bn_add_relu", (32, 56, 56, 64, 256, 1, 1, 1, 0, 1)),
+    ("conv_bn_add_relu", (32, 28, 28, 128, 512, 1, 1, 1, 0, 1)),
+    ("conv_bn_add_relu", (32, 14, 14, 256, 1024, 1, 1, 1, 0, 1)),
+    ("conv_bn", (32, 56, 56, 64, 256, 1, 1, 1, 0, 1)),
+    ("conv_bn", (32, 56, 56, 256, 512, 1, 1, 2, 0, 1)),
 ]
 
 # (N, H, W, C, K, R, S, stride, pad, nchw, groups): MobileNetV2's depthwise 3x3s at batch 32
@@ -609,6 +627,8 @@ def cases(only: set[str], hw, own_only: bool = False) -> list[tuple[str, tuple, 
         out += [("conv2d", s, depthwise_grid(s, hw)) for s in DEPTHWISE]
     if "conv1d" in only:
         out += [("conv1d", s, conv1d_grid(s)) for s in CONV1D]
+    if "conv_bn" in only:  # the NCHW tiles beside the family's space (no stream: no epilogue there)
+        out += [(f, s, nchw_tiles()) for f, s in CONV_BN]
     full = []
     for fam_name, shape, grid in out:
         fam = kernels.get(fam_name)

@@ -61,3 +61,12 @@ def test_gated_times_the_swiglu_products_space_and_the_ping_pong_grid():
         assert configs[: len(own)] == own and any(c["pingpong"] for c in configs)
         if fam == "gemm_mul":  # whole-K programs only: nothing that splits K
             assert not any(c["split_k"] > 1 or c["cluster"] or c["stream_k"] for c in configs)
+
+
+def test_conv_bn_times_resnet50s_patterns_on_the_familys_space_and_the_nchw_tiles():
+    todo = ks.cases({"conv_bn"}, H200)
+    assert [(f, s) for f, s, _, _ in todo] == ks.CONV_BN
+    assert {f for f, _ in ks.CONV_BN} == {"conv_bn", "conv_bn_relu", "conv_bn_add_relu"}
+    for fam, shape, configs, own in todo:
+        assert own and configs[: len(own)] == own and len(configs) > len(own)
+        assert not any(c.get("stream") or c.get("gemm") for c in configs)

@@ -82,8 +82,8 @@ class KernelFamily(abc.ABC):
     # The torch functions the router (evaluator.routing.router) hands to `route`. Empty for fused
     # variants: their pattern is two calls, and the first has run before the second is seen.
     functions: tuple = ()
-    # A fused family's pattern is two torch calls: a first whose result only a second reads
-    # (gemm_gelu: an F.linear, then F.gelu on its output). `fuses` are the functions a
+    # A fused family's pattern is two torch calls (or more: `second`): a first whose result
+    # only a second reads (gemm_gelu: an F.linear, then F.gelu on its output). `fuses` are the functions a
     # pattern starts with; the router holds such a call back (evaluator.routing.router.Router) and
     # runs the fused kernel when `second` says the next call on its result completes it.
     fuses: tuple = ()
@@ -219,7 +219,10 @@ class KernelFamily(abc.ABC):
     def second(self, func: Callable, args: tuple, kwargs: dict, start: Any, held: torch.Tensor) -> Any:
         """The call that completes the pattern `start` began, as the fused kernel's
         `swap.Route`, or None when this call (which reads `held`, the first call's held-back
-        result) is not this family's second."""
+        result) is not this family's second. A longer pattern (conv_bn_relu, conv_bn_add_relu)
+        answers a call that goes on with a `swap.Start` (what the call returns, what the
+        rest needs): the router holds that call too, and asks `second` again with the next
+        call on its result and that Start."""
         return None
 
     def ends_chain(self, probe: torch.Tensor, result: torch.Tensor, start: Any) -> Any:

@@ -7,7 +7,9 @@ chosen families' torch functions (`F.linear`, `torch.addmm`, `F.scaled_dot_produ
 shape, dtype and layout match, and PyTorch otherwise — and `CallCount`s saying, per
 family and shape, how many calls ran in TileLang and how many fell back, and why. Fused
 families' two-call patterns (a linear then its GELU; an add then its LayerNorm) are
-taken by holding the first call back until the next call on its result (`Router`).
+taken by holding the first call back until the next call on its result, and longer
+ones (a convolution, its batch norm, a residual add, a ReLU) by holding each further
+call back as well (`Router`).
 
 Why a function mode and not module replacement: the profiler sees aten operators
 whoever called them (`nn.Linear`, transformers' `Conv1D` calling `torch.addmm`, SDPA
@@ -231,7 +233,7 @@ class _Held:
     """A first call of a fused pattern, not yet run: its placeholder (by weak reference, so
     a result nobody keeps is never computed), the call itself, and the patterns it may start."""
 
-    __slots__ = ("ref", "func", "args", "kwargs", "starts", "inputs", "spent", "done", "chain", "links")
+    __slots__ = ("ref", "func", "args", "kwargs", "starts", "inputs", "spent", "done", "chain", "links", "origin")
 
     def __init__(self, ref, func, args, kwargs, starts, inputs):
         self.ref, self.func, self.args, self.kwargs = ref, func, args, kwargs
@@ -243,6 +245,8 @@ class _Held:
         # result itself), and a weak reference to each call's placeholder.
         self.chain: list[tuple[Any, tuple]] = []
         self.links: list[weakref.ref] = []
+        # A held second call (a three-call pattern's): the held first call it reads.
+        self.origin: _Held | None = None
 
     def member_ids(self) -> set[int]:
         return {id(m) for m in (r() for r in [self.ref, *self.links]) if m is not None}
@@ -283,7 +287,17 @@ class Router(TorchFunctionMode):
     block's input) is computed then, late: correct, and slower than no fusion, which is
     why the profile stage fuses a pattern only where its scan saw no such read
     (`scan=True`: patterns run in PyTorch under the fused family's profiler range and
-    are counted in `fusible`, with late reads in `reused`)."""
+    are counted in `fusible`, with late reads in `reused`).
+
+    A longer pattern (conv_bn_relu: a convolution, its eval batch norm, its ReLU;
+    conv_bn_add_relu: the norm, a residual add, the ReLU) goes on the same way: the
+    family's `second` answers a call with a `Start` instead of a route, and the router
+    holds that call too, behind a placeholder of its own (an in-place call, `out +=
+    identity`, keeps the one it writes into), until the call after it. That call either
+    completes the pattern (the fused kernel runs once, on the first call's inputs) or
+    does anything else, and then the held call runs as it would have, through the router
+    with the calls before it still held, so a shorter pattern on the same first call
+    (conv_bn) can still take them."""
 
     def __init__(
         self,
@@ -432,6 +446,8 @@ class Router(TorchFunctionMode):
         self.ran[key] += 1
         for note in route.notes:
             self.notes[key][note] += 1
+        while held is not None and held.origin is not None:
+            held = held.origin  # a longer pattern's row is its first call's
         base = self._handler(held.func, held.args, held.kwargs) if held is not None else None
         if base is not None:
             self.notes[(base.name, key[1])][f"fused into {key[0]}"] += 1
@@ -472,9 +488,11 @@ class Router(TorchFunctionMode):
         self._held[key] = _Held(ref, func, args, kwargs, tuple(starts), tuple(id(t) for t in _tensors(args, kwargs)))
         return placeholder, routed
 
-    def _settle(self, func, args, kwargs) -> tuple[bool, Any]:
+    def _settle(self, func, args, kwargs, go_on: bool = True) -> tuple[bool, Any]:
         """Before any call while something is held: complete a pattern (True and the fused
-        result), or run the held calls this one reads or may write the inputs of."""
+        result), hold this call as a longer pattern's second (True and its placeholder;
+        not with `go_on` False), or run the held calls this one reads or may write the
+        inputs of."""
         seen = {id(t) for t in _tensors(args, kwargs)}
         mutating = _mutates(func, kwargs)
         read: dict[int, tuple[_Held, set]] = {}  # held call -> which of its chain members this call reads
@@ -489,19 +507,28 @@ class Router(TorchFunctionMode):
         for h, ks in read.values():
             if ks == {0} and not h.spent and not h.chain:
                 placeholder = h.ref()
+                found = []
                 for fam, start in h.starts:
                     try:
                         route = fam.second(func, args, kwargs, start, placeholder)
                     except Exception:
                         route = None
-                    if isinstance(route, Route):
-                        # The fused kernel reads this call's other tensors as they are:
-                        # one still held (gemm_mul's g, itself a linear not yet run) is
-                        # computed first.
-                        for other, other_ks in read.values():
-                            if other is not h:
-                                self._complete(other, other_ks)
-                        return True, self._fuse(h, fam, route, func, args, kwargs)
+                    if isinstance(route, Route) or (isinstance(route, Start) and go_on and self._has(fam, route)):
+                        found.append((fam, route))
+                # A pattern that goes on past this call first: its fused kernel replaces more.
+                found.sort(key=lambda fr: not isinstance(fr[1], Start))
+                if found:
+                    fam, route = found[0]
+                    # The fused kernel reads this call's other tensors as they are:
+                    # one still held (gemm_mul's g, itself a linear not yet run) is
+                    # computed first.
+                    for other, other_ks in read.values():
+                        if other is not h:
+                            self._complete(other, other_ks)
+                    if isinstance(route, Start):
+                        goes_on = [(f, r) for f, r in found if isinstance(r, Start)]
+                        return True, self._go_on(h, goes_on, func, args, kwargs)
+                    return True, self._fuse(h, fam, route, func, args, kwargs)
             if not h.spent and self._extends(h, func, args, kwargs, seen):
                 return True, self._extend(h, func, args, kwargs)
             self._complete(h, ks)
@@ -509,6 +536,47 @@ class Router(TorchFunctionMode):
             for h in [h for h in self._pending() if not h.spent and seen & set(h.inputs)]:
                 self._run_held(h)
         return False, None
+
+    def _has(self, fam, start: Start) -> bool:
+        """Whether a pattern's fused kernel is there to be waited for at `start`'s shape."""
+        table = self.where if self.scan else self.table
+        return table is None or (
+            fam.name in table.families() and table.lookup(fam.name, start.shape, {}, fam.params)[0] is not None
+        )
+
+    def _go_on(self, h: _Held, starts: list, func, args, kwargs) -> torch.Tensor:
+        """Hold a pattern's next call as well (its placeholder, nothing computed), for every
+        family whose pattern goes on (`starts`: (family, Start)): the call after it decides,
+        as for a first call. A call in place on the held result (`out += identity`) keeps
+        its placeholder, as PyTorch's returns its input."""
+        size, dtype, device = starts[0][1].out
+        same = _mutates(func, kwargs) and bool(args) and args[0] is h.ref()
+        placeholder = args[0] if same else torch.empty(size, dtype=dtype, device=device)
+        key = id(placeholder)
+        ref = weakref.ref(placeholder, lambda _r, k=key, held=self._held: held.pop(k, None))
+        # A call that may write the first call's inputs runs this one too (the first call with it).
+        inputs = (*h.inputs, *(id(t) for t in _tensors(args, kwargs)))
+        second = _Held(ref, func, args, kwargs, tuple(starts), inputs)
+        second.origin = h
+        self._held[key] = second
+        return placeholder
+
+    def _again(self, h: _Held, plain: bool = False) -> torch.Tensor:
+        """A held second call as it would have run: through the router, its first call
+        still held, so a two-call pattern on the pair can still take it; `plain`: the
+        first call and this one as written (a scan's longer pattern, counted once)."""
+        origin, placeholder = h.origin, h.origin.ref()
+        if placeholder is not None and placeholder is h.ref():
+            # A call in place on its first call's result: that result is held again, to be
+            # computed before this call writes into it.
+            self._held[id(placeholder)] = origin
+        if plain:
+            placeholder = origin.ref()
+            if placeholder is not None and self._held.get(id(placeholder)) is origin:
+                self._run_held(origin, plain=True)
+            return self._call(h.func, h.args, h.kwargs)
+        done, out = self._settle(h.func, h.args, h.kwargs, go_on=False)
+        return out if done else self._call(h.func, h.args, h.kwargs)
 
     def _extends(self, h: _Held, func, args, kwargs, seen: set[int]) -> bool:
         """Whether this call is one more step of an activation chain on `h`: elementwise on
@@ -612,11 +680,13 @@ class Router(TorchFunctionMode):
             for k in keys:
                 self.fusible[k] += 1
             with torch.profiler.record_function(ROUTED_PREFIX + fam.name), written.unmarked():
-                self._run_held(h)
+                self._run_held(h, plain=True)
                 out = self._call(func, args, kwargs)
             h.spent, h.done = keys, True  # watched for a later read of the first call's result
             placeholder = h.ref()
-            if placeholder is not None:
+            # An in-place second (nn.ReLU(inplace=True)) returns the held result itself:
+            # reading it later reads the pattern's result, not the first call's.
+            if placeholder is not None and out is not placeholder:
                 self._held[id(placeholder)] = h
             return out
         kernel, why = self.table.lookup(fam.name, route.shape, route.params, fam.params)
@@ -626,6 +696,8 @@ class Router(TorchFunctionMode):
             return self._call(func, args, kwargs)
         out = self._launch(fam, route, kernel)
         self._count(key, route, h)
+        if h.origin is not None and not h.origin.spent:
+            h.origin.spent = (key,)  # the first call's result, read later, is computed then
         if route.also_first:
             out, first = out
             placeholder = h.ref()
@@ -652,9 +724,10 @@ class Router(TorchFunctionMode):
                 out.append((fam.name, _shape_key(route.shape)))
         return out
 
-    def _run_held(self, h: _Held) -> None:
+    def _run_held(self, h: _Held, plain: bool = False) -> None:
         """Run a held first call as it would have run, into its placeholder, and its
-        chain's calls after it, into theirs."""
+        chain's calls after it, into theirs (a held second call: `_again`). Once: a call
+        that reads two held results may complete one of them twice."""
         placeholder = h.ref()
         links = [r() for r in h.links]
         self._forget(h)
@@ -664,7 +737,15 @@ class Router(TorchFunctionMode):
             self.reused[key] += 1
         if h.done:
             return
-        vals = h.replay(self._call(h.func, h.args, h.kwargs))
+        h.done = True
+        if h.origin is not None:
+            if h.origin.spent == h.spent:
+                h.origin.spent = ()  # one late read, counted once: the pair runs as it would have
+            first = self._again(h, plain)
+            h.args, h.kwargs = (), {}  # its first call's placeholder is no longer wanted through it
+        else:
+            first = self._call(h.func, h.args, h.kwargs)
+        vals = h.replay(first)
         h.chain, h.links = [], []
         with torch.no_grad():
             for m, v in zip([placeholder, *links], vals):
