@@ -223,3 +223,15 @@ def test_timers_disagree_says_whether_the_captured_forward_runs_other_kernels(mo
 
     monkeypatch.setattr(bench, "graph_kernel_ms", no_capture)
     assert "device time between kernels" in bench._timers_disagree(lambda: None, 2.131, 0.810)
+
+
+def test_a_fused_patterns_note_is_not_a_layout_copy():
+    from evaluator.results import CallCount
+    from evaluator.routing.router import FUSED_INTO
+
+    counts = [
+        CallCount("conv2d", "1x64x56x56x64x3x3", 0, notes={f"{FUSED_INTO}conv_bn_relu": 3}),
+        CallCount("gemm", "8x64x64", 4, notes={"inputs copied to contiguous": 2}),
+        CallCount("attention", "1x2x16x16x32", 2, notes={"inputs copied to contiguous": 1}),
+    ]
+    assert bench.layout_copies(counts) == 3

@@ -603,6 +603,12 @@ def _alone(
     return tuple(out), flags, kept
 
 
+def layout_copies(counts: Sequence[CallCount]) -> int:
+    """The copies the router made on the way to kernels (the calls' layout notes); a fused
+    pattern's "fused into ..." note is not one."""
+    return sum(n for c in counts for note, n in c.notes.items() if not note.startswith(swap.FUSED_INTO))
+
+
 def end_to_end(
     module: torch.nn.Module,
     inputs: tuple[torch.Tensor, ...],
@@ -809,7 +815,7 @@ def end_to_end(
     if est and ratio and math.isfinite(ratio.value):
         # 15% slack for what the estimate leaves out (layout copies, fusion lost or gained).
         if est[2] * 1.15 < ratio.low or est[1] / 1.15 > ratio.high:
-            copies = sum(n for c in counts for note, n in c.notes.items())
+            copies = layout_copies(counts)
             why = (
                 f"; the op benchmarks leave out the {copies} layout copies counted per call"
                 if copies and est[1] / 1.15 > ratio.high

@@ -155,6 +155,8 @@ class KernelTable:
 # so the profile attributes its kernels (and any copies its launch makes) to the family,
 # as it attributes an aten call's kernels to the aten op (profiling.family_times).
 ROUTED_PREFIX = "tilelang::"
+# The note a fused pattern's first call carries on its own row; every other note is a layout copy.
+FUSED_INTO = "fused into "
 
 
 # Calls that read only what a held placeholder already has right (its size, dtype,
@@ -450,7 +452,7 @@ class Router(TorchFunctionMode):
             held = held.origin  # a longer pattern's row is its first call's
         base = self._handler(held.func, held.args, held.kwargs) if held is not None else None
         if base is not None:
-            self.notes[(base.name, key[1])][f"fused into {key[0]}"] += 1
+            self.notes[(base.name, key[1])][f"{FUSED_INTO}{key[0]}"] += 1
 
     @staticmethod
     def _launch(fam, route: Route, kernel: Callable) -> torch.Tensor:
