@@ -94,6 +94,21 @@ def test_a_stalled_tilelang_side_cannot_fail_a_blocker_either():
     assert unflagged.decision == "NO-GO"
 
 
+def test_a_clean_row_that_fails_the_minimum_decides_whatever_another_row_is_flagged():
+    # the slowest op is clean at 0.3x: the true minimum is at most that, so another op's
+    # unstable timing cannot lift it over the bar (seen on a loaded CPU: NO-GO twice, then
+    # INCONCLUSIVE on the same evidence)
+    r = sample_result(softmax_speedup=0.3)
+    unstable = dataclasses.replace(r.op_bench[0], flags=("unstable",))
+    v = decide(replace(r, op_bench=(unstable, r.op_bench[1])))
+    assert v.decision == "NO-GO" and v.inconclusive == ()
+    cliff = next(o for o in v.outcomes if o.metric == "ops.speedup_min")
+    assert cliff.status == "fail" and "flagged, the fail stands" in cliff.evidence
+    # the flagged row being the slowest one keeps the doubt
+    flagged_slowest = dataclasses.replace(r.op_bench[1], flags=("unstable",))
+    assert decide(replace(r, op_bench=(r.op_bench[0], flagged_slowest))).decision == "INCONCLUSIVE"
+
+
 def test_a_reference_without_signal_cannot_pass_the_output_check():
     r = sample_result()
     e2e = dataclasses.replace(r.e2e, no_signal="the reference carries no signal at this input (largest value 2e-24)")

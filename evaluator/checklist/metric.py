@@ -28,6 +28,10 @@ class Metric:
     # Why the number cannot be trusted (unstable timing, a timer or Amdahl check that
     # disagrees), or "": an item measured on such a number fails, it never passes.
     doubt: Callable[[RunResult], str] = field(default=lambda r: "")
+    # A value the true number cannot exceed whatever the doubted evidence hides (a minimum
+    # over the rows nothing casts doubt on), or None: a "more is better" item that fails on
+    # it fails on clean evidence, however the flagged rows read.
+    ceiling: Callable[[RunResult], float | None] = field(default=lambda r: None)
 
     def __call__(self, result: RunResult) -> float | None:
         value = self.measure(result)

@@ -43,6 +43,8 @@ def evaluate(checklist: Checklist, result: RunResult, today: date | None = None)
         waiver_active = waiver is not None and today <= waiver.expires
         passes = value is not None and COMPARATORS[item.comparator](value, item.threshold)
         doubt = metric.doubt(result) if value is not None else ""
+        # the rows nothing casts doubt on fail it already: its flags cannot change that
+        stands = bool(doubt) and not passes and _fails_on_clean_rows(item, metric.ceiling(result))
         if value is None:
             status = "not_evaluated"
             if not item.required:
@@ -52,7 +54,7 @@ def evaluate(checklist: Checklist, result: RunResult, today: date | None = None)
                 evidence += "; counts as failed under this checklist"
             else:
                 held_back = True
-        elif doubt and not waiver_active and (passes or _undermines_fail(doubt)):
+        elif doubt and not waiver_active and not stands and (passes or _undermines_fail(doubt)):
             # An unstable, stalled or contradicted number cannot pass an item, whatever it
             # reads; a number that fails anyway fails on it, unless the flag is one that can
             # only have made it worse (a stalled TileLang side).
@@ -123,6 +125,14 @@ def _flags_of(doubt: str) -> list[str]:
     inner = re.findall(r"\(([^()]*)\)", doubt) if doubt.startswith("flagged: ") else []
     parts = [p for group in inner for p in group.split(", ")] if inner else doubt.split("; ")
     return [p.strip() for p in parts if p.strip()]
+
+
+def _fails_on_clean_rows(item: Any, ceiling: float | None) -> bool:
+    """Whether a "more is better" item fails on its metric's ceiling (the most the number
+    can be, whatever its flagged rows hide)."""
+    if ceiling is None or item.comparator not in (">=", ">"):
+        return False
+    return not COMPARATORS[item.comparator](ceiling, item.threshold)
 
 
 def _undermines_fail(doubt: str) -> bool:
