@@ -553,8 +553,15 @@ class GemmFamily(KernelFamily):
         if cfg.get("swap_ab") and (cfg["split_k"] > 1 or cfg["cluster"]):
             return "swap_ab is built for whole-K tiles: not with split_k or cluster"
         if cfg["pingpong"]:
-            return K.pingpong_error(shape, cfg, target)
-        return K.cluster_error(shape, cfg, target) if cfg["cluster"] else None
+            return K.pingpong_error(shape, cfg)
+        return K.cluster_error(shape, cfg) if cfg["cluster"] else None
+
+    def needs(self, shape: Shape, dtype: str, cfg: dict) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        if dtype == "float32" or "pingpong" not in cfg:  # the SIMT and CPU schedules use none
+            return ()
+        if cfg["pingpong"]:
+            return (("pingpong", K.PINGPONG_NEEDS),)
+        return (("cluster", K.CLUSTER_NEEDS),) if cfg["cluster"] else ()
 
     def compile(self, resolved: Resolved, target: str) -> Callable[..., torch.Tensor]:
         if resolved.config.get("pingpong") and PP.sk_splits(resolved.shape, resolved.config):
