@@ -198,3 +198,30 @@ def test_a_hopper_program_is_refused_for_sm_80_by_every_check():
     # A record written with the kind only is judged by its compute capability.
     old = dataclasses.replace(ampere, target="cuda", arch="", compute_capability="8.0")
     assert "needs CUDA sm_90a" in gemm.reject_reason(shape, "float16", cfg, old)
+
+
+# ---------------------------------------------------------------- gfx9: MFMA tiles in 64 KiB of LDS
+
+
+def test_gfx9_gemm_tiles_are_sized_for_mfma_and_the_lds(monkeypatch):
+    """On the MI300X the wave tiles step by MFMA's 32-wide blocks (not wgmma's 16), four
+    64-thread wavefronts take 128-row tiles at the one or two stages 64 KiB of LDS holds,
+    and the run's own device and the portability matrix's MI300X record give one space."""
+    from evaluator.device import targets as T
+    from evaluator.kernels import common as C
+    from evaluator.kernels.gemm import _tc_smem
+
+    fake_gpu(monkeypatch, MI300X, hip="6.2.41133")
+    own = hardware.detect("cuda")
+    table = T.TARGETS["mi300x"].hardware()
+    gemm = kernels.get("gemm")
+    wide = 0
+    for shape in gemm.standard_shapes("cuda"):
+        space = gemm.search_space(shape, "float16", own)
+        assert space == gemm.search_space(shape, "float16", table), shape
+        for cfg in space:
+            assert cfg["block_N"] % 32 == 0 and cfg["block_M"] % 32 == 0, (shape, cfg)
+            assert cfg["threads"] % A.WAVEFRONT == 0 and cfg["num_stages"] <= 2, (shape, cfg)
+            assert C.smem_fits(_tc_smem(cfg, "float16"), own) and _tc_smem(cfg, "float16") <= 64 * 1024
+            wide += cfg["block_M"] == 128 and cfg["threads"] == 256
+    assert wide >= 5  # the 128-row tiles a 64 KiB ring can hold are offered

@@ -128,6 +128,19 @@ class Target:
         return frozenset(have)
 
 
+# AMD's CDNA parts (gfx90a, gfx942: the gfx9 targets with matrix cores) issue MFMA from
+# 64-thread wavefronts on 32x32 (or 16x16) blocks of the output.
+WAVEFRONT = 64
+MFMA_BLOCK = 32
+
+
+def is_cdna(where: Any) -> bool:
+    """Whether `where` (a target string, a Target or a Hardware record) builds for a gfx9
+    part with MFMA matrix cores, whose search spaces are sized for MFMA blocks and LDS."""
+    t = _target_of(where)
+    return t.kind == "hip" and t.arch.startswith("gfx9")
+
+
 def cuda_arch(major: int, minor: int) -> str:
     """A CUDA device's own arch as TileLang builds for it (contrib.nvcc.get_target_arch):
     sm_80, sm_89, and the arch-specific sm_90a, sm_100a... from 9.0 on, where wgmma,
@@ -195,7 +208,7 @@ def unsupported(what: str, needs: Iterable[str], where: Any) -> str | None:
     needs = [n for n in needs]
     if not needs:
         return None
-    t = where if isinstance(where, Target) else of_hardware(where) if hasattr(where, "target") else parse(where)
+    t = _target_of(where)
     have = t.features()
     if have is None:
         return None
@@ -210,6 +223,10 @@ def unsupported(what: str, needs: Iterable[str], where: Any) -> str | None:
 def offers(where: Any, needs: Iterable[str]) -> bool:
     """Whether `where` is known to have every feature in `needs`: what a search space asks
     before offering a config that uses them (a target of unknown arch gets none)."""
-    t = where if isinstance(where, Target) else of_hardware(where) if hasattr(where, "target") else parse(where)
-    have = t.features()
+    have = _target_of(where).features()
     return have is not None and all(n in have for n in needs)
+
+
+def _target_of(where: Any) -> Target:
+    """A Target from a Target, a Hardware record or a target string."""
+    return where if isinstance(where, Target) else of_hardware(where) if hasattr(where, "target") else parse(where)
