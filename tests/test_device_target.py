@@ -113,6 +113,21 @@ def test_a_cuda_device_builds_for_its_compute_capability(monkeypatch):
     assert (hw.peak_tflops, hw.peak_gbps, hw.peak_source) == (None, None, "")
 
 
+def test_a_metax_device_builds_maca_where_the_installed_tilelang_has_the_kind(monkeypatch):
+    from evaluator.device import targets as T
+    from evaluator.errors import DeviceError
+
+    c500 = SimpleNamespace(**{**H100.__dict__, "name": "MetaX C500", "major": 8, "minor": 0})
+    fake_gpu(monkeypatch, c500)
+    monkeypatch.setattr(T, "available_kinds", lambda: ("cuda", "hip", "c", "llvm"))
+    with pytest.raises(DeviceError, match="MetaX C500: no TileLang backend installed for MACA.*MetaX's TileLang fork"):
+        hardware.detect("cuda")
+    monkeypatch.setattr(T, "available_kinds", lambda: ("cuda", "hip", "maca", "c", "llvm"))
+    hw = hardware.detect("cuda")
+    assert (hw.target, hw.arch, hw.platform) == ("maca", "", "c500")
+    assert hw.peak_source == "MetaX C500 product brief"
+
+
 def test_the_cpu_builds_for_c(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert config.build(model="bert-tiny").device == "cpu"

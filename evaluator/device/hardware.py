@@ -58,7 +58,7 @@ def device_target(props: Any) -> A.Target:
     its compute capability. A vendor device whose kind the installed TileLang lacks is a
     DeviceError naming the build that has it."""
     if getattr(torch.version, "hip", None):
-        return A.Target("hip", A.gfx_arch(getattr(props, "gcnArchName", "")) or "gfx")
+        return A.Target("hip", A.gfx_arch(getattr(props, "gcnArchName", "")))
     low = str(getattr(props, "name", "")).lower()
     for word, kind in VENDOR_KINDS.items():
         if word in low:
