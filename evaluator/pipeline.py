@@ -200,7 +200,7 @@ def run(cfg: Config, reporter: Reporter | None = None) -> RunOutcome:
     rep = reporter or Reporter()
     quiet_tilelang()
     hardware.pin_threads(cfg.device)
-    hw = hardware.measure_ceilings(hardware.detect(cfg.device), cfg.model.dtype)
+    hw = hardware.measure_ceilings(hardware.detect(cfg.device, cfg.target), cfg.model.dtype)
     env = environment(hw)
     created = datetime.now(timezone.utc)
     loaded = load(cfg, rep, hw)
@@ -246,7 +246,7 @@ def resume(run_dir: Path, reporter: Reporter | None = None) -> RunOutcome:
         )
     quiet_tilelang()
     hardware.pin_threads(cfg.device)
-    hw = hardware.measure_ceilings(hardware.detect(cfg.device), cfg.model.dtype)
+    hw = hardware.measure_ceilings(hardware.detect(cfg.device, cfg.target), cfg.model.dtype)
     if hw.name != result.environment.hardware.name:
         raise ConfigError(
             f"--resume {run_dir}: the run started on {result.environment.hardware.name}, "
@@ -327,6 +327,7 @@ def bench_family(
     policy: bench.TimingPolicy | None = None,
     store: Path | None = None,
     reporter: Reporter | None = None,
+    target: str | None = None,
 ) -> list[tuple[TunedKernel, OpBench]]:
     """`evaluate bench`: tune, verify and time one family alone on the given (or standard) shapes."""
     rep = reporter or Reporter()
@@ -334,7 +335,7 @@ def bench_family(
     fam = kernels.get(family)
     shapes = [fit_shape(fam, shape) for shape in shapes]
     hardware.pin_threads(device)
-    hw = hardware.measure_ceilings(hardware.detect(device), dtype)
+    hw = hardware.measure_ceilings(hardware.detect(device, target), dtype)
     return tuning.bench_shapes(
         family,
         shapes,

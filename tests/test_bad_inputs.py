@@ -115,6 +115,8 @@ def read_only(path: Path):
         (["--isolate", "maybe"], "--isolate 'maybe' is not allowed; use auto, on or off"),
         (["--reps", "lots"], "Invalid value for '--reps'"),  # a usage error is one line as well
         (["--no-such-option"], "No such option: --no-such-option"),
+        (["--target", "sm80"], "--target 'sm80' is not a target; use cuda:sm_XY (e.g. cuda:sm_80"),
+        (["--target", "hip:gfx942"], "--target hip:gfx942 cannot run here"),
     ],
 )
 def test_bad_option_is_one_line_exit_2_and_loses_nothing(args, words, reports, tmp_path, monkeypatch, capsys):
@@ -442,3 +444,15 @@ def test_baseline_record_refuses_what_is_not_a_finished_run(reports, tmp_path, m
     code, lines, _ = run_main(monkeypatch, capsys, "baseline", "record", reports / "runs" / "bert-tiny-20260101-000000")
     assert "did not finish (no verdict" in one_error_line(code, lines)
     assert snapshot(reports) == before
+
+
+@pytest.mark.parametrize(
+    "target, words",
+    [
+        ("gfx942", "--target 'gfx942' is not a target; use cuda:sm_XY"),
+        ("cuda:sm_100a", "--target cuda:sm_100a cannot run here"),
+    ],
+)
+def test_bench_takes_target_and_refuses_a_bad_one_in_one_line(target, words, monkeypatch, capsys):
+    code, lines, _ = run_main(monkeypatch, capsys, "bench", "--family", "gemm", "--target", target)
+    assert words in one_error_line(code, lines)

@@ -314,6 +314,7 @@ def _full_config(device: str) -> config.Config:
         upstream=config.UpstreamSettings("up", "fork", datetime(2026, 8, 21, tzinfo=timezone.utc), "main"),
         output=config.OutputSettings(store_remote="git@example.com:store.git"),
         portability=config.PortabilitySettings(("a100",), "float16"),
+        target="cuda:sm_80",
     )
 
 

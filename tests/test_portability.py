@@ -56,7 +56,7 @@ def test_default_targets_and_their_sources():
     assert (mi.smem_per_block, mi.warp_size, mi.sm_count) == (64 * 1024, 64, 304)
     assert "LDS" in mi.source and "64 KB" in mi.source
     hw = T.TARGETS["h100"].hardware()
-    assert (hw.target, hw.smem_per_block, hw.cores, hw.compute_capability) == ("cuda", 232448, 132, "9.0")
+    assert (hw.target, hw.smem_per_block, hw.cores, hw.compute_capability) == ("cuda -arch=sm_90a", 232448, 132, "9.0")
     assert T.TARGETS["b200"].arch == "sm_100a" and not T.TARGETS["b200"].wgmma
 
 

@@ -273,3 +273,21 @@ def test_the_comparison_names_this_run_once(tmp_path):
     named = dataclasses.replace(r, comparison=dataclasses.replace(r.comparison, candidate="bert-tiny/h200/v3"))
     cmp = section(html_of(named, tmp_path), "comparison")
     assert "Compared with bert-tiny/h200/v2 (this run: bert-tiny/h200/v3)." in cmp
+
+
+def test_the_environment_names_the_target_its_arch_and_where_the_peaks_come_from(tmp_path):
+    r = sample_result()
+    hw = dataclasses.replace(
+        r.environment.hardware,
+        target="hip -mcpu=gfx942",
+        arch="gfx942",
+        device="cuda",
+        name="AMD Instinct MI300X",
+        peak_tflops=1307.0,
+        peak_source="AMD Instinct MI300X datasheet",
+    )
+    r = dataclasses.replace(r, environment=dataclasses.replace(r.environment, hardware=hw))
+    env = section(html_of(r, tmp_path), "environment")
+    rows = dict(re.findall(r'<tr><th scope="row">([^<]*)</th><td>([^<]*)</td></tr>', env))
+    assert rows["target"] == "hip -mcpu=gfx942" and rows["arch"] == "gfx942"
+    assert rows["peak_source"] == "AMD Instinct MI300X datasheet"

@@ -1,6 +1,6 @@
 """`evaluate bench` and `evaluate port`: one kernel family on its own.
 
-In: a family, shapes, a dtype; for bench a device, a tuning budget and a torch.compile
+In: a family, shapes, a dtype; for bench a device, the target built for (--target), a tuning budget and a torch.compile
 mode, for port the accelerators to lower for and optionally a tuned config. Out: bench
 tunes the family and times it against PyTorch eager and torch.compile on this machine;
 port lowers it for other accelerators, never running it there. A table, or JSON with --json; bad input is one line,
@@ -15,7 +15,7 @@ from typing import Optional
 import typer
 
 from ..config import DEFAULTS
-from .options import COMPILE_HELP, DTYPE_HELP, FAMILIES_HELP, GPU_DTYPE, TARGETS_HELP
+from .options import COMPILE_HELP, DTYPE_HELP, FAMILIES_HELP, GPU_DTYPE, TARGET_HELP, TARGETS_HELP
 from .output import RichReporter, bench_table, console, err_console, portability_table, progress
 
 
@@ -42,6 +42,7 @@ def bench_command(
     ),
     dtype: Optional[str] = typer.Option(None, help=DTYPE_HELP),
     device: str = typer.Option(DEFAULTS["device"], help="auto, cpu or cuda."),
+    target: Optional[str] = typer.Option(None, "--target", help=TARGET_HELP),
     budget: float = typer.Option(DEFAULTS["budget"], help="Tuning budget per shape, in seconds."),
     # bench's own default, not a run's --reps: a kernel alone is cheap to time for longer.
     reps: int = typer.Option(50, help="Timed repetitions."),
@@ -63,12 +64,15 @@ def bench_command(
     config_mod.check_compile_mode(compile_mode)
     shapes = [parse_shape(text, fam.shape_names, ConfigError) for text in shape]
     dev = hardware.resolve_device(device)
+    hardware.choose_target(dev, target)  # a target this device cannot run: one line, before any tuning
     dt = DTYPE_ALIASES.get(dtype or config_mod.device_defaults(dev)["dtype"])
     if dt is None:
         raise ConfigError(f"unknown dtype '{dtype}'; use fp32, fp16 or bf16")
     policy = TimingPolicy(reps=reps, compile_mode=compile_mode or config_mod.device_defaults(dev)["compile_mode"])
     with progress(err_console) as p:
-        rows = pipeline.bench_family(family, shapes, dt, dev, budget_s=budget, policy=policy, reporter=RichReporter(p))
+        rows = pipeline.bench_family(
+            family, shapes, dt, dev, budget_s=budget, policy=policy, reporter=RichReporter(p), target=target
+        )
     if json_out:
         print(json.dumps([{"tuned": to_dict(t), "bench": to_dict(b)} for t, b in rows], indent=1))
         return

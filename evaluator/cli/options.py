@@ -24,6 +24,13 @@ TARGETS_HELP = (
     "none to skip. Default: a100, h100, mi300x, c500, plus this machine's GPU."
 )
 
+# --target: the forms device/arch.py parses (FORMS), spelled out here so --help imports no torch.
+TARGET_HELP = (
+    "TileLang target the kernels are built for: cuda:sm_XY (e.g. cuda:sm_80, cuda:sm_90a), "
+    "hip:gfxNNN (e.g. hip:gfx942), maca or c, one this device can run. Default: the device's own "
+    "(CUDA with its compute capability, HIP with its gfx arch on ROCm, MACA on MetaX, c on the CPU)."
+)
+
 DTYPE_HELP = f"fp32, fp16 or bf16 (default: {dtype_flag(_CPU['dtype'])} on CPU, {dtype_flag(_CUDA['dtype'])} on CUDA)."
 FINE_ROUNDS_HELP = (
     f"Rounds of neighbours around the best coarse config (default {_CUDA['fine_rounds']} on "

@@ -26,6 +26,7 @@ from .options import (
     REPORTS_HELP,
     RUN_STORE_HELP,
     SOAK_HELP,
+    TARGET_HELP,
     TARGETS_HELP,
 )
 from .output import RichReporter, console, print_summary, progress
@@ -52,6 +53,7 @@ def main_command(
         "the file's folder).",
     ),
     device: str = typer.Option(DEFAULTS["device"], help="auto, cpu or cuda."),
+    target: Optional[str] = typer.Option(None, "--target", help=TARGET_HELP),
     batch_size: Optional[int] = typer.Option(None, help="Override the model's batch size."),
     seq_len: Optional[int] = typer.Option(None, help="Override the sequence length (image side for ResNet)."),
     lengths: Optional[str] = typer.Option(None, "--lengths", help=LENGTHS_HELP),

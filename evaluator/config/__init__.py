@@ -3,10 +3,11 @@
 In: raw option values from the command line. Out: a validated `Config`, or a
 `ConfigError` whose message is one sentence naming the option and what it expects. Every
 cheap check (model name, counts and durations, families, checklist, upstream path,
-device, portability targets, whether the reports folder and the baseline store can be
-written and the store's repository is whole) happens here, so a mistake costs a one-line
-error before any minutes of profiling and compiling, and a store that cannot take the
-baseline is found before the run rather than at its end.
+device and the target its kernels are built for, portability targets, whether the
+reports folder and the baseline store can be written and the store's repository is
+whole) happens here, so a mistake costs a one-line error before any minutes of profiling
+and compiling, and a store that cannot take the baseline is found before the run rather
+than at its end.
 
 Every option's default is written once, here: `DEFAULTS` for the fixed ones and
 `device_defaults` for those that depend on the device. `build`'s keywords, the settings
@@ -244,6 +245,9 @@ class Config:
     upstream: UpstreamSettings = field(default_factory=UpstreamSettings)
     output: OutputSettings = field(default_factory=OutputSettings)
     portability: PortabilitySettings = field(default_factory=PortabilitySettings)
+    # --target as checked ("cuda:sm_80", "hip:gfx942", "maca", "c"); None: the device's own
+    # (hardware.choose_target), which the run's Hardware record names either way.
+    target: str | None = None
 
     def settings_dict(self) -> dict:
         """What goes into the baseline manifest: everything that changes a measurement or
@@ -287,6 +291,8 @@ class Config:
             # Which targets the portability matrix covers ([] = --targets none) and at what dtype.
             "targets": list(self.portability.targets) if self.portability.targets is not None else "default",
             "targets_dtype": self.portability.dtype or self.model.dtype,
+            # Only when given: a run on the device's own target records what runs before it did.
+            **({"target": self.target} if self.target else {}),
         }
 
 
@@ -449,6 +455,7 @@ def build(
     push: bool = DEFAULTS["push"],
     gpus: str | None = None,
     compile_mode: str | None = None,
+    target: str | None = None,
 ) -> Config:
     """The options by their command-line names (--name is `label`) -> a checked Config.
     fleet/plan.py reads this signature's annotations to check a plan's options."""
@@ -470,6 +477,8 @@ def build(
     check_seconds("--soak-seconds", soak_seconds)
     check_compile_mode(compile_mode)
     dev = hardware.resolve_device(device)
+    # A target the device cannot run fails now, in one line naming the forms allowed.
+    chosen = hardware.choose_target(dev, target).flag if target is not None else None
     by_device = device_defaults(dev)
     explicit_dtype = dtype is not None
     dtype = dtype if explicit_dtype else by_device["dtype"]
@@ -530,6 +539,7 @@ def build(
             push=push,
         ),
         portability=PortabilitySettings(targets=target_keys, dtype=target_dtype),
+        target=chosen,
     )
 
 

@@ -1,12 +1,17 @@
-"""Device identity, published peak numbers and measured ceilings.
+"""Device identity, the TileLang target built for it, published peaks and measured ceilings.
 
-In: a device request ("auto", "cpu", "cuda"). Out: a `Hardware` record (name, limits
-that decide which kernel configs can launch, driver/CUDA versions, the platform slug
-used in baseline paths, the vendor's published peaks when the device is known) and the
-TileLang target string for it; `measure_ceilings` adds the ceilings the roofline uses,
-measured on this device in this dtype (a large matmul through PyTorch and a large
+In: a device request ("auto", "cpu", "cuda") and optionally `--target` ("cuda:sm_80",
+"hip:gfx942", "maca", "c"). Out: a `Hardware` record (name, limits that decide which
+kernel configs can launch, driver and runtime versions, the platform slug used in baseline
+paths, the vendor's published peaks for the device's architecture when the table has
+them) and the TileLang target the kernels are built for, with its architecture: from
+what PyTorch reports, CUDA with the device's compute capability (sm_80, sm_89, sm_90a),
+HIP with its `gcnArchName` (gfx90a, gfx942) on a ROCm build, MetaX's MACA where the
+installed TileLang has that kind, TileLang's C backend on the CPU; `--target` overrides
+it within what the device can run. `measure_ceilings` adds the ceilings the roofline
+uses, measured on this device in this dtype (a large matmul through PyTorch and a large
 device-to-device copy; cached per device, driver, torch and dtype), because published
-peaks are leads, not limits.
+peaks are leads, not limits, and a device the table lacks has none.
 """
 
 from __future__ import annotations
@@ -18,22 +23,18 @@ import platform
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from ..errors import DeviceError
+from ..errors import ConfigError, DeviceError
 from ..results import Hardware
+from . import arch as A
 
-# Published dense fp16/bf16 tensor TFLOP/s (no sparsity) and memory bandwidth in GB/s,
-# from each vendor's datasheet. Keys are matched as lowercase substrings of the device name.
-PEAKS: dict[str, tuple[float, float, str]] = {
-    "h200": (989.0, 4800.0, "NVIDIA H200 datasheet (SXM)"),
-    "h100": (989.0, 3350.0, "NVIDIA H100 datasheet (SXM)"),
-    "a100": (312.0, 2039.0, "NVIDIA A100 datasheet (80GB SXM)"),
-    "l40s": (362.0, 864.0, "NVIDIA L40S datasheet"),
-    "mi300x": (1307.0, 5300.0, "AMD Instinct MI300X datasheet"),
-    "c500": (280.0, 1800.0, "MetaX C500 product brief"),
-}
+# The published peaks per architecture live in arch.PEAKS_BY_ARCH; PEAKS is the same
+# numbers by part.
+PEAKS = A.PEAKS
+published_peaks = A.published_peaks
 
 
 def resolve_device(request: str) -> str:
@@ -46,8 +47,66 @@ def resolve_device(request: str) -> str:
     return request
 
 
-def tilelang_target(device: str) -> str:
-    return "cuda" if device == "cuda" else "c"
+# Vendor target kinds that reach PyTorch as CUDA devices (MetaX's PyTorch for MACA), by a
+# word of the device's name; each is TileLang's only where the installed build has the kind.
+VENDOR_KINDS: dict[str, str] = {"metax": "maca"}
+
+
+def device_target(props: Any) -> A.Target:
+    """The target a GPU's own kernels are built for, from torch's properties of it: HIP
+    with its gfx arch on a ROCm build, a vendor kind by the device's name, else CUDA with
+    its compute capability. A vendor device whose kind the installed TileLang lacks is a
+    DeviceError naming the build that has it."""
+    if getattr(torch.version, "hip", None):
+        return A.Target("hip", A.gfx_arch(getattr(props, "gcnArchName", "")))
+    low = str(getattr(props, "name", "")).lower()
+    for word, kind in VENDOR_KINDS.items():
+        if word in low:
+            from . import targets
+
+            gap = targets.kind_gap(kind)
+            if gap:
+                raise DeviceError(f"{props.name}: {gap}")
+            return A.Target(kind)
+    return A.Target("cuda", A.cuda_arch(int(props.major), int(props.minor)))
+
+
+def own_target(device: str) -> A.Target:
+    """The target this machine's `device` ("cpu" or "cuda", resolved) builds for by default."""
+    if device != "cuda":
+        return A.Target("c")
+    return device_target(torch.cuda.get_device_properties(torch.cuda.current_device()))
+
+
+def choose_target(device: str, flag: str | None) -> A.Target:
+    """The target a run builds for: `--target` (checked: one the device can run) or, not
+    given, the device's own. A target the device cannot run is a ConfigError, one line."""
+    want, own = A.parse_flag(flag), own_target(device)
+    if want is None or want == own:
+        return own
+    where = "this run is on the CPU" if own.is_cpu else f"this device builds for {own.flag}"
+    if want.is_cpu or own.is_cpu:
+        fix = "--device cpu" if want.is_cpu else "--device cuda on a GPU, or --target c"
+        raise ConfigError(f"--target {want.flag} cannot run here: {where}; use {fix}")
+    if want.kind != own.kind:
+        raise ConfigError(f"--target {want.flag} cannot run here: {where}; a {own.kind} target is {A.FORMS}")
+    if want.kind == "cuda":
+        w, o = re.fullmatch(r"sm_(\d+)([af]?)", want.arch), re.fullmatch(r"sm_(\d+)([af]?)", own.arch)
+        # Code for an older arch runs on a newer one (PTX is compiled in); arch-specific
+        # code (sm_90a: wgmma, setmaxnreg) only on its own.
+        if w and o and (int(w.group(1)) > int(o.group(1)) or (w.group(2) and want.arch != own.arch)):
+            raise ConfigError(
+                f"--target {want.flag} cannot run here: {where}; use an arch up to {own.arch} "
+                f"(cuda:sm_80, or {own.flag} itself)"
+            )
+        return want
+    # A gfx code object runs only on its own ISA; a vendor kind has one arch here.
+    raise ConfigError(f"--target {want.flag} cannot run here: {where}; use --target {own.flag} or leave it out")
+
+
+def tilelang_target(device: str, flag: str | None = None) -> str:
+    """The target string the kernel families build for on `device` (see choose_target)."""
+    return choose_target(device, flag).build
 
 
 def _slug(name: str) -> str:
@@ -93,34 +152,68 @@ def _nvidia_driver() -> str:
         return ""
 
 
-def detect(device: str) -> Hardware:
-    """Describe the device (already resolved to "cpu" or "cuda")."""
+def _amd_driver() -> str:
+    """The amdgpu kernel driver's version where the DKMS module publishes it."""
+    try:
+        return Path("/sys/module/amdgpu/version").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _platform(name: str, chosen: A.Target, own: A.Target) -> str:
+    """The baseline path's platform: the device's slug, with the target's arch where
+    --target chose another than the device's own ("h200-sm_80"), so kernels built for an
+    older arch never share a history with the device's own."""
+    base = _slug(name)
+    return base if chosen == own else f"{base}-{chosen.arch or chosen.kind}"
+
+
+def _smem_per_block(props: Any, arch: str) -> int:
+    """Bytes a block may allocate: torch's opt-in maximum where it reports one, else its
+    static per-block figure, else the published limit of a part with this arch (targets.py)."""
+    got = int(getattr(props, "shared_memory_per_block_optin", 0) or getattr(props, "shared_memory_per_block", 0) or 0)
+    if got:
+        return got
+    from . import targets
+
+    return next((s.smem_per_block for s in targets.TARGETS.values() if s.arch == arch), 0)
+
+
+def detect(device: str, target: str | None = None) -> Hardware:
+    """Describe the device (already resolved to "cpu" or "cuda") and the target its
+    kernels are built for (`target`: --target as typed; None: the device's own)."""
+    chosen = choose_target(device, target)
     if device == "cuda":
         idx = torch.cuda.current_device()
         p = torch.cuda.get_device_properties(idx)
-        peak = next((v for k, v in PEAKS.items() if k in p.name.lower()), None)
+        own = device_target(p)
+        # The roof is the device's own, whatever arch its kernels are built for.
+        peak = published_peaks(p.name, own.arch or own.kind)
+        hip = own.kind == "hip"
         return Hardware(
-            target=tilelang_target(device),
+            target=chosen.build,
+            arch=chosen.arch,
             device="cuda",
             name=p.name,
-            platform=_slug(p.name),
+            platform=_platform(p.name, chosen, own),
             cores=p.multi_processor_count,
             memory_gb=round(p.total_memory / 1024**3, 1),
-            smem_per_block=int(
-                getattr(p, "shared_memory_per_block_optin", 0) or getattr(p, "shared_memory_per_block", 0)
-            ),
-            smem_per_sm=int(getattr(p, "shared_memory_per_multiprocessor", 0)),
+            smem_per_block=_smem_per_block(p, own.arch),
+            smem_per_sm=int(getattr(p, "shared_memory_per_multiprocessor", 0) or 0),
             regs_per_block=int(getattr(p, "regs_per_block", 65536) or 65536),
             regs_per_sm=int(getattr(p, "regs_per_multiprocessor", 65536) or 65536),
-            compute_capability=f"{p.major}.{p.minor}",
-            driver=_nvidia_driver(),
-            cuda=torch.version.cuda or "",
+            # A CUDA device's major.minor; elsewhere the arch (ROCm reports gfx942 as 9.4,
+            # which would read as Hopper).
+            compute_capability=f"{p.major}.{p.minor}" if own.kind == "cuda" else own.arch or own.kind,
+            driver=_amd_driver() if hip else _nvidia_driver(),
+            cuda=f"HIP {torch.version.hip}" if hip else torch.version.cuda or "",
             peak_tflops=peak[0] if peak else None,
             peak_gbps=peak[1] if peak else None,
+            peak_source=peak[2] if peak else "",
         )
     name = _cpu_name()
     return Hardware(
-        target=tilelang_target(device),
+        target=chosen.build,
         device="cpu",
         name=name,
         platform=f"cpu-{platform.machine().lower()}",
@@ -212,7 +305,3 @@ def measure_ceilings(hw: Hardware, dtype: str = "float16", *, cache: Path | None
         except (OSError, ValueError):
             pass  # a read-only home only costs a re-measurement next time
     return dataclasses.replace(hw, **entry)
-
-
-def peak_source(hw: Hardware) -> str:
-    return next((v[2] for k, v in PEAKS.items() if k in hw.name.lower()), "")

@@ -23,9 +23,10 @@ from typing import Iterable
 
 from ..errors import ConfigError
 from ..results import Hardware
+from . import arch as A
 
-# The published peaks live in hardware.PEAKS (one table for the whole project).
-from .hardware import PEAKS
+# The published peaks live in arch.PEAKS_BY_ARCH (one table for the whole project).
+from .arch import PEAKS
 
 KB = 1024
 
@@ -79,11 +80,17 @@ class TargetSpec:
         """The target as the JSON string `kernels._common.normalize_target` accepts."""
         return json.dumps(self.tilelang_target, sort_keys=True)
 
+    @property
+    def target(self) -> A.Target:
+        return A.parse(self.tilelang_target)
+
     def hardware(self) -> Hardware:
-        """This target as the Hardware record families size their configs against."""
+        """This target as the Hardware record families size their configs against: its
+        target string names the arch, as a device's own does (hardware.detect)."""
         peak = PEAKS.get(self.key)
         return Hardware(
-            target=self.kind,
+            target=self.target.build,
+            arch=self.arch if self.kind != "maca" else "",
             device="cuda",
             name=self.name,
             platform=self.key,
@@ -95,6 +102,7 @@ class TargetSpec:
             compute_capability=_capability(self.arch),
             peak_tflops=peak[0] if peak else None,
             peak_gbps=peak[1] if peak else None,
+            peak_source=peak[2] if peak else "",
         )
 
     def describe(self) -> str:
@@ -375,16 +383,23 @@ def available_kinds() -> tuple[str, ...]:
         return ()
 
 
-def backend_gap(spec: TargetSpec) -> str:
-    """Why the installed TileLang cannot lower anything for `spec` ("" when it can)."""
-    if spec.kind in available_kinds():
+def kind_gap(kind: str, backend: str = "") -> str:
+    """Why the installed TileLang cannot lower anything for target kind `kind` ("" when
+    it can); `backend` names the build that provides the kind (default: the table's)."""
+    if kind in available_kinds():
         return ""
     version = _tilelang_version()
-    what = spec.backend or f"a TileLang build with the '{spec.kind}' target"
+    backend = backend or next((s.backend for s in TARGETS.values() if s.kind == kind and s.backend), "")
+    what = backend or f"a TileLang build with the '{kind}' target"
     return (
-        f"no TileLang backend installed for {spec.kind.upper()}: TileLang {version} here has no "
-        f"'{spec.kind}' target kind ({what} provides it)"
+        f"no TileLang backend installed for {kind.upper()}: TileLang {version} here has no "
+        f"'{kind}' target kind ({what} provides it)"
     )
+
+
+def backend_gap(spec: TargetSpec) -> str:
+    """Why the installed TileLang cannot lower anything for `spec` ("" when it can)."""
+    return kind_gap(spec.kind, spec.backend)
 
 
 def _tilelang_version() -> str:
@@ -407,11 +422,11 @@ def local_spec() -> TargetSpec | None:
     p = torch.cuda.get_device_properties(torch.cuda.current_device())
     hip = bool(getattr(torch.version, "hip", None))
     if hip:
-        arch = str(getattr(p, "gcnArchName", "") or "gfx").split(":")[0]
+        arch = A.gfx_arch(getattr(p, "gcnArchName", "")) or "gfx"
         kind, vendor, target = "hip", "amd", {"kind": "hip", "mcpu": arch}
     else:
         # wgmma and tcgen05 exist only in the arch-specific ("a") variants.
-        arch = f"sm_{p.major}{p.minor}" + ("a" if p.major in (9, 10) else "")
+        arch = A.cuda_arch(p.major, p.minor)
         kind, vendor, target = "cuda", "nvidia", {"kind": "cuda", "arch": arch}
     smem_block = int(getattr(p, "shared_memory_per_block_optin", 0) or getattr(p, "shared_memory_per_block", 0))
     known = next((s for s in TARGETS.values() if s.arch == arch and s.key in p.name.lower()), None)
@@ -431,7 +446,7 @@ def local_spec() -> TargetSpec | None:
         sm_count=int(p.multi_processor_count),
         matrix_cores=known.matrix_cores if known else "",
         matrix_instruction=known.matrix_instruction if known else "",
-        wgmma=arch == "sm_90a",
+        wgmma="wgmma" in A.Target(kind, arch).features(),
         tma=not hip and p.major >= 9,
         async_copy=not hip and p.major >= 8,
         fp16=True,

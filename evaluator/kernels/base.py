@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import torch
 
+from ..device import arch as A
 from ..errors import KernelError
 from ..results import Hardware, KernelConfig, Shape
 from . import common as C
@@ -250,6 +251,22 @@ class KernelFamily(abc.ABC):
         and `reject_reason` alike), or None."""
         return None
 
+    def needs(self, shape: Shape, dtype: str, config: dict) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """The hardware features a filled-in config's program uses, as (what, features)
+        pairs: ("pingpong", ("wgmma", "tma", "setmaxnreg")). `device.arch.unsupported`
+        decides whether a target has them, for `resolve` (a target string) and
+        `reject_reason` (a Hardware record) alike. Default: none beyond the kind's own."""
+        return ()
+
+    def feature_error(self, shape: Shape, dtype: str, config: dict, where: Any) -> str | None:
+        """Why `where` (a target string or a Hardware record) lacks a feature the config's
+        program uses (`needs`), or None."""
+        for what, features in self.needs(shape, dtype, config):
+            why = A.unsupported(what, features, where)
+            if why:
+                return why
+        return None
+
     def limits_error(self, shape: Shape, dtype: str, config: dict, hardware: Hardware) -> str | None:
         """Why a buildable config cannot launch on this device (shared memory, stack,
         threads over its limits), or None. Only `reject_reason` asks: `build` compiles
@@ -269,7 +286,7 @@ class KernelFamily(abc.ABC):
         config = dict(config or {})
         params = {k: float(config.pop(k, v)) for k, v in self.params.items()}
         cfg = C.merge_config(dict(sched.defaults), config, self.name)
-        error = self.config_error(shape, dtype, cfg, target)
+        error = self.config_error(shape, dtype, cfg, target) or self.feature_error(shape, dtype, cfg, target)
         if error:
             raise KernelError(f"{self.name}: {error}")
         cfg.update(params)
@@ -299,10 +316,15 @@ class KernelFamily(abc.ABC):
     def reject_reason(self, shape: Shape, dtype: str, config: KernelConfig, hardware: Hardware) -> str | None:
         """Why `config` cannot run on `hardware`, or None; checked without compiling, so the
         tuner asks before each candidate (including the neighbours it invents) and records
-        a reason as "rejected"."""
+        a reason as "rejected", search spaces offer only configs it passes, and the
+        portability matrix judges each cell by it: one answer to "can this config run
+        there" (the target's features, then the family's limits against the record's)."""
         try:
             r = self.resolve(shape, dtype, config, hardware.target or "c")  # no target recorded: the C backend
         except KernelError as exc:
             return str(exc)
-        error = self.limits_error(r.shape, r.dtype, r.config, hardware)
+        # A record naming the kind only ("cuda") is judged by its compute capability.
+        error = self.feature_error(r.shape, r.dtype, r.config, hardware) or self.limits_error(
+            r.shape, r.dtype, r.config, hardware
+        )
         return f"{self.name}: {error}" if error else None

@@ -113,9 +113,9 @@ def _lower_once(family: Any, shape: Shape, dtype: str, config: KernelConfig, spe
 
 
 def _family_target(spec: T.TargetSpec) -> str:
-    """The target string families take ("cuda -arch=sm_80"); the plain kind where the
-    spec names no arch (a local CPU)."""
-    return f"{spec.kind} -arch={spec.arch}" if spec.arch and spec.kind not in ("c", "llvm") else spec.kind
+    """The target string families take ("cuda -arch=sm_80", "hip -mcpu=gfx942"), the same
+    the spec's Hardware record carries (`TargetSpec.hardware`)."""
+    return spec.hardware().target
 
 
 @functools.lru_cache(maxsize=None)

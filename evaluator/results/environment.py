@@ -31,7 +31,10 @@ class ModelSpec:
 class Hardware:
     """The device the kernels were compiled for and timed on."""
 
-    target: str  # TileLang target: "c" on CPU, "cuda" on NVIDIA
+    # The TileLang target its kernels are built for, as the families take it: "c" on a
+    # CPU, "cuda -arch=sm_90a", "hip -mcpu=gfx942", "maca" (kernels.common.normalize_target
+    # makes it the dict tvm.target.Target takes); records written without an arch say "cuda".
+    target: str
     device: str  # "cpu" | "cuda"
     name: str  # "NVIDIA H200", or the CPU model
     platform: str  # short slug used in baseline paths: "h200", "cpu-x86_64"
@@ -46,9 +49,11 @@ class Hardware:
     cuda: str = ""
     peak_tflops: float | None = None  # published dense fp16/bf16 peak
     peak_gbps: float | None = None  # published memory bandwidth
+    peak_source: str = ""  # the document the published peaks come from ("": none published)
     measured_tflops: float | None = None  # a large matmul through PyTorch, this dtype
     measured_gbps: float | None = None  # a large device-to-device copy (read + write)
     ceilings_note: str = ""  # how the measured ceilings were obtained
+    arch: str = ""  # the target's architecture: "sm_90a", "gfx942"; "" on a CPU or a kind without one
 
 
 @dataclass(frozen=True)

@@ -105,8 +105,8 @@ def test_cluster_source_compiles_to_multicast_ptx(tmp_path):
     "change,target,reason",
     [
         ({"cluster": 4}, SM90, "cluster must be 0 (off) or 2"),
-        ({}, "cuda -arch=sm_80", "need CUDA sm_90 or newer"),
-        ({}, "hip", "need CUDA sm_90 or newer"),
+        ({}, "cuda -arch=sm_80", "needs CUDA sm_90 or newer; the target is cuda:sm_80"),
+        ({}, "hip", "needs CUDA sm_90 or newer; the target is hip"),
         ({"split_k": 2}, SM90, "not with split_k, persistent or pingpong"),
         ({"persistent": 132}, SM90, "not with split_k, persistent or pingpong"),
         ({"swizzle": True}, SM90, "needs swizzle off"),

@@ -338,9 +338,9 @@ def test_stream_k_source_compiles_for_sm90a(tmp_path):
     "change,target,reason",
     [
         ({"pingpong": 2}, SM90, "pingpong must be 0 (off) or 1"),
-        ({}, "cuda -arch=sm_80", "needs CUDA sm_90, target"),
-        ({}, "cuda -arch=sm_100a", "needs CUDA sm_90 (Hopper's wgmma)"),
-        ({}, "hip", "needs CUDA sm_90, target"),
+        ({}, "cuda -arch=sm_80", "needs CUDA sm_90a; the target is cuda:sm_80"),
+        ({}, "cuda -arch=sm_100a", "needs CUDA sm_90a; the target is cuda:sm_100a"),
+        ({}, "hip", "needs CUDA sm_90a; the target is hip"),
         ({"split_k": 2}, SM90, "whole-K only"),
         ({"cluster": 2, "swizzle": False}, SM90, "not with split_k or cluster"),
         ({"persistent": 0}, SM90, "set persistent to the block count"),

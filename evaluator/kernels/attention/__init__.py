@@ -565,11 +565,14 @@ class AttentionFamily(KernelFamily):
         smem = _gpu_smem(cfg, D, dtype)
         if not C.smem_fits(smem, hardware):
             return f"needs {smem} bytes of shared memory, the device allows {hardware.smem_per_block} per block"
-        cc = hardware.compute_capability or ""
-        if (cfg.get("overlap") or cfg.get("pingpong")) and cc and not cc.startswith("9."):
-            which = "pingpong" if cfg.get("pingpong") else "overlap"
-            return f"{which} uses asynchronous WGMMA, which needs sm_90 (Hopper); this device is sm {cc}"
         return None
+
+    def needs(self, shape: Shape, dtype: str, cfg: dict) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        # Both issue asynchronous wgmma; pingpong's producer loads by TMA and splits the
+        # registers with setmaxnreg, overlap loads by cp.async.
+        if cfg.get("pingpong"):
+            return (("pingpong", ("wgmma", "tma", "setmaxnreg")),)
+        return (("overlap", ("wgmma", "cp_async")),) if cfg.get("overlap") else ()
 
     # ------------------------------------------------------------ build
 

@@ -42,12 +42,14 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.nn.functional as F
 
+from ...device import arch as A
 from ...errors import KernelError
 from ...results import Hardware, KernelConfig, Shape
 from ...routing.calls import DERIVED, arg, dtype_mismatch
 from ...routing.router import Route
 from .. import common as C
 from ..gemm import FAMILY as GEMM
+from ..gemm import checks as GK
 from . import grouped as GR
 from . import programs as P
 from .layout import ViaChannelsLast, nchw_space
@@ -525,7 +527,7 @@ class Conv2dFamily(KernelFamily):
             # Right behind the measured first config, the gemm family's ping-pong tiles on
             # the GEMM view, one persistent block per SM (Hopper's wgmma only). Not timed
             # on a GPU, so not first.
-            if gemm_problem(g) is None and str(hardware.compute_capability or "").startswith("9."):
+            if gemm_problem(g) is None and A.offers(hardware, GK.PINGPONG_NEEDS):
                 cands[1:1] = [
                     {
                         "block_M": bM,

@@ -36,6 +36,7 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.nn.functional as F
 
+from ...device import arch as A
 from ...errors import KernelError
 from ...results import Hardware, KernelConfig, Shape
 from ...routing.calls import DERIVED, arg, dtype_mismatch
@@ -105,6 +106,12 @@ SKINNY_TILES = (
     (32, 32, 256, 4),
     (64, 64, 128, 4),
 )
+# The K rings a wave tile is tried with, deepest first per K width: Hopper's 227 KB of
+# shared memory holds 3-5 stages of 64-deep slices or 2-3 of 128-deep ones; a gfx9
+# workgroup's 64 KiB of LDS holds a 128x128 tile's C tile and one 64-deep or two 32-deep
+# stages (_tc_smem).
+WGMMA_RINGS = (((64, 5), (64, 4), (64, 3)), ((128, 3), (128, 2)))
+CDNA_RINGS = (((64, 2), (64, 1)), ((32, 2), (32, 1)))
 # SIMT schedule (fp32): each thread owns a thread_M x thread_N register tile.
 SIMT_DEFAULTS = {
     "block_M": 128,
@@ -367,18 +374,23 @@ class GemmFamily(KernelFamily):
         every model shape in benchmarks/kernel_sweep.py
         (reports/examples/kernels/h200-2026-12-01/kernel_sweep_wave_tiles.json)."""
         sms = max(1, int(hw.cores or 1))
+        # On AMD's CDNA (gfx9) matrix cores MFMA covers 32-wide blocks, and the 64 KiB of
+        # LDS a workgroup has holds a 128x128 tile with its C tile at one or two stages,
+        # so block_N steps by 32 and the K rings are shallow there.
+        cdna = A.is_cdna(hw)
+        step, rings = (A.MFMA_BLOCK, CDNA_RINGS) if cdna else (16, WGMMA_RINGS)
         scored = []
         for bM, threads in ((128, 256), (64, 128)):
-            for bN in range(64, 257, 16):
+            for bN in range(64, 257, step):
                 tiles = C.ceildiv(M, bM) * C.ceildiv(N, bN)
                 useful = M * N / (C.ceildiv(tiles, sms) * sms * bM * bN)
                 scored.append((useful * bM * bN / (bM + bN), bM, bN, threads))
         out = []
         for _, bM, bN, threads in sorted(scored, reverse=True)[:4]:
             policy = "fullrow" if bM == 128 else "square"
-            # Per tile: the deepest 64-wide K ring that fits, and the deepest 128-wide.
-            for rings in (((64, 5), (64, 4), (64, 3)), ((128, 3), (128, 2))):
-                for bK, stages in rings:
+            # Per tile: the deepest ring of each K width that fits.
+            for ring in rings:
+                for bK, stages in ring:
                     cfg = {
                         **TC_DEFAULTS,
                         "block_M": bM,
@@ -553,8 +565,15 @@ class GemmFamily(KernelFamily):
         if cfg.get("swap_ab") and (cfg["split_k"] > 1 or cfg["cluster"]):
             return "swap_ab is built for whole-K tiles: not with split_k or cluster"
         if cfg["pingpong"]:
-            return K.pingpong_error(shape, cfg, target)
-        return K.cluster_error(shape, cfg, target) if cfg["cluster"] else None
+            return K.pingpong_error(shape, cfg)
+        return K.cluster_error(shape, cfg) if cfg["cluster"] else None
+
+    def needs(self, shape: Shape, dtype: str, cfg: dict) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        if dtype == "float32" or "pingpong" not in cfg:  # the SIMT and CPU schedules use none
+            return ()
+        if cfg["pingpong"]:
+            return (("pingpong", K.PINGPONG_NEEDS),)
+        return (("cluster", K.CLUSTER_NEEDS),) if cfg["cluster"] else ()
 
     def compile(self, resolved: Resolved, target: str) -> Callable[..., torch.Tensor]:
         if resolved.config.get("pingpong") and PP.sk_splits(resolved.shape, resolved.config):

@@ -1,34 +1,25 @@
 """Why a gemm config with one of the hand-written Hopper pipelines cannot run.
 
-In: the problem shape (M, N, K), a full gemm config (defaults filled in) and the target
-string. Out: None when the program can run, else one line saying what it needs. The two
-pipelines are written out with TMA loads and mbarriers instead of TileLang's automatic
-pipelining, so they need what those instructions need: sm_90 or newer, rows TMA can
+In: the problem shape (M, N, K) and a full gemm config (defaults filled in). Out: None
+when the program can be built, else one line saying what it needs; and the hardware
+features each pipeline uses (`PINGPONG_NEEDS`, `CLUSTER_NEEDS`), which the family's
+`needs` names and `device.arch.unsupported` checks against the target. The two pipelines
+are written out with TMA loads and mbarriers instead of TileLang's automatic pipelining,
+so they need what those instructions need: sm_90 (wgmma: sm_90a alone), rows TMA can
 address, and the tile shapes a warpgroup's wgmma covers.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from ...results import Shape
 from .. import common as C
 from . import pingpong as PP
 
-
-def _hopper_error(needs: str, target: str, hopper_only: bool = False) -> str | None:
-    """`needs` is the sentence's subject and verb. A plain 'cuda' target names no arch,
-    so only an explicit other arch is refused: older than sm_90, or with `hopper_only`
-    (wgmma, which Blackwell replaced with tcgen05) anything but sm_90."""
-    spec = C.normalize_target(target)
-    kind, arch = (spec, "") if isinstance(spec, str) else (spec.get("kind"), str(spec.get("arch", "")))
-    sm = re.fullmatch(r"sm_(\d+)a?", arch)
-    if kind != "cuda" or (arch and (sm is None or int(sm.group(1)) < 90)):
-        return f"{needs} CUDA sm_90{'' if hopper_only else ' or newer'}, target is '{target}'"
-    if hopper_only and arch and int(sm.group(1)) != 90:
-        return f"{needs} CUDA sm_90 (Hopper's wgmma), target is '{target}'"
-    return None
+PINGPONG_NEEDS = PP.NEEDS
+# Blocks launched as clusters, their shared A tile loaded once by TMA multicast.
+CLUSTER_NEEDS = ("cluster", "tma")
 
 
 def stream_k_error(cfg: dict[str, Any]) -> str | None:
@@ -40,13 +31,10 @@ def stream_k_error(cfg: dict[str, Any]) -> str | None:
     return None
 
 
-def cluster_error(shape: Shape, cfg: dict[str, Any], target: str) -> str | None:
+def cluster_error(shape: Shape, cfg: dict[str, Any]) -> str | None:
     """The `cluster` program is whole-K tiles in pairs along N that share A by TMA multicast."""
     if cfg["cluster"] != 2:
         return f"cluster must be 0 (off) or 2 (block pairs along N sharing A), got {cfg['cluster']}"
-    bad = _hopper_error("cluster launches and TMA multicast need", target)
-    if bad:
-        return bad
     if cfg["split_k"] > 1 or cfg["persistent"] or cfg["pingpong"]:
         return "cluster runs whole-K tiles, one per block: not with split_k, persistent or pingpong"
     if cfg["swizzle"]:
@@ -58,7 +46,7 @@ def cluster_error(shape: Shape, cfg: dict[str, Any], target: str) -> str | None:
     return None
 
 
-def pingpong_error(shape: Shape, cfg: dict[str, Any], target: str) -> str | None:
+def pingpong_error(shape: Shape, cfg: dict[str, Any]) -> str | None:
     """The `pingpong` program: persistent blocks, a producer warpgroup and two consumer
     warpgroups taking the block's tiles in turn (see _gemm_pingpong)."""
     if cfg["pingpong"] not in (0, 1, True, False):
@@ -68,9 +56,6 @@ def pingpong_error(shape: Shape, cfg: dict[str, Any], target: str) -> str | None
             return f"{key} must be 0 (off) or 1 ({what}), got {cfg[key]!r}"
     if cfg.get("swap_ab") and cfg.get("stream_k"):
         return "stream_k is built for y's own tiles: not with swap_ab"
-    bad = _hopper_error("pingpong (wgmma without waits, setmaxnreg) needs", target, hopper_only=True)
-    if bad:
-        return bad
     if cfg["split_k"] > 1 or cfg["cluster"]:
         return "pingpong runs whole-K tiles: not with split_k or cluster"
     if cfg["persistent"] < 1:

@@ -59,11 +59,15 @@ ring (128x144 fits 4 stages with the tiles, 6 without).
 
 # No `from __future__ import annotations`: TileLang evaluates the prim_func's tensor
 # annotations through the names its body uses, and this body never names M.
-import re
 from typing import Any, Callable
 
+from ...device import arch as A
 from ...results import Shape
 from .prim import linear_program
+
+# What the program uses: wgmma without waits between k-steps, TMA loads into a ring of
+# mbarrier-guarded stages, and setmaxnreg's register split between producer and consumers.
+NEEDS = ("wgmma", "tma", "setmaxnreg")
 
 ACCUM = "float32"
 PRODUCERS = 128  # one producer warpgroup
@@ -107,9 +111,8 @@ def space(
     """The ping-pong configs of the gemm search space on Hopper (`hw` a
     Hardware; `defaults` the tensor-core config; `fits` whether a config's shared memory
     fits), one block per SM, and the ones to lead the space with (or none)."""
-    # wgmma is Hopper's alone (compute capability 9.x; Blackwell has tcgen05, AMD's
-    # targets name a gfx arch here).
-    if not re.fullmatch(r"9\.\d+", str(hw.compute_capability or "")) or M <= 64 or N % 8 or K % 8:
+    # wgmma is sm_90a's alone (Blackwell has tcgen05; AMD and MetaX targets have neither).
+    if not A.offers(hw, NEEDS) or M <= 64 or N % 8 or K % 8:
         return [], []
     sms = max(1, int(hw.cores or 1))
     tiles = [(bM, bN, st, 0) for bM, bN, st in TILES] + [(bM, bN, st, 1) for bM, bN, st in SWAP_TILES if M > N]

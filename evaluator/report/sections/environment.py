@@ -73,6 +73,7 @@ def environment_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]
     hardware = [
         ("name", hw.name),
         ("target", hw.target),
+        ("arch", hw.arch or "—"),
         ("device", hw.device),
         ("platform", hw.platform),
         ("cores", str(hw.cores)),
@@ -83,6 +84,7 @@ def environment_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]
         ("smem_per_block", str(hw.smem_per_block)),
         ("peak_tflops", f.num(hw.peak_tflops)),
         ("peak_gbps", f.num(hw.peak_gbps)),
+        ("peak_source", hw.peak_source or "—"),
         ("measured_tflops", f.num(hw.measured_tflops)),
         ("measured_gbps", f.num(hw.measured_gbps)),
     ]
