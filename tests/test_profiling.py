@@ -358,3 +358,35 @@ def test_family_shares_add_up_and_a_recognised_call_inside_an_unrecognised_one_c
     einsum = df[df["op"] == "aten::einsum"]["time_us"].sum()
     bmm = df[df["family"] == "bmm"]["time_us"].sum()
     assert einsum < bmm  # the outer row keeps only what its bmm did not take
+
+
+def test_an_einsum_by_a_weight_is_profiled_as_the_gemm_the_router_takes():
+    """einsum("bsk,kn->bsn", x, W) runs a bmm of batch 1 inside aten::einsum; the router
+    takes the einsum as a GEMM, so the profile names it gemm at the router's shape (else a
+    bmm kernel is tuned for calls that never reach it)."""
+    import torch
+
+    from evaluator.models import LoadedModel
+    from evaluator.results import ModelSpec
+    from evaluator.routing import router as swap
+    from evaluator import kernels
+
+    class ByWeight(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(48, 80))
+
+        def forward(self, x):
+            return torch.einsum("bsk,kn->bsn", x, self.w).relu()
+
+    model = LoadedModel(
+        ModelSpec("einsum-w", "file", 2, None, "float32", 0, "x"), ByWeight().eval(), (torch.randn(2, 24, 48),), "cpu"
+    )
+    hot = profiling.hot_ops(model, iters=2)
+    fams = {o.family: o for o in hot.ops}
+    assert "bmm" not in fams and "gemm" in fams, sorted(fams)
+    router = swap.Router([kernels.REGISTRY["gemm"]], swap.KernelTable("float32", "c"), model=model.module)
+    with torch.inference_mode(), router:
+        model.module(*model.inputs)
+    routed = {shape for (fam, shape) in router.fell_back if fam == "gemm"}
+    assert routed and set(fams["gemm"].shapes) >= routed, (fams["gemm"].shapes, routed)

@@ -106,6 +106,11 @@ def classify(name: str, input_shapes: list) -> str | None:
     return None
 
 
+def _batch_of_one(shapes: list) -> bool:
+    """Two 3-D operands with a batch of 1 (a GEMM in bmm's clothes)."""
+    return len(shapes) >= 2 and all(isinstance(s, (list, tuple)) and len(s) == 3 and s[0] == 1 for s in shapes[:2])
+
+
 def _problem_shape(
     family: str, op: str, shapes: list, concrete: list | None = None, strides: list | None = None
 ) -> str | None:
@@ -230,6 +235,12 @@ def _attributed(prof, use_cuda: bool, shapes: bool = True) -> list[dict]:
         if claimed:
             continue
         family = evt.name[len(ROUTED_PREFIX) :] if routed else classify(evt.name, evt.input_shapes)
+        op, op_shapes, op_strides = evt.name, evt.input_shapes, _event_strides(evt)
+        if family == "bmm" and outer is not None and outer.name == "aten::einsum" and _batch_of_one(op_shapes):
+            # einsum computes a product by a weight ("bsk,kn->bsn") as a bmm of batch 1, and
+            # the router takes that einsum as a GEMM: profiled as one, it is tuned as one
+            family, op, op_shapes = "gemm", "aten::mm", [list(s)[1:] for s in op_shapes[:2]]
+            op_strides = [list(s)[1:] if s else s for s in op_strides[:2]] if op_strides else op_strides
         if spelled is not None:
             family = spelled[0]
         if family is None and not top:
@@ -239,7 +250,7 @@ def _attributed(prof, use_cuda: bool, shapes: bool = True) -> list[dict]:
         if spelled is not None:
             shape = spelled[1] if shapes else None
         elif family and shapes and not routed:
-            shape = _problem_shape(family, evt.name, evt.input_shapes, evt.concrete_inputs, _event_strides(evt))
+            shape = _problem_shape(family, op, op_shapes, evt.concrete_inputs, op_strides)
         if top and family is None and spelled is None:
             top_rows[id(evt)] = len(rows)
         elif not top and outer is not None and family is not None:
