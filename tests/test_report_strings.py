@@ -334,3 +334,18 @@ def test_the_chinese_examples_keep_no_english_the_product_wrote():
         one = section(html, "checklist")
         assert "使用 TileLang 内核时模型速度至少达到原来的 95%" in one or "每个重写的内核与 PyTorch 结果一致" in one
     assert "NVIDIA CUDA C++ Programming Guide" in seen  # a document's title is its name
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_key_number_card_shows_two_notes_and_counts_the_rest(lang):
+    # A CPU run's end-to-end card carried six notes (each family alone, the Amdahl check)
+    # in a column one card wide; the evidence section has them all.
+    from evaluator.report.sections.page_one import CARD_NOTES, _card
+
+    flags = [f"routing gemm{i} alone makes the model 0.4x end to end" for i in range(5)]
+    card = _card("End-to-end speed", "0.37x", "", "fail", flags=flags, t=report.Strings(lang))
+    parts = card["doubt"].split(report.Strings(lang)("list_semi"))
+    assert len(parts) == CARD_NOTES + 1 and "3" in parts[-1]
+    assert card["dim"]
+    few = _card("End-to-end speed", "0.37x", "", "fail", flags=flags[:2], t=report.Strings(lang))
+    assert len(few["doubt"].split(report.Strings(lang)("list_semi"))) == 2

@@ -326,6 +326,9 @@ def _untrusted_speed(result: RunResult) -> str:
     return ""
 
 
+CARD_NOTES = 2  # the notes a key number's card shows under its value
+
+
 def _card(
     label: str,
     value: str,
@@ -344,6 +347,9 @@ def _card(
     if crosses:
         notes.append(t("headline.crosses"))
     doubtful = bool(notes)
+    if len(notes) > CARD_NOTES:  # a card is a few lines wide: the rest are in the evidence
+        rest = len(notes) - CARD_NOTES
+        notes = notes[:CARD_NOTES] + [t("headline.more_flags", count=rest, n=rest)]
     shown = "flagged" if doubtful and status in ("pass", "none", "waived") else status
     return {
         "label": label,
