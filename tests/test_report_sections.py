@@ -291,3 +291,14 @@ def test_the_environment_names_the_target_its_arch_and_where_the_peaks_come_from
     rows = dict(re.findall(r'<tr><th scope="row">([^<]*)</th><td>([^<]*)</td></tr>', env))
     assert rows["target"] == "hip -mcpu=gfx942" and rows["arch"] == "gfx942"
     assert rows["peak_source"] == "AMD Instinct MI300X datasheet"
+
+
+def test_a_part_with_no_published_peak_says_the_roof_is_the_measured_one(tmp_path):
+    r = sample_result()
+    hw = dataclasses.replace(
+        r.environment.hardware, peak_tflops=None, peak_gbps=None, peak_source="", measured_tflops=12.5
+    )
+    r = dataclasses.replace(r, environment=dataclasses.replace(r.environment, hardware=hw))
+    for lang, want in (("en", "roof measured here"), ("zh", "实测")):
+        env = section(html_of(r, tmp_path / lang, lang), "environment")
+        assert want in env, lang

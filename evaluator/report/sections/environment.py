@@ -84,7 +84,7 @@ def environment_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]
         ("smem_per_block", str(hw.smem_per_block)),
         ("peak_tflops", f.num(hw.peak_tflops)),
         ("peak_gbps", f.num(hw.peak_gbps)),
-        ("peak_source", hw.peak_source or "—"),
+        ("peak_source", hw.peak_source or (t("text.no_published_peak") if hw.measured_tflops else "—")),
         ("measured_tflops", f.num(hw.measured_tflops)),
         ("measured_gbps", f.num(hw.measured_gbps)),
     ]
