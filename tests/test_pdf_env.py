@@ -149,6 +149,18 @@ def test_without_the_weasyprint_module_the_note_says_pip(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 @needs_pdf("en")
+def test_a_pdf_whose_later_pages_do_not_copy_is_kept_with_a_note(tmp_path, monkeypatch):
+    # page one reads back (the probe), a later page does not with any option: the PDF is
+    # still the report, and the run says what makes all of its text copy
+    tried = []
+    monkeypatch.setattr(report, "reads_back", lambda pdf: tried.append(len(pdf)) and False)
+    files = report.render(sample_result(), tmp_path)
+    assert files.pdf is not None and files.pdf.is_file() and files.pdf_note == report.PARTLY_COPYABLE
+    assert len(tried) >= 1 and "libharfbuzz-subset0" in files.pdf_note and "\n" not in files.pdf_note
+
+
+@pytest.mark.slow
+@needs_pdf("en")
 def test_pdf_text_extracts_cleanly(tmp_path):
     pypdf = pytest.importorskip("pypdf")
     files = report.render(sample_result(), tmp_path)

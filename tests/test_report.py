@@ -106,7 +106,15 @@ def test_html_is_self_contained(en):
 
 @pytest.mark.slow
 @needs_pdf("en")
+def every_page_copies(files) -> None:
+    """Skip where the PDF was written but a later page's text does not copy (a machine
+    without libharfbuzz-subset0: page one reads back, the run says so beside the PDF)."""
+    if files.pdf is not None and files.pdf_note == report.PARTLY_COPYABLE:
+        pytest.skip("needs libharfbuzz-subset0 (apt-get install it) for every page's text to copy")
+
+
 def test_pdf_pages_header_and_numbers(en):
+    every_page_copies(en)
     pages = pdf_pages(en.pdf)
     assert len(pages) >= 3
     assert "CONDITIONAL GO" in pages[0] and "key numbers" in pages[0].lower()
@@ -325,6 +333,7 @@ def test_the_package_keeps_the_names_callers_and_tests_use():
 @pytest.mark.slow
 @needs_pdf("en")
 def test_pdf_has_the_portability_matrix(en):
+    every_page_copies(en)
     page = next(p for p in pdf_pages(en.pdf) if "Portability (lowered, not run)" in p and "Kernel (config)" in p)
     assert "needs re-tuning" in page and "MI300X" in page
 

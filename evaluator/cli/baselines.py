@@ -65,7 +65,10 @@ def report_command(
     folder.mkdir(parents=True, exist_ok=True)
     files = report.render(result, folder, lang=lang)
     console.print(f"Report: {files.html}")
-    console.print(f"PDF: {files.pdf}" if files.pdf else files.pdf_note)
+    if files.pdf:
+        console.print(f"PDF: {files.pdf}" + (f" ({files.pdf_note})" if files.pdf_note else ""))
+    else:
+        console.print(files.pdf_note)
 
 
 def compare_command(

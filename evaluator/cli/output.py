@@ -198,7 +198,7 @@ def print_summary(outcome, log=None) -> None:
     if outcome.html:
         console.print(f"Report: {outcome.html}")
     if outcome.pdf:
-        console.print(f"PDF: {outcome.pdf}")
+        console.print(f"PDF: {outcome.pdf}" + (f" ({outcome.pdf_note})" if outcome.pdf_note else ""))
     elif outcome.pdf_note:
         console.print(outcome.pdf_note)
     if r.baseline:

@@ -48,6 +48,7 @@ from .contents import context
 from .html import HTML_NAME, ReportFiles, file_names, render, render_html
 from .notes import NOTE_PATTERNS, PORT_PATTERNS
 from .pdf import (
+    PARTLY_COPYABLE,
     PDF_NAME,
     Requirement,
     import_weasyprint,
@@ -56,6 +57,7 @@ from .pdf import (
     missing_note,
     pdf_missing,
     probe,
+    reads_back,
     read_text,
 )
 from .sections.comparison import MAX_ROWS
@@ -80,6 +82,8 @@ __all__ = [
     "has_cjk_font",
     "missing_note",
     "probe",
+    "reads_back",
+    "PARTLY_COPYABLE",
     "read_text",
     "local_only_fetcher",
     "plausible_cause",

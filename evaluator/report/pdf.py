@@ -149,6 +149,11 @@ PROBE_TEXT = "GO / NO-GO probe 0123 évaluation"
 # The ways to write a PDF, tried in order: fonts subset (small files), then embedded whole.
 PDF_OPTIONS: tuple[dict[str, Any], ...] = ({}, {"full_fonts": True})
 _PROBED: dict[str, dict[str, Any] | None] = {}
+# Said beside a PDF whose first page's text copies but some later page's does not.
+PARTLY_COPYABLE = (
+    "some pages' text in the PDF does not copy on this machine (page one does): "
+    "apt-get install libharfbuzz-subset0 so all of it can be copied"
+)
 
 
 def read_text(pdf: bytes) -> str:
@@ -158,6 +163,17 @@ def read_text(pdf: bytes) -> str:
     from pypdf import PdfReader  # noqa: PLC0415 - only where a PDF is written
 
     return PdfReader(io.BytesIO(pdf)).pages[0].extract_text() or ""
+
+
+def reads_back(pdf: bytes) -> bool:
+    """Whether every page's text comes back as text: without HarfBuzz's subsetter some
+    fonts' text extracts as NUL-interleaved bytes ("\x00H\x002...") even where the probe's
+    first-page font is fine."""
+    import io
+
+    from pypdf import PdfReader  # noqa: PLC0415 - only where a PDF is written
+
+    return all("\x00" not in (page.extract_text() or "") for page in PdfReader(io.BytesIO(pdf)).pages)
 
 
 def probe(weasyprint: Any) -> dict[str, Any] | None:
@@ -241,14 +257,28 @@ def write_pdf(html: str, out_dir: Path, html_path: Path, result: RunResult, lang
     quiet = _QuietSvgStyles()
     logger = logging.getLogger("weasyprint")
     logger.addFilter(quiet)
+    first = _package().probe(weasyprint) or {}
+    # The probe's option first, then the ones after it: the report's own fonts decide, since
+    # a page the probe's font never covers may still come back as NUL-interleaved bytes.
+    options = [first] + [o for o in PDF_OPTIONS[PDF_OPTIONS.index(first) + 1 :]] if first in PDF_OPTIONS else [first]
     try:
-        weasyprint.HTML(
+        document = weasyprint.HTML(
             string=html, base_url=str(out_dir.resolve()) + "/", url_fetcher=local_only_fetcher(out_dir)
-        ).write_pdf(str(pdf_path), **(_package().probe(weasyprint) or {}))
+        ).render()
+        kept = None
+        for opts in options:
+            pdf = document.write_pdf(**opts)
+            if _package().reads_back(pdf):
+                pdf_path.write_bytes(pdf)
+                return pdf_path, ""
+            kept = kept or pdf
+        # Page one reads back (the probe said so) but a later page does not: the PDF is
+        # still the report to read; the note says what makes all of its text copy.
+        pdf_path.write_bytes(kept)
     except Exception as exc:  # noqa: BLE001 - any rendering failure leaves the HTML usable
         raise ReportError(
             f"PDF rendering failed ({type(exc).__name__}: {exc}); the HTML report is at {html_path}"
         ) from exc
     finally:
         logger.removeFilter(quiet)
-    return pdf_path, ""
+    return pdf_path, PARTLY_COPYABLE
