@@ -133,6 +133,32 @@ def _capability(arch: str) -> str:
 _CUDA_GUIDE = "NVIDIA CUDA C++ Programming Guide, 'Technical Specifications per Compute Capability'"
 _CDNA_LDS = "ROCm HIP documentation (hardware implementation: 64 KB of LDS per CU, 1024 work-items per workgroup)"
 
+_H100 = TargetSpec(
+    key="h100",
+    name="NVIDIA H100",
+    vendor="nvidia",
+    kind="cuda",
+    arch="sm_90a",
+    tilelang_target={"kind": "cuda", "arch": "sm_90a"},
+    smem_per_block=227 * KB,
+    smem_per_sm=228 * KB,
+    regs_per_sm=65536,
+    regs_per_block=65536,
+    max_threads_per_block=1024,
+    warp_size=32,
+    sm_count=132,
+    matrix_cores="4th-gen tensor cores",
+    matrix_instruction="wgmma",
+    wgmma=True,
+    tma=True,
+    async_copy=True,
+    fp16=True,
+    bf16=True,
+    source=f"{_CUDA_GUIDE} (compute capability 9.0); NVIDIA Hopper Tuning Guide (228 KB shared memory per "
+    "SM, 227 KB per block); NVIDIA H100 Tensor Core GPU datasheet (SXM5: 132 SMs)",
+)
+
+
 # The table. Per-block shared memory on NVIDIA is the opt-in maximum (cudaFuncSetAttribute
 # ...MaxDynamicSharedMemorySize), which TileLang's generated launchers request; the
 # 48 KB static default would reject every tuned GEMM config.
@@ -163,51 +189,13 @@ TARGETS: dict[str, TargetSpec] = {
             source=f"{_CUDA_GUIDE} (compute capability 8.0: 164 KB shared memory per SM, 163 KB per block opt-in, "
             "64K registers); NVIDIA A100 Tensor Core GPU Architecture whitepaper (108 SMs)",
         ),
-        TargetSpec(
-            key="h100",
-            name="NVIDIA H100",
-            vendor="nvidia",
-            kind="cuda",
-            arch="sm_90a",
-            tilelang_target={"kind": "cuda", "arch": "sm_90a"},
-            smem_per_block=227 * KB,
-            smem_per_sm=228 * KB,
-            regs_per_sm=65536,
-            regs_per_block=65536,
-            max_threads_per_block=1024,
-            warp_size=32,
-            sm_count=132,
-            matrix_cores="4th-gen tensor cores",
-            matrix_instruction="wgmma",
-            wgmma=True,
-            tma=True,
-            async_copy=True,
-            fp16=True,
-            bf16=True,
-            source=f"{_CUDA_GUIDE} (compute capability 9.0); NVIDIA Hopper Tuning Guide (228 KB shared memory per "
-            "SM, 227 KB per block); NVIDIA H100 Tensor Core GPU datasheet (SXM5: 132 SMs)",
-        ),
-        TargetSpec(
+        _H100,
+        # The H200 is the H100's Hopper die with more and faster memory: the limits a
+        # program is sized against are the same.
+        dataclasses.replace(
+            _H100,
             key="h200",
             name="NVIDIA H200",
-            vendor="nvidia",
-            kind="cuda",
-            arch="sm_90a",
-            tilelang_target={"kind": "cuda", "arch": "sm_90a"},
-            smem_per_block=227 * KB,
-            smem_per_sm=228 * KB,
-            regs_per_sm=65536,
-            regs_per_block=65536,
-            max_threads_per_block=1024,
-            warp_size=32,
-            sm_count=132,
-            matrix_cores="4th-gen tensor cores",
-            matrix_instruction="wgmma",
-            wgmma=True,
-            tma=True,
-            async_copy=True,
-            fp16=True,
-            bf16=True,
             source=f"{_CUDA_GUIDE} (compute capability 9.0); NVIDIA Hopper Tuning Guide; 132 SMs and 232448 B "
             "per block as torch reported them on the H200 of reports/examples/h200",
         ),
