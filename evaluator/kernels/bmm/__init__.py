@@ -55,7 +55,7 @@ BMM = (torch.bmm, torch.Tensor.bmm)
 BADDBMM = (torch.baddbmm, torch.Tensor.baddbmm)
 EINSUM = torch.einsum
 
-CPU_DEFAULTS = {"block_M": 64, "block_N": 64, "block_K": 32}
+CPU_DEFAULTS = {"block_M": 64, "block_N": 64, "block_K": 32, "unroll": 1}
 TC_DEFAULTS = {
     "block_M": 128,
     "block_N": 128,
@@ -65,7 +65,15 @@ TC_DEFAULTS = {
     "swizzle": False,
     "panel": 10,
 }
-SIMT_DEFAULTS = {"block_M": 64, "block_N": 64, "block_K": 16, "thread_M": 4, "thread_N": 4, "num_stages": 2}
+SIMT_DEFAULTS = {
+    "block_M": 64,
+    "block_N": 64,
+    "block_K": 16,
+    "thread_M": 4,
+    "thread_N": 4,
+    "num_stages": 2,
+    "unroll": 0,  # the K loop fully unrolled (C.accumulation_loop)
+}
 # Local tiles become stack arrays in the generated C; keep them well inside a thread's stack.
 CPU_LOCAL_LIMIT_BYTES = 128 * 1024
 # Where TileLang's copies and T.gemm want operand storage to start (TMA, 16-byte vectors).
@@ -510,7 +518,8 @@ class BmmFamily(KernelFamily):
                 }
                 if _cpu_local(cfg) <= CPU_LOCAL_LIMIT_BYTES:
                     out.append(cfg)
-            return C.dedupe(out)
+            out = C.dedupe(out)
+            return out[:1] + C.unroll_variants(out[0], hardware) + out[1:] if out else []
         if dtype == "float32":
             raw = [
                 (64, 64, 16, 4, 4, 2),
@@ -559,7 +568,10 @@ class BmmFamily(KernelFamily):
             and c["block_K"] <= max(32 if dtype != "float32" else 16, C.next_pow2(K))
         ]
         fitting = C.dedupe(c for c in cands if self.reject_reason(shape, dtype, c, hardware) is None)
-        return _order_by_waves(fitting, batch, M, N, hardware)
+        ordered = _order_by_waves(fitting, batch, M, N, hardware)
+        if dtype == "float32" and ordered:
+            return ordered[:1] + C.unroll_variants(ordered[0], hardware) + ordered[1:]
+        return ordered
 
     def limits_error(self, shape: Shape, dtype: str, cfg: dict, hw: Hardware) -> str | None:
         if C.targets_cpu(hw):
@@ -584,13 +596,13 @@ class BmmFamily(KernelFamily):
             if cfg[key] <= 0:
                 return f"{key} must be positive, got {cfg[key]}"
         if C.is_cpu_target(target):
-            return None
+            return C.unroll_error(cfg, cpu=True)
         if dtype == "float32":
             if cfg["block_M"] % cfg["thread_M"] or cfg["block_N"] % cfg["thread_N"]:
                 return f"block_M/block_N must be multiples of thread_M/thread_N, got {cfg}"
             if not 32 <= _simt_threads(cfg) <= 1024:
                 return f"SIMT config needs 32..1024 threads, got {_simt_threads(cfg)}"
-            return None
+            return C.unroll_error(cfg, cpu=False)
         threads = cfg["threads"]
         if threads % 128 or not 128 <= threads <= 256:
             return f"tensor-core tiles need 128 or 256 threads (whole warpgroups), got {threads}"

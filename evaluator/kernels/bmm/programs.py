@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...results import Shape
+from ..common import accumulation_loop
 
 ACCUM = "float32"
 # Shape fields, in order; the trailing twelve-minus-four may be left out (all zero).
@@ -187,7 +188,7 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     heads = heads_of(shape)
     get_a, get_b = element(a, heads), element(b, heads)
     value = epilogue_value(T, shape, cfg)
-    bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
+    bM, bN, bK, unroll = cfg["block_M"], cfg["block_N"], cfg["block_K"], cfg.get("unroll", 1)
 
     @T.macro
     def body(A, B, Add, Y):
@@ -211,9 +212,11 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
                         T.float32(0),
                     )
                 # i-k-j order: the j loop is unit-stride in C_l and B_l, which gcc vectorizes.
-                for i, k in T.grid(bM, bK):
-                    for j in T.serial(bN):
-                        C_l[i, j] += A_l[i, k] * B_l[k, j]
+                # The k loop is unrolled `unroll` times by hand: the C backend has no pragma.
+                for i, ko2 in T.grid(bM, bK // unroll):
+                    for ku in T.unroll(unroll):
+                        for j in T.serial(bN):
+                            C_l[i, j] += A_l[i, ko2 * unroll + ku] * B_l[ko2 * unroll + ku, j]
             for i, j in T.grid(bM, bN):
                 if (by * bM + i < M) and (bx * bN + j < N):
                     Y[bz, by * bM + i, bx * bN + j] = T.cast(value(C_l[i, j], Add, bz, by * bM + i, bx * bN + j), dtype)
@@ -287,7 +290,7 @@ def simt_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     get_a, get_b = element(a, heads), element(b, heads)
     value = epilogue_value(T, shape, cfg)
     bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
-    tM, tN, stages = cfg["thread_M"], cfg["thread_N"], cfg["num_stages"]
+    tM, tN, stages, unroll = cfg["thread_M"], cfg["thread_N"], cfg["num_stages"], cfg.get("unroll", 0)
     cols = bN // tN
     threads = (bM // tM) * cols
     pad = 4
@@ -334,7 +337,7 @@ def simt_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
                             get_b(B, bz, ko * bK + k, bx * bN + j),
                             T.float32(0),
                         )
-                for kk in T.unroll(bK):
+                for kk in accumulation_loop(T, bK, unroll):
                     for i in T.vectorized(tM):
                         a_r[i] = A_s[kk, ty * tM + i]
                     for j in T.vectorized(tN):

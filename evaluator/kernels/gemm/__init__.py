@@ -61,7 +61,7 @@ LINEAR_CALLS = (F.linear, torch.addmm, torch.mm, *MATMUL_CALLS)
 # A product of two tensors as the router sees it: `a * b` and a.mul(b) arrive as Tensor.mul.
 MUL_CALLS = (torch.Tensor.mul, torch.mul)
 
-CPU_DEFAULTS = {"block_M": 128, "block_N": 64, "block_K": 32}
+CPU_DEFAULTS = {"block_M": 128, "block_N": 64, "block_K": 32, "unroll": 1}
 # Tensor-core schedule (fp16/bf16).
 TC_DEFAULTS = {
     "block_M": 128,
@@ -121,6 +121,7 @@ SIMT_DEFAULTS = {
     "thread_N": 8,
     "num_stages": 2,
     "swizzle": True,
+    "unroll": 0,  # the K loop fully unrolled (C.accumulation_loop)
 }
 
 # Local tiles become stack arrays in the generated C; keep them well inside a thread's stack.
@@ -284,7 +285,8 @@ class GemmFamily(KernelFamily):
         M, N, K = C.check_shape(shape, self.shape_names, self.name)
         dtype = C.canonical_dtype(dtype)
         if C.is_cpu_target(hardware.target) or hardware.device == "cpu":
-            return self._cpu_space(M, N, K)
+            cpu = self._cpu_space(M, N, K)
+            return cpu[:1] + C.unroll_variants(cpu[0], hardware) + cpu[1:] if cpu else []
         if dtype == "float32":
             return self._simt_space(M, N, K, hardware)
         space = self._tc_space(M, N, K, dtype, hardware)
@@ -502,7 +504,8 @@ class GemmFamily(KernelFamily):
             for a, b, k, tm, tn, s in raw
         ]
         fitting = [c for c in cands if C.smem_fits(_simt_smem(c), hw) and 32 <= _simt_threads(c) <= 1024]
-        return self._order_by_waves(fitting, M, N, hw)
+        ordered = self._order_by_waves(fitting, M, N, hw)
+        return ordered[:1] + C.unroll_variants(ordered[0], hw) + ordered[1:] if ordered else []
 
     @staticmethod
     def _order_by_waves(cands: list[KernelConfig], M: int, N: int, hw: Hardware) -> list[KernelConfig]:
@@ -539,7 +542,7 @@ class GemmFamily(KernelFamily):
             if cfg[key] <= 0:
                 return f"{key} must be positive, got {cfg[key]}"
         if C.is_cpu_target(target):
-            return None
+            return C.unroll_error(cfg, cpu=True)
         if self.gate and dtype != "float32" and _split(cfg):
             return "the gated product runs whole-K tiles: not with split_k, cluster or stream_k"
         if dtype == "float32":
@@ -547,7 +550,7 @@ class GemmFamily(KernelFamily):
                 return f"block_M/block_N must be multiples of thread_M/thread_N, got {cfg}"
             if not 32 <= _simt_threads(cfg) <= 1024:
                 return f"SIMT config needs 32..1024 threads, got {_simt_threads(cfg)}"
-            return None
+            return C.unroll_error(cfg, cpu=False)
         if cfg["policy"] not in P.POLICIES:
             return f"policy must be one of {', '.join(P.POLICIES)}, got {cfg['policy']!r}"
         if cfg["split_k"] < 1:

@@ -23,6 +23,7 @@ import math
 from typing import Any
 
 from ...results import Shape
+from ..common import accumulation_loop
 from .pingpong import pingpong_program
 from .prim import linear_program
 
@@ -162,6 +163,7 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, gate: b
 
     M, N, K = shape
     bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
+    unroll = cfg.get("unroll", 1)
     apply = act_macro(T, act, fast=False) if act != "none" else None
 
     @T.macro
@@ -189,9 +191,11 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, gate: b
                     )
                 # i-k-j order: the j loop is unit-stride in C_l and B_l, which gcc
                 # auto-vectorizes with -O3 -march=native better than TileLang's float4 structs.
-                for i, k in T.grid(bM, bK):
-                    for j in T.serial(bN):
-                        C_l[i, j] += A_l[i, k] * B_l[k, j]
+                # The k loop is unrolled `unroll` times by hand: the C backend has no pragma.
+                for i, ko2 in T.grid(bM, bK // unroll):
+                    for ku in T.unroll(unroll):
+                        for j in T.serial(bN):
+                            C_l[i, j] += A_l[i, ko2 * unroll + ku] * B_l[ko2 * unroll + ku, j]
             for i, j in T.grid(bM, bN):
                 if (by * bM + i < M) and (bx * bN + j < N):
                     C_l[i, j] = C_l[i, j] + T.cast(Bias[bx * bN + j], ACCUM)
@@ -523,7 +527,7 @@ def simt_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: 
     M, N, K = shape
     bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
     tM, tN = cfg["thread_M"], cfg["thread_N"]
-    stages, swizzle = cfg["num_stages"], cfg["swizzle"]
+    stages, swizzle, unroll = cfg["num_stages"], cfg["swizzle"], cfg.get("unroll", 0)
     cols = bN // tN
     threads = (bM // tM) * cols
     pad = 4  # breaks the 32-way bank conflict of the transposed shared-memory stores
@@ -552,7 +556,7 @@ def simt_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: 
                     W_s[k, j] = T.if_then_else(
                         (bx * bN + j < N) and (ko * bK + k < K), W[bx * bN + j, ko * bK + k], T.float32(0)
                     )
-                for kk in T.unroll(bK):
+                for kk in accumulation_loop(T, bK, unroll):
                     for i in T.vectorized(tM):
                         a_r[i] = A_s[kk, ty * tM + i]
                     for j in T.vectorized(tN):
