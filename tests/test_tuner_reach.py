@@ -82,7 +82,8 @@ def classify(family: str, shape: tuple[int, ...], dtype: str, config: dict, hw: 
     nearest = min(space, key=lambda c: _distance(config, c), default=None)
     if any(_matches(config, c) for c in space):
         return "coarse", nearest
-    if any(_matches(config, n) for c in space for n in neighbours(c)):
+    flags = kernels.get(family).fine_flags
+    if any(_matches(config, n) for c in space for n in neighbours(c, flags)):
         return "fine", nearest
     return "neither", nearest
 
@@ -101,24 +102,8 @@ UNREACHED: dict[str, str] = {
         "ping-pong persistent tile: today's gemm_gelu space for this shape has no ping-pong config, "
         "and the integer pingpong/persistent fields are not changed by a fine step"
     ),
-    f"{PINGWAVE}:gemm:1024x768x768:float16": (
-        "ping-pong block_N 48 without swap_ab: the space offers block_N 48 only with swap_ab=1, "
-        "and a fine step neither reaches 48 (not a power of two) nor clears the integer swap_ab"
-    ),
     f"{PINGWAVE}:gemm:1024x768x3072:float16": (
         "ping-pong block_N 48 at 8 stages: no coarse config has it, and 48 is not a power of two"
-    ),
-    f"{PINGWAVE}:gemm:512x2048x2048:float16": (
-        "ping-pong 64x128 at 8 stages is two fine steps from the coarse 128x64x8 tile (block_M "
-        "halved, block_N doubled): a second round reaches it only if the first round's best leads there"
-    ),
-    f"{PINGWAVE}:gemm:512x2048x5632:float16": (
-        "ping-pong 64x128 at 8 stages is two fine steps from the coarse 128x64x8 tile (block_M "
-        "halved, block_N doubled): a second round reaches it only if the first round's best leads there"
-    ),
-    "kernels/h200-2026-12-03/kernel_sweep_swap.json:gemm:2048x2304x768:float16": (
-        "swap_ab=1 ping-pong 128x96 at 6 stages: today's space for this shape has no swap_ab config, "
-        "and a fine step does not change the integer swap_ab"
     ),
 }
 

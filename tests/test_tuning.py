@@ -170,3 +170,12 @@ def test_a_changed_toolchain_is_named_when_re_tuning(tmp_path):
     key = tuning.cache_key("softmax", (16, 40), "float32", hw, "0.1.16")
     assert look(key) is None
     assert ("tilelang", "0.1.15", "0.1.16") in tuning_cache.changes(store, key)
+
+
+def test_neighbours_flip_the_familys_switches_and_turn_the_tile():
+    cfg = {"block_M": 128, "block_N": 64, "swap_ab": 1, "persistent": 132, "split_k": 1}
+    got = tuning.neighbours(cfg, flags=("swap_ab", "split_k"))
+    assert {**cfg, "swap_ab": 0} in got and {**cfg, "split_k": 0} in got
+    assert {**cfg, "block_M": 64, "block_N": 128} in got  # the tile turned
+    assert not any(n["persistent"] != 132 for n in got)  # a block count is not a switch
+    assert {**cfg, "swap_ab": 0} not in tuning.neighbours(cfg)  # undeclared 0/1 ints stay

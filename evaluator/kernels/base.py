@@ -80,6 +80,9 @@ class KernelFamily(abc.ABC):
     # Kernel parameters that are neither tuned nor part of the shape (LayerNorm's eps):
     # compiled into the program, taken from the call at swap-in; these are the defaults.
     params: Mapping[str, float] = MappingProxyType({})
+    # Integer config keys that are switches (0/1): the tuner's fine rounds flip them
+    # (`tuning.search.neighbours`), as they flip bools.
+    fine_flags: tuple[str, ...] = ()
     # The torch functions the router (evaluator.routing.router) hands to `route`. Empty for fused
     # variants: their pattern is two calls, and the first has run before the second is seen.
     functions: tuple = ()

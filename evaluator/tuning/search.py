@@ -10,7 +10,7 @@ with the device that ran each candidate.
 
 Coarse to fine: the family's search space is the coarse grid (best guess first); then
 the neighbours of the fastest config, and of the runner-up when it is within 10%, (each
-power-of-two size doubled and halved, each flag flipped) are tried, and again around
+power-of-two size doubled and halved, each flag flipped, the tile turned) are tried, and again around
 the new best while a round gains more than 2%, for at most 3 rounds. Every batch
 compiles in parallel threads; the family's `reject_reason` turns away, before
 compiling, configs that cannot fit the device. The budget bounds the whole search of
@@ -41,7 +41,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Collection, Sequence
 
 from . import isolation
 from ..measuring.bench import TimingPolicy
@@ -105,16 +105,23 @@ def cache_key(
     return key
 
 
-def neighbours(config: KernelConfig) -> list[KernelConfig]:
+def neighbours(config: KernelConfig, flags: Collection[str] = ()) -> list[KernelConfig]:
     """Configs one step from `config`: each power-of-two int (>= 2) doubled and halved,
-    each bool flipped; other values (0 = off, odd counts, strings) stay as they are."""
+    each bool flipped, each 0/1 int named in `flags` (the family's `fine_flags`) flipped,
+    and the tile turned (block_M and block_N exchanged: a tall tile and a wide one fill
+    the SMs differently); other values (0 = off, odd counts, strings) stay as they are."""
     out = []
     for key, value in config.items():
         if isinstance(value, bool):
             out.append({**config, key: not value})
+        elif key in flags and value in (0, 1):
+            out.append({**config, key: 1 - value})
         elif isinstance(value, int) and value >= 2 and value & (value - 1) == 0:
             out.append({**config, key: value * 2})
             out.append({**config, key: value // 2})
+    m, n = config.get("block_M"), config.get("block_N")
+    if isinstance(m, int) and isinstance(n, int) and m != n:
+        out.append({**config, "block_M": n, "block_N": m})
     return out
 
 
@@ -193,7 +200,7 @@ def tune(
         if not centers:
             break
         expanded.update(_ckey(c) for c in centers)
-        search.batch([n for c in centers for n in neighbours(c)], f"fine-{rnd}")
+        search.batch([n for c in centers for n in neighbours(c, family.fine_flags)], f"fine-{rnd}")
         if search.spent() or not search.best_latency() < before * (1 - FINE_GAIN):
             break
     search.retime()

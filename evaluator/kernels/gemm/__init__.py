@@ -163,6 +163,9 @@ class GemmFamily(KernelFamily):
     # Profiling sees nn.Linear as one op whatever follows it: every variant takes its
     # shapes from the plain family's profiled calls.
     profile_family = "gemm"
+    # The ping-pong program's switches (pingpong.py): y's transpose, the direct store and
+    # stream-K; a fine step turns each on or off around the best ping-pong tile.
+    fine_flags = ("swap_ab", "direct", "stream_k")
 
     def __init__(self, activation: str = "none", gate: bool = False):
         if activation not in ACTIVATIONS:
