@@ -11,7 +11,6 @@ process (the family's cache), so seeds and models reuse the builds.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 
 import pytest
 import torch
@@ -23,7 +22,6 @@ from evaluator.profiling import profile as profiling
 from evaluator.errors import KernelError
 from evaluator.kernels import common as C
 from evaluator.kernels import conv_bn as CB
-from evaluator.kernels.conv2d import programs as conv2d_programs
 from evaluator.models import load_model
 from evaluator.models.zoo import Bottleneck
 from evaluator.results import Hardware
@@ -364,28 +362,3 @@ def test_the_profile_scan_names_the_patterns_shapes():
     assert not any(fu.reused for fu in found.values())
     selected = profiling.with_fusions(("conv2d",), tuple(found.values()))
     assert selected[0] == "conv2d" and set(selected) == {"conv2d", "conv_bn", "conv_bn_relu", "conv_bn_add_relu"}
-
-
-# ---------------------------------------------------------------- the programs
-
-
-def _main_loop(fn, ends) -> list[str]:
-    """The program's lines from clearing the accumulator to its epilogue, comments left out."""
-    lines = inspect.getsource(fn).splitlines()
-    start = next(i for i, line in enumerate(lines) if "T.clear(" in line)
-    stop = next(i for i, line in enumerate(lines) if i > start and ends in line)
-    return [line.strip() for line in lines[start:stop] if line.strip() and not line.strip().startswith("#")]
-
-
-@pytest.mark.parametrize(
-    "name,conv_end,bn_end",
-    [
-        ("cpu_program", "for i, j in T.grid(bM, bN)", "# The epilogue"),
-        ("tc_program", "T.copy(C_f, C_s)", "# Columns past K"),
-        ("nchw_tc_program", "T.copy(C_f, C_s)", "# Rows past K"),
-    ],
-)
-def test_the_main_loops_are_conv2ds_line_for_line(name, conv_end, bn_end):
-    """The epilogue is all that differs: a change to conv2d's loops is to be made here too."""
-    conv = _main_loop(getattr(conv2d_programs, name), conv_end)
-    assert conv and _main_loop(getattr(CB.P, name), bn_end) == conv

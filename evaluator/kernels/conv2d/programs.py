@@ -16,15 +16,21 @@ convolution (groups = 1) as an implicit GEMM in the layout the model holds its t
 On CPU a loop nest over fp32 local tiles, on CUDA shared-memory tiles into tensor-core
 `T.gemm`. Grouped and depthwise programs are in `_conv2d_grouped.py`. Checking configs
 and compiling are the family's (conv2d.py, base.py); nothing here runs a kernel.
+
+The CPU, channels_last and NCHW programs take an optional `Epilogue`: a fused family's
+work on the fp32 accumulator before the store (conv_bn's folded batch norm) and the
+kernel signature with its further inputs, so a fused family runs these main loops
+rather than its own.
 """
 
 # No `from __future__ import annotations`: TileLang resolves the prim_func's tensor
 # annotations from the closure, and names used only there (N, H, ...) are not in it.
 
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from ...results import Shape
 from .. import common as C
+from ..gemm.prim import renamed
 
 ACCUM = "float32"
 
@@ -94,7 +100,48 @@ def tensor_shapes(shape: Shape | Geometry) -> tuple[tuple[int, ...], tuple[int, 
     return (g.N, g.H, g.W, g.C), (g.K, g.R, g.S, g.Cg), (g.N, g.P, g.Q, g.K)
 
 
-def cpu_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any]):
+class Epilogue(NamedTuple):
+    """A fused family's part of a convolution program. `value(T, acc, channel, output)`:
+    the fp32 value one output element stores, from `acc` its fp32 sum, `channel` the
+    elements of the per-output-channel inputs at its channel and `output` those of the
+    output-shaped inputs (the output's layout) at its position. `kernel(T, body, x, w, y,
+    schedule)`: the PrimFunc of x, w and y's shapes around the main loop `body(X, Wt,
+    channel_inputs, output_inputs, Y)` (two tuples of its further tensors), under a kernel
+    name ending in `schedule` ("cpu", "tc", "nchw")."""
+
+    value: Callable[..., Any]
+    kernel: Callable[..., Any]
+
+
+def plain_kernel(dtype: str) -> Callable[..., Any]:
+    """conv2d's own `Epilogue.kernel`: (X, Wt) -> Y, no further inputs."""
+
+    def kernel(T: Any, body: Any, x_shape: tuple, w_shape: tuple, y_shape: tuple, schedule: str) -> Any:
+        @T.prim_func
+        def conv2d(
+            X: T.Tensor(x_shape, dtype),
+            Wt: T.Tensor(w_shape, dtype),
+            Y: T.Tensor(y_shape, dtype),
+        ):
+            body(X, Wt, (), (), Y)
+
+        return renamed(conv2d, "conv2d_" + schedule)
+
+    return kernel
+
+
+def stored(T: Any, epilogue: Epilogue | None, acc: Any, inputs: tuple, k: Any, at: tuple, view: Any = None) -> Any:
+    """The fp32 value an output element stores: its sum `acc`, or the epilogue's value of
+    it. `inputs`: (per-channel, output-shaped) tensors; `k`: the element's output channel;
+    `at`: its index in the output, or in `view(t)` of each output-shaped tensor t."""
+    if epilogue is None:
+        return acc
+    channel, output = inputs
+    load = (lambda t: t[at]) if view is None else (lambda t: view(t)[at])
+    return epilogue.value(T, acc, [t[k] for t in channel], [load(t) for t in output])
+
+
+def cpu_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], epilogue: Epilogue | None = None):
     import tilelang.cpu.language as T
 
     g = geometry(shape)
@@ -106,14 +153,16 @@ def cpu_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any]):
     bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
     c_chunks = C.ceildiv(Cin, bK)
 
+    def out_at(m, n):
+        """Output pixel m's channel n in the output's layout."""
+        if nchw:
+            return m // (P * Q), n, (m % (P * Q)) // Q, m % Q
+        return m // (P * Q), (m % (P * Q)) // Q, m % Q, n
+
     # One loop nest for both layouts: only the three tensors' index order differs (the
     # `if nchw` branches are resolved when the program is built).
-    @T.prim_func
-    def conv2d_cpu(
-        X: T.Tensor(x_shape, dtype),
-        Wt: T.Tensor(w_shape, dtype),
-        Y: T.Tensor(y_shape, dtype),
-    ):
+    @T.macro
+    def body(X, Wt, Ch, Out, Y):
         with T.Kernel(T.ceildiv(K, bN), T.ceildiv(M, bM)) as (bx, by):
             # fp32 tiles whatever the storage dtype: half.hpp arithmetic is scalar
             # and slow, and accumulation must be fp32 anyway.
@@ -153,16 +202,17 @@ def cpu_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any]):
                         C_l[i, j] += A_l[i, k] * B_l[k, j]
             for i, j in T.grid(bM, bN):
                 m = by * bM + i
-                if (m < M) and (bx * bN + j < K):
-                    if nchw:
-                        Y[m // (P * Q), bx * bN + j, (m % (P * Q)) // Q, m % Q] = T.cast(C_l[i, j], dtype)
-                    else:
-                        Y[m // (P * Q), (m % (P * Q)) // Q, m % Q, bx * bN + j] = T.cast(C_l[i, j], dtype)
+                n = bx * bN + j
+                if (m < M) and (n < K):
+                    Y[out_at(m, n)] = T.cast(stored(T, epilogue, C_l[i, j], (Ch, Out), n, out_at(m, n)), dtype)
 
-    return conv2d_cpu
+    kernel = plain_kernel(dtype) if epilogue is None else epilogue.kernel
+    return kernel(T, body, x_shape, w_shape, y_shape, "cpu")
 
 
-def tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any]):
+def tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], epilogue: Epilogue | None = None):
+    """channels_last: rows = output pixels, columns = output channels; an epilogue is
+    applied per element between the fragment and the shared tile."""
     import tilelang.language as T
 
     g = geometry(shape)
@@ -176,12 +226,12 @@ def tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any]):
     c_tail = Cin % bK != 0
     k_iters = C.ceildiv(RSC, bK) if flat_k else R * S * c_chunks
 
-    @T.prim_func
-    def conv2d_tc(
-        X: T.Tensor((N, H, W, Cin), dtype),
-        Wt: T.Tensor((K, R, S, Cin), dtype),
-        Y: T.Tensor((N, P, Q, K), dtype),
-    ):
+    def as_mk(t):
+        """An output-shaped (N, P, Q, K) tensor as the GEMM's (M, K) matrix."""
+        return T.reshape(t, (M, K))
+
+    @T.macro
+    def body(X, Wt, Ch, Out, Y):
         with T.Kernel(T.ceildiv(K, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
             A_s = T.alloc_shared((bM, bK), dtype)
             B_s = T.alloc_shared((bN, bK), dtype)
@@ -235,15 +285,25 @@ def tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any]):
                     else:
                         T.copy(W2[bx * bN, (r * S + s) * Cin + c0], B_s)
                 T.gemm(A_s, B_s, C_f, transpose_B=True)
-            T.copy(C_f, C_s)
+            if epilogue is None:
+                T.copy(C_f, C_s)
+            else:
+                # Columns past K read channel K-1's inputs (rows past M the last pixel's);
+                # the bounded store drops them.
+                for i, j in T.Parallel(bM, bN):
+                    n = T.min(bx * bN + j, K - 1)
+                    at = (T.min(by * bM + i, M - 1), n)
+                    C_s[i, j] = T.cast(stored(T, epilogue, C_f[i, j], (Ch, Out), n, at, as_mk), dtype)
             T.copy(C_s, Y2[by * bM, bx * bN])
 
-    return conv2d_tc
+    kernel = plain_kernel(dtype) if epilogue is None else epilogue.kernel
+    return kernel(T, body, (N, H, W, Cin), (K, R, S, Cin), (N, P, Q, K), "tc")
 
 
-def nchw_tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any]):
+def nchw_tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], epilogue: Epilogue | None = None):
     """NCHW x, KCRS weights, NCHW y: per image, Y[K, P*Q] = W[K, C*R*S] @ X_col[C*R*S, P*Q],
-    the grid's z axis over images so a pixel tile never straddles two of them."""
+    the grid's z axis over images so a pixel tile never straddles two of them; an
+    epilogue is applied per element between the fragment and the shared tile."""
     import tilelang.language as T
 
     g = geometry(shape)
@@ -256,12 +316,12 @@ def nchw_tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any]):
     # rows are the channels' (H*W) planes, copied as tiles (vector loads, no index math).
     direct = R == 1 and S == 1 and sh == sw == 1 and ph == pw == 0
 
-    @T.prim_func
-    def conv2d_nchw(
-        X: T.Tensor((N, Cin, H, W), dtype),
-        Wt: T.Tensor((K, Cin, R, S), dtype),
-        Y: T.Tensor((N, K, P, Q), dtype),
-    ):
+    def as_nkpq(t):
+        """An output-shaped (N, K, P, Q) tensor as one (K, P*Q) matrix per image."""
+        return T.reshape(t, (N, K, PQ))
+
+    @T.macro
+    def body(X, Wt, Ch, Out, Y):
         with T.Kernel(T.ceildiv(PQ, bN), T.ceildiv(K, bM), N, threads=threads) as (bx, by, bz):
             A_s = T.alloc_shared((bM, bK), dtype)
             B_s = T.alloc_shared((bK, bN), dtype)
@@ -289,10 +349,19 @@ def nchw_tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any]):
                             T.cast(0, dtype),
                         )
                 T.gemm(A_s, B_s, C_f)
-            T.copy(C_f, C_s)
+            if epilogue is None:
+                T.copy(C_f, C_s)
+            else:
+                # Rows past K read channel K-1's inputs (columns past P*Q the last
+                # pixel's); the bounded store drops them.
+                for i, j in T.Parallel(bM, bN):
+                    k = T.min(by * bM + i, K - 1)
+                    at = (bz, k, T.min(bx * bN + j, PQ - 1))
+                    C_s[i, j] = T.cast(stored(T, epilogue, C_f[i, j], (Ch, Out), k, at, as_nkpq), dtype)
             T.copy(C_s, Y3[bz, by * bM, bx * bN])
 
-    return conv2d_nchw
+    kernel = plain_kernel(dtype) if epilogue is None else epilogue.kernel
+    return kernel(T, body, (N, Cin, H, W), (K, Cin, R, S), (N, K, P, Q), "nchw")
 
 
 # The stream schedule holds a whole (C, block_N) pixel tile per pipeline stage: C is
