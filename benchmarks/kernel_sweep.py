@@ -379,7 +379,7 @@ def pingpong_grid(shape) -> list[dict]:
 def wave_tiles(M: int, N: int, sms: int, rank: str) -> list[tuple[int, int]]:
     """Ping-pong tiles (block_M, block_N), block_N in steps of 16 up to 192 (the
     accumulator's register cap), best first. rank "useful": the share of the longest
-    block's time spent on real output (`_gemm_pingpong.useful`), intensity breaking ties,
+    block's time spent on real output (`gemm/pingpong.useful`), intensity breaking ties,
     over tiles no smaller than 128x48; rank "score": that share times the tile's
     arithmetic intensity bM * bN / (bM + bN), the wave schedule's score (gemm's
     `_wave_space`). Does either find faster ping-pong tiles than the fixed list, with
@@ -445,7 +445,7 @@ def swap_grid(shape, hw) -> list[dict]:
 
 def streamk_grid(shape) -> list[dict]:
     """The ping-pong tiles that leave a partial last wave at this shape, each as it is and
-    with that wave split by K (`stream_k`, experimental; _gemm_pingpong's docstring)."""
+    with that wave split by K (`stream_k`, experimental; gemm/pingpong's docstring)."""
     out = []
     for cfg in pingpong_grid(shape):
         if PP.sk_splits(shape, {**cfg, "stream_k": 1}):

@@ -106,7 +106,10 @@ def main() -> None:
         s = sides[side]
         print(f"  {side:6}: {s['tilelang']} calls in TileLang, {s['fell_back']} in PyTorch")
     print(f"  outputs differ by at most {agree:.2e}")
-    print(f"  linear {t_lin.median_ms:.4f} ms, matmul {t_mm.median_ms:.4f} ms: matmul runs at {ratio.value:.3f}x linear's speed")
+    print(
+        f"  linear {t_lin.median_ms:.4f} ms, matmul {t_mm.median_ms:.4f} ms: "
+        f"matmul runs at {ratio.value:.3f}x linear's speed"
+    )
     if dev == "cpu":
         print("(a shared CPU: this checks that both forms route and agree, not their speed)")
     if note:

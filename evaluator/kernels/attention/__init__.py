@@ -41,12 +41,12 @@ TMA producer warpgroup); True is FlashAttention-3's intra-warpgroup overlap, a
 hand-ordered software pipeline with asynchronous WGMMA in which block t's softmax runs
 while block t-1's PV gemm is on the tensor cores (sm_90 only, num_stages 2, cp.async
 loads, no producer warpgroup); `pingpong` (sm_90 only; 128 query rows, 256 consumer
-threads) is FlashAttention-3's forward written out (`_attention_pingpong`): a TMA
+threads) is FlashAttention-3's forward written out (`attention/pingpong`): a TMA
 producer warpgroup feeds two consumer warpgroups of 64 rows each, which overlap softmax
 and gemms within and across warpgroups. All three take a mask. fp32 is refused on CUDA
 (T.gemm on fp32 is TF32, which would not match PyTorch's fp32). On CPU (the C backend),
 the same online-softmax loop over fp32 local tiles, one (batch, head, query block) per
-kernel block. The programs themselves are in `_attention_programs.py`; this module
+kernel block. The programs themselves are in `kernels/attention/programs.py`; this module
 sizes, checks, searches and routes them.
 
 The causal flag is not recoverable from q, k and v, so `make_inputs` tags q with it and
@@ -77,9 +77,9 @@ CAUSAL_ATTR = "attention_causal"
 
 CPU_DEFAULTS = {"block_M": 32, "block_N": 64}
 # split_count: with overlap and causal, the loop count max(n, 2) as two pipelines (see
-# `_attention_programs._overlap_loop`), where ptxas otherwise serializes the wgmmas; measured
+# `attention/programs._overlap_loop`), where ptxas otherwise serializes the wgmmas; measured
 # slower on the H200 (2026-12-03 sweep), so outside the search space.
-# fast_math: the CUDA build with nvcc --use_fast_math (see `_attention_programs.gpu_program`).
+# fast_math: the CUDA build with nvcc --use_fast_math (see `attention/programs.gpu_program`).
 GPU_DEFAULTS = {
     "block_M": 128,
     "block_N": 128,
@@ -496,7 +496,7 @@ class AttentionFamily(KernelFamily):
             # causal, where two led by 2% (reports/examples/kernels/h200-2026-12-01/
             # kernel_sweep_gemm_skinny_attention_rows.json).
             (128, 128, 1, 256),
-            # FlashAttention-3's forward (`pingpong`, _attention_pingpong): it verifies and
+            # FlashAttention-3's forward (`pingpong`, attention/pingpong): it verifies and
             # runs on the H100 and trails the family's other configs at every shape there
             # (reports/examples/kernels/h100-2026-12-05/), so it stays behind the measured
             # first config; 176 keys a block is FlashAttention-3's own tile at head dim 128.
@@ -791,7 +791,7 @@ def broadcast_mask(mask: torch.Tensor, size: Sequence[int]) -> torch.Tensor:
 
 class MaskedAttention(C.LauncherWrapper):
     """The kernel of a masked shape: q, k, v as `StridedAttention` takes them, and the
-    mask at the kernel's size (`_attention_programs.mask_shape`): a bool mask goes to
+    mask at the kernel's size (`attention/programs.mask_shape`): a bool mask goes to
     the kernel as its bytes, an additive one in its own dtype (the inputs', or float32)."""
 
     def __init__(self, launcher: C.Launcher):

@@ -3,7 +3,7 @@ forward, written out in TileLang.
 
 In: shape (B, H, Sq, Skv, D, causal[, pitches]), a dtype, a full attention config with
 `pingpong` set (block_M = 128 query rows, 64 to each of two consumer warpgroups; block_N
-keys a block; num_stages K/V buffers) and the pieces `_attention_programs` shares (the
+keys a block; num_stages K/V buffers) and the pieces `attention/programs` shares (the
 mask, the online softmax, the rescale, built for one warpgroup's 64 rows). Out: a
 TileLang PrimFunc; checking and compiling are attention.py's.
 
@@ -95,9 +95,9 @@ def acc_regs(cfg: dict[str, Any], D: int) -> float:
 def pingpong_program(
     shape: Shape, dtype: str, cfg: dict[str, Any], parts: dict[str, Any], bounds: Any, operand: Any, output_shape: Any
 ):
-    """`parts` are `_attention_programs._gpu_parts` built for ROWS-row tiles; `bounds(bx)`
+    """`parts` are `attention/programs._gpu_parts` built for ROWS-row tiles; `bounds(bx)`
     gives the (key blocks, unmasked key blocks) of the block's 128 rows; `operand` and
-    `output_shape` are `_attention_programs`' (strided q, k, v and the output's layout)."""
+    `output_shape` are `attention/programs`' (strided q, k, v and the output's layout)."""
     import tilelang.language as T
 
     B, H, Sq, Skv, D, causal = shape[:6]

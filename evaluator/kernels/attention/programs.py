@@ -15,7 +15,7 @@ tiles, one (batch, head, query block) per kernel block; on CUDA FlashAttention w
 tensor-core gemms for QK^T and PV, the K/V loop chosen by `overlap`: FlashAttention-2's
 loop with synchronous `T.gemm` (warp-specialized by TileLang), or a hand-ordered
 software pipeline with asynchronous WGMMA (FlashAttention-3's softmax/gemm overlap);
-with `pingpong` the whole kernel is `_attention_pingpong`'s (a TMA producer warpgroup and
+with `pingpong` the whole kernel is `attention/pingpong`'s (a TMA producer warpgroup and
 two consumer warpgroups, FlashAttention-3's forward).
 Both mask only the key blocks on the causal diagonal or at the Skv tail (`kv_blocks`), and
 both carry `tl.enable_fast_math` unless `cfg["fast_math"]` is off (see `gpu_program`).

@@ -5,7 +5,7 @@ position bias) and two-operand batched torch.einsum ("bhqd,bhkd->bhqk").
 
 In: shape (batch, M, N, K[, a_t, b_t, heads, a_pitch, b_pitch, addend, a_shared,
 b_shared]): Y[batch, M, N] = alpha * A[batch, M, K] @ B[batch, K, N] (+ beta * addend), with
-the operands read where they lie (`_bmm_programs.Operand`): a_t / b_t 1 when the operand
+the operands read where they lie (`bmm/programs.Operand`): a_t / b_t 1 when the operand
 is a transposed view (k.transpose(-1, -2) is read as the [N, K] rows of k); a pitch p >=
 `heads` when it is heads of a row-major [batch / heads, rows, p, cols] buffer (a
 projection's `view(B, S, H, D).transpose(1, 2)`, p = H; GPT-2's split qkv, p = 3H), 0 when
@@ -30,7 +30,7 @@ batched second operand.
 Schedules: CPU (the C backend) a blocked loop nest over fp32 local tiles; CUDA fp16/bf16
 shared-memory tiles in each operand's storage orientation, a pipelined K loop and T.gemm
 on the tensor cores, the batch as the grid's z; CUDA fp32 a register-blocked SIMT
-schedule (T.gemm on fp32 is TF32). The programs are in `_bmm_programs.py`.
+schedule (T.gemm on fp32 is TF32). The programs are in `kernels/bmm/programs.py`.
 """
 
 from __future__ import annotations

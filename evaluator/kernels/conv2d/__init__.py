@@ -17,7 +17,7 @@ pixels over C*R*S, the weights a plain matrix and the pixel tile gathered (or, f
 stride-1, copied) from x, the output tile stored straight into NCHW. The A/B operand is
 never materialised; padding and tails are masked. A channels_last 1x1 (stride 1, no
 padding) is also one plain GEMM, x[N*H*W, C] @ w[K, C]^T, which `gemm` hands to the gemm
-family. Groups > 1 (`_conv2d_grouped`): depthwise (one input channel a group) runs
+family. Groups > 1 (`conv2d/grouped`): depthwise (one input channel a group) runs
 `direct`, a tile of output pixels x channels a block with the taps unrolled (memory-bound:
 no GEMM to feed); other groupings an implicit GEMM per group, channels_last, an NCHW one
 between two layout transposes (via_nhwc).
@@ -25,8 +25,8 @@ Schedules: on CUDA (fp16/bf16), shared-memory tiles, a pipelined K loop, tensor-
 `T.gemm` into an fp32 fragment and the output written back through shared memory
 (direct: fp32 register accumulators on CUDA cores); on CPU (the C backend), loop nests
 over fp32 local tiles that gcc vectorizes. The programs themselves are in
-`_conv2d_programs.py` and `_conv2d_grouped.py`, the NCHW search space and the
-via-channels_last kernel (with its TileLang layout changes) in `_conv2d_layout.py`; this
+`kernels/conv2d/programs.py` and `kernels/conv2d/grouped.py`, the NCHW search space and the
+via-channels_last kernel (with its TileLang layout changes) in `kernels/conv2d/layout.py`; this
 module sizes, checks, searches and routes them, on a `Geometry` (per-dim stride and
 padding) that the conv1d family (conv1d.py) also builds its calls on.
 
@@ -85,11 +85,11 @@ TC_DEFAULTS = {
 # NCHW: block_M tiles the output channels, block_N the output pixels of one image.
 # via_nhwc: run the channels_last program instead (block_M then tiles pixels, block_N
 # output channels, flat_k as there) between a TileLang transpose of x and one of y
-# back (_conv2d_layout), both in the call's time: on the H200 a k x k filter's per-element NCHW gather ran at
+# back (conv2d/layout), both in the call's time: on the H200 a k x k filter's per-element NCHW gather ran at
 # 0.24x cuDNN (3x3, 56x56x64) where the channels_last kernel ran at 1.04x its own.
 # stream > 0 (1x1 stride-1, C <= 128 only): that many blocks per output-channel tile,
 # each loading its weight tile once and streaming pixel tiles through a pipelined loop
-# (_conv2d_programs.nchw_stream_program; block_K is unused there, C is one tile).
+# (conv2d/programs.nchw_stream_program; block_K is unused there, C is one tile).
 NCHW_DEFAULTS = {
     "block_M": 64,
     "block_N": 128,
@@ -102,7 +102,7 @@ NCHW_DEFAULTS = {
     "stream": 0,
 }
 # Groups > 1 on CUDA. direct (depthwise): block_C channels x block_H x block_W output
-# pixels a block, vec neighbours along a row a thread (NCHW; _conv2d_grouped.direct_program).
+# pixels a block, vec neighbours along a row a thread (NCHW; conv2d/grouped.direct_program).
 # Otherwise the implicit GEMM per group with the channels_last tile keys above (an NCHW
 # shape with via_nhwc).
 GROUPED_DEFAULTS = {
@@ -121,7 +121,7 @@ GROUPED_DEFAULTS = {
     "via_nhwc": False,
 }
 # Groups > 1 on CPU: block_M output pixels x block_N output channels, block_K input
-# channels a chunk of the GEMM per group (unused by depthwise; _conv2d_grouped.cpu_program).
+# channels a chunk of the GEMM per group (unused by depthwise; conv2d/grouped.cpu_program).
 GROUPED_CPU_DEFAULTS = {"block_M": 32, "block_N": 16, "block_K": 32}
 
 # ResNet-50's convolutions at batch 32 (torchvision v1.5: the stride sits in the 3x3),

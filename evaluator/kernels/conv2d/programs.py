@@ -14,7 +14,7 @@ convolution (groups = 1) as an implicit GEMM in the layout the model holds its t
   image's (C, H*W) slab; its `stream` schedule keeps one weight tile in shared memory
   and streams pixel tiles through a fixed grid of blocks.
 On CPU a loop nest over fp32 local tiles, on CUDA shared-memory tiles into tensor-core
-`T.gemm`. Grouped and depthwise programs are in `_conv2d_grouped.py`. Checking configs
+`T.gemm`. Grouped and depthwise programs are in `kernels/conv2d/grouped.py`. Checking configs
 and compiling are the family's (conv2d.py, base.py); nothing here runs a kernel.
 
 The CPU, channels_last and NCHW programs take an optional `Epilogue`: a fused family's

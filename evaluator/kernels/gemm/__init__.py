@@ -23,7 +23,7 @@ whole-K tiles as block pairs along N that load their shared A tile once, by TMA
 multicast (sm_90+). fp32 uses a register-blocked SIMT (FFMA) schedule, because `T.gemm` on fp32 lowers to TF32
 tensor cores, which would not match
 PyTorch's full-fp32 reference. On CPU (the C backend), a blocked loop nest over fp32
-local tiles that gcc vectorizes. The programs themselves are in `_gemm_programs.py`;
+local tiles that gcc vectorizes. The programs themselves are in `kernels/gemm/programs.py`;
 this module sizes, checks, searches, builds (split-K's PyTorch epilogue) and routes them.
 """
 
@@ -78,17 +78,17 @@ TC_DEFAULTS = {
     # Experimental, never in the search space (0.78-0.80x against 0.86-0.87x without
     # on the H200: reports/examples/kernels/h200-2026-12-01/kernel_sweep_llama.json):
     # blocks per thread-block cluster sharing A by TMA multicast (0 = off;
-    # see _gemm_programs._cluster_program).
+    # see gemm/programs._cluster_program).
     "cluster": 0,
     # 1 = persistent tiles taken in turn by two consumer warpgroups, so one's
-    # epilogue runs under the other's k-loop (sm_90 only; _gemm_pingpong.space).
+    # epilogue runs under the other's k-loop (sm_90 only; gemm/pingpong.space).
     "pingpong": 0,
     # With pingpong, the last partial wave's k-steps dealt out over every block
-    # (stream-K; _gemm_pingpong's docstring says why). In the space only for long
-    # K over many rounds, where the H200 measured it ahead (_gemm_pingpong.space).
+    # (stream-K; gemm/pingpong's docstring says why). In the space only for long
+    # K over many rounds, where the H200 measured it ahead (gemm/pingpong.space).
     "stream_k": 0,
     # With pingpong: tiles of y's transpose, tokens as wgmma's N (1), and the
-    # epilogue's store straight from registers (1); _gemm_pingpong's docstring.
+    # epilogue's store straight from registers (1); gemm/pingpong's docstring.
     "swap_ab": 0,
     "direct": 0,
 }
@@ -293,7 +293,7 @@ class GemmFamily(KernelFamily):
         if dtype == "float32":
             return self._simt_space(M, N, K, hardware)
         space = self._tc_space(M, N, K, dtype, hardware)
-        # The gated product has whole-K programs only (_gemm_programs); its epilogue is a
+        # The gated product has whole-K programs only (gemm/programs); its epilogue is a
         # load and a multiply, not an erf or exp, so the ping-pong tiles stay in.
         return [c for c in space if not _split(c)] if self.gate else space
 

@@ -1,8 +1,8 @@
 """The gemm family's launchers with work around the kernel: the compiled split-K and
 stream-K kernels behind nn.Linear's calling convention (x, w, b) -> y.
 
-In: a compiled `Launcher` of a split-K program (`_gemm_programs`) or of the ping-pong
-program with `stream_k` (`_gemm_pingpong`), the problem shape or workspace size and, for
+In: a compiled `Launcher` of a split-K program (`gemm/programs`) or of the ping-pong
+program with `stream_k` (`gemm/pingpong`), the problem shape or workspace size and, for
 the plain split-K, the epilogue's activation. Out: callables the tuner, the benchmark
 and the router use like any kernel: the one-kernel split-K and stream-K with their fp32
 partials and per-tile counters owned here, or the atomic split-K followed by the bias,
@@ -52,7 +52,7 @@ class _WorkspaceLinear(C.LauncherWrapper):
 
 
 class FusedSplitKLinear(_WorkspaceLinear):
-    """Calls the one-kernel split-K (see `_gemm_programs._splitk_fused_program`)."""
+    """Calls the one-kernel split-K (see `gemm/programs._splitk_fused_program`)."""
 
     def __init__(self, launcher: C.Launcher, shape: Shape):
         super().__init__(launcher, *P.splitk_workspace(shape, launcher.config))
@@ -60,7 +60,7 @@ class FusedSplitKLinear(_WorkspaceLinear):
 
 
 class StreamKLinear(_WorkspaceLinear):
-    """Calls the ping-pong program with `stream_k` (see `_gemm_pingpong`): its partials
+    """Calls the ping-pong program with `stream_k` (see `gemm/pingpong`): its partials
     are a slot per contributor of each tail tile, its counters one per tail tile."""
 
 

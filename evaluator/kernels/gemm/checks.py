@@ -48,7 +48,7 @@ def cluster_error(shape: Shape, cfg: dict[str, Any]) -> str | None:
 
 def pingpong_error(shape: Shape, cfg: dict[str, Any]) -> str | None:
     """The `pingpong` program: persistent blocks, a producer warpgroup and two consumer
-    warpgroups taking the block's tiles in turn (see _gemm_pingpong)."""
+    warpgroups taking the block's tiles in turn (see gemm/pingpong)."""
     if cfg["pingpong"] not in (0, 1, True, False):
         return f"pingpong must be 0 (off) or 1 (two consumer warpgroups in turn), got {cfg['pingpong']!r}"
     for key, what in (("swap_ab", "y's transpose, tokens as wgmma's N"), ("direct", "stored from registers")):

@@ -41,7 +41,7 @@ at most two tail tiles (I < kt), its two segments, which go to its two consumers
 units after its whole tiles. A segment's fp32 partial goes to its own slot of a
 workspace; the contributor that counts itself in last on the tile's counter adds the
 other slots, runs the epilogue and resets the counter (the one-kernel split-K's
-serial reduction, `_gemm_programs._splitk_fused_program`). `sk_plan` and `sk_segments`
+serial reduction, `gemm/programs._splitk_fused_program`). `sk_plan` and `sk_segments`
 are that arithmetic on ints; the program builds the same from TileLang expressions.
 
 `swap_ab` = 1 computes y's transpose: the tile's block_M rows are output features (the

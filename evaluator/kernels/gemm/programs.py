@@ -4,7 +4,7 @@ In: shape (M, N, K), a dtype, a full config (the schedule's defaults filled in) 
 activation fused in the epilogue. Out: a TileLang PrimFunc: on CPU a blocked loop nest
 over fp32 local tiles; on CUDA tensor-core tiles (whole-K, split-K, whole-K in
 2-block clusters that share A by TMA multicast, or the ping-pong schedule of
-_gemm_pingpong.py) for fp16/bf16, and a register-blocked
+kernels/gemm/pingpong.py) for fp16/bf16, and a register-blocked
 SIMT (FFMA) schedule for fp32. Every schedule shares one epilogue: the bias, then the
 activation (`act_macro`: the same formulas on every target, on CUDA with its MUFU exp and
 reciprocal), on the fp32 accumulator before the one rounding. With `gate` (gemm_mul: a
@@ -369,7 +369,7 @@ def _tc_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, fast: b
     Experimental (measured slower on the H200, 0.875x against 0.947x for the ping-pong
     tiles at 3152x3072x768: reports/examples/kernels/h200-2026-12-03/
     kernel_sweep_swap_attention.json): `swap_ab` tiles y's transpose, block_M
-    features by block_N tokens, as the ping-pong program does (_gemm_pingpong's
+    features by block_N tokens, as the ping-pong program does (gemm/pingpong's
     docstring), here with TileLang's own pipeline, so two warpgroups share one 256-row
     tile as cuBLAS's 256x144 does at ViT-B's 3152x3072x768: the grid walks the transpose
     (rows over N, columns over M), the weight is the tile product's A and x its W.
