@@ -341,12 +341,13 @@ def build_cached(
 
 # An accumulation loop unrolled 4 times or 16 can differ by 20-30% where registers allow
 # (instruction-level parallelism), so the register-tile programs take the factor as the
-# config key `unroll`. The first config of their search space is tried at these factors
-# beside its default; the fine rounds double and halve it from there. On the CPU, where
-# the K loop is split by hand, 8 is tried: it ran 1.14-1.22x the plain loop on a 512x768x768
-# GEMM in three runs (benchmarks/unroll.py), where 16 and 32 swung from 0.84x to 1.28x.
+# config key `unroll`. On CUDA the first config of their search space is tried at these
+# factors beside the full unroll. On the CPU, where the K loop is split by hand, every
+# tile runs at CPU_UNROLL: 8 ran 1.14-1.22x the plain loop on a 512x768x768 GEMM in three
+# runs (benchmarks/unroll.py), where 16 and 32 swung from 0.84x to 1.28x. The fine rounds
+# double and halve the factor from there.
 UNROLL_FACTORS = (4, 8)
-CPU_UNROLL_FACTORS = (8,)
+CPU_UNROLL = 8
 
 
 def accumulation_loop(T: Any, extent: int, unroll: int) -> Any:
@@ -359,16 +360,16 @@ def accumulation_loop(T: Any, extent: int, unroll: int) -> Any:
 
 
 def unroll_variants(first: dict[str, Any], hardware: Any) -> list[dict[str, Any]]:
-    """`first` at each factor that changes its code: on a CUDA target UNROLL_FACTORS
-    shorter than its block_K, on the CPU CPU_UNROLL_FACTORS dividing it; none elsewhere
-    (there the factor would lower to the same code as the full unroll)."""
-    target = str(getattr(hardware, "target", "") or "")
-    if targets_cpu(hardware):
-        k = first["block_K"]
-        return [{**first, "unroll": u} for u in CPU_UNROLL_FACTORS if u < k and k % u == 0]
-    if not target.startswith("cuda"):
+    """`first` at each of UNROLL_FACTORS shorter than its block_K, on a CUDA target; none
+    elsewhere (the factor would lower to the same code as the full unroll)."""
+    if not str(getattr(hardware, "target", "") or "").startswith("cuda"):
         return []
     return [{**first, "unroll": u} for u in UNROLL_FACTORS if u < first["block_K"]]
+
+
+def cpu_unroll(block_k: int) -> int:
+    """The CPU tiles' factor: CPU_UNROLL where it divides block_K, else 1 (the loop as written)."""
+    return CPU_UNROLL if block_k % CPU_UNROLL == 0 else 1
 
 
 def unroll_error(cfg: dict[str, Any], cpu: bool) -> str | None:

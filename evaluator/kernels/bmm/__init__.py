@@ -55,7 +55,7 @@ BMM = (torch.bmm, torch.Tensor.bmm)
 BADDBMM = (torch.baddbmm, torch.Tensor.baddbmm)
 EINSUM = torch.einsum
 
-CPU_DEFAULTS = {"block_M": 64, "block_N": 64, "block_K": 32, "unroll": 1}
+CPU_DEFAULTS = {"block_M": 64, "block_N": 64, "block_K": 32, "unroll": 1}  # no factor named: the K loop as written
 TC_DEFAULTS = {
     "block_M": 128,
     "block_N": 128,
@@ -516,10 +516,10 @@ class BmmFamily(KernelFamily):
                     "block_N": min(bN, C.round_up(N, 8)),
                     "block_K": min(bK, C.round_up(K, 8)),
                 }
+                cfg["unroll"] = C.cpu_unroll(cfg["block_K"])  # the K loop split by hand (C.CPU_UNROLL)
                 if _cpu_local(cfg) <= CPU_LOCAL_LIMIT_BYTES:
                     out.append(cfg)
-            out = C.dedupe(out)
-            return out[:1] + C.unroll_variants(out[0], hardware) + out[1:] if out else []
+            return C.dedupe(out)
         if dtype == "float32":
             raw = [
                 (64, 64, 16, 4, 4, 2),

@@ -61,7 +61,7 @@ LINEAR_CALLS = (F.linear, torch.addmm, torch.mm, *MATMUL_CALLS)
 # A product of two tensors as the router sees it: `a * b` and a.mul(b) arrive as Tensor.mul.
 MUL_CALLS = (torch.Tensor.mul, torch.mul)
 
-CPU_DEFAULTS = {"block_M": 128, "block_N": 64, "block_K": 32, "unroll": 1}
+CPU_DEFAULTS = {"block_M": 128, "block_N": 64, "block_K": 32, "unroll": 1}  # no factor named: the K loop as written
 # Tensor-core schedule (fp16/bf16).
 TC_DEFAULTS = {
     "block_M": 128,
@@ -288,8 +288,7 @@ class GemmFamily(KernelFamily):
         M, N, K = C.check_shape(shape, self.shape_names, self.name)
         dtype = C.canonical_dtype(dtype)
         if C.is_cpu_target(hardware.target) or hardware.device == "cpu":
-            cpu = self._cpu_space(M, N, K)
-            return cpu[:1] + C.unroll_variants(cpu[0], hardware) + cpu[1:] if cpu else []
+            return self._cpu_space(M, N, K)
         if dtype == "float32":
             return self._simt_space(M, N, K, hardware)
         space = self._tc_space(M, N, K, dtype, hardware)
@@ -306,6 +305,7 @@ class GemmFamily(KernelFamily):
                 "block_N": min(bN, C.round_up(N, 8)),
                 "block_K": min(bK, C.round_up(K, 8)),
             }
+            cfg["unroll"] = C.cpu_unroll(cfg["block_K"])  # the K loop split by hand (C.CPU_UNROLL)
             if _cpu_local(cfg) <= CPU_LOCAL_LIMIT_BYTES:
                 out.append(cfg)
         return C.dedupe(out)
