@@ -359,6 +359,21 @@ def accumulation_loop(T: Any, extent: int, unroll: int) -> Any:
     return T.unroll(extent)
 
 
+def cpu_tile_product(T: Any, bM: int, bN: int, bK: int, unroll: int) -> Any:
+    """The CPU programs' tile product C_l += A_l @ B_l (fp32 local tiles, B_l K-major), in
+    i-k-j order so the j loop is unit-stride for gcc to vectorize, the k loop unrolled
+    `unroll` times by hand (the C backend has no unroll pragma; `unroll` divides bK)."""
+
+    @T.macro
+    def product(A_l, B_l, C_l):
+        for i, ko in T.grid(bM, bK // unroll):
+            for ku in T.unroll(unroll):
+                for j in T.serial(bN):
+                    C_l[i, j] += A_l[i, ko * unroll + ku] * B_l[ko * unroll + ku, j]
+
+    return product
+
+
 def unroll_variants(first: dict[str, Any], hardware: Any) -> list[dict[str, Any]]:
     """`first` at each of UNROLL_FACTORS shorter than its block_K, on a CUDA target; none
     elsewhere (the factor would lower to the same code as the full unroll)."""

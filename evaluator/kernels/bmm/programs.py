@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...results import Shape
-from ..common import accumulation_loop
+from ..common import accumulation_loop, cpu_tile_product
 
 ACCUM = "float32"
 # Shape fields, in order; the trailing twelve-minus-four may be left out (all zero).
@@ -188,7 +188,8 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     heads = heads_of(shape)
     get_a, get_b = element(a, heads), element(b, heads)
     value = epilogue_value(T, shape, cfg)
-    bM, bN, bK, unroll = cfg["block_M"], cfg["block_N"], cfg["block_K"], cfg.get("unroll", 1)
+    bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
+    product = cpu_tile_product(T, bM, bN, bK, cfg.get("unroll", 1))
 
     @T.macro
     def body(A, B, Add, Y):
@@ -211,12 +212,7 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
                         T.cast(get_b(B, bz, ko * bK + k, bx * bN + j), ACCUM),
                         T.float32(0),
                     )
-                # i-k-j order: the j loop is unit-stride in C_l and B_l, which gcc vectorizes.
-                # The k loop is unrolled `unroll` times by hand: the C backend has no pragma.
-                for i, ko2 in T.grid(bM, bK // unroll):
-                    for ku in T.unroll(unroll):
-                        for j in T.serial(bN):
-                            C_l[i, j] += A_l[i, ko2 * unroll + ku] * B_l[ko2 * unroll + ku, j]
+                product(A_l, B_l, C_l)  # C.cpu_tile_product: i-k-j, the k loop unrolled by hand
             for i, j in T.grid(bM, bN):
                 if (by * bM + i < M) and (bx * bN + j < N):
                     Y[bz, by * bM + i, bx * bN + j] = T.cast(value(C_l[i, j], Add, bz, by * bM + i, bx * bN + j), dtype)

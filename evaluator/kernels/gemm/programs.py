@@ -23,7 +23,7 @@ import math
 from typing import Any
 
 from ...results import Shape
-from ..common import accumulation_loop
+from ..common import accumulation_loop, cpu_tile_product
 from .pingpong import pingpong_program
 from .prim import linear_program
 
@@ -163,7 +163,7 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, gate: b
 
     M, N, K = shape
     bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
-    unroll = cfg.get("unroll", 1)
+    product = cpu_tile_product(T, bM, bN, bK, cfg.get("unroll", 1))
     apply = act_macro(T, act, fast=False) if act != "none" else None
 
     @T.macro
@@ -189,13 +189,7 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any], act: str, gate: b
                         T.cast(W[bx * bN + j, ko * bK + k], ACCUM),
                         T.float32(0),
                     )
-                # i-k-j order: the j loop is unit-stride in C_l and B_l, which gcc
-                # auto-vectorizes with -O3 -march=native better than TileLang's float4 structs.
-                # The k loop is unrolled `unroll` times by hand: the C backend has no pragma.
-                for i, ko2 in T.grid(bM, bK // unroll):
-                    for ku in T.unroll(unroll):
-                        for j in T.serial(bN):
-                            C_l[i, j] += A_l[i, ko2 * unroll + ku] * B_l[ko2 * unroll + ku, j]
+                product(A_l, B_l, C_l)  # C.cpu_tile_product: i-k-j, the k loop unrolled by hand
             for i, j in T.grid(bM, bN):
                 if (by * bM + i < M) and (bx * bN + j < N):
                     C_l[i, j] = C_l[i, j] + T.cast(Bias[bx * bN + j], ACCUM)
