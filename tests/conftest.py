@@ -20,6 +20,17 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 
+def pytest_addoption(parser):
+    # tests/gpu build for the device's own architecture unless told otherwise: an H200
+    # runs code built for sm_80, so `--gpu-target cuda:sm_80` checks the Ampere schedules
+    # on a Hopper card.
+    parser.addoption(
+        "--gpu-target",
+        default=None,
+        help="the TileLang target tests/gpu build for, as --target spells it (default: the device's own)",
+    )
+
+
 @pytest.fixture
 def result():
     """A complete synthetic RunResult (see tests/samples.py)."""

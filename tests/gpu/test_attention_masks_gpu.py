@@ -16,7 +16,6 @@ import torch
 import torch.nn.functional as F
 
 from evaluator.measuring import bench
-from evaluator.device import hardware
 from evaluator import kernels
 from evaluator.tuning import verify
 from evaluator.kernels.attention import programs as P
@@ -31,11 +30,6 @@ SHAPES = {
     "t5-bias-d128": (2, 4, 517, 333, 128, 0, 0, 0, 0, 0, P.MASK_FLOAT, 111),
     "fp32-mask": (2, 4, 256, 256, 64, 0, 0, 0, 0, 0, P.MASK_FP32, 1011),
 }
-
-
-@pytest.fixture(scope="module")
-def hw():
-    return hardware.detect("cuda")
 
 
 def _schedules(fam, shape, dtype, hw):
@@ -118,12 +112,11 @@ def test_rows_the_mask_hides_entirely_on_gpu(dtype, hw):
                 torch.testing.assert_close(got[:, :, 7].float(), v.float().mean(2), atol=2e-2, rtol=2e-2)
 
 
-def _route(model, inputs, dtype="float16"):
+def _route(model, inputs, hw, dtype="float16"):
     from evaluator.routing import router as swap
 
     fam = kernels.get("attention")
-    target = hardware.detect("cuda").target
-    hw = hardware.detect("cuda")
+    target = hw.target
     table = swap.KernelTable(dtype, target, build=lambda f, s, c: kernels.get(f).build(s, dtype, c, target))
     router = swap.Router([fam], table, model=model)
     with torch.inference_mode(), router:
@@ -137,7 +130,7 @@ def _route(model, inputs, dtype="float16"):
 
 
 @pytest.mark.parametrize("name", ["bert", "t5"])
-def test_hf_masked_attention_routes_and_matches_on_gpu(name):
+def test_hf_masked_attention_routes_and_matches_on_gpu(name, hw):
     """BERT with padding (a bool [B, 1, Sq, Skv] mask) and T5 (its relative-position bias
     and padding as one float mask, scale=1.0): every attention call in TileLang."""
     ids = torch.randint(0, 1000, (4, 128), device="cuda")
@@ -165,7 +158,7 @@ def test_hf_masked_attention_routes_and_matches_on_gpu(name):
             )
         )
     model = model.cuda().half().eval()
-    router = _route(model, (ids, pad))
+    router = _route(model, (ids, pad), hw)
     with torch.inference_mode():
         ref = model(ids, pad).last_hidden_state
         with router:

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluator.device import hardware
 from evaluator import kernels
 from evaluator.tuning import verify
 
@@ -22,11 +21,6 @@ from routing import count, route_model  # noqa: E402
 FAM = kernels.get("bmm")
 BERT = [(96, 128, 128, 64, 0, 1, 12, 12, 12), (96, 128, 64, 128, 0, 0, 12, 0, 12)]
 LONG = (32, 1024, 1024, 128, 0, 1)
-
-
-@pytest.fixture(scope="module")
-def hw():
-    return hardware.detect("cuda")
 
 
 def _candidates(shape, dtype, hw):

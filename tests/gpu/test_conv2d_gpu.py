@@ -19,7 +19,6 @@ import pytest
 import torch
 
 from evaluator import kernels
-from evaluator.device import hardware
 from evaluator.tuning import verify
 from evaluator.kernels.conv2d import layout
 from evaluator.kernels import conv2d as conv_module
@@ -42,11 +41,6 @@ VIA_SHAPES = [
 ]
 # A stream config for shapes the search space gives none (small images).
 STREAM_FALLBACK = {"stream": 132, "block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256}
-
-
-@pytest.fixture(scope="module")
-def hw():
-    return hardware.detect("cuda")
 
 
 def stream_configs(shape, dtype, hw):

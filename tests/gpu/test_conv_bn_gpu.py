@@ -16,7 +16,6 @@ import torch
 import torch.nn as nn
 
 from evaluator import kernels
-from evaluator.device import hardware
 from evaluator.models.zoo import Bottleneck
 from tests.routing import count, route_model
 
@@ -30,11 +29,6 @@ SHAPES = [
     (3, 27, 29, 60, 44, 3, 3, 2, 1, 0),  # and channels_last
 ]
 FAMILIES = ("conv_bn", "conv_bn_relu", "conv_bn_add_relu")
-
-
-@pytest.fixture(scope="module")
-def hw():
-    return hardware.detect("cuda")
 
 
 def configs(fam, shape, dtype, hw):

@@ -9,9 +9,7 @@ where its aligned awkward shape (tails at multiples of 8) pairs, it runs there a
 """
 
 import pytest
-import torch
 
-from evaluator.device import hardware
 from evaluator import kernels
 from evaluator.tuning import verify
 
@@ -24,10 +22,8 @@ SHAPES = [(512, 2048, 2048), (1000, 1000, 3000)]  # the second: no tile divides 
 
 
 @pytest.fixture(scope="module")
-def hw():
-    if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] < 9:
-        pytest.skip("thread-block clusters and TMA multicast need sm_90 or newer")
-    return hardware.detect("cuda")
+def hw(hopper_hw):
+    return hopper_hw
 
 
 def _check(res):

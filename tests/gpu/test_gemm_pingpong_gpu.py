@@ -12,7 +12,6 @@ since TMA cannot address its rows, so it checks tails at multiples of 8.
 import pytest
 import torch
 
-from evaluator.device import hardware
 from evaluator import kernels
 from evaluator.tuning import verify
 
@@ -29,10 +28,8 @@ SHAPES = [(3152, 3072, 768), (1000, 1000, 3000), (512, 2048, 2048), (1024, 768, 
 
 
 @pytest.fixture(scope="module")
-def hw():
-    if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] < 9:
-        pytest.skip("wgmma and setmaxnreg need sm_90 or newer")
-    return hardware.detect("cuda")
+def hw(hopper_hw):
+    return hopper_hw
 
 
 def _check(res):

@@ -11,7 +11,6 @@ import torch
 
 import pytest
 
-from evaluator.device import hardware
 from evaluator import kernels
 from evaluator.tuning import search as tuning, verify
 
@@ -19,11 +18,6 @@ FAMILIES = sorted(kernels.REGISTRY)
 # Families profiling maps aten ops to; the fused variants share their tuner paths.
 PRIMARY = sorted(n for n, f in kernels.REGISTRY.items() if f.aten_ops)
 DTYPES = ("float16", "bfloat16")
-
-
-@pytest.fixture(scope="module")
-def hw():
-    return hardware.detect("cuda")
 
 
 def _first(name, dtype, hw):

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from evaluator.measuring import bench
-from evaluator.device import hardware
 from evaluator import kernels
 from evaluator.routing import router as swap, written
 from evaluator.tuning import verify
@@ -26,11 +25,6 @@ SHAPES = {
     "phi-2": (4, 509, 32, 32, 32, 1, 32, 0, 2560, 80, 2560, 80),  # q[..., :32] of 80 sliced by the model
     "cohere": (2, 509, 32, 8, 128, 0, 128, 1),  # pairs, cos and sin per dim
 }
-
-
-@pytest.fixture(scope="module")
-def hw():
-    return hardware.detect("cuda")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
