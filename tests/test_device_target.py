@@ -11,6 +11,7 @@ that uses wgmma, TMA, setmaxnreg or clusters. CPU only: nothing is compiled.
 
 from __future__ import annotations
 
+import shutil
 from types import SimpleNamespace
 
 import pytest
@@ -20,6 +21,7 @@ from evaluator import config, kernels
 from evaluator.device import arch as A
 from evaluator.device import hardware
 from evaluator.errors import ConfigError
+from evaluator.kernels.common import normalize_target
 
 GiB = 1024**3
 
@@ -170,7 +172,12 @@ def test_target_sm_80_on_an_h100_builds_for_ampere_on_its_own_platform(monkeypat
     cfg = config.build(model="bert-tiny", target="cuda:sm_80")
     assert cfg.target == "cuda:sm_80" and cfg.settings_dict()["target"] == "cuda:sm_80"
     hw = hardware.detect(cfg.device, cfg.target)
-    assert (hw.target, hw.arch) == ("cuda -arch=sm_80", "sm_80")
+    # sm_80's program, with Hopper machine code built from its PTX beside the sm_80 cubin:
+    # an sm_80 cubin alone does not load on sm_90 (CUDA_ERROR_NO_BINARY_FOR_GPU).
+    assert (hw.target, hw.arch) == ("cuda -arch=sm_80 -code=sm_80,sm_90", "sm_80")
+    assert A.parse(hw.target) == A.Target("cuda", "sm_80", ("sm_80", "sm_90"))
+    assert A.parse(hw.target).flag == "cuda:sm_80" and not A.parse(hw.target).features() & {"wgmma", "tma"}
+    assert normalize_target(hw.target) == {"kind": "cuda", "arch": "sm_80", "code": ["sm_80", "sm_90"]}
     # Its baselines never share a history with the H100's own kernels; its roof is still the H100's.
     assert hw.platform == "h100-sm_80" and hw.peak_tflops == 989.0
     # Code for a newer or another arch-specific target does not run on sm_90a.
@@ -240,3 +247,26 @@ def test_gfx9_gemm_tiles_are_sized_for_mfma_and_the_lds(monkeypatch):
             assert C.smem_fits(_tc_smem(cfg, "float16"), own) and _tc_smem(cfg, "float16") <= 64 * 1024
             wide += cfg["block_M"] == 128 and cfg["threads"] == 256
     assert wide >= 5  # the 128-row tiles a 64 KiB ring can hold are offered
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_an_sm_80_kernel_built_for_a_hopper_card_carries_both_machine_codes():
+    """nvcc, no GPU, through TileLang's own build callback: layernorm's program built for
+    cuda:sm_80 on an H100 is a fatbin with an sm_80 and an sm_90 ELF (the same PTX
+    compiled twice), so the card loads it; built for sm_80 alone it is one cubin."""
+    import tilelang  # noqa: F401  (puts its bundled tvm on the path)
+    from tilelang.cuda.backend import tilelang_callback_cuda_compile
+    from tvm.target import Target
+
+    from evaluator.kernels import common as C
+
+    fam = kernels.get("layernorm")
+    sched = fam.schedule((256, 768), "float16", "cuda")
+    params = {k: float(v) for k, v in fam.params.items()}
+    prim = sched.program((256, 768), "float16", {**sched.defaults, **params})
+    elves = {}
+    for built in ("cuda -arch=sm_80 -code=sm_80,sm_90", "cuda -arch=sm_80"):
+        source = C.lower_source(prim, built)
+        binary = bytes(tilelang_callback_cuda_compile(source, Target(C.normalize_target(built))))
+        elves[built] = binary.count(b"\x7fELF")
+    assert elves == {"cuda -arch=sm_80 -code=sm_80,sm_90": 2, "cuda -arch=sm_80": 1}

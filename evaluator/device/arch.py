@@ -79,10 +79,17 @@ class Target:
 
     kind: str  # "cuda" | "hip" | "maca" | "c" | "llvm"
     arch: str = ""  # "sm_90a" | "gfx942" | "" (the kind's default, or none)
+    # CUDA only: the machine code built from `arch`'s PTX, where it is not `arch` alone.
+    # TileLang writes a cubin for `arch` and nothing else, and a cubin runs only on its own
+    # major version: sm_80 code on a Hopper card is `("sm_80", "sm_90")`, the same
+    # Ampere program (mma.sync, cp.async) with Hopper machine code beside its own.
+    code: tuple[str, ...] = ()
 
     @property
     def build(self) -> str:
         """What the families' `build(shape, dtype, config, target)` and `tilelang.compile` take."""
+        if self.kind == "cuda" and self.arch and self.code:
+            return f"cuda -arch={self.arch} -code={','.join(self.code)}"
         if self.kind == "cuda" and self.arch:
             return f"cuda -arch={self.arch}"
         if self.kind == "hip" and self.arch:
@@ -97,7 +104,7 @@ class Target:
     def tilelang(self) -> dict[str, str]:
         """The dict tvm.target.Target takes (TargetSpec.tilelang_target's form)."""
         if self.kind == "cuda" and self.arch:
-            return {"kind": "cuda", "arch": self.arch}
+            return {"kind": "cuda", "arch": self.arch, **({"code": list(self.code)} if self.code else {})}
         if self.kind == "hip" and self.arch:
             return {"kind": "hip", "mcpu": self.arch}
         return {"kind": self.kind}
@@ -187,7 +194,9 @@ def parse(target: Any) -> Target:
                 key, _, value = opt.lstrip("-").partition("=")
                 spec[key] = value
     kind = str(spec.get("kind", "c"))
-    return Target(kind, str(spec.get("arch") or spec.get("mcpu") or ""))
+    code = spec.get("code") or ()
+    code = tuple(code.split(",") if isinstance(code, str) else code)
+    return Target(kind, str(spec.get("arch") or spec.get("mcpu") or ""), code if kind == "cuda" else ())
 
 
 def of_hardware(hardware: Any) -> Target:

@@ -92,13 +92,18 @@ def choose_target(device: str, flag: str | None) -> A.Target:
         raise ConfigError(f"--target {want.flag} cannot run here: {where}; a {own.kind} target is {A.FORMS}")
     if want.kind == "cuda":
         w, o = re.fullmatch(r"sm_(\d+)([af]?)", want.arch), re.fullmatch(r"sm_(\d+)([af]?)", own.arch)
-        # Code for an older arch runs on a newer one (PTX is compiled in); arch-specific
-        # code (sm_90a: wgmma, setmaxnreg) only on its own.
+        # Code for an older arch runs on a newer one once its PTX is compiled for the
+        # device too; arch-specific code (sm_90a: wgmma, setmaxnreg) only on its own.
         if w and o and (int(w.group(1)) > int(o.group(1)) or (w.group(2) and want.arch != own.arch)):
             raise ConfigError(
                 f"--target {want.flag} cannot run here: {where}; use an arch up to {own.arch} "
                 f"(cuda:sm_80, or {own.flag} itself)"
             )
+        if w and o and int(w.group(1)) // 10 < int(o.group(1)) // 10:
+            # A cubin loads only on its own major version (an sm_80 cubin on an H200 is
+            # CUDA_ERROR_NO_BINARY_FOR_GPU): build the device's machine code from the
+            # target's PTX beside the target's own.
+            return A.Target("cuda", want.arch, (want.arch, f"sm_{o.group(1)}"))
         return want
     # A gfx code object runs only on its own ISA; a vendor kind has one arch here.
     raise ConfigError(f"--target {want.flag} cannot run here: {where}; use --target {own.flag} or leave it out")

@@ -139,6 +139,8 @@ def normalize_target(target: str) -> str | dict[str, Any]:
     for opt in parts[1:]:
         key, _, value = opt.lstrip("-").partition("=")
         spec[key.replace("-", "_")] = value if value else True
+    if isinstance(spec.get("code"), str):  # "-code=sm_80,sm_90": the list TileLang's nvcc call takes
+        spec["code"] = spec["code"].split(",")
     return spec
 
 
