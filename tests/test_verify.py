@@ -40,7 +40,7 @@ class _RowAlignedGemm(type(kernels.get("gemm"))):
 
 def test_a_config_that_needs_aligned_rows_is_checked_on_aligned_tails():
     fam, cfg = _RowAlignedGemm(), {"block_M": 32, "block_N": 32, "block_K": 32}
-    assert fam.awkward_shapes((64, 64, 64)) == [(71, 71, 71), (72, 72, 72)]
+    assert fam.awkward_shapes((64, 64, 64)) == [(71, 71, 71), (72, 72, 72), (57, 57, 57), (56, 56, 56)]
     res = verify.verify(fam, (64, 64, 64), "float32", cfg, "c", "cpu", seeds=(0,))
     assert res.passed and res.cases[-1].shape == (72, 72, 72)
     # A config the first awkward shape suits is checked there, unaligned.
@@ -58,3 +58,19 @@ def test_a_config_no_awkward_shape_suits_fails_on_the_first_with_its_reason():
     )
     assert res.cases[0].passed and not res.cases[-1].passed
     assert res.cases[-1].shape == (71, 71, 71) and "only the model's own shape" in res.cases[-1].reason
+
+
+def test_a_schedule_that_bounds_a_dim_is_checked_on_tails_below_it():
+    """conv2d's stream keeps all C input channels in one tile (C <= 128): at ResNet-50's
+    32x28x28x128x512 1x1 the tails above C cannot build, so verify checks the config
+    below them (121 channels), not on a shape it was never offered for."""
+    from evaluator.device import targets
+    from evaluator.kernels.conv2d import programs as P
+
+    fam, hw = kernels.get("conv2d"), targets.TARGETS["h100"].hardware()
+    shape = fam.check((32, 28, 28, 128, 512, 1, 1, 1, 0, 1))
+    stream = next(c for c in fam.search_space(shape, "float16", hw) if c.get("stream"))
+    assert P.stream_problem(fam.awkward_shapes(shape)[0]) is not None  # C 135: above the bound
+    awk = verify._awkward_for(fam, shape, "float16", stream, hw.target)
+    assert P.stream_problem(awk) is None and awk[3] < 128 and all(d % 16 for d in awk[1:5]), awk
+    fam.resolve(awk, "float16", stream, hw.target)  # builds there

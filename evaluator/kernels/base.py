@@ -191,17 +191,37 @@ class KernelFamily(abc.ABC):
         """Shapes near `shape` that no tile divides, most awkward first; verify checks
         the first one a config accepts. With `awkward_align`, the second keeps each moved
         dim a multiple of it but not of 16, so a schedule that needs aligned rows still
-        meets tails in every dim."""
+        meets tails in every dim. Then the same below the model's size (and aligned), for
+        schedules that bound a dim."""
         awk = self.awkward_shape(shape)
-        if not self.awkward_align:
-            return [awk]
         moved, a = set(self.awkward_dims), self.awkward_align
+        # The same distance below the model's size, for a config whose schedule bounds a
+        # dim at the size it was tuned for (conv2d's stream keeps C <= 128 in one tile: a
+        # model's C of 128 has tails only below it).
+        below = tuple(
+            C.awkward_below(d, 2 * d - w) if n in moved and w > d else w
+            for n, d, w in zip(self.shape_names, tuple(shape) + awk[len(shape) :], awk)
+        )
+        try:
+            below = self.check(below) if below != awk else awk
+        except KernelError:  # too small to be a problem of this family (a filter wider than H)
+            below = awk
+        if not a:
+            return [awk] + ([below] if below != awk else [])
 
         def aligned(d: int) -> int:
             up = C.round_up(d, a)
             return up + a if up % 16 == 0 else up
 
-        return [awk, tuple(aligned(d) if n in moved else d for n, d in zip(self.shape_names, awk))]
+        def aligned_below(d: int) -> int:
+            down = d // a * a
+            return down - a if down % 16 == 0 else down
+
+        out = [awk, tuple(aligned(d) if n in moved else d for n, d in zip(self.shape_names, awk))]
+        if below != awk:
+            names = self.shape_names
+            out += [below, tuple(max(a, aligned_below(d)) if n in moved else d for n, d in zip(names, below))]
+        return out
 
     def route(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Any:
         """One call of one of `functions` as a `swap.Route` (problem shape, kernel

@@ -78,6 +78,15 @@ def awkward(n: int, minimum: int = 17) -> int:
     return m
 
 
+def awkward_below(n: int, near: int) -> int:
+    """A size at most `near` (and at least 1) below `n` that is not a multiple of 16, or
+    `n` itself where none is: the tails an upper-bounded dim can still have."""
+    m = max(1, min(int(near), int(n) - 1))
+    while m > 1 and m % 16 == 0:
+        m -= 1
+    return m if m < n else int(n)
+
+
 def generator(seed: int) -> torch.Generator:
     # Always a CPU generator: the same seed then gives the same numbers on every
     # device, so a CPU verification and a GPU verification see identical inputs.

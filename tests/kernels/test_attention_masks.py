@@ -563,3 +563,18 @@ def test_kernel_sweep_times_masked_attention_beside_unmasked():
     inputs = FAM.make_inputs(BERT_MASKED, "float16", "cpu", 0)
     assert inputs[3].shape == (8, 1, 128, 128) and inputs[3].dtype == torch.bool  # what SDPA is timed with
     assert FAM.make_inputs(VIT_BIASED, "float16", "cpu", 0)[3].dtype == torch.float16
+
+
+def test_a_float32_mask_beside_16_bit_inputs_is_referenced_in_float32():
+    """On CUDA, SDPA's memory-efficient backend rejects a float32 mask beside fp16 q and
+    cuDNN reads it as fp16 (pytorch/pytorch#191612), so the family's reference takes that
+    case in float32, the precision the mask was given in, and rounds once at the end."""
+    shape = masked(TAILS, *MASKS["fp32-bias"])
+    q, k, v, mask = FAM.make_inputs(shape, "float16", "cpu", 0)
+    assert mask.dtype == torch.float32 and q.dtype == torch.float16
+    want = SDPA(q.float(), k.float(), v.float(), attn_mask=mask).to(torch.float16)
+    assert torch.equal(FAM.reference(q, k, v, mask), want)
+    # A 16-bit mask stays on PyTorch's own 16-bit path.
+    shape16 = masked(TAILS, *MASKS["bias"])
+    q, k, v, mask = FAM.make_inputs(shape16, "float16", "cpu", 0)
+    assert torch.equal(FAM.reference(q, k, v, mask), SDPA(q, k, v, attn_mask=mask))

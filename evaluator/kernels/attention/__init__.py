@@ -414,6 +414,13 @@ class AttentionFamily(KernelFamily):
         extra = {"attn_mask": inputs[3]} if len(inputs) > 3 else {}
         if k.shape[1] != q.shape[1]:  # grouped-query heads
             extra["enable_gqa"] = True
+        mask = extra.get("attn_mask")
+        if mask is not None and mask.dtype not in (torch.bool, q.dtype):
+            # A float32 mask beside 16-bit q, k, v: on CUDA the memory-efficient backend
+            # rejects it and cuDNN's (Hopper's default) reads it as 16-bit values
+            # (pytorch/pytorch#191612), so the reference is taken in float32.
+            out = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=bool(causal), **extra)
+            return out.to(q.dtype)
         return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal), **extra)
 
     def input_shapes(self, shape: Shape) -> list[tuple[int, ...]]:
