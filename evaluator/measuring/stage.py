@@ -89,10 +89,15 @@ def end_to_end(ctx: Context, result: RunResult) -> RunResult:
         not_chosen=unwatched,
     )
     if e2e.speedup:
+        # With nothing routed the model was compared with itself: neither a match nor a difference.
+        outputs = (
+            "outputs not compared"
+            if not e2e.tilelang_calls
+            else f"outputs {'match' if e2e.outputs_match else 'DIFFER'}"
+        )
         rep.done(
             f"{e2e.tilelang_calls} calls in TileLang, {e2e.fallback_calls} fell back; "
-            f"{e2e.speedup:.3g}x ({e2e.method}), outputs {'match' if e2e.outputs_match else 'DIFFER'}"
-            f"{compiled_text(e2e.compiled)}"
+            f"{e2e.speedup:.3g}x ({e2e.method}), {outputs}{compiled_text(e2e.compiled)}"
         )
         inside = ", ".join(f"{r.family} {r.ratio:.3g}x" for r in e2e.in_model if r.ratio)
         if inside:

@@ -5,6 +5,7 @@ primary family; split-K and the fused epilogues on shapes no tile divides.
 Compiling dominates (nvcc takes 10-30 s per kernel), so a fixture compiles everything
 the correctness tests need in parallel first; the tests then hit the in-process cache."""
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
@@ -31,6 +32,11 @@ def precompiled(hw, request):
     # Only the families whose correctness tests this run selected (-k attention compiled
     # all 13 families' kernels in every xdist worker first, and ran past its time limit
     # on the H200).
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # Each xdist worker sees every selected item, not the ones it will run: compiling
+        # them all up front in every worker spent a whole 220 s call on 12 workers
+        # compiling the same 96 kernels. Under xdist each test compiles its own.
+        return True
     selected = {
         item.callspec.params["name"]
         for item in request.session.items
