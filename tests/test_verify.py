@@ -71,6 +71,6 @@ def test_a_schedule_that_bounds_a_dim_is_checked_on_tails_below_it():
     shape = fam.check((32, 28, 28, 128, 512, 1, 1, 1, 0, 1))
     stream = next(c for c in fam.search_space(shape, "float16", hw) if c.get("stream"))
     assert P.stream_problem(fam.awkward_shapes(shape)[0]) is not None  # C 135: above the bound
-    awk = verify._awkward_for(fam, shape, "float16", stream, hw.target)
+    awk = verify.awkward_for(fam, shape, "float16", stream, hw.target)
     assert P.stream_problem(awk) is None and awk[3] < 128 and all(d % 16 for d in awk[1:5]), awk
     fam.resolve(awk, "float16", stream, hw.target)  # builds there

@@ -20,6 +20,7 @@ from ..measuring.compiled import progress_text as compiled_text
 from ..profiling import profile as profiling
 from ..results import Hardware, OpBench, RunResult, Shape, parse_shape, shape_str
 from . import cache as tuning_cache
+from .ahead import Ahead
 from . import search as tuning
 from . import verify
 
@@ -172,6 +173,20 @@ def _tune_one(
     return tk, vr, ob
 
 
+def _cached(ctx: Context):
+    """The tuning cache's winner for a family and shape, or None (with --no-cache, always)."""
+    cfg, hw = ctx.cfg, ctx.hw
+    if not cfg.tune.use_cache:
+        return None
+
+    def lookup(fam: kernels.KernelFamily, shape: Shape):
+        space = fam.search_space(shape, cfg.model.dtype, hw)
+        key = tuning.cache_key(fam.name, shape, cfg.model.dtype, hw, ctx.env.tilelang, space)
+        return tuning_cache.lookup(cfg.output.store, key)
+
+    return lookup
+
+
 def _against_compile(mode: str, verified: bool) -> str:
     """What the progress line adds while the torch.compile side compiles (seconds to minutes)."""
     return f" (and torch.compile, {mode})" if mode != "none" and verified else ""
@@ -203,16 +218,27 @@ def tune_verify_bench(ctx: Context, result: RunResult) -> RunResult:
                 + f"); up to {len(mine) * cfg.tune.budget_s:.0f} s of tuning"
             )
     rep.stage("Tuning, verifying and benchmarking TileLang kernels", total=len(work))
-    for fam, shape, source in work:
-        tk, vr, ob = _tune_one(ctx, fam, shape, source, profiled_ms(result.hot_ops, fam.name, shape))
-        result = dataclasses.replace(
-            result,
-            tuned=result.tuned + (tk,),
-            verify=result.verify + ((vr,) if vr else ()),
-            op_bench=result.op_bench + (ob,),
-        )
-        ctx.save(result)
-        rep.advance()
+    # On a GPU the next kernels compile while this one is verified and timed (ahead.py).
+    pending = None
+    if cfg.device == "cuda":
+        pending = Ahead([(f, s) for f, s, _ in work], cfg.model.dtype, ctx.hw, _cached(ctx))
+    try:
+        for fam, shape, source in work:
+            tk, vr, ob = _tune_one(ctx, fam, shape, source, profiled_ms(result.hot_ops, fam.name, shape))
+            result = dataclasses.replace(
+                result,
+                tuned=result.tuned + (tk,),
+                verify=result.verify + ((vr,) if vr else ()),
+                op_bench=result.op_bench + (ob,),
+            )
+            ctx.save(result)
+            rep.advance()
+    except BaseException:
+        if pending is not None:
+            pending.abandon()  # Ctrl-C: stop without waiting for the compiles in flight
+        raise
+    if pending is not None:
+        pending.close()  # before the launch overheads, which are timed on the host
     overheads = []
     for fname in result.hot_ops.selected:
         if not any(f == fname and e.kernel is not None for (f, _), e in ctx.table.entries().items()):

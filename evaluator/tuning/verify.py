@@ -20,7 +20,9 @@ from ..measuring.checks import check_output
 from ..results import KernelConfig, Shape, VerifyCase, VerifyResult
 
 
-def _awkward_for(family: KernelFamily, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Shape:
+def awkward_for(family: KernelFamily, shape: Shape, dtype: str, config: KernelConfig, target: str) -> Shape:
+    """The first of the family's awkward shapes near `shape` that `config` resolves at
+    (its first where none does, so the failure is the config's to report)."""
     shapes = [tuple(s) for s in family.awkward_shapes(shape)]
     for s in shapes:
         try:
@@ -42,7 +44,7 @@ def verify(
     seeds: tuple[int, ...] = (0, 1, 2),
 ) -> VerifyResult:
     cases = []
-    awkward = _awkward_for(family, tuple(shape), dtype, config, target)
+    awkward = awkward_for(family, tuple(shape), dtype, config, target)
     plan = [(tuple(shape), s) for s in seeds] + [(awkward, seeds[0] + 100)]
     kernels: dict[Shape, object] = {}
     for shp, seed in plan:
