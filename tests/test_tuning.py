@@ -111,6 +111,22 @@ def test_spent_budget_skips_the_rest_but_still_returns_a_kernel():
     assert seen == list(tk.candidates)  # progress is reported candidate by candidate
 
 
+def test_a_budget_shorter_than_a_compile_times_the_built_first_candidate_and_compiles_no_other():
+    """The kernels stage compiles a shape's first candidate ahead (tuning/ahead.py). With
+    less budget left after timing it than its compile took, the rest are skipped without
+    being compiled: compiling them could only run the budget out."""
+    from evaluator.kernels import common as C
+
+    hw, fam, shape = hardware.detect("cpu"), kernels.get("softmax"), (40, 88)  # a size no other test builds
+    first = fam.search_space(shape, "float32", hw)[0]
+    built = fam.build(shape, "float32", first, hw.target)  # as compiled ahead
+    before = len(C._LAUNCHERS)
+    tk, kernel = tuning.tune(fam, shape, "float32", hw, budget_s=built.compile_s * 0.5, fine_rounds=0)
+    assert kernel is built and tk.candidates[0].status == "ok" and tk.candidates[0].compile_s == built.compile_s
+    assert len(tk.candidates) > 1 and {c.status for c in tk.candidates[1:]} == {"skipped"}
+    assert len(C._LAUNCHERS) == before  # nothing else was compiled
+
+
 def test_rejected_configs_are_recorded_and_never_compiled():
     hw = hardware.detect("cpu")
     fam = Rejecting()
