@@ -49,13 +49,16 @@ class Count(TorchFunctionMode):
 
     @staticmethod
     def family(func, args, kwargs) -> str | None:
-        if func in (F.linear, torch.addmm, torch.mm):
+        # Functions and Tensor methods alike: `b.addmm(x, W)` and `alibi.baddbmm(q, k)`
+        # arrive as Tensor.addmm / Tensor.baddbmm.
+        if func in (F.linear, torch.addmm, torch.mm, torch.Tensor.addmm, torch.Tensor.mm):
             return "gemm"
-        if func in (torch.matmul, torch.Tensor.matmul, torch.bmm, torch.baddbmm, torch.einsum):
+        batched = (torch.bmm, torch.baddbmm, torch.Tensor.bmm, torch.Tensor.baddbmm)
+        if func in (torch.matmul, torch.Tensor.matmul, torch.einsum, *batched):
             ops = [a for a in (args[1:] if func is torch.einsum else args) if isinstance(a, torch.Tensor)]
             if func is torch.einsum and len(args) == 2 and isinstance(args[1], (list, tuple)):
                 ops = list(args[1])
-            if func not in (torch.bmm, torch.baddbmm) and len(ops) == 2 and ops[1].dim() == 2 and ops[0].dim() >= 2:
+            if func not in batched and len(ops) == 2 and ops[1].dim() == 2 and ops[0].dim() >= 2:
                 return "gemm"
             return "bmm"
         if func is F.scaled_dot_product_attention:
