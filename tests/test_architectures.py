@@ -63,9 +63,9 @@ class Count(TorchFunctionMode):
             return "bmm"
         if func is F.scaled_dot_product_attention:
             return "attention"
-        if func is F.layer_norm:
+        if func in (F.layer_norm, torch.layer_norm):
             return "layernorm"
-        if func is F.rms_norm:
+        if func in (F.rms_norm, torch.rms_norm):
             return "rmsnorm"
         if func in (F.softmax, torch.softmax, torch.Tensor.softmax):
             return "softmax"
