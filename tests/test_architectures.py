@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import re
 import sys
+from types import FunctionType
 from pathlib import Path
 from collections import Counter
 
@@ -45,6 +46,13 @@ class Count(TorchFunctionMode):
         fam = self.family(func, args, kwargs)
         if fam:
             self.calls[fam] += 1
+        if func is F.multi_head_attention_forward:  # one call to a mode: count the calls in its body
+            body = FunctionType(
+                func.__code__, dict(func.__globals__, has_torch_function=lambda *_: False), None, func.__defaults__
+            )
+            body.__kwdefaults__ = func.__kwdefaults__
+            with self:
+                return body(*args, **kwargs)
         return func(*args, **kwargs)
 
     @staticmethod
