@@ -411,3 +411,13 @@ def test_multihead_attentions_projections_and_attention_inside_its_functional_ar
     router, got, want = route_model(["gemm", "bmm", "softmax"], M(True), (x,))
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
     assert count(router, "gemm") == (2, 0) and count(router, "bmm") == (2, 0) and count(router, "softmax") == (1, 0)
+
+
+def test_a_norm_taken_into_a_residual_kernel_says_so_on_its_own_row():
+    """LN(x + r): the add is no family's call, the norm is layernorm's. Its row, 0 calls
+    where the profile saw them, names the kernel that took them."""
+    router, got, want = route_model(["gemm", "gemm_gelu", "layernorm", "layernorm_residual"], _Block(), _inputs())
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    rows = {(c.family, c.shape): c for c in router.counts()}
+    assert rows[("layernorm", "15x16")].notes == {"fused into layernorm_residual": 1}
+    assert count(router, "layernorm") == (0, 0)

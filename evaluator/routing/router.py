@@ -472,16 +472,18 @@ class Router(TorchFunctionMode):
         self.fell_back[(fam.name, shape)][self.NOT_CHOSEN if shape else f"{self.NOT_CHOSEN}; {route}"] += 1
         return func(*args, **kwargs)
 
-    def _count(self, key: tuple[str, str], route: Route, held: "_Held | None" = None) -> None:
-        """One call ran in TileLang; a fused one also says so on its first call's row."""
+    def _count(self, key: tuple[str, str], route: Route, held: "_Held | None" = None, last: Any = None) -> None:
+        """One call ran in TileLang; a fused one also says so on its first call's row, and
+        on the row of `last` (the family of the call that completed the pattern) where that
+        is another family's (LN(x + r): the add is no family's, the norm is layernorm's)."""
         self.ran[key] += 1
         for note in route.notes:
             self.notes[key][note] += 1
         while held is not None and held.origin is not None:
             held = held.origin  # a longer pattern's row is its first call's
         base = self._handler(held.func, held.args, held.kwargs) if held is not None else None
-        if base is not None:
-            self.notes[(base.name, key[1])][f"{FUSED_INTO}{key[0]}"] += 1
+        for fam in dict.fromkeys(f for f in (base, last) if f is not None):
+            self.notes[(fam.name, key[1])][f"{FUSED_INTO}{key[0]}"] += 1
 
     @staticmethod
     def _launch(fam, route: Route, kernel: Callable) -> torch.Tensor:
@@ -726,7 +728,7 @@ class Router(TorchFunctionMode):
             self._run_held(h)
             return self._call(func, args, kwargs)
         out = self._launch(fam, route, kernel)
-        self._count(key, route, h)
+        self._count(key, route, h, self._handler(func, args, kwargs))
         if h.origin is not None and not h.origin.spent:
             h.origin.spent = (key,)  # the first call's result, read later, is computed then
         if route.also_first:
