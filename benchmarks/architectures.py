@@ -60,6 +60,8 @@ ARCHITECTURES = {
         "image_size=32,patch_size=8",
         {},
     ),
+    # ALiBi added through Tensor.baddbmm, softmax and Tensor.bmm written out (no SDPA).
+    "bloom": ("hf:BloomModel,n_layer=2,hidden_size=64,n_head=2,vocab_size=1000", {}),
     "convnext": ("hf:ConvNextModel,num_stages=2,depths=[1,1],hidden_sizes=[16,32],image_size=32", {}),
     "mobilenet-v2": ("hf:MobileNetV2Model,depth_multiplier=0.35,image_size=32", {}),
     "whisper-encoder": (

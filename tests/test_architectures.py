@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import re
 import sys
+from types import FunctionType
 from pathlib import Path
 from collections import Counter
 
@@ -45,24 +46,34 @@ class Count(TorchFunctionMode):
         fam = self.family(func, args, kwargs)
         if fam:
             self.calls[fam] += 1
+        if func is F.multi_head_attention_forward:  # one call to a mode: count the calls in its body
+            body = FunctionType(
+                func.__code__, dict(func.__globals__, has_torch_function=lambda *_: False), None, func.__defaults__
+            )
+            body.__kwdefaults__ = func.__kwdefaults__
+            with self:
+                return body(*args, **kwargs)
         return func(*args, **kwargs)
 
     @staticmethod
     def family(func, args, kwargs) -> str | None:
-        if func in (F.linear, torch.addmm, torch.mm):
+        # Functions and Tensor methods alike: `b.addmm(x, W)` and `alibi.baddbmm(q, k)`
+        # arrive as Tensor.addmm / Tensor.baddbmm.
+        if func in (F.linear, torch.addmm, torch.mm, torch.Tensor.addmm, torch.Tensor.mm):
             return "gemm"
-        if func in (torch.matmul, torch.Tensor.matmul, torch.bmm, torch.baddbmm, torch.einsum):
+        batched = (torch.bmm, torch.baddbmm, torch.Tensor.bmm, torch.Tensor.baddbmm)
+        if func in (torch.matmul, torch.Tensor.matmul, torch.einsum, *batched):
             ops = [a for a in (args[1:] if func is torch.einsum else args) if isinstance(a, torch.Tensor)]
             if func is torch.einsum and len(args) == 2 and isinstance(args[1], (list, tuple)):
                 ops = list(args[1])
-            if func not in (torch.bmm, torch.baddbmm) and len(ops) == 2 and ops[1].dim() == 2 and ops[0].dim() >= 2:
+            if func not in batched and len(ops) == 2 and ops[1].dim() == 2 and ops[0].dim() >= 2:
                 return "gemm"
             return "bmm"
         if func is F.scaled_dot_product_attention:
             return "attention"
-        if func is F.layer_norm:
+        if func in (F.layer_norm, torch.layer_norm):
             return "layernorm"
-        if func is F.rms_norm:
+        if func in (F.rms_norm, torch.rms_norm):
             return "rmsnorm"
         if func in (F.softmax, torch.softmax, torch.Tensor.softmax):
             return "softmax"

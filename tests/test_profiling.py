@@ -390,3 +390,21 @@ def test_an_einsum_by_a_weight_is_profiled_as_the_gemm_the_router_takes():
         model.module(*model.inputs)
     routed = {shape for (fam, shape) in router.fell_back if fam == "gemm"}
     assert routed and set(fams["gemm"].shapes) >= routed, (fams["gemm"].shapes, routed)
+
+
+def test_a_torch_transformer_layer_is_profiled_on_the_path_the_router_sees():
+    """nn.TransformerEncoderLayer in inference takes a fused fast path (bmm and softmax
+    inside one aten op) only where no function mode is active; under the router it calls
+    F.multi_head_attention_forward: two linears and one SDPA. The profile names the calls
+    the router will be handed."""
+    from evaluator.models import LoadedModel
+    from evaluator.results import ModelSpec
+
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(32, 2, 64, batch_first=True, dropout=0.0).eval()
+    model = LoadedModel(
+        ModelSpec("torch-layer", "file", 2, None, "float32", 0, "x"), layer, (torch.randn(2, 8, 32),), "cpu"
+    )
+    fams = {o.family: o for o in profiling.hot_ops(model, iters=1).ops}
+    assert "attention" in fams and "bmm" not in fams and "softmax" not in fams, sorted(fams)
+    assert "16x96x32" in fams["gemm"].shapes  # the in-projection, inside the functional

@@ -387,3 +387,37 @@ def test_each_linear_is_routed_once_and_a_fused_family_without_kernels_is_not_as
         torch.testing.assert_close(again, want, atol=1e-4, rtol=1e-4)
         assert seen == routes, seen  # fc1 and fc2, once each
     assert count(router, "gemm_gelu") == (1, 0) and count(router, "gemm") == (1, 0)
+
+
+def test_multihead_attentions_projections_and_attention_inside_its_functional_are_routed():
+    """nn.MultiheadAttention runs F.multi_head_attention_forward, one call to a function
+    mode: its in- and out-projections and its attention inside are routed and counted,
+    with the weights (need_weights, the default: bmm and softmax) and without (SDPA)."""
+    torch.manual_seed(0)
+
+    class M(torch.nn.Module):
+        def __init__(self, weights: bool):
+            super().__init__()
+            self.attn, self.weights = torch.nn.MultiheadAttention(32, 2, batch_first=True), weights
+
+        def forward(self, x):
+            return self.attn(x, x, x, need_weights=self.weights)[0]
+
+    x = torch.randn(2, 8, 32)
+    router, got, want = route_model(["gemm", "attention"], M(False), (x,))
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    assert count(router, "gemm") == (2, 0) and count(router, "attention") == (1, 0)
+    assert {c.shape for c in router.counts() if c.family == "gemm"} == {"16x96x32", "16x32x32"}
+    router, got, want = route_model(["gemm", "bmm", "softmax"], M(True), (x,))
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    assert count(router, "gemm") == (2, 0) and count(router, "bmm") == (2, 0) and count(router, "softmax") == (1, 0)
+
+
+def test_a_norm_taken_into_a_residual_kernel_says_so_on_its_own_row():
+    """LN(x + r): the add is no family's call, the norm is layernorm's. Its row, 0 calls
+    where the profile saw them, names the kernel that took them."""
+    router, got, want = route_model(["gemm", "gemm_gelu", "layernorm", "layernorm_residual"], _Block(), _inputs())
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    rows = {(c.family, c.shape): c for c in router.counts()}
+    assert rows[("layernorm", "15x16")].notes == {"fused into layernorm_residual": 1}
+    assert count(router, "layernorm") == (0, 0)

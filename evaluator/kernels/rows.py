@@ -263,11 +263,12 @@ def residual_start(args: tuple, kwargs: dict, dtype: str) -> Start | str:
 
 
 def residual_second(
-    norm_route: Callable, func: Callable, want: Callable, args: tuple, kwargs: dict, start: Start, held: torch.Tensor
+    norm_route: Callable, func: Callable, want: tuple, args: tuple, kwargs: dict, start: Start, held: torch.Tensor
 ) -> Route | None:
-    """The norm's own route where this call is `want` (F.layer_norm, F.rms_norm) on the
-    held sum and normalises all of it, at the held add's shape; None otherwise."""
-    if func is not want or arg(args, kwargs, 0, "input") is not held:
+    """The norm's own route where this call is one of `want` (F.layer_norm and
+    torch.layer_norm; the rms_norm pair) on the held sum and normalises all of it, at the
+    held add's shape; None otherwise."""
+    if func not in want or arg(args, kwargs, 0, "input") is not held:
         return None
     route = norm_route(func, args, kwargs, str(held.dtype).removeprefix("torch."))
     return None if isinstance(route, str) or tuple(route.shape) != tuple(start.shape) else route

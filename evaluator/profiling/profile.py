@@ -40,6 +40,7 @@ from typing import Callable, Sequence
 import pandas as pd
 import torch
 from torch.autograd import DeviceType
+from torch.overrides import TorchFunctionMode
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from .. import kernels
@@ -285,11 +286,22 @@ def kernel_time_in(spans: Sequence[tuple[float, float]], kernels: Sequence[tuple
     return out
 
 
+class _AsRouted(TorchFunctionMode):
+    """A function mode that changes no call. Some modules take another path where no mode
+    is active: nn.MultiheadAttention and nn.TransformerEncoderLayer run a fused fast path
+    (aten::_native_multi_head_attention: bmm and softmax inside), and under any mode, the
+    router included, F.multi_head_attention_forward (linears and one SDPA). Profiled under
+    this, the model makes the calls the router will be handed."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
 def profile_model(model: LoadedModel, *, iters: int = 3, warmup: int = 2) -> pd.DataFrame:
     """Profile `iters` forward passes; one row per attributed aten call."""
     use_cuda = model.device == "cuda"
     # norms and rotary embeddings written out as several calls: their range names them
-    with written.marked(model.module, rope_shape=rope.call_shape):
+    with written.marked(model.module, rope_shape=rope.call_shape), _AsRouted():
         prof, wall = _profiled(lambda: model.module(*model.inputs), use_cuda, iters, warmup)
     rows = [{k: v for k, v in r.items() if k != "routed"} for r in _attributed(prof, use_cuda)]
     if rows:

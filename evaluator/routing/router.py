@@ -26,13 +26,15 @@ makes each such module one F.rms_norm call while it is active (`written`).
 from __future__ import annotations
 
 import threading
+import types
 import weakref
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 import torch
-from torch.overrides import TorchFunctionMode
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode, _pop_mode, _push_mode
 from torch.utils._pytree import tree_leaves
 
 from . import written
@@ -227,6 +229,27 @@ _CHAIN_STEPS = 24  # longer chains run as written
 _PROBE = torch.linspace(-6.0, 6.0, 241)
 
 
+def _opened(func: Callable) -> Callable:
+    """`func`'s body without its opening `if has_torch_function(...)`, which sends the whole
+    call to an active mode as one (a mode is a torch function handler)."""
+    body = types.FunctionType(
+        func.__code__,
+        dict(func.__globals__, has_torch_function=lambda *_: False),
+        func.__name__,
+        func.__defaults__,
+        func.__closure__,
+    )
+    body.__kwdefaults__ = func.__kwdefaults__
+    return body
+
+
+# Functions written in Python out of calls the families know, which reach a mode as one
+# call: nn.MultiheadAttention (and nn.Transformer's layers) projects and attends inside
+# F.multi_head_attention_forward. The router runs their body with itself active, so each
+# projection and attention inside is routed and counted as any other call.
+_OPENED = {F.multi_head_attention_forward: _opened(F.multi_head_attention_forward)}
+
+
 def _tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
     return [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
 
@@ -379,6 +402,12 @@ class Router(TorchFunctionMode):
             done, out = self._settle(func, args, kwargs)
             if done:
                 return out
+        if func in _OPENED:
+            _push_mode(self)  # PyTorch switched the mode off for this call: on again for its body
+            try:
+                return _OPENED[func](*args, **kwargs)
+            finally:
+                _pop_mode()
         starters = self.starters.get(func)
         routed = None
         if starters:
@@ -443,16 +472,18 @@ class Router(TorchFunctionMode):
         self.fell_back[(fam.name, shape)][self.NOT_CHOSEN if shape else f"{self.NOT_CHOSEN}; {route}"] += 1
         return func(*args, **kwargs)
 
-    def _count(self, key: tuple[str, str], route: Route, held: "_Held | None" = None) -> None:
-        """One call ran in TileLang; a fused one also says so on its first call's row."""
+    def _count(self, key: tuple[str, str], route: Route, held: "_Held | None" = None, last: Any = None) -> None:
+        """One call ran in TileLang; a fused one also says so on its first call's row, and
+        on the row of `last` (the family of the call that completed the pattern) where that
+        is another family's (LN(x + r): the add is no family's, the norm is layernorm's)."""
         self.ran[key] += 1
         for note in route.notes:
             self.notes[key][note] += 1
         while held is not None and held.origin is not None:
             held = held.origin  # a longer pattern's row is its first call's
         base = self._handler(held.func, held.args, held.kwargs) if held is not None else None
-        if base is not None:
-            self.notes[(base.name, key[1])][f"{FUSED_INTO}{key[0]}"] += 1
+        for fam in dict.fromkeys(f for f in (base, last) if f is not None):
+            self.notes[(fam.name, key[1])][f"{FUSED_INTO}{key[0]}"] += 1
 
     @staticmethod
     def _launch(fam, route: Route, kernel: Callable) -> torch.Tensor:
@@ -697,7 +728,7 @@ class Router(TorchFunctionMode):
             self._run_held(h)
             return self._call(func, args, kwargs)
         out = self._launch(fam, route, kernel)
-        self._count(key, route, h)
+        self._count(key, route, h, self._handler(func, args, kwargs))
         if h.origin is not None and not h.origin.spent:
             h.origin.spent = (key,)  # the first call's result, read later, is computed then
         if route.also_first:

@@ -457,6 +457,29 @@ def test_conv1d_addmm_routes_through_a_transposed_weight_and_activations_fall_ba
     assert any("not a weight" in r for c in router.counts() for r in c.fallback)
 
 
+def test_mm_and_addmm_written_as_tensor_methods_route_like_the_functions():
+    """`x.mm(W)` and `b.addmm(x, W)` arrive as Tensor.mm / Tensor.addmm, not torch.mm /
+    torch.addmm: each is a linear layer, routed and counted as one."""
+    from tests.routing import count, route_model
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w1 = torch.nn.Parameter(torch.randn(32, 48) * 0.1)
+            self.w2 = torch.nn.Parameter(torch.randn(48, 16) * 0.1)
+            self.b2 = torch.nn.Parameter(torch.randn(16) * 0.1)
+
+        def forward(self, x):
+            h = torch.relu(x.mm(self.w1))
+            return self.b2.addmm(h, self.w2)
+
+    torch.manual_seed(0)
+    router, got, expected = route_model(["gemm"], Block(), (torch.randn(14, 32),))
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert count(router, "gemm") == (2, 0)
+    assert {c.shape for c in router.counts() if c.family == "gemm"} == {"14x48x32", "14x16x48"}
+
+
 def test_fused_variants_route_nothing_and_say_so():
     assert get("gemm_gelu").functions == () and get("gemm").functions
 

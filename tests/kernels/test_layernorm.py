@@ -69,6 +69,27 @@ def test_layernorm_routes_any_eps_and_no_affine():
     assert count(router, "layernorm") == (2, 0)
 
 
+def test_torch_layer_norm_called_directly_routes_alone_and_after_a_residual_add():
+    """torch.layer_norm is another function than F.layer_norm (the mode sees the one the
+    model calls): alone it is a layernorm call, after an add a fused one."""
+    from tests.routing import count, route_model
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w, self.b = torch.nn.Parameter(torch.rand(48) + 0.5), torch.nn.Parameter(torch.randn(48))
+
+        def forward(self, x, r):
+            y = torch.layer_norm(x, (48,), self.w, self.b, 1e-6)
+            return torch.layer_norm(y + r, (48,), self.w, self.b, 1e-6)
+
+    torch.manual_seed(0)
+    inputs = (torch.randn(3, 4, 48), torch.randn(3, 4, 48))
+    router, got, expected = route_model(["layernorm", "layernorm_residual"], M(), inputs)
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert count(router, "layernorm") == (1, 0) and count(router, "layernorm_residual") == (1, 0)
+
+
 def test_hidden_4096_leads_with_one_row_over_128_threads():
     # Three H200 sweeps at 16384x4096: 1 x 128 threads 1.53x PyTorch, the shared rule's
     # 1 x 256 1.44x. Only layernorm was measured, so only layernorm's space changes.

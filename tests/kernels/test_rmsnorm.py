@@ -50,6 +50,27 @@ def test_shapes_and_search_space():
         assert 6 <= len(FAM.search_space(shape, "bfloat16", H200)) <= 12
 
 
+def test_torch_rms_norm_called_directly_routes_alone_and_after_a_residual_add():
+    """torch.rms_norm is another function than F.rms_norm: alone it is an rmsnorm call,
+    after an add whose sum is read again an add_rmsnorm one."""
+    from tests.routing import count, route_model
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.rand(40) + 0.5)
+
+        def forward(self, x, r):
+            s = torch.rms_norm(x, (40,), self.w, 1e-6) + r
+            return torch.rms_norm(s, (40,), self.w, 1e-6) + s
+
+    torch.manual_seed(0)
+    inputs = (torch.randn(6, 40), torch.randn(6, 40))
+    router, got, expected = route_model(["rmsnorm", "add_rmsnorm"], M(), inputs)
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert count(router, "rmsnorm") == (1, 0) and count(router, "add_rmsnorm") == (1, 0)
+
+
 def test_rmsnorm_routes_with_default_and_explicit_eps():
     from tests.routing import count, route_model
 

@@ -56,8 +56,12 @@ ACT_FLOPS = {"none": 0, "relu": 1, "gelu": 8, "silu": 4, "gelu_tanh": 9}
 # The family takes those whose second operand is a 2-D weight (`owns`); a batched product
 # of two activations (attention written out) is another family's.
 MATMUL_CALLS = (torch.matmul, torch.Tensor.matmul, torch.einsum)
+# addmm and mm as functions and as Tensor methods (`b.addmm(x, W)`, `x.mm(W)`): the same
+# arguments in the same places, the method's self first.
+ADDMM_CALLS = (torch.addmm, torch.Tensor.addmm)
+MM_CALLS = (torch.mm, torch.Tensor.mm)
 # The torch calls that are a linear layer: the plain family routes them, a fused one holds them.
-LINEAR_CALLS = (F.linear, torch.addmm, torch.mm, *MATMUL_CALLS)
+LINEAR_CALLS = (F.linear, *ADDMM_CALLS, *MM_CALLS, *MATMUL_CALLS)
 # A product of two tensors as the router sees it: `a * b` and a.mul(b) arrive as Tensor.mul.
 MUL_CALLS = (torch.Tensor.mul, torch.mul)
 
@@ -736,7 +740,7 @@ class GemmFamily(KernelFamily):
             x, w, w_nk = got
             b = None
         else:
-            if func is torch.addmm:
+            if func in ADDMM_CALLS:
                 b, x, w = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "mat1"), arg(args, kwargs, 2, "mat2")
                 if kwargs.get("beta", 1) != 1 or kwargs.get("alpha", 1) != 1 or kwargs.get("out") is not None:
                     return "addmm with alpha/beta/out"

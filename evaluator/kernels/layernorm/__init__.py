@@ -30,6 +30,9 @@ from ..base import Schedule
 
 ACCUM = "float32"
 EPS = 1e-5
+# The functions a model calls a layer norm by: nn.LayerNorm calls the first, some code the
+# second directly, and the mode sees whichever the model called.
+LAYER_NORM_CALLS = (F.layer_norm, torch.layer_norm)
 
 
 # `residual`: False (LN(x)), True (LN(x + r), the sum in fp32), or SUM (the sum rounded
@@ -310,7 +313,7 @@ class LayerNormFamily(R.RowFamily):
         # Outputs are O(1..4); the low-precision values cover about one output ulp.
         return {"float32": (2e-5, 2e-5), "float16": (2e-3, 2e-3), "bfloat16": (2e-2, 2e-2)}[C.canonical_dtype(dtype)]
 
-    functions = (F.layer_norm,)
+    functions = LAYER_NORM_CALLS
 
     def route(self, func: Callable, args: tuple, kwargs: dict, dtype: str):
         x, shape = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "normalized_shape")
@@ -380,7 +383,7 @@ class LayerNormResidualFamily(LayerNormFamily):
     def second(self, func: Callable, args: tuple, kwargs: dict, start: Any, held: torch.Tensor):
         """F.layer_norm over the last dim of the held sum (nn.LayerNorm after a residual)."""
         route = R.residual_second(
-            functools.partial(LayerNormFamily.route, self), func, F.layer_norm, args, kwargs, start, held
+            functools.partial(LayerNormFamily.route, self), func, LAYER_NORM_CALLS, args, kwargs, start, held
         )
         if route is None:
             return None

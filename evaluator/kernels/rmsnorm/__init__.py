@@ -27,6 +27,8 @@ from ..base import Schedule
 
 ACCUM = "float32"
 EPS = 1e-6
+# nn.RMSNorm calls F.rms_norm; code that calls torch.rms_norm directly reaches the mode as that.
+RMS_NORM_CALLS = (F.rms_norm, torch.rms_norm)
 
 
 def _load(X, Rz, i, j, residual, T, dtype: str):
@@ -220,7 +222,7 @@ class RMSNormFamily(R.RowFamily):
     def tolerance(self, dtype: str, shape: Shape | None = None) -> tuple[float, float]:
         return {"float32": (2e-5, 2e-5), "float16": (2e-3, 2e-3), "bfloat16": (2e-2, 2e-2)}[C.canonical_dtype(dtype)]
 
-    functions = (F.rms_norm,)
+    functions = RMS_NORM_CALLS
 
     def route(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Route | str:
         x, shape = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "normalized_shape")
@@ -283,7 +285,7 @@ class AddRMSNormFamily(RMSNormFamily):
     def second(self, func: Callable, args: tuple, kwargs: dict, start: Any, held: torch.Tensor):
         """F.rms_norm over the last dim of the held sum (nn.RMSNorm after a residual)."""
         route = R.residual_second(
-            functools.partial(RMSNormFamily.route, self), func, F.rms_norm, args, kwargs, start, held
+            functools.partial(RMSNormFamily.route, self), func, RMS_NORM_CALLS, args, kwargs, start, held
         )
         if route is None:
             return None
