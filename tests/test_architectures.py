@@ -62,7 +62,7 @@ class Count(TorchFunctionMode):
         if func in (F.linear, torch.addmm, torch.mm, torch.Tensor.addmm, torch.Tensor.mm):
             return "gemm"
         batched = (torch.bmm, torch.baddbmm, torch.Tensor.bmm, torch.Tensor.baddbmm)
-        if func in (torch.matmul, torch.Tensor.matmul, torch.einsum, *batched):
+        if func in (torch.matmul, torch.Tensor.matmul, torch.linalg.matmul, torch.einsum, *batched):
             ops = [a for a in (args[1:] if func is torch.einsum else args) if isinstance(a, torch.Tensor)]
             if func is torch.einsum and len(args) == 2 and isinstance(args[1], (list, tuple)):
                 ops = list(args[1])

@@ -480,6 +480,26 @@ def test_mm_and_addmm_written_as_tensor_methods_route_like_the_functions():
     assert {c.shape for c in router.counts() if c.family == "gemm"} == {"14x48x32", "14x16x48"}
 
 
+def test_linalg_matmul_routes_like_matmul():
+    """torch.linalg.matmul is a function object of its own, not torch.matmul: a linear
+    layer written with it, and a batched product, are routed and counted all the same."""
+    from tests.routing import count, route_model
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(32, 48) * 0.1)
+
+        def forward(self, x):
+            h = torch.linalg.matmul(x, self.w)  # [2, 7, 48]: a GEMM by a weight
+            return torch.linalg.matmul(h, h.transpose(1, 2))  # [2, 7, 7]: a batched product
+
+    torch.manual_seed(0)
+    router, got, expected = route_model(["gemm", "bmm"], Block(), (torch.randn(2, 7, 32),))
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert count(router, "gemm") == (1, 0) and count(router, "bmm") == (1, 0)
+
+
 def test_fused_variants_route_nothing_and_say_so():
     assert get("gemm_gelu").functions == () and get("gemm").functions
 

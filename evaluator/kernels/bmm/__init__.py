@@ -50,7 +50,7 @@ from .. import common as C
 from ..einsum import as_matmul
 from ..base import KernelFamily, Resolved, Schedule
 
-MATMUL = (torch.matmul, torch.Tensor.matmul)
+MATMUL = (torch.matmul, torch.Tensor.matmul, torch.linalg.matmul)
 BMM = (torch.bmm, torch.Tensor.bmm)
 BADDBMM = (torch.baddbmm, torch.Tensor.baddbmm)
 EINSUM = torch.einsum

@@ -55,7 +55,8 @@ ACT_FLOPS = {"none": 0, "relu": 1, "gelu": 8, "silu": 4, "gelu_tanh": 9}
 # The torch calls that may be a matrix product by a weight: `x @ W` arrives as Tensor.matmul.
 # The family takes those whose second operand is a 2-D weight (`owns`); a batched product
 # of two activations (attention written out) is another family's.
-MATMUL_CALLS = (torch.matmul, torch.Tensor.matmul, torch.einsum)
+# torch.linalg.matmul is torch.matmul under another name, a function object of its own.
+MATMUL_CALLS = (torch.matmul, torch.Tensor.matmul, torch.linalg.matmul, torch.einsum)
 # addmm and mm as functions and as Tensor methods (`b.addmm(x, W)`, `x.mm(W)`): the same
 # arguments in the same places, the method's self first.
 ADDMM_CALLS = (torch.addmm, torch.Tensor.addmm)
