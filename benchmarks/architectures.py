@@ -1,6 +1,6 @@
 """Architectures nobody here shaped, through the whole run: what each family does per model.
 
-    python3 benchmarks/architectures.py [--only distilbert,vit,...] [--markdown]
+    python3 benchmarks/architectures.py [--only distilbert,vit,...] [--more] [--markdown]
 
 Each architecture (a tiny transformers config built offline, or a block written by hand
 with torch.matmul, @, einsum and a masked SDPA) goes through `evaluate` on the CPU with
@@ -72,13 +72,51 @@ ARCHITECTURES = {
     "written-block": ("tests/fixtures/written_block.py:make", {}),
 }
 SEQ = {"whisper-encoder": None, "vit": None, "convnext": None, "mobilenet-v2": None, "written-block": None}
+# More architectures (`--more`): each reaches a family by a path the list above covers in
+# another form. tests/test_architectures.py checks both lists.
+MORE = {
+    "swin": ("hf:SwinModel,image_size=32,patch_size=4,embed_dim=32,depths=[1,1],num_heads=[2,4],window_size=4", {}),
+    "deberta-v2": (
+        "hf:DebertaV2Model,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
+        'vocab_size=1000,relative_attention=true,pos_att_type=["p2c","c2p"],max_relative_positions=64',
+        {},
+    ),
+    "falcon-alibi": (
+        "hf:FalconModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,vocab_size=1000,"
+        "alibi=true,new_decoder_architecture=false",
+        {},
+    ),
+    "opt": (
+        "hf:OPTModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,ffn_dim=128,vocab_size=1000,"
+        "word_embed_proj_dim=64",
+        {},
+    ),
+    "gptj": ("hf:GPTJModel,n_layer=2,n_embd=64,n_head=2,rotary_dim=16,vocab_size=1000", {}),
+    "wav2vec2": (
+        "hf:Wav2Vec2Model,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
+        "vocab_size=1000,conv_dim=[32,32,32],conv_stride=[5,2,2],conv_kernel=[10,3,3],num_feat_extract_layers=3,"
+        "num_conv_pos_embeddings=16,num_conv_pos_embedding_groups=4",
+        {"seq_len": 800},  # raw audio samples
+    ),
+    "llama": (
+        "hf:LlamaModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=4,num_key_value_heads=2,"
+        "intermediate_size=128,vocab_size=1000",
+        {},
+    ),
+    "segformer": (
+        "hf:SegformerModel,num_encoder_blocks=2,depths=[1,1],hidden_sizes=[32,64],num_attention_heads=[1,2],"
+        "sr_ratios=[4,2],patch_sizes=[7,3],strides=[4,2],mlp_ratios=[2,2]",
+        {},
+    ),
+}
+SEQ |= {"swin": None, "segformer": None, "wav2vec2": None}
 
 
 def run(arch: str, reports: Path):
     """The run's result for one architecture (CPU, every family chosen, first configs)."""
     from evaluator import config, pipeline
 
-    spec, extra = ARCHITECTURES[arch]
+    spec, extra = {**ARCHITECTURES, **MORE}[arch]
     sizes = dict(batch_size=2) | ({} if arch in SEQ else {"seq_len": 32})
     cfg = config.build(
         model=spec,
@@ -113,8 +151,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", help="comma-separated architecture keys")
     ap.add_argument("--markdown", action="store_true", help="one table row per architecture")
+    ap.add_argument("--more", action="store_true", help="the architectures outside the test's list")
     args = ap.parse_args()
-    keys = args.only.split(",") if args.only else sorted(ARCHITECTURES)
+    keys = args.only.split(",") if args.only else sorted(MORE if args.more else ARCHITECTURES)
+    unknown = [k for k in keys if k not in ARCHITECTURES and k not in MORE]
+    if unknown:
+        known = ", ".join(sorted({**ARCHITECTURES, **MORE}))
+        print(f"architectures: unknown {', '.join(unknown)}; known: {known}", file=sys.stderr)
+        sys.exit(2)
     if args.markdown:
         print("| architecture | outputs | families: calls in TileLang / all |\n| --- | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:

@@ -29,7 +29,9 @@ from evaluator import kernels, pipeline
 from evaluator.models import load_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from architectures import ARCHITECTURES, SEQ  # noqa: E402  (the benchmark's list, one place)
+from architectures import ARCHITECTURES, MORE, SEQ  # noqa: E402  (the benchmark's lists, one place)
+
+ALL = {**ARCHITECTURES, **MORE}
 
 pytest.importorskip("transformers")
 
@@ -124,10 +126,12 @@ def counted_by_run(e2e) -> Counter:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+@pytest.mark.parametrize("arch", sorted(ALL))
 def test_every_call_of_every_family_is_accounted_for(arch, tmp_path):
-    spec, extra = ARCHITECTURES[arch]
+    spec, extra = ALL[arch]
     sizes = dict(batch_size=2) | ({} if arch in SEQ else {"seq_len": 32})
+    if "seq_len" in extra:  # raw audio's samples
+        sizes, extra = sizes | {"seq_len": extra["seq_len"]}, {k: v for k, v in extra.items() if k != "seq_len"}
     cfg = config.build(
         model=spec,
         device="cpu",
