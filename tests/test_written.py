@@ -369,8 +369,7 @@ _TINY = {
     "intermediate_size": 128,
     "vocab_size": 128,
     "max_position_embeddings": 64,
-    "attn_implementation": "sdpa",
-}
+}  # attention as each transformers version builds it: 5.17 refuses SDPA for GPT-J and CodeGen
 # transformers class, config, and the calls two layers make (GPT-J and CodeGen rotate k, then q)
 MODELS = {
     "gpt_neox": ("GPTNeoXModel", {"rotary_pct": 0.25}, 2),  # a quarter of q, k inside the packed qkv
