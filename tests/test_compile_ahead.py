@@ -15,7 +15,8 @@ from evaluator import kernels
 from evaluator.kernels import common as C
 from evaluator.device import hardware
 from evaluator.tuning import verify
-from evaluator.tuning.ahead import Ahead, first_config
+from evaluator.tuning.ahead import Ahead
+from evaluator.tuning.search import first_candidate
 
 HW = hardware.detect("cpu")
 
@@ -26,7 +27,7 @@ def test_the_next_kernels_and_their_awkward_shapes_are_built_in_order_and_reused
     before = len(C._LAUNCHERS)
     with Ahead([(fam, s) for s in shapes], "float32", HW, threads=1) as ahead:
         ahead.wait()
-    firsts = [first_config(fam, s, "float32", HW) for s in shapes]
+    firsts = [first_candidate(fam, s, "float32", HW) for s in shapes]
     awkward = [verify.awkward_for(fam, s, "float32", c, HW.target) for s, c in zip(shapes, firsts)]
     assert ahead.built == [("layernorm", s) for pair in zip(shapes, awkward) for s in pair]
     assert len(C._LAUNCHERS) == before + 4
@@ -36,7 +37,7 @@ def test_the_next_kernels_and_their_awkward_shapes_are_built_in_order_and_reused
     assert len(C._LAUNCHERS) == before + 4
 
 
-def test_a_cached_winner_is_built_instead_of_the_first_config():
+def test_a_cached_winner_is_built_instead_of_the_first_candidate():
     fam = kernels.get("softmax")
     shape = (64, 128)
     space = fam.search_space(shape, "float32", HW)

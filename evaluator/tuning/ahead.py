@@ -3,7 +3,7 @@
 In: the stage's work, in its order (a family and a shape each), the dtype, the hardware
 and the tuning cache's lookup. Out: `Ahead`, whose threads build, for each shape in turn,
 the config the tuner will try first (the cached winner where the tuning cache has one,
-else the first config of the space the family does not reject) and the awkward shape
+else the tuner's first candidate, `search.first_candidate`) and the awkward shape
 verify will check that config on; `close()` drops what has not started and waits for
 what has. Nothing is returned: every build goes through the families' once-per-process
 cache (`kernels.common.OnceCache`), so the stage's own build of the same kernel waits for
@@ -28,24 +28,13 @@ from typing import Callable, Iterable
 from ..kernels import KernelFamily
 from ..results import Hardware, KernelConfig, Shape
 from . import verify
+from .search import first_candidate
 
 # Two compiles a kernel against a few seconds of timing: four threads stay ahead of the
 # stage without taking the cores its own tuning batches compile on.
 THREADS = 4
 
 Lookup = Callable[[KernelFamily, Shape], KernelConfig | None]
-
-
-def first_config(family: KernelFamily, shape: Shape, dtype: str, hw: Hardware) -> KernelConfig | None:
-    """The config the tuner tries first when no cached winner exists: the first of the
-    space that the family does not reject (`tuning.search` asks the same question)."""
-    for config in family.search_space(shape, dtype, hw):
-        try:
-            if not family.reject_reason(shape, dtype, config, hw):
-                return config
-        except Exception:  # the tuner treats a failing check as no objection, and so does this
-            return config
-    return None
 
 
 class Ahead:
@@ -70,7 +59,7 @@ class Ahead:
         if self._stop.is_set():
             return
         try:
-            config = (lookup(family, shape) if lookup else None) or first_config(family, shape, dtype, hw)
+            config = (lookup(family, shape) if lookup else None) or first_candidate(family, shape, dtype, hw)
             if config is None:
                 return
             family.build(shape, dtype, config, hw.target)

@@ -449,10 +449,7 @@ class _Search:
                 self.spec = None
 
     def reject_reason(self, config: KernelConfig) -> str:
-        try:
-            return self.family.reject_reason(self.shape, self.dtype, config, self.hw) or ""
-        except Exception:
-            return ""  # a bug here must not reject every config; compiling will tell
+        return rejection(self.family, self.shape, self.dtype, config, self.hw)
 
     def evaluate(self, config: KernelConfig, built: tuple, phase: str) -> Candidate:
         kernel, compile_s, error = built
@@ -543,6 +540,20 @@ class _Search:
             error = f"worked on {self.ran_on.get(k)}, then failed when re-timed on {slot.label}: {r['error']}"
             self.candidates[i] = dataclasses.replace(first, status=r["status"], latency_ms=None, error=error)
         self.ran_on[k] = slot.label
+
+
+def rejection(family: KernelFamily, shape: Shape, dtype: str, config: KernelConfig, hw: Hardware) -> str:
+    """Why the tuner rejects `config` without compiling it, or ""."""
+    try:
+        return family.reject_reason(shape, dtype, config, hw) or ""
+    except Exception:
+        return ""  # a bug here must not reject every config; compiling will tell
+
+
+def first_candidate(family: KernelFamily, shape: Shape, dtype: str, hw: Hardware) -> KernelConfig | None:
+    """The config a tune without a cached winner times first: the first of the space it
+    does not reject."""
+    return next((c for c in family.search_space(shape, dtype, hw) if not rejection(family, shape, dtype, c, hw)), None)
 
 
 def _build(family, shape, dtype, config, target) -> tuple[Callable | None, float, str]:

@@ -103,12 +103,7 @@ def _tune_one(
         on_candidate=lambda c: rep.update(f"{label}: tuning ({c.phase}, {c.status})"),
     )
     if lookup is not None and not tk.cached:
-        changed = tuning_cache.changes(
-            cfg.output.store,
-            tuning.cache_key(
-                fam.name, shape, cfg.model.dtype, hw, env.tilelang, fam.search_space(shape, cfg.model.dtype, hw)
-            ),
-        )
+        changed = tuning_cache.changes(cfg.output.store, _cache_key(ctx, fam, shape))
         if changed:
             what = "the search space" if {f for f, _, _ in changed} == {"space"} else "the toolchain"
             rep.info(
@@ -173,18 +168,17 @@ def _tune_one(
     return tk, vr, ob
 
 
+def _cache_key(ctx: Context, fam: kernels.KernelFamily, shape: Shape) -> dict:
+    """The tuning cache's key for a family's shape on this run's hardware and toolchain."""
+    dtype = ctx.cfg.model.dtype
+    return tuning.cache_key(fam.name, shape, dtype, ctx.hw, ctx.env.tilelang, fam.search_space(shape, dtype, ctx.hw))
+
+
 def _cached(ctx: Context):
     """The tuning cache's winner for a family and shape, or None (with --no-cache, always)."""
-    cfg, hw = ctx.cfg, ctx.hw
-    if not cfg.tune.use_cache:
+    if not ctx.cfg.tune.use_cache:
         return None
-
-    def lookup(fam: kernels.KernelFamily, shape: Shape):
-        space = fam.search_space(shape, cfg.model.dtype, hw)
-        key = tuning.cache_key(fam.name, shape, cfg.model.dtype, hw, ctx.env.tilelang, space)
-        return tuning_cache.lookup(cfg.output.store, key)
-
-    return lookup
+    return lambda fam, shape: tuning_cache.lookup(ctx.cfg.output.store, _cache_key(ctx, fam, shape))
 
 
 def _against_compile(mode: str, verified: bool) -> str:
