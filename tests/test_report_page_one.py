@@ -15,6 +15,7 @@ import html as htmllib
 import re
 
 from evaluator import checklist as cl
+from evaluator.checklist.metrics_kernels import kernel_status
 from evaluator.results import CallCount
 from report_samples import (
     TODAY,
@@ -64,6 +65,10 @@ def test_wrong_kernels_make_every_speed_card_not_evidence(tmp_path):
     one = page_one(html_of(r, tmp_path))
     assert one.count("not evidence: a kernel gives wrong results") == 3  # geomean, slowest op, e2e
     assert "card-pass card-dim" not in one
+    # the card counts families, and says how many kernels (family, shape) were checked
+    status = kernel_status(r)
+    assert not all(status.values()) and f"{sum(status.values())} / {len(status)}" in one, status
+    assert f"kernel families whose every kernel matches PyTorch ({len(r.verify)} kernels checked)" in one
 
 
 @pytest.mark.slow

@@ -435,7 +435,7 @@ def headlines_section(result: RunResult, t: Strings, f: Fmt) -> list[dict[str, s
         _card(
             t("headline.correct"),
             f"{sum(fams.values())} / {len(fams)}" if result.verify else f.na,
-            t("headline.correct_sub") if result.verify else "",
+            t("headline.correct_sub", n=len(result.verify)) if result.verify else "",
             _metric_status(v, "kernels.all_correct"),
             t=t,
         )
