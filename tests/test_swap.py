@@ -84,6 +84,28 @@ def test_coverage_weights_each_shape_by_the_calls_that_ran():
     assert abs(swap.coverage(fused, 10.0, {"gemm_silu": "gemm", "gemm_mul": "gemm"}) - 0.3) < 1e-9
 
 
+def test_coverage_credits_the_calls_a_fused_kernel_takes_in():
+    # A ResNet's convolution shape, once with its norm and ReLU fused, once with its norm,
+    # residual add and ReLU: their batch norms and elementwise calls ran in TileLang too.
+    counts = [
+        CallCount("conv2d", "a", tilelang=0, notes={"fused into conv_bn_relu": 1}, profiled_ms=4.0),
+        CallCount("conv_bn_relu", "a", tilelang=1, profiled_ms=4.0),
+        CallCount("conv_bn_add_relu", "a", tilelang=1, profiled_ms=4.0),
+    ]
+    base = {"conv_bn_relu": "conv2d", "conv_bn_add_relu": "conv2d"}
+    absorbs = {f: kernels.get(f).absorbs for f in base}
+    assert absorbs == {
+        "conv_bn_relu": ("batchnorm", "elementwise"),
+        "conv_bn_add_relu": ("batchnorm",) + ("elementwise",) * 2,
+    }
+    ms = {"batchnorm": 1.0, "elementwise": 0.25, "pooling": 0.5}
+    assert abs(swap.coverage(counts, 8.0, base) - 0.5) < 1e-9  # the convolutions' time alone
+    assert abs(swap.coverage(counts, 8.0, base, absorbs, ms) - (4.0 + 1.25 + 1.5) / 8.0) < 1e-9
+    # every fused family says what it takes in; a family with a kernel of its own takes nothing
+    for fam in kernels.REGISTRY.values():
+        assert bool(fam.absorbs) == bool(fam.fuses or fam.profile_family != fam.name), fam.name
+
+
 def test_derived_weights_are_made_once_and_remade_after_an_update():
     w = torch.nn.Parameter(torch.randn(3, 5))
     made = []

@@ -95,6 +95,12 @@ class KernelFamily(abc.ABC):
     fused_op: str = ""
     # Whether the second may also be written out as elementwise calls (`ends_chain`).
     chains: bool = False
+    # The profile families (of ops without a kernel, profiling.profile.OTHER_FAMILIES and
+    # "elementwise") of the calls a fused kernel takes in beside its base call, one entry
+    # a call: conv_bn_add_relu's batch norm, residual add and ReLU. End-to-end coverage
+    # credits each fused call with their time (routing.router.coverage), since they ran
+    # in TileLang too.
+    absorbs: tuple[str, ...] = ()
     # The schedules `schedule` picks from by default; a family whose choice depends on
     # the dtype or the config overrides `schedule` instead.
     cpu_schedule: Schedule | None = None

@@ -625,6 +625,7 @@ def end_to_end(
     profiled_wall_ms: float | None = None,
     watch: Sequence[Any] = (),
     not_chosen: Sequence[CallCount] = (),
+    ms_a_call: dict[str, float] | None = None,
 ) -> E2EBench:
     """The model as is, and with the router sending the chosen families' calls to TileLang.
 
@@ -647,6 +648,9 @@ def end_to_end(
     calls of the families in `watch` (those not chosen), at their shapes, as ran in
     PyTorch (`E2EBench.not_chosen`, with `not_chosen`: counts from elsewhere, the written
     out norms of families not chosen as the profile saw them).
+
+    `ms_a_call`: the profile's mean time a call of each family without a kernel (batch
+    norm, elementwise), with which coverage credits the calls fused kernels take in.
     """
 
     families = tuple(sorted(router.families()))
@@ -835,7 +839,13 @@ def end_to_end(
         samples_per_s_swapped=batch_size / (t_sw.median_ms * 1e-3) if t_sw.median_ms > 0 else None,
         max_abs_err=check.max_abs,
         outputs_match=check.ok and tl_calls > 0,
-        coverage=swap.coverage(counts, total_profiled_ms, {f.name: f.profile_family for f in router.all}),
+        coverage=swap.coverage(
+            counts,
+            total_profiled_ms,
+            {f.name: f.profile_family for f in router.all},
+            {f.name: f.absorbs for f in router.all},
+            ms_a_call,
+        ),
         amdahl_speedup=est[0] if est else None,
         error=check.reason
         if not check.ok

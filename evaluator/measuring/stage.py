@@ -87,6 +87,7 @@ def end_to_end(ctx: Context, result: RunResult) -> RunResult:
         profiled_wall_ms=hot.wall_ms or None,
         watch=watch,
         not_chosen=unwatched,
+        ms_a_call={o.family: o.time_ms / o.calls for o in hot.ops if o.calls and not o.has_kernel},
     )
     if e2e.speedup:
         # With nothing routed the model was compared with itself: neither a match nor a difference.

@@ -834,14 +834,27 @@ def fusible(
     return router.fusible, router.reused
 
 
-def coverage(counts: Iterable[CallCount], total_profiled_ms: float, base_of: dict[str, str] | None = None) -> float:
+def coverage(
+    counts: Iterable[CallCount],
+    total_profiled_ms: float,
+    base_of: dict[str, str] | None = None,
+    absorbs: dict[str, tuple[str, ...]] | None = None,
+    ms_a_call: dict[str, float] | None = None,
+) -> float:
     """Share of the profiled time whose calls ran in TileLang: each shape's profiled
     time, weighted by the fraction of its calls that ran in TileLang. A fused family's
     rows carry the time of its base family's shape (llama's 2048x5632x2048 linears are
     gemm_silu's gate and gemm_mul's up projection), so the families of one profiled shape
-    share that time by their calls instead of each counting it whole."""
+    share that time by their calls instead of each counting it whole.
+
+    The calls a fused kernel takes in beside its base call (`absorbs`, by family: a
+    convolution's batch norm, ReLU and residual add) ran in TileLang too: each fused
+    call adds their profile families' mean time a call (`ms_a_call`), so a ResNet whose
+    every convolution runs fused is not reported as covering only its convolutions'
+    share."""
     if total_profiled_ms <= 0:
         return 0.0
+    counts = list(counts)
     shapes: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0, 0])  # ms, in TileLang, calls
     for c in counts:
         row = shapes[((base_of or {}).get(c.family, c.family), c.shape)]
@@ -849,6 +862,9 @@ def coverage(counts: Iterable[CallCount], total_profiled_ms: float, base_of: dic
         row[1] += c.tilelang
         row[2] += c.tilelang + sum(c.fallback.values())
     covered = sum(ms * ran / calls for ms, ran, calls in shapes.values() if calls and ms)
+    covered += sum(
+        c.tilelang * sum((ms_a_call or {}).get(f, 0.0) for f in (absorbs or {}).get(c.family, ())) for c in counts
+    )
     # Not clamped: the profile's total is the sum of its families, so a share over 1 would
     # be a bug in the accounting, to be seen, not hidden.
     return covered / total_profiled_ms

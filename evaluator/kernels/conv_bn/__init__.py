@@ -183,6 +183,7 @@ class ConvBnFamily(KernelFamily):
         self.relu = relu or residual
         self.residual = residual
         self.name = "conv_bn_add_relu" if residual else "conv_bn_relu" if relu else "conv_bn"
+        self.absorbs = ("batchnorm",) + ("elementwise",) * (int(residual) + int(self.relu))
         self.title = (
             "Conv2d + eval batch norm"
             + (" + residual add + ReLU" if residual else " + ReLU" if relu else "")

@@ -189,6 +189,9 @@ class GemmFamily(KernelFamily):
             else f"GEMM / linear (+bias, {activation.upper()})"
         )
         plain = activation == "none" and not gate
+        # the activation or the multiply; an activation written out as several calls
+        # (GPT-2's tanh GELU) is credited as one, an underestimate
+        self.absorbs = () if plain else ("elementwise",)
         self.aten_ops = frozenset({"aten::linear", "aten::addmm", "aten::mm"}) if plain else frozenset()
 
     # ------------------------------------------------------------ shapes

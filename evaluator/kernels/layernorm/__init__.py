@@ -339,6 +339,7 @@ class LayerNormResidualFamily(LayerNormFamily):
     name = "layernorm_residual"
     title = "LayerNorm with fused residual add"
     aten_ops = frozenset()
+    absorbs = ("elementwise",)  # the add
     profile_family = "layernorm"
     row_inputs = 2
     cpu_schedule = Schedule(R.CPU_DEFAULTS, functools.partial(_cpu_program, residual=True))

@@ -248,6 +248,7 @@ class AddRMSNormFamily(RMSNormFamily):
     name = "add_rmsnorm"
     title = "Residual add and RMSNorm, sum kept"
     aten_ops = frozenset()
+    absorbs = ("elementwise",)  # the add
     profile_family = "rmsnorm"
     row_inputs = 2
     cpu_schedule = Schedule(R.CPU_DEFAULTS, functools.partial(_cpu_program, residual=R.SUM))
