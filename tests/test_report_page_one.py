@@ -69,6 +69,8 @@ def test_wrong_kernels_make_every_speed_card_not_evidence(tmp_path):
     status = kernel_status(r)
     assert not all(status.values()) and f"{sum(status.values())} / {len(status)}" in one, status
     assert f"kernel families whose every kernel matches PyTorch ({len(r.verify)} kernels checked)" in one
+    checked = f"{sum(status.values())} of {len(status)} kernel families correct ({len(r.verify)} kernels checked)"
+    assert checked in html_of(r, tmp_path)  # the checklist's evidence says the same
 
 
 @pytest.mark.slow

@@ -112,7 +112,7 @@ def test_zh_evidence_notes_and_comparison_are_chinese(tmp_path):
     html = html_of(evaluate(r), tmp_path, "zh")
     evidence = " ".join(re.findall(r'<td class="evidence">(.*?)</td>', section(html, "checklist"), re.S))
     for english in (
-        "kernels correct",
+        "kernel families correct",
         "ops on",
         "iterations",
         "windows",
@@ -125,7 +125,7 @@ def test_zh_evidence_notes_and_comparison_are_chinese(tmp_path):
         "calls in TileLang",
     ):
         assert english not in evidence, english
-    assert "个内核中" in evidence and "次迭代" in evidence
+    assert "个内核族中" in evidence and "次迭代" in evidence
     assert "faster than" not in section(html, "ops") and "快于 Roofline 上限" in section(html, "ops")
     soak = section(html, "soak")
     assert "延迟从第一个窗口到最后一个窗口漂移了 +6.2%" in soak and "内存增长了 80 MB" in soak

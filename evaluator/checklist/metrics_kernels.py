@@ -66,7 +66,7 @@ def _kernels_explain(r: RunResult) -> str:
         return stage_note(r, "verify", "verification stage not run")
     bad = [f for f, ok in s.items() if not ok]
     reasons = failing_reasons(r)
-    text = f"{sum(s.values())}/{len(s)} kernels correct"
+    text = f"{sum(s.values())}/{len(s)} kernel families correct ({len(r.verify)} kernels checked)"
     if bad:
         text += "; failing: " + ", ".join(bad)
         if reasons:

@@ -33,7 +33,7 @@ def _ev_kernels(r: RunResult, t: Strings, f: Fmt) -> str:
     if s is None:
         return _stage(r, "verify", t)
     bad = [fam for fam, ok in s.items() if not ok]
-    text = t("evidence.kernels", ok=sum(s.values()), n=len(s), count=len(s))
+    text = t("evidence.kernels", ok=sum(s.values()), n=len(s), count=len(s), k=len(r.verify))
     if bad:
         reasons = failing_reasons(r)
         text += t("list_semi") + t("evidence.kernels_failing", families=", ".join(bad))
