@@ -443,3 +443,21 @@ def test_a_norm_taken_into_a_residual_kernel_says_so_on_its_own_row():
     rows = {(c.family, c.shape): c for c in router.counts()}
     assert rows[("layernorm", "15x16")].notes == {"fused into layernorm_residual": 1}
     assert count(router, "layernorm") == (0, 0)
+
+
+def test_calls_of_no_family_go_straight_back_to_pytorch():
+    # The router's fast path: with nothing held, a call no family knows runs as written and
+    # is not counted; every function a chosen or watched family knows takes the full path.
+    router = swap.Router(
+        [kernels.get("gemm"), kernels.get("gemm_gelu")],
+        swap.KernelTable("float32", "c"),
+        watch=[kernels.get("softmax")],
+    )
+    known = {fn for fam in (*router.all, *router.watched) for fn in (*fam.functions, *fam.fuses)}
+    assert known <= router._known and torch.add not in router._known
+    x = torch.randn(4, 8)
+    with router:
+        y = torch.add(x, 1.0)
+        z = torch.softmax(x, -1)
+    assert torch.equal(y, x + 1.0) and torch.equal(z, torch.softmax(x, -1))
+    assert not router.ran and router.fell_back == {("softmax", "4x8"): {router.NOT_CHOSEN: 1}}

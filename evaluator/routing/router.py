@@ -357,6 +357,9 @@ class Router(TorchFunctionMode):
         for fam in self.all:
             for fn in getattr(fam, "fuses", ()):
                 self.starters[fn].append(fam)
+        # Most of a forward pass's torch calls (views, adds, dropout) are no family's: with
+        # nothing held they go straight back to PyTorch (the eager view's host time).
+        self._known = frozenset(self.handlers) | frozenset(self.starters) | frozenset(_OPENED)
         self.reset()
 
     def reset(self) -> None:
@@ -397,6 +400,8 @@ class Router(TorchFunctionMode):
         return list({id(h): h for h in [*self._held.values(), *(h for h, _ in self._links.values())]}.values())
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func not in self._known and not (self._held or self._links or self.scan):
+            return func(*args, **kwargs) if kwargs else func(*args)
         kwargs = kwargs or {}
         if (self._held or self._links) and func not in _METADATA:
             done, out = self._settle(func, args, kwargs)
