@@ -1,7 +1,8 @@
 """conv_bn, conv_bn_relu and conv_bn_add_relu on CUDA: the first configs of the search
 space (NCHW through the channels_last kernel for a 3x3, the NCHW GEMM for a 1x1,
 channels_last) against PyTorch's conv2d -> batch_norm(eval) (-> relu; -> add -> relu) on
-the GPU at ResNet-50's shapes and awkward ones, fp16 and bf16; then torchvision's
+the GPU at ResNet-50's shapes and awkward ones, fp16 and bf16 (conv_bn_add_relu's second
+config is its first with the residual read as one tile, `r_shared`); then torchvision's
 Bottleneck routed on CUDA, its four conv-bn patterns run fused.
 
 In: a CUDA device (the folder's conftest skips these without one). Out: pass/fail.

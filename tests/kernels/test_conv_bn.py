@@ -11,6 +11,7 @@ process (the family's cache), so seeds and models reuse the builds.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 import torch
@@ -197,6 +198,35 @@ def test_cuda_schedules_lower_for_sm90(shape, cfg):
         # The epilogue leaves conv2d's pipeline as it is: the same wgmma, TMA and barriers.
         for op in ("wgmma", "tma_load", "tma_store", "mbarrier", "cp.async"):
             assert src.count(op) == conv.count(op), op
+
+
+@pytest.mark.parametrize("shape,cfg", [LOWER[0], LOWER[2], LOWER[4]], ids=["nchw", "nhwc", "via_nhwc"])
+def test_the_residual_comes_in_as_a_tile_with_r_shared(shape, cfg):
+    # Per element, the residual is read in the accumulator fragment's layout: 2-byte loads
+    # with a clamped index on NCHW (4-byte pairs on channels_last), which cost ResNet-50's
+    # conv_bn_add_relu as much again as its convolution on the H100. Staged (`r_shared`),
+    # one bounded tile copy reads it in 8- or 16-byte vectors into the output's shared tile.
+    fam = kernels.get("conv_bn_add_relu")
+    vector = re.compile(r"\*\(uint[24]\*\)\(Rs \+")
+    apart = C.lower_source(fam.program(shape, "float16", cfg, SM90), SM90)
+    staged = C.lower_source(fam.program(shape, "float16", {**cfg, "r_shared": 1}, SM90), SM90)
+    assert "Rs" in apart and not vector.search(apart)
+    assert vector.search(staged) and "Rs[" not in staged
+    conv = C.lower_source(kernels.get("conv2d").program(shape, "float16", cfg, SM90), SM90)
+    for op in ("wgmma", "tma_load", "tma_store"):
+        assert staged.count(op) == conv.count(op), op
+
+
+def test_only_the_residual_family_offers_r_shared_and_only_on_a_gpu():
+    shape = RESNET50[1]
+    space = kernels.get("conv_bn_add_relu").search_space(shape, "float16", H200)
+    assert "r_shared" not in space[0] and [c.get("r_shared") for c in space[1:4]] == [1, 1, 1]
+    assert {**space[1], "r_shared": 0} == {**space[0], "r_shared": 0}  # the first config, staged
+    assert kernels.get("conv_bn_add_relu").fine_flags == ("r_shared",)
+    for name in ("conv_bn", "conv_bn_relu"):
+        assert not any("r_shared" in c for c in kernels.get(name).search_space(shape, "float16", H200))
+    cpu = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
+    assert not any("r_shared" in c for c in kernels.get("conv_bn_add_relu").search_space(shape, "float32", cpu))
 
 
 # ---------------------------------------------------------------- the router

@@ -130,15 +130,19 @@ def plain_kernel(dtype: str) -> Callable[..., Any]:
     return kernel
 
 
-def stored(T: Any, epilogue: Epilogue | None, acc: Any, inputs: tuple, k: Any, at: tuple, view: Any = None) -> Any:
+def stored(
+    T: Any, epilogue: Epilogue | None, acc: Any, inputs: tuple, k: Any, at: tuple, view: Any = None, staged: Any = None
+) -> Any:
     """The fp32 value an output element stores: its sum `acc`, or the epilogue's value of
     it. `inputs`: (per-channel, output-shaped) tensors; `k`: the element's output channel;
-    `at`: its index in the output, or in `view(t)` of each output-shaped tensor t."""
+    `at`: its index in the output, or in `view(t)` of each output-shaped tensor t;
+    `staged`: the one output-shaped input's element, already in shared memory (`r_shared`)."""
     if epilogue is None:
         return acc
     channel, output = inputs
     load = (lambda t: t[at]) if view is None else (lambda t: view(t)[at])
-    return epilogue.value(T, acc, [t[k] for t in channel], [load(t) for t in output])
+    values = [staged] if staged is not None else [load(t) for t in output]
+    return epilogue.value(T, acc, [t[k] for t in channel], values)
 
 
 def cpu_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], epilogue: Epilogue | None = None):
@@ -221,6 +225,9 @@ def tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], epilogu
     M, RSC = N * P * Q, R * S * Cin
     bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
     stages, threads, swizzle, flat_k = cfg["num_stages"], cfg["threads"], cfg["swizzle"], cfg["flat_k"]
+    # An output-shaped epilogue input (conv_bn_add_relu's residual) read as a tile copy
+    # instead of per element in the fragment's layout (scattered 4-byte loads).
+    staged = bool(cfg.get("r_shared"))
     c_chunks = C.ceildiv(Cin, bK)
     # Chunks that would straddle two (r, s) taps need the channel mask on both operands.
     c_tail = Cin % bK != 0
@@ -287,6 +294,13 @@ def tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], epilogu
                 T.gemm(A_s, B_s, C_f, transpose_B=True)
             if epilogue is None:
                 T.copy(C_f, C_s)
+            elif staged and len(Out) == 1:
+                # The residual's tile comes in as one bounded tile copy into the output's
+                # shared tile, and each element is read back by the thread that writes it.
+                T.copy(as_mk(Out[0])[by * bM, bx * bN], C_s)
+                for i, j in T.Parallel(bM, bN):
+                    n = T.min(bx * bN + j, K - 1)
+                    C_s[i, j] = T.cast(stored(T, epilogue, C_f[i, j], (Ch, Out), n, (), staged=C_s[i, j]), dtype)
             else:
                 # Columns past K read channel K-1's inputs (rows past M the last pixel's);
                 # the bounded store drops them.
@@ -312,6 +326,7 @@ def nchw_tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], ep
     PQ, CRS = P * Q, Cin * R * S
     bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
     stages, threads, swizzle = cfg["num_stages"], cfg["threads"], cfg["swizzle"]
+    staged = bool(cfg.get("r_shared"))  # as tc_program's
     # A 1x1, stride-1, unpadded convolution reads X_col straight from the image: its
     # rows are the channels' (H*W) planes, copied as tiles (vector loads, no index math).
     direct = R == 1 and S == 1 and sh == sw == 1 and ph == pw == 0
@@ -351,6 +366,12 @@ def nchw_tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], ep
                 T.gemm(A_s, B_s, C_f)
             if epilogue is None:
                 T.copy(C_f, C_s)
+            elif staged and len(Out) == 1:
+                # As tc_program's: the residual tile staged through the output's shared tile.
+                T.copy(as_nkpq(Out[0])[bz, by * bM, bx * bN], C_s)
+                for i, j in T.Parallel(bM, bN):
+                    k = T.min(by * bM + i, K - 1)
+                    C_s[i, j] = T.cast(stored(T, epilogue, C_f[i, j], (Ch, Out), k, (), staged=C_s[i, j]), dtype)
             else:
                 # Rows past K read channel K-1's inputs (columns past P*Q the last
                 # pixel's); the bounded store drops them.
