@@ -161,9 +161,10 @@ def check_dtype_for_target(family: str, dtype: str, target: str) -> None:
         )
 
 
-def compile_program(program: Any, out_idx: list[int] | None, target: str) -> Any:
+def compile_program(program: Any, out_idx: list[int] | None, target: str, execution_backend: str | None = None) -> Any:
     """tilelang.compile with the right backend and flags for `target`; any failure is
-    re-raised as KernelError (with the original chained) so the tuning stage can record it."""
+    re-raised as KernelError (with the original chained) so the tuning stage can record it.
+    `execution_backend` overrides TileLang's launcher choice (benchmarks/launch_backends.py)."""
     import tilelang
 
     tl_target = normalize_target(target)
@@ -173,6 +174,8 @@ def compile_program(program: Any, out_idx: list[int] | None, target: str) -> Any
         kwargs["compile_flags"] = list(CPU_COMPILE_FLAGS)
         if target.split()[0] == "c":
             kwargs["execution_backend"] = "cython"
+    if execution_backend is not None:
+        kwargs["execution_backend"] = execution_backend
     try:
         return tilelang.compile(program, **kwargs)
     except KernelError:
