@@ -1,6 +1,7 @@
 """The tuner's search reaches the kernels that won on the GPU.
 
 In: the committed GPU evidence — every tuned kernel in reports/examples/**/h200/**/results.json
+and reports/examples/**/h100/**/results.json
 (its Hardware rebuilt from the file's environment.hardware) and every sweep row in
 reports/examples/kernels/h*-*/*.json (its Hardware from the device/targets table for that
 platform) — each a family, a shape, a dtype and the winning config. Out: a pass when every
@@ -35,7 +36,7 @@ EXAMPLES = ROOT / "reports" / "examples"
 def _winners() -> list[tuple[str, str, tuple[int, ...], str, dict, Hardware]]:
     """(where, family, shape, dtype, winning config, hardware), one per recorded winner."""
     out = []
-    for path in sorted(EXAMPLES.glob("**/h200/**/results.json")):
+    for path in sorted([*EXAMPLES.glob("**/h200/**/results.json"), *EXAMPLES.glob("**/h100/**/results.json")]):
         data = json.loads(path.read_text(encoding="utf-8"))
         hw = from_dict(Hardware, data["environment"]["hardware"])
         for t in data.get("tuned") or []:
