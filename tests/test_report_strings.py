@@ -148,6 +148,13 @@ def test_the_capture_path_and_compiled_program_notes_read_in_chinese(tmp_path):
         html, "e2e"
     )
     assert "own capture path" not in html
+    filled = (
+        "graph captured with the numbers the model copies to the device each call filled there instead, the same "
+        "values (its eager path did not capture: RuntimeError)"
+    )
+    html = html_of(evidence_result(e2e_flags=(filled,)), tmp_path, "zh")
+    assert "CUDA Graph 捕获时，模型每次调用从主机复制到设备的数值改为直接在设备上填充" in section(html, "e2e")
+    assert "filled there" not in html
     note = (
         "the model runs another program under torch.compile than eagerly (it asks torch.compiler.is_compiling()): "
         "it calls scaled_dot_product_attention(float16,float16,float16,bool) with a bool mask [4, 1, 512, 512] x12; "

@@ -3,6 +3,8 @@
 import math
 
 import pytest
+import torch
+from unittest import mock
 
 from evaluator.measuring import timing
 from evaluator.measuring import timing as bench
@@ -114,14 +116,41 @@ def test_captured_hides_the_capture_first_then_lets_the_model_see_it():
             raise RuntimeError("capture of a host sync")
         return "graph"
 
-    got, first = timing.captured(make)
-    assert got == "graph" and isinstance(first, RuntimeError) and seen == [True, False]
+    got, first, how = timing.captured(make)
+    assert got == "graph" and isinstance(first, RuntimeError) and seen == [True, False] and how == "own path"
     assert timing._hide_capture  # restored
-    assert timing.captured(lambda: "hidden worked") == ("hidden worked", None)
+    assert timing.captured(lambda: "hidden worked") == ("hidden worked", None, "hidden")
+
+    tries = []
 
     def never():
+        tries.append((timing._hide_capture, timing._fill_scalars))
         raise ValueError("no")
 
     with pytest.raises(ValueError):
         timing.captured(never)
-    assert timing._hide_capture
+    assert timing._hide_capture and not timing._fill_scalars
+    # hidden, the model's own path, then hidden with its host numbers filled on the device
+    assert tries == [(True, False), (False, False), (True, True)]
+
+
+def test_a_host_number_copied_to_the_device_is_filled_there_in_the_last_capture_try():
+    # transformers' eager attention mask: torch.tensor(0.0, device=..., dtype=...), a copy
+    # from pageable host memory that a CUDA graph cannot hold (GPT-J under transformers 5.17)
+    made = []
+
+    def make():
+        with timing.unobserved_capture():
+            t = torch.tensor(0.0, device="meta", dtype=torch.float16)
+            kept = torch.tensor([1.0, 2.0], device="meta")  # not one number: as called
+            cpu = torch.tensor(3, device="cpu")  # on the host: as called
+        made.append((t, kept, cpu))
+        if not timing._fill_scalars:
+            raise RuntimeError("Cannot copy between CPU and CUDA tensors during CUDA graph capture")
+        return "graph"
+
+    with mock.patch.object(torch, "full", wraps=torch.full) as full:
+        assert timing.captured(make)[2] == "scalars filled"
+    assert full.call_args_list == [mock.call((), 0.0, dtype=torch.float16, device="meta")]
+    t, kept, cpu = made[-1]
+    assert t.dtype == torch.float16 and t.shape == () and kept.shape == (2,) and cpu.item() == 3

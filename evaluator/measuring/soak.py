@@ -59,7 +59,8 @@ def _graph_step(fn: Callable[[], object]) -> tuple[Callable[[], float] | None, s
     took the model's own capture path: as the timer does (`timing._sampler`), the capture is
     hidden from the model first, and seen by it where its eager path cannot be captured
     (transformers' GPT-2 on the H200, 2026-12-02, whose soak otherwise ran eagerly and read
-    host jitter as a 10.6% spread). (None, "") where neither captures."""
+    host jitter as a 10.6% spread), then with the numbers it copies to the device filled
+    there (`timing.captured`). (None, "") where no way captures."""
 
     def one_call_graph() -> GraphSampler:
         sampler = GraphSampler([fn], TimingPolicy(graph_ms=0.0))
@@ -68,13 +69,16 @@ def _graph_step(fn: Callable[[], object]) -> tuple[Callable[[], float] | None, s
         return sampler
 
     try:
-        sampler, first = captured(one_call_graph)
-    except Exception:  # neither way: eager, and the result says so
+        sampler, first, how = captured(one_call_graph)
+    except Exception:  # no way: eager, and the result says so
         return None, ""
     note = (
-        f"soaked on the model's own capture path (its eager path did not capture: {type(first).__name__})"
-        if first is not None
-        else ""
+        ""
+        if first is None
+        else f"soaked on the model's own capture path (its eager path did not capture: {type(first).__name__})"
+        if how == "own path"
+        else f"soaked with the numbers the model copies to the device each call filled there instead "
+        f"(its eager path did not capture: {type(first).__name__})"
     )
     return sampler._replay_ms, note
 

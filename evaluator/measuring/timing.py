@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence, TypeVar
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from ..device.hardware import CPU_THREADS
 from ..results import Ratio, Timing
@@ -114,6 +115,31 @@ def bootstrap_ratio(
 # ---------------------------------------------------------------- samplers: one sample of one side
 
 
+class _ScalarsOnDevice(TorchFunctionMode):
+    """While the timer captures: `torch.tensor(0.0, device="cuda")` (a Python number made
+    on the host and copied over) as `torch.full((), 0.0, device="cuda")`, the same value
+    filled on the device. A capture cannot hold a copy from pageable host memory, and
+    transformers' eager attention mask makes one every forward pass (masking_utils'
+    `eager_mask`): GPT-J, which has only eager attention in transformers 5.17, failed to
+    capture on the H100 and was timed with its launch gaps. Anything else runs as called.
+    Only where a capture failed without it (`captured`'s last try): an active function mode
+    turns PyTorch's fused fast paths off (nn.MultiheadAttention's), which must not change
+    what a reference that captures anyway runs."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if (
+            func is torch.tensor
+            and len(args) == 1
+            and isinstance(args[0], (bool, int, float))
+            and kwargs.get("device") is not None
+            and set(kwargs) <= {"device", "dtype"}
+            and torch.device(kwargs["device"]).type != "cpu"
+        ):
+            return torch.full((), args[0], dtype=kwargs.get("dtype"), device=kwargs["device"])
+        return func(*args, **kwargs)
+
+
 @contextlib.contextmanager
 def unobserved_capture():
     """While the timer captures, the model's Python cannot see it: torch.cuda's
@@ -125,20 +151,37 @@ def unobserved_capture():
     against 810 eagerly, so graph replay timed a program the model never runs. PyTorch's
     own capture checks are in C++ and are unaffected. A model whose eager path
     synchronises (a data-dependent branch) then fails to capture, and the sampler retries
-    with the capture visible (`_sampler`)."""
-    if not _hide_capture:
-        yield
-        return
-    saved = torch.cuda.is_current_stream_capturing
-    torch.cuda.is_current_stream_capturing = lambda: False
-    try:
-        yield
-    finally:
-        torch.cuda.is_current_stream_capturing = saved
+    with the capture visible (`_sampler`); inside `scalars_filled_on_device` a Python
+    number the model makes into a device tensor is filled on the device."""
+    with _ScalarsOnDevice() if _fill_scalars else contextlib.nullcontext():
+        if not _hide_capture:
+            yield
+            return
+        saved = torch.cuda.is_current_stream_capturing
+        torch.cuda.is_current_stream_capturing = lambda: False
+        try:
+            yield
+        finally:
+            torch.cuda.is_current_stream_capturing = saved
 
 
 # Switched off only inside `model_sees_capture` (the sampler's retry).
 _hide_capture = True
+
+
+# Switched on only inside `scalars_filled_on_device` (`captured`'s last try).
+_fill_scalars = False
+
+
+@contextlib.contextmanager
+def scalars_filled_on_device():
+    """Captures inside make Python numbers into device tensors on the device (`_ScalarsOnDevice`)."""
+    global _fill_scalars
+    saved, _fill_scalars = _fill_scalars, True
+    try:
+        yield
+    finally:
+        _fill_scalars = saved
 
 
 @contextlib.contextmanager
@@ -246,20 +289,29 @@ class _HostSampler:
         return (time.perf_counter() - t0) * 1e3 / self.calls
 
 
-def captured(make: Callable[[], T]) -> tuple[T, BaseException | None]:
+def captured(make: Callable[[], T]) -> tuple[T, BaseException | None, str]:
     """`make()` (something that captures the model in a CUDA graph) with the capture hidden
     from the model (`unobserved_capture`); where that fails, again with the model seeing it,
-    its own capture path. Returns the result and the first failure (None where the hidden
-    capture worked); raises the second failure. The timer and the soak both capture this way."""
+    its own capture path; where that fails too, hidden again with the Python numbers the
+    model makes into device tensors filled on the device (`scalars_filled_on_device`).
+    Returns the result, the first failure (None where the hidden capture worked) and the
+    way that worked ("hidden", "own path", "scalars filled"); raises the last failure. The
+    timer and the soak both capture this way."""
     try:
-        return make(), None
+        return make(), None, "hidden"
     except Exception as exc:
         first = exc
     with contextlib.suppress(Exception):
         torch.cuda.synchronize()
     try:
         with model_sees_capture():
-            return make(), first
+            return make(), first, "own path"
+    except Exception:
+        with contextlib.suppress(Exception):
+            torch.cuda.synchronize()
+    try:
+        with scalars_filled_on_device():
+            return make(), first, "scalars filled"
     except Exception:
         with contextlib.suppress(Exception):
             torch.cuda.synchronize()
@@ -273,21 +325,24 @@ def _sampler(fns: Sequence[Callable[[], object]], device: str, policy: TimingPol
     if device != "cuda" or eager:
         return _HostSampler(fns, policy, device), "perf_counter" if device != "cuda" else "eager", ""
     try:
-        sampler, first = captured(lambda: GraphSampler(fns, policy))
+        sampler, first, how = captured(lambda: GraphSampler(fns, policy))
     except Exception as exc:  # not capturable: timed back-to-back instead, and said so
         note = f"graph capture failed ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''})"
         return _EagerCudaSampler(fns, policy), "cuda_event", note
     if first is None:
         return sampler, "cuda_graph", ""
-    return (
-        sampler,
-        "cuda_graph",
-        (
+    if how == "scalars filled":
+        note = (
+            f"graph captured with the numbers the model copies to the device each call filled "
+            f"there instead, the same values (its eager path did not capture: {type(first).__name__})"
+        )
+    else:
+        note = (
             f"graph captured on the model's own capture path (its eager path did not "
             f"capture: {type(first).__name__}): the device number is of the program the "
             f"model runs while captured, the eager view's of the one it runs eagerly"
-        ),
-    )
+        )
+    return sampler, "cuda_graph", note
 
 
 def interleaved(samplers: Sequence[Any], policy: TimingPolicy, device: str) -> tuple[list[list[float]], int]:

@@ -77,6 +77,11 @@ NOTE_PATTERNS = [
             "soak_own_capture",
             r"soaked on the model's own capture path \(its eager path did not capture: (?P<why>[^)]*)\)",
         ),
+        (
+            "soak_filled_capture",
+            r"soaked with the numbers the model copies to the device each call filled there instead "
+            r"\(its eager path did not capture: (?P<why>[^)]*)\)",
+        ),
         # flags and timer notes the bench stage attaches to numbers
         ("roof", r"(?P<side>TileLang|PyTorch) faster than the (?P<roof>compute|memory) roof allows"),
         (
@@ -122,6 +127,11 @@ NOTE_PATTERNS = [
             r"graph captured on the model's own capture path \(its eager path did not capture: "
             r"(?P<why>[^)]*)\): the device number is of the program the model runs while captured, the "
             r"eager view's of the one it runs eagerly",
+        ),
+        (
+            "filled_capture",
+            r"graph captured with the numbers the model copies to the device each call filled there "
+            r"instead, the same values \(its eager path did not capture: (?P<why>[^)]*)\)",
         ),
         (
             "compile_path",

@@ -3,8 +3,8 @@ rotation of q and k read in place from the packed projection, Phi-2's sliced q, 
 interleaved pairs and GPT-J's one tensor a call off its sin|cos table, at the widths of
 the models that use them, fp16 and bf16, model and awkward sequence lengths; and the
 rotary calls of real transformers models (GPT-NeoX, Phi-3, GPT-J) routed to them inside
-CUDA-graph capture where the model itself can be captured, every call counted, outputs
-matching."""
+CUDA-graph capture (GPT-J's with the host numbers its eager mask copies filled on the
+device), every call counted, outputs matching."""
 
 import pytest
 import torch
@@ -93,10 +93,9 @@ def test_models_rotary_calls_run_in_tilelang_under_graph_capture_on_gpu(name, hw
         policy=bench.TimingPolicy(reps=5, max_seconds=1.0),
     )
     assert e2e.outputs_match, (e2e.error, e2e.rel_l2_err, e2e.rel_max_err)
-    if _captures(model, inputs):
-        assert e2e.views[0].method == "cuda_graph", e2e.flags
-    else:  # the model itself copies from the host each pass (GPT-J's eager mask in transformers 5.x)
-        assert e2e.views[0].method == "cuda_event" and "graph capture failed" in e2e.flags[0], e2e.flags
+    assert e2e.views[0].method == "cuda_graph", e2e.flags
+    if not _captures(model, inputs):  # the model copies host numbers each pass (GPT-J's eager mask, transformers 5.x)
+        assert any(f.startswith("graph captured with the numbers the model copies") for f in e2e.flags), e2e.flags
     # every call in TileLang; a partial rotation's outputs copied to the layout torch.cat returns, and said so
     copied = {"output copied to contiguous, as torch.cat returns it": calls} if shape[3] and shape[6] < shape[4] else {}
     ran = {(c.family, c.shape): (c.tilelang, c.fallback, c.notes) for c in e2e.calls if c.family == "rope"}
