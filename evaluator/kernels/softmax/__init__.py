@@ -381,7 +381,7 @@ class SoftmaxFamily(R.RowFamily):
             out_dtype = arg(args, kwargs, 2, "dtype")
         d = None if dim is None else reduced_dim(x.shape, int(dim))
         if d is None:
-            return "softmax over a dim other than the last (or one followed only by dims of size 1)"
+            return "softmax over a dim with a later dim of size > 1"
         if out_dtype is not None and out_dtype != x.dtype:
             return "softmax with a dtype cast"
         if d == x.dim() - 1:
