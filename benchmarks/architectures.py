@@ -108,8 +108,34 @@ MORE = {
         "sr_ratios=[4,2],patch_sizes=[7,3],strides=[4,2],mlp_ratios=[2,2]",
         {},
     ),
+    "albert": (
+        "hf:AlbertModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
+        "vocab_size=1000,embedding_size=32",
+        {},
+    ),
+    "convbert": (
+        "hf:ConvBertModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
+        "vocab_size=1000,embedding_size=64",
+        {},
+    ),
+    "clip-vision": (
+        "hf:CLIPVisionModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
+        "image_size=32,patch_size=8",
+        {},
+    ),
+    "mobilevit": (
+        "hf:MobileViTModel,image_size=32,hidden_sizes=[32,48,64],neck_hidden_sizes=[8,8,16,16,24,32,64],"
+        "num_attention_heads=2",
+        {},
+    ),
+    "mixtral": (
+        "hf:MixtralModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=4,num_key_value_heads=2,"
+        "intermediate_size=128,num_local_experts=4,num_experts_per_tok=2,vocab_size=1000",
+        {},
+    ),
+    "gpt-bigcode": ("hf:GPTBigCodeModel,n_layer=2,n_embd=64,n_head=2,vocab_size=1000,multi_query=true", {}),
 }
-SEQ |= {"swin": None, "segformer": None, "wav2vec2": None}
+SEQ |= {"swin": None, "segformer": None, "wav2vec2": None, "clip-vision": None, "mobilevit": None}
 
 
 def run(arch: str, reports: Path):

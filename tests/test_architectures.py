@@ -63,6 +63,8 @@ class Count(TorchFunctionMode):
         # arrive as Tensor.addmm / Tensor.baddbmm.
         if func in (F.linear, torch.addmm, torch.mm, torch.Tensor.addmm, torch.Tensor.mm):
             return "gemm"
+        if func is torch._grouped_mm:  # F.grouped_mm's body: a mixture of experts' GEMMs, one per expert
+            return "gemm"
         batched = (torch.bmm, torch.baddbmm, torch.Tensor.bmm, torch.Tensor.baddbmm)
         if func in (torch.matmul, torch.Tensor.matmul, torch.linalg.matmul, torch.einsum, *batched):
             ops = [a for a in (args[1:] if func is torch.einsum else args) if isinstance(a, torch.Tensor)]

@@ -134,6 +134,7 @@ def test_matmul_by_a_weight_is_gemm_and_a_batched_one_is_bmm():
     assert profiling.classify("aten::matmul", [[2, 8, 16], [16, 4]]) == "gemm"
     assert profiling.classify("aten::matmul", [[2, 8, 16], [2, 16, 4]]) == "bmm"
     assert profiling.classify("aten::batch_norm", [[2, 4, 8, 8]]) == "batchnorm"
+    assert profiling.classify("aten::_grouped_mm", [[14, 16], [3, 16, 24], [3]]) == "grouped_gemm"  # experts
     assert profiling.classify("aten::hardtanh", [[2, 4]]) is None  # no family covers it (see test_toy_family)
 
 

@@ -500,6 +500,29 @@ def test_linalg_matmul_routes_like_matmul():
     assert count(router, "gemm") == (1, 0) and count(router, "bmm") == (1, 0)
 
 
+@pytest.mark.skipif(not hasattr(F, "grouped_mm"), reason="torch without F.grouped_mm")
+def test_grouped_gemm_of_a_mixture_of_experts_falls_back_counted_with_its_reason():
+    """F.grouped_mm (transformers' experts: each expert's weight times its tokens, groups cut
+    by offsets) is a GEMM the family has no kernel for: each call is counted as gemm's and
+    falls back, saying why, and the result is PyTorch's."""
+    from tests.routing import count, route_model
+
+    class Experts(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(3, 24, 16) * 0.1)  # (experts, N, K)
+            self.offs = torch.tensor([4, 9, 14], dtype=torch.int32)
+
+        def forward(self, x):
+            return F.grouped_mm(x, self.w.transpose(-2, -1), offs=self.offs)
+
+    torch.manual_seed(0)
+    router, got, expected = route_model(["gemm"], Experts(), (torch.randn(14, 16),))
+    torch.testing.assert_close(got, expected)
+    assert count(router, "gemm") == (0, 1)
+    assert [r for c in router.counts() for r in c.fallback] == ["grouped GEMM (mixture of experts): no kernel"]
+
+
 def test_fused_variants_route_nothing_and_say_so():
     assert get("gemm_gelu").functions == () and get("gemm").functions
 

@@ -81,7 +81,26 @@ def test_softmax_routes_last_dim_calls_and_counts_other_dims():
     router, got, expected = route_model(["softmax"], M(), (torch.randn(2, 5, 33),))
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
     assert count(router, "softmax") == (2, 1)
-    assert any("other than the last" in r for c in router.counts() for r in c.fallback)
+    assert any("a later dim of size > 1" in r for c in router.counts() for r in c.fallback)
+
+
+def test_softmax_over_a_dim_followed_by_ones_runs_as_rows():
+    """ConvBERT's dynamic convolution normalises [R, k, 1] over dim 1: its rows lie contiguous
+    as the last dim's would, so the call is the kernel's (R, k), routed and profiled as such."""
+    from tests.routing import count, route_model
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.softmax(x.reshape(-1, 9, 1), dim=1) + x.reshape(-1, 9, 1, 1).softmax(-3).squeeze(-1)
+
+    router, got, expected = route_model(["softmax"], M(), (torch.randn(4, 6, 9),))
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    assert count(router, "softmax") == (2, 0)
+    assert {c.shape for c in router.counts()} == {"24x9"}
+    assert FAM.problem_shape("aten::_softmax", [[24, 9, 1], [], []], [None, 1, False]) == (24, 9)
+    assert FAM.problem_shape("aten::_softmax", [[24, 9, 1, 1], [], []], [None, -3, False]) == (24, 9)
+    assert FAM.problem_shape("aten::_softmax", [[2, 5, 33], [], []], [None, 1, False]) is None  # refused: no shape
+    assert FAM.problem_shape("aten::_softmax", [[2, 5, 33], [], []], [None, -1, False]) == (10, 33)
 
 
 def _flat(shape, dtype):

@@ -1,4 +1,4 @@
-"""Softmax over the last dimension.
+"""Softmax over the last dimension (or one followed only by dims of size 1).
 
 In: shape (rows, cols); input x[rows, cols] (any leading dims are flattened into rows by
 the caller). Out: y = softmax(x, dim=-1) in the input dtype, compared against
@@ -18,8 +18,9 @@ last vector. The search space offers flat configs first for such rows.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -352,6 +353,25 @@ class SoftmaxFamily(R.RowFamily):
 
     functions = (torch.softmax, torch.nn.functional.softmax, torch.Tensor.softmax)
 
+    def problem_shape(
+        self,
+        op: str,
+        input_shapes: Sequence[Sequence[int]],
+        concrete_inputs: Sequence[Any] | None = None,
+        input_strides: Sequence[Sequence[int]] | None = None,
+    ) -> Shape | None:
+        """(rows, cols) of the dim reduced, read from the profiled call's dim argument where
+        the profiler recorded it (the last dim otherwise); None for a dim the route refuses."""
+        if op not in self.aten_ops or not input_shapes:
+            return None
+        dim = concrete_inputs[1] if concrete_inputs and len(concrete_inputs) > 1 else -1
+        try:
+            x = [int(d) for d in input_shapes[0]]
+        except (TypeError, ValueError):
+            return None
+        d = reduced_dim(x, dim if isinstance(dim, int) else -1)
+        return None if d is None else R.problem_shape_last_dim([x[: d + 1]])
+
     def route(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Route | str:
         x = arg(args, kwargs, 0, "input")
         dim = arg(args, kwargs, 1, "dim")
@@ -359,11 +379,28 @@ class SoftmaxFamily(R.RowFamily):
             out_dtype = arg(args, kwargs, 3, "dtype")
         else:
             out_dtype = arg(args, kwargs, 2, "dtype")
-        if dim is None or x.dim() == 0 or int(dim) not in (-1, x.dim() - 1):
-            return "softmax over a dim other than the last"
+        d = None if dim is None else reduced_dim(x.shape, int(dim))
+        if d is None:
+            return "softmax over a dim with a later dim of size > 1"
         if out_dtype is not None and out_dtype != x.dtype:
             return "softmax with a dtype cast"
-        return R.row_route(x, int(x.shape[-1]), (), dtype)
+        if d == x.dim() - 1:
+            return R.row_route(x, int(x.shape[-1]), (), dtype)
+        route = R.row_route(x.flatten(d), int(x.shape[d]), (), dtype)
+        if isinstance(route, str):
+            return route
+        return dataclasses.replace(route, launch=lambda kernel: route.launch(kernel).reshape(x.shape))
+
+
+def reduced_dim(shape: Sequence[int], dim: int) -> int | None:
+    """The dim a softmax reduces, where its rows lie contiguous as the kernel reads them:
+    the last, or one followed only by dims of size 1 (ConvBERT's dynamic convolution
+    normalises [R, k, 1] over dim 1); None otherwise."""
+    n = len(shape)
+    if n == 0 or not -n <= dim < n:
+        return None
+    d = dim % n
+    return d if all(int(s) == 1 for s in shape[d + 1 :]) else None
 
 
 FAMILY = SoftmaxFamily()
