@@ -200,6 +200,7 @@ def test_cuda_schedules_lower_for_sm90(shape, cfg):
             assert src.count(op) == conv.count(op), op
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape,cfg", [LOWER[0], LOWER[2], LOWER[4]], ids=["nchw", "nhwc", "via_nhwc"])
 def test_the_residual_comes_in_as_a_tile_with_r_shared(shape, cfg):
     # Per element, the residual is read in the accumulator fragment's layout: 2-byte loads
