@@ -72,15 +72,13 @@ def _graph_step(fn: Callable[[], object]) -> tuple[Callable[[], float] | None, s
         sampler, first, how = captured(one_call_graph)
     except Exception:  # no way: eager, and the result says so
         return None, ""
-    note = (
-        ""
-        if first is None
-        else f"soaked on the model's own capture path (its eager path did not capture: {type(first).__name__})"
-        if how == "own path"
-        else f"soaked with the numbers the model copies to the device each call filled there instead "
-        f"(its eager path did not capture: {type(first).__name__})"
-    )
-    return sampler._replay_ms, note
+    if first is None:
+        return sampler._replay_ms, ""
+    why = f"(its eager path did not capture: {type(first).__name__})"
+    if how == "own path":
+        return sampler._replay_ms, f"soaked on the model's own capture path {why}"
+    filled = "soaked with the numbers the model copies to the device each call filled there instead"
+    return sampler._replay_ms, f"{filled} {why}"
 
 
 def soak(fn: Callable[[], object], device: str, seconds: float, windows: int = 10) -> Soak:
