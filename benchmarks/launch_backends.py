@@ -10,7 +10,8 @@ and of the same program compiled under each execution backend TileLang offers fo
 (`tvm_ffi`, its default, and `cython`), each checked against PyTorch.
 
 Why: without a CUDA graph a routed model pays this cost on every call, and on the H100
-(2026-12-05) every routed model ran eagerly at 0.345x to 0.648x of PyTorch. The router's
+(2026-12-05) every routed model ran eagerly at about a third to two thirds of PyTorch's
+speed (docs/results.md, "Open gaps"). The router's
 own share is `router_overhead.py`'s; this is the launch's. The backend the kernels are
 built with is `kernels.common.compile_program`'s choice.
 

@@ -184,13 +184,14 @@ def load(cfg: Config, rep: Reporter, hw: Hardware):
         device=cfg.device,
         seed=cfg.model.seed,
         lengths=cfg.model.lengths,
+        layout=cfg.model.layout,
     )
     label = cfg.model.label or cfg.model.name
     if label != loaded.spec.name:  # a stable --name: baseline ids survive moving the factory file
         loaded = dataclasses.replace(loaded, spec=dataclasses.replace(loaded.spec, name=label, origin=cfg.model.name))
     rep.done(
         f"{loaded.spec.name}: {loaded.spec.parameters / 1e6:.1f}M parameters, batch {loaded.spec.batch_size}, "
-        f"{loaded.spec.dtype} on {hw.name}"
+        f"{loaded.spec.dtype}{', channels_last' if loaded.spec.layout == 'channels-last' else ''} on {hw.name}"
     )
     return loaded
 

@@ -56,6 +56,7 @@ def evaluate(*args, cwd=ROOT, timeout=900):
         (["--model", "bert-tiny", "--reps", "many"], "Invalid value for '--reps'"),  # click's usage errors too
         (["--model", "bert-tiny", "--compile-mode", "fast"], "--compile-mode 'fast' is not allowed; use max-autotune"),
         (["bench", "--family", "gemm", "--compile-mode", "fast"], "--compile-mode 'fast' is not allowed"),
+        (["--model", "resnet-tiny", "--layout", "nhwc"], "--layout 'nhwc' is not allowed; use auto"),
         (["baseline", "show", "no/such/id"], "no/such/id"),
         (["checklist", "validate", "missing.yaml"], "missing.yaml"),
     ],

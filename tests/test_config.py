@@ -388,6 +388,19 @@ def test_a_saved_config_loads_in_a_fresh_process(tmp_path):
     assert config.from_json(saved.read_text()) == cfg
 
 
+def test_a_config_without_a_layout_resumes_in_the_layout_as_given(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    cfg = config.build(model="resnet-tiny", device="cpu", layout="channels-last")
+    data = json.loads(config.to_json(cfg))
+    assert data["model"]["layout"] == "channels-last" and cfg.settings_dict()["layout"] == "channels-last"
+    assert config.from_json(json.dumps(data)) == cfg
+    del data["model"]["layout"]
+    assert config.from_json(json.dumps(data)).model.layout == "as-given"
+    assert config.build(model="resnet-tiny", device="cpu").model.layout == "auto"
+
+
 def test_every_compile_mode_but_none_is_given_to_inductor():
     from evaluator.measuring import compiled
 

@@ -12,7 +12,7 @@ from torch.nn import functional as F
 from torch.overrides import TorchFunctionMode
 
 from evaluator.errors import ModelLoadError
-from evaluator.models import ZOO, load_model, zoo
+from evaluator.models import ZOO, choose_layout, load_model, zoo
 
 FIXTURE = "tests/fixtures/user_model.py"
 TINY = ["bert-tiny", "llama-tiny", "resnet-tiny"]
@@ -113,6 +113,33 @@ def test_resnets_run_nchw_as_their_users_pass_them():
     assert m.module.conv1.weight.is_contiguous()
     with torch.inference_mode():
         assert m.module.conv1(x).is_contiguous()
+
+
+def test_channels_last_converts_the_model_and_its_image_inputs_and_is_recorded():
+    given, cl = load_model("resnet-tiny"), load_model("resnet-tiny", layout="channels-last")
+    assert given.spec.layout == "as-given" and cl.spec.layout == "channels-last"
+    assert cl.inputs[0].is_contiguous(memory_format=torch.channels_last) and not cl.inputs[0].is_contiguous()
+    assert cl.module.conv1.weight.is_contiguous(memory_format=torch.channels_last)
+    assert given.spec.spec_hash != cl.spec.spec_hash  # another layout is another comparison
+    with torch.inference_mode():
+        torch.testing.assert_close(cl.module(*cl.inputs), given.module(*given.inputs))
+    # token ids are not images: a transformer loads the same either way
+    assert load_model("bert-tiny", layout="channels-last").inputs[0].is_contiguous()
+
+
+def test_auto_layout_is_channels_last_for_a_convolutional_net_on_a_gpu_only():
+    resnet, bert = load_model("resnet-tiny"), load_model("bert-tiny")
+    assert load_model("resnet-tiny", layout="auto").spec.layout == "as-given"  # on this CPU
+    assert choose_layout("auto", resnet.module, resnet.inputs, "cuda") == "channels-last"
+    assert choose_layout("auto", resnet.module, resnet.inputs, "cpu") == "as-given"
+    assert choose_layout("auto", bert.module, bert.inputs, "cuda") == "as-given"
+    depthwise = nn.Sequential(nn.Conv2d(3, 8, 3), nn.Conv2d(8, 8, 3, groups=8))
+    one_conv = nn.Sequential(nn.Conv2d(3, 8, 16, stride=16), nn.Flatten())  # a ViT's patch embedding
+    image = (torch.randn(1, 3, 32, 32),)
+    assert choose_layout("auto", depthwise, image, "cuda") == "as-given"
+    assert choose_layout("auto", one_conv, image, "cuda") == "as-given"
+    assert choose_layout("as-given", resnet.module, resnet.inputs, "cuda") == "as-given"
+    assert choose_layout("channels-last", bert.module, bert.inputs, "cpu") == "channels-last"
 
 
 def test_overrides_change_inputs_and_hash():

@@ -46,6 +46,11 @@ LENGTHS_HELP = (
     "padded to --seq-len behind an attention_mask (1 for tokens, 0 for padding). For models whose "
     "forward takes attention_mask (hf:BertModel...); default: every sequence --seq-len long."
 )
+LAYOUT_HELP = (
+    "The memory layout the model runs in, the same for PyTorch eager, torch.compile and TileLang: "
+    "auto (channels-last for a convolutional net on a GPU, as torch.compile lays it out; as given "
+    "otherwise), as-given or channels-last."
+)
 SOAK_HELP = f"Soak length (default {_CUDA['soak_seconds']:g} s on CUDA, {_CPU['soak_seconds']:g} s on CPU; 0 skips)."
 REPORTS_HELP = f"Output folder (default: {OutputSettings.reports}/)."
 RUN_STORE_HELP = (

@@ -22,6 +22,7 @@ from .options import (
     COMPILE_HELP,
     DTYPE_HELP,
     FINE_ROUNDS_HELP,
+    LAYOUT_HELP,
     LENGTHS_HELP,
     REPORTS_HELP,
     RUN_STORE_HELP,
@@ -57,6 +58,7 @@ def main_command(
     batch_size: Optional[int] = typer.Option(None, help="Override the model's batch size."),
     seq_len: Optional[int] = typer.Option(None, help="Override the sequence length (image side for ResNet)."),
     lengths: Optional[str] = typer.Option(None, "--lengths", help=LENGTHS_HELP),
+    layout: str = typer.Option(DEFAULTS["layout"], "--layout", help=LAYOUT_HELP),
     dtype: Optional[str] = typer.Option(None, help=DTYPE_HELP),
     ops: int = typer.Option(DEFAULTS["ops"], help="How many hot operator families to rewrite."),
     families: Optional[str] = typer.Option(

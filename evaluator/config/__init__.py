@@ -70,6 +70,7 @@ DEFAULTS: dict[str, Any] = {
     "fail_on": "never",
     "regression_threshold": 0.05,  # smallest relative change against the last baseline that counts
     "push": False,
+    "layout": "auto",  # channels-last for a convolutional net on a GPU (models.choose_layout)
 }
 
 ISOLATE = {"auto": None, "on": True, "off": False}  # --isolate -> TuneSettings.isolate
@@ -148,6 +149,9 @@ class ModelSettings:
     # --lengths LO-HI: each sequence's length drawn in [LO, HI], padded to seq_len behind an
     # attention mask (a serving batch); None: every sequence is seq_len long.
     lengths: tuple[int, int] | None = None
+    # --layout: "auto" (channels-last for a convolutional net on a GPU), "as-given" or
+    # "channels-last", the same for eager, torch.compile and TileLang (models.choose_layout).
+    layout: str = DEFAULTS["layout"]
 
     def __post_init__(self) -> None:
         if not self.label:
@@ -261,6 +265,7 @@ class Config:
             "batch_size": self.model.batch_size,
             "seq_len": self.model.seq_len,
             "lengths": list(self.model.lengths) if self.model.lengths else None,
+            "layout": self.model.layout,
             "dtype": self.model.dtype,
             "seed": self.model.seed,
             "ops": self.profile.ops,
@@ -364,6 +369,17 @@ def parse_lengths(text: str | None, seq_len: int | None) -> tuple[int, int] | No
     return lo, hi
 
 
+def check_layout(layout: str) -> None:
+    """--layout: one of results.LAYOUTS."""
+    from ..results import LAYOUTS
+
+    if layout not in LAYOUTS:
+        raise ConfigError(
+            f"--layout '{layout}' is not allowed; use auto (channels-last for a convolutional net on a GPU), "
+            "as-given (the layout the model makes its inputs in) or channels-last"
+        )
+
+
 def check_compile_mode(mode: str | None) -> None:
     """--compile-mode: one of COMPILE_MODES (None: not given, the device's default)."""
     if mode is not None and mode not in COMPILE_MODES:
@@ -422,6 +438,7 @@ def build(
     batch_size: int | None = None,
     seq_len: int | None = None,
     lengths: str | None = None,
+    layout: str = DEFAULTS["layout"],
     dtype: str | None = None,
     ops: int = DEFAULTS["ops"],
     families: str | None = None,
@@ -498,6 +515,7 @@ def build(
         lang=lang,
     )
     padded = parse_lengths(lengths, seq_len)
+    check_layout(layout)
     checklist = find_checklist(checklist) if checklist else OutputSettings.checklist
     checklist_mod.load(checklist)  # a checklist that does not validate fails now, not after the run
     check_repo("--upstream", upstream)
@@ -508,7 +526,7 @@ def build(
     target_dtype = DTYPE_ALIASES[dtype] if explicit_dtype or dev == "cuda" else device_defaults("cuda")["dtype"]
     reports, store, store_remote = _output_folders(reports, store, push)
     return Config(
-        model=ModelSettings(model, batch_size, seq_len, DTYPE_ALIASES[dtype], seed, label, padded),
+        model=ModelSettings(model, batch_size, seq_len, DTYPE_ALIASES[dtype], seed, label, padded, layout),
         device=dev,
         profile=ProfileSettings(
             ops=ops, families=fams, iters=profile_iters, max_shapes=max_shapes, shape_share=shape_share, fuse=fuse
@@ -567,7 +585,11 @@ def from_json(text: str) -> Config:
     from pydantic import ValidationError
 
     try:
-        return _adapter().validate_python(json.loads(text))
+        data = json.loads(text)
+        # A config.json without a layout records a run made in the layout as given: it resumes so.
+        if isinstance(data, dict) and isinstance(data.get("model"), dict):
+            data["model"].setdefault("layout", "as-given")
+        return _adapter().validate_python(data)
     except (ValueError, ValidationError) as exc:
         raise ConfigError(
             f"the run's config.json does not load ({str(exc).splitlines()[0]}); "

@@ -4,9 +4,10 @@ In: a model spec string and overrides (batch size, sequence length, per-sequence
 lengths for padded batches, dtype, device, seed). The spec is a zoo name, `hf:<ArchitectureClass>[,key=value...]` or
 `hf:<local directory>` (transformers), `timm:<name>[,key=value...]`,
 `torchvision:<name>[,key=value...]` (see hub.py), `pkg.module:factory` or
-`path/file.py:factory`. Out: a `LoadedModel` — the module in eval mode on the device,
-its example inputs (a tuple for `model(*inputs)`, in the layout the model's users pass:
-NCHW for images), and a serialisable `ModelSpec` whose `source` is "zoo", "hf", "timm",
+`path/file.py:factory`, and a layout ("as-given", "channels-last" or "auto"). Out: a
+`LoadedModel` — the module in eval mode on the device, its example inputs (a tuple for
+`model(*inputs)`, in the layout the model's users pass, NCHW for images, unless the layout
+says channels-last), and a serialisable `ModelSpec` whose `source` is "zoo", "hf", "timm",
 "torchvision", "module" or "file", with a hash of the architecture so baselines of
 different models are never compared.
 
@@ -31,11 +32,11 @@ import torch
 
 from ..errors import ModelLoadError
 from ..kernels.base import DTYPE_ALIASES, torch_dtype
-from ..results import ModelSpec
+from ..results import LAYOUTS, ModelSpec
 from . import hub
 from .zoo import ZOO, check_zoo_inputs, example_inputs
 
-__all__ = ["LoadedModel", "load_model", "ZOO"]
+__all__ = ["LoadedModel", "choose_layout", "load_model", "ZOO"]
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,10 @@ class LoadedModel:
     device: str
 
 
-def _arch_hash(name: str, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> str:
+def _arch_hash(name: str, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], layout: str) -> str:
     h = hashlib.sha256(name.encode())
+    if layout != "as-given":  # another layout is another comparison; as-given hashes as it always did
+        h.update(f"layout:{layout};".encode())
     for pname, p in module.named_parameters():
         h.update(f"{pname}:{tuple(p.shape)}:{p.dtype};".encode())
     for t in inputs:
@@ -117,6 +120,33 @@ def _resolve_factory(spec: str):
     return factory, source
 
 
+def choose_layout(layout: str, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], device: str) -> str:
+    """ "auto" -> "channels-last" for a convolutional net on a GPU, else "as-given".
+
+    A convolutional net here: at least two nn.Conv2d, all of one group, fed a 4-D floating
+    input. On a GPU its convolutions run fastest channels_last (cuDNN transposes NCHW
+    internally; the implicit GEMMs read channels contiguously), and torch.compile's layout
+    optimisation converts such a graph the same way; so the comparison is made in the
+    layout each side would deploy, and the same one for all three. Depthwise and grouped
+    convolutions keep the layout they were given: their kernels' channels_last schedules
+    are not the tuned ones. On a CPU the layout stays as written.
+    """
+    if layout != "auto":
+        return layout
+    if device != "cuda" or not any(t.dim() == 4 and t.is_floating_point() for t in inputs):
+        return "as-given"
+    convs = [m for m in module.modules() if isinstance(m, torch.nn.Conv2d)]
+    return "channels-last" if len(convs) >= 2 and all(m.groups == 1 for m in convs) else "as-given"
+
+
+def _to_layout(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], layout: str):
+    if layout != "channels-last":
+        return model, inputs
+    cl = torch.channels_last
+    model = model.to(memory_format=cl)
+    return model, tuple(t.contiguous(memory_format=cl) if t.dim() == 4 and t.is_floating_point() else t for t in inputs)
+
+
 def load_model(
     name: str,
     *,
@@ -126,9 +156,13 @@ def load_model(
     device: str = "cpu",
     seed: int = 0,
     lengths: tuple[int, int] | None = None,
+    layout: str = "as-given",
 ) -> LoadedModel:
     """`lengths` (lo, hi): each sequence's own length drawn in [lo, hi], padded to seq_len
-    behind an attention mask; for models whose forward takes one."""
+    behind an attention mask; for models whose forward takes one. `layout`: one of LAYOUTS
+    (see choose_layout); the spec records the one chosen."""
+    if layout not in LAYOUTS:
+        raise ModelLoadError(f"unknown layout '{layout}'; use {', '.join(LAYOUTS)}")
     dtype = DTYPE_ALIASES.get(dtype, dtype)
     if dtype not in ("float32", "float16", "bfloat16"):
         raise ModelLoadError(f"unsupported dtype '{dtype}'; use fp32, fp16 or bf16")
@@ -155,10 +189,12 @@ def load_model(
         )
         batch_size = batch_size or (int(inputs[0].shape[0]) if inputs[0].dim() else 1)
     try:
-        # Inputs keep the layout they were made in (NCHW for images): the model runs as
-        # its users run it, and every comparison sees that same layout.
+        # Inputs keep the layout they were made in (NCHW for images) unless the layout
+        # says channels-last: either way every comparison sees the same layout.
         model = model.to(device=device, dtype=tdtype).eval()
         inputs = tuple(t.to(device=device, dtype=tdtype) if t.is_floating_point() else t.to(device) for t in inputs)
+        layout = choose_layout(layout, model, inputs, device)
+        model, inputs = _to_layout(model, inputs, layout)
     except Exception as exc:
         raise ModelLoadError(f"could not move model '{name}' to {device} as {dtype}: {exc}") from exc
     spec = ModelSpec(
@@ -168,6 +204,7 @@ def load_model(
         seq_len=seq_len,
         dtype=dtype,
         parameters=sum(p.numel() for p in model.parameters()),
-        spec_hash=_arch_hash(name, model, inputs),
+        spec_hash=_arch_hash(name, model, inputs, layout),
+        layout=layout,
     )
     return LoadedModel(spec=spec, module=model, inputs=inputs, device=device)

@@ -36,6 +36,8 @@ def context(result: RunResult, lang: str = "en") -> dict[str, Any]:
     precision = t("meta.precision", dtype=m.dtype, batch=m.batch_size)
     if m.seq_len:
         precision += ", " + t("meta.seq", seq=m.seq_len)
+    if m.layout == "channels-last":
+        precision += ", " + t("meta.channels_last")
     checks = [
         (name, fn)
         for name, fn in (

@@ -23,7 +23,7 @@ Callers use the names re-exported here (`from evaluator.results import RunResult
 from __future__ import annotations
 
 from .codec import SCHEMA_VERSION, KernelConfig, Shape, from_dict, parse_shape, shape_str, to_dict, to_json
-from .environment import Environment, Hardware, ModelSpec
+from .environment import LAYOUTS, Environment, Hardware, ModelSpec
 from .kernels import (
     Candidate,
     LaunchOverhead,
@@ -75,6 +75,7 @@ __all__ = [
     "to_json",
     "Environment",
     "Hardware",
+    "LAYOUTS",
     "ModelSpec",
     "Candidate",
     "LaunchOverhead",

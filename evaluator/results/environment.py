@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# The memory layouts a model can be run in (--layout; models.choose_layout resolves "auto").
+LAYOUTS = ("auto", "as-given", "channels-last")
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -25,6 +28,9 @@ class ModelSpec:
     parameters: int = 0
     spec_hash: str = ""  # hash of the name, sizes and parameter shapes
     origin: str = ""  # the --model spec as given, when `name` is a stable --name for it
+    # The memory layout every path ran the model in: "as-given" (the inputs as the model
+    # makes them, NCHW for images) or "channels-last" (model and 4-D inputs converted).
+    layout: str = "as-given"
 
 
 @dataclass(frozen=True)

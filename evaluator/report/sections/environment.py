@@ -94,6 +94,7 @@ def environment_section(result: RunResult, t: Strings, f: Fmt) -> dict[str, Any]
         ("batch_size", str(m.batch_size)),
         ("seq_len", "—" if m.seq_len is None else str(m.seq_len)),
         ("dtype", m.dtype),
+        ("layout", m.layout),
         ("parameters", f"{m.parameters:,}"),
         ("spec_hash", m.spec_hash or "—"),
     ]
