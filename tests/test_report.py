@@ -185,6 +185,15 @@ def test_zh_pdf_embeds_a_cjk_font(zh):
 # ---------------------------------------------------------------- partial runs
 
 
+@pytest.mark.parametrize("lang,words", [("en", "channels_last on every path"), ("zh", "channels_last 内存布局")])
+def test_a_channels_last_run_says_so_beside_the_model(tmp_path, lang, words):
+    r = bare_result()
+    assert words not in html_of(r, tmp_path / "given", lang)
+    r = dataclasses.replace(r, model=dataclasses.replace(r.model, layout="channels-last"))
+    html = html_of(r, tmp_path / "cl", lang)
+    assert words in html.split("</dl>")[0]  # the header's model line, not only the environment table
+
+
 def test_a_run_that_measured_nothing_still_renders(tmp_path):
     files = report.render(bare_result(), tmp_path, pdf=False)
     html = files.html.read_text(encoding="utf-8")
