@@ -49,7 +49,7 @@ class LoadedModel:
 
 def _arch_hash(name: str, module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], layout: str) -> str:
     h = hashlib.sha256(name.encode())
-    if layout != "as-given":  # another layout is another comparison; as-given hashes as it always did
+    if layout != "as-given":  # another layout is another comparison; as-given adds nothing to the hash
         h.update(f"layout:{layout};".encode())
     for pname, p in module.named_parameters():
         h.update(f"{pname}:{tuple(p.shape)}:{p.dtype};".encode())
@@ -127,9 +127,10 @@ def choose_layout(layout: str, module: torch.nn.Module, inputs: tuple[torch.Tens
     input. On a GPU its convolutions run fastest channels_last (cuDNN transposes NCHW
     internally; the implicit GEMMs read channels contiguously), and torch.compile's layout
     optimisation converts such a graph the same way; so the comparison is made in the
-    layout each side would deploy, and the same one for all three. Depthwise and grouped
-    convolutions keep the layout they were given: their kernels' channels_last schedules
-    are not the tuned ones. On a CPU the layout stays as written.
+    layout each side would deploy, and the same one for all three. A net with depthwise or
+    grouped convolutions keeps the layout it was given: those run memory-bound `direct`
+    tiles or a GEMM per group, where the layout is not what limits them, and the choice is
+    left to --layout. On a CPU the layout stays as written.
     """
     if layout != "auto":
         return layout
