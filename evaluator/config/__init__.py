@@ -70,7 +70,7 @@ DEFAULTS: dict[str, Any] = {
     "fail_on": "never",
     "regression_threshold": 0.05,  # smallest relative change against the last baseline that counts
     "push": False,
-    "layout": "auto",  # channels-last for a convolutional net on a GPU (models.choose_layout)
+    "layout": "as-given",  # the inputs as the model makes them; auto: see models.choose_layout
 }
 
 ISOLATE = {"auto": None, "on": True, "off": False}  # --isolate -> TuneSettings.isolate
