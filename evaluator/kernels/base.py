@@ -240,6 +240,10 @@ class KernelFamily(abc.ABC):
         The router asks in registry order; the first owner routes it. Default: yes."""
         return True
 
+    # True where `first` reads nothing of the instance (conv_bn's three variants share it):
+    # the router then asks one family of the class per call and gives the others its answer.
+    first_by_class = False
+
     def first(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Any:
         """A call of one of `fuses` as a `swap.Start` (the fused problem shape, what the call
         returns, what the second call needs from it), or a one-line reason it cannot start

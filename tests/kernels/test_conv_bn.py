@@ -272,6 +272,22 @@ def test_a_bottleneck_runs_its_conv_bn_relu_and_conv_bn_patterns_fused(layout):
     assert not router.reused
 
 
+def test_each_convolution_is_routed_once_for_the_three_patterns_it_may_start(monkeypatch):
+    # conv_bn, conv_bn_relu and conv_bn_add_relu all start at the convolution: the router
+    # asks one of them (first_by_class) and hands its answer to the other two, so the
+    # host time of a routed ResNet pays for one route per convolution, not three.
+    calls = []
+    plain = CB.CONV2D.route
+    monkeypatch.setattr(CB.CONV2D, "route", lambda *a, **k: calls.append(1) or plain(*a, **k))
+    model, x = _block(), torch.randn(2, 16, 9, 9)
+    router, got, want = route_model(["conv_bn", "conv_bn_relu", "conv_bn_add_relu"], model, (x,))
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    calls.clear()
+    with torch.inference_mode(), router:
+        model(x)
+    assert len(calls) == 4  # the block's four convolutions (with the downsample's), once each
+
+
 def test_with_only_conv_bn_relu_the_other_norms_run_as_written():
     router, got, want = route_model(["conv_bn_relu"], _block(), (torch.randn(2, 16, 9, 9),))
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)

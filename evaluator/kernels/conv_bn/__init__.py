@@ -178,6 +178,7 @@ class ConvBnFamily(KernelFamily):
     profile_family = "conv2d"
     fuses = (F.conv2d,)
     fused_op = "aten::batch_norm"
+    first_by_class = True  # first() is conv2d's route of the call, the same for all three
 
     def __init__(self, relu: bool = False, residual: bool = False):
         self.relu = relu or residual
