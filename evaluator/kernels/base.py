@@ -240,8 +240,9 @@ class KernelFamily(abc.ABC):
         The router asks in registry order; the first owner routes it. Default: yes."""
         return True
 
-    # True where `first` reads nothing of the instance (conv_bn's three variants share it):
-    # the router then asks one family of the class per call and gives the others its answer.
+    # True where `first` gives every instance that starts patterns the same answer (conv_bn's
+    # three variants, gemm's fused epilogues): the router asks one family of the class per
+    # call and gives the others its answer.
     first_by_class = False
 
     def first(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Any:

@@ -666,6 +666,10 @@ class GemmFamily(KernelFamily):
             return "aten::mul"
         return "" if self.activation == "none" else f"aten::{self.activation.removesuffix('_tanh')}"
 
+    # A fused variant's first() is the linear's route, whatever the epilogue; only fused
+    # variants start patterns, so the router may give all of them one answer per call.
+    first_by_class = True
+
     def first(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Any:
         if not self.fused:
             return super().first(func, args, kwargs, dtype)
