@@ -92,8 +92,9 @@ class Count(TorchFunctionMode):
 @contextlib.contextmanager
 def written_calls(model):
     """The calls a model writes out as several torch calls, counted by what the model's code
-    names them: its RMSNorm modules' forwards (LlamaRMSNorm, T5LayerNorm...) and its
-    modeling module's `apply_rotary_pos_emb`."""
+    names them: its RMSNorm modules' forwards (LlamaRMSNorm, T5LayerNorm...), its
+    modeling module's `apply_rotary_pos_emb` and RoFormer's static method
+    `apply_rotary_position_embeddings`."""
     counts: Counter = Counter()
     hooks = [
         m.register_forward_hook(lambda *_: counts.update(["rmsnorm"]))
@@ -110,14 +111,24 @@ def written_calls(model):
                 return _fn(*args, **kwargs)
 
             setattr(mod, "apply_rotary_pos_emb", counted)
-            patched.append((mod, fn))
+            patched.append((mod, "apply_rotary_pos_emb", fn))
+    for cls in {type(m) for m in model.modules()}:
+        raw = vars(cls).get("apply_rotary_position_embeddings")
+        if isinstance(raw, staticmethod):
+
+            def counted_static(*args, _fn=raw.__func__, **kwargs):
+                counts.update(["rope"])
+                return _fn(*args, **kwargs)
+
+            setattr(cls, "apply_rotary_position_embeddings", staticmethod(counted_static))
+            patched.append((cls, "apply_rotary_position_embeddings", raw))
     try:
         yield counts
     finally:
         for h in hooks:
             h.remove()
-        for mod, fn in patched:
-            setattr(mod, "apply_rotary_pos_emb", fn)
+        for owner, name, fn in patched:
+            setattr(owner, name, fn)
 
 
 def counted_by_run(e2e) -> Counter:
