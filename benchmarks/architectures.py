@@ -182,8 +182,12 @@ MORE = {
         {},
     ),
     "regnet": ("hf:RegNetModel,embedding_size=16,hidden_sizes=[16,32],depths=[1,1],groups_width=8,image_size=32", {}),
+    # Two stages: a 3x3 depthwise at stride 1 (padding="same"), a 5x5 at stride 2 ("valid"
+    # behind a ZeroPad2d), each block's squeeze-excite two 1x1 convolutions on a 1x1 map.
     "efficientnet": (
-        "hf:EfficientNetModel,image_size=32,width_coefficient=0.25,depth_coefficient=0.25,hidden_dim=320",
+        "hf:EfficientNetModel,image_size=32,width_coefficient=0.25,depth_coefficient=1.0,hidden_dim=320,"
+        "kernel_sizes=[3,5],in_channels=[32,16],out_channels=[16,24],strides=[1,2],num_block_repeats=[1,1],"
+        "expand_ratios=[1,4],depthwise_padding=[]",
         {},
     ),
 }
