@@ -23,18 +23,18 @@ router (patterns found and run in PyTorch) sees the same call and runs it as wri
 Rotary embeddings are functions, not modules: transformers' `apply_rotary_pos_emb(q, k,
 cos, sin)`, which llama, mistral, qwen2, gemma, GPT-NeoX, Phi and Cohere each define in
 their modeling module and call by its global name, and GPT-J's and CodeGen's
-`apply_rotary_pos_emb(tensor, sin, cos)`, called once for k and once for q, and RoFormer's
-static method `apply_rotary_position_embeddings(sinusoidal_pos, q, k, v=None)`, one table
-holding sin then cos before q and k. `find_rotary` looks in the namespaces of the model's
-own classes (and among their static methods) for functions whose first parameters are the
-query, the key, cos and sin (or one tensor, then sin and cos; or a table, then q and k), and keeps those
-that compute a rotation on random tensors, recording its form (`RopeForm`): halves
-(q * cos + rotate_half(q) * sin, the same for k) or interleaved pairs (2i, 2i+1); whether
-cos narrower than q rotates only that part of each head and passes the rest (GPT-NeoX's
-and Phi-3's partial rotary; Phi-2, StableLM and Persimmon slice q themselves and pass the
-slice); GPT-J's one tensor a call with one sin and cos a pair; RoFormer's sin|cos table with
-one angle a pair. The two managers patch
-such a function in its namespace: `marked` with a range named `rope` and the shape the
+`apply_rotary_pos_emb(tensor, sin, cos)`, called once for k and once for q, and
+RoFormer's static method `apply_rotary_position_embeddings(sinusoidal_pos, q, k,
+v=None)`, one table holding sin then cos before q and k. `find_rotary` looks in the
+namespaces of the model's own classes (and among their static methods) for functions
+whose first parameters are the query, the key, cos and sin (or one tensor, then sin and
+cos; or a table, then q and k), and keeps those that compute a rotation on random
+tensors, recording its form (`RopeForm`): halves (q * cos + rotate_half(q) * sin, the
+same for k) or interleaved pairs (2i, 2i+1); whether cos narrower than q rotates only
+that part of each head and passes the rest (GPT-NeoX's and Phi-3's partial rotary;
+Phi-2, StableLM and Persimmon slice q themselves and pass the slice); GPT-J's one tensor
+a call with one sin and cos a pair; RoFormer's table with one angle a pair. The two
+managers patch such a function in its namespace: `marked` with a range named `rope` and the shape the
 rope family's route will see (`rope_shape`), `as_calls` as one call of `rotary`, a
 function that takes part in torch's function modes, so a router sees and routes it; not
 routed, it runs the function as written.
@@ -425,10 +425,11 @@ def find_rotary(model: torch.nn.Module) -> tuple[WrittenRope, ...]:
         return hit
     names = sorted({type(m).__module__ for m in model.modules()} - {None})
     found = []
-    # static methods of the model's own classes (RoFormer's), patched on their class
-    for cls in sorted({type(m) for m in model.modules()}, key=lambda c: (c.__module__, c.__qualname__)):
-        if cls.__module__.startswith("torch."):
-            continue
+    # static methods of the model's own classes and their bases (RoFormer's), patched on
+    # the class that defines them
+    own = ("torch.", "builtins")
+    classes = {c for m in model.modules() for c in type(m).__mro__ if not c.__module__.startswith(own)}
+    for cls in sorted(classes, key=lambda c: (c.__module__, c.__qualname__)):
         for name, raw in sorted(vars(cls).items()):
             if isinstance(raw, staticmethod) and _rope_signature(raw.__func__) == "table":
                 form = _table_probe(raw.__func__)
