@@ -190,13 +190,29 @@ MORE = {
         "expand_ratios=[1,4],depthwise_padding=[]",
         {},
     ),
+    "persimmon": (
+        "hf:PersimmonModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
+        "vocab_size=1000,partial_rotary_factor=0.5",
+        {},
+    ),
+    "hubert": (
+        "hf:HubertModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
+        "vocab_size=1000,conv_dim=[32,32,32],conv_stride=[5,2,2],conv_kernel=[10,3,3],num_feat_extract_layers=3,"
+        "num_conv_pos_embeddings=16,num_conv_pos_embedding_groups=4",
+        {"seq_len": 800},  # raw audio samples
+    ),
+    "data2vec-vision": (
+        "hf:Data2VecVisionModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
+        "image_size=32,patch_size=8,use_relative_position_bias=true",
+        {},
+    ),
 }
 # The convolutional nets again with model and inputs channels_last on every path.
 MORE |= {
     f"{k}-cl": (MORE.get(k, ARCHITECTURES.get(k))[0], {"layout": "channels-last"})
     for k in ("resnet", "regnet", "convnext", "efficientnet")
 }
-SEQ |= {k: None for k in ("beit", "dinov2", "wavlm", "resnet", "regnet", "efficientnet")}
+SEQ |= {k: None for k in ("beit", "dinov2", "wavlm", "resnet", "regnet", "efficientnet", "hubert", "data2vec-vision")}
 SEQ |= {f"{k}-cl": None for k in ("resnet", "regnet", "convnext", "efficientnet")}
 SEQ |= {"swin": None, "segformer": None, "wav2vec2": None, "clip-vision": None, "mobilevit": None}
 

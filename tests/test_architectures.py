@@ -41,8 +41,10 @@ OUTSIDE_CI |= {"beit", "resnet", "resnet-cl"}
 # Under 15 s, but each reaches its families by a path another entry covers, and the
 # suite's time is short: RegNet as given (regnet-cl), ConvNeXt and EfficientNet
 # channels_last (convnext, efficientnet, regnet-cl), Phi and StableLM (phi3's and
-# gpt-neox's partial rotary), XLM-RoBERTa (bert), DINOv2 (vit).
+# gpt-neox's partial rotary), Persimmon (the same, with LayerNorm on q and k), XLM-RoBERTa
+# (bert), DINOv2 (vit), HuBERT (wav2vec2), Data2VecVision (BEiT).
 OUTSIDE_CI |= {"regnet", "convnext-cl", "efficientnet-cl", "phi", "stablelm", "xlm-roberta", "dinov2"}
+OUTSIDE_CI |= {"persimmon", "hubert", "data2vec-vision"}
 ALL = {name: spec for name, spec in {**ARCHITECTURES, **MORE}.items() if name not in OUTSIDE_CI}
 
 pytest.importorskip("transformers")
