@@ -134,7 +134,86 @@ MORE = {
         {},
     ),
     "gpt-bigcode": ("hf:GPTBigCodeModel,n_layer=2,n_embd=64,n_head=2,vocab_size=1000,multi_query=true", {}),
+    # Attention logits soft-capped (tanh) and every other layer a sliding window: eager attention.
+    "gemma2": (
+        "hf:Gemma2Model,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,num_key_value_heads=1,"
+        "head_dim=32,intermediate_size=128,vocab_size=1000,sliding_window=8",
+        {},
+    ),
+    "mpt": ("hf:MptModel,n_layers=2,d_model=64,n_heads=2,expansion_ratio=2,vocab_size=1000", {}),
+    "stablelm": (
+        "hf:StableLmModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,num_key_value_heads=2,"
+        "intermediate_size=128,vocab_size=1000,partial_rotary_factor=0.25",
+        {},
+    ),
+    "phi": (
+        "hf:PhiModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
+        "vocab_size=1000,partial_rotary_factor=0.5",
+        {},
+    ),
+    "roformer": (
+        "hf:RoFormerModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
+        "vocab_size=1000,embedding_size=64",
+        {},
+    ),
+    "xlm-roberta": (
+        "hf:XLMRobertaModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
+        "vocab_size=1000",
+        {},
+    ),
+    "beit": (
+        "hf:BeitModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
+        "image_size=32,patch_size=8,use_relative_position_bias=true",
+        {},
+    ),
+    "dinov2": (
+        "hf:Dinov2Model,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,image_size=32,patch_size=8,"
+        "mlp_ratio=2",
+        {},
+    ),
+    "wavlm": (
+        "hf:WavLMModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
+        "vocab_size=1000,conv_dim=[32,32,32],conv_stride=[5,2,2],conv_kernel=[10,3,3],num_feat_extract_layers=3,"
+        "num_conv_pos_embeddings=16,num_conv_pos_embedding_groups=4,num_buckets=32,max_bucket_distance=64",
+        {"seq_len": 800},  # raw audio samples
+    ),
+    "resnet": (
+        "hf:ResNetModel,embedding_size=16,hidden_sizes=[16,32],depths=[1,1],layer_type=bottleneck,image_size=32",
+        {},
+    ),
+    "regnet": ("hf:RegNetModel,embedding_size=16,hidden_sizes=[16,32],depths=[1,1],groups_width=8,image_size=32", {}),
+    # Two stages: a 3x3 depthwise at stride 1 (padding="same"), a 5x5 at stride 2 ("valid"
+    # behind a ZeroPad2d), each block's squeeze-excite two 1x1 convolutions on a 1x1 map.
+    "efficientnet": (
+        "hf:EfficientNetModel,image_size=32,width_coefficient=0.25,depth_coefficient=1.0,hidden_dim=320,"
+        "kernel_sizes=[3,5],in_channels=[32,16],out_channels=[16,24],strides=[1,2],num_block_repeats=[1,1],"
+        "expand_ratios=[1,4],depthwise_padding=[]",
+        {},
+    ),
+    "persimmon": (
+        "hf:PersimmonModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
+        "vocab_size=1000,partial_rotary_factor=0.5",
+        {},
+    ),
+    "hubert": (
+        "hf:HubertModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
+        "vocab_size=1000,conv_dim=[32,32,32],conv_stride=[5,2,2],conv_kernel=[10,3,3],num_feat_extract_layers=3,"
+        "num_conv_pos_embeddings=16,num_conv_pos_embedding_groups=4",
+        {"seq_len": 800},  # raw audio samples
+    ),
+    "data2vec-vision": (
+        "hf:Data2VecVisionModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
+        "image_size=32,patch_size=8,use_relative_position_bias=true",
+        {},
+    ),
 }
+# The convolutional nets again with model and inputs channels_last on every path.
+MORE |= {
+    f"{k}-cl": (MORE.get(k, ARCHITECTURES.get(k))[0], {"layout": "channels-last"})
+    for k in ("resnet", "regnet", "convnext", "efficientnet")
+}
+SEQ |= {k: None for k in ("beit", "dinov2", "wavlm", "resnet", "regnet", "efficientnet", "hubert", "data2vec-vision")}
+SEQ |= {f"{k}-cl": None for k in ("resnet", "regnet", "convnext", "efficientnet")}
 SEQ |= {"swin": None, "segformer": None, "wav2vec2": None, "clip-vision": None, "mobilevit": None}
 
 
@@ -173,6 +252,12 @@ def summary(result) -> dict[str, tuple[int, int, Counter]]:
     return {f: (t, n, why) for f, (t, n, why) in out.items()}
 
 
+def _unnamed(result):
+    from evaluator.profiling import profile
+
+    return profile.unnamed(result.hot_ops) if result.hot_ops else ()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", help="comma-separated architecture keys")
@@ -190,6 +275,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for arch in keys:
             r = run(arch, Path(tmp) / arch)
+            if r.e2e is None:  # no family chosen (or the stage failed): the run says why
+                unnamed = ", ".join(f"{o.family} ({o.calls} calls at no shape its kernel takes)" for o in _unnamed(r))
+                why = r.stage_errors or unnamed or "no family chosen"
+                line = f"no end-to-end run: {why}"
+                print(f"| {arch} | {line} |  |" if args.markdown else f"{arch}: {line}", flush=True)
+                continue
             fams = summary(r)
             cells = "; ".join(
                 f"{f} {t}/{n}" + (f" ({', '.join(f'{w} {k}' for w, k in why.most_common(2))})" if t < n else "")

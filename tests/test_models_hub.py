@@ -191,6 +191,13 @@ def test_hf_image_models_take_their_size_from_the_spec_not_seq_len():
     _one_line_error(VIT, "image_size", seq_len=64)
 
 
+def test_hf_a_convnet_without_image_size_in_its_config_takes_one_in_the_spec():
+    # ResNetConfig has no image_size: the spec's sets the example images' side, as the
+    # --seq-len message says it does.
+    m = load_model("hf:ResNetModel,embedding_size=8,hidden_sizes=[8,16],depths=[1,1],image_size=32", batch_size=2)
+    assert tuple(m.inputs[0].shape) == (2, 3, 32, 32)
+
+
 def test_missing_transformers_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers -> ImportError
     msg = _one_line_error(BERT, "transformers is not installed")

@@ -215,6 +215,32 @@ def test_layouts_match_the_route_when_the_profiler_records_no_strides(monkeypatc
     assert not any(s.endswith("x1") and s.count("x") == 9 for s in conv.shapes)
 
 
+def test_convolutions_with_string_padding_are_profiled_at_the_shapes_the_route_sees():
+    """torch.profiler records padding="same" / "valid" as None (EfficientNet's convolutions):
+    a 1x1 or strided call has one shape either way, and a 3x3 at stride 1 takes the one the
+    router's pass saw, so every call has its shape and the family can be chosen."""
+    from evaluator.models import LoadedModel
+    from evaluator.results import ModelSpec
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = torch.nn.Conv2d(3, 8, 3, stride=2, padding="valid")
+            self.dw = torch.nn.Conv2d(8, 8, 3, padding="same", groups=8)
+            self.pw = torch.nn.Conv2d(8, 16, 1, padding="same")
+            self.full = torch.nn.Conv2d(16, 16, 3, padding="valid")
+
+        def forward(self, x):
+            return self.full(self.pw(self.dw(self.stem(x))))
+
+    m = LoadedModel(ModelSpec("net", "file", 2, None, "float32"), Net().eval(), (torch.randn(2, 3, 17, 17),), "cpu")
+    conv = {o.family: o for o in profiling.hot_ops(m, families=("conv2d",), iters=1).ops}["conv2d"]
+    assert sorted(conv.shapes) == sorted(
+        ["2x17x17x3x8x3x3x2x0x1", "2x8x8x8x8x3x3x1x1x1x8", "2x8x8x8x16x1x1x1x0x1", "2x8x8x16x16x3x3x1x0x1"]
+    )
+    assert conv.calls == 4 and sum(conv.shape_calls) == 4
+
+
 def _routed_layernorm_model():
     """LayerNorm then Linear on CPU, layernorm routed to a real TileLang kernel."""
     from evaluator.device import hardware

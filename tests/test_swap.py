@@ -461,3 +461,37 @@ def test_calls_of_no_family_go_straight_back_to_pytorch():
         z = torch.softmax(x, -1)
     assert torch.equal(y, x + 1.0) and torch.equal(z, torch.softmax(x, -1))
     assert not router.ran and router.fell_back == {("softmax", "4x8"): {router.NOT_CHOSEN: 1}}
+
+
+class _InPlaceResidual(torch.nn.Module):
+    """HF ResNet's bottleneck end: conv, batch norm, `h += x`, ReLU (optionally also
+    returning the sum, read after the pattern)."""
+
+    def __init__(self, keep_sum: bool = False):
+        super().__init__()
+        self.conv, self.bn, self.keep_sum = torch.nn.Conv2d(8, 8, 1, bias=False), torch.nn.BatchNorm2d(8), keep_sum
+
+    def forward(self, x):
+        h = self.bn(self.conv(x))
+        h += x
+        y = torch.relu(h)
+        return (y, h) if self.keep_sum else y
+
+
+def test_an_in_place_residual_fused_into_conv_bn_add_relu_runs_its_convolution_once():
+    shape = (2, 4, 4, 8, 8, 1, 1, 1, 0, 1)
+    names = ("conv2d", "conv_bn", "conv_bn_relu", "conv_bn_add_relu")
+    table = swap.KernelTable("float32", "c")
+    for name in names:
+        fam = kernels.get(name)
+        conf = fam.search_space(shape, "float32", hardware.detect("cpu"))[0]
+        table.add(name, shape, conf, fam.build(shape, "float32", conf, "c"))
+    x, key = torch.randn(2, 8, 4, 4), "2x4x4x8x8x1x1x1x0x1"
+    router, got, want = _routed_eval([kernels.get(n) for n in names], table, _InPlaceResidual(), x)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert dict(router.ran) == {("conv_bn_add_relu", key): 1} and not router.fell_back
+    # the sum read after the pattern: computed then (its convolution again), and said so
+    router, got, want = _routed_eval([kernels.get(n) for n in names], table, _InPlaceResidual(True), x)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert dict(router.ran) == {("conv_bn_add_relu", key): 1, ("conv2d", key): 1}
+    assert dict(router.reused) == {("conv_bn_add_relu", key): 1}

@@ -379,6 +379,7 @@ MODELS = {
     "phi": ("PhiModel", {"partial_rotary_factor": 0.5}, 2),  # q[..., :8] sliced by the model
     "codegen": ("CodeGenModel", {"rotary_dim": 8}, 4),
     "cohere": ("CohereModel", {"num_key_value_heads": 2}, 2),  # pairs, cos and sin per dim
+    "roformer": ("RoFormerModel", {}, 2),  # a static method on one sin|cos table, pairs
 }
 
 
@@ -440,6 +441,19 @@ def test_real_models_rotary_calls_run_in_tilelang_each_counted(name):
         assert fam_shape[6] < fam_shape[4]  # a part rotated, the rest passed through
     if name in ("gptj", "codegen"):
         assert fam_shape[3] == 0 and fam_shape[7] == 2  # one tensor a call, pairs by GPT-J's table
+
+
+def test_roformer_rotating_the_value_too_falls_back_saying_so_and_runs_as_written():
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.RoFormerConfig(**_TINY, rotary_value=True)
+    model = transformers.RoFormerModel(config).eval()
+    ids = torch.randint(0, 100, (2, 16), generator=torch.Generator().manual_seed(0))
+    router, got, expected = _route_with(model, ids, swap.KernelTable("float32", "c"))
+    assert not router.ran and sum(sum(v.values()) for v in router.fell_back.values()) == 2
+    assert all("value rotated too" in why for v in router.fell_back.values() for why in v)
+    assert torch.equal(got, expected)
 
 
 def test_gpt_j_scan_runs_the_one_tensor_function_as_written():

@@ -337,6 +337,12 @@ def _model_code(model) -> str:
     return "\n".join(_source(o) for o in classes | funcs)
 
 
+def _input_key(cls, key: str) -> bool:
+    """image_size on an image model whose config has none (ResNet, RegNet): the side of the
+    example images, which a convolutional net takes at any size."""
+    return key == "image_size" and getattr(cls, "main_input_name", None) == "pixel_values"
+
+
 def _check_keys(config_cls, default, cls, options: dict[str, Any], spec: str) -> None:
     """Before building: every key is one the config or the model knows. Configs accept any
     keyword silently, and a misspelt size would build the default (often a multi-GB model)."""
@@ -344,6 +350,8 @@ def _check_keys(config_cls, default, cls, options: dict[str, Any], spec: str) ->
     alias = dict(getattr(config_cls, "attribute_map", {}) or {})
     for key in options:
         if key in fields or key in alias or (hasattr(default, key) and not callable(getattr(default, key))):
+            continue
+        if _input_key(cls, key):
             continue
         if _reads(key, _config_code(config_cls)) or _reads(key, _source(sys.modules[cls.__module__])):
             continue  # taken from **kwargs by the constructor, or read by the model's code
@@ -402,7 +410,7 @@ def _check_read(model, options: dict[str, Any], name: str) -> None:
     code = None
     for key, want in options.items():
         attr = alias.get(key, key)
-        if not hasattr(config, key) or key in fields or attr in fields:
+        if not hasattr(config, key) or key in fields or attr in fields or _input_key(type(model), key):
             continue
         code = code if code is not None else _model_code(model)
         if _reads(key, code) or _reads(attr, code):

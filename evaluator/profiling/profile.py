@@ -132,6 +132,17 @@ def _problem_shape(
     return shape_str(shape) if shape else None
 
 
+def _unrecorded_shapes(family: str, op: str, shapes: list, concrete: list | None, strides: list | None) -> tuple:
+    """The shapes a call may have where the profiler left out an argument its shape needs
+    (a convolution's string padding): the family's `unrecorded_shapes`, as text."""
+    fam = kernels.REGISTRY.get(family)
+    try:
+        found = fam.unrecorded_shapes(op, shapes, concrete, strides) if hasattr(fam, "unrecorded_shapes") else ()
+    except Exception:  # an odd call signature must not stop the profile
+        return ()
+    return tuple(shape_str(s) for s in found)
+
+
 @contextlib.contextmanager
 def _quiet_stderr():
     """Kineto writes 'USDT: profiler_start/stop' lines straight to fd 2; keep them off the terminal."""
@@ -250,11 +261,14 @@ def _attributed(prof, use_cuda: bool, shapes: bool = True) -> list[dict]:
         if family is None and not top:
             continue  # an unrecognised helper inside an unrecognised top-level op: counted there
         t_us = evt.device_time_total if use_cuda else evt.cpu_time_total
-        shape = None
+        shape, maybe = None, ()
         if spelled is not None:
             shape = spelled[1] if shapes else None
         elif family and shapes and not routed:
             shape = _problem_shape(family, op, op_shapes, evt.concrete_inputs, op_strides)
+            if shape is None:
+                maybe = _unrecorded_shapes(family, op, op_shapes, evt.concrete_inputs, op_strides)
+                shape = maybe[0] if len(maybe) == 1 else None
         if top and family is None and spelled is None:
             top_rows[id(evt)] = len(rows)
         elif not top and outer is not None and family is not None:
@@ -269,6 +283,8 @@ def _attributed(prof, use_cuda: bool, shapes: bool = True) -> list[dict]:
                 "pass": bisect.bisect_right(passes, evt.time_range.start) - 1,
                 # the one call several rows make up: a written-out norm's range
                 "call": spelled_by.time_range.start if spelled_by is not None else None,
+                # the shapes the call may have, where an argument went unrecorded
+                "maybe": maybe if shape is None else (),
             }
         )
     for key, inner in inner_us.items():
@@ -426,6 +442,14 @@ def with_fusions(selected: tuple[str, ...], found: Sequence[Fusion]) -> tuple[st
 def _layouts_as_routed(rows: list[dict], routed: dict[tuple[str, tuple], Counter]) -> None:
     for row in rows:
         fam, text = row["family"], row["shape"]
+        if not text and row.get("maybe"):
+            # an unrecorded argument: the candidate the router's pass saw most often
+            seen = Counter()
+            for m in row["maybe"]:
+                seen += routed.get((fam, kernels.REGISTRY[fam].layout_free(parse_shape(m))), Counter())
+            if seen:
+                row["shape"] = seen.most_common(1)[0][0]
+            continue
         if fam not in kernels.REGISTRY or not text:
             continue
         seen = routed.get((fam, kernels.REGISTRY[fam].layout_free(parse_shape(text))))

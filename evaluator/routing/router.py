@@ -265,11 +265,14 @@ def _tensors(args: tuple, kwargs: dict) -> list[torch.Tensor]:
     return out
 
 
+_SELF = object()  # in a held call's arguments: its own placeholder
+
+
 class _Held:
     """A first call of a fused pattern, not yet run: its placeholder (by weak reference, so
     a result nobody keeps is never computed), the call itself, and the patterns it may start."""
 
-    __slots__ = ("ref", "func", "args", "kwargs", "starts", "inputs", "spent", "done", "chain", "links", "origin")
+    __slots__ = ("ref", "func", "_args", "kwargs", "starts", "inputs", "spent", "done", "chain", "links", "origin")
 
     def __init__(self, ref, func, args, kwargs, starts, inputs):
         self.ref, self.func, self.args, self.kwargs = ref, func, args, kwargs
@@ -283,6 +286,19 @@ class _Held:
         self.links: list[weakref.ref] = []
         # A held second call (a three-call pattern's): the held first call it reads.
         self.origin: _Held | None = None
+
+    @property
+    def args(self) -> tuple:
+        return tuple(self.ref() if a is _SELF else a for a in self._args)
+
+    @args.setter
+    def args(self, args: tuple) -> None:
+        # A call in place on its own placeholder (`out += identity`) holds it by weak
+        # reference only, as every placeholder is held: a strong one would keep the call
+        # alive past the forward pass, and the router would compute it again at the end
+        # after its fused kernel had taken it.
+        placeholder = self.ref()
+        self._args = tuple(_SELF if placeholder is not None and a is placeholder else a for a in args)
 
     def member_ids(self) -> set[int]:
         return {id(m) for m in (r() for r in [self.ref, *self.links]) if m is not None}

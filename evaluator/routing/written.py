@@ -23,15 +23,18 @@ router (patterns found and run in PyTorch) sees the same call and runs it as wri
 Rotary embeddings are functions, not modules: transformers' `apply_rotary_pos_emb(q, k,
 cos, sin)`, which llama, mistral, qwen2, gemma, GPT-NeoX, Phi and Cohere each define in
 their modeling module and call by its global name, and GPT-J's and CodeGen's
-`apply_rotary_pos_emb(tensor, sin, cos)`, called once for k and once for q. `find_rotary`
-looks in the namespaces of the model's own classes for functions whose first parameters
-are the query, the key, cos and sin (or one tensor, then sin and cos), and keeps those
-that compute a rotation on random tensors, recording its form (`RopeForm`): halves
-(q * cos + rotate_half(q) * sin, the same for k) or interleaved pairs (2i, 2i+1); whether
-cos narrower than q rotates only that part of each head and passes the rest (GPT-NeoX's
-and Phi-3's partial rotary; Phi-2, StableLM and Persimmon slice q themselves and pass the
-slice); GPT-J's one tensor a call with one sin and cos a pair. The two managers patch
-such a function in its namespace: `marked` with a range named `rope` and the shape the
+`apply_rotary_pos_emb(tensor, sin, cos)`, called once for k and once for q, and
+RoFormer's static method `apply_rotary_position_embeddings(sinusoidal_pos, q, k,
+v=None)`, one table holding sin then cos before q and k. `find_rotary` looks in the
+namespaces of the model's own classes (and among their static methods) for functions
+whose first parameters are the query, the key, cos and sin (or one tensor, then sin and
+cos; or a table, then q and k), and keeps those that compute a rotation on random
+tensors, recording its form (`RopeForm`): halves (q * cos + rotate_half(q) * sin, the
+same for k) or interleaved pairs (2i, 2i+1); whether cos narrower than q rotates only
+that part of each head and passes the rest (GPT-NeoX's and Phi-3's partial rotary;
+Phi-2, StableLM and Persimmon slice q themselves and pass the slice); GPT-J's one tensor
+a call with one sin and cos a pair; RoFormer's table with one angle a pair. The two
+managers patch such a function in its namespace: `marked` with a range named `rope` and the shape the
 rope family's route will see (`rope_shape`), `as_calls` as one call of `rotary`, a
 function that takes part in torch's function modes, so a router sees and routes it; not
 routed, it runs the function as written.
@@ -40,6 +43,7 @@ routed, it runs the function as written.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import sys
 import threading
@@ -209,12 +213,15 @@ def marked(model: torch.nn.Module, rope_shape: Callable | None = None) -> contex
                 rope_shape is not None
                 and not getattr(_UNMARKED, "on", False)
                 and not kwargs
-                and len(args) == (3 if r.form.single else 4)
+                and len(args) == (3 if r.form.single or r.form.table else 4)
             ):
                 if r.form.single:
                     x, a, b = args
                     sin, cos = (a, b) if r.form.sin_first else (b, a)
                     shape = rope_shape(x, None, cos, sin, r.form)
+                elif r.form.table:
+                    angles = table_angles(args[0])
+                    shape = None if angles is None else rope_shape(args[1], args[2], *angles, form=r.form)
                 else:
                     shape = rope_shape(*args, form=r.form)
             if shape is None:
@@ -301,6 +308,11 @@ class RopeForm:
     # passed through (GPT-NeoX's, Phi-3's); otherwise such a call is not the kernel's.
     partial: bool = False
     sin_first: bool = True
+    # fn(table, q, k): RoFormer's, pairs rotated by one table [.., seq, dim] holding sin
+    # then cos (the rotary call's cos and sin are views into it, `table_angles`).
+    table: bool = False
+    # The call rotates the value too (RoFormer's rotary_value): no kernel takes three.
+    value: bool = False
 
 
 HALVES = RopeForm()
@@ -319,7 +331,33 @@ def rotary(q, k, cos, sin, *, written=None, form: RopeForm = HALVES):
     return written(q, k, cos, sin)
 
 
+def table_angles(table) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(cos, sin) [1 or batch, seq, dim/2] as views of RoFormer's sin|cos table [1 or batch,
+    1, seq, dim] (sin the first half), or None for a table of another shape."""
+    if not isinstance(table, torch.Tensor) or table.dim() != 4 or table.shape[1] != 1 or table.shape[-1] % 2:
+        return None
+    sin, cos = table[:, 0].chunk(2, dim=-1)
+    return cos, sin
+
+
 def _as_rotary(r: WrittenRope, fn):
+    if r.form.table:
+
+        def as_table_call(table, q, k, *args, **kwargs):
+            angles = table_angles(table)
+            if angles is None or len(args) + len(kwargs) > 1 or (kwargs and "value_layer" not in kwargs):
+                return fn(table, q, k, *args, **kwargs)
+            v = args[0] if args else kwargs.get("value_layer")
+            form = dataclasses.replace(r.form, value=v is not None)
+
+            # the call as written, on the table it was given, where the router does not take it
+            def as_written(q, k, cos, sin):
+                return fn(table, q, k, *args, **kwargs)
+
+            return rotary(q, k, *angles, written=as_written, form=form)
+
+        return as_table_call
+
     if r.form.single:
 
         def as_one_call(x, a, b, *args, **kwargs):
@@ -364,10 +402,10 @@ def formula(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: 
 
 @dataclass(frozen=True)
 class WrittenRope:
-    """A module-level function `module.name` that computes a rotary embedding of q and k
-    (or of one tensor) in `form`."""
+    """A module-level function `module.name` (or a class's static method) that computes a
+    rotary embedding of q and k (or of one tensor) in `form`."""
 
-    module: types.ModuleType
+    module: types.ModuleType | type
     name: str
     fn: Callable
     form: RopeForm = HALVES
@@ -387,6 +425,16 @@ def find_rotary(model: torch.nn.Module) -> tuple[WrittenRope, ...]:
         return hit
     names = sorted({type(m).__module__ for m in model.modules()} - {None})
     found = []
+    # static methods of the model's own classes and their bases (RoFormer's), patched on
+    # the class that defines them
+    own = ("torch.", "builtins")
+    classes = {c for m in model.modules() for c in type(m).__mro__ if not c.__module__.startswith(own)}
+    for cls in sorted(classes, key=lambda c: (c.__module__, c.__qualname__)):
+        for name, raw in sorted(vars(cls).items()):
+            if isinstance(raw, staticmethod) and _rope_signature(raw.__func__) == "table":
+                form = _table_probe(raw.__func__)
+                if form is not None:
+                    found.append(WrittenRope(cls, name, raw.__func__, form))
     for modname in names:
         module = sys.modules.get(modname)
         if module is None or modname.startswith("torch."):
@@ -397,7 +445,12 @@ def find_rotary(model: torch.nn.Module) -> tuple[WrittenRope, ...]:
             if not (inspect.isfunction(fn) or isinstance(fn, torch.nn.Module)):
                 continue
             sig = _rope_signature(fn)
-            form = _rope_probe(fn) if sig == "qk" else _one_tensor_probe(fn, sig == "sin") if sig else None
+            if sig == "qk":
+                form = _rope_probe(fn)
+            elif sig == "table":
+                form = _table_probe(fn)
+            else:
+                form = _one_tensor_probe(fn, sig == "sin") if sig else None
             if form is not None:
                 found.append(WrittenRope(module, name, fn, form))
     _ROPES[model] = tuple(found)
@@ -406,7 +459,8 @@ def find_rotary(model: torch.nn.Module) -> tuple[WrittenRope, ...]:
 
 def _rope_signature(fn) -> str | None:
     """ "qk" for fn(q, k, cos, sin, ...), "sin" or "cos" for fn(x, sin, cos, ...) or fn(x,
-    cos, sin, ...) (by which comes first), where every later parameter has a default."""
+    cos, sin, ...) (by which comes first), "table" for fn(table, q, k, ...), where every
+    later parameter has a default."""
     try:
         params = list(inspect.signature(fn.forward if isinstance(fn, torch.nn.Module) else fn).parameters.values())
     except (TypeError, ValueError):
@@ -430,6 +484,8 @@ def _rope_signature(fn) -> str | None:
         return "qk"
     if len(names) >= 3 and {names[1][:3], names[2][:3]} == {"sin", "cos"} and rest_defaulted(3):
         return names[1][:3]
+    if len(names) >= 3 and names[1].startswith("q") and names[2].startswith("k") and rest_defaulted(3):
+        return "table"
     return None
 
 
@@ -492,6 +548,22 @@ def _one_tensor_probe(fn, sin_first: bool) -> RopeForm | None:
     return RopeForm(single=True, interleaved=2, sin_first=sin_first)
 
 
+def _table_probe(fn) -> RopeForm | None:
+    """RoFormer's form: fn(table [1 or batch, 1, seq, dim], q, k [batch, heads, seq, dim]),
+    the table sin then cos of one angle a pair, each pair (2i, 2i+1) rotated by angle i."""
+    g = torch.Generator(device="cpu").manual_seed(0)
+    b, hq, hk, s, d = 2, 3, 1, 5, 8
+    q, k = torch.randn(b, hq, s, d, generator=g), torch.randn(b, hk, s, d, generator=g)
+    for rows in (1, b):
+        cos, sin = _angles(g, rows, s, d // 2)
+        out = _run(fn, torch.cat((sin, cos), -1)[:, None], q, k)
+        c = torch.repeat_interleave(cos, 2, -1)[:, None]
+        sn = torch.repeat_interleave(sin, 2, -1)[:, None]
+        if not _matches(out, (formula(q, c, sn, 1), formula(k, c, sn, 1))):
+            return None
+    return RopeForm(interleaved=2, table=True)
+
+
 @contextlib.contextmanager
 def _patched_globals(ropes: tuple[WrittenRope, ...], make) -> Iterator[None]:
     """Each function replaced in its module's namespace by `make(rope, the current one)`,
@@ -499,10 +571,13 @@ def _patched_globals(ropes: tuple[WrittenRope, ...], make) -> Iterator[None]:
     saved = []
     try:
         for r in ropes:
-            current = getattr(r.module, r.name)
-            saved.append((r, current))
-            setattr(r.module, r.name, make(r, current))
+            # a class's static method stays one (the raw descriptor put back as it was)
+            raw = vars(r.module)[r.name] if isinstance(r.module, type) else getattr(r.module, r.name)
+            current = raw.__func__ if isinstance(raw, staticmethod) else raw
+            saved.append((r, raw))
+            new = make(r, current)
+            setattr(r.module, r.name, staticmethod(new) if isinstance(raw, staticmethod) else new)
         yield
     finally:
-        for r, current in reversed(saved):
-            setattr(r.module, r.name, current)
+        for r, raw in reversed(saved):
+            setattr(r.module, r.name, raw)

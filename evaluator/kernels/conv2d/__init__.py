@@ -400,6 +400,34 @@ class Conv2dFamily(KernelFamily):
     def layout_free(self, shape: Shape) -> Shape:
         return tuple(shape[:9]) + tuple(shape[10:])
 
+    def unrecorded_shapes(
+        self,
+        op: str,
+        input_shapes: Sequence[Sequence[int]],
+        concrete_inputs: Sequence[Any] | None = None,
+        input_strides: Sequence[Sequence[int]] | None = None,
+    ) -> tuple[Shape, ...]:
+        """The shapes a profiled call may have where torch.profiler did not record its
+        padding: a string padding ("valid" or "same", aten::conv2d.padding) is recorded as
+        None. "valid" pads 0; "same" pads (R - 1) / 2 and PyTorch allows it only at stride 1,
+        so a 1x1 or strided call has one shape, and the profile takes any other from the
+        router's pass, which sees the string (`profiling.profile_model`)."""
+        call = self._call_args(op, concrete_inputs) if op == "aten::conv2d" else None
+        if call is None or call[1] is not None:
+            return ()
+        try:
+            R, S = (int(v) for v in input_shapes[1][2:4])
+        except (IndexError, TypeError, ValueError):
+            return ()
+        out = []
+        for pad in dict.fromkeys(((0, 0), (R // 2, S // 2))):
+            concrete = list(concrete_inputs)
+            concrete[self._ARG_POS[op][1]] = list(pad)
+            shape = self.problem_shape(op, input_shapes, concrete, input_strides)
+            if shape is not None and (pad == (0, 0) or _string_padding("same", R, S, _pair(call[0])) == pad):
+                out.append(shape)
+        return tuple(out)
+
     def awkward_shape(self, shape: Shape) -> Shape:
         """Odd H and W (so P, Q tails and odd stride-2 edges) and C, K not multiples of 16
         (channel-chunk and output-channel tails); the filter, stride and padding stay.

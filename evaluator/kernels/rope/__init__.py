@@ -389,6 +389,8 @@ def plan(q, k, cos, sin, form: "written.RopeForm" = written.HALVES) -> Plan | st
     batch, seq, dim/2]."""
     if not all(isinstance(t, torch.Tensor) for t in (q, cos, sin)) or not (form.single or isinstance(k, torch.Tensor)):
         return "not the tensors a rotary embedding takes"
+    if form.value:
+        return "the value rotated too (RoFormer's rotary_value): the kernel rotates q and k"
     if q.dim() != 4 or cos.dim() != 3 or sin.shape != cos.shape or (not form.single and k.dim() != 4):
         return "q, k not 4-D or cos, sin not [batch, seq, dim]"
     rot = int(cos.shape[2]) * (2 if form.interleaved == 2 else 1)  # GPT-J's sin, cos: one angle a pair
