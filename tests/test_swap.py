@@ -463,6 +463,17 @@ def test_calls_of_no_family_go_straight_back_to_pytorch():
     assert not router.ran and router.fell_back == {("softmax", "4x8"): {router.NOT_CHOSEN: 1}}
 
 
+def test_a_watched_call_no_kernel_can_take_gives_that_reason_not_the_option_hint():
+    # Gemma2's keys expanded from one head (stride 0 across heads): bmm has no shape for
+    # them, so choosing bmm would change nothing; the reason says why the kernel cannot.
+    router = swap.Router([kernels.get("gemm")], swap.KernelTable("float32", "c"), watch=[kernels.get("bmm")])
+    q, k = torch.randn(2, 4, 8, 16), torch.randn(2, 1, 8, 16).expand(2, 4, 8, 16)
+    with router:
+        torch.matmul(q, k.transpose(-1, -2))
+    [(key, reasons)] = router.fell_back.items()
+    assert key == ("bmm", "") and router.NOT_CHOSEN not in next(iter(reasons)), reasons
+
+
 class _InPlaceResidual(torch.nn.Module):
     """HF ResNet's bottleneck end: conv, batch norm, `h += x`, ReLU (optionally also
     returning the sum, read after the pattern)."""

@@ -501,7 +501,9 @@ class Router(TorchFunctionMode):
         except Exception as exc:
             route = f"unrecognised call ({type(exc).__name__})"
         shape = "" if isinstance(route, str) else _shape_key(route.shape)
-        self.fell_back[(fam.name, shape)][self.NOT_CHOSEN if shape else f"{self.NOT_CHOSEN}; {route}"] += 1
+        # A call the family's kernel cannot take says that alone: choosing the family
+        # (--ops, --families) would not change where it runs.
+        self.fell_back[(fam.name, shape)][self.NOT_CHOSEN if shape else route] += 1
         return func(*args, **kwargs)
 
     def _count(self, key: tuple[str, str], route: Route, held: "_Held | None" = None, last: Any = None) -> None:
