@@ -241,6 +241,18 @@ def test_convolutions_with_string_padding_are_profiled_at_the_shapes_the_route_s
     assert conv.calls == 4 and sum(conv.shape_calls) == 4
 
 
+def test_conv1d_with_string_padding_is_profiled_at_the_shapes_the_route_sees():
+    """The same for aten::conv1d (an audio front end written with padding="same")."""
+    from evaluator.models import LoadedModel
+    from evaluator.results import ModelSpec
+
+    net = torch.nn.Sequential(torch.nn.Conv1d(4, 8, 5, padding="same"), torch.nn.Conv1d(8, 8, 3, padding="valid"))
+    m = LoadedModel(ModelSpec("net", "file", 2, None, "float32"), net.eval(), (torch.randn(2, 4, 33),), "cpu")
+    conv = {o.family: o for o in profiling.hot_ops(m, families=("conv1d",), iters=1).ops}["conv1d"]
+    assert sorted(conv.shapes) == ["2x33x4x8x5x1x2x1", "2x33x8x8x3x1x0x1"]
+    assert conv.calls == 2 and sum(conv.shape_calls) == 2
+
+
 def _routed_layernorm_model():
     """LayerNorm then Linear on CPU, layernorm routed to a real TileLang kernel."""
     from evaluator.device import hardware

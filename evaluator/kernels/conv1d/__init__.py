@@ -208,6 +208,12 @@ class Conv1dFamily(Conv2dFamily):
             ]
         return [*WHISPER_BASE, *WAV2VEC2_BASE, self.awkward_shape(WHISPER_BASE[1])]
 
+    string_padded_op = "aten::conv1d"  # conv2d's unrecorded_shapes, on a [K, C/G, S] weight
+
+    @staticmethod
+    def filter_rs(weight_shape: Sequence[int]) -> tuple[int, int]:
+        return 1, int(weight_shape[2])
+
     def layout_free(self, shape: Shape) -> Shape:
         return tuple(shape[:7]) + tuple(shape[8:])
 

@@ -400,6 +400,14 @@ class Conv2dFamily(KernelFamily):
     def layout_free(self, shape: Shape) -> Shape:
         return tuple(shape[:9]) + tuple(shape[10:])
 
+    # The op whose string padding ("same", "valid") torch.profiler records as None.
+    string_padded_op = "aten::conv2d"
+
+    @staticmethod
+    def filter_rs(weight_shape: Sequence[int]) -> tuple[int, int]:
+        """(R, S) of a [K, C/G, R, S] weight."""
+        return int(weight_shape[2]), int(weight_shape[3])
+
     def unrecorded_shapes(
         self,
         op: str,
@@ -412,17 +420,17 @@ class Conv2dFamily(KernelFamily):
         None. "valid" pads 0; "same" pads (R - 1) / 2 and PyTorch allows it only at stride 1,
         so a 1x1 or strided call has one shape, and the profile takes any other from the
         router's pass, which sees the string (`profiling.profile_model`)."""
-        call = self._call_args(op, concrete_inputs) if op == "aten::conv2d" else None
+        call = self._call_args(op, concrete_inputs) if op == self.string_padded_op else None
         if call is None or call[1] is not None:
             return ()
         try:
-            R, S = (int(v) for v in input_shapes[1][2:4])
+            R, S = self.filter_rs(input_shapes[1])
         except (IndexError, TypeError, ValueError):
             return ()
         out = []
         for pad in dict.fromkeys(((0, 0), (R // 2, S // 2))):
             concrete = list(concrete_inputs)
-            concrete[self._ARG_POS[op][1]] = list(pad)
+            concrete[self._ARG_POS[op][1]] = list(pad[-len(input_shapes[1]) + 2 :])
             shape = self.problem_shape(op, input_shapes, concrete, input_strides)
             if shape is not None and (pad == (0, 0) or _string_padding("same", R, S, _pair(call[0])) == pad):
                 out.append(shape)
