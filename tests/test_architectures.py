@@ -95,7 +95,7 @@ class Count(TorchFunctionMode):
             return "rmsnorm"
         if func in (F.softmax, torch.softmax, torch.Tensor.softmax):
             return "softmax"
-        if func in (F.conv1d, F.conv2d):
+        if func in (F.conv1d, F.conv2d, F.conv_transpose1d, F.conv_transpose2d):
             return "conv"
         return None
 

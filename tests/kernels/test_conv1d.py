@@ -302,3 +302,20 @@ def test_ncl_through_the_channels_last_kernel_keeps_one_weight_copy():
     w2 = w * 1.0
     torch.testing.assert_close(kernel(x, w2, cache=False), FAM.reference(x, w), atol=1e-5, rtol=1e-5)
     assert len(calls.DERIVED._cache) == cached
+
+
+@pytest.mark.parametrize("dims", [1, 2])
+def test_a_transposed_convolution_is_counted_as_falling_back_saying_why(dims):
+    # The profile files nn.ConvTranspose's aten::convolution under the convolution family,
+    # so the router counts its call there too (no kernel): "3 in TileLang, 0 fell back"
+    # with the transposed call run unseen would be a count that does not add up.
+    from tests.routing import count, route_model
+
+    conv, up = (torch.nn.Conv1d, torch.nn.ConvTranspose1d) if dims == 1 else (torch.nn.Conv2d, torch.nn.ConvTranspose2d)
+    model = torch.nn.Sequential(conv(4, 8, 3, padding=1), up(8, 4, 2, stride=2), conv(4, 4, 3, padding=1))
+    x = torch.randn(2, 4, *(16,) * dims)
+    family = "conv1d" if dims == 1 else "conv2d"
+    router, got, want = route_model([family], model, (x,))
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    assert count(router, family) == (2, 1)
+    assert router.fell_back[(family, "")] == {conv1d_module.TRANSPOSED: 1}

@@ -41,7 +41,7 @@ from ..conv2d.calls import strides_are_channels_last
 from ..conv2d.calls import string_padding as _string_padding
 from ..conv2d.layout import ViaChannelsLast, transpose_launcher
 from ..conv2d.programs import Geometry
-from ..conv2d import Conv2dFamily
+from ..conv2d import TRANSPOSED, Conv2dFamily
 
 # Whisper-base's front end on 30 s of audio (80 mel bins, 3000 frames, d_model 512) and
 # wav2vec2-base's feature encoder's first layer and positional convolution on 1 s
@@ -277,10 +277,12 @@ class Conv1dFamily(Conv2dFamily):
 
     # ------------------------------------------------------------ swap-in
 
-    functions = (F.conv1d,)
+    functions = (F.conv1d, F.conv_transpose1d)  # the transposed one counted, as conv2d's
 
     def route(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Route | str:
         """One F.conv1d call (nn.Conv1d's forward, or any call site) as the family's shape."""
+        if func is F.conv_transpose1d:
+            return TRANSPOSED
         x, w, b = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "weight"), arg(args, kwargs, 2, "bias")
         stride, padding = _pair(arg(args, kwargs, 3, "stride", 1)), arg(args, kwargs, 4, "padding", 0)
         dilation, groups = _pair(arg(args, kwargs, 5, "dilation", 1)), int(arg(args, kwargs, 6, "groups", 1))

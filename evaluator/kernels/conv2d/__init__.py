@@ -57,6 +57,9 @@ from .calls import channels_last, pair as _pair, string_padding as _string_paddi
 from .programs import Geometry, is_nchw, out_size  # noqa: F401  (out_size: the family's public helper)
 from ..base import KernelFamily, Schedule
 
+# Why a transposed convolution stays in PyTorch (conv2d and conv1d both say it).
+TRANSPOSED = "transposed convolution: no kernel"
+
 # The attribute make_inputs sets on x so that reference(x, w) knows stride and padding.
 SHAPE_ATTR = "conv2d_shape"
 
@@ -803,10 +806,14 @@ class Conv2dFamily(KernelFamily):
 
     # ------------------------------------------------------------ swap-in (at the operator)
 
-    functions = (F.conv2d,)
+    # A transposed convolution (nn.ConvTranspose2d) has no kernel, but the profile files
+    # its aten::convolution under this family: it is counted here, as falling back.
+    functions = (F.conv2d, F.conv_transpose2d)
 
     def route(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Route | str:
         """One F.conv2d call (nn.Conv2d's forward, or any call site) as the family's shape."""
+        if func is F.conv_transpose2d:
+            return TRANSPOSED
         x, w, b = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "weight"), arg(args, kwargs, 2, "bias")
         stride, padding = _pair(arg(args, kwargs, 3, "stride", 1)), arg(args, kwargs, 4, "padding", 0)
         dilation, groups = _pair(arg(args, kwargs, 5, "dilation", 1)), int(arg(args, kwargs, 6, "groups", 1))
