@@ -45,6 +45,10 @@ OUTSIDE_CI |= {"beit", "resnet", "resnet-cl"}
 # (bert), DINOv2 (vit), HuBERT (wav2vec2), Data2VecVision (BEiT).
 OUTSIDE_CI |= {"regnet", "convnext-cl", "efficientnet-cl", "phi", "stablelm", "xlm-roberta", "dinov2"}
 OUTSIDE_CI |= {"persimmon", "hubert", "data2vec-vision"}
+# The suite's 15 minutes: MPT (bloom's ALiBi through baddbmm), WavLM (wav2vec2's front
+# end; its gated bias is deberta's batched products) and EfficientNet (mobilenet-v2's
+# depthwise convolutions; its string paddings are tests/test_profiling.py's).
+OUTSIDE_CI |= {"mpt", "wavlm", "efficientnet"}
 ALL = {name: spec for name, spec in {**ARCHITECTURES, **MORE}.items() if name not in OUTSIDE_CI}
 
 pytest.importorskip("transformers")
