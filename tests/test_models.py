@@ -115,6 +115,7 @@ def test_resnets_run_nchw_as_their_users_pass_them():
         assert m.module.conv1(x).is_contiguous()
 
 
+@pytest.mark.slow
 def test_channels_last_converts_the_model_and_its_image_inputs_and_is_recorded():
     given, cl = load_model("resnet-tiny"), load_model("resnet-tiny", layout="channels-last")
     assert given.spec.layout == "as-given" and cl.spec.layout == "channels-last"

@@ -185,6 +185,7 @@ def test_zh_pdf_embeds_a_cjk_font(zh):
 # ---------------------------------------------------------------- partial runs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang,words", [("en", "channels_last on every path"), ("zh", "channels_last 内存布局")])
 def test_a_channels_last_run_says_so_beside_the_model(tmp_path, lang, words):
     r = bare_result()

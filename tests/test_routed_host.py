@@ -14,6 +14,8 @@ import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "routed_host.py"
 
+pytestmark = pytest.mark.slow  # each case starts a Python that imports torch: about a second
+
 
 @pytest.mark.parametrize(
     "make, args, said",
