@@ -48,8 +48,8 @@ LENGTHS_HELP = (
 )
 LAYOUT_HELP = (
     "The memory layout the model runs in, the same for PyTorch eager, torch.compile and TileLang: "
-    "as-given (default), channels-last, or auto (channels-last for a convolutional net on a GPU, "
-    "as torch.compile lays it out; as given otherwise)."
+    "auto (default: channels-last for a convolutional net on a GPU, as torch.compile lays it out; "
+    "as given otherwise), as-given, or channels-last."
 )
 SOAK_HELP = f"Soak length (default {_CUDA['soak_seconds']:g} s on CUDA, {_CPU['soak_seconds']:g} s on CPU; 0 skips)."
 REPORTS_HELP = f"Output folder (default: {OutputSettings.reports}/)."
