@@ -189,6 +189,25 @@ def test_op_metrics_use_model_shapes_only(result):
     assert cl.METRICS["ops.speedup_min"](only_standard) == pytest.approx(0.1)
 
 
+def test_a_model_shape_whose_every_call_ran_fused_into_another_kernel_is_left_out(result):
+    # ResNet's plain convolution kernels: tuned and timed at every conv shape, but the
+    # routed model ran each of those calls inside conv_bn_relu, whose rows time that work.
+    from evaluator.results import CallCount
+
+    unused = OpBench("conv2d", (2, 7, 7, 8, 8, 3, 3, 1, 1, 0), "float32", "model", timing(10.0), timing(1.0), 0.1, 1, 1)
+    r = dataclasses.replace(result, op_bench=result.op_bench + (unused,))
+    assert cl.METRICS["ops.speedup_min"](r) == pytest.approx(0.1)  # counted while the model may run it
+    fused = CallCount("conv2d", "2x7x7x8x8x3x3x1x1x0", 0, notes={"fused into conv_bn_relu": 3})
+    ran = dataclasses.replace(r, e2e=dataclasses.replace(r.e2e, calls=r.e2e.calls + (fused,)))
+    assert cl.METRICS["ops.speedup_min"](ran) == pytest.approx(0.9)
+    assert cl.METRICS["ops.speedup_geomean"](ran) == pytest.approx((1.1 * 0.9) ** 0.5)
+    assert "1 shape (conv2d) left out: every call ran fused" in cl.METRICS["ops.speedup_min"].explain(ran)
+    # One call that ran the kernel itself, or fell back, keeps the shape counted.
+    for other in (dataclasses.replace(fused, tilelang=1), dataclasses.replace(fused, fallback={"shape not tuned": 1})):
+        kept = dataclasses.replace(r, e2e=dataclasses.replace(r.e2e, calls=r.e2e.calls + (other,)))
+        assert cl.METRICS["ops.speedup_min"](kept) == pytest.approx(0.1)
+
+
 def test_unverified_selected_family_is_not_correct(result):
     r = dataclasses.replace(result, verify=result.verify[:1])  # softmax never reached verification
     assert cl.METRICS["kernels.all_correct"](r) == 0.0

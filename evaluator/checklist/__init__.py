@@ -25,7 +25,7 @@ from ..resources import DEFAULT_CHECKLIST, SHIPPED_CHECKLISTS
 from .catalogue import METRICS, describe_metrics
 from .loading import COMPARATORS, SEVERITIES, Checklist, ChecklistProblems, Item, Waiver, load, validate
 from .metric import Metric
-from .metrics_kernels import kernel_status, op_label, op_rows, op_speedup
+from .metrics_kernels import fused_away, kernel_status, op_label, op_rows, op_speedup
 from .verdict import DECISIONS, FAIL_ON, evaluate, exit_code
 
 # Shipped with the package (top-level checklists/ in a checkout); `--checklist production`
@@ -52,6 +52,7 @@ __all__ = [
     "load",
     "op_label",
     "op_rows",
+    "fused_away",
     "op_speedup",
     "validate",
 ]

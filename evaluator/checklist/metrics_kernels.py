@@ -77,10 +77,23 @@ def _kernels_explain(r: RunResult) -> str:
 # ops -----------------------------------------------------------------
 
 
+def fused_away(result: RunResult) -> list[OpBench]:
+    """The model-shape rows whose kernel the routed model never ran: every call at that
+    shape ran inside another family's fused kernel (ResNet's convolutions inside
+    conv_bn_relu), whose own row times that work. Empty without an end-to-end count."""
+    if result.e2e is None:
+        return []
+    away = {(c.family, c.shape) for c in result.e2e.calls if c.all_fused}
+    return [b for b in result.op_bench if b.source == "model" and (b.family, shape_str(b.shape)) in away]
+
+
 def op_rows(result: RunResult) -> tuple[list[OpBench], str]:
     """The op-benchmark rows the op metrics use: the model's own shapes when any were
-    benchmarked (standard sweep shapes say little about this model), else all rows."""
-    model = [b for b in result.op_bench if b.source == "model"]
+    benchmarked (standard sweep shapes say little about this model), else all rows. A
+    model shape whose every call ran fused into another kernel is left out (`fused_away`):
+    its kernel decides nothing the model runs, and the fused kernel's row is counted."""
+    away = {id(b) for b in fused_away(result)}
+    model = [b for b in result.op_bench if b.source == "model" and id(b) not in away]
     return (model, "model shapes") if model else (list(result.op_bench), "standard shapes")
 
 
@@ -142,6 +155,12 @@ def _ops_explain(r: RunResult) -> str:
         parts.append(f"slowest: {op_label(worst[0])} at {worst[1]:.2f}x")
     if failed:
         parts.append("no TileLang time for: " + ", ".join(failed))
+    away = fused_away(r)
+    if away:
+        fams = ", ".join(sorted({b.family for b in away}))
+        parts.append(
+            f"{len(away)} shape{'s' * (len(away) != 1)} ({fams}) left out: every call ran fused into another kernel"
+        )
     return "; ".join(parts)
 
 

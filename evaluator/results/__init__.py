@@ -37,6 +37,7 @@ from .kernels import (
 from .measurement import Compiled, Ratio, Timing, geomean
 from .model import (
     CallCount,
+    FUSED_INTO,
     E2EBench,
     E2EView,
     FamilyCalls,
@@ -90,6 +91,7 @@ __all__ = [
     "Timing",
     "geomean",
     "CallCount",
+    "FUSED_INTO",
     "E2EBench",
     "E2EView",
     "FamilyCalls",

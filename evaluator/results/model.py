@@ -61,6 +61,11 @@ class HotOps:
 # ---------------------------------------------------------------- end to end
 
 
+# The note a fused pattern's first call carries on its own row ("fused into conv_bn_relu");
+# every other note is a layout copy.
+FUSED_INTO = "fused into "
+
+
 @dataclass(frozen=True)
 class CallCount:
     """What happened to one (family, shape) at the operator during the end-to-end run:
@@ -72,6 +77,13 @@ class CallCount:
     fallback: dict[str, int] = field(default_factory=dict)  # reason -> calls
     profiled_ms: float = 0.0  # this shape's profiled device time per forward pass
     notes: dict[str, int] = field(default_factory=dict)  # layout work on the way, e.g. "inputs copied to contiguous"
+
+    @property
+    def all_fused(self) -> bool:
+        """Every call at this shape ran inside another family's fused kernel: this
+        family's own kernel ran none of them."""
+        fused = sum(n for note, n in self.notes.items() if note.startswith(FUSED_INTO))
+        return fused > 0 and self.tilelang == 0 and not self.fallback
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode, _pop_mode, _push_mode
 
 from . import written
-from ..results import CallCount, KernelConfig, Shape, shape_str
+from ..results import FUSED_INTO, CallCount, KernelConfig, Shape, shape_str
 
 
 @dataclass(frozen=True)
@@ -156,8 +156,6 @@ class KernelTable:
 # so the profile attributes its kernels (and any copies its launch makes) to the family,
 # as it attributes an aten call's kernels to the aten op (profiling.family_times).
 ROUTED_PREFIX = "tilelang::"
-# The note a fused pattern's first call carries on its own row; every other note is a layout copy.
-FUSED_INTO = "fused into "
 
 
 # Calls that read only what a held placeholder already has right (its size, dtype,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from ...checklist import METRICS, kernel_status, op_label, op_rows, op_speedup
+from ...checklist import METRICS, fused_away, kernel_status, op_label, op_rows, op_speedup
 from ...checklist.metrics_kernels import failing_reasons
 from ...results import Outcome, RunResult
 from ..notes import flag_in_words, flagged_op_labels, flags_words, mapped, notes_in_words
@@ -61,6 +61,10 @@ def _ev_ops(r: RunResult, t: Strings, f: Fmt) -> str:
     failed = [op_label(b) for b in rows if op_speedup(b) is None]
     if failed:
         parts.append(t("evidence.ops_failed", ops=", ".join(failed)))
+    away = fused_away(r)
+    if away:
+        fams = ", ".join(sorted({b.family for b in away}))
+        parts.append(t("evidence.ops_fused_away", count=len(away), n=len(away), families=fams))
     return t("list_semi").join(parts)
 
 
