@@ -3,7 +3,7 @@ Mixtral and Qwen-MoE experts): the tokens sorted by expert, each expert's weight
 its own rows, the groups cut by cumulative offsets that the router computed on the device.
 
 In: shape (E, M, N, K[, b_t]): Y[offs[g-1]:offs[g]] = A[offs[g-1]:offs[g]] @ B[g] for
-each of E groups (offs[-1] read as 0), A[M, K] the sorted tokens, B[E, K, N] the experts'
+each of E groups (group 0 from row 0), A[M, K] the sorted tokens, B[E, K, N] the experts'
 weights, and offs[E] int32 on the device; b_t 1 when B is a transposed view of an [E, N,
 K] tensor (nn.Linear's layout per expert, what transformers passes), 0 when B lies as
 [E, K, N]; left out when 0, so a call has one key. The group sizes are not part of the
