@@ -262,6 +262,9 @@ class GroupedGemmFamily(KernelFamily):
             (64, 256, 64, 3, 128),
             (128, 128, 32, 4, 128),
             (64, 64, 64, 4, 128),
+            # Two stages for a device with 64 KB of shared memory a block (the MI300X).
+            (64, 128, 32, 2, 128),
+            (64, 64, 64, 2, 128),
         ]
         cands = [{"block_M": a, "block_N": b, "block_K": k, "num_stages": s, "threads": t} for a, b, k, s, t in raw]
         cands = [c for c in cands if c["block_N"] <= max(64, C.next_pow2(N))]
