@@ -88,6 +88,19 @@ def test_one_kernel_serves_every_split_and_matches_grouped_mm(offs):
     assert kernel(shape, "float32") is k
 
 
+def test_every_split_of_a_few_rows_is_covered():
+    # All 78 ways to cut 11 rows into 3 groups, with 8-row tiles: a split of 1, 1 and 9
+    # rows takes 4 row tiles, all the grid has (ceil(M / 8) + E - 1).
+    import itertools
+
+    shape = (3, 11, 8, 8, 1)
+    k = FAM.build(shape, "float32", {"block_M": 8, "block_N": 8, "block_K": 8}, "c")
+    a, b, _ = FAM.make_inputs(shape, "float32", "cpu", 0)
+    for cuts in itertools.combinations_with_replacement(range(12), 2):
+        offs = torch.tensor([*cuts, 11], dtype=torch.int32)
+        torch.testing.assert_close(k(a, b, offs), FAM.reference(a, b, offs), atol=1e-5, rtol=1e-5)
+
+
 def test_per_group_reference_agrees_with_grouped_mm():
     a, b, offs = FAM.make_inputs((4, 40, 24, 32, 1), "float32", "cpu", 3)
     from evaluator.kernels.grouped_gemm import per_group

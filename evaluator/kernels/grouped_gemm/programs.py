@@ -9,8 +9,8 @@ a mixture of experts' nn.Linear-shaped weights). Rows past offs[E-1] are not wri
 
 The group sizes are data: no program reads them on the host. The grid runs over padded
 row tiles: group g owns ceil(size_g / block_M) consecutive tiles, and since
-sum(ceil(size_g / block_M)) <= ceil(M / block_M) + E - 1, a grid of ceil(M / block_M) + E
-tiles covers every split. Each block walks Offs once (E scalar reads) to find its group,
+sum(ceil(size_g / block_M)) < M / block_M + E, a grid of ceil(M / block_M) + E - 1 tiles
+covers every split. Each block walks Offs once (E scalar reads) to find its group,
 its first row and how many of its block_M rows are the group's; a block past the last
 group's tiles does nothing. Rows of the A tile past the group's end are read (the next
 group's tokens, or zeros past M) but never stored, since an output row depends only on its
@@ -47,33 +47,7 @@ def b_storage(shape: Shape) -> tuple[int, int, int]:
 
 def row_tiles(M: int, E: int, block_M: int) -> int:
     """Grid rows that cover every split of M rows into E groups of block_M-row tiles."""
-    return -(-M // block_M) + E
-
-
-def locator(T: Any, E: int, bM: int) -> Any:
-    """A macro `locate(Offs, t, found)` that sets found[0] (the group of padded row tile
-    `t`, or -1), found[1] (its first row in this tile) and found[2] (how many of the
-    tile's rows are the group's), by one walk over the cumulative offsets: group g's
-    tiles start where the tiles of the groups before it end. `found` is an int32 local
-    buffer of 4 (found[3] holds the walk's tile count)."""
-
-    @T.macro
-    def locate(Offs, t, found):
-        found[0] = -1
-        found[1] = 0
-        found[2] = 0
-        found[3] = 0
-        for g in T.serial(E):
-            start = T.if_then_else(g > 0, Offs[T.max(g - 1, 0)], 0)
-            size = T.max(Offs[g] - start, 0)
-            tiles = (size + (bM - 1)) // bM
-            if (t >= found[3]) and (t < found[3] + tiles):
-                found[0] = g
-                found[1] = start + (t - found[3]) * bM
-                found[2] = T.min(bM, size - (t - found[3]) * bM)
-            found[3] = found[3] + tiles
-
-    return locate
+    return -(-M // block_M) + E - 1
 
 
 def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
@@ -83,7 +57,6 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
     bM, bN, bK = cfg["block_M"], cfg["block_N"], cfg["block_K"]
     product = cpu_tile_product(T, bM, bN, bK, cfg.get("unroll", 1))
     tiles = row_tiles(M, E, bM)
-    locate = locator(T, E, bM)
 
     @T.prim_func
     def grouped_gemm_cpu(
@@ -93,9 +66,21 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
         Y: T.Tensor((M, N), dtype),
     ):
         with T.Kernel(T.ceildiv(N, bN), tiles) as (bx, by):
-            found = T.alloc_local((4,), "int32")
-            locate(Offs, by, found)
-            if found[0] >= 0:
+            grp = T.alloc_var("int32")
+            row0 = T.alloc_var("int32")
+            rows = T.alloc_var("int32")
+            seen = T.alloc_var("int32")
+            grp = -1
+            seen = 0
+            for g in T.serial(E):  # the walk (see the module docstring)
+                start = T.if_then_else(g > 0, Offs[T.max(g - 1, 0)], 0)
+                size = T.max(Offs[g] - start, 0)
+                if (by >= seen) and (by < seen + (size + (bM - 1)) // bM):
+                    grp = g
+                    row0 = start + (by - seen) * bM
+                    rows = T.min(bM, size - (by - seen) * bM)
+                seen = seen + (size + (bM - 1)) // bM
+            if grp >= 0:
                 # fp32 tiles whatever the storage dtype: half.hpp arithmetic is scalar and slow.
                 A_l = T.alloc_local((bM, bK), ACCUM)
                 B_l = T.alloc_local((bK, bN), ACCUM)
@@ -104,27 +89,27 @@ def cpu_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
                 for ko in T.serial(T.ceildiv(K, bK)):
                     for i, k in T.grid(bM, bK):
                         A_l[i, k] = T.if_then_else(
-                            (i < found[2]) and (found[1] + i < M) and (ko * bK + k < K),
-                            T.cast(A[found[1] + i, ko * bK + k], ACCUM),
+                            (i < rows) and (row0 + i < M) and (ko * bK + k < K),
+                            T.cast(A[row0 + i, ko * bK + k], ACCUM),
                             T.float32(0),
                         )
                     for k, j in T.grid(bK, bN):
                         if b_t:
                             B_l[k, j] = T.if_then_else(
                                 (bx * bN + j < N) and (ko * bK + k < K),
-                                T.cast(B[found[0], bx * bN + j, ko * bK + k], ACCUM),
+                                T.cast(B[grp, bx * bN + j, ko * bK + k], ACCUM),
                                 T.float32(0),
                             )
                         else:
                             B_l[k, j] = T.if_then_else(
                                 (bx * bN + j < N) and (ko * bK + k < K),
-                                T.cast(B[found[0], ko * bK + k, bx * bN + j], ACCUM),
+                                T.cast(B[grp, ko * bK + k, bx * bN + j], ACCUM),
                                 T.float32(0),
                             )
                     product(A_l, B_l, C_l)  # common.cpu_tile_product: i-k-j, the k loop unrolled by hand
                 for i, j in T.grid(bM, bN):
-                    if (i < found[2]) and (found[1] + i < M) and (bx * bN + j < N):
-                        Y[found[1] + i, bx * bN + j] = T.cast(C_l[i, j], dtype)
+                    if (i < rows) and (row0 + i < M) and (bx * bN + j < N):
+                        Y[row0 + i, bx * bN + j] = T.cast(C_l[i, j], dtype)
 
     return grouped_gemm_cpu
 
@@ -153,9 +138,9 @@ def tensor_core_program(shape: Shape, dtype: str, cfg: dict[str, Any]):
             B_s = T.alloc_shared((bN, bK) if b_t else (bK, bN), dtype)
             C_f = T.alloc_fragment((bM, bN), ACCUM)
             C_s = T.alloc_shared((bM, bN), dtype)
-            # `locator`'s walk, on scalars: sm_90's warp specialization gives each role its
-            # own copy of a local buffer without the writes made before the K loop, and
-            # keeps these. row0 and rows are set wherever grp is, and read only then.
+            # The walk on scalars, row0 and rows left unset until it sets them (read only
+            # where grp >= 0): sm_90's warp specialization gives each role its own copy of
+            # a local buffer, or of a scalar's plain assignment, placed after the walk.
             grp = T.alloc_var("int32")
             row0 = T.alloc_var("int32")
             rows = T.alloc_var("int32")
