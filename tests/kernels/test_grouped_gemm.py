@@ -45,6 +45,7 @@ def kernel(shape, dtype):
     return FAM.build(shape, dtype, FAM.search_space(shape, dtype, CPU)[0], "c")
 
 
+@pytest.mark.slow  # eight builds; the fast lane's correctness is the two split tests below
 @pytest.mark.parametrize(
     "shape",
     [
