@@ -81,8 +81,8 @@ class Count(TorchFunctionMode):
         # arrive as Tensor.addmm / Tensor.baddbmm.
         if func in (F.linear, torch.addmm, torch.mm, torch.Tensor.addmm, torch.Tensor.mm):
             return "gemm"
-        if func is torch._grouped_mm:  # F.grouped_mm's body: a mixture of experts' GEMMs, one per expert
-            return "gemm"
+        if func is getattr(torch, "_grouped_mm", None):  # F.grouped_mm's body: a mixture of experts' GEMMs
+            return "grouped_gemm"
         batched = (torch.bmm, torch.baddbmm, torch.Tensor.bmm, torch.Tensor.baddbmm)
         if func in (torch.matmul, torch.Tensor.matmul, torch.linalg.matmul, torch.einsum, *batched):
             ops = [a for a in (args[1:] if func is torch.einsum else args) if isinstance(a, torch.Tensor)]
@@ -192,7 +192,7 @@ def test_every_call_of_every_family_is_accounted_for(arch, tmp_path):
         loaded.module(*loaded.inputs)
     mine.calls.update(written)
     theirs = counted_by_run(e)
-    for fam in ("gemm", "bmm", "attention", "layernorm", "rmsnorm", "softmax", "conv", "rope"):
+    for fam in ("gemm", "grouped_gemm", "bmm", "attention", "layernorm", "rmsnorm", "softmax", "conv", "rope"):
         if fam == "bmm" and "bmm" not in kernels.REGISTRY:
             continue
         assert theirs.get(fam, 0) == mine.calls.get(fam, 0), (fam, dict(theirs), dict(mine.calls))

@@ -63,9 +63,6 @@ OTHER_FAMILIES: dict[str, str] = {
     "aten::max_pool2d_with_indices": "pooling",
     "aten::adaptive_avg_pool2d": "pooling",
     "aten::avg_pool2d": "pooling",
-    # F.grouped_mm: a mixture of experts' GEMMs, one per expert over its tokens (the router
-    # counts each call as gemm's, falling back: no kernel)
-    "aten::_grouped_mm": "grouped_gemm",
 }
 ELEMENTWISE = {
     "aten::gelu",

@@ -25,8 +25,7 @@ tensor cores, which would not match
 PyTorch's full-fp32 reference. On CPU (the C backend), a blocked loop nest over fp32
 local tiles that gcc vectorizes. The programs themselves are in `kernels/gemm/programs.py`;
 this module sizes, checks, searches, builds (split-K's PyTorch epilogue) and routes them.
-A grouped GEMM (F.grouped_mm: a mixture of experts' layers) is counted as gemm's call and
-falls back, with its reason.
+A grouped GEMM (F.grouped_mm: a mixture of experts' layers) is the grouped_gemm family's.
 """
 
 from __future__ import annotations
@@ -65,10 +64,6 @@ ADDMM_CALLS = (torch.addmm, torch.Tensor.addmm)
 MM_CALLS = (torch.mm, torch.Tensor.mm)
 # The torch calls that are a linear layer: the plain family routes them, a fused one holds them.
 LINEAR_CALLS = (F.linear, *ADDMM_CALLS, *MM_CALLS, *MATMUL_CALLS)
-# A grouped GEMM (F.grouped_mm's body, transformers' mixture-of-experts layers: each
-# expert's weight times the tokens routed to it, the groups cut by data-dependent
-# offsets). The family has no kernel for it: its calls are counted, and fall back.
-GROUPED_CALLS = (torch._grouped_mm,) if hasattr(torch, "_grouped_mm") else ()
 # A product of two tensors as the router sees it: `a * b` and a.mul(b) arrive as Tensor.mul.
 MUL_CALLS = (torch.Tensor.mul, torch.mul)
 
@@ -650,7 +645,7 @@ class GemmFamily(KernelFamily):
         # A fused variant has no torch function of its own: its pattern is a linear and
         # then the activation on its result (or the product with it), which the router
         # holds back (`fuses`).
-        return () if self.fused else LINEAR_CALLS + GROUPED_CALLS
+        return () if self.fused else LINEAR_CALLS
 
     @property
     def fuses(self) -> tuple:
@@ -742,8 +737,6 @@ class GemmFamily(KernelFamily):
     def route(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Route | str:
         """One F.linear / torch.addmm / torch.mm call, or a matmul or einsum by a 2-D
         weight, as (M, N, K) and a launch, or why not."""
-        if func in GROUPED_CALLS:
-            return "grouped GEMM (mixture of experts): no kernel"
         if func is F.linear:
             x, w, b = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "weight"), arg(args, kwargs, 2, "bias")
             if w.dim() != 2 or x.dim() < 1 or x.shape[-1] != w.shape[1]:
