@@ -202,3 +202,32 @@ def test_cuda_candidates_lower_for_sm90(shape, dtype):
     for cfg in FAM.search_space(shape, dtype, H200)[:3]:
         src = C.lower_source(FAM.program(shape, dtype, cfg, SM90), SM90)
         assert "wgmma" in src and "grouped_gemm_tc" in src, cfg
+
+
+def test_the_measured_best_tile_leads_the_cuda_space():
+    # The H100 bench (`evaluate bench --family grouped_gemm --dtype bf16 --budget 60`) timed
+    # the space at Mixtral's down projection and Qwen-MoE's experts; the fastest config must
+    # be the first, which is all a short --budget compiles.
+    import json
+
+    h100 = Hardware(
+        target="cuda",
+        device="cuda",
+        name="NVIDIA H100 80GB HBM3",
+        platform="h100",
+        cores=132,
+        smem_per_block=232448,
+        compute_capability="9.0",
+    )
+    path = (
+        Path(__file__).parents[2]
+        / "reports/examples/kernels/h100-2026-12-05/bench_grouped_gemm_budget60_down_qwen.json"
+    )
+    rows = json.loads(path.read_text())
+    assert len(rows) == 2
+    tile = ("block_M", "block_N", "block_K", "num_stages", "threads")
+    for r in rows:
+        timed = [c for c in r["tuned"]["candidates"] if c["status"] == "ok"]
+        best = min(timed, key=lambda c: c["latency_ms"])["config"]
+        first = FAM.search_space(tuple(r["tuned"]["shape"]), "bfloat16", h100)[0]
+        assert tuple(first[k] for k in tile) == tuple(best[k] for k in tile), r["tuned"]["shape"]

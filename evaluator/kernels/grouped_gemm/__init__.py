@@ -255,11 +255,14 @@ class GroupedGemmFamily(KernelFamily):
         raw = [
             # (block_M, block_N, block_K, num_stages, threads). A group's last tile is
             # partly padding, so short groups (decode, many experts) want 64-row tiles;
-            # long ones 128 rows, two warpgroups on 128x256.
-            (128, 128, 64, 3, 128),
-            (64, 128, 64, 3, 128),
+            # long ones 128 rows, two warpgroups on 128x256. Measured on the H100 (bf16,
+            # kernels/h100-2026-12-05/bench_grouped_gemm_*.json): 128x256 with two
+            # warpgroups won both Mixtral expert shapes by 1.28x and 1.38x over 128x128,
+            # and 64x256 Qwen-MoE's 34-row groups, so each leads its order.
             (128, 256, 64, 3, 256),
+            (128, 128, 64, 3, 128),
             (64, 256, 64, 3, 128),
+            (64, 128, 64, 3, 128),
             (128, 128, 32, 4, 128),
             (64, 64, 64, 4, 128),
             # Two stages for a device with 64 KB of shared memory a block (the MI300X).
