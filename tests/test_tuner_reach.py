@@ -3,8 +3,8 @@
 In: the committed GPU evidence — every tuned kernel in reports/examples/**/h200/**/results.json
 and reports/examples/**/h100/**/results.json
 (its Hardware rebuilt from the file's environment.hardware) and every sweep row in
-reports/examples/kernels/h*-*/*.json (its Hardware from the device/targets table for that
-platform) — each a family, a shape, a dtype and the winning config. Out: a pass when every
+reports/examples/kernels/h*-*/*.json, a sweep's or `evaluate bench --json`'s (its Hardware from
+the device/targets table for that platform) — each a family, a shape, a dtype and the winning config. Out: a pass when every
 winner is in the family's coarse search space on that hardware today, or one fine round away
 from a coarse config (`tuning.search.neighbours`, the function the tuner's fine rounds use);
 the failure message lists each winner that is neither, with the nearest coarse config.
@@ -47,6 +47,13 @@ def _winners() -> list[tuple[str, str, tuple[int, ...], str, dict, Hardware]]:
         data = json.loads(path.read_text(encoding="utf-8"))
         platform = path.relative_to(EXAMPLES / "kernels").parts[0].split("-")[0]
         hw = TARGETS[platform].hardware()
+        if isinstance(data, list):  # `evaluate bench --json`: one tuned kernel per shape
+            for row in data:
+                t = row.get("tuned") or {}
+                if t.get("config"):
+                    where = f"{path.relative_to(EXAMPLES)}"
+                    out.append((where, t["family"], tuple(t["shape"]), t["dtype"], t["config"], hw))
+            continue
         for row in data.get("rows") or []:
             if row.get("best_config") and row.get("family"):
                 dtype = row.get("dtype") or data["dtype"]
