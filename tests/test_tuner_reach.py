@@ -3,10 +3,11 @@
 In: the committed GPU evidence — every tuned kernel in reports/examples/**/h200/**/results.json
 and reports/examples/**/h100/**/results.json
 (its Hardware rebuilt from the file's environment.hardware) and every sweep row in
-reports/examples/kernels/h*-*/*.json, a sweep's or `evaluate bench --json`'s (its Hardware from
-the device/targets table for that platform) — each a family, a shape, a dtype and the winning config. Out: a pass when every
-winner is in the family's coarse search space on that hardware today, or one fine round away
-from a coarse config (`tuning.search.neighbours`, the function the tuner's fine rounds use);
+reports/examples/kernels/h*-*/*.json, a sweep's or `evaluate bench --json`'s (its Hardware
+from the device/targets table for that platform) — each a family, a shape, a dtype and the
+winning config. Out: a pass when every winner is in the family's coarse search space on
+that hardware today, or one fine round away from a coarse config
+(`tuning.search.neighbours`, the function the tuner's fine rounds use);
 the failure message lists each winner that is neither, with the nearest coarse config.
 
 A config key added to a family after a winner was recorded is absent from that winner; it
