@@ -401,6 +401,20 @@ def cpu_unroll(block_k: int) -> int:
     return CPU_UNROLL if block_k % CPU_UNROLL == 0 else 1
 
 
+def warpgroup_tile_error(cfg: dict[str, Any]) -> str | None:
+    """Why a tensor-core tile (`block_M`, `block_N`, `block_K`, `threads`) cannot build on
+    whole warpgroups: 128 or 256 threads, 64-row multiples of block_M, 16-multiples of
+    block_N and block_K, and enough of the tile for every thread's fragment."""
+    threads = cfg["threads"]
+    if threads % 128 or not 128 <= threads <= 256:
+        return f"tensor-core tiles need 128 or 256 threads (whole warpgroups), got {threads}"
+    if cfg["block_M"] % 64 or cfg["block_N"] % 16 or cfg["block_K"] % 16:
+        return "tensor-core tiles need block_M a multiple of 64 (a warpgroup's rows), block_N and block_K of 16"
+    if cfg["block_M"] * cfg["block_N"] < 64 * 16 * threads // 32:
+        return f"a {cfg['block_M']}x{cfg['block_N']} tile is too small for {threads} threads"
+    return None
+
+
 def unroll_error(cfg: dict[str, Any], cpu: bool) -> str | None:
     """Why `cfg`'s unroll factor cannot build: on the CPU the K loop is split by hand, so
     the factor must divide block_K; on a GPU 0 (full) or any positive factor."""

@@ -603,14 +603,7 @@ class BmmFamily(KernelFamily):
             if not 32 <= _simt_threads(cfg) <= 1024:
                 return f"SIMT config needs 32..1024 threads, got {_simt_threads(cfg)}"
             return C.unroll_error(cfg, cpu=False)
-        threads = cfg["threads"]
-        if threads % 128 or not 128 <= threads <= 256:
-            return f"tensor-core tiles need 128 or 256 threads (whole warpgroups), got {threads}"
-        if cfg["block_M"] % 64 or cfg["block_N"] % 16 or cfg["block_K"] % 16:
-            return "tensor-core tiles need block_M a multiple of 64 (a warpgroup's rows), block_N and block_K of 16"
-        if cfg["block_M"] * cfg["block_N"] < 64 * 16 * threads // 32:
-            return f"a {cfg['block_M']}x{cfg['block_N']} tile is too small for {threads} threads"
-        return None
+        return C.warpgroup_tile_error(cfg)
 
     def compile(self, resolved: Resolved, target: str) -> Callable[..., torch.Tensor]:
         # One wrapper per compiled kernel, as the kernel is one per key (its layout checks are kept).

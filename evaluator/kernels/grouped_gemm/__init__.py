@@ -302,14 +302,7 @@ class GroupedGemmFamily(KernelFamily):
                 return f"{key} must be positive, got {cfg[key]}"
         if C.is_cpu_target(target):
             return C.unroll_error(cfg, cpu=True)
-        threads = cfg["threads"]
-        if threads % 128 or not 128 <= threads <= 256:
-            return f"tensor-core tiles need 128 or 256 threads (whole warpgroups), got {threads}"
-        if cfg["block_M"] % 64 or cfg["block_N"] % 16 or cfg["block_K"] % 16:
-            return "tensor-core tiles need block_M a multiple of 64 (a warpgroup's rows), block_N and block_K of 16"
-        if cfg["block_M"] * cfg["block_N"] < 64 * 16 * threads // 32:
-            return f"a {cfg['block_M']}x{cfg['block_N']} tile is too small for {threads} threads"
-        return None
+        return C.warpgroup_tile_error(cfg)
 
     def compile(self, resolved: Resolved, target: str) -> Callable[..., torch.Tensor]:
         # One wrapper per compiled kernel, as the kernel is one per key.
