@@ -14,21 +14,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluator.results import Hardware
+from tests.hardware import H200
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("kernel_sweep", ROOT / "benchmarks" / "kernel_sweep.py")
 ks = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ks)
-H200 = Hardware(
-    target="cuda",
-    device="cuda",
-    name="NVIDIA H200",
-    platform="h200",
-    cores=132,
-    smem_per_block=232448,
-    compute_capability="9.0",
-)
 
 
 def test_shapes_keeps_only_the_named_cases_and_fast_math_is_timed_both_ways():

@@ -17,7 +17,7 @@ from evaluator.routing import router as swap, written
 from evaluator.models import load_model
 from evaluator.results import parse_shape
 from tests.fixtures import hf_models
-from tests.kernels.test_rows import CPU
+from tests.hardware import CPU
 
 
 class _Norm(torch.nn.Module):

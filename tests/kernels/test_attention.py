@@ -20,18 +20,9 @@ from evaluator.kernels.attention import programs as P
 from evaluator.kernels import common as C
 from evaluator.kernels import attention as A
 from evaluator.results import Hardware
+from tests.hardware import CPU, H200
 
 FAM = A.FAMILY
-CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
-H200 = Hardware(
-    target="cuda",
-    device="cuda",
-    name="NVIDIA H200",
-    platform="h200",
-    cores=132,
-    smem_per_block=232448,
-    compute_capability="9.0",
-)
 SM90 = "cuda -arch=sm_90a"
 SMALL = (1, 2, 128, 128, 64, 0)
 OVERLAP = {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256, "overlap": True}

@@ -15,10 +15,9 @@ from evaluator.kernels.attention import programs as P
 from evaluator.kernels import common as C
 from evaluator.kernels import attention as A
 from evaluator.models.zoo import rotate_half
-from evaluator.results import Hardware
+from tests.hardware import CPU
 
 FAM = A.FAMILY
-CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
 SM90 = "cuda -arch=sm_90a"
 
 

@@ -23,20 +23,10 @@ from evaluator.errors import KernelError
 from evaluator.kernels.attention import programs as P
 from evaluator.kernels import common as C
 from evaluator.kernels import attention as A
-from evaluator.results import Hardware
 from tests.routing import count, route_model
+from tests.hardware import CPU, H200
 
 FAM = A.FAMILY
-CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
-H200 = Hardware(
-    target="cuda",
-    device="cuda",
-    name="NVIDIA H200",
-    platform="h200",
-    cores=132,
-    smem_per_block=232448,
-    compute_capability="9.0",
-)
 SM90 = "cuda -arch=sm_90a"
 SDPA = F.scaled_dot_product_attention
 

@@ -22,18 +22,10 @@ from evaluator.kernels import common as C
 from evaluator.kernels import attention as A
 from evaluator.results import Hardware
 from tests.barriers import Barrier, interleave
+from tests.hardware import H200
 
 FAM = A.FAMILY
 SM90 = "cuda -arch=sm_90a"
-H200 = Hardware(
-    target="cuda",
-    device="cuda",
-    name="NVIDIA H200",
-    platform="h200",
-    cores=132,
-    smem_per_block=232448,
-    compute_capability="9.0",
-)
 A100 = Hardware(
     target="cuda",
     device="cuda",

@@ -16,8 +16,8 @@ from evaluator.errors import KernelError
 from evaluator.kernels import REGISTRY
 from evaluator.kernels.base import KernelFamily, Schedule
 from evaluator.results import Hardware
+from tests.hardware import CPU
 
-CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
 GPU = Hardware(target="cuda", device="cuda", name="gpu", platform="gpu", smem_per_block=1024)
 
 

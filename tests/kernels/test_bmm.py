@@ -30,19 +30,10 @@ from evaluator.results import Hardware, parse_shape
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from routing import count, route_model  # noqa: E402
+from tests.hardware import CPU, H200
 
 FAM = get("bmm")
 GEMM = get("gemm")
-CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
-H200 = Hardware(
-    target="cuda",
-    device="cuda",
-    name="NVIDIA H200",
-    platform="h200",
-    cores=132,
-    smem_per_block=232448,
-    compute_capability="9.0",
-)
 SM90 = "cuda -arch=sm_90a"
 
 # Layouts as models make them, each with tails off every tile (M, N, K not multiples of 16).

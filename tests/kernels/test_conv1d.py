@@ -22,19 +22,9 @@ from evaluator.tuning import verify
 from evaluator.errors import KernelError
 from evaluator.kernels import common as C
 from evaluator.kernels import conv1d as conv1d_module
-from evaluator.results import Hardware
+from tests.hardware import CPU, H200
 
 FAM = conv1d_module.FAMILY
-CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
-H200 = Hardware(
-    target="cuda",
-    device="cuda",
-    name="NVIDIA H200",
-    platform="h200",
-    cores=132,
-    smem_per_block=232448,
-    compute_capability="9.0",
-)
 SM90 = "cuda -arch=sm_90a"
 
 # (N, L, C, K, S, stride, pad, ncl[, groups])

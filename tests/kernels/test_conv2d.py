@@ -19,18 +19,9 @@ from evaluator.kernels import common as C
 from evaluator.kernels.conv2d import layout as conv_layout
 from evaluator.kernels import conv2d as conv_module
 from evaluator.results import Hardware
+from tests.hardware import CPU, H200
 
 FAM = conv_module.FAMILY
-CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
-H200 = Hardware(
-    target="cuda",
-    device="cuda",
-    name="NVIDIA H200",
-    platform="h200",
-    cores=132,
-    smem_per_block=232448,
-    compute_capability="9.0",
-)
 SM90 = "cuda -arch=sm_90a"
 
 # (N, H, W, C, K, R, S, stride, pad): 9 ints are channels_last (nchw = 0)

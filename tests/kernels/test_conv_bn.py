@@ -27,17 +27,8 @@ from evaluator.models import load_model
 from evaluator.models.zoo import Bottleneck
 from evaluator.results import Hardware
 from tests.routing import count, route_model
+from tests.hardware import CPU, H200
 
-CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
-H200 = Hardware(
-    target="cuda",
-    device="cuda",
-    name="NVIDIA H200",
-    platform="h200",
-    cores=132,
-    smem_per_block=232448,
-    compute_capability="9.0",
-)
 SM90 = "cuda -arch=sm_90a"
 
 S3 = (2, 14, 14, 32, 32, 3, 3, 1, 1, 0)  # 3x3 stride 1, channels_last

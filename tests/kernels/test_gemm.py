@@ -18,19 +18,10 @@ from evaluator.errors import KernelError
 from evaluator.kernels import common as C
 from evaluator.kernels import get
 from evaluator.results import Hardware
+from tests.hardware import CPU, H200
 
 FAM = get("gemm")
 MODEL_SHAPE = (256, 512, 128)  # bert-tiny FFN up-projection: batch 2 x seq 128, 128 -> 512
-CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
-H200 = Hardware(
-    target="cuda",
-    device="cuda",
-    name="NVIDIA H200",
-    platform="h200",
-    cores=132,
-    smem_per_block=232448,
-    compute_capability="9.0",
-)
 SM90 = "cuda -arch=sm_90a"
 
 

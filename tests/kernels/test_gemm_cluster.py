@@ -18,19 +18,10 @@ import pytest
 from evaluator.errors import KernelError
 from evaluator.kernels import common as C
 from evaluator.kernels import get
-from evaluator.results import Hardware
+from tests.hardware import H200
 
 FAM = get("gemm")
 SM90 = "cuda -arch=sm_90a"
-H200 = Hardware(
-    target="cuda",
-    device="cuda",
-    name="NVIDIA H200",
-    platform="h200",
-    cores=132,
-    smem_per_block=232448,
-    compute_capability="9.0",
-)
 PAIR = {"cluster": 2, "swizzle": False}
 TILE_64 = {**PAIR, "block_M": 64, "block_N": 128, "block_K": 128, "num_stages": 3, "threads": 128}
 TILE_128 = {**PAIR, "block_M": 128, "block_N": 128, "block_K": 64, "num_stages": 4, "threads": 256, "policy": "fullrow"}

@@ -28,18 +28,10 @@ from evaluator.kernels import get
 from evaluator.results import Hardware
 from tests.barriers import Barrier, interleave
 from evaluator.device.targets import TARGETS
+from tests.hardware import H200
 
 FAM = get("gemm")
 SM90 = "cuda -arch=sm_90a"
-H200 = Hardware(
-    target="cuda",
-    device="cuda",
-    name="NVIDIA H200",
-    platform="h200",
-    cores=132,
-    smem_per_block=232448,
-    compute_capability="9.0",
-)
 PING = {"pingpong": 1, "persistent": 132, "threads": 128, "block_K": 64}
 T128 = {**PING, "block_M": 128, "block_N": 128, "num_stages": 4}
 T64 = {**PING, "block_M": 64, "block_N": 256, "num_stages": 4}

@@ -10,7 +10,6 @@ compiled once per process (the family's cache), so the seeds and routes reuse bu
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,24 +19,13 @@ import torch.nn.functional as F
 from evaluator.errors import KernelError
 from evaluator.kernels import common as C
 from evaluator.kernels import family_for_aten, get
-from evaluator.results import Hardware
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from routing import count, route_model  # noqa: E402
+from tests.hardware import CPU, H100, H200
+from tests.routing import count, route_model
 
 pytestmark = pytest.mark.skipif(not hasattr(torch, "_grouped_mm"), reason="torch without torch._grouped_mm")
 
 FAM = get("grouped_gemm")
-CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
-H200 = Hardware(
-    target="cuda",
-    device="cuda",
-    name="NVIDIA H200",
-    platform="h200",
-    cores=132,
-    smem_per_block=232448,
-    compute_capability="9.0",
-)
 SM90 = "cuda -arch=sm_90a"
 
 
@@ -210,15 +198,6 @@ def test_the_measured_best_tile_leads_the_cuda_space():
     # be the first, which is all a short --budget compiles.
     import json
 
-    h100 = Hardware(
-        target="cuda",
-        device="cuda",
-        name="NVIDIA H100 80GB HBM3",
-        platform="h100",
-        cores=132,
-        smem_per_block=232448,
-        compute_capability="9.0",
-    )
     path = (
         Path(__file__).parents[2]
         / "reports/examples/kernels/h100-2026-12-05/bench_grouped_gemm_budget60_down_qwen.json"
@@ -229,5 +208,5 @@ def test_the_measured_best_tile_leads_the_cuda_space():
     for r in rows:
         timed = [c for c in r["tuned"]["candidates"] if c["status"] == "ok"]
         best = min(timed, key=lambda c: c["latency_ms"])["config"]
-        first = FAM.search_space(tuple(r["tuned"]["shape"]), "bfloat16", h100)[0]
+        first = FAM.search_space(tuple(r["tuned"]["shape"]), "bfloat16", H100)[0]
         assert tuple(first[k] for k in tile) == tuple(best[k] for k in tile), r["tuned"]["shape"]

@@ -28,17 +28,8 @@ from pathlib import Path
 import pytest
 
 from evaluator import kernels
-from evaluator.results import Hardware
+from tests.hardware import H200
 
-H200 = Hardware(
-    target="cuda",
-    device="cuda",
-    name="NVIDIA H200",
-    platform="h200",
-    cores=132,
-    smem_per_block=232448,
-    compute_capability="9.0",
-)
 KERNELS = Path(__file__).parents[2] / "reports/examples/kernels"
 # (file, the families taken from it): the ResNet-50 sweep also holds llama's GEMMs, whose
 # first config there is not within 3% (0.81x against 0.84x at 512x2048x5632); the ping-pong

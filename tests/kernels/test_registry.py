@@ -17,18 +17,7 @@ from evaluator.routing import written
 from evaluator.errors import KernelError, UnknownFamilyError
 from evaluator.kernels import REGISTRY, family_for_aten, get, register, unregister
 from evaluator.kernels.base import KernelFamily
-from evaluator.results import Hardware
-
-CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
-H200 = Hardware(
-    target="cuda",
-    device="cuda",
-    name="NVIDIA H200",
-    platform="h200",
-    cores=132,
-    smem_per_block=232448,
-    compute_capability="9.0",
-)
+from tests.hardware import CPU, H200
 
 
 def test_expected_families_registered():

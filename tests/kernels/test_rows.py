@@ -18,18 +18,8 @@ import torch
 from evaluator.errors import KernelError
 from evaluator.kernels import common as C
 from evaluator.kernels import get
-from evaluator.results import Hardware
+from tests.hardware import CPU, H200
 
-CPU = Hardware(target="c", device="cpu", name="test cpu", platform="cpu-x86_64", cores=2)
-H200 = Hardware(
-    target="cuda",
-    device="cuda",
-    name="NVIDIA H200",
-    platform="h200",
-    cores=132,
-    smem_per_block=232448,
-    compute_capability="9.0",
-)
 SM90 = "cuda -arch=sm_90a"
 ROWS = ("softmax", "layernorm", "layernorm_residual", "add_layernorm", "rmsnorm", "add_rmsnorm")
 # bert-tiny's shapes: softmax rows are batch 2 x 2 heads x 128 queries of 128 keys;
