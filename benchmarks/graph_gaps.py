@@ -18,7 +18,11 @@ Programmatic dependent launch (every kernel of ours waiting on the previous grid
 letting the next launch early) was tried against these gaps at commit f46c94c
 (`--ab` there) and made llama slower: 4.585 against 4.438 ms.
 
-    python3 benchmarks/graph_gaps.py RUN/results.json [--replays 20] [--json OUT.json]
+With `--compiled MODE` (default: Inductor's default mode) the model compiled by
+torch.compile is a third side, so its kernels can be read beside the routed ones: which
+of the model's work Inductor does in less time, and how many kernels it needs.
+
+    python3 benchmarks/graph_gaps.py RUN/results.json [--replays 20] [--compiled MODE] [--top N] [--json OUT.json]
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import json
 import os
 import statistics
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -35,24 +40,26 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from evaluator import kernels, models
 from evaluator.routing import router as swap  # noqa: E402
+from evaluator.measuring.compiled import INDUCTOR_MODES  # noqa: E402
 from evaluator.measuring.timing import TimingPolicy, GraphSampler, graph_kernel_events  # noqa: E402
 
 
-def router_from(results: dict, target: str) -> swap.Router:
+def router_from(results: dict, target: str, module: torch.nn.Module) -> swap.Router:
+    """The run's tuned kernels, built in parallel (each build is mostly nvcc: ResNet-50's
+    43 kernels one after another took minutes), in one router over `module`, so norms
+    the model writes out (LlamaRMSNorm) are routed as the run routed them."""
     dtype = results["settings"]["dtype"]
     table = swap.KernelTable(dtype, target, build=lambda f, s, c: kernels.get(f).build(s, dtype, c, target))
-    fams = set()
-    for t in results["tuned"]:
-        if t["config"] is None:
-            continue
-        fams.add(t["family"])
-        table.add(
-            t["family"],
-            tuple(t["shape"]),
-            t["config"],
-            kernels.get(t["family"]).build(tuple(t["shape"]), t["dtype"], t["config"], target),
-        )
-    return swap.Router([kernels.get(f) for f in sorted(fams)], table)
+    tuned = [t for t in results["tuned"] if t["config"] is not None]
+
+    def build(t: dict):
+        return kernels.get(t["family"]).build(tuple(t["shape"]), t["dtype"], t["config"], target)
+
+    with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
+        built = list(pool.map(build, tuned))
+    for t, kernel in zip(tuned, built):
+        table.add(t["family"], tuple(t["shape"]), t["config"], kernel)
+    return swap.Router([kernels.get(f) for f in sorted({t["family"] for t in tuned})], table, model=module)
 
 
 def short(name: str) -> str:
@@ -125,6 +132,13 @@ def main() -> None:
     ap.add_argument("results")
     ap.add_argument("--replays", type=int, default=20)
     ap.add_argument("--no-time", dest="time", action="store_false", help="skip the interleaved graph-replay times")
+    ap.add_argument(
+        "--compiled",
+        default="default",
+        choices=[*INDUCTOR_MODES, "none"],
+        help="also replay the model under torch.compile in this mode (none: skip)",
+    )
+    ap.add_argument("--top", type=int, default=20, help="kernels listed per side")
     ap.add_argument("--json")
     args = ap.parse_args()
     with open(args.results) as f:
@@ -138,12 +152,22 @@ def main() -> None:
         dtype=s["dtype"],
         device="cuda",
         seed=s["seed"],
+        layout=s.get("layout") or m.get("layout") or "as-given",
     )
     module, inputs = loaded.module, loaded.inputs
-    sides = {"routed": router_from(results, "cuda")}
+    sides = {"routed": router_from(results, "cuda", module)}
 
     def ref():
         return module(*inputs)
+
+    compiled = {}
+    if args.compiled != "none":
+        # Inductor's program is the alternative a team weighs; its kernels beside ours
+        # say which of the model's work it does in less time.
+        # The run's own mode mapping: max-autotune without Inductor's CUDA graphs, which
+        # cannot run inside the capture this script replays.
+        opt = torch.compile(module, mode=INDUCTOR_MODES[args.compiled], dynamic=False)
+        compiled = {"compiled": lambda: opt(*inputs)}
 
     def routed(router):
         def fn():
@@ -152,14 +176,14 @@ def main() -> None:
 
         return fn
 
-    fns = {"reference": ref, **{k: routed(r) for k, r in sides.items()}}
+    fns = {"reference": ref, **{k: routed(r) for k, r in sides.items()}, **compiled}
     with torch.inference_mode():
         events = {k: graph_kernel_events(f, args.replays) for k, f in fns.items()}
         ref_names = {e["name"] for r in events["reference"] for e in r}
         ours = {e["name"] for r in events["routed"] for e in r} - ref_names
         out = {"model": m["name"], "tilelang_kernel_names": sorted(ours)}
         for k, ev in events.items():
-            out[k] = median_split(ev, None if k == "reference" else ours)
+            out[k] = median_split(ev, ours if k == "routed" else None)
         if args.time:  # graph replay, interleaved, reversed every other round
             samplers = {k: GraphSampler([f], TimingPolicy()) for k, f in fns.items()}
             times = {k: [] for k in fns}
@@ -182,6 +206,8 @@ def main() -> None:
             "graph replay, interleaved: "
             + ", ".join(f"{k} {v:.3f} ms ({g['reference'] / v:.3f}x)" for k, v in g.items())
         )
+        if "compiled" in g:
+            print(f"routed against compiled: {g['compiled'] / g['routed']:.3f}x")
     r = out["routed"]
     print(
         f"TileLang kernels: {r['tilelang_kernels']}, {r['tilelang_kernel_us']:.1f} us, "
@@ -190,7 +216,7 @@ def main() -> None:
     for side in names:
         print(f"{side}: per kernel (calls, kernel us, gap before us, overlapped starts), by kernel time")
         rows = sorted(out[side]["by_name"].items(), key=lambda kv: -kv[1]["kernel_us"])
-        for name, r in rows[:14]:
+        for name, r in rows[: args.top]:
             print(f"  {name:60s} {r['calls']:5d} {r['kernel_us']:9.1f} {r['gap_before_us']:8.1f} {r['overlapped']:5d}")
     if args.json:
         with open(args.json, "w") as f:

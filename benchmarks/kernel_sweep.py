@@ -9,7 +9,9 @@ space (and its first config) contains that best.
 
 KEYS, comma-separated: gemm, llama, pingpong, pingwave, swap, streamk, fused, gated, skinny,
 attention, views, masked, bmm, rows, rope, rope_partial, conv2d, resnet50, depthwise, conv1d,
-conv_bn (ResNet-50's conv -> batch_norm (-> relu, -> add -> relu) against PyTorch's calls eager).
+conv_bn (ResNet-50's conv -> batch_norm (-> relu, -> add -> relu) against PyTorch's calls eager),
+conv_bn_cl (the same patterns channels_last, at the shapes where the routed model trailed
+torch.compile, with tiles wider than the family's space).
 
 Each row: family, shape, PyTorch µs, best TileLang µs and config, the ratio
 (PyTorch / TileLang), and the ratios of the family's own first config and of the best
@@ -186,6 +188,20 @@ CONV_BN = [
     ("conv_bn_add_relu", (32, 14, 14, 256, 1024, 1, 1, 1, 0, 1)),
     ("conv_bn", (32, 56, 56, 64, 256, 1, 1, 1, 0, 1)),
     ("conv_bn", (32, 56, 56, 256, 512, 1, 1, 2, 0, 1)),
+]
+# ResNet-50's fused convolutions channels_last, the shapes whose kernels trailed
+# Inductor's most in the routed model (H100, --budget 3: each kept its space's first
+# config, 64x128; reports/examples/torchvision-resnet50/h100/2026-12-05-channels-last/):
+# every conv_bn_add_relu (the residual add in the epilogue) and the slower conv_bn_relus.
+CONV_BN_CL = [
+    ("conv_bn_add_relu", (32, 56, 56, 64, 256, 1, 1, 1, 0, 0)),
+    ("conv_bn_add_relu", (32, 28, 28, 128, 512, 1, 1, 1, 0, 0)),
+    ("conv_bn_add_relu", (32, 14, 14, 256, 1024, 1, 1, 1, 0, 0)),
+    ("conv_bn_add_relu", (32, 7, 7, 512, 2048, 1, 1, 1, 0, 0)),
+    ("conv_bn_relu", (32, 14, 14, 256, 256, 3, 3, 1, 1, 0)),
+    ("conv_bn_relu", (32, 28, 28, 512, 256, 1, 1, 1, 0, 0)),
+    ("conv_bn_relu", (32, 56, 56, 256, 128, 1, 1, 1, 0, 0)),
+    ("conv_bn_relu", (32, 224, 224, 3, 64, 7, 7, 2, 3, 0)),
 ]
 
 # (N, H, W, C, K, R, S, stride, pad, nchw, groups): MobileNetV2's depthwise 3x3s at batch 32
@@ -539,6 +555,29 @@ def nchw_tiles() -> list[dict]:
     ]
 
 
+def cl_tiles(residual: bool) -> list[dict]:
+    """The channels_last implicit GEMM's tiles over (pixels, output channels), the
+    256-wide ones the NCHW sweep found best on memory-heavy shapes among them; with a
+    residual, each also with the residual read as one tile copy (r_shared)."""
+    tiles = [
+        {"block_M": bM, "block_N": bN, "block_K": bK, "num_stages": st, "threads": th, "swizzle": True, "flat_k": False}
+        for bM, bN, bK, st, th in (
+            (64, 128, 64, 4, 128),
+            (128, 64, 64, 4, 128),
+            (128, 128, 64, 4, 256),
+            (128, 128, 64, 3, 256),
+            (128, 128, 32, 4, 256),
+            (64, 256, 32, 4, 256),
+            (64, 256, 64, 3, 256),
+            (128, 256, 32, 3, 256),
+            (128, 256, 64, 3, 256),
+            (256, 128, 32, 3, 256),
+            (64, 64, 64, 4, 128),
+        )
+    ]
+    return tiles + [{**t, "r_shared": 1} for t in tiles] if residual else tiles
+
+
 def depthwise_grid(shape, hw) -> list[dict]:
     """Direct tiles (not yet timed on a GPU): NCHW, rows of 16-64 pixels by 1-16 rows by
     1-16 channels, 1 or 4 neighbours a thread; channels_last, 16-128 channels by 1-8 x 1-8 pixels; 4-16 outputs a
@@ -629,6 +668,8 @@ def cases(only: set[str], hw, own_only: bool = False) -> list[tuple[str, tuple, 
         out += [("conv1d", s, conv1d_grid(s)) for s in CONV1D]
     if "conv_bn" in only:  # the NCHW tiles beside the family's space (no stream: no epilogue there)
         out += [(f, s, nchw_tiles()) for f, s in CONV_BN]
+    if "conv_bn_cl" in only:
+        out += [(f, s, cl_tiles(f == "conv_bn_add_relu")) for f, s in CONV_BN_CL]
     full = []
     for fam_name, shape, grid in out:
         fam = kernels.get(fam_name)
