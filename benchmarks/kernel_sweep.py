@@ -203,6 +203,15 @@ CONV_BN_CL = [
     ("conv_bn_relu", (32, 56, 56, 256, 128, 1, 1, 1, 0, 0)),
     ("conv_bn_relu", (32, 224, 224, 3, 64, 7, 7, 2, 3, 0)),
 ]
+# The same 1x1s as plain conv2d: its space holds the gemm family's ping-pong tiles on the
+# GEMM view (conv2d's `gemm` key), which the fused families cannot take; these say what
+# that schedule is worth beside the implicit GEMM.
+CONV_CL_1X1 = [
+    (32, 56, 56, 64, 256, 1, 1, 1, 0, 0),
+    (32, 28, 28, 128, 512, 1, 1, 1, 0, 0),
+    (32, 14, 14, 256, 1024, 1, 1, 1, 0, 0),
+    (32, 28, 28, 512, 256, 1, 1, 1, 0, 0),
+]
 
 # (N, H, W, C, K, R, S, stride, pad, nchw, groups): MobileNetV2's depthwise 3x3s at batch 32
 # (112x112x32, 56x56x144 at stride 2, 14x14x576) as torchvision runs them (NCHW) and
@@ -670,6 +679,7 @@ def cases(only: set[str], hw, own_only: bool = False) -> list[tuple[str, tuple, 
         out += [(f, s, nchw_tiles()) for f, s in CONV_BN]
     if "conv_bn_cl" in only:
         out += [(f, s, cl_tiles(f == "conv_bn_add_relu")) for f, s in CONV_BN_CL]
+        out += [("conv2d", s, cl_tiles(False)) for s in CONV_CL_1X1]
     full = []
     for fam_name, shape, grid in out:
         fam = kernels.get(fam_name)

@@ -61,3 +61,19 @@ def test_conv_bn_times_resnet50s_patterns_on_the_familys_space_and_the_nchw_tile
     for fam, shape, configs, own in todo:
         assert own and configs[: len(own)] == own and len(configs) > len(own)
         assert not any(c.get("stream") or c.get("gemm") for c in configs)
+
+
+def test_conv_bn_cl_times_the_channels_last_patterns_over_wider_tiles_and_the_1x1s_as_conv2d():
+    todo = ks.cases({"conv_bn_cl"}, H200)
+    fused = [(f, s) for f, s, _, _ in todo if f != "conv2d"]
+    assert fused == ks.CONV_BN_CL and all(s[9] == 0 for _, s in fused)  # channels_last
+    plain = [s for f, s, _, _ in todo if f == "conv2d"]
+    assert plain == ks.CONV_CL_1X1
+    for fam, shape, configs, own in todo:
+        assert own and configs[: len(own)] == own
+        wide = [c for c in configs if c["block_M"] * c["block_N"] >= 128 * 256]
+        assert wide, f"{fam} {shape}: no 256-wide tile beyond the space"
+        if fam == "conv_bn_add_relu":  # each tile both ways: the residual per element and as one copy
+            assert {c.get("r_shared", 0) for c in wide} == {0, 1}
+        if fam == "conv2d":  # the gemm family's ping-pong schedule on the GEMM view
+            assert any(c.get("gemm") for c in own)
