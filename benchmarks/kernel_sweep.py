@@ -37,6 +37,7 @@ from evaluator.device import hardware
 from evaluator import kernels
 from evaluator.kernels import common as C
 from evaluator.kernels.gemm import pingpong as PP
+from evaluator.kernels.conv2d import rows_problem
 from evaluator.kernels.conv2d.programs import stream_problem
 from evaluator.measuring.checks import check_output
 
@@ -564,9 +565,10 @@ def nchw_tiles() -> list[dict]:
     ]
 
 
-def cl_tiles(residual: bool) -> list[dict]:
+def cl_tiles(shape: tuple, residual: bool) -> list[dict]:
     """The channels_last implicit GEMM's tiles over (pixels, output channels), the
-    256-wide ones the NCHW sweep found best on memory-heavy shapes among them; with a
+    256-wide ones the NCHW sweep found best on memory-heavy shapes among them; on a 1x1
+    whose pixel tile is rows of X, each also read as one tile copy (a_copy); with a
     residual, each also with the residual read as one tile copy (r_shared)."""
     tiles = [
         {"block_M": bM, "block_N": bN, "block_K": bK, "num_stages": st, "threads": th, "swizzle": True, "flat_k": False}
@@ -574,16 +576,13 @@ def cl_tiles(residual: bool) -> list[dict]:
             (64, 128, 64, 4, 128),
             (128, 64, 64, 4, 128),
             (128, 128, 64, 4, 256),
-            (128, 128, 64, 3, 256),
-            (128, 128, 32, 4, 256),
             (64, 256, 32, 4, 256),
-            (64, 256, 64, 3, 256),
             (128, 256, 32, 3, 256),
             (128, 256, 64, 3, 256),
-            (256, 128, 32, 3, 256),
-            (64, 64, 64, 4, 128),
         )
     ]
+    if rows_problem(shape, 64) is None:
+        tiles += [{**t, "a_copy": True} for t in tiles]
     return tiles + [{**t, "r_shared": 1} for t in tiles] if residual else tiles
 
 
@@ -678,8 +677,8 @@ def cases(only: set[str], hw, own_only: bool = False) -> list[tuple[str, tuple, 
     if "conv_bn" in only:  # the NCHW tiles beside the family's space (no stream: no epilogue there)
         out += [(f, s, nchw_tiles()) for f, s in CONV_BN]
     if "conv_bn_cl" in only:
-        out += [(f, s, cl_tiles(f == "conv_bn_add_relu")) for f, s in CONV_BN_CL]
-        out += [("conv2d", s, cl_tiles(False)) for s in CONV_CL_1X1]
+        out += [(f, s, cl_tiles(s, f == "conv_bn_add_relu")) for f, s in CONV_BN_CL]
+        out += [("conv2d", s, cl_tiles(s, False)) for s in CONV_CL_1X1]
     full = []
     for fam_name, shape, grid in out:
         fam = kernels.get(fam_name)

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
+from evaluator import kernels
 from evaluator.errors import KernelError
 from evaluator.kernels import common as C
 from evaluator.kernels.conv2d import layout as conv_layout
@@ -322,8 +323,9 @@ def test_search_space_gpu_fits_device():
     for shape in layers + [conv_module.channels_last(s) for s in layers] + FAM.standard_shapes("cuda"):
         for dtype in ("float16", "bfloat16"):
             space = FAM.search_space(shape, dtype, H200)
-            # Ten, plus the two stream configs of a 1x1 over large images.
-            assert 4 <= len(space) <= 12, (shape, len(space))
+            # Ten, plus the two stream configs of a 1x1 over large images (NCHW); a
+            # channels_last 1x1's eight tiles, three with a_copy and three ping-pong ones.
+            assert 4 <= len(space) <= 14, (shape, len(space))
             assert all(FAM.reject_reason(shape, dtype, c, H200) is None for c in space)
     # A 3-channel stem packs the taps densely instead of wasting most of each chunk.
     assert all(c["flat_k"] for c in FAM.search_space((32, 224, 224, 3, 64, 7, 7, 2, 3), "float16", H200))
@@ -367,8 +369,11 @@ def test_every_cuda_config_lowers_for_sm90(shape):
     for cfg in space:
         src = _lower(shape, "float16", cfg)
         # The gathered A tile streams through 16-byte async copies, the weights through TMA;
-        # a `gemm` config (a 1x1) loads both operands by TMA, as the gemm family's ping-pong.
-        assert ("cp_async_gs" in src or cfg.get("gemm")) and "tma_load" in src, cfg
+        # a `gemm` config (a 1x1) loads both operands by TMA, as the gemm family's ping-pong,
+        # and so does an `a_copy` one (a 1x1's pixel tile read as rows of X).
+        assert ("cp_async_gs" in src or cfg.get("gemm") or cfg.get("a_copy")) and "tma_load" in src, cfg
+        if cfg.get("a_copy"):
+            assert "cp_async" not in src and src.count("tma_load(") == 2, cfg
 
 
 def test_nchw_space_puts_the_measured_best_first():
@@ -599,11 +604,42 @@ def test_gemm_view_follows_the_first_config_on_hopper_only():
     # family's ping-pong tiles, one persistent block per SM.
     for shape in ((32, 56, 56, 64, 256, 1, 1, 1, 0, 0), (32, 14, 14, 1024, 256, 1, 1, 1, 0, 0)):
         space = FAM.search_space(shape, "float16", H200)
-        assert not space[0].get("gemm") and [c["gemm"] for c in space[1:4]] == [132, 132, 132]
+        # After the first config, its tile and the next two with the pixel tile read as
+        # rows of X (a_copy), then the ping-pong tiles.
+        assert not space[0].get("gemm") and [c.get("a_copy") for c in space[1:4]] == [True] * 3
+        assert {k: v for k, v in space[1].items() if k != "a_copy"} == space[0]
+        assert [c.get("gemm") for c in space[4:7]] == [132, 132, 132]
     for shape in (RESNET_3X3, (32, 56, 56, 64, 256, 1, 1, 1, 0, 1), (32, 56, 56, 256, 512, 1, 1, 2, 0, 0)):
         assert not [c for c in FAM.search_space(shape, "float16", H200) if c.get("gemm")], shape
     a100 = Hardware(**{**H200.__dict__, "name": "NVIDIA A100", "compute_capability": "8.0", "smem_per_block": 166912})
     assert not [c for c in FAM.search_space(RESNET_1X1, "float16", a100) if c.get("gemm")]
+
+
+def test_a_copy_is_offered_and_taken_only_where_the_pixel_tile_is_rows_of_x():
+    one = (32, 28, 28, 128, 512, 1, 1, 1, 0, 0)
+    cfg = next(c for c in FAM.search_space(one, "float16", H200) if c.get("a_copy"))
+    a100 = Hardware(**{**H200.__dict__, "name": "NVIDIA A100", "compute_capability": "8.0", "smem_per_block": 166912})
+    assert any(c.get("a_copy") for c in FAM.search_space(one, "float16", a100))  # a tile copy, not a Hopper feature
+    # A k x k filter, a stride, padding, NCHW, a channel tail: the tile is a gather there.
+    for shape in (RESNET_3X3, (32, 56, 56, 256, 512, 1, 1, 2, 0, 0), (2, 14, 14, 64, 32, 1, 1, 1, 1, 0), nchw(one)):
+        assert not [c for c in FAM.search_space(shape, "float16", H200) if c.get("a_copy")], shape
+        assert "a_copy" in FAM.reject_reason(shape, "float16", cfg, H200), shape
+    assert "rows of X: a 1x1, stride-1, unpadded" in FAM.reject_reason(RESNET_3X3, "float16", cfg, H200)
+    tail = (2, 14, 14, 96, 64, 1, 1, 1, 0, 0)
+    assert "whole channel chunks" in FAM.reject_reason(tail, "float16", {**cfg, "block_K": 64}, H200)
+    assert "pick one" in FAM.reject_reason(one, "float16", {**cfg, "flat_k": True}, H200)
+
+
+@pytest.mark.slow
+def test_a_copy_loads_both_operands_by_tma_on_a_warp_specialized_pipeline_for_sm90():
+    one = (32, 28, 28, 128, 512, 1, 1, 1, 0, 0)
+    for fam in (FAM, kernels.get("conv_bn_add_relu")):
+        space = fam.search_space(one, "float16", H200)
+        gather = C.lower_source(fam.program(one, "float16", space[0], SM90), SM90)
+        rows = C.lower_source(fam.program(one, "float16", next(c for c in space if c.get("a_copy")), SM90), SM90)
+        assert "cp_async" in gather and "warpgroup_reg_alloc" not in gather
+        # One producer warpgroup issues both TMA loads; the consumers run wgmma.
+        assert "cp_async" not in rows and rows.count("tma_load(") == 2 and "wgmma" in rows, fam.name
 
 
 @pytest.mark.slow

@@ -84,6 +84,10 @@ TC_DEFAULTS = {
     "swizzle": True,
     "flat_k": False,
     "gemm": 0,
+    # a_copy (1x1, stride 1, no padding, whole channel chunks): the pixel tile is rows of
+    # X read as one tile copy, as a GEMM's A is (on Hopper a TMA load the pipeline's
+    # producer issues), instead of the per-element gather a k x k filter needs.
+    "a_copy": False,
 }
 # NCHW: block_M tiles the output channels, block_N the output pixels of one image.
 # via_nhwc: run the channels_last program instead (block_M then tiles pixels, block_N
@@ -165,6 +169,18 @@ def gemm_problem(shape: Shape | Geometry) -> str | None:
     g = P.geometry(shape)
     if g.nchw or (g.R, g.S, g.sh, g.sw, g.ph, g.pw, g.G) != (1, 1, 1, 1, 0, 0, 1):
         return "gemm runs a 1x1, stride-1, unpadded channels_last convolution of one group as one GEMM"
+    return None
+
+
+def rows_problem(shape: Shape | Geometry, block_K: int) -> str | None:
+    """Why the pixel tile cannot be read as rows of X (config `a_copy`), or None."""
+    g = P.geometry(shape)
+    if g.nchw or (g.R, g.S, g.sh, g.sw, g.ph, g.pw, g.G) != (1, 1, 1, 1, 0, 0, 1):
+        return (
+            "a_copy reads the pixel tile as rows of X: a 1x1, stride-1, unpadded channels_last convolution of one group"
+        )
+    if g.C % block_K:
+        return f"a_copy needs whole channel chunks: C = {g.C} is not a multiple of block_K = {block_K}"
     return None
 
 
@@ -580,6 +596,11 @@ class Conv2dFamily(KernelFamily):
                     }
                     for bM, bN, st in ((128, 128, 5), (128, 64, 8), (128, 96, 6))
                 ]
+            if rows_problem(g, cands[0]["block_K"]) is None:
+                # Right behind the first config, the first three tiles with the pixel tile
+                # read as rows of X (a_copy); fine rounds flip it around the best.
+                tiles = [c for c in cands if not c.get("gemm")][:3]
+                cands[1:1] = [{**c, "a_copy": True} for c in tiles]
         # Ordered best guess first; the tuner tries the rest.
         return [c for c in cands if self.reject_reason(shape, dtype, c, hardware) is None]
 
@@ -750,6 +771,12 @@ class Conv2dFamily(KernelFamily):
             return None
         if cfg.get("flat_k") and g.nchw and not cfg["via_nhwc"]:
             return "flat_k is the channels_last gather's: it needs via_nhwc on an NCHW shape"
+        if cfg.get("a_copy"):
+            if cfg.get("flat_k"):
+                return "a_copy and flat_k are two ways to read the pixel tile: pick one"
+            why = rows_problem(g, cfg["block_K"])
+            if why:
+                return why
         if cfg.get("stream"):
             if cfg["via_nhwc"]:
                 return "stream and via_nhwc are two different schedules: pick one"

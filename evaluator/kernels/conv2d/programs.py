@@ -228,6 +228,9 @@ def tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], epilogu
     # An output-shaped epilogue input (conv_bn_add_relu's residual) read as a tile copy
     # instead of per element in the fragment's layout (scattered 4-byte loads).
     staged = bool(cfg.get("r_shared"))
+    # A 1x1, stride-1, unpadded convolution's pixel tile is rows of X (M, C): read as one
+    # tile copy (config a_copy; conv2d.rows_problem says when it applies).
+    rows = bool(cfg.get("a_copy"))
     c_chunks = C.ceildiv(Cin, bK)
     # Chunks that would straddle two (r, s) taps need the channel mask on both operands.
     c_tail = Cin % bK != 0
@@ -247,6 +250,7 @@ def tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], epilogu
             # KRSC is a plain (K, R*S*C) row-major matrix and NPQK a (M, K) one.
             W2 = T.reshape(Wt, (K, RSC))
             Y2 = T.reshape(Y, (M, K))
+            X2 = T.reshape(X, (M, Cin)) if rows else None  # NPQC, with P, Q = H, W
             # Panel rasterization keeps neighbouring blocks on the same weight panel in L2.
             T.use_swizzle(panel_size=10, enable=swizzle)
             T.clear(C_f)
@@ -262,6 +266,9 @@ def tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], epilogu
                             X[m // (P * Q), h, w, kk % Cin],
                             T.cast(0, dtype),
                         )
+                    T.copy(W2[bx * bN, ko * bK], B_s)
+                elif rows:
+                    T.copy(X2[by * bM, ko * bK], A_s)
                     T.copy(W2[bx * bN, ko * bK], B_s)
                 else:
                     r = ko // (S * c_chunks)
