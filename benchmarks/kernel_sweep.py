@@ -37,7 +37,7 @@ from evaluator.device import hardware
 from evaluator import kernels
 from evaluator.kernels import common as C
 from evaluator.kernels.gemm import pingpong as PP
-from evaluator.kernels.conv2d import rows_problem
+from evaluator.kernels.conv2d import copy_problem
 from evaluator.kernels.conv2d.programs import stream_problem
 from evaluator.measuring.checks import check_output
 
@@ -567,9 +567,10 @@ def nchw_tiles() -> list[dict]:
 
 def cl_tiles(shape: tuple, residual: bool) -> list[dict]:
     """The channels_last implicit GEMM's tiles over (pixels, output channels), the
-    256-wide ones the NCHW sweep found best on memory-heavy shapes among them; on a 1x1
-    whose pixel tile is rows of X, each also read as one tile copy (a_copy); with a
-    residual, each also with the residual read as one tile copy (r_shared)."""
+    256-wide ones the NCHW sweep found best on memory-heavy shapes among them; where one
+    tile copy can read the pixel tile (rows of X, or im2col: conv2d.copy_problem), each
+    also that way (a_copy); with a residual, each also with the residual read as one tile
+    copy (r_shared)."""
     tiles = [
         {"block_M": bM, "block_N": bN, "block_K": bK, "num_stages": st, "threads": th, "swizzle": True, "flat_k": False}
         for bM, bN, bK, st, th in (
@@ -581,7 +582,7 @@ def cl_tiles(shape: tuple, residual: bool) -> list[dict]:
             (128, 256, 64, 3, 256),
         )
     ]
-    if rows_problem(shape, 64) is None:
+    if copy_problem(shape, 64) is None:
         tiles += [{**t, "a_copy": True} for t in tiles]
     return tiles + [{**t, "r_shared": 1} for t in tiles] if residual else tiles
 

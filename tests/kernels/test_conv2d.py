@@ -370,10 +370,11 @@ def test_every_cuda_config_lowers_for_sm90(shape):
         src = _lower(shape, "float16", cfg)
         # The gathered A tile streams through 16-byte async copies, the weights through TMA;
         # a `gemm` config (a 1x1) loads both operands by TMA, as the gemm family's ping-pong,
-        # and so does an `a_copy` one (a 1x1's pixel tile read as rows of X).
+        # and so does an `a_copy` one (a 1x1's pixel tile read as rows of X, a 3x3's in
+        # TMA's im2col mode).
         assert ("cp_async_gs" in src or cfg.get("gemm") or cfg.get("a_copy")) and "tma_load" in src, cfg
         if cfg.get("a_copy"):
-            assert "cp_async" not in src and src.count("tma_load(") == 2, cfg
+            assert "cp_async" not in src and src.count("tma_load") == 2, cfg
 
 
 def test_nchw_space_puts_the_measured_best_first():
@@ -615,16 +616,20 @@ def test_gemm_view_follows_the_first_config_on_hopper_only():
     assert not [c for c in FAM.search_space(RESNET_1X1, "float16", a100) if c.get("gemm")]
 
 
-def test_a_copy_is_offered_and_taken_only_where_the_pixel_tile_is_rows_of_x():
-    one = (32, 28, 28, 128, 512, 1, 1, 1, 0, 0)
-    cfg = next(c for c in FAM.search_space(one, "float16", H200) if c.get("a_copy"))
+def test_a_copy_is_offered_and_taken_only_where_one_tile_copy_reads_the_pixel_tile():
+    one, three = (32, 28, 28, 128, 512, 1, 1, 1, 0, 0), RESNET_3X3
     a100 = Hardware(**{**H200.__dict__, "name": "NVIDIA A100", "compute_capability": "8.0", "smem_per_block": 166912})
-    assert any(c.get("a_copy") for c in FAM.search_space(one, "float16", a100))  # a tile copy, not a Hopper feature
-    # A k x k filter, a stride, padding, NCHW, a channel tail: the tile is a gather there.
-    for shape in (RESNET_3X3, (32, 56, 56, 256, 512, 1, 1, 2, 0, 0), (2, 14, 14, 64, 32, 1, 1, 1, 1, 0), nchw(one)):
+    for shape in (one, three, (32, 56, 56, 128, 128, 3, 3, 2, 1, 0)):  # a stride-2 3x3 too
+        assert any(c.get("a_copy") for c in FAM.search_space(shape, "float16", H200)), shape
+    # A 1x1's rows are a plain tile copy anywhere; a k x k filter's im2col copy is TMA's
+    # (Hopper): without it TileLang lowers im2col to a loop no better than the gather.
+    assert any(c.get("a_copy") for c in FAM.search_space(one, "float16", a100))
+    assert not any(c.get("a_copy") for c in FAM.search_space(three, "float16", a100))
+    cfg = next(c for c in FAM.search_space(one, "float16", H200) if c.get("a_copy"))
+    for shape in ((2, 14, 14, 64, 32, 1, 3, 1, 1, 0), nchw(one)):  # a non-square filter, NCHW
         assert not [c for c in FAM.search_space(shape, "float16", H200) if c.get("a_copy")], shape
         assert "a_copy" in FAM.reject_reason(shape, "float16", cfg, H200), shape
-    assert "rows of X: a 1x1, stride-1, unpadded" in FAM.reject_reason(RESNET_3X3, "float16", cfg, H200)
+    assert "square filter" in FAM.reject_reason((2, 14, 14, 64, 32, 1, 3, 1, 1, 0), "float16", cfg, H200)
     tail = (2, 14, 14, 96, 64, 1, 1, 1, 0, 0)
     assert "whole channel chunks" in FAM.reject_reason(tail, "float16", {**cfg, "block_K": 64}, H200)
     assert "pick one" in FAM.reject_reason(one, "float16", {**cfg, "flat_k": True}, H200)
@@ -633,13 +638,16 @@ def test_a_copy_is_offered_and_taken_only_where_the_pixel_tile_is_rows_of_x():
 @pytest.mark.slow
 def test_a_copy_loads_both_operands_by_tma_on_a_warp_specialized_pipeline_for_sm90():
     one = (32, 28, 28, 128, 512, 1, 1, 1, 0, 0)
-    for fam in (FAM, kernels.get("conv_bn_add_relu")):
-        space = fam.search_space(one, "float16", H200)
-        gather = C.lower_source(fam.program(one, "float16", space[0], SM90), SM90)
-        rows = C.lower_source(fam.program(one, "float16", next(c for c in space if c.get("a_copy")), SM90), SM90)
+    cases = [(FAM, one), (kernels.get("conv_bn_add_relu"), one), (kernels.get("conv_bn_relu"), RESNET_3X3)]
+    for fam, shape in cases:
+        space = fam.search_space(shape, "float16", H200)
+        gather = C.lower_source(fam.program(shape, "float16", space[0], SM90), SM90)
+        copied = C.lower_source(fam.program(shape, "float16", next(c for c in space if c.get("a_copy")), SM90), SM90)
         assert "cp_async" in gather and "warpgroup_reg_alloc" not in gather
-        # One producer warpgroup issues both TMA loads; the consumers run wgmma.
-        assert "cp_async" not in rows and rows.count("tma_load(") == 2 and "wgmma" in rows, fam.name
+        # One producer warpgroup issues both TMA loads (a 3x3's in im2col mode); the
+        # consumers run wgmma.
+        assert "cp_async" not in copied and copied.count("tma_load") == 2 and "wgmma" in copied, fam.name
+        assert "warpgroup_reg_alloc" in copied and ("tma_load_im2col" in copied) == (shape != one), fam.name
 
 
 @pytest.mark.slow

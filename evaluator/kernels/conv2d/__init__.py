@@ -84,9 +84,10 @@ TC_DEFAULTS = {
     "swizzle": True,
     "flat_k": False,
     "gemm": 0,
-    # a_copy (1x1, stride 1, no padding, whole channel chunks): the pixel tile is rows of
-    # X read as one tile copy, as a GEMM's A is (on Hopper a TMA load the pipeline's
-    # producer issues), instead of the per-element gather a k x k filter needs.
+    # a_copy: the pixel tile read by one tile copy instead of a per-element gather: a 1x1's
+    # rows of X as a GEMM's A, a square filter's through im2col (`copy_problem`). On Hopper
+    # both become TMA loads issued by the pipeline's producer warpgroup (the gather lowers
+    # to cp.async with no warp specialization).
     "a_copy": False,
 }
 # NCHW: block_M tiles the output channels, block_N the output pixels of one image.
@@ -172,16 +173,26 @@ def gemm_problem(shape: Shape | Geometry) -> str | None:
     return None
 
 
-def rows_problem(shape: Shape | Geometry, block_K: int) -> str | None:
-    """Why the pixel tile cannot be read as rows of X (config `a_copy`), or None."""
+def copy_problem(shape: Shape | Geometry, block_K: int) -> str | None:
+    """Why the pixel tile cannot be read by one tile copy (config `a_copy`), or None: a
+    1x1, stride-1, unpadded convolution's pixel tile is rows of X; a square filter with
+    one stride and one padding is TileLang's im2col (on Hopper TMA's im2col mode); both
+    take whole channel chunks, channels_last, one group."""
     g = P.geometry(shape)
-    if g.nchw or (g.R, g.S, g.sh, g.sw, g.ph, g.pw, g.G) != (1, 1, 1, 1, 0, 0, 1):
+    if g.nchw or g.G != 1 or g.R != g.S or g.sh != g.sw or g.ph != g.pw:
         return (
-            "a_copy reads the pixel tile as rows of X: a 1x1, stride-1, unpadded channels_last convolution of one group"
+            "a_copy reads the pixel tile by one tile copy: a channels_last convolution of one group "
+            "with a square filter, one stride and one padding"
         )
     if g.C % block_K:
         return f"a_copy needs whole channel chunks: C = {g.C} is not a multiple of block_K = {block_K}"
     return None
+
+
+def copies_rows(shape: Shape | Geometry) -> bool:
+    """Whether an a_copy pixel tile is plain rows of X (a 1x1, stride 1, no padding)."""
+    g = P.geometry(shape)
+    return (g.R, g.S, g.sh, g.sw, g.ph, g.pw) == (1, 1, 1, 1, 0, 0)
 
 
 def gemm_config(cfg: dict[str, Any], target: str) -> dict[str, Any]:
@@ -596,9 +607,11 @@ class Conv2dFamily(KernelFamily):
                     }
                     for bM, bN, st in ((128, 128, 5), (128, 64, 8), (128, 96, 6))
                 ]
-            if rows_problem(g, cands[0]["block_K"]) is None:
+            # A k x k filter's im2col copy is a TMA mode (elsewhere TileLang lowers it to
+            # a per-element loop no better than the gather); a 1x1's rows copy anywhere.
+            if copy_problem(g, cands[0]["block_K"]) is None and (copies_rows(g) or A.offers(hardware, ("tma",))):
                 # Right behind the first config, the first three tiles with the pixel tile
-                # read as rows of X (a_copy); fine rounds flip it around the best.
+                # read by one tile copy (a_copy); fine rounds flip it around the best.
                 tiles = [c for c in cands if not c.get("gemm")][:3]
                 cands[1:1] = [{**c, "a_copy": True} for c in tiles]
         # Ordered best guess first; the tuner tries the rest.
@@ -774,7 +787,7 @@ class Conv2dFamily(KernelFamily):
         if cfg.get("a_copy"):
             if cfg.get("flat_k"):
                 return "a_copy and flat_k are two ways to read the pixel tile: pick one"
-            why = rows_problem(g, cfg["block_K"])
+            why = copy_problem(g, cfg["block_K"])
             if why:
                 return why
         if cfg.get("stream"):

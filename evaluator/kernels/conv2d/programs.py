@@ -228,9 +228,11 @@ def tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], epilogu
     # An output-shaped epilogue input (conv_bn_add_relu's residual) read as a tile copy
     # instead of per element in the fragment's layout (scattered 4-byte loads).
     staged = bool(cfg.get("r_shared"))
-    # A 1x1, stride-1, unpadded convolution's pixel tile is rows of X (M, C): read as one
-    # tile copy (config a_copy; conv2d.rows_problem says when it applies).
-    rows = bool(cfg.get("a_copy"))
+    # The pixel tile by one tile copy (config a_copy; conv2d.copy_problem says when it
+    # applies): a 1x1, stride-1, unpadded convolution's is rows of X (M, C), a square
+    # filter's TileLang's im2col over NHWC.
+    copied = bool(cfg.get("a_copy"))
+    rows = copied and (R, S, sh, sw, ph, pw) == (1, 1, 1, 1, 0, 0)
     c_chunks = C.ceildiv(Cin, bK)
     # Chunks that would straddle two (r, s) taps need the channel mask on both operands.
     c_tail = Cin % bK != 0
@@ -269,6 +271,11 @@ def tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], epilogu
                     T.copy(W2[bx * bN, ko * bK], B_s)
                 elif rows:
                     T.copy(X2[by * bM, ko * bK], A_s)
+                    T.copy(W2[bx * bN, ko * bK], B_s)
+                elif copied:
+                    # k-step ko is tap ko // c_chunks, channels ko % c_chunks * bK on: the
+                    # same (r, s, c) order as the KRSC weight's flattened columns.
+                    T.im2col(X, A_s, by, ko, R, sh, 1, ph)
                     T.copy(W2[bx * bN, ko * bK], B_s)
                 else:
                     r = ko // (S * c_chunks)
