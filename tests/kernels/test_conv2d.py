@@ -20,6 +20,7 @@ from evaluator.kernels import common as C
 from evaluator.kernels.conv2d import layout as conv_layout
 from evaluator.kernels import conv2d as conv_module
 from evaluator.results import Hardware
+from evaluator.tuning import verify
 from tests.hardware import CPU, H200
 
 FAM = conv_module.FAMILY
@@ -633,6 +634,11 @@ def test_a_copy_is_offered_and_taken_only_where_one_tile_copy_reads_the_pixel_ti
     tail = (2, 14, 14, 96, 64, 1, 1, 1, 0, 0)
     assert "whole channel chunks" in FAM.reject_reason(tail, "float16", {**cfg, "block_K": 64}, H200)
     assert "pick one" in FAM.reject_reason(one, "float16", {**cfg, "flat_k": True}, H200)
+    # verify's nearby shape for it keeps the channels whole and the other tails.
+    for fam in (FAM, kernels.get("conv_bn_add_relu")):
+        near = verify.awkward_for(fam, one, "float16", cfg, SM90)
+        assert near[3] == one[3] and near[1] % 2 and near[2] % 2 and near[4] % 16, (fam.name, near)
+        assert verify.awkward_for(fam, one, "float16", {**cfg, "a_copy": False}, SM90)[3] % 16, fam.name
 
 
 @pytest.mark.slow

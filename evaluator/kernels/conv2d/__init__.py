@@ -491,7 +491,14 @@ class Conv2dFamily(KernelFamily):
         # The aligned second shape is for the `gemm` configs, which take no grouped shape.
         if self.geometry(self.check(shape)).G > 1:
             return [self.awkward_shape(shape)]
-        return super().awkward_shapes(shape)
+        return super().awkward_shapes(shape) + [self.whole_chunks_shape(shape)]
+
+    def whole_chunks_shape(self, shape: Shape) -> Shape:
+        """The awkward shape with the model's input channels kept, for a config that reads
+        whole channel chunks (`a_copy`): pixel tails (odd H and W) and an output-channel
+        tail still."""
+        awk = self.awkward_shape(shape)
+        return awk[:3] + (self.check(shape)[3],) + awk[4:]
 
     # ------------------------------------------------------------ data
 

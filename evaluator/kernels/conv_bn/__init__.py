@@ -214,7 +214,8 @@ class ConvBnFamily(KernelFamily):
         return CONV2D.awkward_shape(self.check(shape))
 
     def awkward_shapes(self, shape: Shape) -> list[Shape]:
-        return [self.awkward_shape(shape)]  # no gemm configs: no aligned second shape
+        # No gemm configs: no aligned second shape. The input channels kept for a_copy.
+        return [self.awkward_shape(shape), CONV2D.whole_chunks_shape(self.check(shape))]
 
     def layout_free(self, shape: Shape) -> Shape:
         return CONV2D.layout_free(shape)
