@@ -193,26 +193,22 @@ CONV_BN = [
 # ResNet-50's fused convolutions channels_last, the shapes whose kernels trailed
 # Inductor's most in the routed model (H100, --budget 3: each kept its space's first
 # config, 64x128; reports/examples/torchvision-resnet50/h100/2026-12-05-channels-last/):
-# every conv_bn_add_relu (the residual add in the epilogue) and the slower conv_bn_relus.
+# every conv_bn_add_relu (the residual add in the epilogue), the slower conv_bn_relus and
+# the 3x3s (stride 1 and 2) whose pixel tile TMA's im2col mode can read.
 CONV_BN_CL = [
     ("conv_bn_add_relu", (32, 56, 56, 64, 256, 1, 1, 1, 0, 0)),
     ("conv_bn_add_relu", (32, 28, 28, 128, 512, 1, 1, 1, 0, 0)),
     ("conv_bn_add_relu", (32, 14, 14, 256, 1024, 1, 1, 1, 0, 0)),
     ("conv_bn_add_relu", (32, 7, 7, 512, 2048, 1, 1, 1, 0, 0)),
     ("conv_bn_relu", (32, 14, 14, 256, 256, 3, 3, 1, 1, 0)),
+    ("conv_bn_relu", (32, 56, 56, 64, 64, 3, 3, 1, 1, 0)),
+    ("conv_bn_relu", (32, 56, 56, 128, 128, 3, 3, 2, 1, 0)),
     ("conv_bn_relu", (32, 28, 28, 512, 256, 1, 1, 1, 0, 0)),
-    ("conv_bn_relu", (32, 56, 56, 256, 128, 1, 1, 1, 0, 0)),
-    ("conv_bn_relu", (32, 224, 224, 3, 64, 7, 7, 2, 3, 0)),
 ]
 # The same 1x1s as plain conv2d: its space holds the gemm family's ping-pong tiles on the
 # GEMM view (conv2d's `gemm` key), which the fused families cannot take; these say what
 # that schedule is worth beside the implicit GEMM.
-CONV_CL_1X1 = [
-    (32, 56, 56, 64, 256, 1, 1, 1, 0, 0),
-    (32, 28, 28, 128, 512, 1, 1, 1, 0, 0),
-    (32, 14, 14, 256, 1024, 1, 1, 1, 0, 0),
-    (32, 28, 28, 512, 256, 1, 1, 1, 0, 0),
-]
+CONV_CL_1X1 = [(32, 56, 56, 64, 256, 1, 1, 1, 0, 0), (32, 28, 28, 128, 512, 1, 1, 1, 0, 0)]
 
 # (N, H, W, C, K, R, S, stride, pad, nchw, groups): MobileNetV2's depthwise 3x3s at batch 32
 # (112x112x32, 56x56x144 at stride 2, 14x14x576) as torchvision runs them (NCHW) and
