@@ -192,13 +192,17 @@ class KernelFamily(abc.ABC):
     # 16-byte aligned); 0 = none. Such a family's awkward shapes add one with tails at
     # that alignment, for the configs that refuse unaligned rows.
     awkward_align = 0
+    # Dims some of the family's configs need whole (conv2d's a_copy reads whole channel
+    # chunks): its awkward shapes end with one that keeps them at the model's size.
+    awkward_kept: tuple[str, ...] = ()
 
     def awkward_shapes(self, shape: Shape) -> list[Shape]:
         """Shapes near `shape` that no tile divides, most awkward first; verify checks
         the first one a config accepts. With `awkward_align`, the second keeps each moved
         dim a multiple of it but not of 16, so a schedule that needs aligned rows still
         meets tails in every dim. Then the same below the model's size (and aligned), for
-        schedules that bound a dim."""
+        schedules that bound a dim. Last, with `awkward_kept`, the first with those dims at
+        the model's size, for configs that need them whole."""
         awk = self.awkward_shape(shape)
         moved, a = set(self.awkward_dims), self.awkward_align
         # The same distance below the model's size, for a config whose schedule bounds a
@@ -212,8 +216,9 @@ class KernelFamily(abc.ABC):
             below = self.check(below) if below != awk else awk
         except KernelError:  # too small to be a problem of this family (a filter wider than H)
             below = awk
+        kept = [self.kept_shape(shape)] if self.awkward_kept else []
         if not a:
-            return [awk] + ([below] if below != awk else [])
+            return [awk] + ([below] if below != awk else []) + kept
 
         def aligned(d: int) -> int:
             up = C.round_up(d, a)
@@ -227,7 +232,13 @@ class KernelFamily(abc.ABC):
         if below != awk:
             names = self.shape_names
             out += [below, tuple(max(a, aligned_below(d)) if n in moved else d for n, d in zip(names, below))]
-        return out
+        return out + kept
+
+    def kept_shape(self, shape: Shape) -> Shape:
+        """The awkward shape with the `awkward_kept` dims at the model's size."""
+        awk = self.awkward_shape(shape)
+        full = tuple(shape) + awk[len(shape) :]
+        return tuple(d if n in self.awkward_kept else w for n, d, w in zip(self.shape_names, full, awk))
 
     def route(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Any:
         """One call of one of `functions` as a `swap.Route` (problem shape, kernel

@@ -52,6 +52,11 @@ def test_family_satisfies_protocol(name):
     dims = fam.awkward_dims
     assert len(awk) == len(shape) and all(awk[fam.shape_names.index(n)] % 16 for n in dims)
     shapes = fam.awkward_shapes(shape)
+    if fam.awkward_kept:  # the last keeps those dims at the model's size, the others awkward
+        *shapes, last = shapes
+        at = fam.shape_names.index
+        assert all(last[at(n)] == shape[at(n)] for n in fam.awkward_kept)
+        assert all(last[at(n)] % 16 for n in dims if n not in fam.awkward_kept)
     assert shapes[0] == awk and all(s[fam.shape_names.index(n)] % 16 for s in shapes for n in dims)
     # With awkward_align: above, aligned, below, aligned below; without: above, below.
     if fam.awkward_align:

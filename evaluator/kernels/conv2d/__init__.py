@@ -283,6 +283,9 @@ class Conv2dFamily(KernelFamily):
     # The `gemm` configs load rows by TMA (the gemm family's ping-pong): they are checked on
     # tails at multiples of 8 channels, every other config on the first awkward shape.
     awkward_align = 8
+    # An `a_copy` config reads whole channel chunks: checked on the last awkward shape,
+    # which keeps C and has pixel and output-channel tails.
+    awkward_kept = ("C",)
 
     # Where each op's stride / padding / dilation / groups sit among its arguments
     # (`concrete_inputs` follows the schema; mkldnn and cudnn put padding first).
@@ -491,14 +494,7 @@ class Conv2dFamily(KernelFamily):
         # The aligned second shape is for the `gemm` configs, which take no grouped shape.
         if self.geometry(self.check(shape)).G > 1:
             return [self.awkward_shape(shape)]
-        return super().awkward_shapes(shape) + [self.whole_chunks_shape(shape)]
-
-    def whole_chunks_shape(self, shape: Shape) -> Shape:
-        """The awkward shape with the model's input channels kept, for a config that reads
-        whole channel chunks (`a_copy`): pixel tails (odd H and W) and an output-channel
-        tail still."""
-        awk = self.awkward_shape(shape)
-        return awk[:3] + (self.check(shape)[3],) + awk[4:]
+        return super().awkward_shapes(shape)
 
     # ------------------------------------------------------------ data
 
@@ -617,8 +613,9 @@ class Conv2dFamily(KernelFamily):
             # A k x k filter's im2col copy is a TMA mode (elsewhere TileLang lowers it to
             # a per-element loop no better than the gather); a 1x1's rows copy anywhere.
             if copy_problem(g, cands[0]["block_K"]) is None and (copies_rows(g) or A.offers(hardware, ("tma",))):
-                # Right behind the first config, the first three tiles with the pixel tile
-                # read by one tile copy (a_copy); fine rounds flip it around the best.
+                # Right behind the first config (measured; tests/kernels/test_measured_order),
+                # the first three tiles with the pixel tile read by one tile copy (a_copy);
+                # fine rounds flip it around the best.
                 tiles = [c for c in cands if not c.get("gemm")][:3]
                 cands[1:1] = [{**c, "a_copy": True} for c in tiles]
         # Ordered best guess first; the tuner tries the rest.

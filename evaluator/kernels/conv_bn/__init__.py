@@ -174,6 +174,7 @@ class ConvBnFamily(KernelFamily):
     shape_names = ("N", "H", "W", "C", "K", "R", "S", "stride", "pad", "nchw")
     optional_dims = 1  # channels_last
     awkward_dims = ("H", "W", "C", "K")
+    awkward_kept = ("C",)  # conv2d's: a_copy reads whole channel chunks
     aten_ops = frozenset()  # fused: its shapes are the convolution's (profile_family)
     profile_family = "conv2d"
     fuses = (F.conv2d,)
@@ -214,8 +215,8 @@ class ConvBnFamily(KernelFamily):
         return CONV2D.awkward_shape(self.check(shape))
 
     def awkward_shapes(self, shape: Shape) -> list[Shape]:
-        # No gemm configs: no aligned second shape. The input channels kept for a_copy.
-        return [self.awkward_shape(shape), CONV2D.whole_chunks_shape(self.check(shape))]
+        # No gemm configs: no aligned second shape; the input channels kept for a_copy.
+        return [self.awkward_shape(shape), self.kept_shape(shape)]
 
     def layout_free(self, shape: Shape) -> Shape:
         return CONV2D.layout_free(shape)
