@@ -97,13 +97,14 @@ def test_a_bottleneck_routed_on_cuda_runs_its_patterns_fused():
     assert count(router, "conv_bn_add_relu") == (1, 0) and count(router, "conv_bn") == (1, 0)
 
 
-# Channels_last shapes whose pixel tile one tile copy reads (conv2d's `a_copy`): a 1x1's
-# rows of X, a 3x3's im2col (TMA's mode on Hopper), stride 2 too; pixel counts off every
-# tile (7x7 and 27x29 images), and verify's own nearby shape adds output-channel tails.
+# Channels_last shapes whose pixel tile one tile copy reads (conv2d's `a_copy`, offered
+# from 128 input and output channels): a 1x1's rows of X, a 3x3's im2col (TMA's mode on
+# Hopper), stride 2 too; pixel counts off every tile (7x7 and 27x29 images), and verify's
+# own nearby shape adds output-channel tails.
 A_COPY_SHAPES = [
     (4, 14, 14, 256, 1024, 1, 1, 1, 0, 0),
     (2, 7, 7, 512, 2048, 1, 1, 1, 0, 0),
-    (3, 27, 29, 64, 72, 3, 3, 1, 1, 0),
+    (3, 27, 29, 128, 136, 3, 3, 1, 1, 0),
     (3, 27, 29, 128, 136, 3, 3, 2, 1, 0),
 ]
 

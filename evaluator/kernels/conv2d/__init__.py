@@ -610,14 +610,7 @@ class Conv2dFamily(KernelFamily):
                     }
                     for bM, bN, st in ((128, 128, 5), (128, 64, 8), (128, 96, 6))
                 ]
-            # A k x k filter's im2col copy is a TMA mode (elsewhere TileLang lowers it to
-            # a per-element loop no better than the gather); a 1x1's rows copy anywhere.
-            if copy_problem(g, cands[0]["block_K"]) is None and (copies_rows(g) or A.offers(hardware, ("tma",))):
-                # Right behind the first config (measured; tests/kernels/test_measured_order),
-                # the first three tiles with the pixel tile read by one tile copy (a_copy);
-                # fine rounds flip it around the best.
-                tiles = [c for c in cands if not c.get("gemm")][:3]
-                cands[1:1] = [{**c, "a_copy": True} for c in tiles]
+            cands[1:1] = self._copy_space(g, hardware)
         # Ordered best guess first; the tuner tries the rest.
         return [c for c in cands if self.reject_reason(shape, dtype, c, hardware) is None]
 
@@ -705,6 +698,41 @@ class Conv2dFamily(KernelFamily):
             # Per-element tap decoding is the bottleneck there: small tiles and short chunks
             # (less padding of R*S*C) won on the 7x7 stem by 2.5x.
             out.sort(key=lambda c: (c["block_K"], c["block_M"] * c["block_N"]))
+        return out
+
+    @staticmethod
+    def _copy_space(g: Geometry, hw: Hardware) -> list[KernelConfig]:
+        """The tiles that read the pixel tile by one tile copy (a_copy), right behind the
+        measured first config (tests/kernels/test_measured_order). Measured on the H100
+        (kernel_sweep --only conv_bn_cl; reports/examples/kernels/h100-2026-12-06/): with
+        256 threads on 128x128 and 128x256 tiles it ran ResNet-50's 14x14x256 3x3 (with
+        its norm and ReLU) in 15.8 us against the gather's best 18.4, and the 28x28x128 ->
+        512 1x1 with its residual in 30.3 against 32.9 (torch.compile: 22.5 and 33.5); on
+        the gather's own tiles it gained nothing at 64x128 and lost at 64x64. With 64
+        input or output channels (one 64-deep k-step, or a 64-wide output) the copy lost
+        (a 56x56x64 3x3: 37.0 against 28.7), so it is offered from 128 of each. A k x k
+        filter's im2col copy is a TMA mode (elsewhere TileLang lowers it to a per-element
+        loop), so it is offered where TMA is; a 1x1's rows copy anywhere."""
+        if g.C < 128 or g.K < 128 or copy_problem(g, 64) is not None:
+            return []
+        if not (copies_rows(g) or A.offers(hw, ("tma",))):
+            return []
+        out = []
+        for bM, bN, stages in ((128, 128, 4), (128, 256, 3)):
+            if bN > max(64, C.next_pow2(g.K)):
+                continue  # wider than the output channels: wasted MMA work
+            out.append(
+                {
+                    "block_M": bM,
+                    "block_N": bN,
+                    "block_K": 64,
+                    "num_stages": stages,
+                    "threads": 256,
+                    "swizzle": True,
+                    "flat_k": False,
+                    "a_copy": True,
+                }
+            )
         return out
 
     def _grouped_space(self, g: Geometry) -> list[KernelConfig]:
