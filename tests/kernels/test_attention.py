@@ -20,7 +20,7 @@ from evaluator.kernels.attention import programs as P
 from evaluator.kernels import common as C
 from evaluator.kernels import attention as A
 from evaluator.results import Hardware
-from tests.hardware import CPU, H200
+from tests.hardware import A100, CPU, H200
 
 FAM = A.FAMILY
 SM90 = "cuda -arch=sm_90a"
@@ -345,8 +345,7 @@ def test_gpu_search_space_puts_the_measured_best_first():
     assert vit[0] == {**OVERLAP, "block_M": 64, "block_N": 208, "threads": 128}  # every key in one block
     # Without sm_90 the overlap schedule is refused: the largest query tile that gives
     # every SM a block comes first instead.
-    a100 = Hardware(**{**H200.__dict__, "name": "NVIDIA A100", "compute_capability": "8.0", "smem_per_block": 166912})
-    old = FAM.search_space((16, 12, 197, 197, 64, 0), "float16", a100)
+    old = FAM.search_space((16, 12, 197, 197, 64, 0), "float16", A100)
     assert not old[0].get("overlap") and 16 * 12 * C.ceildiv(197, old[0]["block_M"]) >= 132
 
 
@@ -357,9 +356,8 @@ def test_overlap_config_checks():
     assert "multiple of 128" in FAM.reject_reason(
         GPU_SHAPE, "float16", {**OVERLAP, "block_M": 32, "block_N": 32, "threads": 64}, H200
     )
-    a100 = Hardware(**{**H200.__dict__, "name": "NVIDIA A100", "compute_capability": "8.0", "smem_per_block": 166912})
-    assert "sm_90" in FAM.reject_reason(GPU_SHAPE, "float16", OVERLAP, a100)
-    assert not [c for c in FAM.search_space(GPU_SHAPE, "float16", a100) if c.get("overlap")]
+    assert "sm_90" in FAM.reject_reason(GPU_SHAPE, "float16", OVERLAP, A100)
+    assert not [c for c in FAM.search_space(GPU_SHAPE, "float16", A100) if c.get("overlap")]
     # The tuner's neighbour of the first config flips the flag: rejected with the reason.
     big = (4, 32, 4096, 4096, 128, 1)
     first = FAM.search_space(big, "float16", H200)[0]

@@ -20,21 +20,11 @@ import pytest
 from evaluator.kernels.attention import pingpong as PPA
 from evaluator.kernels import common as C
 from evaluator.kernels import attention as A
-from evaluator.results import Hardware
 from tests.barriers import Barrier, interleave
-from tests.hardware import H200
+from tests.hardware import A100, H200
 
 FAM = A.FAMILY
 SM90 = "cuda -arch=sm_90a"
-A100 = Hardware(
-    target="cuda",
-    device="cuda",
-    name="NVIDIA A100",
-    platform="a100",
-    cores=108,
-    smem_per_block=166912,
-    compute_capability="8.0",
-)
 PING = {"block_M": 128, "block_N": 128, "num_stages": 2, "threads": 256, "pingpong": True}
 SHAPES = [
     (4, 32, 4096, 4096, 128, 0),

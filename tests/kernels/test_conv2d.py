@@ -21,7 +21,7 @@ from evaluator.kernels.conv2d import layout as conv_layout
 from evaluator.kernels import conv2d as conv_module
 from evaluator.results import Hardware
 from evaluator.tuning import verify
-from tests.hardware import CPU, H200
+from tests.hardware import A100, CPU, H200
 
 FAM = conv_module.FAMILY
 SM90 = "cuda -arch=sm_90a"
@@ -611,13 +611,11 @@ def test_gemm_view_follows_the_first_config_on_hopper_only():
         assert [c.get("gemm") for c in space[1 + copies : 4 + copies]] == [132, 132, 132]
     for shape in (RESNET_3X3, (32, 56, 56, 64, 256, 1, 1, 1, 0, 1), (32, 56, 56, 256, 512, 1, 1, 2, 0, 0)):
         assert not [c for c in FAM.search_space(shape, "float16", H200) if c.get("gemm")], shape
-    a100 = Hardware(**{**H200.__dict__, "name": "NVIDIA A100", "compute_capability": "8.0", "smem_per_block": 166912})
-    assert not [c for c in FAM.search_space(RESNET_1X1, "float16", a100) if c.get("gemm")]
+    assert not [c for c in FAM.search_space(RESNET_1X1, "float16", A100) if c.get("gemm")]
 
 
 def test_a_copy_is_offered_and_taken_only_where_one_tile_copy_reads_the_pixel_tile():
     one, three = (32, 28, 28, 128, 512, 1, 1, 1, 0, 0), (32, 14, 14, 256, 256, 3, 3, 1, 1, 0)
-    a100 = Hardware(**{**H200.__dict__, "name": "NVIDIA A100", "compute_capability": "8.0", "smem_per_block": 166912})
     for shape in (one, three, (32, 56, 56, 128, 128, 3, 3, 2, 1, 0)):  # a stride-2 3x3 too
         space = FAM.search_space(shape, "float16", H200)
         # Behind the measured first config, the two tiles the H100 sweep measured.
@@ -630,8 +628,8 @@ def test_a_copy_is_offered_and_taken_only_where_one_tile_copy_reads_the_pixel_ti
         assert not [c for c in FAM.search_space(shape, "float16", H200) if c.get("a_copy")], shape
     # A 1x1's rows are a plain tile copy anywhere; a k x k filter's im2col copy is TMA's
     # (Hopper): without it TileLang lowers im2col to a loop no better than the gather.
-    assert any(c.get("a_copy") for c in FAM.search_space(one, "float16", a100))
-    assert not any(c.get("a_copy") for c in FAM.search_space(three, "float16", a100))
+    assert any(c.get("a_copy") for c in FAM.search_space(one, "float16", A100))
+    assert not any(c.get("a_copy") for c in FAM.search_space(three, "float16", A100))
     cfg = next(c for c in FAM.search_space(one, "float16", H200) if c.get("a_copy"))
     for shape in ((2, 14, 14, 64, 32, 1, 3, 1, 1, 0), nchw(one)):  # a non-square filter, NCHW
         assert not [c for c in FAM.search_space(shape, "float16", H200) if c.get("a_copy")], shape

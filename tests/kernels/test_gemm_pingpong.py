@@ -25,10 +25,9 @@ from evaluator.kernels import common as C
 from evaluator.kernels.gemm import pingpong as PP
 from evaluator.kernels import gemm as G
 from evaluator.kernels import get
-from evaluator.results import Hardware
 from tests.barriers import Barrier, interleave
 from evaluator.device.targets import TARGETS
-from tests.hardware import H200
+from tests.hardware import A100, H200
 
 FAM = get("gemm")
 SM90 = "cuda -arch=sm_90a"
@@ -363,15 +362,6 @@ def test_pingpong_counts_both_output_tiles_in_shared_memory():
 
 
 def test_search_space_offers_pingpong_early_on_hopper_only():
-    a100 = Hardware(
-        target="cuda",
-        device="cuda",
-        name="NVIDIA A100",
-        platform="a100",
-        cores=108,
-        smem_per_block=166912,
-        compute_capability="8.0",
-    )
     for shape in ((3152, 3072, 768), (512, 2048, 2048), (1024, 768, 3072), (2048, 2304, 768), (3152, 768, 768)):
         space = FAM.search_space(shape, "float16", H200)
         ping = [c for c in space if c["pingpong"]]
@@ -382,7 +372,7 @@ def test_search_space_offers_pingpong_early_on_hopper_only():
         assert all(FAM.reject_reason(shape, "float16", c, H200) is None for c in ping)
         # All next to the first pick, inside the first batch a short budget compiles.
         assert ping == [c for c in space[: len(ping) + 1] if c["pingpong"]]
-        assert not any(c["pingpong"] for c in FAM.search_space(shape, "float16", a100))
+        assert not any(c["pingpong"] for c in FAM.search_space(shape, "float16", A100))
         for other in ("b200", "mi300x"):  # Blackwell has no wgmma; AMD's capability is a gfx arch
             assert not any(c["pingpong"] for c in FAM.search_space(shape, "float16", TARGETS[other].hardware()))
     # Decode shapes (M <= 64) and rows TMA cannot address get none.
