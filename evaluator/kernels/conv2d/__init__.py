@@ -189,12 +189,6 @@ def copy_problem(shape: Shape | Geometry, block_K: int) -> str | None:
     return None
 
 
-def copies_rows(shape: Shape | Geometry) -> bool:
-    """Whether an a_copy pixel tile is plain rows of X (a 1x1, stride 1, no padding)."""
-    g = P.geometry(shape)
-    return (g.R, g.S, g.sh, g.sw, g.ph, g.pw) == (1, 1, 1, 1, 0, 0)
-
-
 def gemm_config(cfg: dict[str, Any], target: str) -> dict[str, Any]:
     """The gemm family's config for a conv2d config with `gemm` set: the same tile, on
     CUDA as ping-pong on cfg["gemm"] persistent blocks."""
@@ -715,7 +709,7 @@ class Conv2dFamily(KernelFamily):
         loop), so it is offered where TMA is; a 1x1's rows copy anywhere."""
         if g.C < 128 or g.K < 128 or copy_problem(g, 64) is not None:
             return []
-        if not (copies_rows(g) or A.offers(hw, ("tma",))):
+        if not (P.copies_rows(g) or A.offers(hw, ("tma",))):
             return []
         out = []
         for bM, bN, stages in ((128, 128, 4), (128, 256, 3)):

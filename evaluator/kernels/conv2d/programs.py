@@ -232,7 +232,7 @@ def tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], epilogu
     # applies): a 1x1, stride-1, unpadded convolution's is rows of X (M, C), a square
     # filter's TileLang's im2col over NHWC.
     copied = bool(cfg.get("a_copy"))
-    rows = copied and (R, S, sh, sw, ph, pw) == (1, 1, 1, 1, 0, 0)
+    rows = copied and copies_rows(g)
     c_chunks = C.ceildiv(Cin, bK)
     # Chunks that would straddle two (r, s) taps need the channel mask on both operands.
     c_tail = Cin % bK != 0
@@ -402,6 +402,12 @@ def nchw_tc_program(shape: Shape | Geometry, dtype: str, cfg: dict[str, Any], ep
 # The stream schedule holds a whole (C, block_N) pixel tile per pipeline stage: C is
 # bounded so that two or more stages fit in shared memory next to the weight tile.
 STREAM_MAX_C = 128
+
+
+def copies_rows(shape: Shape | Geometry) -> bool:
+    """Whether an a_copy pixel tile is plain rows of X (a 1x1, stride 1, no padding)."""
+    g = geometry(shape)
+    return (g.R, g.S, g.sh, g.sw, g.ph, g.pw) == (1, 1, 1, 1, 0, 0)
 
 
 def stream_problem(shape: Shape | Geometry) -> str | None:
