@@ -261,6 +261,35 @@ def test_a_users_rotary_function_routes_and_a_scan_runs_it_as_written():
     assert mod.apply_rope is original  # put back
 
 
+def test_a_rotary_call_giving_its_defaults_by_name_is_routed_and_marked():
+    # ModernBERT calls apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1): the default, so the kernel's call
+    mod = _rope_module(_HF_ROPE)
+    model = torch.nn.Sequential(mod.Attention())
+    b, s, hq, hk, d = 2, 8, 2, 1, 16
+    q, k = torch.randn(b, hq, s, d), torch.randn(b, hk, s, d)
+    angle = torch.randn(1, s, d // 2)
+    cos, sin = torch.cat((angle, angle), -1).cos(), torch.cat((angle, angle), -1).sin()
+    fam = kernels.get("rope")
+    table = swap.KernelTable("float32", "c")
+    shape = (b, s, hq, hk, d, 0)
+    table.add("rope", shape, {}, fam.build(shape, "float32", {"block_tokens": 4}, "c"))
+    router = swap.Router([fam], table, model=model)
+    with torch.inference_mode(), router:
+        expected = mod.apply_rope(q, k, cos, sin)
+        for extra, named in (((), {"unsqueeze_dim": 1}), ((1,), {})):
+            got = mod.apply_rope(q, k, cos, sin, *extra, **named)
+            for g, e in zip(got, expected):
+                torch.testing.assert_close(g, e)
+        mod.apply_rope(q.transpose(1, 2), k.transpose(1, 2), cos, sin, unsqueeze_dim=2)  # not the default
+    assert router.ran[("rope", "2x8x2x1x16x0")] == 3 and not router.fell_back
+    seen = []
+    with written.marked(model, rope_shape=lambda q, k, cos, sin, form: seen.append(q.shape) or (1,)):
+        mod.apply_rope(q, k, cos, sin, unsqueeze_dim=1)
+        mod.apply_rope(q, k, cos, sin, 1)
+        mod.apply_rope(q.transpose(1, 2), k.transpose(1, 2), cos, sin, unsqueeze_dim=2)
+    assert seen == [q.shape, q.shape]
+
+
 def test_the_profile_gives_the_rotary_embedding_its_calls_and_shape():
     m = load_model(
         "hf:LlamaModel,num_hidden_layers=2,hidden_size=64,intermediate_size=128,num_attention_heads=4,"

@@ -209,21 +209,21 @@ def marked(model: torch.nn.Module, rope_shape: Callable | None = None) -> contex
     def make_rope(r: WrittenRope, fn):
         def marked_rope(*args, **kwargs):
             shape = None
-            if (
-                rope_shape is not None
-                and not getattr(_UNMARKED, "on", False)
-                and not kwargs
-                and len(args) == (3 if r.form.single or r.form.table else 4)
-            ):
+            n = 3 if r.form.single or r.form.table else 4
+            rest = args[n:]
+            # further arguments at their defaults compute what the probe checked (the table form takes none)
+            plain = not (rest or kwargs) if r.form.table else _at_defaults(fn, n, rest, kwargs)
+            if rope_shape is not None and not getattr(_UNMARKED, "on", False) and len(args) >= n and plain:
+                head = args[:n]
                 if r.form.single:
-                    x, a, b = args
+                    x, a, b = head
                     sin, cos = (a, b) if r.form.sin_first else (b, a)
                     shape = rope_shape(x, None, cos, sin, r.form)
                 elif r.form.table:
-                    angles = table_angles(args[0])
-                    shape = None if angles is None else rope_shape(args[1], args[2], *angles, form=r.form)
+                    angles = table_angles(head[0])
+                    shape = None if angles is None else rope_shape(head[1], head[2], *angles, form=r.form)
                 else:
-                    shape = rope_shape(*args, form=r.form)
+                    shape = rope_shape(*head, form=r.form)
             if shape is None:
                 return fn(*args, **kwargs)
             with record_function(f"{PREFIX}{ROPE}::{'x'.join(map(str, shape))}"):
@@ -361,7 +361,7 @@ def _as_rotary(r: WrittenRope, fn):
     if r.form.single:
 
         def as_one_call(x, a, b, *args, **kwargs):
-            if args or kwargs:  # a parameter of another version's: as written
+            if not _at_defaults(fn, 3, args, kwargs):  # a parameter of another version's: as written
                 return fn(x, a, b, *args, **kwargs)
             sin, cos = (a, b) if r.form.sin_first else (b, a)
             return rotary(x, None, cos, sin, written=fn, form=r.form)
@@ -369,7 +369,7 @@ def _as_rotary(r: WrittenRope, fn):
         return as_one_call
 
     def as_call(q, k, cos, sin, *args, **kwargs):
-        if args or kwargs:  # another unsqueeze_dim, or a parameter of another version's: as written
+        if not _at_defaults(fn, 4, args, kwargs):  # another unsqueeze_dim, or a parameter of another version's
             return fn(q, k, cos, sin, *args, **kwargs)
         return rotary(q, k, cos, sin, written=fn, form=r.form)
 
@@ -455,6 +455,37 @@ def find_rotary(model: torch.nn.Module) -> tuple[WrittenRope, ...]:
                 found.append(WrittenRope(module, name, fn, form))
     _ROPES[model] = tuple(found)
     return _ROPES[model]
+
+
+def _at_defaults(fn, n: int, args: tuple, kwargs: dict) -> bool:
+    """Whether the arguments after fn's first n each give its parameter's default (ModernBERT
+    passes `unsqueeze_dim=1`, the default, by name): such a call computes what the probe
+    checked, so it is the kernel's as much as the call without them."""
+    if not args and not kwargs:
+        return True
+    try:
+        params = list(inspect.signature(fn.forward if isinstance(fn, torch.nn.Module) else fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    named = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][n:]
+    if len(args) > len(named):
+        return False
+    given = {p.name: v for p, v in zip(named, args)}
+    keywords = {p.name: p for p in named if p.kind is p.POSITIONAL_OR_KEYWORD}
+    keywords |= {p.name: p for p in params if p.kind is p.KEYWORD_ONLY}
+    for name, v in kwargs.items():
+        if name in given or name not in keywords:
+            return False
+        given[name] = v
+    defaults = {p.name: p.default for p in params}
+    # plain values only (an int, a bool, None): a tensor's == is not one answer
+    return all(
+        defaults[name] is not inspect.Parameter.empty
+        and isinstance(v, (int, float, bool, str, type(None)))
+        and type(v) is type(defaults[name])
+        and v == defaults[name]
+        for name, v in given.items()
+    )
 
 
 def _rope_signature(fn) -> str | None:
