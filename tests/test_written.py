@@ -150,6 +150,35 @@ def test_a_router_without_the_model_or_without_an_rmsnorm_family_leaves_written_
     assert sum(router.fell_back[("rmsnorm", "32x64")].values()) == 5  # no kernel in the table: counted
 
 
+class _NormedHeads(torch.nn.Module):
+    """Gemma 3's order: q's heads normed as the transposed view of its projection, then SDPA."""
+
+    def __init__(self, heads=2, dim=16):
+        super().__init__()
+        self.heads, self.norm = heads, _Norm(dim)
+
+    def forward(self, x):  # x [B, S, heads * dim]
+        b, s, _ = x.shape
+        q = self.norm(x.view(b, s, self.heads, -1).transpose(1, 2))
+        return q, F.scaled_dot_product_attention(q, q, q)
+
+
+def test_a_norm_the_router_does_not_take_runs_as_written_in_its_inputs_layout():
+    model, x = _NormedHeads(), torch.randn(2, 8, 32)
+    with torch.inference_mode():
+        want, _ = model(x)
+    assert want.stride() == (256, 16, 32, 1)  # the written norm keeps the transposed view's layout
+    router = swap.Router(
+        [kernels.get("rmsnorm"), kernels.get("attention")], swap.KernelTable("float32", "c"), model=model
+    )
+    with torch.inference_mode(), router:
+        got, _ = model(x)
+    assert sum(router.fell_back[("rmsnorm", "32x16")].values()) == 1  # no kernel: counted, run as written
+    assert got.stride() == want.stride() and torch.equal(got, want)
+    # so the attention after it sees q, k and v as the model gives them: heads of a [B, S, 2, D] buffer
+    assert [s for f, s in router.fell_back if f == "attention"] == ["2x2x8x8x16x0x2x2x2"]
+
+
 # ---------------------------------------------------------------- rotary embeddings
 
 

@@ -237,20 +237,19 @@ def marked(model: torch.nn.Module, rope_shape: Callable | None = None) -> contex
     return stack
 
 
-# as_calls(as_written=True): the F.rms_norm calls in flight, by id of their input, each
-# with that input (weakly) and the norm's forward as written; `call` runs that forward.
+# as_calls: the F.rms_norm calls in flight, by id of their input, each with that input
+# (weakly) and the norm's forward as written; `call` runs that forward.
 _IN_FLIGHT: dict[int, tuple["weakref.ref[torch.Tensor]", object]] = {}
 
 
-def as_calls(
-    model: torch.nn.Module, *, as_written: bool = False, families: frozenset = FAMILIES
-) -> contextlib.AbstractContextManager:
-    """Each written-out norm's forward as one F.rms_norm call (for a router to take).
-    With `as_written` (a scanning router, which routes nothing: its PyTorch side must be
-    the model as written), the call still reaches the router as F.rms_norm, so that a
-    residual add before it is seen as add_rmsnorm's pattern, but `call` runs it as the
-    model wrote it: on the H200 a reference that ran F.rms_norm instead timed llama's
-    written norms as if PyTorch fused them."""
+def as_calls(model: torch.nn.Module, *, families: frozenset = FAMILIES) -> contextlib.AbstractContextManager:
+    """Each written-out norm's forward as one F.rms_norm call (for a router to take). A
+    call the router does not take (a scanning router's, which routes nothing; a shape not
+    tuned) runs as the model wrote it (`call`): on the H200 a reference that ran
+    F.rms_norm instead timed llama's written norms as if PyTorch fused them, and
+    F.rms_norm returns a contiguous tensor where the written form keeps its input's
+    layout (Gemma 3 norms q and k as transposed views), so the calls after it would see
+    other shapes than the model's."""
 
     def make(n: WrittenNorm, forward):
         def as_call(x, *args, **kwargs):
@@ -262,8 +261,6 @@ def as_calls(
                 or x.dtype != n.module.weight.dtype
             ):
                 return forward(x, *args, **kwargs)
-            if not as_written:
-                return F.rms_norm(x, (n.cols,), n.weight(), n.eps)
             _IN_FLIGHT[id(x)] = (weakref.ref(x), forward)
             try:
                 return F.rms_norm(x, (n.cols,), n.weight(), n.eps)
@@ -281,8 +278,8 @@ def as_calls(
 
 
 def call(func, args: tuple, kwargs: dict):
-    """Run a call a router did not take: an F.rms_norm that `as_calls(as_written=True)`
-    made of a written-out norm runs that norm's forward as written; any other call as is."""
+    """Run a call a router did not take: an F.rms_norm that `as_calls` made of a
+    written-out norm runs that norm's forward as written; any other call as is."""
     if func is F.rms_norm and args and isinstance(args[0], torch.Tensor):
         hit = _IN_FLIGHT.get(id(args[0]))
         if hit is not None and hit[0]() is args[0]:
