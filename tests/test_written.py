@@ -179,6 +179,19 @@ def test_a_norm_the_router_does_not_take_runs_as_written_in_its_inputs_layout():
     assert [s for f, s in router.fell_back if f == "attention"] == ["2x2x8x8x16x0x2x2x2"]
 
 
+def test_a_norm_called_on_another_dtype_than_its_weight_is_counted_and_runs_as_written():
+    # Mamba's last norm in float16: its input is the float32 residual stream
+    model = torch.nn.Sequential(_Norm(16)).half()
+    x = torch.randn(4, 16)
+    with torch.inference_mode():
+        want = model(x)
+    router = swap.Router([kernels.get("rmsnorm")], swap.KernelTable("float16", "c"), model=model)
+    with torch.inference_mode(), router:
+        got = model(x)
+    assert router.fell_back[("rmsnorm", "")] == {"dtype float32 (kernels are float16)": 1}
+    assert got.dtype == want.dtype == torch.float32 and torch.equal(got, want)
+
+
 # ---------------------------------------------------------------- rotary embeddings
 
 

@@ -253,13 +253,10 @@ def as_calls(model: torch.nn.Module, *, families: frozenset = FAMILIES) -> conte
 
     def make(n: WrittenNorm, forward):
         def as_call(x, *args, **kwargs):
-            if (
-                args
-                or kwargs
-                or not isinstance(x, torch.Tensor)
-                or x.shape[-1:] != (n.cols,)
-                or x.dtype != n.module.weight.dtype
-            ):
+            # Another dtype than the weight's (Mamba's last norm on its float32 residual
+            # stream, float16 weight) is still the family's call: the route says why it
+            # stays in PyTorch, and `call` runs it as written.
+            if args or kwargs or not isinstance(x, torch.Tensor) or x.shape[-1:] != (n.cols,):
                 return forward(x, *args, **kwargs)
             _IN_FLIGHT[id(x)] = (weakref.ref(x), forward)
             try:
