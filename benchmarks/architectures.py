@@ -242,6 +242,20 @@ MORE = {
         "qk_nope_head_dim=16,v_head_dim=16,vocab_size=1000",
         {},
     ),
+    # A shared expert beside the routed ones, gated by a sigmoid.
+    "qwen2-moe": (
+        "hf:Qwen2MoeModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=4,num_key_value_heads=2,"
+        "intermediate_size=128,moe_intermediate_size=32,shared_expert_intermediate_size=64,num_experts=4,"
+        "num_experts_per_tok=2,vocab_size=1000",
+        {},
+    ),
+    "deepseek-v2": (
+        "hf:DeepseekV2Model,num_hidden_layers=2,hidden_size=64,num_attention_heads=4,num_key_value_heads=4,"
+        "intermediate_size=128,moe_intermediate_size=32,n_routed_experts=4,num_experts_per_tok=2,n_group=1,"
+        "topk_group=1,first_k_dense_replace=1,q_lora_rank=32,kv_lora_rank=32,qk_rope_head_dim=8,"
+        "qk_nope_head_dim=16,v_head_dim=16,vocab_size=1000",
+        {},
+    ),
     "modernbert": (
         "hf:ModernBertModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
         'vocab_size=1000,layer_types=["full_attention","sliding_attention"],local_attention=16,pad_token_id=0',
