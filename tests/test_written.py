@@ -179,6 +179,23 @@ def test_a_norm_the_router_does_not_take_runs_as_written_in_its_inputs_layout():
     assert [s for f, s in router.fell_back if f == "attention"] == ["2x2x8x8x16x0x2x2x2"]
 
 
+def test_a_routed_norm_hands_on_its_result_in_the_layout_the_written_norm_gives():
+    model, x = _NormedHeads(), torch.randn(2, 8, 32)
+    with torch.inference_mode():
+        want, _ = model(x)
+    fam, conf = kernels.get("rmsnorm"), {"block_rows": 4, "buffered": True, "eps": 1e-6}
+    table = swap.KernelTable("float32", "c")
+    table.add("rmsnorm", (32, 16), conf, fam.build((32, 16), "float32", conf, "c"))
+    router = swap.Router([fam, kernels.get("attention")], table, model=model)
+    with torch.inference_mode(), router:
+        got, _ = model(x)
+    assert router.ran[("rmsnorm", "32x16")] == 1
+    assert got.stride() == want.stride()
+    torch.testing.assert_close(got, want)
+    # the attention after it sees q, k and v at the pitch the profile saw, not contiguous
+    assert [s for f, s in router.fell_back if f == "attention"] == ["2x2x8x8x16x0x2x2x2"]
+
+
 def test_a_norm_called_on_another_dtype_than_its_weight_is_counted_and_runs_as_written():
     # Mamba's last norm in float16: its input is the float32 residual stream
     model = torch.nn.Sequential(_Norm(16)).half()

@@ -260,9 +260,10 @@ def as_calls(model: torch.nn.Module, *, families: frozenset = FAMILIES) -> conte
                 return forward(x, *args, **kwargs)
             _IN_FLIGHT[id(x)] = (weakref.ref(x), forward)
             try:
-                return F.rms_norm(x, (n.cols,), n.weight(), n.eps)
+                out = F.rms_norm(x, (n.cols,), n.weight(), n.eps)
             finally:
                 _IN_FLIGHT.pop(id(x), None)
+            return _laid_out_as(out, x)
 
         return as_call
 
@@ -272,6 +273,20 @@ def as_calls(model: torch.nn.Module, *, families: frozenset = FAMILIES) -> conte
     if ROPE in families:  # one `rotary` call each, which runs the function as written unless routed
         stack.enter_context(_patched_globals(find_rotary(model), _as_rotary))
     return stack
+
+
+def _laid_out_as(out, x: torch.Tensor):
+    """A norm's result in the layout its written form gives: elementwise ops keep their
+    input's (Gemma 3 norms q and k as transposed views), where a kernel writes rows in
+    order. The calls after it then see the model's layouts (attention's row pitch), as
+    the profile did."""
+    if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+        return out
+    with torch._C.DisableTorchFunction():  # bookkeeping: no mode (a router, a count) is to see it
+        if x.is_contiguous():
+            return out
+        like = torch.empty_like(x, dtype=out.dtype)
+        return out if like.stride() == out.stride() else like.copy_(out)
 
 
 def call(func, args: tuple, kwargs: dict):
