@@ -16,9 +16,10 @@ Two context managers use them. `marked` wraps each forward, as written, in a pro
 range naming the family and the shape (the profile attributes the calls inside to
 rmsnorm: what the written norm costs is what the model pays). `as_calls` makes each
 forward one F.rms_norm call while a router is active; the router takes that call like
-any other and, after a residual add, fuses the pair into add_rmsnorm. A scanning
-router (patterns found and run in PyTorch) sees the same call and runs it as written
-(`call`). Outside the two nothing of the model is changed.
+any other and, after a residual add, fuses the pair into add_rmsnorm. A call it does not
+take (a shape not tuned, another dtype, any call of a scanning router's, which finds
+patterns and runs them in PyTorch) runs as written (`call`); a kernel's result is handed
+on in the layout the written norm gives. Outside the two nothing of the model is changed.
 
 Rotary embeddings are functions, not modules: transformers' `apply_rotary_pos_emb(q, k,
 cos, sin)`, which llama, mistral, qwen2, gemma, GPT-NeoX, Phi and Cohere each define in
