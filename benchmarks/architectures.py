@@ -206,6 +206,113 @@ MORE = {
         "image_size=32,patch_size=8,use_relative_position_bias=true",
         {},
     ),
+    # q and k each RMSNorm'd over the head dim before the rotary embedding.
+    "qwen3": (
+        "hf:Qwen3Model,num_hidden_layers=2,hidden_size=64,num_attention_heads=4,num_key_value_heads=2,head_dim=16,"
+        "intermediate_size=128,vocab_size=1000",
+        {},
+    ),
+    "qwen3-moe": (
+        "hf:Qwen3MoeModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=4,num_key_value_heads=2,"
+        "head_dim=16,intermediate_size=128,moe_intermediate_size=32,num_experts=4,num_experts_per_tok=2,"
+        "vocab_size=1000",
+        {},
+    ),
+    "olmo2": (
+        "hf:Olmo2Model,num_hidden_layers=2,hidden_size=64,num_attention_heads=4,num_key_value_heads=2,"
+        "intermediate_size=128,vocab_size=1000",
+        {},
+    ),
+    # Attention and MLP in parallel off one LayerNorm without bias.
+    "cohere": (
+        "hf:CohereModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=4,num_key_value_heads=2,"
+        "intermediate_size=128,vocab_size=1000,use_qk_norm=true",
+        {},
+    ),
+    "gemma3-text": (
+        "hf:Gemma3TextModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,num_key_value_heads=1,"
+        "head_dim=32,intermediate_size=128,vocab_size=1000,sliding_window=8",
+        {},
+    ),
+    # Multi-head latent attention (q and kv through low-rank projections) and a routed MoE.
+    "deepseek-v3": (
+        "hf:DeepseekV3Model,num_hidden_layers=2,hidden_size=64,num_attention_heads=4,num_key_value_heads=4,"
+        "intermediate_size=128,moe_intermediate_size=32,n_routed_experts=4,num_experts_per_tok=2,n_group=1,"
+        "topk_group=1,first_k_dense_replace=1,q_lora_rank=32,kv_lora_rank=32,qk_rope_head_dim=8,"
+        "qk_nope_head_dim=16,v_head_dim=16,vocab_size=1000",
+        {},
+    ),
+    # A shared expert beside the routed ones, gated by a sigmoid.
+    "qwen2-moe": (
+        "hf:Qwen2MoeModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=4,num_key_value_heads=2,"
+        "intermediate_size=128,moe_intermediate_size=32,shared_expert_intermediate_size=64,num_experts=4,"
+        "num_experts_per_tok=2,vocab_size=1000",
+        {},
+    ),
+    "deepseek-v2": (
+        "hf:DeepseekV2Model,num_hidden_layers=2,hidden_size=64,num_attention_heads=4,num_key_value_heads=4,"
+        "intermediate_size=128,moe_intermediate_size=32,n_routed_experts=4,num_experts_per_tok=2,n_group=1,"
+        "topk_group=1,first_k_dense_replace=1,q_lora_rank=32,kv_lora_rank=32,qk_rope_head_dim=8,"
+        "qk_nope_head_dim=16,v_head_dim=16,vocab_size=1000",
+        {},
+    ),
+    "modernbert": (
+        "hf:ModernBertModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
+        'vocab_size=1000,layer_types=["full_attention","sliding_attention"],local_attention=16,pad_token_id=0',
+        {},
+    ),
+    "siglip-vision": (
+        "hf:SiglipVisionModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
+        "image_size=32,patch_size=8",
+        {},
+    ),
+    "convnextv2": ("hf:ConvNextV2Model,num_stages=2,depths=[1,1],hidden_sizes=[16,32],image_size=32", {}),
+    "gpt-neo": (
+        "hf:GPTNeoModel,num_layers=2,hidden_size=64,num_heads=2,vocab_size=1000,window_size=8,"
+        'attention_types=[[["global","local"],1]]',
+        {},
+    ),
+    "codegen": ("hf:CodeGenModel,n_layer=2,n_embd=64,n_head=2,rotary_dim=16,vocab_size=1000,n_ctx=64", {}),
+    "squeezebert": (
+        "hf:SqueezeBertModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
+        "vocab_size=1000,embedding_size=64,q_groups=2,k_groups=2,v_groups=2,post_attention_groups=2,"
+        "intermediate_groups=2,output_groups=2",
+        {},
+    ),
+    "mpnet": (
+        "hf:MPNetModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,vocab_size=1000",
+        {},
+    ),
+    "electra": (
+        "hf:ElectraModel,num_hidden_layers=2,hidden_size=64,num_attention_heads=2,intermediate_size=128,"
+        "vocab_size=1000,embedding_size=32",
+        {},
+    ),
+    "pegasus": (
+        "hf:PegasusModel,d_model=64,encoder_layers=1,decoder_layers=1,encoder_attention_heads=2,"
+        "decoder_attention_heads=2,encoder_ffn_dim=128,decoder_ffn_dim=128,vocab_size=1000",
+        {},
+    ),
+    "mamba": (
+        "hf:MambaModel,num_hidden_layers=2,hidden_size=64,state_size=8,expand=2,conv_kernel=4,vocab_size=1000",
+        {},
+    ),
+    "levit": (
+        "hf:LevitModel,image_size=32,patch_size=16,hidden_sizes=[32,48],num_attention_heads=[2,2],depths=[1,1],"
+        "key_dim=[8,8],drop_path_rate=0,mlp_ratio=[2,2],attention_ratio=[2,2],"
+        'down_ops=[["Subsample",8,2,2,2,2]]',
+        {},
+    ),
+    "poolformer": (
+        "hf:PoolFormerModel,num_encoder_blocks=2,depths=[1,1],hidden_sizes=[16,32],patch_sizes=[7,3],"
+        "strides=[4,2],padding=[2,1],mlp_ratio=2.0,image_size=32",
+        {},
+    ),
+    "funnel": (
+        "hf:FunnelModel,block_sizes=[1,1],num_decoder_layers=1,d_model=64,n_head=2,d_head=32,d_inner=128,"
+        "vocab_size=1000",
+        {},
+    ),
 }
 # The convolutional nets again with model and inputs channels_last on every path.
 MORE |= {
@@ -215,6 +322,7 @@ MORE |= {
 SEQ |= {k: None for k in ("beit", "dinov2", "wavlm", "resnet", "regnet", "efficientnet", "hubert", "data2vec-vision")}
 SEQ |= {f"{k}-cl": None for k in ("resnet", "regnet", "convnext", "efficientnet")}
 SEQ |= {"swin": None, "segformer": None, "wav2vec2": None, "clip-vision": None, "mobilevit": None}
+SEQ |= {"siglip-vision": None, "convnextv2": None, "levit": None, "poolformer": None}
 
 
 def run(arch: str, reports: Path):

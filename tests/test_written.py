@@ -150,6 +150,65 @@ def test_a_router_without_the_model_or_without_an_rmsnorm_family_leaves_written_
     assert sum(router.fell_back[("rmsnorm", "32x64")].values()) == 5  # no kernel in the table: counted
 
 
+class _NormedHeads(torch.nn.Module):
+    """Gemma 3's order: q's heads normed as the transposed view of its projection, then SDPA."""
+
+    def __init__(self, heads=2, dim=16):
+        super().__init__()
+        self.heads, self.norm = heads, _Norm(dim)
+
+    def forward(self, x):  # x [B, S, heads * dim]
+        b, s, _ = x.shape
+        q = self.norm(x.view(b, s, self.heads, -1).transpose(1, 2))
+        return q, F.scaled_dot_product_attention(q, q, q)
+
+
+def test_a_norm_the_router_does_not_take_runs_as_written_in_its_inputs_layout():
+    model, x = _NormedHeads(), torch.randn(2, 8, 32)
+    with torch.inference_mode():
+        want, _ = model(x)
+    assert want.stride() == (256, 16, 32, 1)  # the written norm keeps the transposed view's layout
+    router = swap.Router(
+        [kernels.get("rmsnorm"), kernels.get("attention")], swap.KernelTable("float32", "c"), model=model
+    )
+    with torch.inference_mode(), router:
+        got, _ = model(x)
+    assert sum(router.fell_back[("rmsnorm", "32x16")].values()) == 1  # no kernel: counted, run as written
+    assert got.stride() == want.stride() and torch.equal(got, want)
+    # so the attention after it sees q, k and v as the model gives them: heads of a [B, S, 2, D] buffer
+    assert [s for f, s in router.fell_back if f == "attention"] == ["2x2x8x8x16x0x2x2x2"]
+
+
+def test_a_routed_norm_hands_on_its_result_in_the_layout_the_written_norm_gives():
+    model, x = _NormedHeads(), torch.randn(2, 8, 32)
+    with torch.inference_mode():
+        want, _ = model(x)
+    fam, conf = kernels.get("rmsnorm"), {"block_rows": 4, "buffered": True, "eps": 1e-6}
+    table = swap.KernelTable("float32", "c")
+    table.add("rmsnorm", (32, 16), conf, fam.build((32, 16), "float32", conf, "c"))
+    router = swap.Router([fam, kernels.get("attention")], table, model=model)
+    with torch.inference_mode(), router:
+        got, _ = model(x)
+    assert router.ran[("rmsnorm", "32x16")] == 1
+    assert got.stride() == want.stride()
+    torch.testing.assert_close(got, want)
+    # the attention after it sees q, k and v at the pitch the profile saw, not contiguous
+    assert [s for f, s in router.fell_back if f == "attention"] == ["2x2x8x8x16x0x2x2x2"]
+
+
+def test_a_norm_called_on_another_dtype_than_its_weight_is_counted_and_runs_as_written():
+    # Mamba's last norm in float16: its input is the float32 residual stream
+    model = torch.nn.Sequential(_Norm(16)).half()
+    x = torch.randn(4, 16)
+    with torch.inference_mode():
+        want = model(x)
+    router = swap.Router([kernels.get("rmsnorm")], swap.KernelTable("float16", "c"), model=model)
+    with torch.inference_mode(), router:
+        got = model(x)
+    assert router.fell_back[("rmsnorm", "")] == {"dtype float32 (kernels are float16)": 1}
+    assert got.dtype == want.dtype == torch.float32 and torch.equal(got, want)
+
+
 # ---------------------------------------------------------------- rotary embeddings
 
 
@@ -259,6 +318,35 @@ def test_a_users_rotary_function_routes_and_a_scan_runs_it_as_written():
         mod.apply_rope(q.transpose(1, 2), k.transpose(1, 2), cos, sin, 2)
     assert not router.ran and not router.fell_back
     assert mod.apply_rope is original  # put back
+
+
+def test_a_rotary_call_giving_its_defaults_by_name_is_routed_and_marked():
+    # ModernBERT calls apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1): the default, so the kernel's call
+    mod = _rope_module(_HF_ROPE)
+    model = torch.nn.Sequential(mod.Attention())
+    b, s, hq, hk, d = 2, 8, 2, 1, 16
+    q, k = torch.randn(b, hq, s, d), torch.randn(b, hk, s, d)
+    angle = torch.randn(1, s, d // 2)
+    cos, sin = torch.cat((angle, angle), -1).cos(), torch.cat((angle, angle), -1).sin()
+    fam = kernels.get("rope")
+    table = swap.KernelTable("float32", "c")
+    shape = (b, s, hq, hk, d, 0)
+    table.add("rope", shape, {}, fam.build(shape, "float32", {"block_tokens": 4}, "c"))
+    router = swap.Router([fam], table, model=model)
+    with torch.inference_mode(), router:
+        expected = mod.apply_rope(q, k, cos, sin)
+        for extra, named in (((), {"unsqueeze_dim": 1}), ((1,), {})):
+            got = mod.apply_rope(q, k, cos, sin, *extra, **named)
+            for g, e in zip(got, expected):
+                torch.testing.assert_close(g, e)
+        mod.apply_rope(q.transpose(1, 2), k.transpose(1, 2), cos, sin, unsqueeze_dim=2)  # not the default
+    assert router.ran[("rope", "2x8x2x1x16x0")] == 3 and not router.fell_back
+    seen = []
+    with written.marked(model, rope_shape=lambda q, k, cos, sin, form: seen.append(q.shape) or (1,)):
+        mod.apply_rope(q, k, cos, sin, unsqueeze_dim=1)
+        mod.apply_rope(q, k, cos, sin, 1)
+        mod.apply_rope(q.transpose(1, 2), k.transpose(1, 2), cos, sin, unsqueeze_dim=2)
+    assert seen == [q.shape, q.shape]
 
 
 def test_the_profile_gives_the_rotary_embedding_its_calls_and_shape():

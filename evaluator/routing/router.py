@@ -399,8 +399,8 @@ class Router(TorchFunctionMode):
     def __enter__(self):
         wanted = frozenset(getattr(f, "profile_family", None) for f in self.all) & written.FAMILIES
         if self.model is not None and wanted:
-            # a scan's PyTorch side is the model as written: it sees the call, runs the norm
-            self._written = written.as_calls(self.model, as_written=self.scan, families=wanted)
+            # the router sees each norm as one call; one it does not take runs as written
+            self._written = written.as_calls(self.model, families=wanted)
             self._written.__enter__()  # before the mode: finding them runs the norms once, unrouted
         return super().__enter__()
 
@@ -480,12 +480,12 @@ class Router(TorchFunctionMode):
                 route = f"unrecognised call ({type(exc).__name__})"
         if isinstance(route, str):
             self.fell_back[(fam.name, "")][route] += 1
-            return func(*args, **kwargs)
+            return written.call(func, args, kwargs)
         key = (fam.name, _shape_key(route.shape))
         kernel, why = self.table.lookup(fam.name, route.shape, route.params, fam.params)
         if kernel is None:
             self.fell_back[key][why] += 1
-            return func(*args, **kwargs)
+            return written.call(func, args, kwargs)
         out = self._launch(fam, route, kernel)
         self._count(key, route)
         return out
@@ -502,7 +502,7 @@ class Router(TorchFunctionMode):
         # A call the family's kernel cannot take says that alone: choosing the family
         # (--ops, --families) would not change where it runs.
         self.fell_back[(fam.name, shape)][self.NOT_CHOSEN if shape else route] += 1
-        return func(*args, **kwargs)
+        return written.call(func, args, kwargs)
 
     def _count(self, key: tuple[str, str], route: Route, held: "_Held | None" = None, last: Any = None) -> None:
         """One call ran in TileLang; a fused one also says so on its first call's row, and

@@ -16,9 +16,10 @@ Two context managers use them. `marked` wraps each forward, as written, in a pro
 range naming the family and the shape (the profile attributes the calls inside to
 rmsnorm: what the written norm costs is what the model pays). `as_calls` makes each
 forward one F.rms_norm call while a router is active; the router takes that call like
-any other and, after a residual add, fuses the pair into add_rmsnorm. A scanning
-router (patterns found and run in PyTorch) sees the same call and runs it as written
-(`call`). Outside the two nothing of the model is changed.
+any other and, after a residual add, fuses the pair into add_rmsnorm. A call it does not
+take (a shape not tuned, another dtype, any call of a scanning router's, which finds
+patterns and runs them in PyTorch) runs as written (`call`); a kernel's result is handed
+on in the layout the written norm gives. Outside the two nothing of the model is changed.
 
 Rotary embeddings are functions, not modules: transformers' `apply_rotary_pos_emb(q, k,
 cos, sin)`, which llama, mistral, qwen2, gemma, GPT-NeoX, Phi and Cohere each define in
@@ -209,21 +210,21 @@ def marked(model: torch.nn.Module, rope_shape: Callable | None = None) -> contex
     def make_rope(r: WrittenRope, fn):
         def marked_rope(*args, **kwargs):
             shape = None
-            if (
-                rope_shape is not None
-                and not getattr(_UNMARKED, "on", False)
-                and not kwargs
-                and len(args) == (3 if r.form.single or r.form.table else 4)
-            ):
+            n = 3 if r.form.single or r.form.table else 4
+            rest = args[n:]
+            # further arguments at their defaults compute what the probe checked (the table form takes none)
+            plain = not (rest or kwargs) if r.form.table else _at_defaults(fn, n, rest, kwargs)
+            if rope_shape is not None and not getattr(_UNMARKED, "on", False) and len(args) >= n and plain:
+                head = args[:n]
                 if r.form.single:
-                    x, a, b = args
+                    x, a, b = head
                     sin, cos = (a, b) if r.form.sin_first else (b, a)
                     shape = rope_shape(x, None, cos, sin, r.form)
                 elif r.form.table:
-                    angles = table_angles(args[0])
-                    shape = None if angles is None else rope_shape(args[1], args[2], *angles, form=r.form)
+                    angles = table_angles(head[0])
+                    shape = None if angles is None else rope_shape(head[1], head[2], *angles, form=r.form)
                 else:
-                    shape = rope_shape(*args, form=r.form)
+                    shape = rope_shape(*head, form=r.form)
             if shape is None:
                 return fn(*args, **kwargs)
             with record_function(f"{PREFIX}{ROPE}::{'x'.join(map(str, shape))}"):
@@ -237,38 +238,33 @@ def marked(model: torch.nn.Module, rope_shape: Callable | None = None) -> contex
     return stack
 
 
-# as_calls(as_written=True): the F.rms_norm calls in flight, by id of their input, each
-# with that input (weakly) and the norm's forward as written; `call` runs that forward.
+# as_calls: the F.rms_norm calls in flight, by id of their input, each with that input
+# (weakly) and the norm's forward as written; `call` runs that forward.
 _IN_FLIGHT: dict[int, tuple["weakref.ref[torch.Tensor]", object]] = {}
 
 
-def as_calls(
-    model: torch.nn.Module, *, as_written: bool = False, families: frozenset = FAMILIES
-) -> contextlib.AbstractContextManager:
-    """Each written-out norm's forward as one F.rms_norm call (for a router to take).
-    With `as_written` (a scanning router, which routes nothing: its PyTorch side must be
-    the model as written), the call still reaches the router as F.rms_norm, so that a
-    residual add before it is seen as add_rmsnorm's pattern, but `call` runs it as the
-    model wrote it: on the H200 a reference that ran F.rms_norm instead timed llama's
-    written norms as if PyTorch fused them."""
+def as_calls(model: torch.nn.Module, *, families: frozenset = FAMILIES) -> contextlib.AbstractContextManager:
+    """Each written-out norm's forward as one F.rms_norm call (for a router to take). A
+    call the router does not take (a scanning router's, which routes nothing; a shape not
+    tuned) runs as the model wrote it (`call`): on the H200 a reference that ran
+    F.rms_norm instead timed llama's written norms as if PyTorch fused them, and
+    F.rms_norm returns a contiguous tensor where the written form keeps its input's
+    layout (Gemma 3 norms q and k as transposed views), so the calls after it would see
+    other shapes than the model's."""
 
     def make(n: WrittenNorm, forward):
         def as_call(x, *args, **kwargs):
-            if (
-                args
-                or kwargs
-                or not isinstance(x, torch.Tensor)
-                or x.shape[-1:] != (n.cols,)
-                or x.dtype != n.module.weight.dtype
-            ):
+            # Another dtype than the weight's (Mamba's last norm on its float32 residual
+            # stream, float16 weight) is still the family's call: the route says why it
+            # stays in PyTorch, and `call` runs it as written.
+            if args or kwargs or not isinstance(x, torch.Tensor) or x.shape[-1:] != (n.cols,):
                 return forward(x, *args, **kwargs)
-            if not as_written:
-                return F.rms_norm(x, (n.cols,), n.weight(), n.eps)
             _IN_FLIGHT[id(x)] = (weakref.ref(x), forward)
             try:
-                return F.rms_norm(x, (n.cols,), n.weight(), n.eps)
+                out = F.rms_norm(x, (n.cols,), n.weight(), n.eps)
             finally:
                 _IN_FLIGHT.pop(id(x), None)
+            return _laid_out_as(out, x)
 
         return as_call
 
@@ -280,9 +276,23 @@ def as_calls(
     return stack
 
 
+def _laid_out_as(out, x: torch.Tensor):
+    """A norm's result in the layout its written form gives: elementwise ops keep their
+    input's (Gemma 3 norms q and k as transposed views), where a kernel writes rows in
+    order. The calls after it then see the model's layouts (attention's row pitch), as
+    the profile did."""
+    if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+        return out
+    with torch._C.DisableTorchFunction():  # bookkeeping: no mode (a router, a count) is to see it
+        if x.is_contiguous():
+            return out
+        like = torch.empty_like(x, dtype=out.dtype)
+        return out if like.stride() == out.stride() else like.copy_(out)
+
+
 def call(func, args: tuple, kwargs: dict):
-    """Run a call a router did not take: an F.rms_norm that `as_calls(as_written=True)`
-    made of a written-out norm runs that norm's forward as written; any other call as is."""
+    """Run a call a router did not take: an F.rms_norm that `as_calls` made of a
+    written-out norm runs that norm's forward as written; any other call as is."""
     if func is F.rms_norm and args and isinstance(args[0], torch.Tensor):
         hit = _IN_FLIGHT.get(id(args[0]))
         if hit is not None and hit[0]() is args[0]:
@@ -361,7 +371,7 @@ def _as_rotary(r: WrittenRope, fn):
     if r.form.single:
 
         def as_one_call(x, a, b, *args, **kwargs):
-            if args or kwargs:  # a parameter of another version's: as written
+            if not _at_defaults(fn, 3, args, kwargs):  # a parameter of another version's: as written
                 return fn(x, a, b, *args, **kwargs)
             sin, cos = (a, b) if r.form.sin_first else (b, a)
             return rotary(x, None, cos, sin, written=fn, form=r.form)
@@ -369,7 +379,7 @@ def _as_rotary(r: WrittenRope, fn):
         return as_one_call
 
     def as_call(q, k, cos, sin, *args, **kwargs):
-        if args or kwargs:  # another unsqueeze_dim, or a parameter of another version's: as written
+        if not _at_defaults(fn, 4, args, kwargs):  # another unsqueeze_dim, or a parameter of another version's
             return fn(q, k, cos, sin, *args, **kwargs)
         return rotary(q, k, cos, sin, written=fn, form=r.form)
 
@@ -455,6 +465,37 @@ def find_rotary(model: torch.nn.Module) -> tuple[WrittenRope, ...]:
                 found.append(WrittenRope(module, name, fn, form))
     _ROPES[model] = tuple(found)
     return _ROPES[model]
+
+
+def _at_defaults(fn, n: int, args: tuple, kwargs: dict) -> bool:
+    """Whether the arguments after fn's first n each give its parameter's default (ModernBERT
+    passes `unsqueeze_dim=1`, the default, by name): such a call computes what the probe
+    checked, so it is the kernel's as much as the call without them."""
+    if not args and not kwargs:
+        return True
+    try:
+        params = list(inspect.signature(fn.forward if isinstance(fn, torch.nn.Module) else fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    named = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][n:]
+    if len(args) > len(named):
+        return False
+    given = {p.name: v for p, v in zip(named, args)}
+    keywords = {p.name: p for p in named if p.kind is p.POSITIONAL_OR_KEYWORD}
+    keywords |= {p.name: p for p in params if p.kind is p.KEYWORD_ONLY}
+    for name, v in kwargs.items():
+        if name in given or name not in keywords:
+            return False
+        given[name] = v
+    defaults = {p.name: p.default for p in params}
+    # plain values only (an int, a bool, None): a tensor's == is not one answer
+    return all(
+        defaults[name] is not inspect.Parameter.empty
+        and isinstance(v, (int, float, bool, str, type(None)))
+        and type(v) is type(defaults[name])
+        and v == defaults[name]
+        for name, v in given.items()
+    )
 
 
 def _rope_signature(fn) -> str | None:
