@@ -16,7 +16,7 @@ from pathlib import Path
 from . import kernels
 from .config import Config
 from .models import LoadedModel
-from .results import Environment, Hardware, RunResult, to_dict
+from .results import Environment, Hardware, RunResult, parse_shape, to_dict
 from .routing import router as swap
 
 
@@ -71,6 +71,7 @@ class Context:
             self.table = swap.KernelTable(
                 dtype, target, build=lambda f, s, c: kernels.get(f).build(s, dtype, c, target)
             )
+            self._cold_shapes(result)
         if self._table_from < 0 and result.tuned:
             verified = {(b.family, tuple(b.shape)): b.verified for b in result.op_bench}
             for t in result.tuned:
@@ -84,3 +85,23 @@ class Context:
                 )
         self._table_from = len(result.tuned)
         return self.table
+
+    def _cold_shapes(self, result: RunResult) -> None:
+        """Every profiled shape of a chosen family, entered without a kernel and with the
+        reason the kernels stage leaves it: a tuned kernel takes its place, so what stays
+        is the cold shapes --shape-share (or --max-shapes) left out, and a call at one
+        falls back saying that, not that something failed to tune. Which shapes fall
+        under the share follows their measured times, so on a busy CPU it can move."""
+        hot = result.hot_ops
+        if hot is None:
+            return
+        p = self.cfg.profile
+        why = f"cold shape, left out by --shape-share {p.shape_share:g}" + (
+            f" or --max-shapes {p.max_shapes}" if p.max_shapes else ""
+        )
+        for name in hot.selected:
+            fam = kernels.get(name)
+            fused = next((fu for fu in hot.fusions if fu.family == name), None)
+            op = next((o for o in hot.ops if o.family == fam.profile_family), None)
+            for text in fused.shapes if fused is not None else op.shapes if op is not None else ():
+                self.table.add(name, parse_shape(text), None, None, verified=False, why_not=why)

@@ -506,3 +506,26 @@ def test_an_in_place_residual_fused_into_conv_bn_add_relu_runs_its_convolution_o
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
     assert dict(router.ran) == {("conv_bn_add_relu", key): 1, ("conv2d", key): 1}
     assert dict(router.reused) == {("conv_bn_add_relu", key): 1}
+
+
+def test_a_cold_shape_left_out_by_the_share_falls_back_saying_so(tmp_path):
+    """A profiled shape of a chosen family that the kernels stage leaves out is in the run's
+    table without a kernel and with the option that left it out; a tuned kernel takes its
+    place, and a shape the profile never saw is still 'shape not tuned'."""
+    import dataclasses
+
+    from samples import sample_result
+
+    from evaluator import config
+    from evaluator.context import Context, Reporter
+
+    r = dataclasses.replace(sample_result(), tuned=())
+    assert "gemm" in r.hot_ops.selected
+    cfg = config.build(model="bert-tiny", device="cpu", shape_share=0.9, max_shapes=3)
+    ctx = Context(cfg, Reporter(), r.environment.hardware, r.environment, None, tmp_path)
+    table = ctx.kernel_table(r)
+    cold = "cold shape, left out by --shape-share 0.9 or --max-shapes 3"
+    assert table.lookup("gemm", (256, 512, 128), {}) == (None, cold)
+    table.add("gemm", (256, 128, 128), {}, lambda *a: None)  # the kernels stage's entry for a tuned shape
+    assert table.lookup("gemm", (256, 128, 128), {})[0] is not None
+    assert table.lookup("gemm", (1, 2, 3), {}) == (None, "shape not tuned")
