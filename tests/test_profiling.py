@@ -5,9 +5,10 @@ choices checked against what the model calls.
 In: zoo models at small sizes. Out: pass/fail.
 """
 
-import pytest
 import dataclasses
+from collections import Counter
 
+import pytest
 import torch
 
 from evaluator import kernels
@@ -453,3 +454,23 @@ def test_a_torch_transformer_layer_is_profiled_on_the_path_the_router_sees():
     fams = {o.family: o for o in profiling.hot_ops(model, iters=1).ops}
     assert "attention" in fams and "bmm" not in fams and "softmax" not in fams, sorted(fams)
     assert "16x96x32" in fams["gemm"].shapes  # the in-projection, inside the functional
+
+
+def test_a_shape_the_router_sees_at_two_layouts_is_profiled_at_both():
+    """Funnel's einsums: four bmm calls of one (batch, M, N, K) a pass, two of them reading
+    a transposed operand as the router sees them, while the profiler records the strides of
+    the bmm inside einsum (all alike). Each layout gets the router's count of calls per
+    pass, a call already at one of them keeping it, so each can be chosen and tuned."""
+    a, b, other = "4x32x32x32x0x1x2x2x2", "4x32x32x32x0x0x2x0x2", "2x8x8x8x0x1x2x2x2"
+    key = ("bmm", kernels.get("bmm").layout_free((4, 32, 32, 32, 0, 1, 2, 2, 2)))
+    routed = {key: Counter({a: 2, b: 2})}
+    rows = [{"family": "bmm", "shape": a, "pass": p, "time_us": 1.0} for p in (0, 1) for _ in range(4)]
+    rows.append({"family": "bmm", "shape": other, "pass": 0, "time_us": 1.0})  # a shape the router did not see
+    profiling._layouts_as_routed(rows, routed)
+    for p in (0, 1):
+        assert Counter(r["shape"] for r in rows if r["pass"] == p and r["shape"] != other) == {a: 2, b: 2}
+    assert rows[-1]["shape"] == other
+    # one layout seen: every call of the shape takes it, as before
+    rows = [{"family": "bmm", "shape": a, "pass": 0, "time_us": 1.0}]
+    profiling._layouts_as_routed(rows, {key: Counter({b: 3})})
+    assert rows[0]["shape"] == b

@@ -437,6 +437,10 @@ def with_fusions(selected: tuple[str, ...], found: Sequence[Fusion]) -> tuple[st
 
 
 def _layouts_as_routed(rows: list[dict], routed: dict[tuple[str, tuple], Counter]) -> None:
+    """Each row's shape as the router's pass saw the call (`_routed_shapes`), layout
+    included: the profiler records the strides of the aten call, which for a call made
+    inside another (einsum's bmm) are of operands the outer op has already reshaped."""
+    several: dict[tuple[str, tuple], list[dict]] = defaultdict(list)
     for row in rows:
         fam, text = row["family"], row["shape"]
         if not text and row.get("maybe"):
@@ -449,9 +453,30 @@ def _layouts_as_routed(rows: list[dict], routed: dict[tuple[str, tuple], Counter
             continue
         if fam not in kernels.REGISTRY or not text:
             continue
-        seen = routed.get((fam, kernels.REGISTRY[fam].layout_free(parse_shape(text))))
-        if seen and text not in seen:
+        key = (fam, kernels.REGISTRY[fam].layout_free(parse_shape(text)))
+        seen = routed.get(key)
+        if seen and len(seen) > 1:
+            several[key].append(row)
+        elif seen and text not in seen:
             row["shape"] = seen.most_common(1)[0][0]
+    # A shape the router saw at several layouts (Funnel's einsums: half their products read
+    # a transposed operand) gets each layout as often a pass as the router saw it, so that
+    # each is profiled, chosen and tuned; a call whose own layout is one of them keeps it.
+    for key, group in several.items():
+        by_pass: dict[int, list[dict]] = defaultdict(list)
+        for row in group:
+            by_pass[row["pass"]].append(row)
+        for members in by_pass.values():
+            quota, rest = Counter(routed[key]), []
+            for row in members:
+                if quota[row["shape"]] > 0:
+                    quota[row["shape"]] -= 1
+                else:
+                    rest.append(row)
+            for row in rest:
+                left = +quota
+                row["shape"] = (left or routed[key]).most_common(1)[0][0]
+                quota[row["shape"]] -= 1
 
 
 def unnamed(hot: HotOps) -> tuple[HotOp, ...]:
