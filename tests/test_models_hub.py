@@ -171,6 +171,12 @@ def test_hf_dtype_moves_weights_and_pixels():
         ("hf:PreTrainedModel", "not a model class"),
         ("hf:BertModel,num_hidden_layer=2", "not a field of BertConfig .*num_hidden_layers"),
         ("hf:BertModel,hidden_size=65", "could not build .*multiple"),
+        # BERT's default pad_token_id (0) fits any vocab; ModernBERT's 50283 does not
+        (
+            "hf:ModernBertModel,num_hidden_layers=1,hidden_size=32,num_attention_heads=2,intermediate_size=64,"
+            "vocab_size=1000",
+            "pad_token_id is 50283, the config's default, not below vocab_size 1000: give pad_token_id=0",
+        ),
         ("hf:google/vit-base-patch16-224", "nothing is downloaded"),
     ],
 )

@@ -465,7 +465,23 @@ def _build_hf(cls, config, weights_dir: Path | None, options: dict[str, Any], sp
     except ModelLoadError:
         raise
     except Exception as exc:
-        raise ModelLoadError(f"transformers could not build '{spec}': {_one_line(exc)}") from exc
+        raise ModelLoadError(
+            f"transformers could not build '{spec}': {_one_line(exc)}{_token_hint(config, options)}"
+        ) from exc
+
+
+def _token_hint(config, options: dict[str, Any]) -> str:
+    """Where a special token id the spec left at the config's default lies beyond a
+    smaller vocab_size the spec gave (ModernBERT's pad_token_id 50283 against
+    vocab_size=1000: the embedding refuses it as padding_idx), the option to give."""
+    vocab = getattr(config, "vocab_size", None)
+    if not isinstance(vocab, int):
+        return ""
+    for name in ("pad_token_id", "bos_token_id", "eos_token_id", "sep_token_id", "cls_token_id"):
+        v = getattr(config, name, None)
+        if isinstance(v, int) and not isinstance(v, bool) and v >= vocab and name not in options:
+            return f" ({name} is {v}, the config's default, not below vocab_size {vocab}: give {name}=0 in the spec)"
+    return ""
 
 
 # ---------------------------------------------------------------- hf: loading
