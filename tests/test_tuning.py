@@ -195,3 +195,15 @@ def test_neighbours_flip_the_familys_switches_and_turn_the_tile():
     assert {**cfg, "block_M": 64, "block_N": 128} in got  # the tile turned
     assert not any(n["persistent"] != 132 for n in got)  # a block count is not a switch
     assert {**cfg, "swap_ab": 0} not in tuning.neighbours(cfg)  # undeclared 0/1 ints stay
+
+
+def test_a_shape_without_a_working_candidate_says_the_commonest_error():
+    from evaluator.results import Candidate
+    from evaluator.tuning.stage import failed_because
+
+    why = "dtype bfloat16 is not supported on TileLang's CPU backend"
+    cands = [Candidate({"b": i}, "rejected", error=f"gemm: {why}\n  (target 'c')") for i in range(3)]
+    cands.append(Candidate({"b": 9}, "compile_error", error="one other"))
+    assert failed_because(cands) == f"compile_error; rejected: gemm: {why} (target 'c')"
+    assert failed_because([Candidate({}, "skipped")]) == "skipped"
+    assert failed_because([]) == "no candidate"

@@ -10,6 +10,7 @@ shapes are taken hottest first until they hold --shape-share of its profiled tim
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from pathlib import Path
 
 from .. import kernels
@@ -75,6 +76,14 @@ def profiled_ms(hot, family: str, shape: Shape) -> float | None:
     return None
 
 
+def failed_because(candidates) -> str:
+    """Why no candidate worked, in one line: their statuses and the commonest error, so
+    the terminal says why without opening results.json."""
+    reasons = "; ".join(sorted({c.status for c in candidates})) or "no candidate"
+    errors = Counter(" ".join(c.error.split())[:200] for c in candidates if c.error)
+    return reasons + (f": {errors.most_common(1)[0][0]}" if errors else "")
+
+
 def _tune_one(
     ctx: Context, fam: kernels.KernelFamily, shape: Shape, source: str, profiled: float | None = None
 ) -> tuple:
@@ -111,7 +120,7 @@ def _tune_one(
             )
     table = ctx.table  # filled by tune_verify_bench before the first kernel
     if kernel is None:
-        reasons = "; ".join(sorted({c.status for c in tk.candidates})) or "no candidate"
+        reasons = failed_because(tk.candidates)
         why = f"no candidate worked ({reasons})"
         ob = bench.bench_op(
             fam,
