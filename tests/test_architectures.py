@@ -115,7 +115,8 @@ class Count(TorchFunctionMode):
 @contextlib.contextmanager
 def written_calls(model):
     """The calls a model writes out as several torch calls, counted by what the model's code
-    names them: its RMSNorm modules' forwards (LlamaRMSNorm, T5LayerNorm...), its
+    names them: its RMSNorm modules' forwards (LlamaRMSNorm, T5LayerNorm...), Cohere's
+    LayerNorm, its
     modeling module's `apply_rotary_pos_emb` and RoFormer's static method
     `apply_rotary_position_embeddings`."""
     counts: Counter = Counter()
@@ -123,6 +124,13 @@ def written_calls(model):
         m.register_forward_hook(lambda *_: counts.update(["rmsnorm"]))
         for m in model.modules()
         if re.search(r"RMSNorm$", type(m).__name__) or type(m).__name__ == "T5LayerNorm"
+    ]
+    # Cohere's LayerNorm, written out without a bias (its per-head q/k norm, a 2-D weight, is
+    # no F.layer_norm over the last dim: elementwise work)
+    hooks += [
+        m.register_forward_hook(lambda *_: counts.update(["layernorm"]))
+        for m in model.modules()
+        if type(m).__name__ == "CohereLayerNorm" and m.weight.dim() == 1
     ]
     patched = []
     for mod in {sys.modules[type(m).__module__] for m in model.modules()}:

@@ -70,9 +70,50 @@ def test_an_eps_attribute_the_forward_does_not_use_is_not_believed():
     assert written.find(torch.nn.Sequential(_Fixed(64, 1e-6))) == ()
 
 
-@pytest.mark.parametrize("kind", ["eps_outside", "layernorm", "plus_two"])
+@pytest.mark.parametrize("kind", ["eps_outside", "plus_two"])
 def test_look_alikes_that_compute_something_else_are_not_found(kind):
     assert written.find(torch.nn.Sequential(_Norm(64, kind=kind))) == ()
+
+
+class _LayerNorm(torch.nn.Module):
+    """A LayerNorm written out, with or without a bias (Cohere's has none)."""
+
+    def __init__(self, cols, eps=1e-5, bias=False):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.rand(cols) + 0.5)
+        self.bias = torch.nn.Parameter(torch.randn(cols)) if bias else None
+        self.variance_epsilon = eps
+
+    def forward(self, x):
+        h = x.float()
+        h = h - h.mean(-1, keepdim=True)
+        h = self.weight.float() * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
+        return (h if self.bias is None else h + self.bias.float()).to(x.dtype)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_a_written_out_layernorm_is_layernorms_call_routed_or_counted(bias):
+    model = torch.nn.Sequential(_LayerNorm(64, 1e-5, bias))
+    x = torch.randn(2, 4, 64)
+    (w,) = written.find(model)
+    assert (w.family, w.cols, w.eps, w.offset) == ("layernorm", 64, 1e-5, 0.0)
+    with torch.inference_mode():
+        want = model(x)
+    fam = kernels.get("layernorm")
+    conf = fam.search_space((8, 64), "float32", CPU)[0]
+    table = swap.KernelTable("float32", "c")
+    table.add("layernorm", (8, 64), conf, fam.build((8, 64), "float32", conf, "c"))
+    router = swap.Router([fam], table, model=model)
+    with torch.inference_mode(), router:
+        got = model(x)
+    assert router.ran[("layernorm", "8x64")] == 1 and not router.fell_back
+    torch.testing.assert_close(got, want, rtol=2e-5, atol=2e-5)
+    # not chosen: a router of another family counts it at its shape and runs it as written
+    watcher = swap.Router([kernels.get("gemm")], table, model=model).watching([fam])
+    with torch.inference_mode(), watcher:
+        again = model(x)
+    assert watcher.fell_back[("layernorm", "8x64")] == {swap.Router.NOT_CHOSEN: 1}
+    assert torch.equal(again, want)
 
 
 def test_gemma_norms_scale_by_one_plus_weight_and_route_with_that_weight():
@@ -608,3 +649,18 @@ def test_tuned_and_verified_rotary_kernels_route_the_model(name):
     router, got, expected = _route_with(model, ids, table)
     assert sum(router.ran.values()) == MODELS[name][2] and not router.fell_back
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_a_written_out_layernorm_is_profiled_as_layernorm():
+    from evaluator.models import LoadedModel
+    from evaluator.results import ModelSpec
+
+    model = LoadedModel(
+        ModelSpec("written-ln", "file", 2, None, "float32", 0, "x"),
+        torch.nn.Sequential(_LayerNorm(64)).eval(),
+        (torch.randn(2, 4, 64),),
+        "cpu",
+    )
+    hot = profiling.hot_ops(model, iters=3)
+    (ln,) = [o for o in hot.ops if o.family == "layernorm"]
+    assert ln.shapes == ("8x64",) and ln.calls == 1

@@ -397,7 +397,8 @@ class Router(TorchFunctionMode):
         self._links: dict[int, tuple[_Held, int]] = {}  # a chain call's placeholder -> (its held call, k)
 
     def __enter__(self):
-        wanted = frozenset(getattr(f, "profile_family", None) for f in self.all) & written.FAMILIES
+        # watched families too: a written-out LayerNorm is layernorm's call to count
+        wanted = frozenset(getattr(f, "profile_family", None) for f in (*self.all, *self.watched)) & written.AS_CALLS
         if self.model is not None and wanted:
             # the router sees each norm as one call; one it does not take runs as written
             self._written = written.as_calls(self.model, families=wanted)

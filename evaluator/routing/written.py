@@ -4,18 +4,22 @@ In: a model (nn.Module). Out: `find(module)`, its submodules whose forward compu
 RMSNorm over the last dim with their own weight and eps, as transformers writes
 LlamaRMSNorm (and Mistral's, Qwen2's, T5's layer norm): a cast to fp32, `pow(2)`,
 `mean(-1)`, `rsqrt`, two multiplies and a cast back; or Gemma's, which scales by
-`1 + weight` (the kernel then takes that sum as its weight, made once per weight). No single torch function carries
-such a norm, so neither the profiler's aten table nor the router's function mode sees
-one, and on HF llama models the family that matters most after the GEMMs went
-unrouted. They are found by behaviour, never by class name: each candidate (a leaf
-module with one 1-D weight, an eps attribute, and a class of the model's own) runs on
+`1 + weight` (the kernel then takes that sum as its weight, made once per weight); or a
+LayerNorm written out the same way (Cohere's, without a bias): F.layer_norm's call, the
+layernorm family's. No single torch function carries such a norm, so neither the
+profiler's aten table nor the router's function mode sees one, and on HF llama models
+the family that matters most after the GEMMs went unrouted. They are found by
+behaviour, never by class name: each candidate (a leaf module with a 1-D weight, perhaps
+a bias, an eps attribute, and a class of the model's own) runs on
 random rows, one of them scaled to sqrt(eps) so that eps decides its result, and must
-match F.rms_norm with its weight (or 1 + weight) and eps within a 16-bit rounding or two.
+match F.rms_norm with its weight (or 1 + weight) and eps, or F.layer_norm with its weight,
+bias (if any) and eps, within a 16-bit rounding or two.
 
 Two context managers use them. `marked` wraps each forward, as written, in a profiler
-range naming the family and the shape (the profile attributes the calls inside to
-rmsnorm: what the written norm costs is what the model pays). `as_calls` makes each
-forward one F.rms_norm call while a router is active; the router takes that call like
+range naming the family and the shape (the profile attributes the calls inside to the
+family: what the written norm costs is what the model pays). `as_calls` makes each
+forward one F.rms_norm (F.layer_norm) call while a router is active, also one that
+only counts its family's calls (not chosen); the router takes that call like
 any other and, after a residual add, fuses the pair into add_rmsnorm. A call it does not
 take (a shape not tuned, another dtype, any call of a scanning router's, which finds
 patterns and runs them in PyTorch) runs as written (`call`); a kernel's result is handed
@@ -63,8 +67,12 @@ from .calls import DERIVED  # made once per weight tensor, remade if it changes
 # A profiler range around a written-out norm: "evaluator::written::rmsnorm::<rows>x<cols>".
 PREFIX = "evaluator::written::"
 FAMILY = "rmsnorm"
+LAYERNORM = "layernorm"  # a LayerNorm written out (Cohere's, without a bias): F.layer_norm's family
 ROPE = "rope"  # a rotary embedding function: "evaluator::written::rope::<the rope family's shape, with x>"
 FAMILIES = frozenset({FAMILY, ROPE})
+# Families whose written-out calls `as_calls` hands a router as one call: the above, and
+# layernorm, whose torch function the router also sees where the model calls it.
+AS_CALLS = FAMILIES | {LAYERNORM}
 _EPS_ATTRS = ("variance_epsilon", "eps", "epsilon")
 # Probe tolerance (atol = rtol) per dtype: the written form rounds twice in 16-bit (the
 # cast back, then the weight), F.rms_norm once.
@@ -73,13 +81,24 @@ _TOL = {torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
 
 @dataclass(frozen=True)
 class WrittenNorm:
-    """One submodule that computes F.rms_norm(x, (cols,), offset + module.weight, eps)."""
+    """One submodule that computes F.rms_norm(x, (cols,), offset + module.weight, eps),
+    or, for family layernorm, F.layer_norm(x, (cols,), module.weight, module.bias, eps)."""
 
     path: str
     module: torch.nn.Module
     cols: int
     eps: float
     offset: float = 0.0  # Gemma's norms scale by 1 + weight
+    family: str = FAMILY
+
+    def bias(self) -> torch.Tensor | None:
+        return getattr(self.module, "bias", None) if self.family == LAYERNORM else None
+
+    def as_call(self, x: torch.Tensor) -> torch.Tensor:
+        """The norm as its one torch function."""
+        if self.family == LAYERNORM:
+            return F.layer_norm(x, (self.cols,), self.module.weight, self.bias(), self.eps)
+        return F.rms_norm(x, (self.cols,), self.weight(), self.eps)
 
     def weight(self) -> torch.Tensor:
         w = self.module.weight
@@ -110,8 +129,10 @@ def _candidate(m: torch.nn.Module) -> tuple[int, float] | None:
     if next(m.children(), None) is not None or type(m).__module__.startswith("torch."):
         return None  # torch's own norms call F.rms_norm / F.layer_norm, which route already
     params = {k: v for k, v in m._parameters.items() if v is not None}
-    w = params.get("weight")
-    if set(params) != {"weight"} or w.dim() != 1 or not w.is_floating_point() or w.dtype not in _TOL:
+    w, b = params.get("weight"), params.get("bias")
+    if set(params) - {"bias"} != {"weight"} or w.dim() != 1 or not w.is_floating_point() or w.dtype not in _TOL:
+        return None
+    if b is not None and (b.shape != w.shape or b.dtype != w.dtype):
         return None
     eps = next((getattr(m, a) for a in _EPS_ATTRS if isinstance(getattr(m, a, None), float)), None)
     if eps is None or not eps > 0:
@@ -137,16 +158,21 @@ def _probe(path: str, m: torch.nn.Module) -> WrittenNorm | None:
     if not isinstance(out, torch.Tensor) or out.shape != x.shape or out.dtype != x.dtype:
         return None
     tol = _TOL[w.dtype]
-    for offset in (0.0, 1.0):
+    b = m._parameters.get("bias")
+    refs = [] if b is not None else [(0.0, FAMILY), (1.0, FAMILY)]  # an RMSNorm has no bias
+    for offset, family in [*refs, (0.0, LAYERNORM)]:
         with torch.no_grad():
-            ref = F.rms_norm(x.float(), (cols,), w.float() + offset, eps).to(w.dtype)
-        if torch.allclose(out.float(), ref.float(), rtol=tol, atol=tol):
-            return WrittenNorm(path, m, cols, eps, offset)
+            if family == LAYERNORM:
+                ref = F.layer_norm(x.float(), (cols,), w.float(), None if b is None else b.float(), eps)
+            else:
+                ref = F.rms_norm(x.float(), (cols,), w.float() + offset, eps)
+        if torch.allclose(out.float(), ref.to(w.dtype).float(), rtol=tol, atol=tol):
+            return WrittenNorm(path, m, cols, eps, offset, family)
     return None
 
 
-def range_name(rows: int, cols: int) -> str:
-    return f"{PREFIX}{FAMILY}::{rows}x{cols}"
+def range_name(rows: int, cols: int, family: str = FAMILY) -> str:
+    return f"{PREFIX}{family}::{rows}x{cols}"
 
 
 def parse_range(name: str) -> tuple[str, str] | None:
@@ -202,7 +228,7 @@ def marked(model: torch.nn.Module, rope_shape: Callable | None = None) -> contex
         def marked_forward(x, *args, **kwargs):
             if not isinstance(x, torch.Tensor) or x.shape[-1:] != (n.cols,) or getattr(_UNMARKED, "on", False):
                 return forward(x, *args, **kwargs)
-            with record_function(range_name(x.numel() // n.cols, n.cols)):
+            with record_function(range_name(x.numel() // n.cols, n.cols, n.family)):
                 return forward(x, *args, **kwargs)
 
         return marked_forward
@@ -243,7 +269,7 @@ def marked(model: torch.nn.Module, rope_shape: Callable | None = None) -> contex
 _IN_FLIGHT: dict[int, tuple["weakref.ref[torch.Tensor]", object]] = {}
 
 
-def as_calls(model: torch.nn.Module, *, families: frozenset = FAMILIES) -> contextlib.AbstractContextManager:
+def as_calls(model: torch.nn.Module, *, families: frozenset = AS_CALLS) -> contextlib.AbstractContextManager:
     """Each written-out norm's forward as one F.rms_norm call (for a router to take). A
     call the router does not take (a scanning router's, which routes nothing; a shape not
     tuned) runs as the model wrote it (`call`): on the H200 a reference that ran
@@ -261,7 +287,7 @@ def as_calls(model: torch.nn.Module, *, families: frozenset = FAMILIES) -> conte
                 return forward(x, *args, **kwargs)
             _IN_FLIGHT[id(x)] = (weakref.ref(x), forward)
             try:
-                out = F.rms_norm(x, (n.cols,), n.weight(), n.eps)
+                out = n.as_call(x)
             finally:
                 _IN_FLIGHT.pop(id(x), None)
             return _laid_out_as(out, x)
@@ -269,8 +295,9 @@ def as_calls(model: torch.nn.Module, *, families: frozenset = FAMILIES) -> conte
         return as_call
 
     stack = contextlib.ExitStack()
-    if FAMILY in families:
-        stack.enter_context(_patched(find(model), make))
+    norms = tuple(n for n in find(model) if n.family in families)
+    if norms:
+        stack.enter_context(_patched(norms, make))
     if ROPE in families:  # one `rotary` call each, which runs the function as written unless routed
         stack.enter_context(_patched_globals(find_rotary(model), _as_rotary))
     return stack
@@ -293,7 +320,7 @@ def _laid_out_as(out, x: torch.Tensor):
 def call(func, args: tuple, kwargs: dict):
     """Run a call a router did not take: an F.rms_norm that `as_calls` made of a
     written-out norm runs that norm's forward as written; any other call as is."""
-    if func is F.rms_norm and args and isinstance(args[0], torch.Tensor):
+    if (func is F.rms_norm or func is F.layer_norm) and args and isinstance(args[0], torch.Tensor):
         hit = _IN_FLIGHT.get(id(args[0]))
         if hit is not None and hit[0]() is args[0]:
             return hit[1](args[0])
