@@ -329,6 +329,17 @@ def test_rotary_look_alikes_are_not_found(body):
     assert written.find_rotary(torch.nn.Sequential(mod.Attention())) == ()
 
 
+def _rope_case(b, s, hq, hk, d):
+    """cos and sin of random angles for s tokens (halves form), and a kernel table holding
+    the rope kernel at that shape."""
+    angle = torch.randn(1, s, d // 2)
+    cos, sin = torch.cat((angle, angle), -1).cos(), torch.cat((angle, angle), -1).sin()
+    table = swap.KernelTable("float32", "c")
+    shape = (b, s, hq, hk, d, 0)
+    table.add("rope", shape, {}, kernels.get("rope").build(shape, "float32", {"block_tokens": 4}, "c"))
+    return cos, sin, table
+
+
 def test_a_users_rotary_function_routes_and_a_scan_runs_it_as_written():
     mod = _rope_module(_HF_ROPE)
     model, original = torch.nn.Sequential(mod.Attention()), mod.apply_rope
@@ -336,13 +347,9 @@ def test_a_users_rotary_function_routes_and_a_scan_runs_it_as_written():
     b, s, hq, hk, d = 2, 16, 4, 2, 32
     q = torch.randn(b, s, hq * d).view(b, s, hq, d).transpose(1, 2)
     k = torch.randn(b, s, hk * d).view(b, s, hk, d).transpose(1, 2)
-    angle = torch.randn(1, s, d // 2)
-    cos, sin = torch.cat((angle, angle), -1).cos(), torch.cat((angle, angle), -1).sin()
+    cos, sin, table = _rope_case(b, s, hq, hk, d)
     expected = model[0](q, k, cos, sin)
     fam = kernels.get("rope")
-    table = swap.KernelTable("float32", "c")
-    shape = (b, s, hq, hk, d, 0)
-    table.add("rope", shape, {}, fam.build(shape, "float32", {"block_tokens": 4}, "c"))
     router = swap.Router([fam], table, model=model)
     with torch.inference_mode(), router:
         got = model[0](q, k, cos, sin)
@@ -367,12 +374,8 @@ def test_a_rotary_call_giving_its_defaults_by_name_is_routed_and_marked():
     model = torch.nn.Sequential(mod.Attention())
     b, s, hq, hk, d = 2, 8, 2, 1, 16
     q, k = torch.randn(b, hq, s, d), torch.randn(b, hk, s, d)
-    angle = torch.randn(1, s, d // 2)
-    cos, sin = torch.cat((angle, angle), -1).cos(), torch.cat((angle, angle), -1).sin()
+    cos, sin, table = _rope_case(b, s, hq, hk, d)
     fam = kernels.get("rope")
-    table = swap.KernelTable("float32", "c")
-    shape = (b, s, hq, hk, d, 0)
-    table.add("rope", shape, {}, fam.build(shape, "float32", {"block_tokens": 4}, "c"))
     router = swap.Router([fam], table, model=model)
     with torch.inference_mode(), router:
         expected = mod.apply_rope(q, k, cos, sin)
