@@ -269,6 +269,11 @@ def test_grouped_query_shapes_check_route_and_count():
         {"enable_gqa": True},
         "float32",
     )
+    # DeepSeek's latent attention: q and k with the rotary part (24), v without (16)
+    qk, v = torch.randn(1, 4, 8, 24), torch.randn(1, 4, 8, 16)
+    why = FAM.route(F.scaled_dot_product_attention, (qk, qk, v), {}, "float32")
+    assert why == "value head dim 16, not the query's 24: the kernel reads one head dim"
+    assert "key's batch or head dim" in FAM.route(F.scaled_dot_product_attention, (qk, v, v), {}, "float32")
 
 
 @pytest.mark.slow

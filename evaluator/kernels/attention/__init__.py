@@ -626,8 +626,13 @@ class AttentionFamily(KernelFamily):
             return "not [batch, heads, seq, head_dim]"
         B, H, Sq, D = (int(s) for s in q.shape)
         Skv, Hkv = int(k.shape[2]), int(k.shape[1])
-        if tuple(k.shape) != tuple(v.shape) or int(k.shape[0]) != B or int(k.shape[3]) != D:
-            return "key/value shapes or head dims differ from the query's"
+        if int(k.shape[0]) != B or int(k.shape[3]) != D:
+            return "the key's batch or head dim differs from the query's"
+        if tuple(k.shape[:3]) == tuple(v.shape[:3]) and int(v.shape[3]) != D:
+            # DeepSeek's latent attention: q and k carry the rotary part, v does not
+            return f"value head dim {int(v.shape[3])}, not the query's {D}: the kernel reads one head dim"
+        if tuple(k.shape) != tuple(v.shape):
+            return "key and value shapes differ"
         if Hkv != H and not (gqa and Hkv > 0 and H % Hkv == 0):
             return "key/value heads differ from the query's" + ("" if gqa else " without enable_gqa")
         params = {}
