@@ -313,6 +313,8 @@ MORE = {
         "vocab_size=1000",
         {},
     ),
+    # XLNet: every projection an einsum by a [d_model, heads, head_dim] weight
+    "xlnet": ("hf:XLNetModel,n_layer=2,d_model=64,n_head=2,d_inner=128,vocab_size=1000", {}),
 }
 # The convolutional nets again with model and inputs channels_last on every path.
 MORE |= {

@@ -51,11 +51,12 @@ OUTSIDE_CI |= {"persimmon", "hubert", "data2vec-vision"}
 OUTSIDE_CI |= {"mpt", "wavlm", "efficientnet"}
 # The suite's 15 minutes again: the third batch runs by `benchmarks/architectures.py`; what
 # it found has unit tests of its own (tests/test_written.py: a rotary call naming its
-# default, a norm's layout kept whether routed or not, a norm on another dtype).
+# default, a norm's layout kept whether routed or not, a norm on another dtype, a written
+# LayerNorm; tests/kernels/test_bmm.py: an einsum by a weight over several letters).
 OUTSIDE_CI |= {
     "qwen3", "qwen3-moe", "qwen2-moe", "olmo2", "cohere", "gemma3-text", "deepseek-v3", "deepseek-v2",
     "modernbert", "siglip-vision", "convnextv2", "gpt-neo", "codegen", "squeezebert", "mpnet", "electra",
-    "pegasus", "mamba", "levit", "poolformer", "funnel",
+    "pegasus", "mamba", "levit", "poolformer", "funnel", "xlnet",
 }  # fmt: skip
 ALL = {name: spec for name, spec in {**ARCHITECTURES, **MORE}.items() if name not in OUTSIDE_CI}
 
@@ -98,6 +99,13 @@ class Count(TorchFunctionMode):
                 ops = list(args[1])
             if func not in batched and len(ops) == 2 and ops[1].dim() == 2 and ops[0].dim() >= 2:
                 return "gemm"
+            if func is torch.einsum and len(ops) == 2 and "->" in args[0]:
+                # x by a weight whose columns span several letters ("td,dnh->tnh"): one
+                # letter shared, x's last and at one end of the weight, the weight's others last
+                (a, b), out = args[0].replace(" ", "").split("->")[0].split(","), args[0].split("->")[1].strip()
+                k = set(a) & set(b)
+                if k == {a[-1]} and a[-1] in (b[0], b[-1]) and out == a[:-1] + b.replace(a[-1], ""):
+                    return "gemm"
             return "bmm"
         if func is F.scaled_dot_product_attention:
             return "attention"

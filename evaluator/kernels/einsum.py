@@ -2,10 +2,11 @@
 
 In: an einsum equation and its two operands' ranks. Out: `as_matmul` — a `Matmul` saying
 how to read the call as `a @ b` (the contracted letter, the operands' letters, whether
-the second operand is a 2-D weight or both are batched, and the permutation that makes
-the product's output the equation's), or None where the equation is not one contraction
-of two operands (a trace, an outer product, a contraction over two letters, three
-operands). The gemm family takes the weight form, a batched-GEMM family the other.
+the second operand is a weight (2-D, or its columns grouped over several letters) or both
+are batched, and the permutation that makes the product's output the equation's), or
+None where the equation is not one contraction of two operands (a trace, an outer
+product, a contraction over two letters, three operands). The gemm family takes the
+weight form, a batched-GEMM family the other.
 """
 
 from __future__ import annotations
@@ -19,8 +20,11 @@ class Matmul:
     b: str
     out: str
     k: str  # the contracted letter
-    weight: bool  # b is 2-D (k and one free letter): x @ W, as a linear layer computes it
-    b_kn: bool  # weight form: b's letters are (k, n); else (n, k), nn.Linear's layout
+    # b is a weight: k and its free letters, which end the output in b's order (x @ W, as
+    # a linear layer computes it; several free letters are W's columns grouped, as
+    # XLNet's "ibh,hnd->ibnd" projects onto heads)
+    weight: bool
+    b_kn: bool  # weight form: b's letters are (k, n...); else (n..., k), nn.Linear's layout
 
 
 def _letters(term: str) -> str:
@@ -48,10 +52,11 @@ def as_matmul(equation: str, a_dim: int, b_dim: int) -> Matmul | None:
     k = contracted[0]
     if set(out) != (set(a) | set(b)) - {k}:
         return None
-    if b_dim == 2 and len(shared) == 1:
-        # x[..., k] @ W: the output is a's letters with k replaced by W's free letter, last
-        n = next(c for c in b if c != k)
-        if a[-1] != k or out != a[:-1] + n:
+    if len(shared) == 1 and (b[0] == k or b[-1] == k):
+        # x[..., k] @ W: the output is a's letters with k replaced by W's free letters, last
+        n = b.replace(k, "")
+        if a[-1] == k and out == a[:-1] + n:
+            return Matmul(a, b, out, k, weight=True, b_kn=b == k + n)
+        if b_dim == 2:
             return None
-        return Matmul(a, b, out, k, weight=True, b_kn=b == k + n)
     return Matmul(a, b, out, k, weight=False, b_kn=False)

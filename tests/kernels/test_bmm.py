@@ -218,6 +218,32 @@ def test_einsum_goes_to_exactly_one_family():
     assert _owners(torch.einsum, "bhqk,bhkd->bhqd", torch.randn(2, 3, 5, 6), k) == ["bmm"]
     assert _owners(torch.einsum, "bhqd,nd->bhqn", q, w) == ["gemm"]
     assert _owners(torch.einsum, "ij,ij->ij", w, w) == []
+    # a weight whose columns span several letters: XLNet's and Funnel's head projections
+    x, heads = torch.randn(5, 2, 8), torch.randn(8, 3, 4)
+    assert _owners(torch.einsum, "ibh,hnd->ibnd", x, heads) == ["gemm"]
+    assert _owners(torch.einsum, "ibh,ndh->ibnd", x, heads.permute(1, 2, 0)) == ["gemm"]
+    assert _owners(torch.einsum, "ibh,nhd->ibnd", x, heads.permute(1, 0, 2)) == ["bmm"]  # k between them
+
+
+@pytest.mark.parametrize("kn", [True, False])
+def test_an_einsum_by_a_weight_over_several_letters_routes_as_one_gemm(kn):
+    """x @ W with W's N columns held as [K, heads, head_dim] (or [heads, head_dim, K]): one
+    GEMM of N = heads * head_dim, its output in the equation's dims."""
+    torch.manual_seed(0)
+    x = torch.randn(6, 2, 16)
+    shape = (3, 4, 16) if not kn else (16, 3, 4)
+    w = torch.nn.Parameter(torch.randn(*shape))
+    eq = "ibh,hnd->ibnd" if kn else "ibh,ndh->ibnd"
+    route = GEMM.route(torch.einsum, (eq, x, w), {}, "float32")
+    assert not isinstance(route, str), route
+    assert route.shape == (12, 12, 16) and route.out[0] == (6, 2, 3, 4)
+    conf = GEMM.search_space(route.shape, "float32", CPU)[0]
+    out = route.launch(GEMM.build(route.shape, "float32", conf, "c"))
+    torch.testing.assert_close(out, torch.einsum(eq, x, w), rtol=1e-5, atol=1e-5)
+    # [K, N...] from an activation would be transposed on every call: it stays in PyTorch,
+    # saying so; [N..., K] is the kernel's layout as it lies
+    again = GEMM.route(torch.einsum, (eq, x, w.detach() + 0), {}, "float32")
+    assert again == "second operand is not a weight" if kn else again.shape == route.shape
 
 
 def test_profiled_ops_map_to_one_family_with_their_layout():

@@ -746,7 +746,7 @@ class GemmFamily(KernelFamily):
             got = self._matmul_operands(func, args, kwargs)
             if isinstance(got, str):
                 return got
-            x, w, w_nk = got
+            x, w, w_nk, tail = got
             b = None
         else:
             if func in ADDMM_CALLS:
@@ -779,6 +779,7 @@ class GemmFamily(KernelFamily):
             return "empty input"
         notes = () if x.is_contiguous() else ("input copied to contiguous",)
         lead = x.shape[:-1]
+        tail = tail if func in MATMUL_CALLS else (N,)  # the output's last dims: the weight's free ones
 
         def launch(kernel: Callable[..., torch.Tensor], *more: torch.Tensor) -> torch.Tensor:
             # `more`: a fused variant's further inputs (gemm_mul's g[M, N]). The weight in
@@ -787,14 +788,16 @@ class GemmFamily(KernelFamily):
             weight = w_nk() if callable(w_nk) else w_nk
             weight = weight if weight.is_contiguous() else DERIVED.get(weight, "c", lambda t: t.contiguous())
             bias = b if b is not None else DERIVED.constant("zero_bias", N, weight.dtype, weight.device, 0.0)
-            return kernel(x.reshape(M, K).contiguous(), weight, bias, *more).reshape(*lead, N)
+            return kernel(x.reshape(M, K).contiguous(), weight, bias, *more).reshape(*lead, *tail)
 
-        return Route((M, N, K), launch, notes=notes, out=((*lead, N), x.dtype, x.device))
+        return Route((M, N, K), launch, notes=notes, out=((*lead, *tail), x.dtype, x.device))
 
     @staticmethod
     def _matmul_operands(func: Callable, args: tuple, kwargs: dict) -> tuple | str:
-        """(x, the weight as given, the weight as (N, K) or a callable that makes it) of a
-        matmul or einsum by a 2-D weight, or why the call is not one."""
+        """(x, the weight as given, the weight as (N, K) or a callable that makes it, the
+        output's last dims) of a matmul or einsum by a weight, or why the call is not one.
+        An einsum's weight may hold its N columns over several letters ("ibh,hnd->ibnd"):
+        read as the 2-D matrix it is in memory, the output keeps those letters' dims."""
         if func is torch.einsum:
             eq, ops = _einsum_args(args)
             if eq is None or len(ops) != 2 or kwargs:
@@ -802,7 +805,7 @@ class GemmFamily(KernelFamily):
             x, w = ops
             found = as_matmul(eq, x.dim(), w.dim())
             if found is None or not found.weight:
-                return "einsum that is not a product by a 2-D weight"
+                return "einsum that is not a product by a weight"
             kn = found.b_kn
         else:
             if kwargs.get("out") is not None:
@@ -813,10 +816,20 @@ class GemmFamily(KernelFamily):
             if w.dim() != 2 or x.dim() < 2:
                 return f"operand ranks {x.dim()}-D @ {w.dim()}-D: not a product by a 2-D weight"
             kn = True
-        if x.shape[-1] != (w.shape[0] if kn else w.shape[1]):
+        if x.shape[-1] != (w.shape[0] if kn else w.shape[-1]):
             return "unsupported operand ranks"
+        tail = tuple(w.shape[1:] if kn else w.shape[:-1])
+        if len(tail) > 1:
+            if not w.is_contiguous():
+                return "weight with its columns over several dims, not contiguous"
+            K, N = int(w.shape[0] if kn else w.shape[-1]), math.prod(tail)
+            if not kn:
+                return x, w, w.view(N, K), tail
+            if not isinstance(w, torch.nn.Parameter):
+                return "second operand is not a weight"
+            return x, w, lambda: DERIVED.get(w, "flat t", lambda t: t.reshape(K, N).t().contiguous()), tail
         w_nk = _weight_nk(w, kn=kn)
-        return w_nk if isinstance(w_nk, str) else (x, w, w_nk)
+        return w_nk if isinstance(w_nk, str) else (x, w, w_nk, tail)
 
 
 def _weight_nk(w: torch.Tensor, *, kn: bool) -> Any:
