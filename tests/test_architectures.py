@@ -100,11 +100,13 @@ class Count(TorchFunctionMode):
             if func not in batched and len(ops) == 2 and ops[1].dim() == 2 and ops[0].dim() >= 2:
                 return "gemm"
             if func is torch.einsum and len(ops) == 2 and "->" in args[0]:
-                # x by a weight whose columns span several letters ("td,dnh->tnh"): one
-                # letter shared, x's last and at one end of the weight, the weight's others last
+                # x by a weight whose columns or rows span several letters ("td,dnh->tnh",
+                # "ibnd,hnd->ibh"): the shared letters end x and one end of the weight, in
+                # x's order, and the weight's others end the output
                 (a, b), out = args[0].replace(" ", "").split("->")[0].split(","), args[0].split("->")[1].strip()
-                k = set(a) & set(b)
-                if k == {a[-1]} and a[-1] in (b[0], b[-1]) and out == a[:-1] + b.replace(a[-1], ""):
+                k = "".join(c for c in a if c in b)
+                n = "".join(c for c in b if c not in k)
+                if k and n and a.endswith(k) and b in (k + n, n + k) and out == a[: -len(k)] + n:
                     return "gemm"
             return "bmm"
         if func is F.scaled_dot_product_attention:

@@ -19,7 +19,7 @@ class Matmul:
     a: str  # the first operand's letters, ellipsis written as "*"
     b: str
     out: str
-    k: str  # the contracted letter
+    k: str  # the contracted letter (letters, for a weight: a group ending x and at one end of W)
     # b is a weight: k and its free letters, which end the output in b's order (x @ W, as
     # a linear layer computes it; several free letters are W's columns grouped, as
     # XLNet's "ibh,hnd->ibnd" projects onto heads)
@@ -46,17 +46,18 @@ def as_matmul(equation: str, a_dim: int, b_dim: int) -> Matmul | None:
     if ("*" in a and len(a) - 1 > a_dim) or ("*" not in a and len(a) != a_dim) or ("*" in b) or len(b) != b_dim:
         return None
     shared = [c for c in a if c in b and c != "*"]
-    contracted = [c for c in shared if c not in out]
-    if len(contracted) != 1:
+    k = "".join(c for c in shared if c not in out)  # the contracted letters, in a's order
+    if not k or set(out) != (set(a) | set(b)) - set(k):
         return None
-    k = contracted[0]
-    if set(out) != (set(a) | set(b)) - {k}:
-        return None
-    if len(shared) == 1 and (b[0] == k or b[-1] == k):
-        # x[..., k] @ W: the output is a's letters with k replaced by W's free letters, last
-        n = b.replace(k, "")
-        if a[-1] == k and out == a[:-1] + n:
+    if len(shared) == len(k):
+        # x[..., k] @ W: the output is a's letters with k replaced by W's free letters, last;
+        # k may span several letters too, ending x and at one end of W in the same order
+        # (XLNet's output projection "ibnd,hnd->ibh")
+        n = "".join(c for c in b if c not in k)
+        if n and a.endswith(k) and b in (k + n, n + k) and out == a[: -len(k)] + n:
             return Matmul(a, b, out, k, weight=True, b_kn=b == k + n)
         if b_dim == 2:
             return None
+    if len(k) != 1:
+        return None
     return Matmul(a, b, out, k, weight=False, b_kn=False)

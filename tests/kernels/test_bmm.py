@@ -223,20 +223,29 @@ def test_einsum_goes_to_exactly_one_family():
     assert _owners(torch.einsum, "ibh,hnd->ibnd", x, heads) == ["gemm"]
     assert _owners(torch.einsum, "ibh,ndh->ibnd", x, heads.permute(1, 2, 0)) == ["gemm"]
     assert _owners(torch.einsum, "ibh,nhd->ibnd", x, heads.permute(1, 0, 2)) == ["bmm"]  # k between them
+    # and the way back, K over two letters: XLNet's output projection
+    assert _owners(torch.einsum, "ibnd,hnd->ibh", torch.randn(5, 2, 3, 4), heads) == ["gemm"]
 
 
-@pytest.mark.parametrize("kn", [True, False])
-def test_an_einsum_by_a_weight_over_several_letters_routes_as_one_gemm(kn):
-    """x @ W with W's N columns held as [K, heads, head_dim] (or [heads, head_dim, K]): one
-    GEMM of N = heads * head_dim, its output in the equation's dims."""
+@pytest.mark.parametrize(
+    "eq, x_shape, w_shape, kn, problem, out",
+    [
+        ("ibh,hnd->ibnd", (6, 2, 16), (16, 3, 4), True, (12, 12, 16), (6, 2, 3, 4)),  # N over two letters
+        ("ibh,ndh->ibnd", (6, 2, 16), (3, 4, 16), False, (12, 12, 16), (6, 2, 3, 4)),
+        ("ibnd,hnd->ibh", (6, 2, 3, 4), (16, 3, 4), False, (12, 16, 12), (6, 2, 16)),  # K over two letters
+        ("ibnd,ndh->ibh", (6, 2, 3, 4), (3, 4, 16), True, (12, 16, 12), (6, 2, 16)),
+    ],
+)
+def test_an_einsum_by_a_weight_over_several_letters_routes_as_one_gemm(eq, x_shape, w_shape, kn, problem, out):
+    """x @ W with W's N columns or K rows held over several dims ([K, heads, head_dim],
+    [heads, head_dim, K]...): one GEMM over the matrix W is in memory, x's contracted dims
+    read as one, its output in the equation's dims."""
     torch.manual_seed(0)
-    x = torch.randn(6, 2, 16)
-    shape = (3, 4, 16) if not kn else (16, 3, 4)
-    w = torch.nn.Parameter(torch.randn(*shape))
-    eq = "ibh,hnd->ibnd" if kn else "ibh,ndh->ibnd"
+    x = torch.randn(*x_shape)
+    w = torch.nn.Parameter(torch.randn(*w_shape))
     route = GEMM.route(torch.einsum, (eq, x, w), {}, "float32")
     assert not isinstance(route, str), route
-    assert route.shape == (12, 12, 16) and route.out[0] == (6, 2, 3, 4)
+    assert route.shape == problem and route.out[0] == out
     conf = GEMM.search_space(route.shape, "float32", CPU)[0]
     out = route.launch(GEMM.build(route.shape, "float32", conf, "c"))
     torch.testing.assert_close(out, torch.einsum(eq, x, w), rtol=1e-5, atol=1e-5)

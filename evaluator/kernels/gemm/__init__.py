@@ -735,8 +735,9 @@ class GemmFamily(KernelFamily):
         return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and b.dim() == 2 and a.dim() >= 2
 
     def route(self, func: Callable, args: tuple, kwargs: dict, dtype: str) -> Route | str:
-        """One F.linear / torch.addmm / torch.mm call, or a matmul or einsum by a 2-D
-        weight, as (M, N, K) and a launch, or why not."""
+        """One F.linear / torch.addmm / torch.mm call, or a matmul or einsum by a weight,
+        as (M, N, K) and a launch, or why not."""
+        nk, tail = 1, None  # x's last dims that are K, the output's that are N: an einsum's may be several
         if func is F.linear:
             x, w, b = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "weight"), arg(args, kwargs, 2, "bias")
             if w.dim() != 2 or x.dim() < 1 or x.shape[-1] != w.shape[1]:
@@ -746,7 +747,7 @@ class GemmFamily(KernelFamily):
             got = self._matmul_operands(func, args, kwargs)
             if isinstance(got, str):
                 return got
-            x, w, w_nk, tail = got
+            x, w, w_nk, tail, nk = got
             b = None
         else:
             if func in ADDMM_CALLS:
@@ -770,7 +771,7 @@ class GemmFamily(KernelFamily):
         bad = dtype_mismatch(dtype, x, w, b)
         if bad:
             return bad
-        K = int(x.shape[-1])
+        K = math.prod(x.shape[-nk:])
         N = int(w.numel() // K) if K else 0  # the 2-D weight's other dim, whichever way it lies
         if b is not None and tuple(b.shape) != (N,):
             return "bias shape"
@@ -778,8 +779,8 @@ class GemmFamily(KernelFamily):
         if M <= 0:
             return "empty input"
         notes = () if x.is_contiguous() else ("input copied to contiguous",)
-        lead = x.shape[:-1]
-        tail = tail if func in MATMUL_CALLS else (N,)  # the output's last dims: the weight's free ones
+        lead = x.shape[:-nk]
+        tail = tail or (N,)
 
         def launch(kernel: Callable[..., torch.Tensor], *more: torch.Tensor) -> torch.Tensor:
             # `more`: a fused variant's further inputs (gemm_mul's g[M, N]). The weight in
@@ -796,8 +797,11 @@ class GemmFamily(KernelFamily):
     def _matmul_operands(func: Callable, args: tuple, kwargs: dict) -> tuple | str:
         """(x, the weight as given, the weight as (N, K) or a callable that makes it, the
         output's last dims) of a matmul or einsum by a weight, or why the call is not one.
-        An einsum's weight may hold its N columns over several letters ("ibh,hnd->ibnd"):
-        read as the 2-D matrix it is in memory, the output keeps those letters' dims."""
+        An einsum's weight may hold its N columns, or its K rows, over several letters
+        (XLNet's "ibh,hnd->ibnd" and "ibnd,hnd->ibh"): read as the 2-D matrix it is in
+        memory, x's last `nk` dims as one (the last value), the output keeps the free
+        letters' dims."""
+        nk = 1  # the weight's dims that are K
         if func is torch.einsum:
             eq, ops = _einsum_args(args)
             if eq is None or len(ops) != 2 or kwargs:
@@ -806,7 +810,7 @@ class GemmFamily(KernelFamily):
             found = as_matmul(eq, x.dim(), w.dim())
             if found is None or not found.weight:
                 return "einsum that is not a product by a weight"
-            kn = found.b_kn
+            kn, nk = found.b_kn, len(found.k)
         else:
             if kwargs.get("out") is not None:
                 return "matmul with out="
@@ -816,20 +820,21 @@ class GemmFamily(KernelFamily):
             if w.dim() != 2 or x.dim() < 2:
                 return f"operand ranks {x.dim()}-D @ {w.dim()}-D: not a product by a 2-D weight"
             kn = True
-        if x.shape[-1] != (w.shape[0] if kn else w.shape[-1]):
+        kdims = tuple(w.shape[:nk] if kn else w.shape[-nk:])
+        tail = tuple(w.shape[nk:] if kn else w.shape[:-nk])
+        if tuple(x.shape[-nk:]) != kdims:
             return "unsupported operand ranks"
-        tail = tuple(w.shape[1:] if kn else w.shape[:-1])
-        if len(tail) > 1:
-            if not w.is_contiguous():
-                return "weight with its columns over several dims, not contiguous"
-            K, N = int(w.shape[0] if kn else w.shape[-1]), math.prod(tail)
-            if not kn:
-                return x, w, w.view(N, K), tail
-            if not isinstance(w, torch.nn.Parameter):
-                return "second operand is not a weight"
-            return x, w, lambda: DERIVED.get(w, "flat t", lambda t: t.reshape(K, N).t().contiguous()), tail
-        w_nk = _weight_nk(w, kn=kn)
-        return w_nk if isinstance(w_nk, str) else (x, w, w_nk, tail)
+        if w.dim() == 2:
+            w_nk = _weight_nk(w, kn=kn)
+            return w_nk if isinstance(w_nk, str) else (x, w, w_nk, tail, nk)
+        if not w.is_contiguous():
+            return "weight over several dims, not contiguous"
+        K, N = math.prod(kdims), math.prod(tail)
+        if not kn:
+            return x, w, w.view(N, K), tail, nk
+        if not isinstance(w, torch.nn.Parameter):
+            return "second operand is not a weight"
+        return x, w, lambda: DERIVED.get(w, "flat t", lambda t: t.reshape(K, N).t().contiguous()), tail, nk
 
 
 def _weight_nk(w: torch.Tensor, *, kn: bool) -> Any:
