@@ -261,3 +261,22 @@ def test_checklist_metrics_lists_the_portability_metrics():
         f"portability.{k}.kernels_ok" for k in targets.TARGETS
     ]:
         assert name in p.stdout, name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--budget", "5", "--lang", "zh"], "leave out --budget, --lang"),
+        (["--no-fuse", "-v", "--fail-on", "no-go"], "leave out --no-fuse "),
+        (["--model", "bert-tiny"], "leave out --model "),
+        (["--fail-on", "maybe"], "--fail-on 'maybe' is not allowed; use never, no-go or conditional"),
+    ],
+)
+def test_resume_refuses_options_it_would_ignore(args, words, tmp_path):
+    # The run continues with its saved config: another option is refused before any work,
+    # not dropped, and a bad --fail-on is refused before the run, not after it.
+    p = evaluate("--resume", str(tmp_path), *args)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and words in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr + p.stdout
