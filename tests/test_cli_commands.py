@@ -280,3 +280,23 @@ def test_resume_refuses_options_it_would_ignore(args, words, tmp_path):
     assert p.returncode == 2, p.stdout + p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and words in p.stderr, p.stderr
     assert "Traceback" not in p.stderr + p.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--threshold", "nan"], "error: --threshold nan is out of range"),
+        (["--threshold", "-1"], "error: --threshold -1.0 is out of range"),
+        (["--lang", "fr"], "error: --lang 'fr' is not available; use en or zh"),
+        (["--lang", "fr", "--out", "OUT"], "error: --lang 'fr' is not available; use en or zh"),
+    ],
+)
+def test_compare_refuses_bad_options_before_reading_the_store(args, words, tmp_path):
+    # One line before any table: a bad --lang is not found only after the comparison is printed.
+    args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
+    ids = ["--candidate", "m/cpu/2026Q4-2", "--reference", "m/cpu/2026Q4-1"]
+    p = evaluate("compare", *ids, *args, "--store", str(tmp_path / "store"))
+    assert p.returncode == 2 and not p.stdout.strip(), p.stdout + p.stderr
+    assert p.stderr.strip().splitlines() == [p.stderr.strip()] and words in p.stderr, p.stderr
+    assert not (tmp_path / "out").exists()

@@ -82,7 +82,15 @@ def compare_command(
     """Compare two baselines op by op and end to end (e.g. two platforms, or two driver versions)."""
     from .. import baseline, report
     from ..config import check_writable_folder
+    from ..report.strings import LANGS
 
+    # Checked before the store is read or the table printed: a bad option is one line, alone.
+    if not 0 <= threshold < 10:  # NaN fails this too
+        say_error(f"error: --threshold {threshold} is out of range; give a fraction such as 0.05")
+        raise typer.Exit(2)
+    if lang not in LANGS:
+        say_error(f"error: --lang '{lang}' is not available; use {' or '.join(LANGS)}")
+        raise typer.Exit(2)
     store = _read_store(store)
     if out is not None:
         check_writable_folder("--out", out)
