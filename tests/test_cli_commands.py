@@ -214,6 +214,15 @@ def test_port_prints_the_matrix_and_the_summary_lines():
         (["--family", "gemm", "--shape", "64x64x64", "--targets", "none"], "error: --targets none leaves nothing"),
         (["--family", "gemm", "--shape", "64x64x64", "--config", "[1]"], "error: --config must be a JSON object"),
         (["--family", "gemm", "--shape", "64x64x64", "--config", "{"], "error: --config is not JSON"),
+        # a typo'd key or a word for a number is the user's, not a "fails" cell of the matrix
+        (
+            ["--family", "gemm", "--shape", "64x64x64", "--targets", "a100", "--config", '{"blok_M": 64}'],
+            "error: --config: gemm has no config key 'blok_M'; its keys: block_K, block_M",
+        ),
+        (
+            ["--family", "gemm", "--shape", "64x64x64", "--targets", "a100", "--config", '{"block_M": "x"}'],
+            "error: --config: 'block_M' must be a number",
+        ),
         (["--family", "matmul", "--shape", "64x64x64"], "error: unknown kernel family 'matmul'; known families:"),
         (["--family", "gemm", "--shape", "64x64x64", "--dtype", "int4"], "error: unknown dtype 'int4'"),
         (["--family", "gemm"], "Missing option '--shape'"),
