@@ -309,3 +309,10 @@ def test_compare_refuses_bad_options_before_reading_the_store(args, words, tmp_p
     assert p.returncode == 2 and not p.stdout.strip(), p.stdout + p.stderr
     assert p.stderr.strip().splitlines() == [p.stderr.strip()] and words in p.stderr, p.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_baseline_push_to_a_missing_folder_creates_no_store(tmp_path):
+    p = evaluate("baseline", "push", "--store", str(tmp_path / "nowhere"))
+    assert p.returncode == 2 and p.stderr.startswith("error: there is no baseline store at "), p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "nowhere").exists()

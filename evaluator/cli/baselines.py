@@ -208,7 +208,10 @@ def baseline_push(store: Optional[str] = STORE_OPT) -> None:
     from ..config import check_folder_given
 
     check_folder_given("--store", store)
-    s = baseline.push(store or str(OutputSettings.store))
+    spec = store or str(OutputSettings.store)
+    if not baseline.is_remote(spec):
+        baseline.open_store(spec, create=False)  # a missing folder is refused, not made a store with nothing to push
+    s = baseline.push(spec)
     for old, new in s.renumbered:
         console.print(f"Renumbered {old} -> {new} (the remote already had {old})", markup=False)
     console.print(
