@@ -106,8 +106,10 @@ def compare_command(
 
 
 def baseline_list(
-    model: Optional[str] = typer.Option(None),
-    platform: Optional[str] = typer.Option(None),
+    model: Optional[str] = typer.Option(None, help="Only this model's baselines (the first part of the id)."),
+    platform: Optional[str] = typer.Option(
+        None, help="Only this platform's baselines (the id's second part, e.g. h200 or cpu-x86_64)."
+    ),
     store: Optional[str] = STORE_OPT,
 ) -> None:
     """List baselines, oldest first."""

@@ -79,7 +79,7 @@ def checklist_validate(file: Path = typer.Argument(..., help="Checklist YAML."))
         for problem in exc.problems:
             say_error(f"error: {problem}")
         raise typer.Exit(2) from None
-    console.print(f"{file}: valid ({len(cl.items)} items)")
+    console.print(f"{file}: valid ({len(cl.items)} item{'' if len(cl.items) == 1 else 's'})")
 
 
 def checklist_metrics() -> None:
