@@ -316,3 +316,10 @@ def test_baseline_push_to_a_missing_folder_creates_no_store(tmp_path):
     assert p.returncode == 2 and p.stderr.startswith("error: there is no baseline store at "), p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize("shape", ["64x64", "64x0x64"])
+def test_bench_shape_error_is_the_only_line_on_stderr(shape):
+    p = evaluate("bench", "--family", "gemm", "--shape", shape)
+    assert p.returncode == 2
+    assert p.stderr.startswith("error: --shape ") and p.stderr.count("\n") == 1, repr(p.stderr)

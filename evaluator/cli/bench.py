@@ -62,7 +62,8 @@ def bench_command(
     config_mod.check_count("--reps", reps, 1)
     config_mod.check_seconds("--budget", budget)
     config_mod.check_compile_mode(compile_mode)
-    shapes = [parse_shape(text, fam.shape_names, ConfigError) for text in shape]
+    # Fitted here, not inside the progress display, whose stop would leave a blank line above the error.
+    shapes = [pipeline.fit_shape(fam, parse_shape(text, fam.shape_names, ConfigError)) for text in shape]
     dev = hardware.resolve_device(device)
     hardware.choose_target(dev, target)  # a target this device cannot run: one line, before any tuning
     dt = DTYPE_ALIASES.get(dtype or config_mod.device_defaults(dev)["dtype"])
