@@ -31,6 +31,14 @@ def upstream_command(
     from .. import upstream
     from ..results import to_dict
 
+    from ..config.checks import check_text_given
+
+    for opt, value, example in (
+        ("--fork", fork, "a local clone of the fork or its URL"),
+        ("--as-of", as_of, "a date such as 2026-08-21"),
+        ("--branch", branch, "a branch name such as main"),
+    ):
+        check_text_given(opt, value, example)
     # repo_option: the messages must name the option typed here, --repo, not the run's --upstream.
     health = upstream.measure(repo, fork=fork, as_of=config_mod.parse_as_of(as_of), branch=branch, repo_option="--repo")
     if json_out:
