@@ -44,7 +44,9 @@ def _read_store(spec: Optional[str]):
 def report_command(
     baseline_id: str = typer.Option(..., "--baseline", help="Baseline id, e.g. bert-tiny/cpu-x86_64/2026Q4-1."),
     store: Optional[str] = STORE_OPT,
-    out: Optional[Path] = typer.Option(None, help="Output folder (default: reports/rerendered/<id>)."),
+    out: Optional[Path] = typer.Option(
+        None, help="Output folder (default: reports/rerendered/<id with / as _>, e.g. bert-tiny_h200_2026Q4-1)."
+    ),
     lang: str = typer.Option(DEFAULTS["lang"], help="en or zh."),
 ) -> None:
     """Re-render the HTML/PDF report from a stored baseline, without rerunning anything."""
