@@ -323,3 +323,18 @@ def test_bench_shape_error_is_the_only_line_on_stderr(shape):
     p = evaluate("bench", "--family", "gemm", "--shape", shape)
     assert p.returncode == 2
     assert p.stderr.startswith("error: --shape ") and p.stderr.count("\n") == 1, repr(p.stderr)
+
+
+def test_baseline_record_refuses_a_run_whose_baseline_json_names_its_baseline(tmp_path):
+    # The run wrote baseline.json when the store took its baseline, then failed (reading the
+    # trend) before results.json said so: recording it again would make a second baseline.
+    folder = _finished_run(tmp_path / "reports")
+    store = tmp_path / "store"
+    first = baseline.record(store, from_dict(RunResult, json.loads((folder / "results.json").read_text())))
+    (folder / "baseline.json").write_text(json.dumps(to_dict(first), indent=1))
+    p = evaluate("baseline", "record", str(folder), "--store", str(store))
+    assert p.returncode == 2 and p.stderr.strip() == (
+        f"error: run bert-tiny-20261129-120000 is already recorded as {first.tag} in {first.store}; "
+        f"`evaluate baseline show {first.tag}` shows it"
+    )
+    assert [r.tag for r in baseline.list_baselines(store)] == [first.tag]

@@ -180,7 +180,7 @@ def baseline_record(
 def _finished_run(run_dir: Path, results: Path):
     """The RunResult in `results`, if it is a finished run not yet recorded; else one line saying why not."""
     from ..errors import ConfigError
-    from ..results import RunResult, from_dict
+    from ..results import BaselineRef, RunResult, from_dict
 
     if not results.is_file():
         raise ConfigError(f"{run_dir} has no results.json; give the folder of a run (reports/runs/<run id>)")
@@ -197,10 +197,18 @@ def _finished_run(run_dir: Path, results: Path):
             f"run {result.run_id} did not finish (no verdict; failed: {missing}); "
             "only a finished run can be recorded, rerun it"
         )
-    if result.baseline is not None:
+    ref = result.baseline
+    if ref is None:
+        # The run writes baseline.json as soon as the store took its baseline; a failure after
+        # that (reading the trend) leaves results.json without it, and must not make a second one.
+        try:
+            ref = from_dict(BaselineRef, json.loads((results.parent / "baseline.json").read_text()))
+        except (OSError, ValueError):
+            ref = None
+    if ref is not None:
         raise ConfigError(
-            f"run {result.run_id} is already recorded as {result.baseline.tag} in "
-            f"{result.baseline.store}; `evaluate baseline show {result.baseline.tag}` shows it"
+            f"run {result.run_id} is already recorded as {ref.tag} in {ref.store}; "
+            f"`evaluate baseline show {ref.tag}` shows it"
         )
     return result
 
