@@ -338,3 +338,25 @@ def test_baseline_record_refuses_a_run_whose_baseline_json_names_its_baseline(tm
         f"`evaluate baseline show {first.tag}` shows it"
     )
     assert [r.tag for r in baseline.list_baselines(store)] == [first.tag]
+
+
+def test_interrupt_after_recording_names_the_report_command(tmp_path, capsys):
+    # Stopped while rendering: --resume refuses a recorded run, so the line names what renders it.
+    import typer
+
+    from evaluator.cli.errors import reported_errors
+
+    folder = _finished_run(tmp_path / "reports")
+    (folder / "config.json").write_text("{}")
+    data = json.loads((folder / "results.json").read_text())
+    data["baseline"] = {"tag": "bert-tiny/cpu-x86_64/2026Q4-1", "store": str(tmp_path / "store")}
+    (folder / "results.json").write_text(json.dumps(data))
+    with pytest.raises(typer.Exit) as exit_info:
+        with reported_errors(run_dir=lambda: folder):
+            raise KeyboardInterrupt
+    assert exit_info.value.exit_code == 130
+    assert capsys.readouterr().err.strip() == (
+        f"interrupted; finished stages are kept in {folder}; its baseline bert-tiny/cpu-x86_64/2026Q4-1 is "
+        f"recorded; render its report with: evaluate report --baseline bert-tiny/cpu-x86_64/2026Q4-1 "
+        f"--store {tmp_path / 'store'} --out {folder}"
+    )
