@@ -360,3 +360,24 @@ def test_interrupt_after_recording_names_the_report_command(tmp_path, capsys):
         f"recorded; render its report with: evaluate report --baseline bert-tiny/cpu-x86_64/2026Q4-1 "
         f"--store {tmp_path / 'store'} --out {folder}"
     )
+
+
+@pytest.mark.parametrize("address", ["REFUSED", "not an address"])
+def test_fleet_refuses_a_ray_address_nothing_answers_at_in_one_line(address, tmp_path):
+    # Left to ray.init, an unreachable head is retried for minutes with Ray's warnings on stderr.
+    import socket
+
+    pytest.importorskip("ray")
+    if address == "REFUSED":
+        with socket.socket() as s:  # a port just freed: nothing listens there
+            s.bind(("127.0.0.1", 0))
+            address = f"127.0.0.1:{s.getsockname()[1]}"
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        f"name: n\nreports: {tmp_path / 'r'}\nstore: {tmp_path / 's'}\nmodels: [bert-tiny]\n"
+        "platforms:\n  - {name: cpu, device: cpu}\n"
+    )
+    p = evaluate("fleet", str(plan), "--ray", address, timeout=60)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith("error: --ray ") and address in p.stderr, p.stderr
+    assert not (tmp_path / "r").exists()  # refused before the sweep folder is made
