@@ -381,3 +381,10 @@ def test_fleet_refuses_a_ray_address_nothing_answers_at_in_one_line(address, tmp
     assert p.returncode == 2, p.stderr
     assert p.stderr.count("\n") == 1 and p.stderr.startswith("error: --ray ") and address in p.stderr, p.stderr
     assert not (tmp_path / "r").exists()  # refused before the sweep folder is made
+
+
+def test_an_error_in_the_first_stage_leaves_stdout_empty(tmp_path):
+    # The stopped stage is not left spinning above the error, and no blank line is left either.
+    p = evaluate("--model", "tests/fixtures/user_model.py:broken", "--reports", str(tmp_path))
+    assert p.returncode == 2 and p.stderr.startswith("error: ") and p.stderr.count("\n") == 1, p.stderr
+    assert p.stdout == "", repr(p.stdout)
