@@ -49,6 +49,8 @@ def evaluate(*args, cwd=ROOT, timeout=900):
             "/tmp is not a git repository; pass --repo",
         ),  # the option typed, not --upstream
         (["upstream", "--repo", "/tmp", "--as-of", "soon"], "--as-of 'soon' is not a date"),
+        (["upstream", "--repo", ".", "--branch", ""], "--branch was given an empty value"),
+        (["upstream", "--repo", ".", "--as-of", ""], "--as-of was given an empty value"),
         (
             ["--model", "bert-tiny", "--reps", "0"],
             "--reps must be a positive integer",

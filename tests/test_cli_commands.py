@@ -214,6 +214,15 @@ def test_port_prints_the_matrix_and_the_summary_lines():
         (["--family", "gemm", "--shape", "64x64x64", "--targets", "none"], "error: --targets none leaves nothing"),
         (["--family", "gemm", "--shape", "64x64x64", "--config", "[1]"], "error: --config must be a JSON object"),
         (["--family", "gemm", "--shape", "64x64x64", "--config", "{"], "error: --config is not JSON"),
+        # a typo'd key or a word for a number is the user's, not a "fails" cell of the matrix
+        (
+            ["--family", "gemm", "--shape", "64x64x64", "--targets", "a100", "--config", '{"blok_M": 64}'],
+            "error: --config: gemm has no config key 'blok_M'; its keys: block_K, block_M",
+        ),
+        (
+            ["--family", "gemm", "--shape", "64x64x64", "--targets", "a100", "--config", '{"block_M": "x"}'],
+            "error: --config: 'block_M' must be a number",
+        ),
         (["--family", "matmul", "--shape", "64x64x64"], "error: unknown kernel family 'matmul'; known families:"),
         (["--family", "gemm", "--shape", "64x64x64", "--dtype", "int4"], "error: unknown dtype 'int4'"),
         (["--family", "gemm"], "Missing option '--shape'"),
@@ -261,3 +270,121 @@ def test_checklist_metrics_lists_the_portability_metrics():
         f"portability.{k}.kernels_ok" for k in targets.TARGETS
     ]:
         assert name in p.stdout, name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--budget", "5", "--lang", "zh"], "leave out --budget, --lang"),
+        (["--no-fuse", "-v", "--fail-on", "no-go"], "leave out --no-fuse "),
+        (["--model", "bert-tiny"], "leave out --model "),
+        (["--fail-on", "maybe"], "--fail-on 'maybe' is not allowed; use never, no-go or conditional"),
+    ],
+)
+def test_resume_refuses_options_it_would_ignore(args, words, tmp_path):
+    # The run continues with its saved config: another option is refused before any work,
+    # not dropped, and a bad --fail-on is refused before the run, not after it.
+    p = evaluate("--resume", str(tmp_path), *args)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and words in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr + p.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--threshold", "nan"], "error: --threshold nan is out of range"),
+        (["--threshold", "-1"], "error: --threshold -1.0 is out of range"),
+        (["--lang", "fr"], "error: --lang 'fr' is not available; use en or zh"),
+        (["--lang", "fr", "--out", "OUT"], "error: --lang 'fr' is not available; use en or zh"),
+    ],
+)
+def test_compare_refuses_bad_options_before_reading_the_store(args, words, tmp_path):
+    # One line before any table: a bad --lang is not found only after the comparison is printed.
+    args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
+    ids = ["--candidate", "m/cpu/2026Q4-2", "--reference", "m/cpu/2026Q4-1"]
+    p = evaluate("compare", *ids, *args, "--store", str(tmp_path / "store"))
+    assert p.returncode == 2 and not p.stdout.strip(), p.stdout + p.stderr
+    assert p.stderr.strip().splitlines() == [p.stderr.strip()] and words in p.stderr, p.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_baseline_push_to_a_missing_folder_creates_no_store(tmp_path):
+    p = evaluate("baseline", "push", "--store", str(tmp_path / "nowhere"))
+    assert p.returncode == 2 and p.stderr.startswith("error: there is no baseline store at "), p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize("shape", ["64x64", "64x0x64"])
+def test_bench_shape_error_is_the_only_line_on_stderr(shape):
+    p = evaluate("bench", "--family", "gemm", "--shape", shape)
+    assert p.returncode == 2
+    assert p.stderr.startswith("error: --shape ") and p.stderr.count("\n") == 1, repr(p.stderr)
+
+
+def test_baseline_record_refuses_a_run_whose_baseline_json_names_its_baseline(tmp_path):
+    # The run wrote baseline.json when the store took its baseline, then failed (reading the
+    # trend) before results.json said so: recording it again would make a second baseline.
+    folder = _finished_run(tmp_path / "reports")
+    store = tmp_path / "store"
+    first = baseline.record(store, from_dict(RunResult, json.loads((folder / "results.json").read_text())))
+    (folder / "baseline.json").write_text(json.dumps(to_dict(first), indent=1))
+    p = evaluate("baseline", "record", str(folder), "--store", str(store))
+    assert p.returncode == 2 and p.stderr.strip() == (
+        f"error: run bert-tiny-20261129-120000 is already recorded as {first.tag} in {first.store}; "
+        f"`evaluate baseline show {first.tag}` shows it"
+    )
+    assert [r.tag for r in baseline.list_baselines(store)] == [first.tag]
+
+
+def test_interrupt_after_recording_names_the_report_command(tmp_path, capsys):
+    # Stopped while rendering: --resume refuses a recorded run, so the line names what renders it.
+    import typer
+
+    from evaluator.cli.errors import reported_errors
+
+    folder = _finished_run(tmp_path / "reports")
+    (folder / "config.json").write_text("{}")
+    data = json.loads((folder / "results.json").read_text())
+    data["baseline"] = {"tag": "bert-tiny/cpu-x86_64/2026Q4-1", "store": str(tmp_path / "store")}
+    (folder / "results.json").write_text(json.dumps(data))
+    with pytest.raises(typer.Exit) as exit_info:
+        with reported_errors(run_dir=lambda: folder):
+            raise KeyboardInterrupt
+    assert exit_info.value.exit_code == 130
+    assert capsys.readouterr().err.strip() == (
+        f"interrupted; finished stages are kept in {folder}; its baseline bert-tiny/cpu-x86_64/2026Q4-1 is "
+        f"recorded; render its report with: evaluate report --baseline bert-tiny/cpu-x86_64/2026Q4-1 "
+        f"--store {tmp_path / 'store'} --out {folder}"
+    )
+
+
+@pytest.mark.parametrize("address", ["REFUSED", "not an address"])
+def test_fleet_refuses_a_ray_address_nothing_answers_at_in_one_line(address, tmp_path):
+    # Left to ray.init, an unreachable head is retried for minutes with Ray's warnings on stderr.
+    import socket
+
+    pytest.importorskip("ray")
+    if address == "REFUSED":
+        with socket.socket() as s:  # a port just freed: nothing listens there
+            s.bind(("127.0.0.1", 0))
+            address = f"127.0.0.1:{s.getsockname()[1]}"
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        f"name: n\nreports: {tmp_path / 'r'}\nstore: {tmp_path / 's'}\nmodels: [bert-tiny]\n"
+        "platforms:\n  - {name: cpu, device: cpu}\n"
+    )
+    p = evaluate("fleet", str(plan), "--ray", address, timeout=60)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith("error: --ray ") and address in p.stderr, p.stderr
+    assert not (tmp_path / "r").exists()  # refused before the sweep folder is made
+
+
+def test_an_error_in_the_first_stage_leaves_stdout_empty(tmp_path):
+    # The stopped stage is not left spinning above the error, and no blank line is left either.
+    p = evaluate("--model", "tests/fixtures/user_model.py:broken", "--reports", str(tmp_path))
+    assert p.returncode == 2 and p.stderr.startswith("error: ") and p.stderr.count("\n") == 1, p.stderr
+    assert p.stdout == "", repr(p.stdout)

@@ -38,6 +38,14 @@ def test_defaults_on_this_machine():
         ({"model": "bert-tiny", "max_shapes": 0}, "--max-shapes must be a positive integer"),
         ({"model": "bert-tiny", "profile_iters": 0}, "--profile-iters must be a positive integer"),
         ({"model": "bert-tiny", "label": "  "}, "--name .* cannot name a baseline"),
+        # an empty value is refused, not read as the option left out
+        ({"model": "bert-tiny", "families": ""}, "--families was given an empty value"),
+        ({"model": "bert-tiny", "families": " , "}, "--families ' , ' names no family"),
+        ({"model": "bert-tiny", "checklist": ""}, "--checklist was given an empty value"),
+        ({"model": "bert-tiny", "upstream": ""}, "--upstream was given an empty value"),
+        ({"model": "bert-tiny", "fork": " "}, "--fork was given an empty value"),
+        ({"model": "bert-tiny", "as_of": ""}, "--as-of was given an empty value"),
+        ({"model": "bert-tiny", "branch": ""}, "--branch was given an empty value"),
     ],
 )
 def test_bad_input_is_one_clear_error(kwargs, words):

@@ -211,3 +211,34 @@ def test_the_shipped_checklists_named_in_the_docs_exist():
 
     for name in ("default", "production"):
         assert resources.find_checklist(name) is not None
+
+
+def _subcommands(cmd=ROOT, path: tuple = ()) -> list:
+    out = []
+    for name, sub in sorted(getattr(cmd, "commands", {}).items()):
+        if getattr(sub, "hidden", False):
+            continue
+        out.append(((*path, name), sub))
+        out += _subcommands(sub, (*path, name))
+    return out
+
+
+def test_every_subcommand_and_its_options_are_in_the_usage_page():
+    # usage.md shows each command as `evaluate <command>`, and each of its options either on
+    # that line or in a paragraph that names the command.
+    usage = _text(ROOT_DIR / "docs" / "usage.md")
+    paragraphs = re.split(r"\n\s*\n", usage)
+    missing = []
+    for path, cmd in _subcommands():
+        words = " ".join(path)
+        lines = [line for line in usage.splitlines() if re.search(rf"evaluate {words}(\s|$|`)", line)]
+        if not lines:
+            missing.append(f"evaluate {words}")
+            continue
+        text = "\n".join([*lines, *(p for p in paragraphs if f"`{path[-1]}`" in p or f"evaluate {words}" in p)])
+        for p in cmd.params:
+            if p.hidden or not p.opts[0].startswith("-"):
+                continue
+            if not {o for o in (*p.opts, *p.secondary_opts)} & set(re.findall(r"--?[a-z0-9][a-z0-9-]*", text)):
+                missing.append(f"evaluate {words} {p.opts[0]}")
+    assert not missing, f"docs/usage.md leaves out {missing}"

@@ -44,7 +44,9 @@ def _read_store(spec: Optional[str]):
 def report_command(
     baseline_id: str = typer.Option(..., "--baseline", help="Baseline id, e.g. bert-tiny/cpu-x86_64/2026Q4-1."),
     store: Optional[str] = STORE_OPT,
-    out: Optional[Path] = typer.Option(None, help="Output folder (default: reports/rerendered/<id>)."),
+    out: Optional[Path] = typer.Option(
+        None, help="Output folder (default: reports/rerendered/<id with / as _>, e.g. bert-tiny_h200_2026Q4-1)."
+    ),
     lang: str = typer.Option(DEFAULTS["lang"], help="en or zh."),
 ) -> None:
     """Re-render the HTML/PDF report from a stored baseline, without rerunning anything."""
@@ -82,7 +84,15 @@ def compare_command(
     """Compare two baselines op by op and end to end (e.g. two platforms, or two driver versions)."""
     from .. import baseline, report
     from ..config import check_writable_folder
+    from ..report.strings import LANGS
 
+    # Checked before the store is read or the table printed: a bad option is one line, alone.
+    if not 0 <= threshold < 10:  # NaN fails this too
+        say_error(f"error: --threshold {threshold} is out of range; give a fraction such as 0.05")
+        raise typer.Exit(2)
+    if lang not in LANGS:
+        say_error(f"error: --lang '{lang}' is not available; use {' or '.join(LANGS)}")
+        raise typer.Exit(2)
     store = _read_store(store)
     if out is not None:
         check_writable_folder("--out", out)
@@ -98,8 +108,10 @@ def compare_command(
 
 
 def baseline_list(
-    model: Optional[str] = typer.Option(None),
-    platform: Optional[str] = typer.Option(None),
+    model: Optional[str] = typer.Option(None, help="Only this model's baselines (the first part of the id)."),
+    platform: Optional[str] = typer.Option(
+        None, help="Only this platform's baselines (the id's second part, e.g. h200 or cpu-x86_64)."
+    ),
     store: Optional[str] = STORE_OPT,
 ) -> None:
     """List baselines, oldest first."""
@@ -168,7 +180,7 @@ def baseline_record(
 def _finished_run(run_dir: Path, results: Path):
     """The RunResult in `results`, if it is a finished run not yet recorded; else one line saying why not."""
     from ..errors import ConfigError
-    from ..results import RunResult, from_dict
+    from ..results import BaselineRef, RunResult, from_dict
 
     if not results.is_file():
         raise ConfigError(f"{run_dir} has no results.json; give the folder of a run (reports/runs/<run id>)")
@@ -185,10 +197,18 @@ def _finished_run(run_dir: Path, results: Path):
             f"run {result.run_id} did not finish (no verdict; failed: {missing}); "
             "only a finished run can be recorded, rerun it"
         )
-    if result.baseline is not None:
+    ref = result.baseline
+    if ref is None:
+        # The run writes baseline.json as soon as the store took its baseline; a failure after
+        # that (reading the trend) leaves results.json without it, and must not make a second one.
+        try:
+            ref = from_dict(BaselineRef, json.loads((results.parent / "baseline.json").read_text()))
+        except (OSError, ValueError):
+            ref = None
+    if ref is not None:
         raise ConfigError(
-            f"run {result.run_id} is already recorded as {result.baseline.tag} in "
-            f"{result.baseline.store}; `evaluate baseline show {result.baseline.tag}` shows it"
+            f"run {result.run_id} is already recorded as {ref.tag} in {ref.store}; "
+            f"`evaluate baseline show {ref.tag}` shows it"
         )
     return result
 
@@ -200,7 +220,10 @@ def baseline_push(store: Optional[str] = STORE_OPT) -> None:
     from ..config import check_folder_given
 
     check_folder_given("--store", store)
-    s = baseline.push(store or str(OutputSettings.store))
+    spec = store or str(OutputSettings.store)
+    if not baseline.is_remote(spec):
+        baseline.open_store(spec, create=False)  # a missing folder is refused, not made a store with nothing to push
+    s = baseline.push(spec)
     for old, new in s.renumbered:
         console.print(f"Renumbered {old} -> {new} (the remote already had {old})", markup=False)
     console.print(

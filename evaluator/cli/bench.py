@@ -62,7 +62,8 @@ def bench_command(
     config_mod.check_count("--reps", reps, 1)
     config_mod.check_seconds("--budget", budget)
     config_mod.check_compile_mode(compile_mode)
-    shapes = [parse_shape(text, fam.shape_names, ConfigError) for text in shape]
+    # Fitted here, not inside the progress display, whose stop would leave a blank line above the error.
+    shapes = [pipeline.fit_shape(fam, parse_shape(text, fam.shape_names, ConfigError)) for text in shape]
     dev = hardware.resolve_device(device)
     hardware.choose_target(dev, target)  # a target this device cannot run: one line, before any tuning
     dt = DTYPE_ALIASES.get(dtype or config_mod.device_defaults(dev)["dtype"])
@@ -116,6 +117,8 @@ def port_command(
             "--targets none leaves nothing to check; name targets, all, or leave --targets out for the default set"
         )
     tuned = _tuned_config(config)
+    if tuned:
+        _check_config_keys(fam, shp, dt, tuned)
     # A line, not a spinner: lowering for HIP targets holds stderr for a moment (portability/lowering.py).
     err_console.print(
         f"Lowering {family} {'x'.join(map(str, shp))} {dt} for {', '.join(keys)} (compiled, not run)…",
@@ -146,3 +149,27 @@ def _tuned_config(text: str | None) -> dict | None:
     if not isinstance(tuned, dict) or not tuned:
         raise ConfigError("--config must be a JSON object of config keys, e.g. '{\"block_M\": 128}'")
     return tuned
+
+
+def _check_config_keys(fam, shape, dtype: str, tuned: dict) -> None:
+    """A --config key no GPU schedule of the family knows, or a word where the key takes a
+    number, is the user's typo: one line now, not a "fails" cell per target that reads
+    like a portability finding."""
+    from ..errors import ConfigError, KernelError
+
+    defaults = dict(fam.params)
+    for target in ("cuda:sm_80", "cuda:sm_90a", "hip:gfx942", "maca"):
+        try:
+            defaults.update(fam.schedule(shape, dtype, target).defaults)
+        except KernelError:  # no schedule for that target: it knows no keys
+            continue
+    unknown = sorted(set(tuned) - set(defaults))
+    if unknown:
+        raise ConfigError(
+            f"--config: {fam.name} has no config key {', '.join(map(repr, unknown))}; "
+            f"its keys: {', '.join(sorted(defaults))}"
+        )
+    numeric = (int, float)  # bool is an int
+    wrong = sorted(k for k, v in tuned.items() if isinstance(defaults[k], numeric) and not isinstance(v, numeric))
+    if wrong:
+        raise ConfigError(f"--config: {', '.join(map(repr, wrong))} must be a number (or true/false), e.g. 128")

@@ -74,13 +74,23 @@ def _save_traceback(exc: BaseException, folders: list[Path | None]) -> str:
 
 def _resume_hint(folder: Path) -> str:
     """ "; continue with: evaluate --resume <folder>" when `--resume` can take the folder up
-    (it has its config and results, and its baseline is not recorded yet), else ""."""
+    (it has its config and results, and its baseline is not recorded yet); the `evaluate
+    report` command that renders it when the baseline is recorded but the report is not;
+    else ""."""
     try:
         if not (folder / "config.json").is_file():
             return ""
-        if json.loads((folder / "results.json").read_text()).get("baseline") is not None:
-            return ""  # finished: nothing left to resume
-    except (OSError, ValueError, AttributeError):
+        ref = json.loads((folder / "results.json").read_text()).get("baseline")
+        if ref is not None:
+            # Recorded, nothing left to resume: the report (stopped while rendering) comes from the store.
+            if (folder / "report.html").is_file():
+                return ""
+            return (
+                f"; its baseline {ref['tag']} is recorded; render its report with: evaluate report "
+                f"--baseline {shlex.quote(ref['tag'])} --store {shlex.quote(str(ref['store']))} --out "
+                f"{shlex.quote(str(folder))}"
+            )
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
         return ""
     return f"; continue with: evaluate --resume {shlex.quote(str(folder))}"
 

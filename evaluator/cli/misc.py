@@ -31,6 +31,14 @@ def upstream_command(
     from .. import upstream
     from ..results import to_dict
 
+    from ..config.checks import check_text_given
+
+    for opt, value, example in (
+        ("--fork", fork, "a local clone of the fork or its URL"),
+        ("--as-of", as_of, "a date such as 2026-08-21"),
+        ("--branch", branch, "a branch name such as main"),
+    ):
+        check_text_given(opt, value, example)
     # repo_option: the messages must name the option typed here, --repo, not the run's --upstream.
     health = upstream.measure(repo, fork=fork, as_of=config_mod.parse_as_of(as_of), branch=branch, repo_option="--repo")
     if json_out:
@@ -59,6 +67,8 @@ def fleet_command(
     fleet.require_ray()  # the one line saying what to install comes before anything else
     fleet.check_fail_on(fail_on)
     p = fleet.load_plan(plan, reports=reports, store=store)
+    if ray_address is not None:
+        _check_ray_address(ray_address)
     with progress(err_console) as bars:
         result = fleet.run_plan(p, ray_address=ray_address, reporter=RichReporter(bars))
     html = fleet.summary(result, result.folder)
@@ -67,6 +77,33 @@ def fleet_command(
     console.print(f"Summary: {html}", markup=False)
     if code:
         raise typer.Exit(code)
+
+
+def _check_ray_address(address: str) -> None:
+    """--ray HOST:PORT (or ray://HOST:PORT) where nothing listens: one line now. Left to
+    ray.init, an unreachable head is retried for minutes, Ray's warnings on the terminal."""
+    import re
+    import socket
+
+    from ..errors import ConfigError
+
+    m = re.fullmatch(r"(?:ray://)?\[?([^\s/\[\]]+?)\]?:(\d+)", address.strip())
+    if m is None:
+        if address.strip() in ("auto", "local"):
+            return
+        raise ConfigError(
+            f"--ray {address!r} is not an address; give the Ray head's HOST:PORT (e.g. 10.0.0.5:6379, "
+            "what `ray start --head` prints), ray://HOST:10001, or auto"
+        )
+    host, port = m.group(1), int(m.group(2))
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise ConfigError(
+            f"--ray {address}: nothing answers at {host}:{port} ({why}); start the head there "
+            "(ray start --head) or give its address"
+        ) from None
 
 
 def checklist_validate(file: Path = typer.Argument(..., help="Checklist YAML.")) -> None:
@@ -79,7 +116,7 @@ def checklist_validate(file: Path = typer.Argument(..., help="Checklist YAML."))
         for problem in exc.problems:
             say_error(f"error: {problem}")
         raise typer.Exit(2) from None
-    console.print(f"{file}: valid ({len(cl.items)} items)")
+    console.print(f"{file}: valid ({len(cl.items)} item{'' if len(cl.items) == 1 else 's'})")
 
 
 def checklist_metrics() -> None:

@@ -21,9 +21,26 @@ console = Console(width=None if sys.stdout.isatty() else 140)
 err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
 
 
+class _Progress(Progress):
+    """A stage an error or Ctrl-C stopped is not left spinning above the error line, and a
+    display with no finished stage leaves nothing (not even a blank line) behind."""
+
+    def __exit__(self, exc_type, exc_val, exc_tb) -> None:
+        if exc_type is not None:
+            for task in list(self.tasks):
+                if not task.finished:
+                    self.remove_task(task.id)
+            if not self.tasks:
+                # Live alone: Progress.stop adds a blank line on a console that is not a terminal.
+                self.live.transient = True
+                self.live.stop()
+                return
+        super().__exit__(exc_type, exc_val, exc_tb)
+
+
 def progress(on: Console) -> Progress:
     """The progress display every long command uses; `on` says which stream it goes to."""
-    return Progress(
+    return _Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
         BarColumn(),

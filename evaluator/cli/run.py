@@ -34,6 +34,8 @@ from .output import RichReporter, console, print_summary, progress
 
 # Options of the main command that are not config.build keywords.
 NOT_BUILD_OPTIONS = ("resume", "verbose")
+# The options that go with --resume: every other one is the saved run's.
+RESUME_OPTIONS = ("resume", "verbose", "fail_on")
 
 
 def main_command(
@@ -141,6 +143,7 @@ def main_command(
     if ctx.invoked_subcommand is not None:
         return
     if resume is not None:
+        _check_resume_options(ctx, fail_on)
         _resume(resume, fail_on, verbose)
         return
     if model is None:
@@ -149,6 +152,26 @@ def main_command(
         )
         raise typer.Exit(2)
     _run(build_options(ctx.params), fail_on, verbose)
+
+
+def _check_resume_options(ctx: typer.Context, fail_on: str) -> None:
+    """A resumed run keeps its saved config, so an option that would change it is refused
+    rather than ignored, and --fail-on is checked before the run continues, not after."""
+    # By the source's name: typer may carry its own copy of click's ParameterSource.
+    given = [
+        p.secondary_opts[0] if getattr(p, "secondary_opts", None) and ctx.params.get(p.name) is False else p.opts[0]
+        for p in ctx.command.params
+        if p.name not in RESUME_OPTIONS and getattr(ctx.get_parameter_source(p.name), "name", "") == "COMMANDLINE"
+    ]
+    if given:
+        say_error(
+            f"error: --resume continues the run with its own saved config; leave out {', '.join(given)} "
+            "(only --fail-on and --verbose go with --resume; start a new run to change the others)"
+        )
+        raise typer.Exit(2)
+    if fail_on not in ("never", "no-go", "conditional"):
+        say_error(f"error: --fail-on '{fail_on}' is not allowed; use never, no-go or conditional")
+        raise typer.Exit(2)
 
 
 def build_options(params: dict[str, Any]) -> dict[str, Any]:

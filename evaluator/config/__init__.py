@@ -30,6 +30,7 @@ from .checks import (
     check_count,
     check_folder_given,
     check_seconds,
+    check_text_given,
     check_share,
     check_writable_folder,
     find_checklist,
@@ -503,7 +504,19 @@ def build(
     dtype = dtype if explicit_dtype else by_device["dtype"]
     if dtype not in DTYPE_ALIASES:
         raise ConfigError(f"unknown dtype '{dtype}'; use fp32, fp16 or bf16")
+    # An empty value is refused rather than read as the option left out.
+    for opt, value, example in (
+        ("--families", families, "family names such as gemm,attention (`evaluate families` lists them)"),
+        ("--checklist", checklist, "a checklist YAML or a name such as production"),
+        ("--upstream", upstream, "a local clone of TileLang or its URL"),
+        ("--fork", fork, "a local clone of the fork or its URL"),
+        ("--as-of", as_of, "a date such as 2026-08-21"),
+        ("--branch", branch, "a branch name such as main"),
+    ):
+        check_text_given(opt, value, example)
     fams = tuple(f.strip() for f in families.split(",") if f.strip()) if families else ()
+    if families is not None and not fams:
+        raise ConfigError(f"--families {families!r} names no family; give names such as gemm,attention")
     for f in fams:
         kernels.get(f)
     _check_choices(

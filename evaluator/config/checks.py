@@ -104,6 +104,13 @@ def check_folder_given(opt: str, value: str | os.PathLike | None) -> None:
         raise ConfigError(f"{opt} needs a folder; got {got}")
 
 
+def check_text_given(opt: str, value: str | None, example: str) -> None:
+    """A text option given as an empty (or blank) string: one line, before any work, rather
+    than read as the option left out (the default checklist, no upstream, --ops's families)."""
+    if value is not None and not str(value).strip():
+        raise ConfigError(f"{opt} was given an empty value; give {example}, or leave {opt} out")
+
+
 def check_writable_folder(opt: str, path: Path) -> None:
     """A folder the run will write into: an existing writable folder, or one that can be
     created (its nearest existing parent is a writable folder). Nothing is created here."""
