@@ -134,6 +134,11 @@ def test_threshold_must_be_a_number(tmp_path):
     assert "threshold must be a number" in msg and "id 'num'" in msg
 
 
+def test_a_date_that_is_no_date_is_one_line(tmp_path):
+    msg = load_error(tmp_path, "name: x\nitems:\n  - id: a\n    waiver: {expires: 2027-13-45, reason: r}\n")
+    assert "reads as a date but is none (month must be in 1..12)" in msg and str(tmp_path) in msg
+
+
 def test_malformed_yaml_gives_line(tmp_path):
     msg = load_error(tmp_path, "name: x\nitems:\n  - id: a\n    title: [unclosed\n    metric: e2e.speedup\n")
     assert "not valid YAML" in msg and str(tmp_path) in msg

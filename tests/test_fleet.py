@@ -95,6 +95,7 @@ def _error(path: Path) -> str:
         ),
         ("- a\n- b\n", "a plan is a mapping with name, models"),
         ("name: [x\n", "not valid YAML at line"),
+        ("name: x\nmodels: [bert-tiny]\ndefaults: {as-of: 2026-13-45}\n", "reads as a date but is none"),
         # The checks `evaluate` makes before a run, on every cell, the cell named:
         (
             "name: x\nmodels: [bert-tiny]\ndefaults: {reps: 0}\n",

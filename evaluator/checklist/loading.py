@@ -239,6 +239,10 @@ def _read(path: Path) -> tuple[Any, dict[tuple, int]]:
         raise ChecklistProblems.one(
             path, f"{where}: not valid YAML ({problem}); check the indentation and quoting there"
         ) from exc
+    except ValueError as exc:  # a scalar that reads as a date and is none (2027-13-45)
+        raise ChecklistProblems.one(
+            path, f"{path}: a value reads as a date but is none ({exc}); write dates as YYYY-MM-DD"
+        ) from None
     if not isinstance(raw, dict):
         raise ChecklistProblems.one(
             path, f"{path}: a checklist is a mapping with 'name' and 'items' at the top level, got {type(raw).__name__}"

@@ -225,6 +225,8 @@ def load_plan(
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"{path}: not valid YAML{at} ({getattr(exc, 'problem', None) or 'syntax error'})") from None
+    except ValueError as exc:  # a scalar that reads as a date and is none (2026-13-45)
+        raise ConfigError(f"{path}: a value reads as a date but is none ({exc}); write dates as YYYY-MM-DD") from None
     if not isinstance(raw, dict):
         raise ConfigError(
             f"{path}: a plan is a mapping with name, models and optionally reports, store, defaults, platforms"
