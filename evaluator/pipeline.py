@@ -22,6 +22,7 @@ import importlib.metadata
 import json
 import platform
 import re
+import shlex
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -230,8 +231,8 @@ def resume(run_dir: Path, reporter: Reporter | None = None) -> RunOutcome:
     results, saved_cfg = run_dir / "results.json", run_dir / "config.json"
     if not results.is_file() or not saved_cfg.is_file():
         raise ConfigError(
-            f"--resume {run_dir}: not a run folder (it needs results.json and config.json, "
-            "which runs write from this version on)"
+            f"--resume {run_dir}: not a run folder (it needs the results.json and config.json "
+            "a run writes there); give reports/runs/<run id>"
         )
     cfg = config_mod.from_json(saved_cfg.read_text())
     try:
@@ -242,8 +243,9 @@ def resume(run_dir: Path, reporter: Reporter | None = None) -> RunOutcome:
         ) from exc
     if result.baseline is not None:
         raise ConfigError(
-            f"--resume {run_dir}: this run finished (baseline {result.baseline.tag}); "
-            "re-render it with evaluate report --baseline ID"
+            f"--resume {run_dir}: this run finished (baseline {result.baseline.tag}); re-render it with "
+            f"evaluate report --baseline {shlex.quote(result.baseline.tag)} "
+            f"--store {shlex.quote(str(result.baseline.store))}"
         )
     quiet_tilelang()
     hardware.pin_threads(cfg.device)

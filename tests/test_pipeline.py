@@ -210,6 +210,26 @@ def test_resume_refuses_what_it_cannot_continue(tmp_path):
         pipeline.resume(tmp_path)
 
 
+def test_resume_of_a_finished_run_names_the_command_that_renders_it(tmp_path):
+    import dataclasses
+    import json
+
+    from samples import sample_result
+
+    from evaluator import config
+    from evaluator.errors import ConfigError
+    from evaluator.results import BaselineRef, to_dict
+
+    ref = BaselineRef("/st ore", "bert-tiny", "cpu-x86_64", "2026Q4-1", "p", "abc", "bert-tiny/cpu-x86_64/2026Q4-1")
+    (tmp_path / "results.json").write_text(json.dumps(to_dict(dataclasses.replace(sample_result(), baseline=ref))))
+    (tmp_path / "config.json").write_text(config.to_json(config.build(model="bert-tiny")))
+    with pytest.raises(ConfigError) as err:
+        pipeline.resume(tmp_path)
+    assert str(err.value).endswith(
+        "re-render it with evaluate report --baseline bert-tiny/cpu-x86_64/2026Q4-1 --store '/st ore'"
+    )
+
+
 def test_environment_records_the_model_libraries_installed():
     import importlib.metadata
 
