@@ -500,3 +500,28 @@ def test_failed_initialisation_leaves_no_half_store(store, monkeypatch):
     assert {p.name for p in store.iterdir()} <= {lock.LOCK_NAME}
     monkeypatch.undo()
     assert bs.record(store, sample_result()).version == "2026Q4-1"
+
+
+def test_a_run_is_recorded_when_an_older_baseline_does_not_load_and_its_trend_is_left_out(tmp_path):
+    """The trend is read after recording: an older baseline damaged in the store's history
+    must not fail a run whose own baseline is already in (the run would then say it was not
+    recorded, and recording it again would make a second one)."""
+    import git
+
+    from evaluator import config
+    from evaluator.baseline import stage
+    from evaluator.context import Context, Reporter
+
+    store = tmp_path / "store"
+    first = bl.record(store, sample_result(run_id="bert-tiny-20261129-120000"))
+    (store / first.path / "result.json").write_text("{not json")
+    repo = git.Repo(store)
+    repo.index.add([f"{first.path}/result.json"])
+    repo.index.commit("a damaged baseline")
+    r = sample_result(run_id="bert-tiny-20261130-120000")
+    cfg = config.build(model="bert-tiny", store=store, reports=tmp_path / "reports")
+    (tmp_path / "run").mkdir()
+    ctx = Context(cfg, Reporter(), r.environment.hardware, r.environment, None, tmp_path / "run")
+    out = stage.record(ctx, r)
+    assert out.baseline is not None and out.trend == ()
+    assert [b.tag for b in bl.list_baselines(store)] == [first.tag, out.baseline.tag]

@@ -48,7 +48,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ..results import SCHEMA_VERSION  # noqa: F401  (re-exported, as before the split)
+from ..results import SCHEMA_VERSION  # noqa: F401  (re-exported: callers read it from the package)
 from .compare import E2E_TILELANG, E2E_TORCH, IGNORED_SETTINGS, compare, plausible_cause  # noqa: F401
 from .ids import VERSION_RE, baseline_id, model_slug  # noqa: F401
 from .rows import COMPARISON_COLUMNS, comparison_rows, environment_rows, show_rows

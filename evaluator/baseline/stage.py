@@ -11,6 +11,7 @@ import dataclasses
 import json
 
 from ..context import Context
+from ..errors import BaselineError
 from ..results import RunResult, to_dict
 from . import PushError, compare, previous, record as record_baseline, record_and_push, trend
 
@@ -52,4 +53,9 @@ def record(ctx: Context, result: RunResult) -> RunResult:
     (ctx.run_dir / "baseline.json").write_text(json.dumps(to_dict(ref), indent=1))
     rep.done(f"{ref.tag} in {ref.store}{note}")
     # the trend is read after recording so that this run is its newest point
-    return dataclasses.replace(result, baseline=ref, trend=trend(cfg.output.store, result.model.name, ctx.hw.platform))
+    try:
+        points = trend(cfg.output.store, result.model.name, ctx.hw.platform)
+    except BaselineError as exc:  # an older baseline that does not load: this run's is recorded all the same
+        rep.info(f"[yellow]the trend is left out of the report: {str(exc).splitlines()[0]}[/]")
+        points = ()
+    return dataclasses.replace(result, baseline=ref, trend=points)
