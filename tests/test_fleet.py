@@ -474,3 +474,16 @@ platforms:
     assert html.count('<td class="failed">') == 5
     assert "weights not found" in html and "died" in html
     assert all(p.is_file() for p in _links(result.folder / "fleet.html"))
+
+
+def test_a_sweep_that_cannot_reach_ray_leaves_no_folder(tmp_path, ray, monkeypatch):
+    def refused(*args, **kwargs):
+        raise ConnectionError("could not connect to 10.0.0.5:6379")
+
+    monkeypatch.setattr(ray, "init", refused)
+    plan = fleet.load_plan(FIXTURES / "fleet_plan.yaml", reports=tmp_path / "reports", store=tmp_path / "store")
+    with pytest.raises(ConfigError, match="cannot connect to the Ray cluster"):
+        fleet.run_plan(plan, ray_address="10.0.0.5:6379")
+    with pytest.raises(ConfigError, match="cannot start a local Ray"):
+        fleet.run_plan(plan)
+    assert not (tmp_path / "reports").exists() or not any((tmp_path / "reports").iterdir())

@@ -136,6 +136,7 @@ def run_plan(
         try:
             ray.init(address=ray_address, log_to_driver=False, logging_level=logging.WARNING)
         except Exception as exc:  # ConnectionError, a bad address, a version mismatch
+            _drop_empty(folder)
             raise ConfigError(f"--ray {ray_address}: cannot connect to the Ray cluster ({error_line(exc)})") from exc
         started, where = True, ray_address
     else:
@@ -149,6 +150,7 @@ def run_plan(
                 logging_level=logging.WARNING,
             )
         except Exception as exc:  # no room in /tmp, ports taken, a broken install
+            _drop_empty(folder)
             raise ConfigError(
                 f"cannot start a local Ray ({error_line(exc)}); or give --ray ADDRESS of a running cluster"
             ) from exc
@@ -261,6 +263,14 @@ def exit_code(result: FleetResult, fail_on: str = "never") -> int:
     }[fail_on]
     bad = [c for c in result.cells if (fail_on != "never" and not c.ok) or (c.ok and c.verdict in rejected)]
     return 1 if bad else 0
+
+
+def _drop_empty(folder: Path) -> None:
+    """The sweep folder made for a sweep that could not start: gone again, not left empty."""
+    try:
+        folder.rmdir()  # only an empty folder goes
+    except OSError:
+        pass
 
 
 def _ray_error(exc: BaseException) -> str:
