@@ -263,6 +263,13 @@ def test_dtype_flags_are_what_dtype_accepts():
         assert DTYPE_ALIASES[config.dtype_flag(dtype)] == dtype
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "bfloat16"])
+def test_bf16_on_the_cpu_is_refused_before_a_run_that_could_build_nothing(dtype):
+    with pytest.raises(ConfigError, match="TileLang's C backend has no bfloat16 type"):
+        config.build(model="bert-tiny", device="cpu", dtype=dtype)
+    assert config.build(model="bert-tiny", device="cpu", dtype="fp16").model.dtype == "float16"
+
+
 def test_build_without_options_is_the_settings_defaults(tmp_path, monkeypatch):
     import dataclasses
 

@@ -504,6 +504,12 @@ def build(
     dtype = dtype if explicit_dtype else by_device["dtype"]
     if dtype not in DTYPE_ALIASES:
         raise ConfigError(f"unknown dtype '{dtype}'; use fp32, fp16 or bf16")
+    if dev == "cpu" and DTYPE_ALIASES[dtype] == "bfloat16":
+        # every candidate would be refused: a whole run for a verdict of nothing
+        raise ConfigError(
+            f"--dtype {dtype} on the CPU: TileLang's C backend has no bfloat16 type, so no kernel "
+            "could be built; use fp32 or fp16 on the CPU, bf16 on a GPU"
+        )
     # An empty value is refused rather than read as the option left out.
     for opt, value, example in (
         ("--families", families, "family names such as gemm,attention (`evaluate families` lists them)"),
