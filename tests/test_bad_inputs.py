@@ -421,7 +421,7 @@ def test_exit_1_is_only_the_verdict_fail_on_rejects(reports, monkeypatch, capsys
     outcome = pipeline.RunOutcome(result=result, run_dir=reports / "runs" / "x", html=None, pdf=None)
     monkeypatch.setattr(pipeline, "run", lambda cfg, reporter=None: outcome)
     code, lines, out = run_main(monkeypatch, capsys, "--model", "bert-tiny", "--reports", reports, "--fail-on", "no-go")
-    assert code == 1 and lines == [] and "NO-GO" in out
+    assert code == 1 and lines == ["exit 1: the verdict is NO-GO (--fail-on no-go)"] and "NO-GO" in out
     code, lines, _ = run_main(monkeypatch, capsys, "--model", "bert-tiny", "--reports", reports)
     assert code == 0 and lines == []
 

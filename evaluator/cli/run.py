@@ -235,4 +235,7 @@ def _gate(outcome, fail_on: str) -> None:
 
         code = checklist.exit_code(outcome.result.verdict, fail_on)
         if code:
+            # one line on stderr saying why a CI job failed, beside the summary on stdout
+            verdict = outcome.result.verdict
+            say_error(f"exit 1: the verdict is {verdict.decision if verdict else 'missing'} (--fail-on {fail_on})")
             raise typer.Exit(code)
