@@ -72,6 +72,10 @@ def test_baseline_list_show_diff(store):
     assert p.returncode == 0 and "bert-tiny" in p.stdout
     p = evaluate("baseline", "diff", a.tag, b.tag, "--store", str(path))
     assert p.returncode == 0 and "regression" in p.stdout
+    p = evaluate("baseline", "list", "--store", str(path), "--model", "bert-tinny")
+    assert p.returncode == 0 and " ".join(p.stdout.split()) == (
+        "No baseline for model 'bert-tinny'; the store has models bert-tiny on platforms cpu-x86_64, h200"
+    )
 
 
 @pytest.mark.slow

@@ -117,7 +117,20 @@ def baseline_list(
     """List baselines, oldest first."""
     from .. import baseline
 
-    console.print(baselines_table(baseline.list_baselines(_read_store(store), model=model, platform=platform)))
+    found = _read_store(store)
+    rows = baseline.list_baselines(found, model=model, platform=platform)
+    if not rows and (model or platform):  # a filter that matched nothing says so, with what there is
+        every = baseline.list_baselines(found)
+        models = sorted({r.model for r in every})
+        platforms = sorted({r.platform for r in every})
+        asked = " and ".join(f"{k} {v!r}" for k, v in (("model", model), ("platform", platform)) if v)
+        console.print(
+            f"No baseline for {asked}; the store has models {', '.join(models) or 'none'} "
+            f"on platforms {', '.join(platforms) or 'none'}",
+            markup=False,
+        )
+        return
+    console.print(baselines_table(rows))
 
 
 def baseline_show(
