@@ -127,7 +127,7 @@ def reported_errors(
         say_error(
             f"interrupted; finished stages are kept in {where}{_resume_hint(Path(where))}"
             if where
-            else "interrupted before a run folder was made; nothing was recorded"
+            else "interrupted; nothing was recorded"
         )
         raise typer.Exit(130) from None
     except Exception as exc:

@@ -89,7 +89,7 @@ def probe(python: str, option: str = "--toolchain") -> dict[str, str]:
     line = next((x for x in done.stdout.splitlines() if x.startswith("EVALUATOR-PROBE ")), None)
     if line is None:
         said = [x.strip() for x in (done.stderr or done.stdout).splitlines() if x.strip()]
-        why = said[-1][:200] if said else f"exit code {done.returncode}"
+        why = said[-1][:200] if said else f"it ran the probe and printed nothing, exit code {done.returncode}"
         raise ConfigError(f"{option} {python} is not a Python interpreter that runs ({why})")
     out = json.loads(line.split(" ", 1)[1])
     if "error" in out:
