@@ -5,8 +5,9 @@ how to read the call as `a @ b` (the contracted letter, the operands' letters, w
 the second operand is a weight (2-D, or its columns grouped over several letters) or both
 are batched, and the permutation that makes the product's output the equation's), or
 None where the equation is not one contraction of two operands (a trace, an outer
-product, a contraction over two letters, three operands). The gemm family takes the
-weight form, a batched-GEMM family the other.
+product, a batched contraction over two letters, three operands). The gemm family takes
+the weight form, whose contracted letters may be several; a batched-GEMM family the
+other, over one.
 """
 
 from __future__ import annotations
